@@ -1,0 +1,20 @@
+// kube-controller-manager for Weft's integration tests: the upstream command built from the k8s.io/kubernetes
+// module (../gen-replaces explains the replace lines in go.mod). Mirrors k8s.io/kubernetes/cmd/kube-controller-manager/controller-manager.go.
+package main
+
+import (
+	"os"
+	_ "time/tzdata" // for CronJob Time Zone support
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // for JSON log format registration
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // load all the prometheus client-go plugin
+	_ "k8s.io/component-base/metrics/prometheus/version"  // for version metric registration
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() {
+	command := app.NewControllerManagerCommand()
+	code := cli.Run(command)
+	os.Exit(code)
+}

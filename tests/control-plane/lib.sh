@@ -1,0 +1,91 @@
+# Shared by build, up and down. Sourced, not executed.
+# shellcheck shell=bash
+
+CP_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+KUBERNETES_VERSION="$(cat "$CP_DIR/KUBERNETES_VERSION")"
+# Where built binaries are cached. Keyed per program on its go.mod, go.sum, main.go, the Go version
+# and the link flags, so a second build rebuilds nothing and any change rebuilds just that program.
+CP_BIN="${WEFT_CONTROL_PLANE_BIN:-$CP_DIR/.bin}"
+# Go build parallelism: the machine has 2 cores shared with cargo.
+CP_GO_P="${WEFT_CONTROL_PLANE_GO_P:-2}"
+
+# The programs: binary name -> module directory.
+CP_PROGRAMS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+cp_module_dir() {
+  case "$1" in
+    etcd) echo etcd ;;
+    kube-apiserver) echo apiserver ;;
+    kube-controller-manager) echo controller-manager ;;
+    kube-scheduler) echo scheduler ;;
+    kwok) echo kwok ;;
+    *) return 1 ;;
+  esac
+}
+
+cp_die() { echo "control-plane: $*" >&2; exit 1; }
+cp_log() { echo "control-plane: $*" >&2; }
+
+cp_ldflags() {
+  local name="$1" v="$KUBERNETES_VERSION" major minor
+  major="${v#v}"; major="${major%%.*}"
+  minor="${v#v*.}"; minor="${minor%%.*}"
+  local f="-s -w"
+  case "$name" in
+    kube-*)
+      f+=" -X k8s.io/component-base/version.gitVersion=$v"
+      f+=" -X k8s.io/component-base/version.gitMajor=$major"
+      f+=" -X k8s.io/component-base/version.gitMinor=$minor"
+      f+=" -X k8s.io/component-base/version.gitTreeState=clean"
+      f+=" -X k8s.io/client-go/pkg/version.gitVersion=$v"
+      f+=" -X k8s.io/client-go/pkg/version.gitMajor=$major"
+      f+=" -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+      ;;
+  esac
+  echo "$f"
+}
+
+
+cp_key() {
+  local name="$1" dir
+  dir="$CP_DIR/$(cp_module_dir "$name")"
+  { cat "$dir/go.mod" "$dir/go.sum" "$dir/main.go"; go env GOVERSION; cp_ldflags "$name"; } \
+    | sha256sum | cut -c1-16
+}
+
+# cp_build NAME: build one program into $CP_BIN unless the cached one has the same key.
+cp_build() {
+  local name="$1" dir key out log start
+  dir="$CP_DIR/$(cp_module_dir "$name")" || cp_die "unknown program $name"
+  key="$(cp_key "$name")"
+  out="$CP_BIN/$name"
+  if [[ -x "$out" && -f "$out.key" && "$(cat "$out.key")" == "$key" ]]; then
+    return 0
+  fi
+  mkdir -p "$CP_BIN"
+  log="$CP_BIN/$name.build.log"
+  cp_log "building $name (module $dir, log $log) ..."
+  start=$SECONDS
+  if ! (cd "$dir" && CGO_ENABLED=0 go build -p "$CP_GO_P" -mod=readonly -trimpath -buildvcs=false \
+        -ldflags "$(cp_ldflags "$name")" -o "$out.tmp" .) >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    cp_die "step 'build $name' failed; read $log"
+  fi
+  mv -f "$out.tmp" "$out"
+  echo "$key" >"$out.key"
+  cp_log "built $name in $((SECONDS - start))s"
+}
+
+# cp_build_all [NAMES...]: build under a lock so concurrent `up`s (parallel test binaries) build once.
+cp_build_all() {
+  local names=("$@")
+  ((${#names[@]})) || names=("${CP_PROGRAMS[@]}")
+  command -v go >/dev/null || cp_die "step 'build': go is not installed (run tests/control-plane/ensure-deps)"
+  mkdir -p "$CP_BIN"
+  exec 9>"$CP_BIN/.lock"
+  flock 9
+  local n
+  for n in "${names[@]}"; do cp_build "$n"; done
+  flock -u 9
+  exec 9>&-
+}
