@@ -4,16 +4,39 @@ package main
 
 import (
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
+	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
+	nodeheartbeatwithlease "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
+	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
 	"sigs.k8s.io/kwok/pkg/config"
 	"sigs.k8s.io/kwok/pkg/kwok/cmd"
 	"sigs.k8s.io/kwok/pkg/log"
 	"sigs.k8s.io/kwok/pkg/utils/signals"
 )
 
+// defaultStagesArg makes the binary print the stages kwokctl configures by default (node
+// initialize, node heartbeat with lease, pod ready/complete/delete), taken from this same kwok
+// version, as a config file for --config. kwok alone refuses to start without stages.
+const defaultStagesArg = "weft-print-default-stages"
+
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == defaultStagesArg {
+		docs := []string{
+			nodefast.DefaultNodeInit,
+			nodeheartbeatwithlease.DefaultNodeHeartbeatWithLease,
+			podfast.DefaultPodReady,
+			podfast.DefaultPodComplete,
+			podfast.DefaultPodDelete,
+		}
+		for _, d := range docs {
+			_, _ = os.Stdout.WriteString("---\n" + strings.TrimSpace(d) + "\n")
+		}
+		return
+	}
+
 	flagset := pflag.NewFlagSet("global", pflag.ContinueOnError)
 	flagset.ParseErrorsAllowlist.UnknownFlags = true
 	flagset.Usage = func() {}
