@@ -1,0 +1,135 @@
+//! Server-side apply with field manager `weft`.
+//!
+//! Conflicts are forced (`force=true`): the repository is the source of truth, so a field someone
+//! changed with `kubectl edit` or another manager is taken back, as `driftPolicy: correct` asks.
+//! (Per-CR `driftPolicy: report` is decided before this verb is called: such objects are not
+//! applied.) Unknown fields are errors (`fieldValidation=Strict`): a field the server silently
+//! dropped would never be in Weft's field set, look drifted on every pass, and be re-applied forever.
+//!
+//! An object whose decision is [`Decision::Unchanged`] is not written at all.
+
+use futures::StreamExt;
+use kube::api::{Patch, PatchParams, ValidationDirective};
+use kube::Client;
+use serde_json::Value;
+use tracing::{debug, info_span, Instrument};
+
+use super::changeset::{Action, Change, ChangeSet};
+use super::plan::{Decision, LiveState, PlannedObject};
+use super::{ApplyError, FIELD_MANAGER};
+
+/// How to apply.
+#[derive(Clone, Debug)]
+pub struct ApplyOptions {
+    /// Objects applied at the same time within a stage (`--concurrency`).
+    pub concurrency: usize,
+    /// Compute the changes without writing (`--dry-run`).
+    pub dry_run: bool,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        ApplyOptions {
+            concurrency: 10,
+            dry_run: false,
+        }
+    }
+}
+
+/// The patch parameters of every apply: manager `weft`, forced, strict validation.
+pub fn apply_params() -> PatchParams {
+    let mut pp = PatchParams::apply(FIELD_MANAGER).force();
+    pp.field_validation = Some(ValidationDirective::Strict);
+    pp
+}
+
+/// Apply one object (the caller decided it must be written). Returns the object as the server
+/// stored it.
+pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<Value, ApplyError> {
+    let api = p.api(client);
+    let patch = Patch::Apply(&p.desired.object);
+    let stored = api
+        .patch(&p.object_ref.name, &apply_params(), &patch)
+        .await
+        .map_err(|e| ApplyError::api("apply", &p.object_ref, e))?;
+    serde_json::to_value(stored).map_err(|e| ApplyError::Invalid {
+        origin: String::new(),
+        object: p.object_ref.to_string(),
+        message: format!("cannot read the applied object: {e}"),
+    })
+}
+
+/// Apply a set of objects that may go to the cluster at the same time (one stage of one wave),
+/// at most `opts.concurrency` at once. Every object gets an entry in the change set, failed ones
+/// are returned as errors (the others are still applied: one bad object does not hide the rest).
+/// `on_change` is called as each object is done (progress output).
+pub async fn apply_batch(
+    client: &Client,
+    objects: &[PlannedObject],
+    live: &LiveState,
+    opts: &ApplyOptions,
+    on_change: &(dyn Fn(&Change) + Send + Sync),
+) -> (ChangeSet, Vec<ApplyError>) {
+    let results: Vec<Result<Change, ApplyError>> = futures::stream::iter(objects)
+        .map(|p| {
+            let span = info_span!("apply", owner = %p.desired.owner.reference(), kind = %p.object_ref.kind, name = %p.object_ref.name);
+            async move {
+                let decision = live.decide(p);
+                let (action, reason) = match &decision {
+                    Decision::Create => (Action::Created, None),
+                    Decision::Update(why) => (Action::Configured, Some(why.clone())),
+                    Decision::Unchanged => (Action::Unchanged, None),
+                };
+                if decision != Decision::Unchanged && !opts.dry_run {
+                    apply_one(client, p).await?;
+                }
+                debug!(?action, "applied");
+                let change = Change {
+                    object: p.object_ref.clone(),
+                    owner: p.desired.owner.reference(),
+                    action,
+                    reason,
+                };
+                on_change(&change);
+                Ok(change)
+            }
+            .instrument(span)
+        })
+        .buffer_unordered(opts.concurrency.max(1))
+        .collect()
+        .await;
+    let mut changes = ChangeSet::default();
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(c) => changes.push(c),
+            Err(e) => errors.push(e),
+        }
+    }
+    // Completion order is random; report in apply order.
+    let position = |c: &Change| {
+        objects
+            .iter()
+            .position(|p| p.object_ref == c.object)
+            .unwrap_or(usize::MAX)
+    };
+    changes.entries.sort_by_key(position);
+    (changes, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_force_conflicts_with_manager_weft_and_strict_validation() {
+        let pp = apply_params();
+        assert!(pp.force);
+        assert_eq!(pp.field_manager.as_deref(), Some("weft"));
+        assert!(matches!(
+            pp.field_validation,
+            Some(ValidationDirective::Strict)
+        ));
+        assert!(!pp.dry_run);
+    }
+}

@@ -1,0 +1,193 @@
+//! A kube [`Client`] that counts the API calls it makes, by kind of call. The no-op guarantee
+//! ("a pass over an unchanged repository makes zero write calls") is checked with these counts in
+//! tests and benchmarks, and `weft sync` prints them.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// Counters shared by every clone of the client.
+#[derive(Clone, Debug, Default)]
+pub struct CallCounts(Arc<Inner>);
+
+#[derive(Debug, Default)]
+struct Inner {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    dry_runs: AtomicU64,
+}
+
+/// A snapshot of the counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallSnapshot {
+    /// GET (get, list, watch, discovery).
+    pub reads: u64,
+    /// POST, PUT, PATCH, DELETE that change the cluster.
+    pub writes: u64,
+    /// Writes with `dryRun=All`: they change nothing.
+    pub dry_runs: u64,
+}
+
+impl std::ops::Sub for CallSnapshot {
+    type Output = CallSnapshot;
+    fn sub(self, o: CallSnapshot) -> CallSnapshot {
+        CallSnapshot {
+            reads: self.reads.saturating_sub(o.reads),
+            writes: self.writes.saturating_sub(o.writes),
+            dry_runs: self.dry_runs.saturating_sub(o.dry_runs),
+        }
+    }
+}
+
+impl CallCounts {
+    /// The counts so far.
+    pub fn snapshot(&self) -> CallSnapshot {
+        CallSnapshot {
+            reads: self.0.reads.load(Ordering::Relaxed),
+            writes: self.0.writes.load(Ordering::Relaxed),
+            dry_runs: self.0.dry_runs.load(Ordering::Relaxed),
+        }
+    }
+
+    fn record(&self, method: &http::Method, query: Option<&str>) {
+        let counter = if method == http::Method::GET
+            || method == http::Method::HEAD
+            || method == http::Method::OPTIONS
+        {
+            &self.0.reads
+        } else if query.is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All")) {
+            &self.0.dry_runs
+        } else {
+            &self.0.writes
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The tower layer that counts.
+#[derive(Clone, Debug)]
+pub struct CountingLayer(pub CallCounts);
+
+impl<S> tower::Layer<S> for CountingLayer {
+    type Service = Counting<S>;
+    fn layer(&self, inner: S) -> Counting<S> {
+        Counting {
+            inner,
+            counts: self.0.clone(),
+        }
+    }
+}
+
+/// The service the layer wraps around the client's stack.
+#[derive(Clone, Debug)]
+pub struct Counting<S> {
+    inner: S,
+    counts: CallCounts,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Counting<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        self.counts.record(req.method(), req.uri().query());
+        self.inner.call(req)
+    }
+}
+
+/// Why a client could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no cluster configuration: {0} (give --kubeconfig, set KUBECONFIG, or run in a pod)")]
+    Infer(#[source] kube::config::InferConfigError),
+    #[error("kubeconfig: {0}")]
+    Config(#[source] kube::config::KubeconfigError),
+    #[error("building the Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// Load the cluster configuration: `--kubeconfig`/`--context` if given, otherwise the usual
+/// inference (`KUBECONFIG` or `~/.kube/config`, then in-cluster).
+pub async fn config(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Config, ConnectError> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(|source| ConnectError::Kubeconfig {
+                path: path.display().to_string(),
+                source,
+            })?;
+            Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(ConnectError::Config)
+        }
+        None if context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .map_err(ConnectError::Config),
+        None => Config::infer().await.map_err(ConnectError::Infer),
+    }
+}
+
+/// A client for `config` whose calls are counted in the returned [`CallCounts`].
+pub fn counting_client(config: Config) -> Result<(Client, CallCounts), ConnectError> {
+    let counts = CallCounts::default();
+    let client = ClientBuilder::try_from(config)
+        .map_err(ConnectError::Client)?
+        .with_layer(&CountingLayer(counts.clone()))
+        .build();
+    Ok((client, counts))
+}
+
+/// [`config`] then [`counting_client`].
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<(Client, CallCounts), ConnectError> {
+    counting_client(config(kubeconfig, context).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_methods_and_dry_runs() {
+        let c = CallCounts::default();
+        c.record(&http::Method::GET, Some("labelSelector=a"));
+        c.record(&http::Method::PATCH, Some("fieldManager=weft&force=true"));
+        c.record(&http::Method::PATCH, Some("dryRun=All&fieldManager=weft"));
+        c.record(&http::Method::DELETE, None);
+        assert_eq!(
+            c.snapshot(),
+            CallSnapshot {
+                reads: 1,
+                writes: 2,
+                dry_runs: 1
+            }
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! `weft diff`: what a sync would change, from a server-side dry-run apply of every object
+//! (so defaulting, admission and conversion are the server's own), compared with the live copy.
+//! Managed fields, status and fields only the server sets are stripped from both sides.
+
+use futures::StreamExt;
+use kube::api::{Patch, ValidationDirective};
+use kube::Client;
+use serde_json::Value;
+
+use super::apply::apply_params;
+use super::plan::PlannedObject;
+use super::ApplyError;
+use crate::api::ObjectRef;
+use crate::render::output::to_yaml;
+use crate::render::DesiredObject;
+
+/// What the diff of one object says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffChange {
+    Create,
+    Update,
+    Prune,
+}
+
+/// One changed object and its unified diff.
+#[derive(Clone, Debug)]
+pub struct ObjectDiff {
+    pub object: ObjectRef,
+    pub change: DiffChange,
+    pub text: String,
+}
+
+/// Metadata fields the server sets; they are not part of what a repository says.
+const SERVER_METADATA: &[&str] = &[
+    "managedFields",
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "selfLink",
+];
+
+/// `obj` without status and server-set metadata.
+pub fn normalize(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Value::Object(m) = &mut v {
+        m.remove("status");
+        if let Some(Value::Object(meta)) = m.get_mut("metadata") {
+            for k in SERVER_METADATA {
+                meta.remove(*k);
+            }
+        }
+    }
+    v
+}
+
+fn yaml(v: &Value) -> String {
+    to_yaml(v).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
+}
+
+/// A unified diff of two normalized objects, or `None` when they are equal.
+pub fn unified(
+    object: &ObjectRef,
+    live: Option<&Value>,
+    desired: Option<&Value>,
+) -> Option<String> {
+    let old = live.map(|l| yaml(&normalize(l))).unwrap_or_default();
+    let new = desired.map(|d| yaml(&normalize(d))).unwrap_or_default();
+    if old == new {
+        return None;
+    }
+    let diff = similar::TextDiff::from_lines(&old, &new);
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("live/{object}"), &format!("desired/{object}"))
+        .to_string();
+    Some(text)
+}
+
+/// Diff every planned object against the cluster with a dry-run apply. `pending` are objects
+/// whose CRD is not installed yet (shown as created as written).
+pub async fn diff_objects(
+    client: &Client,
+    planned: &[PlannedObject],
+    pending: &[DesiredObject],
+    concurrency: usize,
+) -> Result<Vec<ObjectDiff>, ApplyError> {
+    let results: Vec<Result<Option<ObjectDiff>, ApplyError>> = futures::stream::iter(planned)
+        .map(|p| async move {
+            let api = p.api(client);
+            let live = api
+                .get_opt(&p.object_ref.name)
+                .await
+                .map_err(|e| ApplyError::api("read", &p.object_ref, e))?;
+            let mut pp = apply_params().dry_run();
+            pp.field_validation = Some(ValidationDirective::Strict);
+            let dry = api
+                .patch(&p.object_ref.name, &pp, &Patch::Apply(&p.desired.object))
+                .await
+                .map_err(|e| ApplyError::api("dry-run apply", &p.object_ref, e))?;
+            let to_value = |o| {
+                serde_json::to_value(o).map_err(|e| ApplyError::Invalid {
+                    origin: String::new(),
+                    object: p.object_ref.to_string(),
+                    message: e.to_string(),
+                })
+            };
+            let dry = to_value(dry)?;
+            let live = live.map(to_value).transpose()?;
+            Ok(
+                unified(&p.object_ref, live.as_ref(), Some(&dry)).map(|text| ObjectDiff {
+                    object: p.object_ref.clone(),
+                    change: if live.is_some() {
+                        DiffChange::Update
+                    } else {
+                        DiffChange::Create
+                    },
+                    text,
+                }),
+            )
+        })
+        .buffered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(Some(d)) => out.push(d),
+            Ok(None) => {}
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            ApplyError::Many(errors)
+        });
+    }
+    for d in pending {
+        let object = d.object_ref();
+        if let Some(text) = unified(&object, None, Some(&d.object)) {
+            out.push(ObjectDiff {
+                object,
+                change: DiffChange::Create,
+                text,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn server_fields_are_stripped_and_changes_shown() {
+        let r = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "a".into(),
+            name: "c".into(),
+        };
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "a", "resourceVersion": "1", "uid": "u", "managedFields": [{}]},
+            "data": {"k": "old"}});
+        let mut same = live.clone();
+        same["metadata"]["resourceVersion"] = json!("2");
+        assert_eq!(unified(&r, Some(&live), Some(&same)), None);
+        let mut changed = same.clone();
+        changed["data"]["k"] = json!("new");
+        let text = unified(&r, Some(&live), Some(&changed)).unwrap();
+        assert!(
+            text.starts_with("--- live/ConfigMap/a/c\n+++ desired/ConfigMap/a/c\n"),
+            "{text}"
+        );
+        assert!(text.contains("-  k: old\n"), "{text}");
+        assert!(text.contains("+  k: new\n"), "{text}");
+        assert!(!text.contains("resourceVersion"));
+    }
+}

@@ -1,0 +1,682 @@
+//! The plan: which API resource serves each desired object (discovery), where it lives
+//! (namespaced or cluster-scoped), what the live copy looks like, and what must be done to it
+//! (create, update, or nothing).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::discovery::{Discovery, Scope};
+use kube::Client;
+use serde_json::Value;
+
+use super::{drift, ApplyError};
+use crate::api::ObjectRef;
+use crate::load::LoadedRepo;
+use crate::render::ownership::{APPLIED_HASH_ANNOTATION, OWNER_LABEL};
+use crate::render::{self, DesiredObject, Owner, RenderError, RenderOptions};
+
+/// Kinds of custom resource that own children (and so keep an inventory in their status).
+pub const OWNER_KINDS: &[&str] = &[
+    "WeaveCloud",
+    "ArmadaChart",
+    "ArmadaChartGroup",
+    "ArmadaManifest",
+];
+
+/// Everything one complete render wants, with every owner that takes part (also owners that now
+/// want nothing, so that their old objects are pruned).
+///
+/// The only way to make one is [`DesiredSet::render`], from a repository that loaded without
+/// errors: pruning takes a `&DesiredSet`, so nothing can be pruned after a failed fetch, load or
+/// render — there is no value to prune against.
+#[derive(Clone, Debug)]
+pub struct DesiredSet {
+    objects: Vec<DesiredObject>,
+    owners: BTreeSet<Owner>,
+}
+
+impl DesiredSet {
+    /// Render both layers of a loaded repository (the sync root's documents and every CR's
+    /// children).
+    pub fn render(repo: &LoadedRepo, opts: &RenderOptions) -> Result<DesiredSet, RenderError> {
+        let objects = render::render_all(repo, opts)?;
+        let mut owners = BTreeSet::new();
+        owners.insert(Owner::SyncRoot {
+            name: opts.root_name.clone(),
+        });
+        for o in &objects {
+            owners.insert(o.owner.clone());
+            if matches!(o.owner, Owner::SyncRoot { .. }) && OWNER_KINDS.contains(&o.kind()) {
+                owners.insert(Owner::Resource {
+                    kind: o.kind().to_string(),
+                    namespace: o.namespace().unwrap_or("").to_string(),
+                    name: o.name().to_string(),
+                });
+            }
+        }
+        Ok(DesiredSet { objects, owners })
+    }
+
+    /// The objects, in apply order.
+    pub fn objects(&self) -> &[DesiredObject] {
+        &self.objects
+    }
+    /// Every owner of this pass.
+    pub fn owners(&self) -> &BTreeSet<Owner> {
+        &self.owners
+    }
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
+/// The API resources the cluster serves, from discovery.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    /// (group, version, kind) → resource and whether it is namespaced.
+    by_gvk: HashMap<(String, String, String), (ApiResource, bool)>,
+}
+
+/// Split `group/version` (or `v1`) into group and version.
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+impl Catalog {
+    /// Run discovery (aggregated discovery when the server has it, per group otherwise).
+    pub async fn discover(client: &Client) -> Result<Catalog, ApplyError> {
+        let discovery = match Discovery::new(client.clone()).run_aggregated().await {
+            Ok(d) => d,
+            Err(_) => Discovery::new(client.clone())
+                .run()
+                .await
+                .map_err(ApplyError::Discovery)?,
+        };
+        let mut by_gvk = HashMap::new();
+        for group in discovery.groups() {
+            for version in group.versions() {
+                for (ar, caps) in group.versioned_resources(version) {
+                    let namespaced = caps.scope == Scope::Namespaced;
+                    by_gvk.insert(
+                        (ar.group.clone(), ar.version.clone(), ar.kind.clone()),
+                        (ar, namespaced),
+                    );
+                }
+            }
+        }
+        Ok(Catalog { by_gvk })
+    }
+
+    /// A catalog from explicit entries (for tests of the pure parts).
+    pub fn from_entries(entries: impl IntoIterator<Item = (ApiResource, bool)>) -> Catalog {
+        Catalog {
+            by_gvk: entries
+                .into_iter()
+                .map(|(ar, ns)| {
+                    (
+                        (ar.group.clone(), ar.version.clone(), ar.kind.clone()),
+                        (ar, ns),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The resource serving `apiVersion` + `kind`.
+    pub fn resolve(&self, api_version: &str, kind: &str) -> Option<&(ApiResource, bool)> {
+        let (g, v) = split_api_version(api_version);
+        self.by_gvk
+            .get(&(g.to_string(), v.to_string(), kind.to_string()))
+    }
+
+    /// The resource of a kind in any group and version (inventory entries of a CRD whose version
+    /// changed, owner CRs known only by kind). Prefers the given group.
+    pub fn resolve_kind(&self, group: Option<&str>, kind: &str) -> Option<&(ApiResource, bool)> {
+        let mut candidates: Vec<_> = self
+            .by_gvk
+            .iter()
+            .filter(|((g, _, k), _)| k == kind && group.is_none_or(|want| want == g))
+            .collect();
+        candidates.sort_by(|a, b| a.0.cmp(b.0));
+        candidates.first().map(|(_, v)| *v)
+    }
+}
+
+/// One desired object with the API resource that serves it.
+#[derive(Clone, Debug)]
+pub struct PlannedObject {
+    pub desired: DesiredObject,
+    pub resource: ApiResource,
+    pub namespaced: bool,
+    /// Its reference (namespace filled in for namespaced objects, removed for cluster-scoped ones).
+    pub object_ref: ObjectRef,
+}
+
+impl PlannedObject {
+    /// A dynamic API for this object's resource and namespace.
+    pub fn api(&self, client: &Client) -> Api<DynamicObject> {
+        if self.namespaced {
+            Api::namespaced_with(client.clone(), &self.object_ref.namespace, &self.resource)
+        } else {
+            Api::all_with(client.clone(), &self.resource)
+        }
+    }
+    /// The applied-hash annotation of the desired object.
+    pub fn desired_hash(&self) -> Option<&str> {
+        annotation(&self.desired.object, APPLIED_HASH_ANNOTATION)
+    }
+}
+
+fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+fn origin_prefix(d: &DesiredObject) -> String {
+    d.origin
+        .as_ref()
+        .map(|o| format!("{o}: "))
+        .unwrap_or_default()
+}
+
+/// `true` when the CRD object `crd` defines `apiVersion` + `kind`.
+fn crd_defines(crd: &Value, api_version: &str, kind: &str) -> bool {
+    let (g, v) = split_api_version(api_version);
+    crd.pointer("/spec/group").and_then(Value::as_str) == Some(g)
+        && crd.pointer("/spec/names/kind").and_then(Value::as_str) == Some(kind)
+        && crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .is_some_and(|vs| {
+                vs.iter()
+                    .any(|x| x.get("name").and_then(Value::as_str) == Some(v))
+            })
+}
+
+/// The reference of every desired object, per owner, with namespaces resolved as [`resolve`]
+/// does (an object whose kind the catalog does not know keeps its reference as written).
+pub fn desired_refs(
+    set: &DesiredSet,
+    catalog: &Catalog,
+    default_namespace: &str,
+) -> BTreeMap<Owner, BTreeSet<ObjectRef>> {
+    let mut out: BTreeMap<Owner, BTreeSet<ObjectRef>> = set
+        .owners()
+        .iter()
+        .map(|o| (o.clone(), BTreeSet::new()))
+        .collect();
+    for d in set.objects() {
+        let mut r = d.object_ref();
+        match catalog.resolve(d.api_version(), d.kind()) {
+            Some((_, true)) if r.namespace.is_empty() => {
+                r.namespace = default_namespace.to_string()
+            }
+            Some((_, false)) => r.namespace.clear(),
+            _ => {}
+        }
+        out.entry(d.owner.clone()).or_default().insert(r);
+    }
+    out
+}
+
+/// The outcome of resolving desired objects against the catalog.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// Objects the cluster can take now.
+    pub planned: Vec<PlannedObject>,
+    /// Objects whose kind is defined by a CRD of this same pass: resolve them again after the
+    /// CRD stage is applied and Established.
+    pub pending_crd: Vec<DesiredObject>,
+}
+
+/// Resolve every desired object; an unknown kind is an error unless a CRD in `all` defines it.
+/// Namespaced objects without a namespace go to `default_namespace`.
+pub fn resolve(
+    objects: &[DesiredObject],
+    all: &[DesiredObject],
+    catalog: &Catalog,
+    default_namespace: &str,
+) -> Result<Resolved, ApplyError> {
+    let mut out = Resolved::default();
+    let mut errors = Vec::new();
+    for d in objects {
+        let object = d.object_ref();
+        if d.api_version().is_empty() || d.kind().is_empty() || d.name().is_empty() {
+            errors.push(ApplyError::Invalid {
+                origin: origin_prefix(d),
+                object: object.to_string(),
+                message: "an object needs apiVersion, kind and metadata.name".into(),
+            });
+            continue;
+        }
+        match catalog.resolve(d.api_version(), d.kind()) {
+            Some((ar, namespaced)) => {
+                let mut desired = d.clone();
+                let mut object_ref = object;
+                if *namespaced {
+                    if object_ref.namespace.is_empty() {
+                        object_ref.namespace = default_namespace.to_string();
+                        if let Some(meta) = desired
+                            .object
+                            .get_mut("metadata")
+                            .and_then(Value::as_object_mut)
+                        {
+                            meta.insert(
+                                "namespace".into(),
+                                Value::String(default_namespace.to_string()),
+                            );
+                        }
+                    }
+                } else {
+                    object_ref.namespace.clear();
+                    if let Some(meta) = desired
+                        .object
+                        .get_mut("metadata")
+                        .and_then(Value::as_object_mut)
+                    {
+                        meta.remove("namespace");
+                    }
+                }
+                out.planned.push(PlannedObject {
+                    desired,
+                    resource: ar.clone(),
+                    namespaced: *namespaced,
+                    object_ref,
+                });
+            }
+            None => {
+                let defined_here = all.iter().any(|c| {
+                    c.kind() == "CustomResourceDefinition"
+                        && crd_defines(&c.object, d.api_version(), d.kind())
+                });
+                if defined_here {
+                    out.pending_crd.push(d.clone());
+                } else {
+                    errors.push(ApplyError::UnknownKind {
+                        origin: origin_prefix(d),
+                        object: object.to_string(),
+                        api_version: d.api_version().to_string(),
+                        kind: d.kind().to_string(),
+                    });
+                }
+            }
+        }
+    }
+    match errors.len() {
+        0 => Ok(out),
+        1 => Err(errors.remove(0)),
+        _ => Err(ApplyError::Many(errors)),
+    }
+}
+
+/// What must happen to one object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// It does not exist.
+    Create,
+    /// It exists and must be written; the reason says why.
+    Update(String),
+    /// It exists with the desired hash and has not drifted: no write.
+    Unchanged,
+}
+
+/// The live copies of the planned objects, read with a handful of list calls.
+#[derive(Clone, Debug, Default)]
+pub struct LiveState {
+    /// Objects carrying an owner label of this pass, in full.
+    pub owned: HashMap<ObjectRef, Value>,
+    /// Objects that exist but carry none of this pass's owner labels (they will be adopted).
+    pub unlabelled: HashSet<ObjectRef>,
+}
+
+impl LiveState {
+    /// What must happen to `p`.
+    pub fn decide(&self, p: &PlannedObject) -> Decision {
+        match self.owned.get(&p.object_ref) {
+            Some(live) => {
+                let live_hash = annotation(live, APPLIED_HASH_ANNOTATION);
+                let live_owner = live
+                    .pointer("/metadata/labels")
+                    .and_then(|l| l.get(OWNER_LABEL))
+                    .and_then(Value::as_str);
+                if live_owner != Some(p.desired.owner.id().0.as_str()) {
+                    return Decision::Update(format!(
+                        "taken over from owner {}",
+                        live_owner.unwrap_or("none")
+                    ));
+                }
+                if live_hash != p.desired_hash() {
+                    return Decision::Update("changed".into());
+                }
+                match drift::drifted_field(&p.desired.object, live) {
+                    Some(field) => Decision::Update(format!("drifted: {field}")),
+                    None => Decision::Unchanged,
+                }
+            }
+            None if self.unlabelled.contains(&p.object_ref) => Decision::Update("adopted".into()),
+            None => Decision::Create,
+        }
+    }
+}
+
+/// List every page of `api` with `lp`.
+async fn list_all(
+    api: &Api<DynamicObject>,
+    lp: &ListParams,
+) -> Result<Vec<DynamicObject>, kube::Error> {
+    let mut out = Vec::new();
+    let mut lp = lp.clone().limit(500);
+    loop {
+        let page = api.list(&lp).await?;
+        out.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+async fn list_names(api: &Api<DynamicObject>) -> Result<Vec<String>, kube::Error> {
+    let mut out = Vec::new();
+    let mut lp = ListParams::default().limit(500);
+    loop {
+        let page = api.list_metadata(&lp).await?;
+        out.extend(page.items.into_iter().filter_map(|m| m.metadata.name));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// A label selector matching any of `owners`.
+pub fn owner_selector<'a>(owners: impl IntoIterator<Item = &'a Owner>) -> String {
+    let ids: BTreeSet<String> = owners.into_iter().map(|o| o.id().0).collect();
+    format!(
+        "{OWNER_LABEL} in ({})",
+        ids.into_iter().collect::<Vec<_>>().join(",")
+    )
+}
+
+/// Read the live copies of `planned`: one labelled list per (resource, namespace), and one
+/// metadata-only list where some object was not found, to tell "absent" from "not ours yet".
+pub async fn read_live(
+    client: &Client,
+    planned: &[PlannedObject],
+    concurrency: usize,
+) -> Result<LiveState, ApplyError> {
+    // (group, version, plural, namespace) → objects
+    let mut groups: BTreeMap<(String, String, String, String), Vec<&PlannedObject>> =
+        BTreeMap::new();
+    for p in planned {
+        groups
+            .entry((
+                p.resource.group.clone(),
+                p.resource.version.clone(),
+                p.resource.plural.clone(),
+                p.object_ref.namespace.clone(),
+            ))
+            .or_default()
+            .push(p);
+    }
+    let results: Vec<Result<LiveState, ApplyError>> = futures::stream::iter(groups.into_values())
+        .map(|members| async move {
+            let first = members[0];
+            let api = first.api(client);
+            let selector = owner_selector(members.iter().map(|p| &p.desired.owner));
+            let what = format!(
+                "{} in {}",
+                first.resource.plural,
+                display_ns(&first.object_ref.namespace)
+            );
+            let items = list_all(&api, &ListParams::default().labels(&selector))
+                .await
+                .map_err(|e| list_error(&what, e))?;
+            let mut state = LiveState::default();
+            let wanted: HashMap<&str, &PlannedObject> = members
+                .iter()
+                .map(|p| (p.object_ref.name.as_str(), *p))
+                .collect();
+            for item in items {
+                let Some(name) = item.metadata.name.clone() else {
+                    continue;
+                };
+                if let Some(p) = wanted.get(name.as_str()) {
+                    let value = serde_json::to_value(&item).map_err(|e| ApplyError::Invalid {
+                        origin: String::new(),
+                        object: p.object_ref.to_string(),
+                        message: format!("cannot read the live object: {e}"),
+                    })?;
+                    state.owned.insert(p.object_ref.clone(), value);
+                }
+            }
+            if members
+                .iter()
+                .any(|p| !state.owned.contains_key(&p.object_ref))
+            {
+                let names: HashSet<String> = list_names(&api)
+                    .await
+                    .map_err(|e| list_error(&what, e))?
+                    .into_iter()
+                    .collect();
+                for p in &members {
+                    if !state.owned.contains_key(&p.object_ref)
+                        && names.contains(&p.object_ref.name)
+                    {
+                        state.unlabelled.insert(p.object_ref.clone());
+                    }
+                }
+            }
+            Ok(state)
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut out = LiveState::default();
+    for r in results {
+        let s = r?;
+        out.owned.extend(s.owned);
+        out.unlabelled.extend(s.unlabelled);
+    }
+    Ok(out)
+}
+
+fn display_ns(ns: &str) -> String {
+    if ns.is_empty() {
+        "the cluster".into()
+    } else {
+        format!("namespace {ns}")
+    }
+}
+
+fn list_error(what: &str, e: kube::Error) -> ApplyError {
+    let (message, code) = super::describe(&e);
+    ApplyError::Api {
+        verb: "list",
+        object: what.to_string(),
+        message,
+        code,
+    }
+}
+
+/// Every object of `resource` carrying `selector`, in `namespace` or (None) everywhere.
+pub(crate) async fn list_labelled(
+    client: &Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    selector: &str,
+) -> Result<Vec<Value>, ApplyError> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let what = format!(
+        "{} in {}",
+        resource.plural,
+        namespace
+            .map(display_ns)
+            .unwrap_or_else(|| "all namespaces".into())
+    );
+    let items = list_all(&api, &ListParams::default().labels(selector))
+        .await
+        .map_err(|e| list_error(&what, e))?;
+    items
+        .into_iter()
+        .map(|i| {
+            serde_json::to_value(i).map_err(|e| ApplyError::Invalid {
+                origin: String::new(),
+                object: what.clone(),
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+        ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: if group.is_empty() {
+                version.into()
+            } else {
+                format!("{group}/{version}")
+            },
+            kind: kind.into(),
+            plural: plural.into(),
+        }
+    }
+
+    fn catalog() -> Catalog {
+        Catalog::from_entries([
+            (ar("", "v1", "ConfigMap", "configmaps"), true),
+            (ar("", "v1", "Namespace", "namespaces"), false),
+            (
+                ar(
+                    "apiextensions.k8s.io",
+                    "v1",
+                    "CustomResourceDefinition",
+                    "customresourcedefinitions",
+                ),
+                false,
+            ),
+        ])
+    }
+
+    fn obj(v: Value) -> DesiredObject {
+        Owner::SyncRoot {
+            name: "weft".into(),
+        }
+        .adopt(v, 0, None)
+    }
+
+    #[test]
+    fn namespaces_are_filled_in_and_removed_by_scope() {
+        let objs = vec![
+            obj(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})),
+            obj(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "namespace": "x"}}),
+            ),
+        ];
+        let r = resolve(&objs, &objs, &catalog(), "default").unwrap();
+        assert_eq!(r.planned[0].object_ref.to_string(), "ConfigMap/default/c");
+        assert_eq!(
+            r.planned[0].desired.object["metadata"]["namespace"],
+            "default"
+        );
+        assert_eq!(r.planned[1].object_ref.to_string(), "Namespace/n");
+        assert!(r.planned[1].desired.object["metadata"]
+            .get("namespace")
+            .is_none());
+    }
+
+    #[test]
+    fn unknown_kind_is_an_error_unless_its_crd_is_in_the_pass() {
+        let widget = obj(
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "a"}}),
+        );
+        let err = resolve(
+            std::slice::from_ref(&widget),
+            std::slice::from_ref(&widget),
+            &catalog(),
+            "default",
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Widget/a/w: the cluster has no kind `Widget` in `example.com/v1` (no CRD for it is installed or part of this pass)"
+        );
+        let crd = obj(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}, "scope": "Namespaced",
+                     "versions": [{"name": "v1", "served": true, "storage": true}]}
+        }));
+        let all = vec![crd, widget];
+        let r = resolve(&all, &all, &catalog(), "default").unwrap();
+        assert_eq!(r.planned.len(), 1);
+        assert_eq!(r.pending_crd.len(), 1);
+        assert_eq!(r.pending_crd[0].name(), "w");
+    }
+
+    #[test]
+    fn decisions_from_hash_owner_and_drift() {
+        let d = obj(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a"}, "data": {"k": "v"}}),
+        );
+        let r = resolve(
+            std::slice::from_ref(&d),
+            std::slice::from_ref(&d),
+            &catalog(),
+            "default",
+        )
+        .unwrap();
+        let p = &r.planned[0];
+        let mut live = LiveState::default();
+        assert_eq!(live.decide(p), Decision::Create);
+        live.unlabelled.insert(p.object_ref.clone());
+        assert_eq!(live.decide(p), Decision::Update("adopted".into()));
+        // The live copy as the server returns it after weft applied it.
+        let mut l = d.object.clone();
+        l["metadata"]["managedFields"] = json!([{"manager": "weft", "operation": "Apply", "fieldsV1": {
+            "f:data": {"f:k": {}},
+            "f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}, "f:weft.io/owner": {}},
+                           "f:annotations": {"f:weft.io/owner-ref": {}, "f:weft.io/applied-hash": {}}}
+        }}]);
+        live.owned.insert(p.object_ref.clone(), l.clone());
+        assert_eq!(live.decide(p), Decision::Unchanged);
+        // Someone edited data.k: the field left weft's set.
+        let mut edited = l.clone();
+        edited["metadata"]["managedFields"][0]["fieldsV1"]["f:data"] = json!({});
+        live.owned.insert(p.object_ref.clone(), edited);
+        assert_eq!(live.decide(p), Decision::Update("drifted: /data/k".into()));
+        // The repository changed: another hash.
+        let mut old = l;
+        old["metadata"]["annotations"][APPLIED_HASH_ANNOTATION] = json!("0000");
+        live.owned.insert(p.object_ref.clone(), old);
+        assert_eq!(live.decide(p), Decision::Update("changed".into()));
+    }
+
+    #[test]
+    fn owner_selector_lists_every_owner_once() {
+        let a = Owner::SyncRoot {
+            name: "weft".into(),
+        };
+        let s = owner_selector([&a, &a]);
+        assert_eq!(s, format!("weft.io/owner in ({})", a.id()));
+    }
+}

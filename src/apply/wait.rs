@@ -1,0 +1,440 @@
+//! Waiting until applied objects are ready, with a timeout.
+//!
+//! Rules, kstatus-like: Deployment, StatefulSet, DaemonSet, ReplicaSet, Job and Pod follow the
+//! Armada rules (observed generation current, rollout complete, enough replicas ready, Job
+//! succeeded); a CRD must be `Established`, a Namespace `Active`, a PVC `Bound`; any other kind is
+//! ready once applied unless it reports `status.observedGeneration` behind its generation or a
+//! `Ready`/`Stalled` condition that says otherwise. On timeout the error names every object that
+//! is not ready and why.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::Client;
+use serde_json::Value;
+
+use super::ApplyError;
+use crate::api::ObjectRef;
+
+/// What the status of an object says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// Not yet; the reason says what is missing.
+    InProgress(String),
+    /// It will not become ready by waiting (a failed Job, a rollout past its deadline).
+    Failed(String),
+}
+
+fn int(v: &Value, pointer: &str) -> Option<i64> {
+    v.pointer(pointer).and_then(Value::as_i64)
+}
+
+fn condition<'a>(v: &'a Value, type_: &str) -> Option<&'a Value> {
+    v.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+fn condition_status<'a>(v: &'a Value, type_: &str) -> Option<&'a str> {
+    condition(v, type_)
+        .and_then(|c| c.get("status"))
+        .and_then(Value::as_str)
+}
+
+fn condition_text(v: &Value, type_: &str) -> String {
+    condition(v, type_)
+        .map(|c| {
+            let reason = c.get("reason").and_then(Value::as_str).unwrap_or("");
+            let message = c.get("message").and_then(Value::as_str).unwrap_or("");
+            match (reason.is_empty(), message.is_empty()) {
+                (false, false) => format!("{reason}: {message}"),
+                (false, true) => reason.to_string(),
+                (true, false) => message.to_string(),
+                (true, true) => String::new(),
+            }
+        })
+        .unwrap_or_default()
+}
+
+/// The generation check every controller-managed kind shares.
+fn generation_current(v: &Value) -> Option<Readiness> {
+    let generation = int(v, "/metadata/generation")?;
+    let observed = int(v, "/status/observedGeneration").unwrap_or(0);
+    (observed < generation).then(|| {
+        Readiness::InProgress(format!(
+            "observed generation {observed} is behind generation {generation}"
+        ))
+    })
+}
+
+/// The readiness of a live object of `kind`.
+pub fn readiness(kind: &str, v: &Value) -> Readiness {
+    match kind {
+        "Deployment" => deployment(v),
+        "StatefulSet" => statefulset(v),
+        "DaemonSet" => daemonset(v),
+        "ReplicaSet" => replicaset(v),
+        "Job" => job(v),
+        "Pod" => pod(v),
+        "CustomResourceDefinition" => match condition_status(v, "Established") {
+            Some("True") => Readiness::Ready,
+            _ => Readiness::InProgress(
+                format!("not Established yet {}", condition_text(v, "NamesAccepted"))
+                    .trim_end()
+                    .to_string(),
+            ),
+        },
+        "Namespace" => match v.pointer("/status/phase").and_then(Value::as_str) {
+            Some("Active") | None => Readiness::Ready,
+            Some(p) => Readiness::InProgress(format!("phase is {p}")),
+        },
+        "PersistentVolumeClaim" => match v.pointer("/status/phase").and_then(Value::as_str) {
+            Some("Bound") => Readiness::Ready,
+            Some("Lost") => Readiness::Failed("phase is Lost".into()),
+            p => Readiness::InProgress(format!("phase is {}, not Bound", p.unwrap_or("unknown"))),
+        },
+        _ => generic(v),
+    }
+}
+
+fn generic(v: &Value) -> Readiness {
+    if v.pointer("/status/observedGeneration").is_some() {
+        if let Some(r) = generation_current(v) {
+            return r;
+        }
+    }
+    if condition_status(v, "Stalled") == Some("True") {
+        return Readiness::Failed(format!("Stalled: {}", condition_text(v, "Stalled")));
+    }
+    match condition_status(v, "Ready") {
+        Some("False") if v.pointer("/status/observedGeneration").is_some() => {
+            Readiness::InProgress(format!("Ready=False: {}", condition_text(v, "Ready")))
+        }
+        _ => Readiness::Ready,
+    }
+}
+
+fn deployment(v: &Value) -> Readiness {
+    if let Some(r) = generation_current(v) {
+        return r;
+    }
+    if condition(v, "Progressing")
+        .and_then(|c| c.get("reason"))
+        .and_then(Value::as_str)
+        == Some("ProgressDeadlineExceeded")
+    {
+        return Readiness::Failed(format!(
+            "ProgressDeadlineExceeded: {}",
+            condition_text(v, "Progressing")
+        ));
+    }
+    let want = int(v, "/spec/replicas").unwrap_or(1);
+    let updated = int(v, "/status/updatedReplicas").unwrap_or(0);
+    let available = int(v, "/status/availableReplicas").unwrap_or(0);
+    let total = int(v, "/status/replicas").unwrap_or(0);
+    if updated < want {
+        return Readiness::InProgress(format!("{updated} of {want} replicas updated"));
+    }
+    if total > updated {
+        return Readiness::InProgress(format!(
+            "{} old replicas pending termination",
+            total - updated
+        ));
+    }
+    if available < want {
+        return Readiness::InProgress(format!("{available} of {want} replicas available"));
+    }
+    Readiness::Ready
+}
+
+fn statefulset(v: &Value) -> Readiness {
+    if let Some(r) = generation_current(v) {
+        return r;
+    }
+    let want = int(v, "/spec/replicas").unwrap_or(1);
+    let ready = int(v, "/status/readyReplicas").unwrap_or(0);
+    if ready < want {
+        return Readiness::InProgress(format!("{ready} of {want} replicas ready"));
+    }
+    let partition = int(v, "/spec/updateStrategy/rollingUpdate/partition").unwrap_or(0);
+    if partition == 0 {
+        let current = v.pointer("/status/currentRevision").and_then(Value::as_str);
+        let update = v.pointer("/status/updateRevision").and_then(Value::as_str);
+        if update.is_some() && current != update {
+            return Readiness::InProgress(format!("rolling out revision {}", update.unwrap_or("")));
+        }
+    } else {
+        let updated = int(v, "/status/updatedReplicas").unwrap_or(0);
+        if updated < want - partition {
+            return Readiness::InProgress(format!(
+                "{updated} of {} replicas above partition {partition} updated",
+                want - partition
+            ));
+        }
+    }
+    Readiness::Ready
+}
+
+fn daemonset(v: &Value) -> Readiness {
+    if let Some(r) = generation_current(v) {
+        return r;
+    }
+    let want = int(v, "/status/desiredNumberScheduled").unwrap_or(0);
+    let updated = int(v, "/status/updatedNumberScheduled").unwrap_or(0);
+    let available = int(v, "/status/numberAvailable").unwrap_or(0);
+    if updated < want {
+        return Readiness::InProgress(format!("{updated} of {want} pods updated"));
+    }
+    if available < want {
+        return Readiness::InProgress(format!("{available} of {want} pods available"));
+    }
+    Readiness::Ready
+}
+
+fn replicaset(v: &Value) -> Readiness {
+    if let Some(r) = generation_current(v) {
+        return r;
+    }
+    let want = int(v, "/spec/replicas").unwrap_or(1);
+    let available = int(v, "/status/availableReplicas").unwrap_or(0);
+    if available < want {
+        return Readiness::InProgress(format!("{available} of {want} replicas available"));
+    }
+    Readiness::Ready
+}
+
+fn job(v: &Value) -> Readiness {
+    if condition_status(v, "Failed") == Some("True") {
+        return Readiness::Failed(format!("Job failed: {}", condition_text(v, "Failed")));
+    }
+    let completions = int(v, "/spec/completions").unwrap_or(1);
+    let succeeded = int(v, "/status/succeeded").unwrap_or(0);
+    if condition_status(v, "Complete") == Some("True") || succeeded >= completions {
+        return Readiness::Ready;
+    }
+    Readiness::InProgress(format!("{succeeded} of {completions} completions"))
+}
+
+fn pod(v: &Value) -> Readiness {
+    match v.pointer("/status/phase").and_then(Value::as_str) {
+        Some("Succeeded") => Readiness::Ready,
+        Some("Failed") => Readiness::Failed(format!(
+            "pod failed: {}",
+            v.pointer("/status/reason")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        )),
+        Some("Running") if condition_status(v, "Ready") == Some("True") => Readiness::Ready,
+        Some("Running") => Readiness::InProgress(
+            format!("running but not Ready {}", condition_text(v, "Ready"))
+                .trim_end()
+                .to_string(),
+        ),
+        p => Readiness::InProgress(format!("phase is {}", p.unwrap_or("unknown"))),
+    }
+}
+
+/// One object to wait for.
+#[derive(Clone, Debug)]
+pub struct WaitTarget {
+    pub object: ObjectRef,
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+/// How to wait.
+#[derive(Clone, Debug)]
+pub struct WaitOptions {
+    pub timeout: Duration,
+    /// Time between two looks at the objects not ready yet.
+    pub poll_interval: Duration,
+    /// Objects read at the same time.
+    pub concurrency: usize,
+}
+
+impl Default for WaitOptions {
+    fn default() -> Self {
+        WaitOptions {
+            timeout: Duration::from_secs(300),
+            poll_interval: Duration::from_secs(1),
+            concurrency: 10,
+        }
+    }
+}
+
+async fn look(client: &Client, t: &WaitTarget) -> Readiness {
+    let api: Api<DynamicObject> = if t.namespaced {
+        Api::namespaced_with(client.clone(), &t.object.namespace, &t.resource)
+    } else {
+        Api::all_with(client.clone(), &t.resource)
+    };
+    match api.get_opt(&t.object.name).await {
+        Ok(Some(obj)) => match serde_json::to_value(&obj) {
+            Ok(v) => readiness(&t.object.kind, &v),
+            Err(e) => Readiness::InProgress(format!("cannot read it: {e}")),
+        },
+        Ok(None) => Readiness::InProgress("it does not exist".into()),
+        Err(e) => Readiness::InProgress(format!("cannot read it: {}", super::describe(&e).0)),
+    }
+}
+
+/// Wait until every target is ready. Objects that fail (a failed Job, a Deployment past its
+/// progress deadline) end the wait at once; otherwise the wait ends at the timeout with every
+/// object still not ready and its reason. `on_ready` is called as each object becomes ready.
+pub async fn wait_ready(
+    client: &Client,
+    targets: &[WaitTarget],
+    opts: &WaitOptions,
+    on_ready: &(dyn Fn(&ObjectRef) + Send + Sync),
+) -> Result<(), ApplyError> {
+    let start = Instant::now();
+    let mut pending: Vec<&WaitTarget> = targets.iter().collect();
+    loop {
+        let looks: Vec<(&WaitTarget, Readiness)> = futures::stream::iter(pending.iter().copied())
+            .map(|t| async move { (t, look(client, t).await) })
+            .buffered(opts.concurrency.max(1))
+            .collect()
+            .await;
+        let mut still = Vec::new();
+        let mut failed = Vec::new();
+        let mut reasons = Vec::new();
+        for (t, r) in looks {
+            match r {
+                Readiness::Ready => on_ready(&t.object),
+                Readiness::InProgress(why) => {
+                    still.push(t);
+                    reasons.push((t.object.clone(), why));
+                }
+                Readiness::Failed(why) => failed.push((t.object.clone(), why)),
+            }
+        }
+        if !failed.is_empty() {
+            return Err(ApplyError::Failed(failed));
+        }
+        if still.is_empty() {
+            return Ok(());
+        }
+        if start.elapsed() >= opts.timeout {
+            return Err(ApplyError::WaitTimeout {
+                timeout: opts.timeout,
+                not_ready: reasons,
+            });
+        }
+        pending = still;
+        let left = opts.timeout.saturating_sub(start.elapsed());
+        tokio::time::sleep(opts.poll_interval.min(left)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn deployment_rules() {
+        let ready = json!({"metadata": {"generation": 2}, "spec": {"replicas": 2},
+            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}});
+        assert_eq!(readiness("Deployment", &ready), Readiness::Ready);
+        let behind = json!({"metadata": {"generation": 3}, "spec": {"replicas": 2},
+            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}});
+        assert_eq!(
+            readiness("Deployment", &behind),
+            Readiness::InProgress("observed generation 2 is behind generation 3".into())
+        );
+        let unavailable = json!({"metadata": {"generation": 1}, "spec": {"replicas": 2},
+            "status": {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 1}});
+        assert_eq!(
+            readiness("Deployment", &unavailable),
+            Readiness::InProgress("1 of 2 replicas available".into())
+        );
+        let deadline = json!({"metadata": {"generation": 1}, "spec": {"replicas": 1},
+            "status": {"observedGeneration": 1, "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"x\" has timed out progressing."}]}});
+        assert!(
+            matches!(readiness("Deployment", &deadline), Readiness::Failed(m) if m.contains("ProgressDeadlineExceeded"))
+        );
+        let zero = json!({"metadata": {"generation": 1}, "spec": {"replicas": 0}, "status": {"observedGeneration": 1}});
+        assert_eq!(readiness("Deployment", &zero), Readiness::Ready);
+    }
+
+    #[test]
+    fn job_crd_namespace_pvc_pod() {
+        assert_eq!(
+            readiness(
+                "Job",
+                &json!({"spec": {"completions": 1}, "status": {"succeeded": 1}})
+            ),
+            Readiness::Ready
+        );
+        assert!(matches!(
+            readiness(
+                "Job",
+                &json!({"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}})
+            ),
+            Readiness::Failed(_)
+        ));
+        assert_eq!(
+            readiness(
+                "CustomResourceDefinition",
+                &json!({"status": {"conditions": [{"type": "Established", "status": "True"}]}})
+            ),
+            Readiness::Ready
+        );
+        assert!(matches!(
+            readiness("CustomResourceDefinition", &json!({})),
+            Readiness::InProgress(_)
+        ));
+        assert_eq!(
+            readiness("Namespace", &json!({"status": {"phase": "Active"}})),
+            Readiness::Ready
+        );
+        assert_eq!(
+            readiness(
+                "PersistentVolumeClaim",
+                &json!({"status": {"phase": "Pending"}})
+            ),
+            Readiness::InProgress("phase is Pending, not Bound".into())
+        );
+        assert_eq!(
+            readiness(
+                "Pod",
+                &json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+            ),
+            Readiness::Ready
+        );
+    }
+
+    #[test]
+    fn statefulset_and_daemonset() {
+        let rolling = json!({"metadata": {"generation": 1}, "spec": {"replicas": 2},
+            "status": {"observedGeneration": 1, "readyReplicas": 2, "currentRevision": "a", "updateRevision": "b"}});
+        assert_eq!(
+            readiness("StatefulSet", &rolling),
+            Readiness::InProgress("rolling out revision b".into())
+        );
+        let partitioned = json!({"metadata": {"generation": 1}, "spec": {"replicas": 3, "updateStrategy": {"rollingUpdate": {"partition": 2}}},
+            "status": {"observedGeneration": 1, "readyReplicas": 3, "updatedReplicas": 1, "currentRevision": "a", "updateRevision": "b"}});
+        assert_eq!(readiness("StatefulSet", &partitioned), Readiness::Ready);
+        let ds = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "desiredNumberScheduled": 3, "updatedNumberScheduled": 3, "numberAvailable": 2}});
+        assert_eq!(
+            readiness("DaemonSet", &ds),
+            Readiness::InProgress("2 of 3 pods available".into())
+        );
+    }
+
+    #[test]
+    fn other_kinds_are_ready_once_applied_unless_they_say_otherwise() {
+        assert_eq!(
+            readiness("ConfigMap", &json!({"data": {}})),
+            Readiness::Ready
+        );
+        let stalled = json!({"status": {"conditions": [{"type": "Stalled", "status": "True", "reason": "Bad"}]}});
+        assert!(matches!(
+            readiness("WeaveCloud", &stalled),
+            Readiness::Failed(_)
+        ));
+    }
+}

@@ -1,0 +1,502 @@
+//! One pass of both layers: load → render → apply → prune → wait → report.
+//!
+//! The fetch happens before (the caller turns a URL or a directory into a [`Snapshot`]); a pass
+//! that cannot load or render stops before anything is applied or pruned. Apply goes in stages
+//! and waves:
+//! 1. cluster prerequisites (CRDs, Namespaces, cluster roles, `*Class` kinds), then a wait for
+//!    them (CRDs Established) and a new discovery, so that custom resources whose CRD is in the
+//!    same pass can be applied;
+//! 2. every other object, wave by wave (Armada groups and sequenced charts), each wave waited for
+//!    before the next starts;
+//! 3. prune (only when every object applied), inventories, and the wait for the last wave.
+//!
+//! The result is one [`ChangeSet`] (plus the error that stopped the pass, if any).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+use crate::api::ObjectRef;
+use crate::apply::apply::{apply_batch, ApplyOptions};
+use crate::apply::changeset::{Action, Change, ChangeSet};
+use crate::apply::inventory::{self, Inventory};
+use crate::apply::plan::{self, Catalog, DesiredSet, LiveState, PlannedObject};
+use crate::apply::prune::{self, PruneOptions};
+use crate::apply::wait::{self, WaitOptions, WaitTarget};
+use crate::apply::ApplyError;
+use crate::load::{self, Diagnostics, LoadError};
+use crate::render::{order, Owner, RenderError, RenderOptions};
+use crate::source::Snapshot;
+
+/// Everything a pass needs besides the repository.
+#[derive(Clone, Debug)]
+pub struct PassOptions {
+    /// Name of the sync root (its owner id goes into every label).
+    pub root_name: String,
+    /// Weft's own namespace (inventories).
+    pub weft_namespace: String,
+    /// Namespace of namespaced objects that do not say one.
+    pub default_namespace: String,
+    /// Bound of each readiness wait.
+    pub timeout: Duration,
+    pub max_prune_fraction: f64,
+    pub force_prune: bool,
+    /// Plan only: read the cluster, write nothing.
+    pub dry_run: bool,
+    /// Calls at the same time within a stage.
+    pub concurrency: usize,
+    /// Time between two readiness checks.
+    pub poll_interval: Duration,
+}
+
+impl Default for PassOptions {
+    fn default() -> Self {
+        PassOptions {
+            root_name: RenderOptions::default().root_name,
+            weft_namespace: "weft-system".into(),
+            default_namespace: "default".into(),
+            timeout: Duration::from_secs(300),
+            max_prune_fraction: 0.5,
+            force_prune: false,
+            dry_run: false,
+            concurrency: 10,
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Progress of a pass, for a progress bar or log lines.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    /// A phase starts; `objects` is how many objects it handles.
+    Phase { message: String, objects: usize },
+    /// One object was applied, left unchanged, pruned or skipped.
+    Change(&'a Change),
+    /// One object became ready.
+    Ready(&'a ObjectRef),
+}
+
+/// Receives progress.
+pub type Observer = dyn Fn(Progress<'_>) + Send + Sync;
+
+/// What stopped a pass.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The repository did not load; nothing was applied or pruned.
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    /// The repository did not render; nothing was applied or pruned.
+    #[error("render failed, nothing was applied or pruned: {0}")]
+    Render(#[from] RenderError),
+    /// Applying, pruning or waiting failed.
+    #[error("{0}")]
+    Apply(#[from] ApplyError),
+    /// Several things failed (e.g. an apply error and an inventory error).
+    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+    Many(Vec<SyncError>),
+}
+
+/// The outcome of a pass.
+#[derive(Debug)]
+pub struct PassResult {
+    /// The revision that was synced (`local` for a directory).
+    pub revision: String,
+    /// Warnings of the load.
+    pub diagnostics: Diagnostics,
+    /// Every change, in order.
+    pub changes: ChangeSet,
+    /// What stopped the pass; `None` when everything applied and became ready.
+    pub error: Option<SyncError>,
+    pub duration: Duration,
+}
+
+impl PassResult {
+    pub fn succeeded(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+/// Run one pass over `snapshot`.
+pub async fn run_pass(
+    client: &Client,
+    snapshot: Snapshot,
+    opts: &PassOptions,
+    observer: &Observer,
+) -> PassResult {
+    let start = Instant::now();
+    let revision = snapshot.revision_label();
+    let mut result = PassResult {
+        revision,
+        diagnostics: Diagnostics::default(),
+        changes: ChangeSet::default(),
+        error: None,
+        duration: Duration::ZERO,
+    };
+    observer(Progress::Phase {
+        message: format!("loading revision {}", result.revision),
+        objects: 0,
+    });
+    let snapshot = Arc::new(snapshot);
+    let loaded = tokio::task::spawn_blocking(move || load::load(snapshot)).await;
+    let repo = match loaded {
+        Ok(Ok((repo, diags))) => {
+            result.diagnostics = diags;
+            repo
+        }
+        Ok(Err(e)) => {
+            result.diagnostics = e.0.clone();
+            result.error = Some(SyncError::Load(e));
+            result.duration = start.elapsed();
+            return result;
+        }
+        Err(join) => {
+            result.error = Some(SyncError::Render(RenderError::Other(format!(
+                "the loader panicked: {join}"
+            ))));
+            result.duration = start.elapsed();
+            return result;
+        }
+    };
+    let render_opts = RenderOptions {
+        root_name: opts.root_name.clone(),
+    };
+    let set = match DesiredSet::render(&repo, &render_opts) {
+        Ok(s) => s,
+        Err(e) => {
+            result.error = Some(SyncError::Render(e));
+            result.duration = start.elapsed();
+            return result;
+        }
+    };
+    let (changes, error) = reconcile(client, &set, opts, observer).await;
+    result.changes = changes;
+    result.error = error;
+    result.duration = start.elapsed();
+    result
+}
+
+fn wait_target(p: &PlannedObject) -> WaitTarget {
+    WaitTarget {
+        object: p.object_ref.clone(),
+        resource: p.resource.clone(),
+        namespaced: p.namespaced,
+    }
+}
+
+/// Kinds that have no status to wait for: ready as soon as they are applied.
+fn needs_wait(kind: &str) -> bool {
+    !matches!(
+        kind,
+        "ConfigMap"
+            | "Secret"
+            | "Service"
+            | "ServiceAccount"
+            | "Role"
+            | "RoleBinding"
+            | "ClusterRole"
+            | "ClusterRoleBinding"
+            | "NetworkPolicy"
+            | "LimitRange"
+            | "ResourceQuota"
+            | "PodDisruptionBudget"
+            | "Ingress"
+            | "IngressClass"
+            | "StorageClass"
+            | "PriorityClass"
+            | "RuntimeClass"
+            | "CronJob"
+            | "Endpoints"
+            | "EndpointSlice"
+            | "HorizontalPodAutoscaler"
+            | "MutatingWebhookConfiguration"
+            | "ValidatingWebhookConfiguration"
+    )
+}
+
+struct Engine<'a> {
+    client: &'a Client,
+    opts: &'a PassOptions,
+    observer: &'a Observer,
+    changes: ChangeSet,
+}
+
+impl Engine<'_> {
+    fn apply_options(&self) -> ApplyOptions {
+        ApplyOptions {
+            concurrency: self.opts.concurrency,
+            dry_run: self.opts.dry_run,
+        }
+    }
+
+    async fn apply(&mut self, objects: &[PlannedObject], label: &str) -> Result<(), ApplyError> {
+        if objects.is_empty() {
+            return Ok(());
+        }
+        (self.observer)(Progress::Phase {
+            message: format!("applying {label}"),
+            objects: objects.len(),
+        });
+        let live: LiveState = plan::read_live(self.client, objects, self.opts.concurrency).await?;
+        let observer = self.observer;
+        let (changes, mut errors) =
+            apply_batch(self.client, objects, &live, &self.apply_options(), &|c| {
+                observer(Progress::Change(c))
+            })
+            .await;
+        self.changes.extend(changes);
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(ApplyError::Many(errors)),
+        }
+    }
+
+    async fn wait(&self, objects: &[PlannedObject]) -> Result<(), ApplyError> {
+        if self.opts.dry_run {
+            return Ok(());
+        }
+        let targets: Vec<WaitTarget> = objects
+            .iter()
+            .filter(|p| needs_wait(&p.object_ref.kind))
+            .map(wait_target)
+            .collect();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        (self.observer)(Progress::Phase {
+            message: format!("waiting for {} object(s) to become ready", targets.len()),
+            objects: targets.len(),
+        });
+        let wait_opts = WaitOptions {
+            timeout: self.opts.timeout,
+            poll_interval: self.opts.poll_interval,
+            concurrency: self.opts.concurrency,
+        };
+        let observer = self.observer;
+        wait::wait_ready(self.client, &targets, &wait_opts, &|r| {
+            observer(Progress::Ready(r))
+        })
+        .await
+    }
+}
+
+/// Apply, prune and wait for one complete render. Used by `weft sync` and by the controllers.
+pub async fn reconcile(
+    client: &Client,
+    set: &DesiredSet,
+    opts: &PassOptions,
+    observer: &Observer,
+) -> (ChangeSet, Option<SyncError>) {
+    let mut engine = Engine {
+        client,
+        opts,
+        observer,
+        changes: ChangeSet::default(),
+    };
+    let error = match reconcile_inner(&mut engine, set).await {
+        Ok(()) => None,
+        Err(errors) if errors.len() == 1 => errors.into_iter().next(),
+        Err(errors) => Some(SyncError::Many(errors)),
+    };
+    (engine.changes, error)
+}
+
+async fn reconcile_inner(engine: &mut Engine<'_>, set: &DesiredSet) -> Result<(), Vec<SyncError>> {
+    let one = |e: ApplyError| vec![SyncError::Apply(e)];
+    let opts = engine.opts;
+    let client = engine.client;
+    let mut catalog = Catalog::discover(client).await.map_err(one)?;
+    let resolved = plan::resolve(
+        set.objects(),
+        set.objects(),
+        &catalog,
+        &opts.default_namespace,
+    )
+    .map_err(one)?;
+
+    // Stage 0: cluster prerequisites, then CRDs established and a fresh discovery.
+    let (stage0, mut rest): (Vec<PlannedObject>, Vec<PlannedObject>) = resolved
+        .planned
+        .into_iter()
+        .partition(|p| order::stage(&p.object_ref.kind) == 0);
+    engine
+        .apply(
+            &stage0,
+            "cluster prerequisites (CRDs, Namespaces, cluster roles, classes)",
+        )
+        .await
+        .map_err(one)?;
+    engine.wait(&stage0).await.map_err(one)?;
+    if !resolved.pending_crd.is_empty() {
+        if opts.dry_run {
+            for d in &resolved.pending_crd {
+                let c = Change {
+                    object: d.object_ref(),
+                    owner: d.owner.reference(),
+                    action: Action::Created,
+                    reason: Some("its CRD is created in this pass".into()),
+                };
+                (engine.observer)(Progress::Change(&c));
+                engine.changes.push(c);
+            }
+        } else {
+            // Discovery can trail an Established CRD by a moment.
+            let deadline = Instant::now() + opts.timeout;
+            loop {
+                catalog = Catalog::discover(client).await.map_err(one)?;
+                match plan::resolve(
+                    &resolved.pending_crd,
+                    set.objects(),
+                    &catalog,
+                    &opts.default_namespace,
+                ) {
+                    Ok(r) if r.pending_crd.is_empty() => {
+                        rest.extend(r.planned);
+                        break;
+                    }
+                    Ok(r) if Instant::now() >= deadline => {
+                        let first = &r.pending_crd[0];
+                        return Err(one(ApplyError::UnknownKind {
+                            origin: String::new(),
+                            object: first.object_ref().to_string(),
+                            api_version: first.api_version().to_string(),
+                            kind: first.kind().to_string(),
+                        }));
+                    }
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                    Err(e) => return Err(one(e)),
+                }
+            }
+            order_planned(&mut rest);
+        }
+    }
+
+    // Stage 1, wave by wave; the last wave is waited for after the prune.
+    let waves: BTreeSet<u32> = rest.iter().map(|p| p.desired.wave).collect();
+    let last_wave = waves.iter().next_back().copied();
+    let mut last: Vec<PlannedObject> = Vec::new();
+    for wave in &waves {
+        let objects: Vec<PlannedObject> = rest
+            .iter()
+            .filter(|p| p.desired.wave == *wave)
+            .cloned()
+            .collect();
+        let label = if waves.len() > 1 {
+            format!("wave {wave}")
+        } else {
+            "objects".to_string()
+        };
+        engine.apply(&objects, &label).await.map_err(one)?;
+        if Some(*wave) == last_wave {
+            last = objects;
+        } else {
+            engine.wait(&objects).await.map_err(one)?;
+        }
+    }
+
+    // Prune and inventories.
+    let mut errors = Vec::new();
+    let desired_refs = plan::desired_refs(set, &catalog, &opts.default_namespace);
+    let all_desired: BTreeSet<ObjectRef> = desired_refs.values().flatten().cloned().collect();
+    let mut inventories: Vec<Inventory> = Vec::new();
+    for owner in set.owners() {
+        let kinds = owner_kinds(set, owner, &catalog);
+        match inventory::read(client, &catalog, owner, &opts.weft_namespace, &kinds).await {
+            Ok(inv) => inventories.push(inv),
+            Err(e) => errors.push(SyncError::Apply(e)),
+        }
+    }
+    if !errors.is_empty() {
+        // Without every inventory, prune cannot be judged (the guard is per inventory).
+        return Err(errors);
+    }
+    (engine.observer)(Progress::Phase {
+        message: "pruning".into(),
+        objects: 0,
+    });
+    let prune_opts = PruneOptions {
+        max_fraction: opts.max_prune_fraction,
+        force: opts.force_prune,
+        dry_run: opts.dry_run,
+        concurrency: opts.concurrency,
+    };
+    let observer = engine.observer;
+    let outcome = prune::prune(
+        client,
+        &catalog,
+        set,
+        &all_desired,
+        &inventories,
+        &prune_opts,
+        &|c| observer(Progress::Change(c)),
+    )
+    .await;
+    engine.changes.extend(outcome.changes);
+    errors.extend(outcome.errors.into_iter().map(SyncError::Apply));
+    if !opts.dry_run {
+        let next = inventory::next_inventories(&desired_refs, &outcome.kept);
+        for inv in &inventories {
+            let entries = next.get(&inv.owner).cloned().unwrap_or_default();
+            if let Err(e) = inventory::write(
+                client,
+                &catalog,
+                &inv.owner,
+                &opts.weft_namespace,
+                &entries,
+                inv,
+            )
+            .await
+            {
+                errors.push(SyncError::Apply(e));
+            }
+        }
+    }
+    if let Err(e) = engine.wait(&last).await {
+        errors.push(SyncError::Apply(e));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// The resources an owner renders now (for an inventory rebuild).
+fn owner_kinds(
+    set: &DesiredSet,
+    owner: &Owner,
+    catalog: &Catalog,
+) -> Vec<(kube::api::ApiResource, bool)> {
+    let mut seen = BTreeMap::new();
+    for d in set.objects().iter().filter(|d| &d.owner == owner) {
+        if let Some((ar, namespaced)) = catalog.resolve(d.api_version(), d.kind()) {
+            seen.entry((ar.group.clone(), ar.kind.clone()))
+                .or_insert((ar.clone(), *namespaced));
+        }
+    }
+    seen.into_values().collect()
+}
+
+fn order_planned(objects: &mut [PlannedObject]) {
+    objects.sort_by(|a, b| {
+        let key = |p: &PlannedObject| (p.desired.wave, order::kind_rank(&p.object_ref.kind));
+        key(a)
+            .cmp(&key(b))
+            .then_with(|| a.object_ref.cmp(&b.object_ref))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_without_status_are_not_waited_for() {
+        assert!(!needs_wait("ConfigMap"));
+        assert!(needs_wait("Deployment"));
+        assert!(needs_wait("CustomResourceDefinition"));
+        assert!(needs_wait("WeaveCloud"));
+    }
+}
