@@ -1,0 +1,255 @@
+//! The `WeaveCloud` custom resource (`cloud.weave.works/v1beta1`): configuration of the Weave
+//! Cloud agents (flux, scope, prometheus) that Weft installs and keeps up to date.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::conditions::Condition;
+use super::{DriftPolicy, ObjectRef};
+
+/// A cron expression (5 or 6 fields) or one of the `@hourly`-style macros. The loader checks
+/// it fully with the cron parser; this pattern is the API server's first line of defence.
+pub const CRON_PATTERN: &str =
+    r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4,5}\S+)$";
+
+/// Desired configuration of one Weave Cloud instance; its agents run in its namespace.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "cloud.weave.works",
+    version = "v1beta1",
+    kind = "WeaveCloud",
+    namespaced,
+    status = "WeaveCloudStatus",
+    shortname = "wc",
+    category = "weft",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.agentVersion"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WeaveCloudSpec {
+    /// Settings common to every agent.
+    pub general: General,
+    /// The flux agent (GitOps for the cluster's workloads).
+    #[serde(default)]
+    pub flux: Flux,
+    /// The scope agent (topology and controls).
+    #[serde(default)]
+    pub scope: Scope,
+    /// The prometheus agent (metrics, remote-written to Weave Cloud).
+    #[serde(default)]
+    pub prometheus: Prometheus,
+    /// What to do when a child object is changed outside Weft: `correct` (re-apply, the default)
+    /// or `report` (set the `Drifted` condition and change nothing).
+    #[serde(default)]
+    pub drift_policy: DriftPolicy,
+}
+
+/// The platform the cluster runs on; selects platform-specific agent settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Environment {
+    Gke,
+    Eks,
+    Aks,
+    Openshift,
+    Minikube,
+    #[default]
+    Generic,
+}
+
+/// Settings common to every agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct General {
+    /// The platform: gke, eks, aks, openshift, minikube or generic.
+    pub environment: Environment,
+    /// Follow the agent channel: install newer agent bundles on `updateSchedule`.
+    #[serde(default = "default_true")]
+    pub auto_update: bool,
+    /// When to look for agent updates (cron, UTC).
+    #[serde(default = "default_schedule")]
+    #[schemars(regex(pattern = CRON_PATTERN))]
+    pub update_schedule: String,
+    /// A semver range the agent bundle version must satisfy (a pin), e.g. `1.x` or `>=1.2, <2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// The Weave Cloud host the agents talk to.
+    #[serde(default = "default_hostname")]
+    #[schemars(length(min = 1))]
+    pub wc_hostname: String,
+    /// Let the agents report their errors to Weave Cloud.
+    #[serde(default)]
+    pub wc_report_errors: bool,
+    /// URL of the agent channel (`channel.yaml`, over https, file:// or git); default: the
+    /// bundle built into Weft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wc_poll_url: Option<String>,
+    /// The Secret (in this namespace) that holds the Weave Cloud service token.
+    pub token_secret_ref: SecretKeyRef,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_schedule() -> String {
+    "0 * * * *".to_string()
+}
+fn default_hostname() -> String {
+    "cloud.weave.works".to_string()
+}
+fn default_token_key() -> String {
+    "token".to_string()
+}
+
+/// A key of a Secret in the resource's namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Key in the Secret's data (default `token`).
+    #[serde(default = "default_token_key")]
+    pub key: String,
+}
+
+/// The flux agent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Flux {
+    /// Do not run this agent (its objects are pruned).
+    #[serde(default)]
+    pub disable: bool,
+    /// The repository flux syncs. Unset fields keep the value of an already running flux agent.
+    #[serde(default)]
+    pub config: FluxConfig,
+    /// Extra arguments appended verbatim after the generated ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub append_args: Vec<String>,
+}
+
+/// Git settings of the flux agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FluxConfig {
+    /// `--git-label`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_label: Option<String>,
+    /// `--git-url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_url: Option<String>,
+    /// `--git-path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_path: Option<String>,
+    /// `--git-branch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_branch: Option<String>,
+}
+
+/// The scope agent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Scope {
+    /// Do not run this agent (its objects are pruned).
+    #[serde(default)]
+    pub disable: bool,
+    /// Disable controls (`--probe.no-controls=true`): scope only observes.
+    #[serde(default = "default_true")]
+    pub read_only: bool,
+    /// Path of the container runtime socket, e.g. `/var/run/crio.sock` (enables the CRI probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_runtime_endpoint: Option<String>,
+    /// Run the Kubernetes probe (`--probe.kubernetes`).
+    #[serde(default = "default_true")]
+    pub kubernetes_probe: bool,
+    /// Extra arguments appended verbatim after the generated ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub append_args: Vec<String>,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope {
+            disable: false,
+            read_only: true,
+            container_runtime_endpoint: None,
+            kubernetes_probe: true,
+            append_args: Vec::new(),
+        }
+    }
+}
+
+/// Which pods prometheus scrapes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PodScrapePolicy {
+    /// Only pods annotated `prometheus.io/scrape: "true"`.
+    #[default]
+    OptIn,
+    /// Every pod except those annotated `prometheus.io/scrape: "false"`.
+    OptOut,
+}
+
+/// The prometheus agent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Prometheus {
+    /// Do not run this agent (its objects are pruned).
+    #[serde(default)]
+    pub disable: bool,
+    /// `optIn` or `optOut`.
+    #[serde(default)]
+    pub pod_scrape_policy: PodScrapePolicy,
+    /// Extra arguments appended verbatim after the generated ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub append_args: Vec<String>,
+}
+
+/// Observed state of a WeaveCloud.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WeaveCloudStatus {
+    /// `Ready`, `Reconciling`, `Stalled`, `Drifted`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation last reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The agent bundle version running now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
+    /// The newest bundle version the channel offers that `agentVersion` allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_version: Option<String>,
+    /// Versions that failed their health gate and are not retried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bad_versions: Vec<String>,
+    /// Next time the channel is checked (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_update_check: Option<String>,
+    /// What Weft learnt from an already running flux agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flux: Option<FluxStatus>,
+    /// The objects this WeaveCloud applied (its inventory, for pruning).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<ObjectRef>,
+}
+
+/// Flux-specific status.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FluxStatus {
+    /// Arguments kept from the flux agent that ran before Weft (`--git-url=…`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preserved_args: Vec<String>,
+}

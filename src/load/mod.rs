@@ -1,0 +1,482 @@
+//! From a [`Snapshot`] to typed documents: YAML parsing with positions, classification
+//! (WeaveCloud, Armada, plain manifests), schema validation, and `file:line:col` diagnostics.
+//! Pure: no I/O, no cluster.
+
+pub mod armada;
+pub mod schema;
+pub mod yaml;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use kube::CustomResourceExt;
+use serde_json::Value;
+
+use crate::api::WeaveCloud;
+use crate::source::Snapshot;
+use yaml::{Pos, Positions, YamlLimits};
+
+/// Where a document (or a field of it) was written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Origin {
+    /// Path relative to the repository root.
+    pub file: String,
+    pub pos: Pos,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.pos)
+    }
+}
+
+/// A value with the place it came from.
+#[derive(Clone, Debug)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+/// How bad a diagnostic is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One problem in the repository, printed as `file:line:col: message`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Diagnostic {
+    pub origin: Origin,
+    pub severity: Severity,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.severity {
+            Severity::Error => write!(f, "{}: {}", self.origin, self.message),
+            Severity::Warning => write!(f, "{}: warning: {}", self.origin, self.message),
+        }
+    }
+}
+
+/// Every diagnostic of a load, errors and warnings.
+#[derive(Clone, Debug, Default)]
+pub struct Diagnostics(pub Vec<Diagnostic>);
+
+impl Diagnostics {
+    pub fn error(&mut self, origin: Origin, message: impl Into<String>) {
+        self.0.push(Diagnostic {
+            origin,
+            severity: Severity::Error,
+            message: message.into(),
+        });
+    }
+    pub fn warning(&mut self, origin: Origin, message: impl Into<String>) {
+        self.0.push(Diagnostic {
+            origin,
+            severity: Severity::Warning,
+            message: message.into(),
+        });
+    }
+    pub fn has_errors(&self) -> bool {
+        self.0.iter().any(|d| d.severity == Severity::Error)
+    }
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.0.iter().filter(|d| d.severity == Severity::Error)
+    }
+    pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.0.iter().filter(|d| d.severity == Severity::Warning)
+    }
+}
+
+/// The load failed: the repository has errors. Nothing downstream may act on it (no prune).
+#[derive(Debug, thiserror::Error)]
+#[error("{} error(s) in the repository:\n{}", .0.errors().count(), .0.errors().map(|d| d.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct LoadError(pub Diagnostics);
+
+/// A parsed document before it is typed: its data, where its nodes are, where it came from.
+#[derive(Clone, Debug)]
+pub struct RawDoc {
+    pub value: Value,
+    pub positions: Positions,
+    pub origin: Origin,
+}
+
+impl RawDoc {
+    /// The origin of the node at `pointer` (or its nearest ancestor).
+    pub fn origin_of(&self, pointer: &str) -> Origin {
+        Origin {
+            file: self.origin.file.clone(),
+            pos: self.positions.find(pointer),
+        }
+    }
+}
+
+/// Everything the repository declares, typed and validated.
+#[derive(Clone, Debug, Default)]
+pub struct LoadedRepo {
+    /// The git commit, when the snapshot came from git.
+    pub revision: Option<String>,
+    /// WeaveCloud resources.
+    pub weaveclouds: Vec<Sourced<WeaveCloud>>,
+    /// Armada charts, groups and manifests (CRs and native documents).
+    pub armada: armada::ArmadaDocs,
+    /// Every other Kubernetes object, as written.
+    pub manifests: Vec<Sourced<Value>>,
+    /// The snapshot itself, for chart directories referenced by `source.type: local`.
+    pub snapshot: Arc<Snapshot>,
+}
+
+impl LoadedRepo {
+    /// Number of documents loaded.
+    pub fn len(&self) -> usize {
+        self.weaveclouds.len() + self.armada.len() + self.manifests.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The WeaveCloud API version and kind.
+pub const WEAVECLOUD_API_VERSION: &str = "cloud.weave.works/v1beta1";
+
+fn is_yaml(path: &str) -> bool {
+    path.ends_with(".yaml") || path.ends_with(".yml")
+}
+
+/// Directories holding a `Chart.yaml` are chart sources, not manifests: their templates are
+/// rendered by the Armada stage, never applied as they are.
+fn chart_dirs(snapshot: &Snapshot) -> Vec<String> {
+    snapshot
+        .files
+        .keys()
+        .filter_map(|p| {
+            if p == "Chart.yaml" {
+                Some(String::new())
+            } else {
+                p.strip_suffix("/Chart.yaml").map(|d| format!("{d}/"))
+            }
+        })
+        .collect()
+}
+
+/// Load every `*.yaml`/`*.yml` of the snapshot. Returns the typed repository and its warnings,
+/// or every error found (not just the first).
+pub fn load(snapshot: Arc<Snapshot>) -> Result<(LoadedRepo, Diagnostics), LoadError> {
+    let mut diags = Diagnostics::default();
+    let charts = chart_dirs(&snapshot);
+    let mut repo = LoadedRepo {
+        revision: snapshot.revision.clone(),
+        snapshot: snapshot.clone(),
+        ..LoadedRepo::default()
+    };
+    let wc_schema = crd_schema(WeaveCloud::crd());
+    let mut seen: HashMap<String, Origin> = HashMap::new();
+    let mut armada_docs = Vec::new();
+
+    for (path, bytes) in snapshot.files.iter() {
+        if !is_yaml(path)
+            || charts
+                .iter()
+                .any(|c| c.is_empty() || path.starts_with(c.as_str()))
+        {
+            continue;
+        }
+        let file_origin = Origin {
+            file: path.clone(),
+            pos: Pos { line: 1, col: 1 },
+        };
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            diags.error(file_origin, "file is not valid UTF-8");
+            continue;
+        };
+        let docs = match yaml::parse_documents(text, YamlLimits::default()) {
+            Ok(d) => d,
+            Err(e) => {
+                diags.error(
+                    Origin {
+                        file: path.clone(),
+                        pos: e.pos,
+                    },
+                    e.message,
+                );
+                continue;
+            }
+        };
+        for doc in docs {
+            let raw = RawDoc {
+                origin: Origin {
+                    file: path.clone(),
+                    pos: doc.positions.get("").unwrap_or(doc.start),
+                },
+                value: doc.value,
+                positions: doc.positions,
+            };
+            match &raw.value {
+                Value::Null => continue,
+                Value::Object(_) => {}
+                other => {
+                    diags.error(
+                        raw.origin.clone(),
+                        format!(
+                            "a document must be a mapping (an object), not {}",
+                            schema_type(other)
+                        ),
+                    );
+                    continue;
+                }
+            }
+            if armada::is_native(&raw.value) {
+                armada_docs.push(raw);
+                continue;
+            }
+            let Some(identity) = identify(&raw, &mut diags) else {
+                continue;
+            };
+            if let Some(first) = seen.get(&identity.key) {
+                diags.error(
+                    raw.origin.clone(),
+                    format!("{} is defined twice: first at {first}", identity.display),
+                );
+                continue;
+            }
+            seen.insert(identity.key.clone(), raw.origin.clone());
+            if identity.api_version == WEAVECLOUD_API_VERSION && identity.kind == "WeaveCloud" {
+                if let Some(wc) = load_weavecloud(raw, &wc_schema, &mut diags) {
+                    repo.weaveclouds.push(wc);
+                }
+            } else if armada::is_armada_cr(&identity.api_version, &identity.kind) {
+                armada_docs.push(raw);
+            } else {
+                repo.manifests.push(Sourced {
+                    value: raw.value,
+                    origin: raw.origin,
+                });
+            }
+        }
+    }
+    repo.armada = armada::load(armada_docs, &mut diags);
+    check_one_weavecloud_per_namespace(&repo, &mut diags);
+    diags.0.sort();
+    if diags.has_errors() {
+        return Err(LoadError(diags));
+    }
+    Ok((repo, diags))
+}
+
+struct Identity {
+    api_version: String,
+    kind: String,
+    key: String,
+    display: String,
+}
+
+/// apiVersion, kind and metadata.name must be present strings.
+fn identify(raw: &RawDoc, diags: &mut Diagnostics) -> Option<Identity> {
+    let mut field = |pointer: &str, name: &str| -> Option<String> {
+        match raw.value.pointer(pointer) {
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(other) if !other.is_null() => {
+                diags.error(
+                    raw.origin_of(pointer),
+                    format!("`{name}` must be a string, not {}", schema_type(other)),
+                );
+                None
+            }
+            _ => {
+                diags.error(
+                    raw.origin_of(pointer),
+                    format!("missing required field `{name}`"),
+                );
+                None
+            }
+        }
+    };
+    let api_version = field("/apiVersion", "apiVersion");
+    let kind = field("/kind", "kind");
+    let name = field("/metadata/name", "metadata.name");
+    let (api_version, kind, name) = (api_version?, kind?, name?);
+    let namespace = raw
+        .value
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    let display = if namespace.is_empty() {
+        format!("{kind} `{name}`")
+    } else {
+        format!("{kind} `{namespace}/{name}`")
+    };
+    Some(Identity {
+        key: format!("{group}|{kind}|{namespace}|{name}"),
+        api_version,
+        kind,
+        display,
+    })
+}
+
+fn schema_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// The openAPI schema of a CRD's first version.
+pub fn crd_schema(
+    crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps {
+    crd.spec
+        .versions
+        .into_iter()
+        .next()
+        .and_then(|v| v.schema)
+        .and_then(|s| s.open_api_v3_schema)
+        .unwrap_or_default()
+}
+
+/// Validate `raw` against a CRD schema and report every issue with its position. Returns the
+/// (kebab-case-normalised) value when there were no errors.
+pub fn validate_against(
+    mut raw: RawDoc,
+    schema: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    diags: &mut Diagnostics,
+) -> Option<RawDoc> {
+    let mut issues = Vec::new();
+    // apiVersion/kind/metadata are checked by `identify`; validate everything else.
+    if let Value::Object(map) = &mut raw.value {
+        for (key, child) in map.iter_mut() {
+            if matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            let pointer = format!("/{key}");
+            match schema.properties.as_ref().and_then(|p| p.get(key)) {
+                Some(s) => schema::validate(child, s, &pointer, &mut issues),
+                None => issues.push(schema::SchemaIssue {
+                    pointer,
+                    message: format!("unknown field `{key}`"),
+                    warning: false,
+                }),
+            }
+        }
+        for req in schema.required.iter().flatten() {
+            if !map.contains_key(req) {
+                issues.push(schema::SchemaIssue {
+                    pointer: String::new(),
+                    message: format!("missing required field `{req}`"),
+                    warning: false,
+                });
+            }
+        }
+    }
+    let mut ok = true;
+    for issue in issues {
+        // Positions were recorded under the original (kebab-case) keys.
+        let origin = raw.origin_of(&issue.pointer);
+        let origin = if issue.warning {
+            kebab_origin(&raw, &issue.pointer).unwrap_or(origin)
+        } else {
+            origin
+        };
+        if issue.warning {
+            diags.warning(origin, issue.message);
+        } else {
+            ok = false;
+            diags.error(origin, issue.message);
+        }
+    }
+    ok.then_some(raw)
+}
+
+/// The position of the kebab-case spelling of the last component of `pointer`.
+fn kebab_origin(raw: &RawDoc, pointer: &str) -> Option<Origin> {
+    let (parent, camel) = pointer.rsplit_once('/')?;
+    let mut kebab = String::new();
+    for c in camel.chars() {
+        if c.is_ascii_uppercase() {
+            kebab.push('-');
+            kebab.push(c.to_ascii_lowercase());
+        } else {
+            kebab.push(c);
+        }
+    }
+    raw.positions
+        .get(&format!("{parent}/{kebab}"))
+        .map(|pos| Origin {
+            file: raw.origin.file.clone(),
+            pos,
+        })
+}
+
+fn load_weavecloud(
+    raw: RawDoc,
+    schema: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    diags: &mut Diagnostics,
+) -> Option<Sourced<WeaveCloud>> {
+    let raw = validate_against(raw, schema, diags)?;
+    let wc: WeaveCloud = match serde_json::from_value(raw.value.clone()) {
+        Ok(wc) => wc,
+        Err(e) => {
+            diags.error(raw.origin.clone(), format!("invalid WeaveCloud: {e}"));
+            return None;
+        }
+    };
+    let mut ok = true;
+    let schedule = &wc.spec.general.update_schedule;
+    if let Err(e) = schedule.parse::<croner::Cron>() {
+        diags.error(
+            raw.origin_of("/spec/general/updateSchedule"),
+            format!(
+                "`spec.general.updateSchedule` `{schedule}` is not a valid cron expression: {e}"
+            ),
+        );
+        ok = false;
+    }
+    if let Some(range) = &wc.spec.general.agent_version {
+        if let Err(e) = parse_version_range(range) {
+            diags.error(
+                raw.origin_of("/spec/general/agentVersion"),
+                format!("`spec.general.agentVersion` `{range}` is not a semver range: {e}"),
+            );
+            ok = false;
+        }
+    }
+    if wc.metadata.namespace.as_deref().unwrap_or("").is_empty() {
+        diags.error(
+            raw.origin_of("/metadata"),
+            "a WeaveCloud must set `metadata.namespace`: its agents live in that namespace",
+        );
+        ok = false;
+    }
+    ok.then_some(Sourced {
+        value: wc,
+        origin: raw.origin,
+    })
+}
+
+/// Parse an `agentVersion` constraint: semver ranges (`>=1.2, <2`), and `1.x` / `1.2.x` wildcards.
+pub fn parse_version_range(range: &str) -> Result<semver::VersionReq, semver::Error> {
+    let normalised = range.replace(".x", ".*").replace(".X", ".*");
+    semver::VersionReq::parse(&normalised)
+}
+
+fn check_one_weavecloud_per_namespace(repo: &LoadedRepo, diags: &mut Diagnostics) {
+    let mut by_ns: HashMap<&str, &Origin> = HashMap::new();
+    for wc in &repo.weaveclouds {
+        let ns = wc.value.metadata.namespace.as_deref().unwrap_or("");
+        if let Some(first) = by_ns.insert(ns, &wc.origin) {
+            diags.error(
+                wc.origin.clone(),
+                format!("a second WeaveCloud in namespace `{ns}` (first at {first}); one WeaveCloud per namespace"),
+            );
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Desired objects from the loaded repository: the sync root's own documents, the agents of each
+//! WeaveCloud, the objects of each Armada chart; ownership labels; apply order. Pure functions.
+
+pub mod bundle;
+pub mod order;
+pub mod output;
+pub mod ownership;
+pub mod weavecloud;
+
+use serde_json::Value;
+
+use crate::load::{LoadedRepo, Origin};
+pub use ownership::{Owner, OwnerId};
+
+/// One object Weft wants in the cluster.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesiredObject {
+    /// The full object (apiVersion, kind, metadata, …) with ownership labels and annotations.
+    pub object: Value,
+    /// Who applies it and may prune it.
+    pub owner: Owner,
+    /// Deployment wave: objects of a later wave are applied after the earlier wave is ready
+    /// (Armada groups and sequenced charts). 0 for the sync root and the agents.
+    pub wave: u32,
+    /// The document it came from, when it came from the repository directly.
+    pub origin: Option<Origin>,
+}
+
+impl DesiredObject {
+    pub fn api_version(&self) -> &str {
+        self.object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    pub fn kind(&self) -> &str {
+        self.object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    pub fn name(&self) -> &str {
+        self.object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    pub fn namespace(&self) -> Option<&str> {
+        self.object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+    }
+    /// The inventory reference of this object.
+    pub fn object_ref(&self) -> crate::api::ObjectRef {
+        crate::api::ObjectRef {
+            api_version: self.api_version().to_string(),
+            kind: self.kind().to_string(),
+            namespace: self.namespace().unwrap_or("").to_string(),
+            name: self.name().to_string(),
+        }
+    }
+}
+
+/// Why rendering failed. Nothing is applied or pruned after a render error.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("{origin}: {message}")]
+    At { origin: Origin, message: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Options of a render that do not come from the repository.
+#[derive(Clone, Debug)]
+pub struct RenderOptions {
+    /// Name of the sync root (the owner of the repository's own documents).
+    pub root_name: String,
+}
+
+impl Default for RenderOptions {
+    fn default() -> Self {
+        RenderOptions {
+            root_name: "weft".to_string(),
+        }
+    }
+}
+
+/// The sync layer: the repository's own documents (plain manifests and the CRs), owned by the
+/// sync root, with ownership labels, in apply order.
+pub fn render_sync_layer(
+    repo: &LoadedRepo,
+    opts: &RenderOptions,
+) -> Result<Vec<DesiredObject>, RenderError> {
+    let owner = Owner::SyncRoot {
+        name: opts.root_name.clone(),
+    };
+    let mut out = Vec::with_capacity(repo.len());
+    for m in &repo.manifests {
+        out.push(owner.adopt(m.value.clone(), 0, Some(m.origin.clone())));
+    }
+    for wc in &repo.weaveclouds {
+        let value = serde_json::to_value(&wc.value).map_err(|e| RenderError::At {
+            origin: wc.origin.clone(),
+            message: format!("cannot serialise WeaveCloud: {e}"),
+        })?;
+        out.push(owner.adopt(value, 0, Some(wc.origin.clone())));
+    }
+    order::sort(&mut out);
+    Ok(out)
+}
+
+/// Both layers, offline: the sync layer plus every CR's children, in apply order. This is what
+/// `weft render` prints.
+pub fn render_all(
+    repo: &LoadedRepo,
+    opts: &RenderOptions,
+) -> Result<Vec<DesiredObject>, RenderError> {
+    let out = render_sync_layer(repo, opts)?;
+    let mut out = out;
+    // Offline: the built-in bundle and no cluster inputs (see docs/agents.md).
+    if !repo.weaveclouds.is_empty() {
+        let bundle = bundle::Bundle::builtin()
+            .map_err(|e| RenderError::Other(format!("the built-in agent bundle: {e}")))?;
+        for wc in &repo.weaveclouds {
+            let children = weavecloud::render_weavecloud(
+                &wc.value,
+                bundle,
+                &weavecloud::AgentInputs::default(),
+            )
+            .map_err(|e| RenderError::At {
+                origin: wc.origin.clone(),
+                message: e.to_string(),
+            })?;
+            out.extend(children);
+        }
+    }
+    order::sort(&mut out);
+    Ok(out)
+}

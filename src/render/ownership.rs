@@ -1,0 +1,185 @@
+//! Ownership labels and annotations: how Weft recognises what it applied and may prune.
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::load::Origin;
+
+use super::DesiredObject;
+
+/// `app.kubernetes.io/managed-by: weft` on every applied object.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// The value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY_VALUE: &str = "weft";
+/// `weft.io/owner: <owner-id>`: a short hash of the owner.
+pub const OWNER_LABEL: &str = "weft.io/owner";
+/// `weft.io/owner-ref`: the readable owner.
+pub const OWNER_REF_ANNOTATION: &str = "weft.io/owner-ref";
+/// `weft.io/applied-hash`: hash of the desired object, to skip no-op writes.
+pub const APPLIED_HASH_ANNOTATION: &str = "weft.io/applied-hash";
+/// `weft.io/prune: disabled` protects an object from pruning; `enabled` opts Namespaces and CRDs in.
+pub const PRUNE_ANNOTATION: &str = "weft.io/prune";
+/// `weft.io/requested-at` on a CR asks for a reconcile now.
+pub const REQUESTED_AT_ANNOTATION: &str = "weft.io/requested-at";
+
+/// Who applied an object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Owner {
+    /// The repository itself (its plain manifests and CRs).
+    SyncRoot { name: String },
+    /// A custom resource (WeaveCloud, ArmadaChart, …) that renders children.
+    Resource {
+        kind: String,
+        namespace: String,
+        name: String,
+    },
+}
+
+/// The short hash that goes into the `weft.io/owner` label.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OwnerId(pub String);
+
+impl std::fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Owner {
+    /// Readable form: `root/weft` or `WeaveCloud/weave/weave-cloud`.
+    pub fn reference(&self) -> String {
+        match self {
+            Owner::SyncRoot { name } => format!("root/{name}"),
+            Owner::Resource {
+                kind,
+                namespace,
+                name,
+            } => format!("{kind}/{namespace}/{name}"),
+        }
+    }
+
+    /// The label value: the first 20 hex digits of sha256(reference). Label values are limited
+    /// to 63 characters and a reference may be longer; the hash also makes a label copied from
+    /// another object useless without the inventory entry that goes with it.
+    pub fn id(&self) -> OwnerId {
+        let digest = Sha256::digest(self.reference().as_bytes());
+        OwnerId(hex::encode(&digest[..10]))
+    }
+
+    /// Add the ownership labels and annotations to `object` and wrap it.
+    pub fn adopt(&self, mut object: Value, wave: u32, origin: Option<Origin>) -> DesiredObject {
+        label_object(&mut object, self);
+        DesiredObject {
+            object,
+            owner: self.clone(),
+            wave,
+            origin,
+        }
+    }
+}
+
+fn child_map<'a>(parent: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let entry = parent
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    match entry {
+        Value::Object(m) => m,
+        // Just made an object above.
+        _ => unreachable!("entry was set to an object"),
+    }
+}
+
+/// Set the ownership labels and annotations, and the applied hash of everything else.
+pub fn label_object(object: &mut Value, owner: &Owner) {
+    let Value::Object(root) = object else { return };
+    {
+        let meta = child_map(root, "metadata");
+        let labels = child_map(meta, "labels");
+        labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
+        labels.insert(OWNER_LABEL.into(), owner.id().0.into());
+        let annotations = child_map(meta, "annotations");
+        annotations.insert(OWNER_REF_ANNOTATION.into(), owner.reference().into());
+        annotations.remove(APPLIED_HASH_ANNOTATION);
+    }
+    let hash = desired_hash(object);
+    if let Some(annotations) = object
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.insert(APPLIED_HASH_ANNOTATION.into(), hash.into());
+    }
+}
+
+/// Hash of a desired object without its applied-hash annotation: serde_json maps are sorted, so
+/// the serialisation (and the hash) is canonical.
+pub fn desired_hash(object: &Value) -> String {
+    let mut copy = object.clone();
+    if let Some(a) = copy
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(APPLIED_HASH_ANNOTATION);
+    }
+    let bytes = serde_json::to_vec(&copy).unwrap_or_default();
+    hex::encode(&Sha256::digest(&bytes)[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn adopt_adds_labels_annotations_and_a_stable_hash() {
+        let owner = Owner::SyncRoot {
+            name: "weft".into(),
+        };
+        let obj = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"y"}}});
+        let d = owner.adopt(obj.clone(), 0, None);
+        let labels = &d.object["metadata"]["labels"];
+        assert_eq!(labels["x"], "y");
+        assert_eq!(labels[MANAGED_BY_LABEL], "weft");
+        assert_eq!(labels[OWNER_LABEL], owner.id().0.as_str());
+        assert_eq!(
+            d.object["metadata"]["annotations"][OWNER_REF_ANNOTATION],
+            "root/weft"
+        );
+        let hash = d.object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // Re-adopting the already labelled object gives the same hash.
+        let again = owner.adopt(d.object.clone(), 0, None);
+        assert_eq!(
+            again.object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION],
+            hash.as_str()
+        );
+        // A change of content changes it.
+        let mut changed = obj;
+        changed["data"] = json!({"k": "v"});
+        let c = owner.adopt(changed, 0, None);
+        assert_ne!(
+            c.object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION],
+            hash.as_str()
+        );
+    }
+
+    #[test]
+    fn owner_ids_differ_per_owner() {
+        let a = Owner::Resource {
+            kind: "WeaveCloud".into(),
+            namespace: "a".into(),
+            name: "wc".into(),
+        };
+        let b = Owner::Resource {
+            kind: "WeaveCloud".into(),
+            namespace: "b".into(),
+            name: "wc".into(),
+        };
+        assert_ne!(a.id(), b.id());
+        assert_eq!(a.id().0.len(), 20);
+    }
+}

@@ -1,0 +1,178 @@
+//! `weft validate` on broken repositories: every problem as `file:line:col: message`, exit 1.
+
+use std::path::Path;
+use std::process::Command;
+
+fn validate(files: &[(&str, &str)]) -> (i32, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, text) in files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().expect("has parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    run(dir.path())
+}
+
+fn run(dir: &Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg("validate")
+        .arg(dir)
+        .output()
+        .expect("weft runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+const GOOD_WC: &str = "apiVersion: cloud.weave.works/v1beta1
+kind: WeaveCloud
+metadata:
+  name: wc
+  namespace: weave
+spec:
+  general:
+    environment: gke
+    tokenSecretRef: {name: weave-cloud}
+";
+
+#[test]
+fn the_examples_repo_is_valid() {
+    let (code, out) = run(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo"));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("no errors"), "{out}");
+}
+
+#[test]
+fn unknown_field_with_did_you_mean_and_position() {
+    let bad = GOOD_WC.replace("environment: gke", "enviroment: gke");
+    let (code, out) = validate(&[("wc.yaml", &bad)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("wc.yaml:8:5: unknown field `enviroment` in `spec.general` (did you mean `environment`?)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("wc.yaml:7:3: missing required field `spec.general.environment`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_enum_wrong_type_and_bad_cron_are_all_reported() {
+    let bad = format!(
+        "{GOOD_WC}    updateSchedule: \"every hour\"\n  scope:\n    readOnly: maybe\n  prometheus:\n    podScrapePolicy: optin\n"
+    );
+    let (code, out) = validate(&[("a/wc.yaml", &bad)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("a/wc.yaml:12:5: `spec.scope.readOnly` must be a boolean, not string `maybe`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a/wc.yaml:14:5: `spec.prometheus.podScrapePolicy` must be one of optIn, optOut, not `optin` (did you mean `optIn`?)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a/wc.yaml:10:5: `spec.general.updateSchedule` `every hour` does not match"),
+        "{out}"
+    );
+}
+
+#[test]
+fn kebab_case_keys_are_accepted_with_a_warning() {
+    let kebab = "apiVersion: cloud.weave.works/v1beta1
+kind: WeaveCloud
+metadata: {name: wc, namespace: weave}
+spec:
+  general:
+    environment: eks
+    auto-update: false
+    wc-hostname: frontend.dev.weave.works
+    token-secret-ref: {name: t}
+  scope:
+    read-only: false
+    container-runtime-endpoint: /run/containerd/containerd.sock
+  prometheus:
+    pod-scrape-policy: optOut
+";
+    let (code, out) = validate(&[("wc.yaml", kebab)]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("wc.yaml:7:5: warning: `auto-update` is the old kebab-case spelling; write `autoUpdate`"), "{out}");
+    assert!(
+        out.contains("wc.yaml:12:5: warning: `container-runtime-endpoint`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("wc.yaml:14:5: warning: `pod-scrape-policy`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn missing_identity_fields_and_duplicates() {
+    let (code, out) = validate(&[
+        ("one.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: x\n---\nkind: Secret\nmetadata: {name: b}\n"),
+        ("two.yml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: x\n"),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("one.yaml:7:1: missing required field `apiVersion`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("two.yml:1:1: ConfigMap `x/a` is defined twice: first at one.yaml:1:1"),
+        "{out}"
+    );
+}
+
+#[test]
+fn yaml_syntax_error_and_alias_bomb_name_the_file() {
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [{}]\n",
+            vec![format!("*a{}", i - 1); 10].join(", ")
+        ));
+    }
+    let (code, out) = validate(&[("bomb.yaml", &bomb), ("broken.yaml", "a: [1, 2\n")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("bomb.yaml:"), "{out}");
+    assert!(out.contains("alias bomb"), "{out}");
+    assert!(out.contains("broken.yaml:"), "{out}");
+}
+
+#[test]
+fn symlink_leaving_the_repository_is_refused() {
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(outside.path().join("x.yaml"), "a: 1\n").expect("write");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink(outside.path().join("x.yaml"), dir.path().join("link.yaml"))
+        .expect("symlink");
+    let (code, out) = run(dir.path());
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("link.yaml: symlink points outside the repository"),
+        "{out}"
+    );
+}
+
+#[test]
+fn chart_directories_are_not_loaded_as_manifests() {
+    let (code, out) = validate(&[
+        ("charts/x/Chart.yaml", "name: x\nversion: 0.1.0\n"),
+        (
+            "charts/x/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}\n",
+        ),
+        ("charts/x/values.yaml", "a: 1\n"),
+        (
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n",
+        ),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("ok: 1 documents"), "{out}");
+}
