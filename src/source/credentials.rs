@@ -1,0 +1,618 @@
+//! Credentials for the git source: an SSH identity and known_hosts, a username/password, or a
+//! bearer token. They come from files (a mounted Secret, or the CLI's environment) or from a
+//! Kubernetes Secret (`--git-secret NAME`). Secret values never reach a `Debug` output, a log line
+//! or an error message: they are wrapped in [`SecretValue`], and [`Credentials::scrub`] removes
+//! them from any text that came back from libgit2 or a server.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// The keys of a credentials Secret (and the file names in a credentials directory).
+pub const KEY_IDENTITY: &str = "identity";
+/// SSH host keys, in OpenSSH `known_hosts` format.
+pub const KEY_KNOWN_HOSTS: &str = "known_hosts";
+/// Username for HTTPS basic auth (and SSH, when the URL has none).
+pub const KEY_USERNAME: &str = "username";
+/// Password for HTTPS basic auth.
+pub const KEY_PASSWORD: &str = "password";
+/// Token sent as `Authorization: Bearer` over HTTPS.
+pub const KEY_BEARER_TOKEN: &str = "bearerToken";
+
+/// Why credentials could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    #[error("{path}: cannot read git credential file: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("git credential `{key}` is not valid UTF-8 text")]
+    NotText { key: String },
+    #[error("git credentials: `password` is set but `username` is not; set both for basic auth")]
+    PasswordWithoutUsername,
+    #[error("Secret {namespace}/{name}: cannot read it: {message}")]
+    Secret {
+        namespace: String,
+        name: String,
+        message: String,
+    },
+    #[error("Secret {namespace}/{name}: no git credentials in it (keys: identity, known_hosts, username, password, bearerToken)")]
+    EmptySecret { namespace: String, name: String },
+    #[error("known_hosts line {line}: {message}")]
+    KnownHosts { line: usize, message: String },
+}
+
+/// A secret string. `Debug` and `Display` print `***`; use [`SecretValue::expose`] to read it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    /// Wrap a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        SecretValue(value.into())
+    }
+    /// The secret itself: only for handing it to libgit2, never for printing.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Paths of credential files, each optional (the CLI / a mounted Secret).
+#[derive(Clone, Debug, Default)]
+pub struct CredentialFiles {
+    /// SSH private key (OpenSSH or PEM format).
+    pub identity: Option<PathBuf>,
+    /// OpenSSH known_hosts file.
+    pub known_hosts: Option<PathBuf>,
+    /// File holding the username.
+    pub username: Option<PathBuf>,
+    /// File holding the password.
+    pub password: Option<PathBuf>,
+    /// File holding a bearer token.
+    pub bearer_token: Option<PathBuf>,
+}
+
+impl CredentialFiles {
+    /// The files of a directory laid out like a mounted Secret: `identity`, `known_hosts`,
+    /// `username`, `password`, `bearerToken`; missing files are simply absent.
+    pub fn in_dir(dir: &Path) -> Self {
+        let file = |key: &str| {
+            let p = dir.join(key);
+            p.is_file().then_some(p)
+        };
+        CredentialFiles {
+            identity: file(KEY_IDENTITY),
+            known_hosts: file(KEY_KNOWN_HOSTS),
+            username: file(KEY_USERNAME),
+            password: file(KEY_PASSWORD),
+            bearer_token: file(KEY_BEARER_TOKEN),
+        }
+    }
+}
+
+/// Git credentials. All fields optional: an empty value fetches public repositories.
+#[derive(Clone, Debug, Default)]
+pub struct Credentials {
+    /// SSH private key.
+    pub identity: Option<SecretValue>,
+    /// SSH host keys the server must present (OpenSSH known_hosts text). Not secret.
+    pub known_hosts: Option<String>,
+    /// Username (HTTPS basic auth; SSH user when the URL has none).
+    pub username: Option<String>,
+    /// Password (HTTPS basic auth).
+    pub password: Option<SecretValue>,
+    /// Bearer token (HTTPS `Authorization: Bearer`).
+    pub bearer_token: Option<SecretValue>,
+}
+
+impl Credentials {
+    /// Read credentials from files. Trailing newlines of username, password and token are
+    /// dropped (files written with `echo` have one).
+    pub fn from_files(files: &CredentialFiles) -> Result<Self, CredentialsError> {
+        let read = |path: &Option<PathBuf>| -> Result<Option<Vec<u8>>, CredentialsError> {
+            match path {
+                None => Ok(None),
+                Some(p) => std::fs::read(p)
+                    .map(Some)
+                    .map_err(|source| CredentialsError::Io {
+                        path: p.clone(),
+                        source,
+                    }),
+            }
+        };
+        let mut data = BTreeMap::new();
+        for (path, key) in [
+            (&files.identity, KEY_IDENTITY),
+            (&files.known_hosts, KEY_KNOWN_HOSTS),
+            (&files.username, KEY_USERNAME),
+            (&files.password, KEY_PASSWORD),
+            (&files.bearer_token, KEY_BEARER_TOKEN),
+        ] {
+            if let Some(bytes) = read(path)? {
+                data.insert(key.to_string(), bytes);
+            }
+        }
+        Self::from_secret_data(&data)
+    }
+
+    /// Credentials from a directory laid out like a mounted Secret (see [`CredentialFiles::in_dir`]).
+    pub fn from_dir(dir: &Path) -> Result<Self, CredentialsError> {
+        Self::from_files(&CredentialFiles::in_dir(dir))
+    }
+
+    /// Credentials from the `data` of a Kubernetes Secret (keys `identity`, `known_hosts`,
+    /// `username`, `password`, `bearerToken`; other keys are ignored).
+    pub fn from_secret_data(data: &BTreeMap<String, Vec<u8>>) -> Result<Self, CredentialsError> {
+        let text = |key: &str| -> Result<Option<String>, CredentialsError> {
+            match data.get(key) {
+                None => Ok(None),
+                Some(bytes) => String::from_utf8(bytes.clone()).map(Some).map_err(|_| {
+                    CredentialsError::NotText {
+                        key: key.to_string(),
+                    }
+                }),
+            }
+        };
+        let trimmed = |v: Option<String>| {
+            v.map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+                .filter(|s| !s.is_empty())
+        };
+        let creds = Credentials {
+            identity: text(KEY_IDENTITY)?
+                .filter(|s| !s.trim().is_empty())
+                .map(SecretValue),
+            known_hosts: text(KEY_KNOWN_HOSTS)?.filter(|s| !s.trim().is_empty()),
+            username: trimmed(text(KEY_USERNAME)?),
+            password: trimmed(text(KEY_PASSWORD)?).map(SecretValue),
+            bearer_token: trimmed(text(KEY_BEARER_TOKEN)?).map(SecretValue),
+        };
+        if creds.password.is_some() && creds.username.is_none() {
+            return Err(CredentialsError::PasswordWithoutUsername);
+        }
+        if let Some(kh) = &creds.known_hosts {
+            KnownHosts::parse(kh)?;
+        }
+        Ok(creds)
+    }
+
+    /// Whether nothing is set.
+    pub fn is_empty(&self) -> bool {
+        self.identity.is_none()
+            && self.known_hosts.is_none()
+            && self.username.is_none()
+            && self.password.is_none()
+            && self.bearer_token.is_none()
+    }
+
+    /// Replace every secret value (and every secret given in `extra`) inside `text` with `***`.
+    /// Used on every message that came from libgit2 or a server before it becomes an error.
+    pub fn scrub(&self, text: &str, extra: &[&SecretValue]) -> String {
+        let mut out = redact_url_passwords(text);
+        let secrets = [&self.password, &self.bearer_token, &self.identity];
+        for s in secrets.into_iter().flatten().chain(extra.iter().copied()) {
+            if s.expose().len() >= 3 {
+                out = out.replace(s.expose(), "***");
+            }
+        }
+        out
+    }
+}
+
+/// Read credentials from the Kubernetes Secret `namespace/name` (`--git-secret NAME`).
+pub async fn from_kube_secret(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Credentials, CredentialsError> {
+    use k8s_openapi::api::core::v1::Secret;
+    let api: kube::Api<Secret> = kube::Api::namespaced(client, namespace);
+    let secret = api.get(name).await.map_err(|e| CredentialsError::Secret {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        // kube errors carry the API status message, never the Secret's data.
+        message: e.to_string(),
+    })?;
+    let data: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    let creds = Credentials::from_secret_data(&data)?;
+    if creds.is_empty() {
+        return Err(CredentialsError::EmptySecret {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        });
+    }
+    Ok(creds)
+}
+
+/// Replace the password of every `scheme://user:password@host` inside `text` with `***`.
+pub fn redact_url_passwords(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find("://") {
+        let (before, after) = rest.split_at(pos + 3);
+        out.push_str(before);
+        // The authority ends at the first `/`, whitespace or quote; userinfo ends at its last `@`.
+        let end = after
+            .find(|c: char| c == '/' || c.is_whitespace() || c == '"' || c == '\'' || c == '`')
+            .unwrap_or(after.len());
+        let authority = &after[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                let userinfo = &authority[..at];
+                match userinfo.find(':') {
+                    Some(colon) => {
+                        out.push_str(&userinfo[..colon]);
+                        out.push_str(":***");
+                    }
+                    None => out.push_str(userinfo),
+                }
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Parsed OpenSSH known_hosts: which host keys are trusted for which hosts.
+#[derive(Clone, Debug, Default)]
+pub struct KnownHosts {
+    entries: Vec<KnownHost>,
+}
+
+#[derive(Clone, Debug)]
+struct KnownHost {
+    patterns: Vec<String>,
+    revoked: bool,
+    key_type: String,
+    key: Vec<u8>,
+}
+
+/// The outcome of checking a server's host key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostKeyCheck {
+    /// A known_hosts entry for this host has this key.
+    Trusted,
+    /// The key is marked `@revoked`.
+    Revoked,
+    /// The host has entries, but none with this key: possibly a man in the middle.
+    Mismatch,
+    /// No entry for this host at all.
+    UnknownHost,
+}
+
+impl KnownHosts {
+    /// Parse known_hosts text. Hashed host names (`|1|…`) and `@cert-authority` lines are not
+    /// supported and are skipped; anything else malformed is an error with its line number.
+    pub fn parse(text: &str) -> Result<Self, CredentialsError> {
+        let mut entries = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let err = |message: &str| CredentialsError::KnownHosts {
+                line: i + 1,
+                message: message.to_string(),
+            };
+            let mut fields = line.split_whitespace();
+            let mut first = fields.next().unwrap_or_default();
+            let mut revoked = false;
+            if first.starts_with('@') {
+                match first {
+                    "@revoked" => revoked = true,
+                    "@cert-authority" => continue,
+                    _ => return Err(err("unknown marker (expected @revoked or @cert-authority)")),
+                }
+                first = fields.next().ok_or_else(|| err("missing host pattern"))?;
+            }
+            if first.starts_with('|') {
+                // Hashed host names need HMAC-SHA1; write known_hosts without `ssh-keyscan -H`.
+                continue;
+            }
+            let key_type = fields.next().ok_or_else(|| err("missing key type"))?;
+            let key_b64 = fields.next().ok_or_else(|| err("missing key"))?;
+            let key = base64_decode(key_b64).ok_or_else(|| err("key is not valid base64"))?;
+            entries.push(KnownHost {
+                patterns: first.split(',').map(|p| p.to_ascii_lowercase()).collect(),
+                revoked,
+                key_type: key_type.to_string(),
+                key,
+            });
+        }
+        Ok(KnownHosts { entries })
+    }
+
+    /// Number of usable entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no usable entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Check the key a server at `host:port` presented. `key` is the raw key blob (as in the
+    /// known_hosts base64); when the transport only gives its SHA-256, pass that as `key_sha256`.
+    pub fn check(
+        &self,
+        host: &str,
+        port: u16,
+        key: Option<&[u8]>,
+        key_sha256: Option<&[u8]>,
+    ) -> HostKeyCheck {
+        let host = host.to_ascii_lowercase();
+        let name = if port == 22 {
+            host.clone()
+        } else {
+            format!("[{host}]:{port}")
+        };
+        let mut seen = false;
+        for entry in &self.entries {
+            if !host_matches(&entry.patterns, &name) {
+                continue;
+            }
+            seen = true;
+            let same = match (key, key_sha256) {
+                (Some(k), _) => k == entry.key.as_slice(),
+                (None, Some(h)) => Sha256::digest(&entry.key).as_slice() == h,
+                (None, None) => false,
+            };
+            if same && entry.revoked {
+                return HostKeyCheck::Revoked;
+            }
+        }
+        for entry in &self.entries {
+            if entry.revoked || !host_matches(&entry.patterns, &name) {
+                continue;
+            }
+            let same = match (key, key_sha256) {
+                (Some(k), _) => k == entry.key.as_slice(),
+                (None, Some(h)) => Sha256::digest(&entry.key).as_slice() == h,
+                (None, None) => false,
+            };
+            if same {
+                return HostKeyCheck::Trusted;
+            }
+        }
+        if seen {
+            HostKeyCheck::Mismatch
+        } else {
+            HostKeyCheck::UnknownHost
+        }
+    }
+
+    /// Key types listed for `host:port` (for error messages).
+    pub fn key_types_for(&self, host: &str, port: u16) -> Vec<String> {
+        let host = host.to_ascii_lowercase();
+        let name = if port == 22 {
+            host
+        } else {
+            format!("[{host}]:{port}")
+        };
+        self.entries
+            .iter()
+            .filter(|e| !e.revoked && host_matches(&e.patterns, &name))
+            .map(|e| e.key_type.clone())
+            .collect()
+    }
+}
+
+/// OpenSSH pattern-list matching: `*` and `?` wildcards, `!` negation.
+fn host_matches(patterns: &[String], name: &str) -> bool {
+    let mut matched = false;
+    for p in patterns {
+        if let Some(neg) = p.strip_prefix('!') {
+            if glob(neg.as_bytes(), name.as_bytes()) {
+                return false;
+            }
+        } else if glob(p.as_bytes(), name.as_bytes()) {
+            matched = true;
+        }
+    }
+    matched
+}
+
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    match (pattern.first(), text.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => {
+            glob(&pattern[1..], text) || (!text.is_empty() && glob(pattern, &text[1..]))
+        }
+        (Some(b'?'), Some(_)) => glob(&pattern[1..], &text[1..]),
+        (Some(p), Some(t)) if p == t => glob(&pattern[1..], &text[1..]),
+        _ => false,
+    }
+}
+
+/// Standard base64 (with or without padding); `None` when malformed.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => break,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_hides_secrets() {
+        let mut data = BTreeMap::new();
+        data.insert("username".to_string(), b"alice\n".to_vec());
+        data.insert("password".to_string(), b"hunter2-very-secret\n".to_vec());
+        data.insert("bearerToken".to_string(), b"tok-abcdef".to_vec());
+        data.insert(
+            "identity".to_string(),
+            b"-----BEGIN OPENSSH PRIVATE KEY-----\nxyz\n".to_vec(),
+        );
+        let creds = Credentials::from_secret_data(&data).unwrap();
+        assert_eq!(creds.username.as_deref(), Some("alice"));
+        assert_eq!(
+            creds.password.as_ref().unwrap().expose(),
+            "hunter2-very-secret"
+        );
+        let shown = format!("{creds:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains("tok-abcdef"), "{shown}");
+        assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+        assert!(shown.contains("alice"), "{shown}");
+    }
+
+    #[test]
+    fn password_without_username_is_refused() {
+        let mut data = BTreeMap::new();
+        data.insert("password".to_string(), b"pw".to_vec());
+        let err = Credentials::from_secret_data(&data).unwrap_err();
+        assert!(err.to_string().contains("`username` is not"), "{err}");
+        assert!(!err.to_string().contains("pw"), "{err}");
+    }
+
+    #[test]
+    fn files_in_a_directory_like_a_mounted_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("username"), "bob\n").unwrap();
+        std::fs::write(dir.path().join("password"), "s3cret\n").unwrap();
+        let creds = Credentials::from_dir(dir.path()).unwrap();
+        assert_eq!(creds.username.as_deref(), Some("bob"));
+        assert_eq!(creds.password.unwrap().expose(), "s3cret");
+        assert!(creds.identity.is_none());
+    }
+
+    #[test]
+    fn url_passwords_are_redacted() {
+        assert_eq!(
+            redact_url_passwords("failed: https://bob:s3cret@example.com/r.git: 401"),
+            "failed: https://bob:***@example.com/r.git: 401"
+        );
+        assert_eq!(redact_url_passwords("ssh://git@h:22/x"), "ssh://git@h:22/x");
+        assert_eq!(
+            redact_url_passwords("https://h/x and http://u:p@q"),
+            "https://h/x and http://u:***@q"
+        );
+        // A password with `@` in it: userinfo ends at the last `@` of the authority.
+        assert_eq!(
+            redact_url_passwords("https://u:a@b@h/x"),
+            "https://u:***@h/x"
+        );
+    }
+
+    #[test]
+    fn scrub_removes_every_secret_value() {
+        let creds = Credentials {
+            password: Some(SecretValue::new("hunter2")),
+            bearer_token: Some(SecretValue::new("tok123")),
+            ..Default::default()
+        };
+        assert_eq!(
+            creds.scrub("bad hunter2 and tok123", &[]),
+            "bad *** and ***"
+        );
+    }
+
+    #[test]
+    fn known_hosts_matching() {
+        let key =
+            base64_decode("AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl")
+                .unwrap();
+        let kh = KnownHosts::parse(
+            "# comment\n\
+             [127.0.0.1]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n\
+             *.example.com,!bad.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n\
+             |1|abc=|def= ssh-ed25519 AAAA\n",
+        )
+        .unwrap();
+        assert_eq!(kh.len(), 2);
+        assert_eq!(
+            kh.check("127.0.0.1", 2222, Some(&key), None),
+            HostKeyCheck::Trusted
+        );
+        assert_eq!(
+            kh.check("127.0.0.1", 22, Some(&key), None),
+            HostKeyCheck::UnknownHost
+        );
+        assert_eq!(
+            kh.check("127.0.0.1", 2222, Some(b"other"), None),
+            HostKeyCheck::Mismatch
+        );
+        assert_eq!(
+            kh.check("git.example.com", 22, Some(&key), None),
+            HostKeyCheck::Trusted
+        );
+        assert_eq!(
+            kh.check("bad.example.com", 22, Some(&key), None),
+            HostKeyCheck::UnknownHost
+        );
+        let sha = Sha256::digest(&key);
+        assert_eq!(
+            kh.check("127.0.0.1", 2222, None, Some(sha.as_slice())),
+            HostKeyCheck::Trusted
+        );
+        let revoked = KnownHosts::parse(
+            "@revoked [127.0.0.1]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n",
+        )
+        .unwrap();
+        assert_eq!(
+            revoked.check("127.0.0.1", 2222, Some(&key), None),
+            HostKeyCheck::Revoked
+        );
+    }
+
+    #[test]
+    fn malformed_known_hosts_names_the_line() {
+        let err = KnownHosts::parse("\nhost ssh-ed25519 !!notbase64\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "known_hosts line 2: key is not valid base64"
+        );
+    }
+
+    #[test]
+    fn base64_round_trip() {
+        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(base64_decode("aGVsbG8").unwrap(), b"hello");
+        assert!(base64_decode("a$b").is_none());
+    }
+}
