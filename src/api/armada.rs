@@ -1,0 +1,893 @@
+//! The Armada custom resources (`armada.airshipit.org/v1alpha1`): `ArmadaChart` (`act`),
+//! `ArmadaChartGroup` (`acg`) and `ArmadaManifest` (`amf`).
+//!
+//! The spec keeps the snake_case field names of Armada's document schema (`chart_name`,
+//! `release`, `wait.resources[].min_ready`, …) so that an Armada user's documents map one to one.
+//! Every field of Armada's v1 and v2 chart, group and manifest schemas has a place here, the
+//! deprecated ones included; the loader warns about the ones Weft cannot act on (Helm tests and
+//! hooks). Two spellings that a structural schema cannot express are normalised by the loader
+//! before validation: `test: true|false` (v1) and the v2 map form of `wait.resources`.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::conditions::Condition;
+use super::{DriftPolicy, ObjectRef};
+
+/// The Armada API group.
+pub const GROUP: &str = "armada.airshipit.org";
+/// The API version of the Armada resources.
+pub const API_VERSION: &str = "armada.airshipit.org/v1alpha1";
+
+/// `min_ready` as a string: a count or a percentage of at most 100%.
+pub const MIN_READY_PATTERN: &str = r"^([0-9]+|([0-9]|[1-9][0-9]|100)%)$";
+
+/// Default of `wait.timeout`, in seconds (Armada's default).
+pub const DEFAULT_WAIT_TIMEOUT_SECS: i64 = 900;
+
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "Values deep-merged over the chart's values.yaml: maps merge, scalars and lists replace. `overlays` holds merge patches and JSON patches applied to the rendered objects.",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+fn min_ready_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "How many pods must be ready: an integer, or a percentage such as \"80%\" (rounded up). Default 100%.",
+        "x-kubernetes-int-or-string": true,
+        "pattern": MIN_READY_PATTERN,
+    })
+}
+
+/// One chart: where its source is, the values to render it with, how to wait for it.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "armada.airshipit.org",
+    version = "v1alpha1",
+    kind = "ArmadaChart",
+    namespaced,
+    status = "ArmadaChartStatus",
+    shortname = "act",
+    category = "weft",
+    category = "armada",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Release", type_ = "string", json_path = ".spec.release"),
+    printcolumn(
+        name = "Namespace",
+        type_ = "string",
+        json_path = ".spec.namespace",
+        priority = 1
+    ),
+    printcolumn(name = "Revision", type_ = "string", json_path = ".status.revision"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+pub struct ArmadaChartSpec {
+    /// Name of the chart (Armada v1). Defaults to the name in the chart's `Chart.yaml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart_name: Option<String>,
+    /// Release name; the manifest's `release_prefix` is prepended (`{prefix}-{release}`).
+    #[schemars(length(min = 1))]
+    pub release: String,
+    /// Namespace the chart's objects are deployed to (when a template does not set one).
+    #[schemars(length(min = 1))]
+    pub namespace: String,
+    /// Values deep-merged over the chart's `values.yaml`; `values.overlays` patches the result.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schemars(schema_with = "free_form_object")]
+    pub values: Map<String, Value>,
+    /// Names of ArmadaCharts (same namespace) rendered into this chart's release as sub-charts,
+    /// with `values.<their chart name>` as their values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    /// Keep going when this chart fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected: Option<Protected>,
+    /// Helm tests (accepted, not run by Weft: a warning says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<ChartTest>,
+    /// Deprecated (Armada v1): use `wait.timeout`. Seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout: Option<i64>,
+    /// What to wait for after the chart is applied, and for how long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<Wait>,
+    /// Where the chart comes from.
+    pub source: ChartSource,
+    /// Deletion settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete: Option<Delete>,
+    /// Install settings (Helm hooks; accepted, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<Install>,
+    /// Upgrade actions: `pre.delete` deletes objects before the chart is upgraded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<Upgrade>,
+    /// What to do when a child object is changed outside Weft: `correct` (re-apply, the default)
+    /// or `report` (set `status.inconsistent` and change nothing).
+    #[serde(
+        default,
+        rename = "driftPolicy",
+        skip_serializing_if = "is_default_drift"
+    )]
+    pub drift_policy: DriftPolicy,
+}
+
+fn is_default_drift(p: &DriftPolicy) -> bool {
+    *p == DriftPolicy::Correct
+}
+
+/// `protected`: a failed protected chart with `continue_processing: true` lets its group go on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Protected {
+    /// Continue with the rest of the group when this chart fails.
+    #[serde(default)]
+    pub continue_processing: bool,
+}
+
+/// Helm tests (v2 object form; v1's boolean `test: true` is normalised to `{enabled: true}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChartTest {
+    /// Run the tests (Armada's default: true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout: Option<i64>,
+    /// Options passed to Helm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<TestOptions>,
+}
+
+/// Options of Helm tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TestOptions {
+    /// Delete test pods after the tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<bool>,
+}
+
+/// `wait`: readiness of what the chart deployed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Wait {
+    /// Seconds to wait for the chart to become ready (default 900).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout: Option<i64>,
+    /// Labels added to every entry of `resources` (and used alone when `resources` is empty).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// The objects to wait for; default: the chart's pods and jobs matching `labels`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<WaitResource>,
+    /// Helm's own `--wait` (accepted, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<WaitNative>,
+}
+
+/// The kinds the readiness rules know.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitResourceType {
+    Pod,
+    Job,
+    Deployment,
+    Daemonset,
+    Statefulset,
+}
+
+impl WaitResourceType {
+    /// The Kubernetes kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            WaitResourceType::Pod => "Pod",
+            WaitResourceType::Job => "Job",
+            WaitResourceType::Deployment => "Deployment",
+            WaitResourceType::Daemonset => "DaemonSet",
+            WaitResourceType::Statefulset => "StatefulSet",
+        }
+    }
+}
+
+/// One kind of object to wait for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WaitResource {
+    /// pod, job, deployment, daemonset or statefulset.
+    #[serde(rename = "type")]
+    pub type_: WaitResourceType,
+    /// Labels selecting the objects (added to `wait.labels`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Controllers only: pods that must be ready, an integer or a percentage (default 100%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "min_ready_schema")]
+    pub min_ready: Option<MinReady>,
+    /// Armada v2: when false, finding no such object is not an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+}
+
+/// `min_ready`: a count of pods or a percentage of the desired pods.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MinReady {
+    Count(i64),
+    Text(String),
+}
+
+impl MinReady {
+    /// Parse into a [`Threshold`]; the error says what is wrong with the value.
+    pub fn threshold(&self) -> Result<Threshold, String> {
+        match self {
+            MinReady::Count(n) if *n >= 0 => Ok(Threshold::Count(*n as u64)),
+            MinReady::Count(n) => Err(format!("`min_ready` must not be negative, not {n}")),
+            MinReady::Text(s) => {
+                if let Some(p) = s.strip_suffix('%') {
+                    match p.parse::<u32>() {
+                        Ok(p) if p <= 100 => Ok(Threshold::Percent(p)),
+                        _ => Err(format!(
+                            "`min_ready` `{s}` must be a percentage between 0% and 100%"
+                        )),
+                    }
+                } else {
+                    s.parse::<u64>().map(Threshold::Count).map_err(|_| {
+                        format!(
+                            "`min_ready` `{s}` must be an integer or a percentage such as \"80%\""
+                        )
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// A parsed `min_ready`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threshold {
+    Count(u64),
+    Percent(u32),
+}
+
+impl Default for Threshold {
+    fn default() -> Self {
+        Threshold::Percent(100)
+    }
+}
+
+impl Threshold {
+    /// Pods that must be ready out of `desired`: a percentage is rounded up.
+    pub fn required(self, desired: u64) -> u64 {
+        match self {
+            Threshold::Count(n) => n,
+            Threshold::Percent(p) => (desired * u64::from(p)).div_ceil(100),
+        }
+    }
+}
+
+impl JsonSchema for MinReady {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "MinReady".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        min_ready_schema(generator)
+    }
+}
+
+/// Helm's native wait.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WaitNative {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// Kinds of chart source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceType {
+    /// A directory of the config repository.
+    Local,
+    /// Another git repository (`reference`: branch, tag or commit; default `master`).
+    Git,
+    /// An http(s) `.tgz`.
+    Tar,
+}
+
+/// `source`: where the chart directory is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChartSource {
+    /// local, git or tar.
+    #[serde(rename = "type")]
+    pub type_: SourceType,
+    /// local: a directory of the config repository; git: a repository URL (relative URLs resolve
+    /// against the config repository's, like git submodules); tar: an http(s) URL.
+    #[schemars(length(min = 1))]
+    pub location: String,
+    /// The chart directory inside `location` (default `.`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subpath: Option<String>,
+    /// git: branch, tag or commit (default `master`); tar: `sha256:<hex>` pins the archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// Armada: an HTTP proxy for fetching (accepted, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_server: Option<String>,
+    /// Armada: git auth method (accepted, not acted on: Weft's git credentials apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_method: Option<String>,
+}
+
+/// `delete`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Delete {
+    /// Seconds to wait for the chart's objects to be deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout: Option<i64>,
+}
+
+/// `install` (Helm hooks).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Install {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_hooks: Option<bool>,
+}
+
+/// `upgrade`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Upgrade {
+    /// Helm hooks (accepted, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_hooks: Option<bool>,
+    /// Actions before an upgrade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre: Option<UpgradePre>,
+    /// Actions after an upgrade (Armada v1; accepted, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post: Option<UpgradePost>,
+    /// Helm upgrade options (accepted, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<UpgradeOptions>,
+}
+
+/// `upgrade.pre`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UpgradePre {
+    /// Objects deleted (by type and labels, in the chart's namespace) before an upgrade.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delete: Vec<HookAction>,
+    /// Armada v1 (accepted, not acted on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub update: Vec<HookAction>,
+    /// Armada v1 (accepted, not acted on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub create: Vec<HookAction>,
+}
+
+/// `upgrade.post`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UpgradePost {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub create: Vec<HookAction>,
+}
+
+/// `upgrade.options`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct UpgradeOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recreate_pods: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_hooks: Option<bool>,
+}
+
+/// One upgrade action: objects of a type, selected by labels.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HookAction {
+    /// Armada v1: a name (informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Object type: pod, job or cronjob.
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1))]
+    pub type_: String,
+    /// Labels selecting the objects.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Where a chart is in its life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    #[default]
+    Pending,
+    Deploying,
+    Deployed,
+    Failed,
+}
+
+/// Observed state of an ArmadaChart.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArmadaChartStatus {
+    /// `Ready`, `Reconciling`, `Stalled`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation last reconciled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// pending → deploying → deployed, or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// The chart source revision applied (git commit or archive digest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// sha256 of the values the chart was last applied with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_values_checksum: Option<String>,
+    /// Live children differ from what was applied (drift policy `report`).
+    #[serde(default)]
+    pub inconsistent: bool,
+    /// Objects that were not ready when the wait ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_ready: Vec<ObjectRef>,
+    /// The objects this chart applied (its inventory, for pruning).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<ObjectRef>,
+}
+
+/// A group of charts deployed together, or one after another when `sequenced`.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "armada.airshipit.org",
+    version = "v1alpha1",
+    kind = "ArmadaChartGroup",
+    namespaced,
+    status = "ArmadaGroupStatus",
+    shortname = "acg",
+    category = "weft",
+    category = "armada",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Sequenced", type_ = "boolean", json_path = ".spec.sequenced"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+pub struct ArmadaChartGroupSpec {
+    /// Names of the ArmadaCharts (same namespace) of this group, in order.
+    #[schemars(length(min = 1))]
+    pub chart_group: Vec<String>,
+    /// Deploy the charts one after another, each ready before the next starts.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sequenced: bool,
+    /// What the group is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Armada: the group's name (informational; `metadata.name` is what references use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Deprecated (Armada v1): run Helm tests of the group's charts (accepted, not acted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_charts: Option<bool>,
+}
+
+/// Observed state of an ArmadaChartGroup or ArmadaManifest.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArmadaGroupStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// pending → deploying → deployed, or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Members deployed so far.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployed: Vec<String>,
+}
+
+/// The groups to deploy, in order, and the prefix of every release.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "armada.airshipit.org",
+    version = "v1alpha1",
+    kind = "ArmadaManifest",
+    namespaced,
+    status = "ArmadaGroupStatus",
+    shortname = "amf",
+    category = "weft",
+    category = "armada",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Prefix", type_ = "string", json_path = ".spec.release_prefix"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+pub struct ArmadaManifestSpec {
+    /// Prepended to every release of the manifest's charts: `{release_prefix}-{release}`.
+    pub release_prefix: String,
+    /// Names of the ArmadaChartGroups (same namespace), deployed one after another.
+    #[schemars(length(min = 1))]
+    pub chart_groups: Vec<String>,
+}
+
+/// One overlay of `values.overlays`: a patch on the rendered objects matched by `target`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Overlay {
+    /// Which rendered objects the patch applies to (at least one must match).
+    pub target: OverlayTarget,
+    /// RFC 7386 JSON merge patch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_patch: Option<Value>,
+    /// RFC 6902 JSON patch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_patch: Option<json_patch::Patch>,
+}
+
+/// Selects rendered objects by kind, name, namespace and labels; unset fields match anything.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OverlayTarget {
+    /// `group/version` or `version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// A Kubernetes label selector string: `app=web,tier!=db,env in (a,b),!legacy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<String>,
+}
+
+/// Parse `values.overlays` (if any). Errors name the overlay by index.
+pub fn overlays_of(values: &Map<String, Value>) -> Result<Vec<Overlay>, (usize, String)> {
+    let Some(list) = values.get("overlays") else {
+        return Ok(Vec::new());
+    };
+    let Value::Array(items) = list else {
+        return Err((0, "`values.overlays` must be a list".to_string()));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let overlay: Overlay = serde_json::from_value(item.clone())
+            .map_err(|e| (i, format!("`values.overlays[{i}]`: {e}")))?;
+        match (&overlay.merge_patch, &overlay.json_patch) {
+            (Some(_), Some(_)) => {
+                return Err((
+                    i,
+                    format!(
+                        "`values.overlays[{i}]` has both `mergePatch` and `jsonPatch`; give one"
+                    ),
+                ))
+            }
+            (None, None) => {
+                return Err((
+                    i,
+                    format!("`values.overlays[{i}]` needs `mergePatch` or `jsonPatch`"),
+                ))
+            }
+            _ => {}
+        }
+        let t = &overlay.target;
+        if t.kind.is_none() && t.name.is_none() && t.label_selector.is_none() {
+            return Err((
+                i,
+                format!("`values.overlays[{i}].target` must give at least one of `kind`, `name`, `labelSelector`"),
+            ));
+        }
+        if let Some(sel) = &t.label_selector {
+            LabelSelector::parse(sel).map_err(|e| {
+                (
+                    i,
+                    format!("`values.overlays[{i}].target.labelSelector`: {e}"),
+                )
+            })?;
+        }
+        out.push(overlay);
+    }
+    Ok(out)
+}
+
+/// A parsed Kubernetes label selector (the string syntax of `kubectl -l`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelSelector(Vec<Requirement>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+impl LabelSelector {
+    /// Parse `a=b,c!=d,e in (x,y),f notin (z),g,!h`.
+    pub fn parse(text: &str) -> Result<LabelSelector, String> {
+        let mut reqs = Vec::new();
+        for part in split_selector(text)? {
+            let part = part.trim();
+            if part.is_empty() {
+                return Err(format!("empty requirement in `{text}`"));
+            }
+            let req = if let Some(key) = part.strip_prefix('!') {
+                Requirement::NotExists(check_key(key.trim())?)
+            } else if let Some((k, v)) = part.split_once("!=") {
+                Requirement::NotEquals(check_key(k.trim())?, v.trim().to_string())
+            } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+                Requirement::Equals(check_key(k.trim())?, v.trim().to_string())
+            } else if let Some((k, rest)) = split_word(part, " notin ") {
+                Requirement::NotIn(check_key(k)?, set_values(rest)?)
+            } else if let Some((k, rest)) = split_word(part, " in ") {
+                Requirement::In(check_key(k)?, set_values(rest)?)
+            } else {
+                Requirement::Exists(check_key(part)?)
+            };
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    /// Does an object with `labels` match?
+    pub fn matches(&self, labels: &Map<String, Value>) -> bool {
+        let get = |k: &str| labels.get(k).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
+            Requirement::NotIn(k, vs) => get(k).is_none_or(|x| !vs.iter().any(|v| v == x)),
+            Requirement::Exists(k) => get(k).is_some(),
+            Requirement::NotExists(k) => get(k).is_none(),
+        })
+    }
+}
+
+/// Split on commas that are not inside parentheses.
+fn split_selector(text: &str) -> Result<Vec<&str>, String> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(format!("unbalanced `)` in `{text}`"));
+                }
+            }
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(format!("unbalanced `(` in `{text}`"));
+    }
+    parts.push(&text[start..]);
+    Ok(parts)
+}
+
+fn split_word<'a>(part: &'a str, word: &str) -> Option<(&'a str, &'a str)> {
+    part.find(word)
+        .map(|i| (part[..i].trim(), part[i + word.len()..].trim()))
+}
+
+fn set_values(rest: &str) -> Result<Vec<String>, String> {
+    let inner = rest
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .ok_or_else(|| format!("`{rest}` must be a parenthesised list such as `(a,b)`"))?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect())
+}
+
+fn check_key(key: &str) -> Result<String, String> {
+    let ok = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    if ok {
+        Ok(key.to_string())
+    } else {
+        Err(format!("`{key}` is not a valid label key"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+    use serde_json::json;
+
+    #[test]
+    fn crds_have_names_short_names_and_columns() {
+        let crd = ArmadaChart::crd();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("armadacharts.armada.airshipit.org")
+        );
+        assert_eq!(crd.spec.names.short_names, Some(vec!["act".to_string()]));
+        let cols: Vec<_> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert!(
+            cols.contains(&"Ready") && cols.contains(&"Phase") && cols.contains(&"Age"),
+            "{cols:?}"
+        );
+        assert_eq!(
+            ArmadaChartGroup::crd().spec.names.short_names,
+            Some(vec!["acg".to_string()])
+        );
+        assert_eq!(
+            ArmadaManifest::crd().spec.names.short_names,
+            Some(vec!["amf".to_string()])
+        );
+        assert!(crd.spec.versions[0]
+            .subresources
+            .as_ref()
+            .unwrap()
+            .status
+            .is_some());
+    }
+
+    #[test]
+    fn schema_is_structural_where_it_matters() {
+        let crd = serde_json::to_value(ArmadaChart::crd()).unwrap();
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(
+            spec["properties"]["values"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
+        assert_eq!(
+            spec["properties"]["source"]["properties"]["type"]["enum"],
+            json!(["local", "git", "tar"])
+        );
+        let min_ready = &spec["properties"]["wait"]["properties"]["resources"]["items"]
+            ["properties"]["min_ready"];
+        assert_eq!(min_ready["x-kubernetes-int-or-string"], true, "{min_ready}");
+        assert_eq!(min_ready["pattern"], MIN_READY_PATTERN);
+        assert_eq!(
+            spec["properties"]["wait"]["properties"]["timeout"]["minimum"],
+            1.0
+        );
+        let required = spec["required"].as_array().unwrap();
+        for f in ["release", "namespace", "source"] {
+            assert!(
+                required.contains(&json!(f)),
+                "{f} not required: {required:?}"
+            );
+        }
+        // No untyped node other than the free-form ones: a structural schema needs types.
+        fn walk(v: &Value, path: &str, out: &mut Vec<String>) {
+            if let Some(props) = v.get("properties").and_then(Value::as_object) {
+                for (k, child) in props {
+                    let p = format!("{path}.{k}");
+                    if child.get("type").is_none()
+                        && child.get("x-kubernetes-int-or-string").is_none()
+                        && child.get("x-kubernetes-preserve-unknown-fields").is_none()
+                    {
+                        out.push(p.clone());
+                    }
+                    walk(child, &p, out);
+                }
+            }
+            if let Some(items) = v.get("items") {
+                walk(items, &format!("{path}[]"), out);
+            }
+        }
+        let mut untyped = Vec::new();
+        walk(spec, "spec", &mut untyped);
+        assert!(untyped.is_empty(), "untyped schema nodes: {untyped:?}");
+    }
+
+    #[test]
+    fn min_ready_thresholds_round_up() {
+        let t = |v: Value| serde_json::from_value::<MinReady>(v).unwrap().threshold();
+        assert_eq!(t(json!(3)).unwrap(), Threshold::Count(3));
+        assert_eq!(t(json!("80%")).unwrap().required(3), 3); // 2.4 → 3
+        assert_eq!(t(json!("50%")).unwrap().required(3), 2); // 1.5 → 2
+        assert_eq!(t(json!("2")).unwrap(), Threshold::Count(2));
+        assert_eq!(Threshold::default().required(4), 4);
+        assert_eq!(Threshold::default().required(0), 0);
+        assert!(t(json!("120%"))
+            .unwrap_err()
+            .contains("between 0% and 100%"));
+        assert!(t(json!(-1)).unwrap_err().contains("negative"));
+        assert!(t(json!("most"))
+            .unwrap_err()
+            .contains("integer or a percentage"));
+    }
+
+    #[test]
+    fn label_selectors() {
+        let labels = json!({"app": "web", "tier": "front", "env": "prod"});
+        let labels = labels.as_object().unwrap();
+        let m = |s: &str| LabelSelector::parse(s).unwrap().matches(labels);
+        assert!(m("app=web"));
+        assert!(m("app==web,tier!=db"));
+        assert!(m("env in (prod, staging),!legacy"));
+        assert!(!m("env notin (prod)"));
+        assert!(m("app"));
+        assert!(!m("app=api"));
+        assert!(LabelSelector::parse("env in prod")
+            .unwrap_err()
+            .contains("parenthesised"));
+        assert!(LabelSelector::parse("a=b,")
+            .unwrap_err()
+            .contains("empty requirement"));
+    }
+
+    #[test]
+    fn overlays_parse_and_explain_mistakes() {
+        let values = json!({"overlays": [
+            {"target": {"kind": "Deployment", "name": "web"}, "mergePatch": {"spec": {"replicas": 3}}},
+            {"target": {"labelSelector": "app=web"}, "jsonPatch": [{"op": "add", "path": "/metadata/labels/x", "value": "y"}]}
+        ]});
+        let o = overlays_of(values.as_object().unwrap()).unwrap();
+        assert_eq!(o.len(), 2);
+        assert!(o[1].json_patch.is_some());
+        let both =
+            json!({"overlays": [{"target": {"kind": "A"}, "mergePatch": {}, "jsonPatch": []}]});
+        assert!(overlays_of(both.as_object().unwrap())
+            .unwrap_err()
+            .1
+            .contains("both"));
+        let untargeted = json!({"overlays": [{"target": {"namespace": "x"}, "mergePatch": {}}]});
+        assert!(overlays_of(untargeted.as_object().unwrap())
+            .unwrap_err()
+            .1
+            .contains("at least one of"));
+        let typo = json!({"overlays": [{"target": {"kind": "A"}, "mergepatch": {}}]});
+        let (i, msg) = overlays_of(typo.as_object().unwrap()).unwrap_err();
+        assert_eq!(i, 0);
+        assert!(msg.contains("mergepatch"), "{msg}");
+    }
+}
