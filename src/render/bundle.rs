@@ -1,0 +1,998 @@
+//! The agent bundle: a versioned set of agent manifest templates (flux + memcached, scope,
+//! prometheus + kube-state-metrics + node-exporter) with an index, `bundle.yaml`.
+//!
+//! One bundle is built into the binary (the `agents/` directory, embedded with `include_str!`),
+//! so Weft works offline; a bundle fetched from a channel arrives as a map of path → bytes and is
+//! parsed by the same [`Bundle::from_files`]. Parsing checks everything the renderer relies on
+//! (every file named by the index exists and is YAML, every object has a kind and a name, the
+//! agent containers and the prometheus configuration exist), so a bad bundle is refused before
+//! anything is rendered, with the file and line at fault.
+//!
+//! The layout and the option contract are documented in `docs/agents.md`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::api::weavecloud::Environment;
+use crate::load::yaml::{parse_documents, Pos, YamlLimits};
+
+/// The index file at the root of a bundle.
+pub const INDEX_FILE: &str = "bundle.yaml";
+
+/// Largest file a bundle may hold: agent manifests are a few kilobytes; anything much bigger
+/// is not a bundle.
+pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+
+/// Kinds that have no namespace. The renderer makes their names unique per WeaveCloud.
+pub const CLUSTER_SCOPED_KINDS: &[&str] = &[
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PriorityClass",
+    "StorageClass",
+    "RuntimeClass",
+    "SecurityContextConstraints",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+];
+
+/// Kinds a bundle may not contain: they belong to the cluster or to the user, not to one
+/// WeaveCloud's agents.
+const REFUSED_KINDS: &[&str] = &["Namespace", "CustomResourceDefinition", "APIService"];
+
+/// The built-in bundle's files, relative to `agents/`.
+const BUILTIN_FILES: &[(&str, &str)] = &[
+    (INDEX_FILE, include_str!("../../agents/bundle.yaml")),
+    (
+        "flux/rbac.yaml",
+        include_str!("../../agents/flux/rbac.yaml"),
+    ),
+    (
+        "flux/memcached.yaml",
+        include_str!("../../agents/flux/memcached.yaml"),
+    ),
+    (
+        "flux/flux.yaml",
+        include_str!("../../agents/flux/flux.yaml"),
+    ),
+    (
+        "scope/rbac.yaml",
+        include_str!("../../agents/scope/rbac.yaml"),
+    ),
+    (
+        "scope/scope.yaml",
+        include_str!("../../agents/scope/scope.yaml"),
+    ),
+    (
+        "scope/openshift.yaml",
+        include_str!("../../agents/scope/openshift.yaml"),
+    ),
+    (
+        "prometheus/rbac.yaml",
+        include_str!("../../agents/prometheus/rbac.yaml"),
+    ),
+    (
+        "prometheus/config.yaml",
+        include_str!("../../agents/prometheus/config.yaml"),
+    ),
+    (
+        "prometheus/prometheus.yaml",
+        include_str!("../../agents/prometheus/prometheus.yaml"),
+    ),
+    (
+        "prometheus/kube-state-metrics.yaml",
+        include_str!("../../agents/prometheus/kube-state-metrics.yaml"),
+    ),
+    (
+        "prometheus/node-exporter.yaml",
+        include_str!("../../agents/prometheus/node-exporter.yaml"),
+    ),
+    (
+        "prometheus/openshift.yaml",
+        include_str!("../../agents/prometheus/openshift.yaml"),
+    ),
+];
+
+/// Why a bundle was refused. Every message names the bundle file (and line) to fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BundleError {
+    #[error("the bundle has no {INDEX_FILE} at its root")]
+    MissingIndex,
+    #[error("{file}: {message}")]
+    Index { file: String, message: String },
+    #[error("{INDEX_FILE}: `{field}` names `{path}`, which is not in the bundle")]
+    MissingFile { field: String, path: String },
+    #[error("{path}: {size} bytes is more than the {MAX_FILE_BYTES} bytes a bundle file may have")]
+    TooLarge { path: String, size: usize },
+    #[error("{path}: not UTF-8 text")]
+    NotText { path: String },
+    #[error("{path}:{pos}: {message}")]
+    Template {
+        path: String,
+        pos: Pos,
+        message: String,
+    },
+}
+
+/// One of the three agents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Agent {
+    Flux,
+    Scope,
+    Prometheus,
+}
+
+impl Agent {
+    /// Every agent, in render order.
+    pub const ALL: [Agent; 3] = [Agent::Flux, Agent::Scope, Agent::Prometheus];
+
+    /// The agent's key in `bundle.yaml` and in the WeaveCloud spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Agent::Flux => "flux",
+            Agent::Scope => "scope",
+            Agent::Prometheus => "prometheus",
+        }
+    }
+}
+
+impl fmt::Display for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One object of the bundle, as parsed, with where it was written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Template {
+    /// The object (apiVersion, kind, metadata.name, …), without a namespace.
+    pub object: Value,
+    /// Bundle file it came from.
+    pub file: String,
+    /// Where in that file.
+    pub pos: Pos,
+}
+
+impl Template {
+    pub fn kind(&self) -> &str {
+        self.object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    pub fn name(&self) -> &str {
+        self.object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+    /// `file:line:col`, for error messages.
+    pub fn location(&self) -> String {
+        format!("{}:{}", self.file, self.pos)
+    }
+}
+
+/// The container of an agent that receives the generated arguments, the token and `appendArgs`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerRef {
+    /// Kind of the workload (`Deployment`, `DaemonSet`, …).
+    pub kind: String,
+    /// Name of the workload.
+    pub name: String,
+    /// Name of the container in its pod template.
+    pub container: String,
+}
+
+/// Where prometheus' configuration lives and which scrape job `podScrapePolicy` governs.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PrometheusConfigRef {
+    /// Name of the ConfigMap.
+    pub config_map: String,
+    /// Key of the ConfigMap's data that holds `prometheus.yml`.
+    pub key: String,
+    /// `job_name` of the scrape job that discovers pods.
+    pub pods_job: String,
+}
+
+/// The templates of one agent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentTemplates {
+    /// Objects rendered on every platform.
+    pub templates: Vec<Template>,
+    /// Extra objects per environment (`openshift`, …), keyed by the environment's name.
+    pub environments: BTreeMap<String, Vec<Template>>,
+    /// The agent's own container.
+    pub container: ContainerRef,
+}
+
+impl AgentTemplates {
+    /// The templates rendered for `environment`: the common ones, then the environment's.
+    pub fn for_environment(&self, environment: Environment) -> impl Iterator<Item = &Template> {
+        let extra = self.environments.get(&environment_name(environment));
+        self.templates.iter().chain(extra.into_iter().flatten())
+    }
+
+    /// Every template, whatever the environment.
+    pub fn all(&self) -> impl Iterator<Item = &Template> {
+        self.templates
+            .iter()
+            .chain(self.environments.values().flatten())
+    }
+}
+
+/// A parsed, checked agent bundle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bundle {
+    /// The bundle's version (`bundle.yaml` `version`), what `status.agentVersion` reports.
+    pub version: semver::Version,
+    pub flux: AgentTemplates,
+    pub scope: AgentTemplates,
+    pub prometheus: AgentTemplates,
+    /// Where prometheus' configuration is.
+    pub prometheus_config: PrometheusConfigRef,
+    /// sha256 over the index and the files it names (path and content), hex: two bundles with
+    /// the same digest render the same objects.
+    pub digest: String,
+}
+
+// The index, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Index {
+    version: String,
+    agents: IndexAgents,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IndexAgents {
+    flux: IndexAgent,
+    scope: IndexAgent,
+    prometheus: IndexAgent,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IndexAgent {
+    files: Vec<String>,
+    container: ContainerRef,
+    #[serde(default)]
+    environments: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    config: Option<PrometheusConfigRef>,
+}
+
+/// The name an environment has in the CRD and in `bundle.yaml` (`openshift`, `gke`, …).
+pub fn environment_name(environment: Environment) -> String {
+    match serde_json::to_value(environment) {
+        Ok(Value::String(s)) => s,
+        // A unit enum variant always serialises to a string.
+        _ => format!("{environment:?}").to_lowercase(),
+    }
+}
+
+impl Bundle {
+    /// The bundle built into Weft (`agents/`). Parsed once; an error here is a defect of the
+    /// release, and a unit test keeps it from happening.
+    pub fn builtin() -> Result<&'static Bundle, BundleError> {
+        static BUILTIN: OnceLock<Result<Bundle, BundleError>> = OnceLock::new();
+        BUILTIN
+            .get_or_init(|| {
+                let files = BUILTIN_FILES
+                    .iter()
+                    .map(|(path, text)| (path.to_string(), text.as_bytes().to_vec()))
+                    .collect();
+                Bundle::from_files(files)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Parse and check a bundle from its files (path relative to the bundle root → content).
+    /// Paths may start with `./`, and the whole bundle may sit in one top-level directory (as
+    /// in a `.tar.gz` of `agents/`). Files the index does not name are ignored.
+    pub fn from_files(files: BTreeMap<String, Vec<u8>>) -> Result<Bundle, BundleError> {
+        let files = normalise_paths(files)?;
+        let index_bytes = files.get(INDEX_FILE).ok_or(BundleError::MissingIndex)?;
+        let index_text = text_of(INDEX_FILE, index_bytes)?;
+        let index: Index = serde_saphyr::from_str(index_text).map_err(|e| BundleError::Index {
+            file: INDEX_FILE.to_string(),
+            message: e.to_string(),
+        })?;
+        let version =
+            semver::Version::parse(index.version.trim()).map_err(|e| BundleError::Index {
+                file: INDEX_FILE.to_string(),
+                message: format!(
+                    "`version: {}` is not a semantic version: {e}",
+                    index.version
+                ),
+            })?;
+
+        let mut digest = Sha256::new();
+        digest_file(&mut digest, INDEX_FILE, index_bytes);
+        let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
+        let mut load_agent = |agent: Agent,
+                              spec: &IndexAgent|
+         -> Result<AgentTemplates, BundleError> {
+            let field = format!("agents.{agent}.files");
+            let templates = load_files(&files, &field, &spec.files, &mut digest, &mut seen)?;
+            let mut environments = BTreeMap::new();
+            for (env, env_files) in &spec.environments {
+                let known: Result<Environment, _> =
+                    serde_json::from_value(Value::String(env.clone()));
+                if known.is_err() {
+                    return Err(BundleError::Index {
+                        file: INDEX_FILE.to_string(),
+                        message: format!(
+                            "`agents.{agent}.environments.{env}`: unknown environment (one of gke, eks, aks, openshift, minikube, generic)"
+                        ),
+                    });
+                }
+                let field = format!("agents.{agent}.environments.{env}");
+                environments.insert(
+                    env.clone(),
+                    load_files(&files, &field, env_files, &mut digest, &mut seen)?,
+                );
+            }
+            let templates = AgentTemplates {
+                templates,
+                environments,
+                container: spec.container.clone(),
+            };
+            check_container(agent, &templates)?;
+            if spec.config.is_some() && agent != Agent::Prometheus {
+                return Err(BundleError::Index {
+                    file: INDEX_FILE.to_string(),
+                    message: format!(
+                        "`agents.{agent}.config`: only the prometheus agent has a `config`"
+                    ),
+                });
+            }
+            Ok(templates)
+        };
+        let flux = load_agent(Agent::Flux, &index.agents.flux)?;
+        let scope = load_agent(Agent::Scope, &index.agents.scope)?;
+        let prometheus = load_agent(Agent::Prometheus, &index.agents.prometheus)?;
+        let prometheus_config = index.agents.prometheus.config.clone().ok_or_else(|| BundleError::Index {
+            file: INDEX_FILE.to_string(),
+            message: "`agents.prometheus.config` is missing: it names the ConfigMap, key and pods scrape job of prometheus".to_string(),
+        })?;
+        check_prometheus_config(&prometheus, &prometheus_config)?;
+
+        Ok(Bundle {
+            version,
+            flux,
+            scope,
+            prometheus,
+            prometheus_config,
+            digest: hex::encode(digest.finalize()),
+        })
+    }
+
+    /// The templates of one agent.
+    pub fn agent(&self, agent: Agent) -> &AgentTemplates {
+        match agent {
+            Agent::Flux => &self.flux,
+            Agent::Scope => &self.scope,
+            Agent::Prometheus => &self.prometheus,
+        }
+    }
+
+    /// Names of every ClusterRole of the bundle (all agents, all environments): bindings that
+    /// refer to one of these refer to the renamed, per-WeaveCloud copy.
+    pub fn cluster_role_names(&self) -> BTreeSet<String> {
+        Agent::ALL
+            .iter()
+            .flat_map(|a| self.agent(*a).all())
+            .filter(|t| t.kind() == "ClusterRole")
+            .map(|t| t.name().to_string())
+            .collect()
+    }
+}
+
+fn digest_file(digest: &mut Sha256, path: &str, bytes: &[u8]) {
+    // Length-prefixed, so that moving bytes between a path and a content changes the digest.
+    digest.update((path.len() as u64).to_be_bytes());
+    digest.update(path.as_bytes());
+    digest.update((bytes.len() as u64).to_be_bytes());
+    digest.update(bytes);
+}
+
+fn text_of<'a>(path: &str, bytes: &'a [u8]) -> Result<&'a str, BundleError> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(BundleError::TooLarge {
+            path: path.to_string(),
+            size: bytes.len(),
+        });
+    }
+    std::str::from_utf8(bytes).map_err(|_| BundleError::NotText {
+        path: path.to_string(),
+    })
+}
+
+/// Strip `./`, and a single top-level directory when the index is only found inside one.
+fn normalise_paths(
+    files: BTreeMap<String, Vec<u8>>,
+) -> Result<BTreeMap<String, Vec<u8>>, BundleError> {
+    let files: BTreeMap<String, Vec<u8>> = files
+        .into_iter()
+        .map(|(path, bytes)| (path.trim_start_matches("./").to_string(), bytes))
+        .collect();
+    if files.contains_key(INDEX_FILE) {
+        return Ok(files);
+    }
+    let prefixes: Vec<String> = files
+        .keys()
+        .filter_map(|p| p.strip_suffix(INDEX_FILE))
+        .filter(|prefix| prefix.ends_with('/') && prefix.matches('/').count() == 1)
+        .map(str::to_string)
+        .collect();
+    match prefixes.as_slice() {
+        [prefix] => Ok(files
+            .into_iter()
+            .filter_map(|(path, bytes)| {
+                path.strip_prefix(prefix.as_str())
+                    .map(|p| (p.to_string(), bytes))
+            })
+            .collect()),
+        _ => Err(BundleError::MissingIndex),
+    }
+}
+
+fn load_files(
+    files: &BTreeMap<String, Vec<u8>>,
+    field: &str,
+    paths: &[String],
+    digest: &mut Sha256,
+    seen: &mut BTreeMap<(String, String), String>,
+) -> Result<Vec<Template>, BundleError> {
+    let mut out = Vec::new();
+    for path in paths {
+        let bytes = files.get(path).ok_or_else(|| BundleError::MissingFile {
+            field: field.to_string(),
+            path: path.clone(),
+        })?;
+        digest_file(digest, path, bytes);
+        for template in parse_templates(path, text_of(path, bytes)?)? {
+            let key = (template.kind().to_string(), template.name().to_string());
+            if let Some(first) = seen.get(&key) {
+                return Err(BundleError::Template {
+                    path: template.file.clone(),
+                    pos: template.pos,
+                    message: format!("{} `{}` is already defined at {first}", key.0, key.1),
+                });
+            }
+            seen.insert(key, template.location());
+            out.push(template);
+        }
+    }
+    Ok(out)
+}
+
+/// Every object of one file; `kind: List` documents are expanded into their items.
+fn parse_templates(path: &str, text: &str) -> Result<Vec<Template>, BundleError> {
+    let docs = parse_documents(text, YamlLimits::default()).map_err(|e| BundleError::Template {
+        path: path.to_string(),
+        pos: e.pos,
+        message: e.message,
+    })?;
+    let mut out = Vec::new();
+    for doc in docs {
+        if doc.value.is_null() {
+            continue;
+        }
+        let at = |pointer: &str| doc.positions.find(pointer);
+        if doc.value.get("kind").and_then(Value::as_str) == Some("List") {
+            let items = doc
+                .value
+                .get("items")
+                .and_then(Value::as_array)
+                .ok_or_else(|| BundleError::Template {
+                    path: path.to_string(),
+                    pos: at(""),
+                    message: "a `kind: List` needs an `items` list".to_string(),
+                })?;
+            for (i, item) in items.iter().enumerate() {
+                out.push(check_template(
+                    path,
+                    item.clone(),
+                    at(&format!("/items/{i}")),
+                )?);
+            }
+        } else {
+            out.push(check_template(path, doc.value, at(""))?);
+        }
+    }
+    Ok(out)
+}
+
+fn check_template(path: &str, object: Value, pos: Pos) -> Result<Template, BundleError> {
+    let fail = |message: String| BundleError::Template {
+        path: path.to_string(),
+        pos,
+        message,
+    };
+    if !object.is_object() {
+        return Err(fail(
+            "a bundle document must be a Kubernetes object (a mapping)".to_string(),
+        ));
+    }
+    for (pointer, field) in [
+        ("/apiVersion", "apiVersion"),
+        ("/kind", "kind"),
+        ("/metadata/name", "metadata.name"),
+    ] {
+        match object.pointer(pointer).and_then(Value::as_str) {
+            Some(s) if !s.is_empty() => {}
+            _ => return Err(fail(format!("missing `{field}`"))),
+        }
+    }
+    let template = Template {
+        object,
+        file: path.to_string(),
+        pos,
+    };
+    if REFUSED_KINDS.contains(&template.kind()) {
+        return Err(fail(format!(
+            "a bundle may not contain a {}: agents only get objects in their WeaveCloud's namespace and the RBAC they need",
+            template.kind()
+        )));
+    }
+    if template.object.pointer("/metadata/namespace").is_some() {
+        return Err(fail(format!(
+            "{} `{}` sets `metadata.namespace`: bundle objects have none, they are rendered into the WeaveCloud's namespace",
+            template.kind(),
+            template.name()
+        )));
+    }
+    Ok(template)
+}
+
+/// The JSON pointer of the pod template of a workload kind.
+pub fn pod_template_pointer(kind: &str) -> Option<&'static str> {
+    match kind {
+        "Deployment" | "DaemonSet" | "StatefulSet" | "ReplicaSet" | "Job" => Some("/spec/template"),
+        "CronJob" => Some("/spec/jobTemplate/spec/template"),
+        _ => None,
+    }
+}
+
+/// Index of the container named `name` in a workload's pod template.
+pub fn container_index(object: &Value, kind: &str, name: &str) -> Option<usize> {
+    let template = pod_template_pointer(kind)?;
+    object
+        .pointer(&format!("{template}/spec/containers"))?
+        .as_array()?
+        .iter()
+        .position(|c| c.get("name").and_then(Value::as_str) == Some(name))
+}
+
+fn check_container(agent: Agent, templates: &AgentTemplates) -> Result<(), BundleError> {
+    let c = &templates.container;
+    let field = format!("agents.{agent}.container");
+    let fail = |message: String| BundleError::Index {
+        file: INDEX_FILE.to_string(),
+        message: format!("`{field}`: {message}"),
+    };
+    if pod_template_pointer(&c.kind).is_none() {
+        return Err(fail(format!(
+            "{} is not a workload kind with a pod template",
+            c.kind
+        )));
+    }
+    let workload = templates
+        .templates
+        .iter()
+        .find(|t| t.kind() == c.kind && t.name() == c.name)
+        .ok_or_else(|| fail(format!("no {} `{}` in the agent's files", c.kind, c.name)))?;
+    if container_index(&workload.object, &c.kind, &c.container).is_none() {
+        return Err(fail(format!(
+            "{} `{}` ({}) has no container `{}`",
+            c.kind,
+            c.name,
+            workload.location(),
+            c.container
+        )));
+    }
+    Ok(())
+}
+
+/// Parse prometheus' configuration out of the ConfigMap template.
+pub fn prometheus_config_of(template: &Template, key: &str) -> Result<Value, BundleError> {
+    let text = template
+        .object
+        .pointer(&format!(
+            "/data/{}",
+            key.replace('~', "~0").replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .ok_or_else(|| BundleError::Template {
+            path: template.file.clone(),
+            pos: template.pos,
+            message: format!("ConfigMap `{}` has no data key `{key}`", template.name()),
+        })?;
+    let docs = parse_documents(text, YamlLimits::default()).map_err(|e| BundleError::Template {
+        path: template.file.clone(),
+        pos: template.pos,
+        message: format!("`data.{key}` is not valid YAML: {e}"),
+    })?;
+    match docs.into_iter().next() {
+        Some(doc) if doc.value.is_object() => Ok(doc.value),
+        _ => Err(BundleError::Template {
+            path: template.file.clone(),
+            pos: template.pos,
+            message: format!("`data.{key}` must hold one YAML mapping (prometheus' configuration)"),
+        }),
+    }
+}
+
+/// Index of the scrape job named `job` in a prometheus configuration.
+pub fn scrape_job_index(config: &Value, job: &str) -> Option<usize> {
+    config
+        .get("scrape_configs")?
+        .as_array()?
+        .iter()
+        .position(|j| j.get("job_name").and_then(Value::as_str) == Some(job))
+}
+
+fn check_prometheus_config(
+    prometheus: &AgentTemplates,
+    cfg: &PrometheusConfigRef,
+) -> Result<(), BundleError> {
+    let config_map = prometheus
+        .templates
+        .iter()
+        .find(|t| t.kind() == "ConfigMap" && t.name() == cfg.config_map)
+        .ok_or_else(|| BundleError::Index {
+            file: INDEX_FILE.to_string(),
+            message: format!(
+                "`agents.prometheus.config`: no ConfigMap `{}` in the agent's files",
+                cfg.config_map
+            ),
+        })?;
+    let config = prometheus_config_of(config_map, &cfg.key)?;
+    let fail = |message: String| BundleError::Template {
+        path: config_map.file.clone(),
+        pos: config_map.pos,
+        message,
+    };
+    if scrape_job_index(&config, &cfg.pods_job).is_none() {
+        return Err(fail(format!(
+            "`data.{}` has no scrape job `{}`",
+            cfg.key, cfg.pods_job
+        )));
+    }
+    if !config
+        .pointer("/remote_write/0")
+        .is_some_and(Value::is_object)
+    {
+        return Err(fail(format!(
+            "`data.{}` needs a `remote_write` entry: weft points it at Weave Cloud",
+            cfg.key
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builtin_files() -> BTreeMap<String, Vec<u8>> {
+        BUILTIN_FILES
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.as_bytes().to_vec()))
+            .collect()
+    }
+
+    fn with(
+        mut files: BTreeMap<String, Vec<u8>>,
+        path: &str,
+        text: &str,
+    ) -> BTreeMap<String, Vec<u8>> {
+        files.insert(path.to_string(), text.as_bytes().to_vec());
+        files
+    }
+
+    fn replace_in(
+        files: &BTreeMap<String, Vec<u8>>,
+        path: &str,
+        from: &str,
+        to: &str,
+    ) -> BTreeMap<String, Vec<u8>> {
+        let text = String::from_utf8(files[path].clone()).unwrap();
+        assert!(text.contains(from), "{path} does not contain {from:?}");
+        with(files.clone(), path, &text.replacen(from, to, 1))
+    }
+
+    #[test]
+    fn the_builtin_bundle_parses_with_every_agent() {
+        let b = Bundle::builtin().unwrap();
+        assert_eq!(b.version, semver::Version::new(1, 0, 0));
+        let names = |a: Agent| -> Vec<String> {
+            b.agent(a)
+                .templates
+                .iter()
+                .map(|t| format!("{}/{}", t.kind(), t.name()))
+                .collect()
+        };
+        assert!(names(Agent::Flux).contains(&"Deployment/weave-flux-agent".to_string()));
+        assert!(names(Agent::Flux).contains(&"Deployment/weave-flux-memcached".to_string()));
+        assert!(names(Agent::Scope).contains(&"DaemonSet/weave-scope-agent".to_string()));
+        for n in [
+            "Deployment/weave-cortex-agent",
+            "ConfigMap/weave-cortex-agent-config",
+            "Deployment/weave-cortex-kube-state-metrics",
+            "DaemonSet/weave-cortex-node-exporter",
+        ] {
+            assert!(names(Agent::Prometheus).contains(&n.to_string()), "{n}");
+        }
+        assert!(b.scope.environments.contains_key("openshift"));
+        assert_eq!(b.digest.len(), 64);
+        assert!(b.cluster_role_names().contains("weave-flux"));
+    }
+
+    /// Every file under `agents/` is embedded, so the built-in bundle is what the directory says.
+    #[test]
+    fn every_file_of_the_agents_directory_is_embedded() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("agents");
+        let mut on_disk = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    on_disk.push(
+                        path.strip_prefix(&root)
+                            .unwrap()
+                            .to_string_lossy()
+                            .replace('\\', "/"),
+                    );
+                }
+            }
+        }
+        on_disk.sort();
+        let mut embedded: Vec<String> = BUILTIN_FILES.iter().map(|(p, _)| p.to_string()).collect();
+        embedded.sort();
+        assert_eq!(on_disk, embedded);
+        for (path, text) in BUILTIN_FILES {
+            assert_eq!(
+                std::fs::read_to_string(root.join(path)).unwrap(),
+                *text,
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bundle_inside_one_directory_with_dot_slash_paths_is_found() {
+        let files: BTreeMap<String, Vec<u8>> = builtin_files()
+            .into_iter()
+            .map(|(p, t)| (format!("./agents/{p}"), t))
+            .collect();
+        let b = Bundle::from_files(files).unwrap();
+        assert_eq!(b.digest, Bundle::builtin().unwrap().digest);
+    }
+
+    #[test]
+    fn the_digest_follows_the_content() {
+        let changed = replace_in(
+            &builtin_files(),
+            "flux/flux.yaml",
+            "fluxcd/flux:1.25.4",
+            "fluxcd/flux:1.25.5",
+        );
+        let b = Bundle::from_files(changed).unwrap();
+        assert_ne!(b.digest, Bundle::builtin().unwrap().digest);
+    }
+
+    #[test]
+    fn a_missing_index_is_refused() {
+        let mut files = builtin_files();
+        files.remove(INDEX_FILE);
+        assert_eq!(
+            Bundle::from_files(files).unwrap_err(),
+            BundleError::MissingIndex
+        );
+    }
+
+    #[test]
+    fn a_file_named_by_the_index_must_exist() {
+        let mut files = builtin_files();
+        files.remove("scope/openshift.yaml");
+        let err = Bundle::from_files(files).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bundle.yaml: `agents.scope.environments.openshift` names `scope/openshift.yaml`, which is not in the bundle"
+        );
+    }
+
+    #[test]
+    fn a_bad_version_is_refused_with_the_field() {
+        let files = replace_in(
+            &builtin_files(),
+            INDEX_FILE,
+            "version: 1.0.0",
+            "version: one",
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert!(
+            err.starts_with("bundle.yaml: `version: one` is not a semantic version"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_index_field_is_refused() {
+        let files = replace_in(
+            &builtin_files(),
+            INDEX_FILE,
+            "agents:",
+            "agnets: {}\nagents:",
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert!(
+            err.starts_with("bundle.yaml: ") && err.contains("agnets"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_environment_is_refused() {
+        let files = replace_in(
+            &builtin_files(),
+            INDEX_FILE,
+            "      openshift:\n        - scope",
+            "      openshfit:\n        - scope",
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert!(
+            err.contains("`agents.scope.environments.openshfit`: unknown environment"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn yaml_errors_name_the_file_and_line() {
+        let files = with(
+            builtin_files(),
+            "flux/memcached.yaml",
+            "apiVersion: v1\nkind: [\n",
+        );
+        let err = Bundle::from_files(files).unwrap_err();
+        match err {
+            BundleError::Template { path, pos, .. } => {
+                assert_eq!(path, "flux/memcached.yaml");
+                assert!(pos.line >= 2, "{pos}");
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    #[test]
+    fn a_template_with_a_namespace_is_refused() {
+        let files = replace_in(
+            &builtin_files(),
+            "flux/memcached.yaml",
+            "  name: weave-flux-memcached\n",
+            "  name: weave-flux-memcached\n  namespace: weave\n",
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert!(err.starts_with("flux/memcached.yaml:2:1: Deployment `weave-flux-memcached` sets `metadata.namespace`"), "{err}");
+    }
+
+    #[test]
+    fn a_template_without_a_name_is_refused() {
+        let files = with(
+            builtin_files(),
+            "flux/memcached.yaml",
+            "# c\napiVersion: v1\nkind: Service\nmetadata: {}\n",
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert_eq!(err, "flux/memcached.yaml:2:1: missing `metadata.name`");
+    }
+
+    #[test]
+    fn a_namespace_in_a_bundle_is_refused() {
+        let files = with(
+            builtin_files(),
+            "flux/memcached.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: weave}\n",
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert!(
+            err.contains("a bundle may not contain a Namespace"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_same_object_twice_is_refused() {
+        let files = with(
+            builtin_files(),
+            "flux/memcached.yaml",
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: weave-flux}\n",
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert!(
+            err.starts_with("flux/memcached.yaml:1:1: ServiceAccount `weave-flux` is already defined at flux/rbac.yaml:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn list_documents_are_expanded() {
+        let list = "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: extra-a}\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: extra-b}\n";
+        let files = with(builtin_files(), "flux/extra.yaml", list);
+        let files = replace_in(
+            &files,
+            INDEX_FILE,
+            "      - flux/flux.yaml\n",
+            "      - flux/flux.yaml\n      - flux/extra.yaml\n",
+        );
+        let b = Bundle::from_files(files).unwrap();
+        let extra: Vec<_> = b
+            .flux
+            .templates
+            .iter()
+            .filter(|t| t.file == "flux/extra.yaml")
+            .collect();
+        assert_eq!(extra.len(), 2);
+        assert_eq!(extra[1].name(), "extra-b");
+        assert_eq!(extra[1].pos.line, 7);
+    }
+
+    #[test]
+    fn the_agent_container_must_exist() {
+        let files = replace_in(
+            &builtin_files(),
+            INDEX_FILE,
+            "container: flux-agent",
+            "container: fluxd",
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert!(err.starts_with("bundle.yaml: `agents.flux.container`: Deployment `weave-flux-agent` (flux/flux.yaml:"), "{err}");
+        assert!(err.ends_with("has no container `fluxd`"), "{err}");
+    }
+
+    #[test]
+    fn the_prometheus_pods_job_must_exist() {
+        let files = replace_in(
+            &builtin_files(),
+            INDEX_FILE,
+            "podsJob: kubernetes-pods",
+            "podsJob: pods",
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert!(
+            err.starts_with("prometheus/config.yaml:") && err.ends_with("has no scrape job `pods`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn binary_or_huge_files_are_refused() {
+        let mut files = builtin_files();
+        files.insert("flux/flux.yaml".into(), vec![0xff, 0xfe, 0x00]);
+        assert_eq!(
+            Bundle::from_files(files).unwrap_err(),
+            BundleError::NotText {
+                path: "flux/flux.yaml".into()
+            }
+        );
+        let mut files = builtin_files();
+        files.insert("flux/flux.yaml".into(), vec![b'#'; MAX_FILE_BYTES + 1]);
+        assert!(matches!(
+            Bundle::from_files(files).unwrap_err(),
+            BundleError::TooLarge { .. }
+        ));
+    }
+}
