@@ -39,6 +39,12 @@ enum Command {
     Validate(RepoArgs),
     /// Print the CustomResourceDefinitions of Weft's resources as YAML.
     Crds,
+    /// One pass against the cluster: fetch, render, apply, prune, wait. Exit 0 only if every
+    /// object applied and became ready. `--dry-run` prints the plan.
+    Sync(SyncArgs),
+    /// Server-side dry-run against the cluster: a unified diff per changed object. Exit 0 no
+    /// changes, 1 changes, 2 error.
+    Diff(SyncArgs),
 }
 
 /// Where the desired state comes from.
@@ -56,6 +62,44 @@ struct RepoArgs {
     /// Subdirectory of the repository that holds the configuration.
     #[arg(long, env = "WEFT_PATH")]
     path: Option<String>,
+}
+
+/// Which cluster, and Weft's own namespace there.
+#[derive(Args, Debug, Clone)]
+struct ClusterArgs {
+    /// Kubeconfig file (default: in-cluster, then `KUBECONFIG`).
+    #[arg(long, env = "WEFT_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context.
+    #[arg(long, env = "WEFT_CONTEXT")]
+    context: Option<String>,
+    /// Weft's own namespace (inventories).
+    #[arg(long, env = "WEFT_NAMESPACE", default_value = "weft-system")]
+    namespace: String,
+}
+
+/// `weft sync` and `weft diff`.
+#[derive(Args, Debug, Clone)]
+struct SyncArgs {
+    #[command(flatten)]
+    repo: RepoArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Bound of each readiness wait (`90s`, `5m`).
+    #[arg(long, env = "WEFT_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    timeout: std::time::Duration,
+    /// Largest fraction of an inventory one pass may prune.
+    #[arg(long, env = "WEFT_MAX_PRUNE_FRACTION", default_value_t = 0.5)]
+    max_prune_fraction: f64,
+    /// Prune even past --max-prune-fraction.
+    #[arg(long, env = "WEFT_FORCE_PRUNE")]
+    force_prune: bool,
+    /// Print the plan (create / update / unchanged / prune per object); change nothing.
+    #[arg(long, env = "WEFT_DRY_RUN")]
+    dry_run: bool,
+    /// API calls at the same time within a stage.
+    #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = 10)]
+    concurrency: usize,
 }
 
 fn main() -> ExitCode {
@@ -84,6 +128,8 @@ fn init_tracing(format: LogFormat) {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Sync(args) => sync_command(args),
+        Command::Diff(args) => diff_command(args),
         Command::Crds => {
             print!("{}", weft::api::crds_yaml()?);
             Ok(ExitCode::SUCCESS)
@@ -139,5 +185,79 @@ fn read_snapshot(args: &RepoArgs) -> anyhow::Result<Snapshot> {
             snapshot.subdir(p)
         }
         None => snapshot,
+    })
+}
+
+fn pass_options(args: &SyncArgs) -> weft::sync::PassOptions {
+    weft::sync::PassOptions {
+        weft_namespace: args.cluster.namespace.clone(),
+        timeout: args.timeout,
+        max_prune_fraction: args.max_prune_fraction,
+        force_prune: args.force_prune,
+        dry_run: args.dry_run,
+        concurrency: args.concurrency.max(1),
+        ..weft::sync::PassOptions::default()
+    }
+}
+
+/// `weft sync`: exit 0 when everything applied and became ready, 1 when the pass failed.
+fn sync_command(args: SyncArgs) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let snapshot = read_snapshot(&args.repo)?;
+    let opts = pass_options(&args);
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let (client, calls) = weft::apply::calls::connect(
+            args.cluster.kubeconfig.as_deref(),
+            args.cluster.context.as_deref(),
+        )
+        .await?;
+        let printer =
+            weft::sync::ProgressPrinter::new(std::io::stdout().is_terminal(), opts.dry_run);
+        let result = weft::sync::run_pass(&client, snapshot, &opts, &|p| printer.observe(p)).await;
+        printer.finish();
+        print_diagnostics(&result.diagnostics);
+        let calls = calls.snapshot();
+        println!(
+            "{} revision {}: {} in {:.1?} ({} API writes, {} reads)",
+            if opts.dry_run { "plan for" } else { "synced" },
+            result.revision,
+            result.changes.summary(),
+            result.duration,
+            calls.writes,
+            calls.reads
+        );
+        match &result.error {
+            None => Ok(ExitCode::SUCCESS),
+            Some(e) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::from(1))
+            }
+        }
+    })
+}
+
+/// `weft diff`: exit 0 no changes, 1 changes, 2 error.
+fn diff_command(args: SyncArgs) -> anyhow::Result<ExitCode> {
+    let snapshot = read_snapshot(&args.repo)?;
+    let opts = pass_options(&args);
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let (client, _) = weft::apply::calls::connect(
+            args.cluster.kubeconfig.as_deref(),
+            args.cluster.context.as_deref(),
+        )
+        .await?;
+        let diffs = weft::sync::diff_pass(&client, snapshot, &opts).await?;
+        for d in &diffs {
+            print!("{}", d.text);
+        }
+        if diffs.is_empty() {
+            eprintln!("no changes");
+            Ok(ExitCode::SUCCESS)
+        } else {
+            eprintln!("{} object(s) would change", diffs.len());
+            Ok(ExitCode::from(1))
+        }
     })
 }

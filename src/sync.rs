@@ -21,6 +21,7 @@ use kube::Client;
 use crate::api::ObjectRef;
 use crate::apply::apply::{apply_batch, ApplyOptions};
 use crate::apply::changeset::{Action, Change, ChangeSet};
+use crate::apply::diff::{self, DiffChange, ObjectDiff};
 use crate::apply::inventory::{self, Inventory};
 use crate::apply::plan::{self, Catalog, DesiredSet, LiveState, PlannedObject};
 use crate::apply::prune::{self, PruneOptions};
@@ -79,7 +80,7 @@ pub enum Progress<'a> {
 }
 
 /// Receives progress.
-pub type Observer = dyn Fn(Progress<'_>) + Send + Sync;
+pub type Observer<'o> = dyn Fn(Progress<'_>) + Send + Sync + 'o;
 
 /// What stopped a pass.
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +124,7 @@ pub async fn run_pass(
     client: &Client,
     snapshot: Snapshot,
     opts: &PassOptions,
-    observer: &Observer,
+    observer: &Observer<'_>,
 ) -> PassResult {
     let start = Instant::now();
     let revision = snapshot.revision_label();
@@ -218,7 +219,7 @@ fn needs_wait(kind: &str) -> bool {
 struct Engine<'a> {
     client: &'a Client,
     opts: &'a PassOptions,
-    observer: &'a Observer,
+    observer: &'a Observer<'a>,
     changes: ChangeSet,
 }
 
@@ -287,7 +288,7 @@ pub async fn reconcile(
     client: &Client,
     set: &DesiredSet,
     opts: &PassOptions,
-    observer: &Observer,
+    observer: &Observer<'_>,
 ) -> (ChangeSet, Option<SyncError>) {
     let mut engine = Engine {
         client,
@@ -486,6 +487,177 @@ fn order_planned(objects: &mut [PlannedObject]) {
             .cmp(&key(b))
             .then_with(|| a.object_ref.cmp(&b.object_ref))
     });
+}
+
+/// `weft diff`: the unified diff of every object a pass would change, from a server-side
+/// dry-run, plus every object a pass would prune. Writes nothing.
+pub async fn diff_pass(
+    client: &Client,
+    snapshot: Snapshot,
+    opts: &PassOptions,
+) -> Result<Vec<ObjectDiff>, SyncError> {
+    let (repo, _diags) = tokio::task::spawn_blocking(move || load::load(Arc::new(snapshot)))
+        .await
+        .map_err(|e| {
+            SyncError::Render(RenderError::Other(format!("the loader panicked: {e}")))
+        })??;
+    let set = DesiredSet::render(
+        &repo,
+        &RenderOptions {
+            root_name: opts.root_name.clone(),
+        },
+    )?;
+    let catalog = Catalog::discover(client).await?;
+    let resolved = plan::resolve(
+        set.objects(),
+        set.objects(),
+        &catalog,
+        &opts.default_namespace,
+    )?;
+    let mut out = diff::diff_objects(
+        client,
+        &resolved.planned,
+        &resolved.pending_crd,
+        opts.concurrency,
+    )
+    .await?;
+    let desired_refs = plan::desired_refs(&set, &catalog, &opts.default_namespace);
+    let all_desired: BTreeSet<ObjectRef> = desired_refs.values().flatten().cloned().collect();
+    let mut inventories = Vec::new();
+    for owner in set.owners() {
+        let kinds = owner_kinds(&set, owner, &catalog);
+        inventories
+            .push(inventory::read(client, &catalog, owner, &opts.weft_namespace, &kinds).await?);
+    }
+    let prune_opts = PruneOptions {
+        max_fraction: opts.max_prune_fraction,
+        force: true,
+        dry_run: true,
+        concurrency: opts.concurrency,
+    };
+    let outcome = prune::prune(
+        client,
+        &catalog,
+        &set,
+        &all_desired,
+        &inventories,
+        &prune_opts,
+        &|_| {},
+    )
+    .await;
+    if let Some(e) = outcome.errors.into_iter().next() {
+        return Err(SyncError::Apply(e));
+    }
+    for c in outcome.changes.with_action(Action::Deleted) {
+        let Some((ar, namespaced)) = catalog
+            .resolve(&c.object.api_version, &c.object.kind)
+            .cloned()
+        else {
+            continue;
+        };
+        let api: kube::Api<kube::api::DynamicObject> = if namespaced {
+            kube::Api::namespaced_with(client.clone(), &c.object.namespace, &ar)
+        } else {
+            kube::Api::all_with(client.clone(), &ar)
+        };
+        let live = api
+            .get_opt(&c.object.name)
+            .await
+            .map_err(|e| SyncError::Apply(ApplyError::api("read", &c.object, e)))?;
+        let live = live.and_then(|l| serde_json::to_value(l).ok());
+        if let Some(text) = diff::unified(&c.object, live.as_ref(), None) {
+            out.push(ObjectDiff {
+                object: c.object.clone(),
+                change: DiffChange::Prune,
+                text,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Prints progress: a progress bar per phase on a terminal, one plain line per event otherwise.
+pub struct ProgressPrinter {
+    bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
+    terminal: bool,
+    dry_run: bool,
+}
+
+impl ProgressPrinter {
+    /// `terminal`: stdout is a terminal (draw bars); `dry_run`: word changes as a plan.
+    pub fn new(terminal: bool, dry_run: bool) -> ProgressPrinter {
+        ProgressPrinter {
+            bar: std::sync::Mutex::new(None),
+            terminal,
+            dry_run,
+        }
+    }
+
+    fn line(&self, c: &Change) -> String {
+        let verb = if self.dry_run {
+            c.action.planned()
+        } else {
+            c.action.done()
+        };
+        let mut line = format!("{verb:<10} {}", c.object);
+        if let Some(r) = &c.reason {
+            line.push_str(&format!(" ({r})"));
+        }
+        line
+    }
+
+    /// Handle one progress event.
+    pub fn observe(&self, p: Progress<'_>) {
+        let Ok(mut bar) = self.bar.lock() else { return };
+        match p {
+            Progress::Phase { message, objects } => {
+                if let Some(b) = bar.take() {
+                    b.finish_and_clear();
+                }
+                if self.terminal && objects > 0 {
+                    let b = indicatif::ProgressBar::new(objects as u64);
+                    if let Ok(style) = indicatif::ProgressStyle::with_template(
+                        "{spinner} {msg} [{bar:30}] {pos}/{len} {elapsed}",
+                    ) {
+                        b.set_style(style.progress_chars("=> "));
+                    }
+                    b.set_message(message);
+                    b.enable_steady_tick(Duration::from_millis(120));
+                    *bar = Some(b);
+                } else {
+                    println!("==> {message}");
+                }
+            }
+            Progress::Change(c) => {
+                let line = self.line(c);
+                match bar.as_ref() {
+                    Some(b) => {
+                        b.inc(1);
+                        if c.action != Action::Unchanged {
+                            b.println(line);
+                        }
+                    }
+                    None => println!("{line}"),
+                }
+            }
+            Progress::Ready(r) => match bar.as_ref() {
+                Some(b) => {
+                    b.inc(1);
+                    b.println(format!("{:<10} {r}", "ready"));
+                }
+                None => println!("{:<10} {r}", "ready"),
+            },
+        }
+    }
+
+    /// Clear the last bar.
+    pub fn finish(&self) {
+        if let Ok(mut bar) = self.bar.lock() {
+            if let Some(b) = bar.take() {
+                b.finish_and_clear();
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -114,6 +114,11 @@ fn check_map(
 fn check_value(v: &Value, node: &Value, path: &str) -> Option<String> {
     let empty = Map::new();
     let node = node.as_object().unwrap_or(&empty);
+    // A leaf node owns the whole value: an atomic map or struct (a Service's `selector`, a
+    // Deployment's `spec.selector`, a `roleRef`) or an atomic list.
+    if node.is_empty() {
+        return None;
+    }
     match v {
         Value::Object(m) => check_map(m, node, path),
         Value::Array(items) => {
@@ -316,6 +321,15 @@ mod tests {
             drifted_field(&d, &live).as_deref(),
             Some("/spec/template/spec/containers/0")
         );
+    }
+
+    #[test]
+    fn atomic_maps_are_owned_whole() {
+        let d = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+            "spec": {"selector": {"app": "x"}, "ports": [{"port": 80, "targetPort": 8080}]}});
+        let fields = json!({"f:spec": {"f:selector": {}, "f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {".": {}, "f:port": {}, "f:targetPort": {}}}}});
+        let live = json!({"metadata": {"managedFields": [{"manager": "weft", "operation": "Apply", "fieldsV1": fields}]}});
+        assert_eq!(drifted_field(&d, &live), None);
     }
 
     #[test]
