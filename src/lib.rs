@@ -12,3 +12,4 @@ pub mod render;
 pub mod server;
 pub mod source;
 pub mod sync;
+pub mod update;

@@ -1,6 +1,7 @@
 //! Where desired state comes from: a git repository (see `git`) or a local directory, read into
 //! an immutable [`Snapshot`] that the loader consumes. All fetching lives in this module.
 
+pub mod channel;
 pub mod credentials;
 pub mod git;
 pub mod local;
