@@ -158,7 +158,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             };
             print_diagnostics(&diags);
-            let objects = render::render_all(&repo, &RenderOptions::default())?;
+            // Chart sources (git, tar) are fetched here so that render stays pure; relative git
+            // locations resolve against where the config repository came from.
+            let location = args
+                .dir
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .or_else(|| args.repo.clone())
+                .unwrap_or_default();
+            let location = std::fs::canonicalize(&location)
+                .map(|p| p.display().to_string())
+                .unwrap_or(location);
+            let cache = source::chart::ChartCache::new(source::chart::ChartCache::default_dir());
+            let charts = source::chart::resolve(&repo, &location, &cache)?;
+            let objects =
+                render::render_all_with_charts(&repo, &charts, &RenderOptions::default())?;
             print!("{}", render::output::to_yaml_stream(&objects)?);
             Ok(ExitCode::SUCCESS)
         }

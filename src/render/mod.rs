@@ -1,6 +1,7 @@
 //! Desired objects from the loaded repository: the sync root's own documents, the agents of each
 //! WeaveCloud, the objects of each Armada chart; ownership labels; apply order. Pure functions.
 
+pub mod armada;
 pub mod bundle;
 pub mod order;
 pub mod output;
@@ -105,14 +106,27 @@ pub fn render_sync_layer(
         })?;
         out.push(owner.adopt(value, 0, Some(wc.origin.clone())));
     }
+    for (value, origin) in armada::sync_documents(&repo.armada)? {
+        out.push(owner.adopt(value, 0, Some(origin)));
+    }
     order::sort(&mut out);
     Ok(out)
 }
 
 /// Both layers, offline: the sync layer plus every CR's children, in apply order. This is what
-/// `weft render` prints.
+/// `weft render` prints. Armada charts with a `local` source are read from the snapshot; for
+/// `git` and `tar` sources use [`render_all_with_charts`] with the resolved sources.
 pub fn render_all(
     repo: &LoadedRepo,
+    opts: &RenderOptions,
+) -> Result<Vec<DesiredObject>, RenderError> {
+    render_all_with_charts(repo, &crate::source::chart::ChartSources::default(), opts)
+}
+
+/// [`render_all`] with the chart sources resolved by `source::chart::resolve`.
+pub fn render_all_with_charts(
+    repo: &LoadedRepo,
+    charts: &crate::source::chart::ChartSources,
     opts: &RenderOptions,
 ) -> Result<Vec<DesiredObject>, RenderError> {
     let out = render_sync_layer(repo, opts)?;
@@ -134,6 +148,7 @@ pub fn render_all(
             out.extend(children);
         }
     }
+    out.extend(armada::render(repo, charts)?);
     order::sort(&mut out);
     Ok(out)
 }

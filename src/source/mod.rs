@@ -2,6 +2,7 @@
 //! an immutable [`Snapshot`] that the loader consumes. All fetching lives in this module.
 
 pub mod channel;
+pub mod chart;
 pub mod credentials;
 pub mod git;
 pub mod local;

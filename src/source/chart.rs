@@ -1,0 +1,720 @@
+//! Chart sources of Armada charts: the files of each chart directory, fetched before rendering so
+//! that rendering stays pure.
+//!
+//! - `local`: a directory of the config repository snapshot (`location`/`subpath`); no path may
+//!   leave the snapshot. Needs no I/O ([`local_files`]), so render can fall back to it.
+//! - `git`: another repository, through the git source ([`super::git`]); a relative `location`
+//!   (`../charts.git`) resolves against the config repository's location like a git submodule
+//!   URL. A location that resolves to a local directory which is not a git repository is read as
+//!   a plain directory (development, as with `--repo DIR`).
+//! - `tar`: an http(s) `.tgz`, with limits on its size, entry count and unpacked size; entries are
+//!   unpacked in memory and any entry that is not a plain file or directory, or whose path is
+//!   absolute or contains `..`, is refused. `reference: sha256:<hex>` pins the archive.
+//!
+//! Fetched sources are cached in a [`ChartCache`]: git repositories incrementally on disk (one
+//! [`GitSource`] per URL and reference, so an unchanged remote is not fetched again), archives by
+//! their sha256 digest (a pinned digest already in the cache is not downloaded again).
+//!
+//! Everything here blocks (libgit2, HTTP): async callers use `tokio::task::spawn_blocking`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use super::credentials::Credentials;
+use super::git::{self, GitError, GitRef, GitSource, GitSourceSpec};
+use super::{Snapshot, SnapshotLimits};
+use crate::api::armada::{ArmadaChart, SourceType};
+use crate::load::armada::{Loaded, ResourceKey};
+use crate::load::{LoadedRepo, Origin};
+
+/// The files of one chart directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChartFiles {
+    /// How errors name the chart directory: `charts/web` for a local chart,
+    /// `<url>@<revision>/<subpath>` for a fetched one.
+    pub root: String,
+    /// The git commit or `sha256:<digest>` of the archive; `None` for local and plain directories.
+    pub revision: Option<String>,
+    /// Files by path relative to the chart directory (`Chart.yaml`, `templates/x.yaml`).
+    pub files: BTreeMap<String, Vec<u8>>,
+}
+
+impl ChartFiles {
+    /// `root/path`, for error messages.
+    pub fn display_path(&self, path: &str) -> String {
+        if self.root.is_empty() {
+            path.to_string()
+        } else {
+            format!("{}/{path}", self.root)
+        }
+    }
+}
+
+/// The resolved files of every chart of a repository, by ArmadaChart namespace/name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChartSources {
+    pub by_chart: BTreeMap<ResourceKey, Arc<ChartFiles>>,
+}
+
+impl ChartSources {
+    pub fn get(&self, key: &ResourceKey) -> Option<&ChartFiles> {
+        self.by_chart.get(key).map(Arc::as_ref)
+    }
+}
+
+/// Limits on a fetched chart archive.
+#[derive(Clone, Copy, Debug)]
+pub struct ArchiveLimits {
+    /// Compressed size of the download.
+    pub max_archive_bytes: u64,
+    /// Entries (files and directories) in the archive.
+    pub max_entries: usize,
+    /// Total unpacked size.
+    pub max_unpacked_bytes: u64,
+    /// Time for the whole download.
+    pub timeout: Duration,
+}
+
+impl Default for ArchiveLimits {
+    fn default() -> Self {
+        ArchiveLimits {
+            max_archive_bytes: 20 * 1024 * 1024,
+            max_entries: 5_000,
+            max_unpacked_bytes: 100 * 1024 * 1024,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Where fetched chart sources are kept between passes. One per process; cheap to share.
+pub struct ChartCache {
+    dir: PathBuf,
+    credentials: Credentials,
+    archive_limits: ArchiveLimits,
+    snapshot_limits: SnapshotLimits,
+    /// (url, reference) → the git source that keeps the last good snapshot.
+    git: Mutex<HashMap<(String, String), GitSource>>,
+}
+
+impl std::fmt::Debug for ChartCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChartCache")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl ChartCache {
+    /// A cache under `dir` (`dir/git` for repositories, `dir/tar` for archives), no credentials.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ChartCache {
+            dir: dir.into(),
+            credentials: Credentials::default(),
+            archive_limits: ArchiveLimits::default(),
+            snapshot_limits: SnapshotLimits::default(),
+            git: Mutex::new(HashMap::new()),
+        }
+    }
+    /// Credentials for git chart sources (the config repository's, typically).
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
+        self
+    }
+    /// Limits on chart archives.
+    pub fn with_archive_limits(mut self, limits: ArchiveLimits) -> Self {
+        self.archive_limits = limits;
+        self
+    }
+    /// The default for the CLI: next to the git cache (`~/.cache/weft/charts`).
+    pub fn default_dir() -> PathBuf {
+        let git = git::default_cache_dir();
+        git.parent()
+            .map(|p| p.join("charts"))
+            .unwrap_or_else(|| git.join("charts"))
+    }
+}
+
+/// Why a chart's source could not be resolved. Names the chart and where its `source` is written.
+#[derive(Debug, thiserror::Error)]
+#[error("{origin}: ArmadaChart `{chart}`: {reason}")]
+pub struct ChartSourceError {
+    pub origin: Origin,
+    pub chart: ResourceKey,
+    pub reason: Box<SourceFailure>,
+}
+
+/// What went wrong with a chart source.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceFailure {
+    #[error("`{path}` {why}")]
+    UnsafePath { path: String, why: String },
+    #[error("source directory `{path}` does not exist in the config repository")]
+    LocalMissing { path: String },
+    #[error("{root} is not a chart: it has no Chart.yaml")]
+    NotAChart { root: String },
+    #[error("{0}")]
+    Relative(#[from] git::RelativeLocationError),
+    #[error("git source: {0}")]
+    Git(#[from] GitError),
+    #[error("subpath `{subpath}` does not exist in {url} at {revision}")]
+    SubpathMissing {
+        subpath: String,
+        url: String,
+        revision: String,
+    },
+    #[error("reading directory {path}: {message}")]
+    Directory { path: String, message: String },
+    #[error("tar source `{url}` must be an http:// or https:// URL")]
+    NotHttp { url: String },
+    #[error("downloading {url}: {message}")]
+    Http { url: String, message: String },
+    #[error("archive {url} is larger than {limit} bytes")]
+    ArchiveTooLarge { url: String, limit: u64 },
+    #[error("archive {url} unpacks to more than {limit} bytes")]
+    UnpackedTooLarge { url: String, limit: u64 },
+    #[error("archive {url} has more than {limit} entries")]
+    TooManyEntries { url: String, limit: usize },
+    #[error("archive {url}: entry `{entry}` {why}; refusing the archive")]
+    BadEntry {
+        url: String,
+        entry: String,
+        why: String,
+    },
+    #[error("archive {url}: {message}")]
+    Archive { url: String, message: String },
+    #[error("archive {url} has sha256 {actual}, but `reference` pins {expected}")]
+    DigestMismatch {
+        url: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("tar `reference` `{reference}` must be `sha256:<64 hex digits>`")]
+    BadDigest { reference: String },
+    #[error("chart cache {path}: {message}")]
+    Cache { path: PathBuf, message: String },
+}
+
+/// Resolve the source of every chart of `repo`. `repo_location` is where the config repository
+/// came from (a URL or a directory): relative git locations resolve against it.
+pub fn resolve(
+    repo: &LoadedRepo,
+    repo_location: &str,
+    cache: &ChartCache,
+) -> Result<ChartSources, ChartSourceError> {
+    let mut out = ChartSources::default();
+    for chart in &repo.armada.charts {
+        let key = chart_key(chart);
+        let fail = |reason: SourceFailure| ChartSourceError {
+            origin: chart.origin_of("/source"),
+            chart: key.clone(),
+            reason: Box::new(reason),
+        };
+        let files = match chart.resource.spec.source.type_ {
+            SourceType::Local => local_files(&repo.snapshot, &chart.resource).map_err(fail)?,
+            SourceType::Git => git_files(&chart.resource, repo_location, cache).map_err(fail)?,
+            SourceType::Tar => tar_files(&chart.resource, cache).map_err(fail)?,
+        };
+        out.by_chart.insert(key, Arc::new(files));
+    }
+    Ok(out)
+}
+
+fn chart_key(chart: &Loaded<ArmadaChart>) -> ResourceKey {
+    ResourceKey {
+        namespace: chart
+            .resource
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default(),
+        name: chart.resource.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+/// `a/./b/` → `a/b`; refuses absolute paths and `..`.
+fn clean_relative(path: &str) -> Result<String, SourceFailure> {
+    if path.starts_with('/') || path.contains('\\') {
+        return Err(SourceFailure::UnsafePath {
+            path: path.to_string(),
+            why: "must be a relative path with `/` separators".to_string(),
+        });
+    }
+    let mut parts = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return Err(SourceFailure::UnsafePath {
+                    path: path.to_string(),
+                    why: "leaves its directory (`..`)".to_string(),
+                })
+            }
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+fn join(a: &str, b: &str) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b.to_string(),
+        (_, true) => a.to_string(),
+        _ => format!("{a}/{b}"),
+    }
+}
+
+/// The files of `dir` (relative to the snapshot root) with paths relative to `dir`.
+fn subtree(snapshot: &Snapshot, dir: &str) -> BTreeMap<String, Vec<u8>> {
+    if dir.is_empty() {
+        return snapshot.files.clone();
+    }
+    let prefix = format!("{dir}/");
+    snapshot
+        .files
+        .range(prefix.clone()..)
+        .take_while(|(p, _)| p.starts_with(&prefix))
+        .map(|(p, c)| (p[prefix.len()..].to_string(), c.clone()))
+        .collect()
+}
+
+/// The files of a `local` chart: `location`/`subpath` of the config repository. Pure.
+pub fn local_files(snapshot: &Snapshot, chart: &ArmadaChart) -> Result<ChartFiles, SourceFailure> {
+    let source = &chart.spec.source;
+    let dir = join(
+        &clean_relative(&source.location)?,
+        &clean_relative(source.subpath.as_deref().unwrap_or(""))?,
+    );
+    let files = subtree(snapshot, &dir);
+    if files.is_empty() {
+        return Err(SourceFailure::LocalMissing { path: dir });
+    }
+    let root = dir;
+    if !files.contains_key("Chart.yaml") {
+        return Err(SourceFailure::NotAChart { root });
+    }
+    Ok(ChartFiles {
+        root,
+        revision: None,
+        files,
+    })
+}
+
+fn is_git_repository(dir: &Path) -> bool {
+    dir.join(".git").exists() || (dir.join("HEAD").is_file() && dir.join("objects").is_dir())
+}
+
+fn git_files(
+    chart: &ArmadaChart,
+    repo_location: &str,
+    cache: &ChartCache,
+) -> Result<ChartFiles, SourceFailure> {
+    let source = &chart.spec.source;
+    let subpath = clean_relative(source.subpath.as_deref().unwrap_or(""))?;
+    let url = git::resolve_relative_location(repo_location, &source.location)?;
+    let local = Path::new(&url);
+    if !url.contains("://") && local.is_dir() && !is_git_repository(local) {
+        // A plain directory, as `--repo DIR` allows for the config repository itself.
+        let snap = super::local::read_dir(local, cache.snapshot_limits).map_err(|e| {
+            SourceFailure::Directory {
+                path: url.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        let files = subtree(&snap, &subpath);
+        let root = join(&url, &subpath);
+        if !files.contains_key("Chart.yaml") {
+            return Err(SourceFailure::NotAChart { root });
+        }
+        return Ok(ChartFiles {
+            root,
+            revision: None,
+            files,
+        });
+    }
+    let reference = source
+        .reference
+        .clone()
+        .unwrap_or_else(|| "master".to_string());
+    let mut sources = cache
+        .git
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let key = (url.clone(), reference.clone());
+    if !sources.contains_key(&key) {
+        let mut spec = GitSourceSpec::new(url.clone(), cache.dir.join("git"));
+        spec.reference = GitRef::parse(&reference);
+        spec.credentials = cache.credentials.clone();
+        spec.limits = cache.snapshot_limits;
+        sources.insert(key.clone(), GitSource::new(spec)?);
+    }
+    let Some(git_source) = sources.get_mut(&key) else {
+        // Inserted just above.
+        return Err(SourceFailure::Cache {
+            path: cache.dir.clone(),
+            message: "git source vanished".into(),
+        });
+    };
+    // Unchanged: the last good snapshot is still current; a fixed commit is never fetched twice.
+    let cached =
+        matches!(GitRef::parse(&reference), GitRef::Commit(_)) && git_source.last_good().is_some();
+    if !cached {
+        git_source.fetch()?;
+    }
+    let snapshot = git_source.last_good().ok_or_else(|| SourceFailure::Cache {
+        path: git_source.cache_path().to_path_buf(),
+        message: "fetch returned no snapshot".into(),
+    })?;
+    let revision = snapshot.revision.clone().unwrap_or_default();
+    let files = subtree(snapshot, &subpath);
+    if files.is_empty() && !subpath.is_empty() {
+        return Err(SourceFailure::SubpathMissing {
+            subpath,
+            url: git_source.display_url().to_string(),
+            revision,
+        });
+    }
+    let short: String = revision.chars().take(12).collect();
+    let root = join(&format!("{}@{short}", git_source.display_url()), &subpath);
+    if !files.contains_key("Chart.yaml") {
+        return Err(SourceFailure::NotAChart { root });
+    }
+    Ok(ChartFiles {
+        root,
+        revision: Some(revision),
+        files,
+    })
+}
+
+fn tar_files(chart: &ArmadaChart, cache: &ChartCache) -> Result<ChartFiles, SourceFailure> {
+    let source = &chart.spec.source;
+    let url = source.location.clone();
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(SourceFailure::NotHttp { url });
+    }
+    let subpath = clean_relative(source.subpath.as_deref().unwrap_or(""))?;
+    let pinned = match source.reference.as_deref().filter(|r| !r.is_empty()) {
+        None => None,
+        Some(r) => {
+            let hex = r.strip_prefix("sha256:").unwrap_or("");
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(SourceFailure::BadDigest {
+                    reference: r.to_string(),
+                });
+            }
+            Some(hex.to_ascii_lowercase())
+        }
+    };
+    let tar_dir = cache.dir.join("tar");
+    let cached_path = |digest: &str| tar_dir.join(format!("{digest}.tgz"));
+    let bytes = match pinned.as_deref().map(cached_path).filter(|p| p.is_file()) {
+        Some(path) => std::fs::read(&path).map_err(|e| SourceFailure::Cache {
+            path,
+            message: e.to_string(),
+        })?,
+        None => download(&url, cache.archive_limits)?,
+    };
+    let digest = hex::encode(Sha256::digest(&bytes));
+    if let Some(expected) = &pinned {
+        if *expected != digest {
+            return Err(SourceFailure::DigestMismatch {
+                url,
+                expected: format!("sha256:{expected}"),
+                actual: format!("sha256:{digest}"),
+            });
+        }
+    }
+    let path = cached_path(&digest);
+    if !path.is_file() {
+        std::fs::create_dir_all(&tar_dir)
+            .and_then(|()| {
+                // Write then rename, so a crash never leaves a truncated archive under its digest.
+                let tmp = tar_dir.join(format!(".{digest}.tmp"));
+                std::fs::write(&tmp, &bytes)?;
+                std::fs::rename(&tmp, &path)
+            })
+            .map_err(|e| SourceFailure::Cache {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+    }
+    let all = unpack(&url, &bytes, cache.archive_limits)?;
+    let mut files: BTreeMap<String, Vec<u8>> = if subpath.is_empty() {
+        all
+    } else {
+        let prefix = format!("{subpath}/");
+        all.into_iter()
+            .filter_map(|(p, c)| p.strip_prefix(&prefix).map(|r| (r.to_string(), c)))
+            .collect()
+    };
+    let mut root = join(&format!("{url}@sha256:{}", &digest[..12]), &subpath);
+    if !files.contains_key("Chart.yaml") {
+        // `helm package` puts the chart in a top-level directory named after it.
+        let tops: std::collections::BTreeSet<&str> = files
+            .keys()
+            .filter_map(|p| p.split_once('/').map(|(t, _)| t))
+            .collect();
+        if let [only] = tops.into_iter().collect::<Vec<_>>().as_slice() {
+            let only = only.to_string();
+            if files.contains_key(&format!("{only}/Chart.yaml")) {
+                let prefix = format!("{only}/");
+                files = files
+                    .into_iter()
+                    .filter_map(|(p, c)| p.strip_prefix(&prefix).map(|r| (r.to_string(), c)))
+                    .collect();
+                root = join(&root, &only);
+            }
+        }
+    }
+    if !files.contains_key("Chart.yaml") {
+        return Err(SourceFailure::NotAChart { root });
+    }
+    Ok(ChartFiles {
+        root,
+        revision: Some(format!("sha256:{digest}")),
+        files,
+    })
+}
+
+fn download(url: &str, limits: ArchiveLimits) -> Result<Vec<u8>, SourceFailure> {
+    let http = |message: String| SourceFailure::Http {
+        url: url.to_string(),
+        message,
+    };
+    let client = reqwest::blocking::Client::builder()
+        .timeout(limits.timeout)
+        .build()
+        .map_err(|e| http(e.to_string()))?;
+    let response = client
+        .get(url)
+        .send()
+        .map_err(|e| http(e.without_url().to_string()))?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(http(format!("HTTP {status}")));
+    }
+    if response
+        .content_length()
+        .is_some_and(|n| n > limits.max_archive_bytes)
+    {
+        return Err(SourceFailure::ArchiveTooLarge {
+            url: url.to_string(),
+            limit: limits.max_archive_bytes,
+        });
+    }
+    let mut bytes = Vec::new();
+    response
+        .take(limits.max_archive_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| http(e.to_string()))?;
+    if bytes.len() as u64 > limits.max_archive_bytes {
+        return Err(SourceFailure::ArchiveTooLarge {
+            url: url.to_string(),
+            limit: limits.max_archive_bytes,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Unpack a `.tgz` in memory, refusing anything that could escape or exhaust.
+pub fn unpack(
+    url: &str,
+    bytes: &[u8],
+    limits: ArchiveLimits,
+) -> Result<BTreeMap<String, Vec<u8>>, SourceFailure> {
+    let archive_err = |message: String| SourceFailure::Archive {
+        url: url.to_string(),
+        message,
+    };
+    let decoder = flate2::read::GzDecoder::new(bytes);
+    let mut archive = tar::Archive::new(decoder);
+    let mut files = BTreeMap::new();
+    let mut total: u64 = 0;
+    let entries = archive.entries().map_err(|e| archive_err(e.to_string()))?;
+    for (count, entry) in entries.enumerate() {
+        if count >= limits.max_entries {
+            return Err(SourceFailure::TooManyEntries {
+                url: url.to_string(),
+                limit: limits.max_entries,
+            });
+        }
+        let mut entry = entry.map_err(|e| archive_err(e.to_string()))?;
+        let raw_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let bad = |why: &str| SourceFailure::BadEntry {
+            url: url.to_string(),
+            entry: raw_path.clone(),
+            why: why.to_string(),
+        };
+        let kind = entry.header().entry_type();
+        if kind.is_dir()
+            || kind.is_pax_global_extensions()
+            || kind.is_pax_local_extensions()
+            || kind.is_gnu_longname()
+        {
+            continue;
+        }
+        if !kind.is_file() {
+            return Err(bad(
+                "is not a regular file (links and devices are not allowed)",
+            ));
+        }
+        if raw_path.starts_with('/') || raw_path.contains('\\') {
+            return Err(bad("has an absolute path"));
+        }
+        let path =
+            clean_relative(&raw_path).map_err(|_| bad("leaves the extraction directory (`..`)"))?;
+        if path.is_empty() {
+            return Err(bad("has an empty path"));
+        }
+        let size = entry
+            .header()
+            .size()
+            .map_err(|e| archive_err(e.to_string()))?;
+        total = total.saturating_add(size);
+        if total > limits.max_unpacked_bytes {
+            return Err(SourceFailure::UnpackedTooLarge {
+                url: url.to_string(),
+                limit: limits.max_unpacked_bytes,
+            });
+        }
+        let mut content = Vec::with_capacity(size.min(1 << 20) as usize);
+        (&mut entry)
+            .take(size)
+            .read_to_end(&mut content)
+            .map_err(|e| archive_err(e.to_string()))?;
+        files.insert(path, content);
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tgz(entries: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        for (path, content) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            // set_path refuses `..`; write the raw name to build hostile archives.
+            let name = header.as_old_mut().name.as_mut();
+            name[..path.len()].copy_from_slice(path.as_bytes());
+            header.set_cksum();
+            builder.append(&header, *content).unwrap();
+        }
+        builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn unpack_reads_files_and_refuses_escapes() {
+        let ok = tgz(&[
+            ("web/Chart.yaml", b"name: web\n"),
+            ("web/templates/a.yaml", b"a: 1\n"),
+        ]);
+        let files = unpack("u", &ok, ArchiveLimits::default()).unwrap();
+        assert_eq!(
+            files.keys().collect::<Vec<_>>(),
+            vec!["web/Chart.yaml", "web/templates/a.yaml"]
+        );
+
+        let evil = tgz(&[("web/../../etc/passwd", b"x")]);
+        let err = unpack("u", &evil, ArchiveLimits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("entry `web/../../etc/passwd` leaves the extraction directory"),
+            "{err}"
+        );
+
+        let abs = tgz(&[("/etc/passwd", b"x")]);
+        let err = unpack("u", &abs, ArchiveLimits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("absolute path"), "{err}");
+    }
+
+    #[test]
+    fn unpack_limits_entries_and_size() {
+        let many: Vec<(String, Vec<u8>)> =
+            (0..20).map(|i| (format!("f{i}"), b"x".to_vec())).collect();
+        let refs: Vec<(&str, &[u8])> = many
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_slice()))
+            .collect();
+        let limits = ArchiveLimits {
+            max_entries: 10,
+            ..ArchiveLimits::default()
+        };
+        let err = unpack("u", &tgz(&refs), limits).unwrap_err().to_string();
+        assert!(err.contains("more than 10 entries"), "{err}");
+        let big = vec![b'a'; 4096];
+        let limits = ArchiveLimits {
+            max_unpacked_bytes: 1000,
+            ..ArchiveLimits::default()
+        };
+        let err = unpack("u", &tgz(&[("big", &big)]), limits)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unpacks to more than 1000 bytes"), "{err}");
+    }
+
+    #[test]
+    fn unpack_refuses_symlinks() {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        builder
+            .append_link(&mut header, "link", "/etc/passwd")
+            .unwrap();
+        let bytes = builder.into_inner().unwrap().finish().unwrap();
+        let err = unpack("u", &bytes, ArchiveLimits::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("entry `link` is not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn local_paths_are_cleaned_and_checked() {
+        assert_eq!(clean_relative("./charts//web/").unwrap(), "charts/web");
+        assert!(clean_relative("../x").is_err());
+        assert!(clean_relative("/abs").is_err());
+        let mut snap = Snapshot::default();
+        snap.files
+            .insert("charts/web/Chart.yaml".into(), b"name: web".to_vec());
+        snap.files
+            .insert("charts/web/templates/a.yaml".into(), b"a: 1".to_vec());
+        snap.files
+            .insert("charts/webapp/Chart.yaml".into(), b"name: webapp".to_vec());
+        let chart: ArmadaChart = serde_json::from_value(serde_json::json!({
+            "apiVersion": "armada.airshipit.org/v1alpha1", "kind": "ArmadaChart",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"release": "web", "namespace": "demo", "source": {"type": "local", "location": "./charts", "subpath": "web"}}
+        }))
+        .unwrap();
+        let files = local_files(&snap, &chart).unwrap();
+        assert_eq!(files.root, "charts/web");
+        assert_eq!(
+            files.files.keys().collect::<Vec<_>>(),
+            vec!["Chart.yaml", "templates/a.yaml"]
+        );
+        let mut missing = chart.clone();
+        missing.spec.source.subpath = Some("api".into());
+        assert_eq!(
+            local_files(&snap, &missing).unwrap_err().to_string(),
+            "source directory `charts/api` does not exist in the config repository"
+        );
+    }
+}
