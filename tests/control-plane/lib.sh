@@ -4,9 +4,11 @@
 CP_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 KUBERNETES_VERSION="$(cat "$CP_DIR/KUBERNETES_VERSION")"
-# Where built binaries are cached. Keyed per program on its go.mod, go.sum, main.go, the Go version
-# and the link flags, so a second build rebuilds nothing and any change rebuilds just that program.
-CP_BIN="${WEFT_CONTROL_PLANE_BIN:-$CP_DIR/.bin}"
+# Where built binaries are cached: outside the work tree by default, so every clone on a machine
+# (CI clones afresh) shares them. A binary is named NAME-KEY, KEY hashing its module's go.mod,
+# go.sum and main.go, the Go version and the link flags: a second build rebuilds nothing, any
+# change rebuilds just that program, and clones at different versions do not mix binaries.
+CP_BIN="${WEFT_CONTROL_PLANE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/control-plane}"
 # Go build parallelism: the machine has 2 cores shared with cargo.
 CP_GO_P="${WEFT_CONTROL_PLANE_GO_P:-2}"
 
@@ -53,15 +55,17 @@ cp_key() {
     | sha256sum | cut -c1-16
 }
 
-# cp_build NAME: build one program into $CP_BIN unless the cached one has the same key.
+# cp_bin NAME: path of NAME's binary for the current sources (it may not be built yet).
+cp_bin() {
+  echo "$CP_BIN/$1-$(cp_key "$1")"
+}
+
+# cp_build NAME: build one program into $CP_BIN unless the binary for these sources is there.
 cp_build() {
-  local name="$1" dir key out log start
+  local name="$1" dir out log start
   dir="$CP_DIR/$(cp_module_dir "$name")" || cp_die "unknown program $name"
-  key="$(cp_key "$name")"
-  out="$CP_BIN/$name"
-  if [[ -x "$out" && -f "$out.key" && "$(cat "$out.key")" == "$key" ]]; then
-    return 0
-  fi
+  out="$(cp_bin "$name")"
+  [[ -x "$out" ]] && return 0
   mkdir -p "$CP_BIN"
   log="$CP_BIN/$name.build.log"
   cp_log "building $name (module $dir, log $log) ..."
@@ -72,7 +76,8 @@ cp_build() {
     cp_die "step 'build $name' failed; read $log"
   fi
   mv -f "$out.tmp" "$out"
-  echo "$key" >"$out.key"
+  # Older builds of this program (other sources) only take space: ~30-100 MB each.
+  find "$CP_BIN" -maxdepth 1 -name "$name-*" ! -path "$out" -delete 2>/dev/null || true
   cp_log "built $name in $((SECONDS - start))s"
 }
 

@@ -90,7 +90,10 @@ impl Cluster {
 
     /// Arguments that point `weft` (or kubectl) at this cluster: `--kubeconfig P [--context C]`.
     pub fn kube_args(&self) -> Vec<String> {
-        let mut args = vec!["--kubeconfig".to_string(), self.kubeconfig.display().to_string()];
+        let mut args = vec![
+            "--kubeconfig".to_string(),
+            self.kubeconfig.display().to_string(),
+        ];
         if let Some(context) = &self.context {
             args.push("--context".to_string());
             args.push(context.clone());
@@ -100,19 +103,55 @@ impl Cluster {
 
     /// A new client for this cluster, bound to the current tokio runtime. Panics on failure.
     pub async fn client(&self) -> Client {
-        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig).unwrap_or_else(|e| {
-            panic!("reading kubeconfig {}: {e}", self.kubeconfig.display())
-        });
-        let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
-        let config = Config::from_custom_kubeconfig(kubeconfig, &options).await.unwrap_or_else(|e| {
-            panic!("loading kubeconfig {}: {e}", self.kubeconfig.display())
-        });
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("reading kubeconfig {}: {e}", self.kubeconfig.display()));
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
+        let config = Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .unwrap_or_else(|e| panic!("loading kubeconfig {}: {e}", self.kubeconfig.display()));
         Client::try_from(config).unwrap_or_else(|e| panic!("building a kube client: {e}"))
     }
 }
 
 fn control_plane_script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/control-plane").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/control-plane")
+        .join(name)
+}
+
+const DIR_PREFIX: &str = "weft-control-plane-";
+
+/// This process's control plane directory: `target/tmp/weft-control-plane-PID`.
+fn own_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{DIR_PREFIX}{}", std::process::id()))
+}
+
+/// Removes control plane directories whose test process is gone (it was killed; its watchdog
+/// stopped the processes but leaves the files), and this pid's own leftover from an earlier
+/// process. `down` first, in case a watchdog did not run: it only signals processes whose command
+/// line names that directory.
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(env!("CARGO_TARGET_TMPDIR")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX)) else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid).exists();
+        if alive && pid != std::process::id().to_string() {
+            continue;
+        }
+        let _ = Command::new(control_plane_script("down"))
+            .arg(entry.path())
+            .stdin(Stdio::null())
+            .output();
+        let _ = std::fs::remove_dir_all(entry.path());
+    }
 }
 
 fn start() -> Result<Cluster, String> {
@@ -120,19 +159,20 @@ fn start() -> Result<Cluster, String> {
     if let Some(path) = std::env::var_os(KUBECONFIG_ENV).filter(|p| !p.is_empty()) {
         let kubeconfig = PathBuf::from(path);
         if !kubeconfig.is_file() {
-            return Err(format!("{KUBECONFIG_ENV}={} is not a file", kubeconfig.display()));
+            return Err(format!(
+                "{KUBECONFIG_ENV}={} is not a file",
+                kubeconfig.display()
+            ));
         }
-        return Ok(Cluster { kubeconfig, context, started_dir: None });
+        return Ok(Cluster {
+            kubeconfig,
+            context,
+            started_dir: None,
+        });
     }
 
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("weft-control-plane-{}", std::process::id()));
-    // A directory left by an earlier process with the same pid: its processes are gone or are
-    // stopped here (down only signals processes whose command line names this directory).
-    if dir.exists() {
-        let _ = Command::new(control_plane_script("down")).arg(&dir).stdin(Stdio::null()).output();
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    remove_stale_dirs();
+    let dir = own_dir();
     let up = control_plane_script("up");
     let started = Instant::now();
     let output = Command::new(&up)
@@ -156,14 +196,22 @@ fn start() -> Result<Cluster, String> {
     }
     let kubeconfig = dir.join("kubeconfig");
     if !kubeconfig.is_file() {
-        return Err(format!("{} succeeded but wrote no {}", up.display(), kubeconfig.display()));
+        return Err(format!(
+            "{} succeeded but wrote no {}",
+            up.display(),
+            kubeconfig.display()
+        ));
     }
     eprintln!(
         "weft tests: control plane up in {:.1?} ({})",
         started.elapsed(),
         kubeconfig.display()
     );
-    Ok(Cluster { kubeconfig, context: None, started_dir: Some(dir) })
+    Ok(Cluster {
+        kubeconfig,
+        context: None,
+        started_dir: Some(dir),
+    })
 }
 
 // Statics are never dropped in Rust, so a guard value cannot stop the control plane; libtest
@@ -187,12 +235,14 @@ extern "C" fn stop_at_exit() {
     // Must not unwind across the C boundary: catch everything.
     let _ = std::panic::catch_unwind(|| {
         let dir = match CLUSTER.get() {
-            Some(Ok(Cluster { started_dir: Some(dir), .. })) => dir.clone(),
+            Some(Ok(Cluster {
+                started_dir: Some(dir),
+                ..
+            })) => dir.clone(),
             // `up` failed: its directory holds the logs the panic message points at; `up` already
             // stopped what it started, `down` makes sure.
             Some(Err(_)) | None => {
-                let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-                    .join(format!("weft-control-plane-{}", std::process::id()));
+                let dir = own_dir();
                 if dir.exists() {
                     let _ = Command::new(control_plane_script("down"))
                         .arg(&dir)
@@ -203,7 +253,10 @@ extern "C" fn stop_at_exit() {
             }
             Some(Ok(_)) => return,
         };
-        let down = Command::new(control_plane_script("down")).arg(&dir).stdin(Stdio::null()).output();
+        let down = Command::new(control_plane_script("down"))
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .output();
         match down {
             Ok(out) if out.status.success() => {
                 if std::env::var(KEEP_ENV).as_deref() == Ok("1") {
@@ -238,11 +291,21 @@ impl TestNamespace {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let mut clean: String = prefix
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
             .collect();
         clean.truncate(30);
-        let name = format!("weft-test-{}-{:x}-{n}", clean.trim_matches('-'), std::process::id())
-            .replace("--", "-");
+        let name = format!(
+            "weft-test-{}-{:x}-{n}",
+            clean.trim_matches('-'),
+            std::process::id()
+        )
+        .replace("--", "-");
         let client = client().await;
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let ns = Namespace {
@@ -272,7 +335,11 @@ impl TestNamespace {
                 Err(e) => panic!("namespace {name}: reading the default ServiceAccount: {e}"),
             }
         }
-        TestNamespace { name, client, deleted: false }
+        TestNamespace {
+            name,
+            client,
+            deleted: false,
+        }
     }
 
     /// The namespace's name.
@@ -299,7 +366,10 @@ impl TestNamespace {
     pub async fn delete(mut self) {
         self.deleted = true;
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        match namespaces.delete(&self.name, &DeleteParams::background()).await {
+        match namespaces
+            .delete(&self.name, &DeleteParams::background())
+            .await
+        {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => panic!("deleting test namespace {}: {e}", self.name),
@@ -316,14 +386,20 @@ impl Drop for TestNamespace {
         // thread with its own runtime and client.
         let name = self.name.clone();
         let deleter = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
             runtime.block_on(async move {
                 let client = match CLUSTER.get() {
                     Some(Ok(cluster)) => cluster.client().await,
                     _ => return None,
                 };
                 let namespaces: Api<Namespace> = Api::all(client);
-                namespaces.delete(&name, &DeleteParams::background()).await.ok()?;
+                namespaces
+                    .delete(&name, &DeleteParams::background())
+                    .await
+                    .ok()?;
                 Some(())
             })
         });
