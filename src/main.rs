@@ -45,6 +45,10 @@ enum Command {
     /// Server-side dry-run against the cluster: a unified diff per changed object. Exit 0 no
     /// changes, 1 changes, 2 error.
     Diff(SyncArgs),
+    /// The daemon: poll and sync the repository, reconcile Weft's resources, serve the HTTP API, until SIGTERM.
+    Run(RunArgs),
+    /// Ask a running daemon to sync now (`POST /api/v1/sync`); `--wait` waits for the pass and prints its result.
+    Trigger(TriggerArgs),
 }
 
 /// Where the desired state comes from.
@@ -130,6 +134,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Sync(args) => sync_command(args),
         Command::Diff(args) => diff_command(args),
+        Command::Run(args) => run_command(args),
+        Command::Trigger(args) => trigger_command(args),
         Command::Crds => {
             print!("{}", weft::api::crds_yaml()?);
             Ok(ExitCode::SUCCESS)
@@ -274,4 +280,165 @@ fn diff_command(args: SyncArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     })
+}
+
+/// `weft run`.
+#[derive(Args, Debug, Clone)]
+struct RunArgs {
+    #[command(flatten)]
+    repo: RepoArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// How often to check the repository for a new revision (`30s`, `1m`, `5m`).
+    #[arg(long, env = "WEFT_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
+    interval: std::time::Duration,
+    /// Address of the HTTP API (webhooks, sync, status, health, metrics).
+    #[arg(long, env = "WEFT_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: String,
+    /// File with the bearer token of `POST /api/v1/sync` (without it the endpoint is closed).
+    #[arg(long, env = "WEFT_SYNC_TOKEN_FILE")]
+    sync_token_file: Option<PathBuf>,
+    /// File with the shared secret of the webhooks (without it they are closed).
+    #[arg(long, env = "WEFT_WEBHOOK_SECRET_FILE")]
+    webhook_secret_file: Option<PathBuf>,
+    /// Bound of each readiness wait (`90s`, `5m`).
+    #[arg(long, env = "WEFT_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    timeout: std::time::Duration,
+    /// Largest fraction of an inventory one pass may prune.
+    #[arg(long, env = "WEFT_MAX_PRUNE_FRACTION", default_value_t = 0.5)]
+    max_prune_fraction: f64,
+    /// Prune even past --max-prune-fraction.
+    #[arg(long, env = "WEFT_FORCE_PRUNE")]
+    force_prune: bool,
+    /// API calls at the same time within a stage.
+    #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = 10)]
+    concurrency: usize,
+    /// How long the leader Lease stays valid without renewal (a standby takes over after this).
+    #[arg(long, env = "WEFT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    lease_duration: std::time::Duration,
+    /// How long a running pass may go on after SIGTERM before it is abandoned.
+    #[arg(long, env = "WEFT_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
+    shutdown_grace: std::time::Duration,
+    /// Directory of the git cache (default: `$XDG_CACHE_HOME/weft/git`).
+    #[arg(long, env = "WEFT_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
+    #[arg(long, env = "WEFT_NO_CONTROLLERS")]
+    no_controllers: bool,
+}
+
+/// `weft trigger`.
+#[derive(Args, Debug, Clone)]
+struct TriggerArgs {
+    /// Base URL of the daemon's HTTP API.
+    #[arg(long, env = "WEFT_URL", default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// File with the bearer token (the daemon's --sync-token-file).
+    #[arg(long, env = "WEFT_SYNC_TOKEN_FILE")]
+    sync_token_file: PathBuf,
+    /// Wait for the pass to finish and print its result; exit 1 if it failed.
+    #[arg(long)]
+    wait: bool,
+    /// How long to wait for the answer.
+    #[arg(long, env = "WEFT_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration)]
+    timeout: std::time::Duration,
+}
+
+/// `weft run`: exit 0 after SIGTERM, 1 when leadership is lost or the daemon fails.
+fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let repo = match (&args.repo.dir, &args.repo.repo) {
+        (Some(d), _) => d.display().to_string(),
+        (None, Some(r)) => r.clone(),
+        (None, None) => anyhow::bail!("give a repository: --repo URL (or a PATH)"),
+    };
+    let config = weft::controller::run::RunConfig {
+        repo,
+        git_ref: args.repo.git_ref.clone(),
+        path: args.repo.path.clone(),
+        namespace: args.cluster.namespace.clone(),
+        interval: args.interval,
+        listen: args.listen.clone(),
+        sync_token_file: args.sync_token_file.clone(),
+        webhook_secret_file: args.webhook_secret_file.clone(),
+        pass_options: weft::sync::PassOptions {
+            weft_namespace: args.cluster.namespace.clone(),
+            timeout: args.timeout,
+            max_prune_fraction: args.max_prune_fraction,
+            force_prune: args.force_prune,
+            concurrency: args.concurrency.max(1),
+            ..weft::sync::PassOptions::default()
+        },
+        lease_duration: args.lease_duration,
+        cache_dir: args.cache_dir.clone(),
+        shutdown_grace: args.shutdown_grace,
+        identity: weft::controller::leader::default_identity(),
+        controllers: !args.no_controllers,
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(async {
+        let (client, _) = weft::apply::calls::connect(
+            args.cluster.kubeconfig.as_deref(),
+            args.cluster.context.as_deref(),
+        )
+        .await?;
+        weft::controller::run::run(config, client)
+            .await
+            .map_err(anyhow::Error::from)
+    });
+    // An abandoned pass may still hold a blocking thread: do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `weft trigger`: exit 0 when queued (or, with --wait, when the pass succeeded), 1 when the
+/// pass failed, 2 when the daemon could not be asked.
+fn trigger_command(args: TriggerArgs) -> anyhow::Result<ExitCode> {
+    use weft::server::client::{self, TriggerAnswer};
+    let token = std::fs::read(&args.sync_token_file).with_context(|| {
+        format!(
+            "reading --sync-token-file {}",
+            args.sync_token_file.display()
+        )
+    })?;
+    let token =
+        String::from_utf8_lossy(&weft::server::signature::secret_from_file_contents(&token))
+            .into_owned();
+    let runtime = tokio::runtime::Runtime::new()?;
+    let answer = runtime.block_on(client::trigger(&args.url, &token, args.wait, args.timeout))?;
+    match answer {
+        TriggerAnswer::Queued { pass } => {
+            println!("queued: pass {pass}");
+            Ok(ExitCode::SUCCESS)
+        }
+        TriggerAnswer::Finished(report) => {
+            let s = report.summary;
+            println!(
+                "pass {} {}: revision {} ({} created, {} configured, {} unchanged, {} pruned) in {:.1}s",
+                report.pass,
+                if report.succeeded() { "succeeded" } else { "failed" },
+                report.revision.as_deref().unwrap_or("-"),
+                s.created,
+                s.configured,
+                s.unchanged,
+                s.pruned,
+                report.duration_seconds
+            );
+            for c in &report.changes {
+                println!("  {} {}", c.object, c.action);
+            }
+            match &report.error {
+                None => Ok(ExitCode::SUCCESS),
+                Some(e) => {
+                    eprintln!("error: {e}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+    }
 }

@@ -69,6 +69,17 @@ impl DesiredSet {
         DesiredSet { objects, owners }
     }
 
+    /// One layer of a complete render, for exactly `owners` (the daemon applies the sync layer
+    /// and each custom resource's children separately). Objects of other owners are dropped.
+    pub fn for_owners(objects: Vec<DesiredObject>, owners: BTreeSet<Owner>) -> DesiredSet {
+        let mut objects: Vec<DesiredObject> = objects
+            .into_iter()
+            .filter(|o| owners.contains(&o.owner))
+            .collect();
+        render::order::sort(&mut objects);
+        DesiredSet { objects, owners }
+    }
+
     /// The objects, in apply order.
     pub fn objects(&self) -> &[DesiredObject] {
         &self.objects

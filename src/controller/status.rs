@@ -1,0 +1,195 @@
+//! What the daemon knows about itself, shown by `GET /api/v1/status`, returned by
+//! `POST /api/v1/sync?wait=true` and printed by `weft trigger --wait`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// How a pass ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PassResultKind {
+    /// Everything applied, pruned and ready.
+    Succeeded,
+    /// A stage failed; `error` says which and why.
+    Failed,
+    /// The daemon stopped during the pass, which was abandoned between two stages.
+    Abandoned,
+}
+
+/// Counts of what a pass did, per action (a view of the apply engine's change set).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeSummary {
+    pub created: u64,
+    pub configured: u64,
+    pub unchanged: u64,
+    pub pruned: u64,
+    pub skipped: u64,
+}
+
+impl ChangeSummary {
+    /// Objects written (created or configured).
+    pub fn applied(&self) -> u64 {
+        self.created + self.configured
+    }
+}
+
+/// One object a pass touched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectChange {
+    /// `Kind/namespace/name` (or `Kind/name`).
+    pub object: String,
+    /// `created`, `configured`, `unchanged`, `pruned`, `skipped`.
+    pub action: String,
+}
+
+/// The result of one sync-root pass.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassReport {
+    /// Pass number since the daemon started (1, 2, …).
+    pub pass: u64,
+    /// Why it ran (`startup`, `poll`, `webhook/github`, `api`, …), coalesced.
+    pub reasons: Vec<String>,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    pub duration_seconds: f64,
+    /// The git commit the pass applied (or tried to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    pub result: PassResultKind,
+    /// What went wrong, naming the stage, file and object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Whether the remote head was unchanged, so fetch, load and render were skipped.
+    #[serde(default)]
+    pub head_unchanged: bool,
+    pub summary: ChangeSummary,
+    /// Objects created, configured or pruned (unchanged ones are only counted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ObjectChange>,
+}
+
+impl PassReport {
+    /// Whether the pass succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.result == PassResultKind::Succeeded
+    }
+}
+
+/// The state of one custom resource the controllers reconcile.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerStatus {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The `Ready` condition's status: `True`, `False` or `Unknown`.
+    pub ready: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// WeaveCloud: the agent bundle version; Armada: the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// WeaveCloud: the newest agent bundle version its channel offers and `agentVersion` allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_version: Option<String>,
+    /// WeaveCloud: next time the agent channel is checked (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_update_check: Option<String>,
+    /// Children in the owner's inventory.
+    #[serde(default)]
+    pub objects: usize,
+}
+
+/// Everything `GET /api/v1/status` shows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonStatus {
+    /// The repository, with any password removed.
+    pub repo: String,
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// This replica's identity in the leader Lease.
+    pub identity: String,
+    /// Whether this replica holds the Lease (only the leader reconciles).
+    pub leader: bool,
+    /// The last revision applied successfully.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pass: Option<PassReport>,
+    /// RFC 3339 time of the last successful pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success_at: Option<String>,
+    /// RFC 3339 time of the next poll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_poll_at: Option<String>,
+    /// The earliest next agent update check over all WeaveClouds (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_update_check: Option<String>,
+    /// Per custom resource, keyed `Kind/namespace/name`.
+    #[serde(default)]
+    pub owners: BTreeMap<String, OwnerStatus>,
+}
+
+impl DaemonStatus {
+    /// Record an owner's state and recompute the earliest next update check.
+    pub fn set_owner(&mut self, status: OwnerStatus) {
+        let key = format!("{}/{}/{}", status.kind, status.namespace, status.name);
+        self.owners.insert(key, status);
+        self.recompute_next_update_check();
+    }
+
+    /// Forget a deleted owner.
+    pub fn remove_owner(&mut self, kind: &str, namespace: &str, name: &str) {
+        self.owners.remove(&format!("{kind}/{namespace}/{name}"));
+        self.recompute_next_update_check();
+    }
+
+    fn recompute_next_update_check(&mut self) {
+        // RFC 3339 UTC strings of one format sort chronologically.
+        self.next_update_check = self
+            .owners
+            .values()
+            .filter_map(|o| o.next_update_check.clone())
+            .min();
+    }
+}
+
+/// Now, as RFC 3339 UTC with seconds precision (the format of every time Weft shows).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_update_check_is_the_earliest_over_owners() {
+        let mut s = DaemonStatus::default();
+        let wc = |name: &str, at: Option<&str>| OwnerStatus {
+            kind: "WeaveCloud".into(),
+            namespace: name.into(),
+            name: "wc".into(),
+            next_update_check: at.map(str::to_string),
+            ..Default::default()
+        };
+        s.set_owner(wc("a", Some("2026-01-01T10:00:00Z")));
+        s.set_owner(wc("b", Some("2026-01-01T09:00:00Z")));
+        s.set_owner(wc("c", None));
+        assert_eq!(s.next_update_check.as_deref(), Some("2026-01-01T09:00:00Z"));
+        s.remove_owner("WeaveCloud", "b", "wc");
+        assert_eq!(s.next_update_check.as_deref(), Some("2026-01-01T10:00:00Z"));
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["owners"]["WeaveCloud/a/wc"].is_object());
+    }
+}

@@ -1,0 +1,323 @@
+//! Prometheus metrics of the daemon (`GET /metrics`), every name prefixed `weft_`.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::controller::status::{PassReport, PassResultKind};
+
+type Labels = Vec<(String, String)>;
+
+/// The daemon's metrics. Cheap to update from any task.
+pub struct Metrics {
+    registry: Registry,
+    pass_duration: Family<Labels, Histogram>,
+    passes: Family<Labels, Counter>,
+    objects: Family<Labels, Counter>,
+    git_fetch_duration: Histogram,
+    last_success: Gauge<f64, AtomicU64>,
+    agent_bundle: Family<Labels, Gauge>,
+    /// The version currently exported per WeaveCloud, to drop the old series on a change.
+    agent_versions: Mutex<HashMap<(String, String), String>>,
+    agent_available: Family<Labels, Gauge>,
+    agent_available_versions: Mutex<HashMap<(String, String), String>>,
+    webhooks: Family<Labels, Counter>,
+    leader: Gauge,
+    reconciles: Family<Labels, Counter>,
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn pass_buckets() -> Vec<f64> {
+    vec![
+        0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0,
+    ]
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Register every metric in a fresh registry.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("weft");
+        let pass_duration =
+            Family::<Labels, Histogram>::new_with_constructor(|| Histogram::new(pass_buckets()));
+        registry.register_with_unit(
+            "pass_duration",
+            "Duration of sync-root passes, by result",
+            Unit::Seconds,
+            pass_duration.clone(),
+        );
+        let passes = Family::<Labels, Counter>::default();
+        registry.register("passes", "Sync-root passes, by result", passes.clone());
+        let objects = Family::<Labels, Counter>::default();
+        registry.register(
+            "objects",
+            "Objects handled by passes and reconciles, by action (applied, pruned, unchanged)",
+            objects.clone(),
+        );
+        let git_fetch_duration = Histogram::new(vec![
+            0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+        ]);
+        registry.register_with_unit(
+            "git_fetch_duration",
+            "Duration of git head checks and fetches",
+            Unit::Seconds,
+            git_fetch_duration.clone(),
+        );
+        let last_success = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "last_success_timestamp_seconds",
+            "Unix time of the last successful sync-root pass",
+            last_success.clone(),
+        );
+        let agent_bundle = Family::<Labels, Gauge>::default();
+        registry.register(
+            "agent_bundle_version",
+            "The agent bundle version each WeaveCloud runs (value 1, version in a label)",
+            agent_bundle.clone(),
+        );
+        let agent_available = Family::<Labels, Gauge>::default();
+        registry.register(
+            "agent_bundle_available",
+            "The newest agent bundle version the channel offers each WeaveCloud within its agentVersion range (value 1, version in a label)",
+            agent_available.clone(),
+        );
+        let webhooks = Family::<Labels, Counter>::default();
+        registry.register(
+            "webhook_requests",
+            "Webhook and sync requests, by endpoint and outcome",
+            webhooks.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 when this replica holds the leader Lease",
+            leader.clone(),
+        );
+        let reconciles = Family::<Labels, Counter>::default();
+        registry.register(
+            "reconciles",
+            "Custom resource reconciles, by kind and result",
+            reconciles.clone(),
+        );
+        Metrics {
+            registry,
+            pass_duration,
+            passes,
+            objects,
+            git_fetch_duration,
+            last_success,
+            agent_bundle,
+            agent_versions: Mutex::new(HashMap::new()),
+            agent_available,
+            agent_available_versions: Mutex::new(HashMap::new()),
+            webhooks,
+            leader,
+            reconciles,
+        }
+    }
+
+    /// Record a finished sync-root pass.
+    pub fn observe_pass(&self, report: &PassReport) {
+        let result = match report.result {
+            PassResultKind::Succeeded => "succeeded",
+            PassResultKind::Failed => "failed",
+            PassResultKind::Abandoned => "abandoned",
+        };
+        let l = labels(&[("result", result)]);
+        self.pass_duration
+            .get_or_create(&l)
+            .observe(report.duration_seconds);
+        self.passes.get_or_create(&l).inc();
+        self.count_objects(
+            report.summary.applied(),
+            report.summary.pruned,
+            report.summary.unchanged,
+        );
+        if report.succeeded() {
+            self.last_success
+                .set(chrono::Utc::now().timestamp_millis() as f64 / 1000.0);
+        }
+    }
+
+    /// Add objects applied, pruned and left unchanged (by a pass or a CR reconcile).
+    pub fn count_objects(&self, applied: u64, pruned: u64, unchanged: u64) {
+        for (action, n) in [
+            ("applied", applied),
+            ("pruned", pruned),
+            ("unchanged", unchanged),
+        ] {
+            self.objects
+                .get_or_create(&labels(&[("action", action)]))
+                .inc_by(n);
+        }
+    }
+
+    /// Record how long a git head check or fetch took.
+    pub fn observe_git_fetch(&self, seconds: f64) {
+        self.git_fetch_duration.observe(seconds);
+    }
+
+    /// Record the agent bundle version of a WeaveCloud (`None` once it is deleted).
+    pub fn set_agent_version(&self, namespace: &str, name: &str, version: Option<&str>) {
+        let mut known = self
+            .agent_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(old) = known.remove(&key) {
+            self.agent_bundle.remove(&labels(&[
+                ("namespace", namespace),
+                ("name", name),
+                ("version", &old),
+            ]));
+        }
+        if let Some(v) = version {
+            self.agent_bundle
+                .get_or_create(&labels(&[
+                    ("namespace", namespace),
+                    ("name", name),
+                    ("version", v),
+                ]))
+                .set(1);
+            known.insert(key, v.to_string());
+        }
+    }
+
+    /// Record the newest agent bundle version available to a WeaveCloud (`None`: none known).
+    pub fn set_agent_available(&self, namespace: &str, name: &str, version: Option<&str>) {
+        let mut known = self
+            .agent_available_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(old) = known.remove(&key) {
+            self.agent_available.remove(&labels(&[
+                ("namespace", namespace),
+                ("name", name),
+                ("version", &old),
+            ]));
+        }
+        if let Some(v) = version {
+            self.agent_available
+                .get_or_create(&labels(&[
+                    ("namespace", namespace),
+                    ("name", name),
+                    ("version", v),
+                ]))
+                .set(1);
+            known.insert(key, v.to_string());
+        }
+    }
+
+    /// Count a webhook or sync request by endpoint and outcome.
+    pub fn count_request(&self, endpoint: &str, outcome: &str) {
+        self.webhooks
+            .get_or_create(&labels(&[("endpoint", endpoint), ("outcome", outcome)]))
+            .inc();
+    }
+
+    /// Count a custom resource reconcile.
+    pub fn count_reconcile(&self, kind: &str, result: &str) {
+        self.reconciles
+            .get_or_create(&labels(&[("kind", kind), ("result", result)]))
+            .inc();
+    }
+
+    /// Whether this replica leads.
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::status::ChangeSummary;
+
+    #[test]
+    fn a_pass_shows_in_every_pass_metric() {
+        let m = Metrics::new();
+        m.observe_pass(&PassReport {
+            pass: 1,
+            reasons: vec!["poll".into()],
+            started_at: "2026-01-01T00:00:00Z".into(),
+            duration_seconds: 0.3,
+            revision: Some("abc".into()),
+            result: PassResultKind::Succeeded,
+            error: None,
+            head_unchanged: false,
+            summary: ChangeSummary {
+                created: 2,
+                configured: 1,
+                unchanged: 7,
+                pruned: 1,
+                skipped: 0,
+            },
+            changes: vec![],
+        });
+        m.observe_git_fetch(0.02);
+        m.set_agent_version("weave", "wc", Some("1.2.0"));
+        m.set_agent_version("weave", "wc", Some("1.3.0"));
+        let text = m.render().unwrap();
+        assert!(
+            text.contains("weft_pass_duration_seconds_count{result=\"succeeded\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("weft_objects_total{action=\"applied\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("weft_objects_total{action=\"pruned\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("weft_objects_total{action=\"unchanged\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("weft_git_fetch_duration_seconds_count 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("weft_last_success_timestamp_seconds "),
+            "{text}"
+        );
+        assert!(text.contains("version=\"1.3.0\"} 1"), "{text}");
+        assert!(
+            !text.contains("version=\"1.2.0\""),
+            "old version series dropped: {text}"
+        );
+        for line in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
+            assert!(line.starts_with("weft_"), "unprefixed metric: {line}");
+        }
+    }
+}
