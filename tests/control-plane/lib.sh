@@ -8,7 +8,13 @@ KUBERNETES_VERSION="$(cat "$CP_DIR/KUBERNETES_VERSION")"
 # (CI clones afresh) shares them. A binary is named NAME-KEY, KEY hashing its module's go.mod,
 # go.sum and main.go, the Go version and the link flags: a second build rebuilds nothing, any
 # change rebuilds just that program, and clones at different versions do not mix binaries.
-CP_BIN="${WEFT_CONTROL_PLANE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/control-plane}"
+if [[ -n "${WEFT_CONTROL_PLANE_BIN:-}" ]]; then
+  CP_BIN="$WEFT_CONTROL_PLANE_BIN"
+elif [[ -n "${XDG_CACHE_HOME:-}" || -n "${HOME:-}" ]]; then
+  CP_BIN="${XDG_CACHE_HOME:-$HOME/.cache}/weft/control-plane"
+else
+  CP_BIN="$CP_DIR/.bin"
+fi
 # Go build parallelism: the machine has 2 cores shared with cargo.
 CP_GO_P="${WEFT_CONTROL_PLANE_GO_P:-2}"
 
