@@ -192,6 +192,20 @@ fn print_diagnostics(diags: &Diagnostics) {
 }
 
 fn read_snapshot(args: &RepoArgs) -> anyhow::Result<Snapshot> {
+    if let Some(url) = args
+        .repo
+        .as_deref()
+        .filter(|r| args.dir.is_none() && source::git::is_git_url(r))
+    {
+        let credentials =
+            source::credentials::Credentials::from_env().context("reading git credentials")?;
+        return Ok(source::git::fetch_snapshot(
+            url,
+            args.git_ref.as_deref(),
+            args.path.as_deref(),
+            credentials,
+        )?);
+    }
     let dir = match (&args.dir, &args.repo) {
         (Some(d), _) => d.clone(),
         (None, Some(r)) => PathBuf::from(r),

@@ -20,6 +20,8 @@ pub const KEY_USERNAME: &str = "username";
 pub const KEY_PASSWORD: &str = "password";
 /// Token sent as `Authorization: Bearer` over HTTPS.
 pub const KEY_BEARER_TOKEN: &str = "bearerToken";
+/// Environment variable naming a credentials directory for the CLI (see [`Credentials::from_env`]).
+pub const CREDENTIALS_DIR_ENV: &str = "WEFT_GIT_CREDENTIALS_DIR";
 
 /// Why credentials could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +189,30 @@ impl Credentials {
         }
         if let Some(kh) = &creds.known_hosts {
             KnownHosts::parse(kh)?;
+        }
+        Ok(creds)
+    }
+
+    /// Credentials for the CLI: the directory named by `WEFT_GIT_CREDENTIALS_DIR` (laid out like
+    /// a mounted Secret) when set; otherwise none, except that SSH falls back to the user's
+    /// `~/.ssh/id_ed25519`, `id_ecdsa` or `id_rsa` (and `~/.ssh/known_hosts`, see the git source).
+    pub fn from_env() -> Result<Self, CredentialsError> {
+        let mut creds = match std::env::var_os(CREDENTIALS_DIR_ENV) {
+            Some(dir) if !dir.is_empty() => Self::from_dir(Path::new(&dir))?,
+            _ => Credentials::default(),
+        };
+        if creds.identity.is_none() {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            let keys = ["id_ed25519", "id_ecdsa", "id_rsa"];
+            if let Some(key) = home.and_then(|h| {
+                keys.iter()
+                    .map(|k| h.join(".ssh").join(k))
+                    .find(|p| p.is_file())
+            }) {
+                let text = std::fs::read_to_string(&key)
+                    .map_err(|source| CredentialsError::Io { path: key, source })?;
+                creds.identity = Some(SecretValue(text));
+            }
         }
         Ok(creds)
     }

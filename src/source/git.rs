@@ -440,7 +440,9 @@ impl GitSource {
     /// reported as damage, so that [`GitSource::fetch`] deletes and re-creates it.
     fn open_cache(&self) -> Result<Repository, GitError> {
         if self.cache_path.exists() {
-            return Repository::open_bare(&self.cache_path).map_err(|e| self.cache_error(&e));
+            let repo = Repository::open_bare(&self.cache_path).map_err(|e| self.cache_error(&e))?;
+            self.check_cache(&repo)?;
+            return Ok(repo);
         }
         std::fs::create_dir_all(&self.spec.cache_dir).map_err(|e| GitError::Cache {
             path: self.spec.cache_dir.clone(),
@@ -457,6 +459,40 @@ impl GitSource {
             message: format!("cannot create: {e}"),
         })?;
         Repository::open_bare(&self.cache_path).map_err(|e| self.cache_error(&e))
+    }
+
+    /// Cheap integrity checks before trusting the cache: the shallow-boundary file lists
+    /// commit ids, and the last good commit and its root tree are readable.
+    fn check_cache(&self, repo: &Repository) -> Result<(), GitError> {
+        let damaged = |message: String| GitError::Cache {
+            path: self.cache_path.clone(),
+            message,
+        };
+        let shallow = self.cache_path.join("shallow");
+        if shallow.exists() {
+            let text = std::fs::read(&shallow)
+                .map_err(|e| damaged(format!("cannot read `shallow`: {e}")))?;
+            let valid = String::from_utf8(text)
+                .map(|t| {
+                    t.lines()
+                        .all(|l| l.trim().len() == 40 && Oid::from_str(l.trim()).is_ok())
+                })
+                .unwrap_or(false);
+            if !valid {
+                return Err(damaged(
+                    "the `shallow` file does not list commit ids".to_string(),
+                ));
+            }
+        }
+        if let Ok(oid) = repo.refname_to_id(LAST_GOOD_REF) {
+            repo.find_commit(oid).and_then(|c| c.tree()).map_err(|e| {
+                damaged(format!(
+                    "last good commit {oid} is unreadable: {}",
+                    e.message()
+                ))
+            })?;
+        }
+        Ok(())
     }
 
     fn cache_error(&self, e: &git2::Error) -> GitError {
@@ -663,6 +699,7 @@ impl GitSource {
         // Shallow only into an empty cache: later fetches then send `have`s for what the cache
         // holds and receive just the new objects, and the history check below stays exact.
         let shallow = self.spec.shallow
+            && !self.remote.local
             && repo
                 .references()
                 .map(|mut r| r.next().is_none())
@@ -884,6 +921,8 @@ struct RemoteUrl {
     username: Option<String>,
     password: Option<SecretValue>,
     port: Option<u16>,
+    /// `file://` or a path: libgit2's local transport, which cannot fetch shallow.
+    local: bool,
 }
 
 impl RemoteUrl {
@@ -908,6 +947,7 @@ impl RemoteUrl {
             if password.is_some() {
                 let _ = url.set_password(None);
             }
+            let local = url.scheme() == "file";
             let fetch_url = url.to_string();
             let display = match &password {
                 Some(_) => redact_url_passwords(given),
@@ -919,6 +959,7 @@ impl RemoteUrl {
                 username,
                 password,
                 port,
+                local,
             });
         }
         if let Some(scp) = ScpUrl::parse(given) {
@@ -928,6 +969,7 @@ impl RemoteUrl {
                 username: scp.user,
                 password: None,
                 port: scp.port,
+                local: false,
             });
         }
         let path = Path::new(given);
@@ -938,6 +980,7 @@ impl RemoteUrl {
                 username: None,
                 password: None,
                 port: None,
+                local: true,
             });
         }
         Err(invalid(
@@ -1343,6 +1386,31 @@ impl TreeReader<'_> {
             revision: self.revision.to_string(),
             reason: "symlink chain longer than 16 links".to_string(),
         })
+    }
+}
+
+/// One fetch for the CLI (`weft render --repo URL [--ref REF] [--path DIR]`): the snapshot of
+/// `reference` (default branch `main`), cached under [`default_cache_dir`].
+pub fn fetch_snapshot(
+    url: &str,
+    reference: Option<&str>,
+    path: Option<&str>,
+    credentials: Credentials,
+) -> Result<Snapshot, GitError> {
+    let mut spec = GitSourceSpec::new(url, default_cache_dir());
+    if let Some(r) = reference {
+        spec.reference = GitRef::parse(r);
+    }
+    spec.path = path.map(str::to_string);
+    spec.credentials = credentials;
+    let mut source = GitSource::new(spec)?;
+    match source.fetch()? {
+        FetchOutcome::New(snapshot) => Ok(snapshot),
+        // A new source has no last good snapshot, so this is not expected; answer it anyway.
+        FetchOutcome::Unchanged => source.last_good().cloned().ok_or_else(|| GitError::Fetch {
+            url: source.display_url().to_string(),
+            message: "no snapshot was read".to_string(),
+        }),
     }
 }
 

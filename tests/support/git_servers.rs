@@ -225,9 +225,15 @@ impl GitDaemon {
     pub fn start(host: &RepoHost) -> Self {
         ensure_deps();
         let port = free_port();
-        let mut child = Command::new("git")
+        // Run git-daemon itself: `git daemon` would run it as a grandchild that outlives a kill.
+        let exec_path = Command::new("git")
+            .arg("--exec-path")
+            .output()
+            .expect("git --exec-path")
+            .stdout;
+        let daemon = PathBuf::from(String::from_utf8_lossy(&exec_path).trim()).join("git-daemon");
+        let mut child = Command::new(daemon)
             .args([
-                "daemon",
                 "--reuseaddr",
                 "--export-all",
                 "--enable=receive-pack",
