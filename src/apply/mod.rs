@@ -19,6 +19,7 @@ pub mod drift;
 pub mod inventory;
 pub mod plan;
 pub mod prune;
+pub mod readiness;
 pub mod wait;
 
 use crate::api::ObjectRef;
