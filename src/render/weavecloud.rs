@@ -192,9 +192,28 @@ pub fn secret_data_hash(data: &BTreeMap<String, Vec<u8>>) -> String {
     hex::encode(&h.finalize()[..16])
 }
 
+/// Flux flags that take a list: repeated values add up (pflag `StringSlice`).
+const LIST_FLUX_ARGS: &[&str] = &[
+    "git-path",
+    "registry-ecr-region",
+    "registry-require",
+    "registry-exclude-image",
+    "k8s-allow-namespace",
+];
+/// Flux flags that are booleans: `--flag` alone means true and never takes the next word.
+const BOOL_FLUX_ARGS: &[&str] = &["git-set-author", "git-ci-skip", "sync-garbage-collection"];
+
+/// The flag name of an argument (`--git-url=x` → `git-url`), if it is a flag.
+fn flag_name(arg: &str) -> Option<&str> {
+    let flag = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
+    let name = flag.split_once('=').map_or(flag, |(k, _)| k);
+    (!name.is_empty()).then_some(name)
+}
+
 /// Read the preservable arguments of a running flux container (`--git-url=…` or
-/// `--git-url …`). Repeated list flags (`--git-path`, `--k8s-allow-namespace`, …) are joined with
-/// commas, which flux accepts. Other arguments are ignored.
+/// `--git-url …`), with flux's own parsing rules: a repeated list flag (`--git-path`,
+/// `--k8s-allow-namespace`, …) collects its values, joined with commas (which flux accepts); a
+/// repeated scalar flag keeps its last value. Other arguments are ignored.
 pub fn parse_flux_args(args: &[String]) -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     let mut i = 0;
@@ -206,27 +225,29 @@ pub fn parse_flux_args(args: &[String]) -> BTreeMap<String, String> {
         };
         let (key, value) = match flag.split_once('=') {
             Some((k, v)) => (k, v.to_string()),
-            None if PRESERVABLE_FLUX_ARGS.contains(&flag) => {
-                // `--flag value`, unless the next word is a flag (then a boolean `--flag`).
-                match args.get(i) {
-                    Some(next) if !next.starts_with('-') => {
-                        i += 1;
-                        (flag, next.clone())
-                    }
-                    _ => (flag, "true".to_string()),
+            None if BOOL_FLUX_ARGS.contains(&flag) => (flag, "true".to_string()),
+            None if PRESERVABLE_FLUX_ARGS.contains(&flag) => match args.get(i) {
+                // `--flag value`, as pflag reads it.
+                Some(next) => {
+                    i += 1;
+                    (flag, next.clone())
                 }
-            }
+                None => continue,
+            },
             None => continue,
         };
         if !PRESERVABLE_FLUX_ARGS.contains(&key) {
             continue;
         }
-        out.entry(key.to_string())
-            .and_modify(|v| {
+        match out.get_mut(key) {
+            Some(v) if LIST_FLUX_ARGS.contains(&key) => {
                 v.push(',');
                 v.push_str(&value);
-            })
-            .or_insert(value);
+            }
+            _ => {
+                out.insert(key.to_string(), value);
+            }
+        }
     }
     out
 }
@@ -273,10 +294,19 @@ fn flux_args(
     .into_iter()
     .filter_map(|(flag, v)| v.as_deref().filter(|v| !v.is_empty()).map(|v| (flag, v)))
     .collect();
+    // A flag the user sets in appendArgs is theirs: not carried over from the running agent
+    // (it would also come back from the running agent's args at every reconcile).
+    let appended: BTreeSet<&str> = flux
+        .append_args
+        .iter()
+        .filter_map(|a| flag_name(a))
+        .collect();
     let mut kept = Vec::new();
     for flag in PRESERVABLE_FLUX_ARGS {
         if let Some(value) = configured.get(flag) {
             args.push(format!("--{flag}={value}"));
+        } else if appended.contains(flag) {
+            continue;
         } else if let Some(value) = preserved.get(*flag) {
             let arg = format!("--{flag}={value}");
             kept.push(arg.clone());
@@ -1393,5 +1423,50 @@ spec:
                 ("git-label".to_string(), "l".to_string()),
             ])
         );
+    }
+    #[test]
+    fn repeated_flux_flags_follow_flux_parsing() {
+        let args: Vec<String> = [
+            "--git-poll-interval=1m",
+            "--git-poll-interval=2m",
+            "--k8s-allow-namespace=a",
+            "--k8s-allow-namespace",
+            "b",
+            "--git-ci-skip",
+            "positional",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let got = parse_flux_args(&args);
+        // A scalar flag keeps its last value (a comma list would not be a duration).
+        assert_eq!(got["git-poll-interval"], "2m");
+        assert_eq!(got["k8s-allow-namespace"], "a,b");
+        // A boolean flag never takes the next word.
+        assert_eq!(got["git-ci-skip"], "true");
+    }
+
+    #[test]
+    fn a_flag_in_append_args_is_not_also_preserved() {
+        let mut wc = example();
+        wc.spec.flux.append_args = vec!["--git-poll-interval=2m".into()];
+        let inputs = AgentInputs {
+            token_hash: None,
+            preserved_flux_args: BTreeMap::from([
+                ("git-poll-interval".to_string(), "1m".to_string()),
+                ("git-timeout".to_string(), "30s".to_string()),
+            ]),
+        };
+        let r = render_with(&wc, &inputs);
+        let a = flux_args_of(&r.objects);
+        assert!(!a.contains(&"--git-poll-interval=1m".to_string()), "{a:?}");
+        assert_eq!(a.last().unwrap(), "--git-poll-interval=2m");
+        assert_eq!(r.preserved_flux_args, vec!["--git-timeout=30s"]);
+        // Rendering again from the agent this produced keeps the same arguments: no drift loop.
+        let again = AgentInputs {
+            token_hash: None,
+            preserved_flux_args: parse_flux_args(&a),
+        };
+        assert_eq!(flux_args_of(&render_with(&wc, &again).objects), a);
     }
 }
