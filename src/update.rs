@@ -40,7 +40,7 @@ use crate::source::channel::{
     pack_archive, sha256_hex, unpack_archive, ChannelEntry, ChannelError, ChannelLimits,
     ChannelOptions, ChannelSource,
 };
-use crate::sync::{self, PassOptions};
+use crate::sync::PassOptions;
 
 use crate::controller::status::{now_rfc3339, DaemonStatus};
 use crate::server::Metrics;
@@ -928,10 +928,19 @@ impl Updater {
             poll_interval: self.opts.poll_interval,
             ..PassOptions::default()
         };
-        let (_changes, error) = sync::reconcile(&self.client, &set, &opts, &|_| {}).await;
-        match error {
-            None => Ok(()),
-            Some(e) => Err(e.to_string()),
+        // Detached: the engine's future cannot be proven `Send`, and the scheduler is spawned.
+        let done = crate::controller::reconcile_detached(
+            self.client.clone(),
+            Arc::new(set),
+            opts,
+            Arc::new(|_| {}),
+            std::future::pending(),
+        )
+        .await?;
+        match done {
+            Some((_changes, None)) => Ok(()),
+            Some((_changes, Some(e))) => Err(e.to_string()),
+            None => Err("the rollout was cancelled".to_string()),
         }
     }
 

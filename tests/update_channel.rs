@@ -1,0 +1,532 @@
+//! Agent auto-update on the real control plane, with a channel served over HTTP on 127.0.0.1:
+//! a new version updates the agents; a bad digest is refused and nothing changes; a bundle whose
+//! pods never become ready is rolled back and marked bad; a pinned range is respected;
+//! `autoUpdate: false` changes nothing; a restarted Weft keeps the version; the scheduler keeps
+//! `status.nextUpdateCheck` and runs a check on request.
+
+#[path = "support/channel.rs"]
+mod channel_fixtures;
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::OnceCell;
+
+use channel_fixtures::{
+    broken_bundle_files, bundle_files, flux_image, ChannelServer, Published, BUILTIN_FLUX_IMAGE,
+};
+use support::cluster::TestNamespace;
+use weft::api::weavecloud::WeaveCloud;
+use weft::update::{
+    cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, Updater, DIGEST_KEY,
+    REASON_ROLLED_BACK, VERSION_KEY,
+};
+
+const FLUX: &str = "weave-flux-agent";
+
+/// The CRDs, applied once per test binary.
+async fn install_crds(client: &Client) {
+    static DONE: OnceCell<()> = OnceCell::const_new();
+    DONE.get_or_init(|| async {
+        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in weft::api::crds() {
+            let name = crd.metadata.name.clone().unwrap();
+            api.patch(
+                &name,
+                &PatchParams::apply("weft-test").force(),
+                &Patch::Apply(&crd),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+            tokio::time::timeout(
+                Duration::from_secs(60),
+                await_condition(api.clone(), &name, conditions::is_crd_established()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("CRD {name} not Established"))
+            .unwrap();
+        }
+    })
+    .await;
+}
+
+/// A namespace with the token Secret and a WeaveCloud that runs only flux (fewer pods).
+async fn weavecloud(prefix: &str, general: serde_json::Value) -> (TestNamespace, WeaveCloud) {
+    let ns = TestNamespace::new(prefix).await;
+    install_crds(&ns.client()).await;
+    let secrets: Api<Secret> = ns.api();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "weave-cloud"},
+        "stringData": {"token": "test-token"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let mut spec_general = json!({
+        "environment": "generic",
+        "tokenSecretRef": {"name": "weave-cloud"},
+    });
+    json_patch::merge(&mut spec_general, &general);
+    let wc: WeaveCloud = serde_json::from_value(json!({
+        "apiVersion": "cloud.weave.works/v1beta1",
+        "kind": "WeaveCloud",
+        "metadata": {"name": "weave-cloud", "namespace": ns.name()},
+        "spec": {
+            "general": spec_general,
+            "scope": {"disable": true},
+            "prometheus": {"disable": true},
+        },
+    }))
+    .unwrap();
+    let api: Api<WeaveCloud> = ns.api();
+    let wc = api.create(&PostParams::default(), &wc).await.unwrap();
+    (ns, wc)
+}
+
+fn updater(ns: &TestNamespace, health_timeout: Duration) -> Updater {
+    let opts = UpdateOptions {
+        // The test namespace stands in for Weft's: the cached bundle goes away with it.
+        weft_namespace: ns.name().to_string(),
+        health_timeout,
+        poll_interval: Duration::from_millis(500),
+        rescan_interval: Duration::from_secs(2),
+        ..Default::default()
+    };
+    let bundles = AgentBundles::new(ns.client(), ns.name());
+    Updater::new(ns.client(), bundles, opts)
+}
+
+async fn fresh(ns: &TestNamespace) -> WeaveCloud {
+    let api: Api<WeaveCloud> = ns.api();
+    api.get("weave-cloud").await.unwrap()
+}
+
+async fn flux(ns: &TestNamespace) -> Deployment {
+    let api: Api<Deployment> = ns.api();
+    api.get(FLUX).await.unwrap()
+}
+
+fn image_of(d: &Deployment) -> String {
+    d.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .image
+        .clone()
+        .unwrap()
+}
+
+fn node_selector_of(d: &Deployment) -> Option<std::collections::BTreeMap<String, String>> {
+    d.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_selector
+        .clone()
+}
+
+fn available(d: &Deployment) -> bool {
+    d.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Available" && c.status == "True")
+        })
+        && d.status.as_ref().and_then(|s| s.available_replicas) == Some(1)
+}
+
+/// Event reasons recorded for the WeaveCloud (events.k8s.io), waiting a moment for them.
+async fn has_event(ns: &TestNamespace, reason: &str) -> Vec<String> {
+    let api: Api<Event> = ns.api();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let notes: Vec<String> = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .filter_map(|e| e.note)
+            .collect();
+        if !notes.is_empty() || Instant::now() > deadline {
+            return notes;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn cached(ns: &TestNamespace) -> Option<ConfigMap> {
+    let api: Api<ConfigMap> = ns.api();
+    api.get_opt(&cache_configmap_name(ns.name(), "weave-cloud"))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_new_version_in_the_channel_updates_the_agents() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
+    let (ns, wc) = weavecloud("update-new", json!({"wcPollUrl": server.channel_url()})).await;
+    let updater = updater(&ns, Duration::from_secs(120));
+
+    // First install: the built-in bundle.
+    assert_eq!(
+        updater.apply_active(&wc).await.unwrap().to_string(),
+        "1.0.0"
+    );
+    assert_eq!(image_of(&flux(&ns).await), BUILTIN_FLUX_IMAGE);
+
+    let report = updater.check(&fresh(&ns).await).await;
+    assert_eq!(
+        report.outcome,
+        UpdateOutcome::Updated {
+            from: "1.0.0".into(),
+            to: "1.1.0".into()
+        }
+    );
+    assert_eq!(report.current, "1.1.0");
+    let d = flux(&ns).await;
+    assert_eq!(image_of(&d), flux_image("1.1.0"));
+    assert!(
+        available(&d),
+        "the health gate passed, so flux is available"
+    );
+
+    let status = fresh(&ns).await.status.unwrap();
+    assert_eq!(status.agent_version.as_deref(), Some("1.1.0"));
+    assert_eq!(status.available_version.as_deref(), Some("1.1.0"));
+    assert!(status.bad_versions.is_empty());
+
+    let cm = cached(&ns)
+        .await
+        .expect("the chosen bundle is kept in a ConfigMap");
+    let data = cm.data.unwrap();
+    assert_eq!(data[VERSION_KEY], "1.1.0");
+    let archive = &cm.binary_data.unwrap()["bundle.tar.gz"].0;
+    assert_eq!(data[DIGEST_KEY], channel_fixtures::sha256(archive));
+
+    let notes = has_event(&ns, "AgentsUpdated").await;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("from bundle 1.0.0 to 1.1.0")),
+        "{notes:?}"
+    );
+
+    // Checked again: nothing newer, nothing written.
+    let generation = flux(&ns).await.metadata.generation;
+    let again = updater.check(&fresh(&ns).await).await;
+    assert_eq!(again.outcome, UpdateOutcome::UpToDate);
+    assert_eq!(flux(&ns).await.metadata.generation, generation);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_bundle_with_a_wrong_digest_is_refused_and_nothing_changes() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0")).with_wrong_digest()]);
+    let (ns, wc) = weavecloud("update-digest", json!({"wcPollUrl": server.channel_url()})).await;
+    let updater = updater(&ns, Duration::from_secs(120));
+    updater.apply_active(&wc).await.unwrap();
+    let before = flux(&ns).await;
+
+    let report = updater.check(&fresh(&ns).await).await;
+    match &report.outcome {
+        UpdateOutcome::Refused { version, reason } => {
+            assert_eq!(version, "1.1.0");
+            assert!(reason.contains("sha256 mismatch"), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(report.current, "1.0.0");
+    let after = flux(&ns).await;
+    assert_eq!(after.metadata.generation, before.metadata.generation);
+    assert_eq!(image_of(&after), BUILTIN_FLUX_IMAGE);
+    assert!(cached(&ns).await.is_none(), "nothing was cached");
+    let status = fresh(&ns).await.status.unwrap_or_default();
+    assert_ne!(status.agent_version.as_deref(), Some("1.1.0"));
+    let notes = has_event(&ns, "AgentBundleRefused").await;
+    assert!(
+        notes.iter().any(|n| n.contains("sha256 mismatch")),
+        "{notes:?}"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_bundle_whose_agents_never_become_ready_is_rolled_back_and_marked_bad() {
+    let server = ChannelServer::start();
+    server.publish(&[
+        Published::new("1.1.0", &bundle_files("1.1.0")),
+        Published::new("1.2.0", &broken_bundle_files("1.2.0")),
+    ]);
+    let (ns, wc) = weavecloud(
+        "update-rollback",
+        json!({"wcPollUrl": server.channel_url()}),
+    )
+    .await;
+    let updater = updater(&ns, Duration::from_secs(20));
+    updater.apply_active(&wc).await.unwrap();
+
+    let report = updater.check(&fresh(&ns).await).await;
+    match &report.outcome {
+        UpdateOutcome::RolledBack { from, to, reason } => {
+            assert_eq!((from.as_str(), to.as_str()), ("1.2.0", "1.0.0"));
+            assert!(
+                reason.contains(FLUX),
+                "the reason names what was not ready: {reason}"
+            );
+        }
+        other => panic!("expected a rollback, got {other:?}"),
+    }
+    // Back on the previous bundle, and healthy again.
+    let api: Api<Deployment> = ns.api();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(api, FLUX, |d: Option<&Deployment>| d.is_some_and(available)),
+    )
+    .await
+    .expect("flux available again after the rollback")
+    .unwrap();
+    let d = flux(&ns).await;
+    assert_eq!(image_of(&d), BUILTIN_FLUX_IMAGE);
+    assert_eq!(node_selector_of(&d), None);
+
+    let status = fresh(&ns).await.status.unwrap();
+    assert_eq!(status.bad_versions, vec!["1.2.0".to_string()]);
+    assert_eq!(status.agent_version.as_deref(), Some("1.0.0"));
+    assert_eq!(status.available_version.as_deref(), Some("1.1.0"));
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("a Ready condition");
+    assert_eq!(ready.reason, REASON_ROLLED_BACK);
+    assert!(ready.message.contains("1.2.0"), "{}", ready.message);
+    assert!(
+        cached(&ns).await.is_none(),
+        "the broken bundle was not kept"
+    );
+    let notes = has_event(&ns, "AgentUpdateRolledBack").await;
+    assert!(
+        notes.iter().any(|n| n.contains("rolled back to 1.0.0")),
+        "{notes:?}"
+    );
+
+    // The bad version is not retried: the next check takes the newest good one.
+    let next = updater.check(&fresh(&ns).await).await;
+    assert_eq!(
+        next.outcome,
+        UpdateOutcome::Updated {
+            from: "1.0.0".into(),
+            to: "1.1.0".into()
+        }
+    );
+    assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+    let last = updater.check(&fresh(&ns).await).await;
+    assert_eq!(last.outcome, UpdateOutcome::UpToDate);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_pinned_range_is_respected_and_auto_update_off_changes_nothing() {
+    let server = ChannelServer::start();
+    server.publish(&[
+        Published::new("1.1.0", &bundle_files("1.1.0")),
+        Published::new("2.0.0", &bundle_files("2.0.0")),
+    ]);
+    let (ns, wc) = weavecloud(
+        "update-pin",
+        json!({"wcPollUrl": server.channel_url(), "agentVersion": "1.x"}),
+    )
+    .await;
+    let updater = updater(&ns, Duration::from_secs(120));
+    updater.apply_active(&wc).await.unwrap();
+    let report = updater.check(&fresh(&ns).await).await;
+    assert_eq!(
+        report.outcome,
+        UpdateOutcome::Updated {
+            from: "1.0.0".into(),
+            to: "1.1.0".into()
+        }
+    );
+    assert_eq!(report.available.as_deref(), Some("1.1.0"));
+    assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+    assert_eq!(
+        fresh(&ns)
+            .await
+            .status
+            .unwrap()
+            .available_version
+            .as_deref(),
+        Some("1.1.0")
+    );
+    assert_eq!(
+        updater.check(&fresh(&ns).await).await.outcome,
+        UpdateOutcome::UpToDate
+    );
+
+    // Unpinned but autoUpdate off: 2.0.0 is shown as available and not installed.
+    let api: Api<WeaveCloud> = ns.api();
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"general": {"agentVersion": null, "autoUpdate": false}}})),
+    )
+    .await
+    .unwrap();
+    let generation = flux(&ns).await.metadata.generation;
+    let off = updater.check(&fresh(&ns).await).await;
+    assert_eq!(off.outcome, UpdateOutcome::AutoUpdateOff);
+    assert_eq!(off.current, "1.1.0");
+    assert_eq!(off.available.as_deref(), Some("2.0.0"));
+    assert_eq!(flux(&ns).await.metadata.generation, generation);
+    assert_eq!(
+        fresh(&ns)
+            .await
+            .status
+            .unwrap()
+            .available_version
+            .as_deref(),
+        Some("2.0.0")
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_restarted_weft_keeps_the_version_from_the_cluster() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
+    let (ns, wc) = weavecloud("update-restart", json!({"wcPollUrl": server.channel_url()})).await;
+    {
+        let first = updater(&ns, Duration::from_secs(120));
+        first.apply_active(&wc).await.unwrap();
+        let r = first.check(&fresh(&ns).await).await;
+        assert_eq!(r.current, "1.1.0", "{:?}", r.outcome);
+    }
+    // The channel goes away; a new Weft (nothing in memory) starts.
+    drop(server);
+    let generation = flux(&ns).await.metadata.generation;
+    let second = updater(&ns, Duration::from_secs(120));
+    let active = second
+        .bundles()
+        .active(ns.name(), "weave-cloud")
+        .await
+        .unwrap();
+    assert_eq!(active.version().to_string(), "1.1.0");
+    assert_eq!(
+        second
+            .apply_active(&fresh(&ns).await)
+            .await
+            .unwrap()
+            .to_string(),
+        "1.1.0"
+    );
+    let d = flux(&ns).await;
+    assert_eq!(image_of(&d), flux_image("1.1.0"));
+    assert_eq!(d.metadata.generation, generation, "nothing to change");
+    // An unreachable channel is a failed check, not a change.
+    let r = second.check(&fresh(&ns).await).await;
+    assert!(
+        matches!(&r.outcome, UpdateOutcome::Failed { reason } if reason.contains("channel.yaml")),
+        "{:?}",
+        r.outcome
+    );
+    assert_eq!(r.current, "1.1.0");
+    assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn the_scheduler_shows_the_next_check_and_runs_one_on_request() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
+    // Once a year: the update must come from the request, not the schedule.
+    let (ns, wc) = weavecloud(
+        "update-schedule",
+        json!({"wcPollUrl": server.channel_url(), "updateSchedule": "0 0 1 1 *"}),
+    )
+    .await;
+    let updater = std::sync::Arc::new(updater(&ns, Duration::from_secs(120)));
+    updater.apply_active(&wc).await.unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let runner = {
+        let u = updater.clone();
+        tokio::spawn(async move { u.run(stop_rx).await })
+    };
+    let api: Api<WeaveCloud> = ns.api();
+    let next = tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(api.clone(), "weave-cloud", |w: Option<&WeaveCloud>| {
+            w.and_then(|w| w.status.as_ref())
+                .is_some_and(|s| s.next_update_check.is_some())
+        }),
+    )
+    .await
+    .expect("status.nextUpdateCheck is set")
+    .unwrap()
+    .unwrap()
+    .status
+    .unwrap()
+    .next_update_check
+    .unwrap();
+    use chrono::Datelike;
+    let expected_year = chrono::Utc::now().year() + 1;
+    assert_eq!(next, format!("{expected_year}-01-01T00:00:00Z"));
+    assert_eq!(
+        image_of(&flux(&ns).await),
+        BUILTIN_FLUX_IMAGE,
+        "not due yet"
+    );
+
+    updater.request_check();
+    let d: Api<Deployment> = ns.api();
+    let want = flux_image("1.1.0");
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        await_condition(d, FLUX, move |d: Option<&Deployment>| {
+            d.is_some_and(|d| image_of(d) == want)
+        }),
+    )
+    .await
+    .expect("the requested check updated the agents")
+    .unwrap();
+    // The check ends after the health gate; then its versions are recorded.
+    let key = format!("{}/weave-cloud", ns.name());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let v = loop {
+        let v = updater.versions().get(&key).cloned().unwrap_or_default();
+        if v.current.as_deref() == Some("1.1.0") || Instant::now() > deadline {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(v.current.as_deref(), Some("1.1.0"));
+    assert_eq!(v.available.as_deref(), Some("1.1.0"));
+    assert_eq!(v.next_update_check.as_deref(), Some(next.as_str()));
+    stop_tx.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), runner)
+        .await
+        .expect("the scheduler stops")
+        .unwrap();
+    ns.delete().await;
+}
