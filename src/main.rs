@@ -104,6 +104,24 @@ struct SyncArgs {
     /// API calls at the same time within a stage.
     #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = 10)]
     concurrency: usize,
+    /// Name of the sync root, part of every object's owner id. Two Weft installations that sync
+    /// different repositories into one cluster need different names.
+    #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
+    root_name: String,
+}
+
+/// Where the config repository came from: its URL, or its directory made absolute (relative git
+/// chart locations resolve against it).
+fn repo_location(args: &RepoArgs) -> String {
+    let location = args
+        .dir
+        .as_ref()
+        .map(|d| d.display().to_string())
+        .or_else(|| args.repo.clone())
+        .unwrap_or_default();
+    std::fs::canonicalize(&location)
+        .map(|p| p.display().to_string())
+        .unwrap_or(location)
 }
 
 fn main() -> ExitCode {
@@ -230,6 +248,8 @@ fn pass_options(args: &SyncArgs) -> weft::sync::PassOptions {
         force_prune: args.force_prune,
         dry_run: args.dry_run,
         concurrency: args.concurrency.max(1),
+        root_name: args.root_name.clone(),
+        repo_location: repo_location(&args.repo),
         ..weft::sync::PassOptions::default()
     }
 }

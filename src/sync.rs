@@ -27,8 +27,10 @@ use crate::apply::plan::{self, Catalog, DesiredSet, LiveState, PlannedObject};
 use crate::apply::prune::{self, PruneOptions};
 use crate::apply::wait::{self, WaitOptions, WaitTarget};
 use crate::apply::ApplyError;
+use crate::load::LoadedRepo;
 use crate::load::{self, Diagnostics, LoadError};
 use crate::render::{order, Owner, RenderError, RenderOptions};
+use crate::source::chart::{self, ChartCache, ChartSources};
 use crate::source::Snapshot;
 
 /// Everything a pass needs besides the repository.
@@ -50,6 +52,11 @@ pub struct PassOptions {
     pub concurrency: usize,
     /// Time between two readiness checks.
     pub poll_interval: Duration,
+    /// Where the config repository came from (a URL or a directory): relative git chart
+    /// locations resolve against it.
+    pub repo_location: String,
+    /// Cache of fetched chart sources (default: the user's cache directory).
+    pub chart_cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for PassOptions {
@@ -64,6 +71,8 @@ impl Default for PassOptions {
             dry_run: false,
             concurrency: 10,
             poll_interval: Duration::from_secs(1),
+            repo_location: String::new(),
+            chart_cache_dir: None,
         }
     }
 }
@@ -91,6 +100,9 @@ pub enum SyncError {
     /// The repository did not render; nothing was applied or pruned.
     #[error("render failed, nothing was applied or pruned: {0}")]
     Render(#[from] RenderError),
+    /// A chart source could not be fetched; nothing was applied or pruned.
+    #[error("chart source, nothing was applied or pruned: {0}")]
+    ChartSource(#[source] chart::ChartSourceError),
     /// Applying, pruning or waiting failed.
     #[error("{0}")]
     Apply(#[from] ApplyError),
@@ -163,7 +175,15 @@ pub async fn run_pass(
     let render_opts = RenderOptions {
         root_name: opts.root_name.clone(),
     };
-    let set = match DesiredSet::render(&repo, &render_opts) {
+    let charts = match resolve_charts(&repo, opts).await {
+        Ok(c) => c,
+        Err(e) => {
+            result.error = Some(e);
+            result.duration = start.elapsed();
+            return result;
+        }
+    };
+    let set = match DesiredSet::render(&repo, &charts, &render_opts) {
         Ok(s) => s,
         Err(e) => {
             result.error = Some(SyncError::Render(e));
@@ -176,6 +196,45 @@ pub async fn run_pass(
     result.error = error;
     result.duration = start.elapsed();
     result
+}
+
+/// [`plan::resolve`] against the CRDs of this pass, and, if a kind is still unknown, against the
+/// CRDs in the cluster too (a CRD created just before the pass is not served at once).
+async fn resolve_set(
+    client: &Client,
+    objects: &[crate::render::DesiredObject],
+    set: &DesiredSet,
+    catalog: &Catalog,
+    default_namespace: &str,
+) -> Result<plan::Resolved, ApplyError> {
+    let mut crds = plan::crds_of(set.objects());
+    match plan::resolve(objects, &crds, catalog, default_namespace) {
+        Ok(r) => Ok(r),
+        Err(ApplyError::UnknownKind { .. }) | Err(ApplyError::Many(_)) => {
+            crds.extend(plan::cluster_crds(client).await?);
+            plan::resolve(objects, &crds, catalog, default_namespace)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The source stage for charts: fetch every chart's files (git, tar) before the pure render.
+async fn resolve_charts(repo: &LoadedRepo, opts: &PassOptions) -> Result<ChartSources, SyncError> {
+    if repo.armada.charts.is_empty() {
+        return Ok(ChartSources::default());
+    }
+    let repo = repo.clone();
+    let location = opts.repo_location.clone();
+    let cache_dir = opts
+        .chart_cache_dir
+        .clone()
+        .unwrap_or_else(ChartCache::default_dir);
+    tokio::task::spawn_blocking(move || {
+        chart::resolve(&repo, &location, &ChartCache::new(cache_dir))
+    })
+    .await
+    .map_err(|e| SyncError::Render(RenderError::Other(format!("chart fetch panicked: {e}"))))?
+    .map_err(SyncError::ChartSource)
 }
 
 fn wait_target(p: &PlannedObject) -> WaitTarget {
@@ -309,13 +368,118 @@ async fn reconcile_inner(engine: &mut Engine<'_>, set: &DesiredSet) -> Result<()
     let opts = engine.opts;
     let client = engine.client;
     let mut catalog = Catalog::discover(client).await.map_err(one)?;
-    let resolved = plan::resolve(
-        set.objects(),
-        set.objects(),
-        &catalog,
-        &opts.default_namespace,
+    // Inventories are written whatever happens below, so that objects created by a pass that
+    // failed half-way are still known to the next pass; only pruning needs a pass that applied
+    // everything.
+    let applied = apply_phase(engine, set, &mut catalog).await;
+    let mut errors = Vec::new();
+    let last = match applied {
+        Ok(last) => Some(last),
+        Err(e) => {
+            errors.push(SyncError::Apply(e));
+            None
+        }
+    };
+    let desired_refs = plan::desired_refs(set, &catalog, &opts.default_namespace);
+    let all_desired: BTreeSet<ObjectRef> = desired_refs.values().flatten().cloned().collect();
+    let mut inventories: Vec<Inventory> = Vec::new();
+    for owner in set.owners() {
+        let kinds = owner_kinds(set, owner, &catalog);
+        match inventory::read(client, &catalog, owner, &opts.weft_namespace, &kinds).await {
+            Ok(inv) => inventories.push(inv),
+            Err(e) => errors.push(SyncError::Apply(e)),
+        }
+    }
+    if inventories.len() < set.owners().len() {
+        // Without every inventory, prune cannot be judged (the guard is per inventory).
+        return Err(errors);
+    }
+    let outcome = if last.is_some() {
+        prune_phase(engine, set, &catalog, &all_desired, &inventories).await
+    } else {
+        // Nothing is pruned after a failed apply: keep every old entry for the next pass.
+        let mut kept = BTreeMap::new();
+        for (owner, refs) in prune::candidates(&inventories, &all_desired) {
+            kept.insert(owner, refs.into_iter().collect::<BTreeSet<_>>());
+        }
+        prune::PruneOutcome {
+            kept,
+            ..Default::default()
+        }
+    };
+    engine.changes.extend(outcome.changes);
+    errors.extend(outcome.errors.into_iter().map(SyncError::Apply));
+    if !opts.dry_run {
+        let next = inventory::next_inventories(&desired_refs, &outcome.kept);
+        for inv in &inventories {
+            let entries = next.get(&inv.owner).cloned().unwrap_or_default();
+            if let Err(e) = inventory::write(
+                client,
+                &catalog,
+                &inv.owner,
+                &opts.weft_namespace,
+                &entries,
+                inv,
+            )
+            .await
+            {
+                errors.push(SyncError::Apply(e));
+            }
+        }
+    }
+    if let Some(last) = last {
+        if let Err(e) = engine.wait(&last).await {
+            errors.push(SyncError::Apply(e));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+async fn prune_phase(
+    engine: &mut Engine<'_>,
+    set: &DesiredSet,
+    catalog: &Catalog,
+    all_desired: &BTreeSet<ObjectRef>,
+    inventories: &[Inventory],
+) -> prune::PruneOutcome {
+    let opts = engine.opts;
+    (engine.observer)(Progress::Phase {
+        message: "pruning".into(),
+        objects: 0,
+    });
+    let prune_opts = PruneOptions {
+        max_fraction: opts.max_prune_fraction,
+        force: opts.force_prune,
+        dry_run: opts.dry_run,
+        concurrency: opts.concurrency,
+    };
+    let observer = engine.observer;
+    prune::prune(
+        engine.client,
+        catalog,
+        set,
+        all_desired,
+        inventories,
+        &prune_opts,
+        &|c| observer(Progress::Change(c)),
     )
-    .map_err(one)?;
+    .await
+}
+
+/// Stages and waves; returns the objects of the last wave (waited for after the prune).
+async fn apply_phase(
+    engine: &mut Engine<'_>,
+    set: &DesiredSet,
+    catalog: &mut Catalog,
+) -> Result<Vec<PlannedObject>, ApplyError> {
+    let opts = engine.opts;
+    let client = engine.client;
+    let resolved =
+        resolve_set(client, set.objects(), set, catalog, &opts.default_namespace).await?;
 
     // Stage 0: cluster prerequisites, then CRDs established and a fresh discovery.
     let (stage0, mut rest): (Vec<PlannedObject>, Vec<PlannedObject>) = resolved
@@ -327,9 +491,8 @@ async fn reconcile_inner(engine: &mut Engine<'_>, set: &DesiredSet) -> Result<()
             &stage0,
             "cluster prerequisites (CRDs, Namespaces, cluster roles, classes)",
         )
-        .await
-        .map_err(one)?;
-    engine.wait(&stage0).await.map_err(one)?;
+        .await?;
+    engine.wait(&stage0).await?;
     if !resolved.pending_crd.is_empty() {
         if opts.dry_run {
             for d in &resolved.pending_crd {
@@ -346,28 +509,31 @@ async fn reconcile_inner(engine: &mut Engine<'_>, set: &DesiredSet) -> Result<()
             // Discovery can trail an Established CRD by a moment.
             let deadline = Instant::now() + opts.timeout;
             loop {
-                catalog = Catalog::discover(client).await.map_err(one)?;
-                match plan::resolve(
+                *catalog = Catalog::discover(client).await?;
+                match resolve_set(
+                    client,
                     &resolved.pending_crd,
-                    set.objects(),
-                    &catalog,
+                    set,
+                    catalog,
                     &opts.default_namespace,
-                ) {
+                )
+                .await
+                {
                     Ok(r) if r.pending_crd.is_empty() => {
                         rest.extend(r.planned);
                         break;
                     }
                     Ok(r) if Instant::now() >= deadline => {
                         let first = &r.pending_crd[0];
-                        return Err(one(ApplyError::UnknownKind {
+                        return Err(ApplyError::UnknownKind {
                             origin: String::new(),
                             object: first.object_ref().to_string(),
                             api_version: first.api_version().to_string(),
                             kind: first.kind().to_string(),
-                        }));
+                        });
                     }
                     Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-                    Err(e) => return Err(one(e)),
+                    Err(e) => return Err(e),
                 }
             }
             order_planned(&mut rest);
@@ -389,79 +555,15 @@ async fn reconcile_inner(engine: &mut Engine<'_>, set: &DesiredSet) -> Result<()
         } else {
             "objects".to_string()
         };
-        engine.apply(&objects, &label).await.map_err(one)?;
+        engine.apply(&objects, &label).await?;
         if Some(*wave) == last_wave {
             last = objects;
         } else {
-            engine.wait(&objects).await.map_err(one)?;
+            engine.wait(&objects).await?;
         }
     }
 
-    // Prune and inventories.
-    let mut errors = Vec::new();
-    let desired_refs = plan::desired_refs(set, &catalog, &opts.default_namespace);
-    let all_desired: BTreeSet<ObjectRef> = desired_refs.values().flatten().cloned().collect();
-    let mut inventories: Vec<Inventory> = Vec::new();
-    for owner in set.owners() {
-        let kinds = owner_kinds(set, owner, &catalog);
-        match inventory::read(client, &catalog, owner, &opts.weft_namespace, &kinds).await {
-            Ok(inv) => inventories.push(inv),
-            Err(e) => errors.push(SyncError::Apply(e)),
-        }
-    }
-    if !errors.is_empty() {
-        // Without every inventory, prune cannot be judged (the guard is per inventory).
-        return Err(errors);
-    }
-    (engine.observer)(Progress::Phase {
-        message: "pruning".into(),
-        objects: 0,
-    });
-    let prune_opts = PruneOptions {
-        max_fraction: opts.max_prune_fraction,
-        force: opts.force_prune,
-        dry_run: opts.dry_run,
-        concurrency: opts.concurrency,
-    };
-    let observer = engine.observer;
-    let outcome = prune::prune(
-        client,
-        &catalog,
-        set,
-        &all_desired,
-        &inventories,
-        &prune_opts,
-        &|c| observer(Progress::Change(c)),
-    )
-    .await;
-    engine.changes.extend(outcome.changes);
-    errors.extend(outcome.errors.into_iter().map(SyncError::Apply));
-    if !opts.dry_run {
-        let next = inventory::next_inventories(&desired_refs, &outcome.kept);
-        for inv in &inventories {
-            let entries = next.get(&inv.owner).cloned().unwrap_or_default();
-            if let Err(e) = inventory::write(
-                client,
-                &catalog,
-                &inv.owner,
-                &opts.weft_namespace,
-                &entries,
-                inv,
-            )
-            .await
-            {
-                errors.push(SyncError::Apply(e));
-            }
-        }
-    }
-    if let Err(e) = engine.wait(&last).await {
-        errors.push(SyncError::Apply(e));
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    Ok(last)
 }
 
 /// The resources an owner renders now (for an inventory rebuild).
@@ -501,19 +603,23 @@ pub async fn diff_pass(
         .map_err(|e| {
             SyncError::Render(RenderError::Other(format!("the loader panicked: {e}")))
         })??;
+    let charts = resolve_charts(&repo, opts).await?;
     let set = DesiredSet::render(
         &repo,
+        &charts,
         &RenderOptions {
             root_name: opts.root_name.clone(),
         },
     )?;
     let catalog = Catalog::discover(client).await?;
-    let resolved = plan::resolve(
+    let resolved = resolve_set(
+        client,
         set.objects(),
-        set.objects(),
+        &set,
         &catalog,
         &opts.default_namespace,
-    )?;
+    )
+    .await?;
     let mut out = diff::diff_objects(
         client,
         &resolved.planned,

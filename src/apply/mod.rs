@@ -11,6 +11,7 @@
 //! - [`diff`]: server-side dry-run and a unified diff per changed object;
 //! - [`calls`]: a client that counts API calls (reads, writes, dry-runs).
 
+#[allow(clippy::module_inception)] // `apply::apply` is the apply verb, beside `apply::prune` etc.
 pub mod apply;
 pub mod calls;
 pub mod changeset;

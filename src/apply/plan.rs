@@ -15,6 +15,7 @@ use crate::api::ObjectRef;
 use crate::load::LoadedRepo;
 use crate::render::ownership::{APPLIED_HASH_ANNOTATION, OWNER_LABEL};
 use crate::render::{self, DesiredObject, Owner, RenderError, RenderOptions};
+use crate::source::chart::ChartSources;
 
 /// Kinds of custom resource that own children (and so keep an inventory in their status).
 pub const OWNER_KINDS: &[&str] = &[
@@ -38,9 +39,13 @@ pub struct DesiredSet {
 
 impl DesiredSet {
     /// Render both layers of a loaded repository (the sync root's documents and every CR's
-    /// children).
-    pub fn render(repo: &LoadedRepo, opts: &RenderOptions) -> Result<DesiredSet, RenderError> {
-        let objects = render::render_all(repo, opts)?;
+    /// children), with the chart sources the source stage resolved.
+    pub fn render(
+        repo: &LoadedRepo,
+        charts: &ChartSources,
+        opts: &RenderOptions,
+    ) -> Result<DesiredSet, RenderError> {
+        let objects = render::render_all_with_charts(repo, charts, opts)?;
         let mut owners = BTreeSet::new();
         owners.insert(Owner::SyncRoot {
             name: opts.root_name.clone(),
@@ -56,17 +61,6 @@ impl DesiredSet {
             }
         }
         Ok(DesiredSet { objects, owners })
-    }
-
-    /// One layer of a complete render, for exactly `owners` (the daemon applies the sync layer
-    /// and each custom resource's children separately). Objects of other owners are dropped.
-    pub fn for_owners(objects: Vec<DesiredObject>, owners: BTreeSet<Owner>) -> DesiredSet {
-        let mut objects: Vec<DesiredObject> = objects
-            .into_iter()
-            .filter(|o| owners.contains(&o.owner))
-            .collect();
-        render::order::sort(&mut objects);
-        DesiredSet { objects, owners }
     }
 
     /// One layer of a complete render, for exactly `owners` (the daemon applies the sync layer
@@ -259,11 +253,36 @@ pub struct Resolved {
     pub pending_crd: Vec<DesiredObject>,
 }
 
-/// Resolve every desired object; an unknown kind is an error unless a CRD in `all` defines it.
+/// The CRD objects among `objects`.
+pub fn crds_of(objects: &[DesiredObject]) -> Vec<Value> {
+    objects
+        .iter()
+        .filter(|d| d.kind() == "CustomResourceDefinition")
+        .map(|d| d.object.clone())
+        .collect()
+}
+
+/// Every CRD in the cluster (for kinds whose CRD was just created and is not served yet).
+pub async fn cluster_crds(client: &Client) -> Result<Vec<Value>, ApplyError> {
+    let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| list_error("customresourcedefinitions", e))?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .collect())
+}
+
+/// Resolve every desired object; an unknown kind is an error unless one of `crds` (CRDs of this
+/// pass, or CRDs in the cluster that are not served yet) defines it.
 /// Namespaced objects without a namespace go to `default_namespace`.
 pub fn resolve(
     objects: &[DesiredObject],
-    all: &[DesiredObject],
+    crds: &[Value],
     catalog: &Catalog,
     default_namespace: &str,
 ) -> Result<Resolved, ApplyError> {
@@ -315,10 +334,9 @@ pub fn resolve(
                 });
             }
             None => {
-                let defined_here = all.iter().any(|c| {
-                    c.kind() == "CustomResourceDefinition"
-                        && crd_defines(&c.object, d.api_version(), d.kind())
-                });
+                let defined_here = crds
+                    .iter()
+                    .any(|c| crd_defines(c, d.api_version(), d.kind()));
                 if defined_here {
                     out.pending_crd.push(d.clone());
                 } else {
@@ -614,7 +632,7 @@ mod tests {
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n", "namespace": "x"}}),
             ),
         ];
-        let r = resolve(&objs, &objs, &catalog(), "default").unwrap();
+        let r = resolve(&objs, &crds_of(&objs), &catalog(), "default").unwrap();
         assert_eq!(r.planned[0].object_ref.to_string(), "ConfigMap/default/c");
         assert_eq!(
             r.planned[0].desired.object["metadata"]["namespace"],
@@ -631,13 +649,7 @@ mod tests {
         let widget = obj(
             json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "a"}}),
         );
-        let err = resolve(
-            std::slice::from_ref(&widget),
-            std::slice::from_ref(&widget),
-            &catalog(),
-            "default",
-        )
-        .unwrap_err();
+        let err = resolve(std::slice::from_ref(&widget), &[], &catalog(), "default").unwrap_err();
         assert_eq!(
             err.to_string(),
             "Widget/a/w: the cluster has no kind `Widget` in `example.com/v1` (no CRD for it is installed or part of this pass)"
@@ -649,7 +661,7 @@ mod tests {
                      "versions": [{"name": "v1", "served": true, "storage": true}]}
         }));
         let all = vec![crd, widget];
-        let r = resolve(&all, &all, &catalog(), "default").unwrap();
+        let r = resolve(&all, &crds_of(&all), &catalog(), "default").unwrap();
         assert_eq!(r.planned.len(), 1);
         assert_eq!(r.pending_crd.len(), 1);
         assert_eq!(r.pending_crd[0].name(), "w");
@@ -660,13 +672,7 @@ mod tests {
         let d = obj(
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a"}, "data": {"k": "v"}}),
         );
-        let r = resolve(
-            std::slice::from_ref(&d),
-            std::slice::from_ref(&d),
-            &catalog(),
-            "default",
-        )
-        .unwrap();
+        let r = resolve(std::slice::from_ref(&d), &[], &catalog(), "default").unwrap();
         let p = &r.planned[0];
         let mut live = LiveState::default();
         assert_eq!(live.decide(p), Decision::Create);
