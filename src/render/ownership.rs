@@ -116,15 +116,41 @@ pub fn label_object(object: &mut Value, owner: &Owner) {
 /// Hash of a desired object without its applied-hash annotation: serde_json maps are sorted, so
 /// the serialisation (and the hash) is canonical.
 pub fn desired_hash(object: &Value) -> String {
-    let mut copy = object.clone();
-    if let Some(a) = copy
-        .pointer_mut("/metadata/annotations")
-        .and_then(Value::as_object_mut)
-    {
-        a.remove(APPLIED_HASH_ANNOTATION);
+    let has_hash = object
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key(APPLIED_HASH_ANNOTATION));
+    if has_hash {
+        let mut copy = object.clone();
+        if let Some(a) = copy
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            a.remove(APPLIED_HASH_ANNOTATION);
+        }
+        hash_value(&copy)
+    } else {
+        hash_value(object)
     }
-    let bytes = serde_json::to_vec(&copy).unwrap_or_default();
-    hex::encode(&Sha256::digest(&bytes)[..16])
+}
+
+/// sha256 of the JSON serialisation, streamed into the hasher (no intermediate buffer: this
+/// runs once per desired object on every pass).
+fn hash_value(value: &Value) -> String {
+    struct HashWriter(Sha256);
+    impl std::io::Write for HashWriter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = HashWriter(Sha256::new());
+    // Writing a Value to an infallible writer cannot fail (its map keys are strings).
+    let _ = serde_json::to_writer(&mut w, value);
+    hex::encode(&w.0.finalize()[..16])
 }
 
 #[cfg(test)]
