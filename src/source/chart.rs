@@ -187,7 +187,7 @@ pub enum SourceFailure {
     },
     #[error("archive {url}: {message}")]
     Archive { url: String, message: String },
-    #[error("archive {url} has sha256 {actual}, but `reference` pins {expected}")]
+    #[error("archive {url} has {actual}, but `reference` pins {expected}")]
     DigestMismatch {
         url: String,
         expected: String,

@@ -1,0 +1,509 @@
+//! Armada charts end to end, offline: `examples-repo/armada/` rendered against a golden file,
+//! the same deployment as native Armada documents rendering to identical objects, chart sources
+//! from a real git repository and from a real HTTP server on loopback, and the errors a user sees.
+//! Regenerate the golden file after an intended change with
+//! `UPDATE_GOLDEN=1 cargo test --test armada_render`.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use serde_json::Value;
+use weft::load::{self, LoadedRepo};
+use weft::render::{self, DesiredObject, Owner, RenderOptions};
+use weft::source::chart::{self, ChartCache};
+use weft::source::{local, Snapshot, SnapshotLimits};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn load_snapshot(snapshot: Snapshot) -> LoadedRepo {
+    match load::load(Arc::new(snapshot)) {
+        Ok((repo, _)) => repo,
+        Err(load::LoadError(d)) => panic!(
+            "load failed: {:?}",
+            d.0.iter().map(|d| d.to_string()).collect::<Vec<_>>()
+        ),
+    }
+}
+
+fn render_with(repo: &LoadedRepo, location: &Path, cache: &ChartCache) -> Vec<DesiredObject> {
+    let sources = chart::resolve(repo, &location.display().to_string(), cache)
+        .unwrap_or_else(|e| panic!("{e}"));
+    render::render_all_with_charts(repo, &sources, &RenderOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The Armada part of a render: the CRs of the sync layer and the charts' objects, in order.
+fn armada_part(objects: &[DesiredObject]) -> Vec<&DesiredObject> {
+    objects
+        .iter()
+        .filter(|o| {
+            o.kind().starts_with("Armada")
+                || matches!(&o.owner, Owner::Resource { kind, .. } if kind == "ArmadaChart")
+        })
+        .collect()
+}
+
+fn check_golden(relative: &str, actual: &str) {
+    let path = root().join(relative);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 creates it)", path.display()));
+    pretty_assertions::assert_eq!(
+        expected,
+        actual,
+        "{relative} differs; UPDATE_GOLDEN=1 regenerates it"
+    );
+}
+
+fn examples_repo() -> (LoadedRepo, Vec<DesiredObject>) {
+    let dir = root().join("examples-repo");
+    let repo = load_snapshot(local::read_dir(&dir, SnapshotLimits::default()).unwrap());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let objects = render_with(&repo, &dir, &ChartCache::new(cache_dir.path()));
+    (repo, objects)
+}
+
+#[test]
+fn examples_repo_armada_renders_to_the_golden_file() {
+    let (_, objects) = examples_repo();
+    let part: Vec<DesiredObject> = armada_part(&objects).into_iter().cloned().collect();
+    check_golden(
+        "tests/golden/armada/examples-repo.yaml",
+        &render::output::to_yaml_stream(&part).unwrap(),
+    );
+}
+
+#[test]
+fn charts_come_in_deployment_order_after_their_crs() {
+    let (_, objects) = examples_repo();
+    let part = armada_part(&objects);
+    // The CRs (sync layer, wave 0) first, then redis (group demo-data), then the sequenced
+    // group demo-apps chart by chart: api, then web.
+    let owners: Vec<(String, u32)> = part
+        .iter()
+        .map(|o| match &o.owner {
+            Owner::Resource { name, .. } => (name.clone(), o.wave),
+            Owner::SyncRoot { .. } => (format!("cr:{}", o.kind()), o.wave),
+        })
+        .collect();
+    let mut compressed: Vec<(String, u32)> = Vec::new();
+    for o in owners {
+        if compressed.last() != Some(&o) {
+            compressed.push(o);
+        }
+    }
+    assert_eq!(
+        compressed,
+        vec![
+            ("cr:ArmadaChart".into(), 0),
+            ("cr:ArmadaChartGroup".into(), 0),
+            ("cr:ArmadaManifest".into(), 0),
+            ("redis".into(), 1),
+            ("api".into(), 2),
+            ("web".into(), 3),
+        ]
+    );
+}
+
+#[test]
+fn values_substitution_and_overlays_reach_the_objects() {
+    let (_, objects) = examples_repo();
+    let find = |kind: &str, name: &str| -> &Value {
+        &objects
+            .iter()
+            .find(|o| o.kind() == kind && o.name() == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+            .object
+    };
+    let api = find("Deployment", "demo-api");
+    assert_eq!(api["metadata"]["namespace"], "demo");
+    assert_eq!(
+        api["spec"]["replicas"], 3,
+        "ArmadaChart values override values.yaml, as a number"
+    );
+    assert_eq!(
+        api["spec"]["template"]["spec"]["containers"][0]["image"],
+        "ghcr.io/example/demo-api:1.4.0"
+    );
+    assert_eq!(
+        api["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"],
+        8080
+    );
+    assert_eq!(
+        api["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"],
+        "128Mi"
+    );
+    assert_eq!(
+        api["spec"]["template"]["metadata"]["annotations"]["example.com/rollout"], "2024-06-01",
+        "merge patch overlay"
+    );
+    assert_eq!(
+        api["metadata"]["labels"]["weft.io/owner"],
+        Owner::Resource {
+            kind: "ArmadaChart".into(),
+            namespace: "default".into(),
+            name: "api".into()
+        }
+        .id()
+        .0
+    );
+    assert_eq!(
+        api["metadata"]["annotations"]["weft.io/owner-ref"],
+        "ArmadaChart/default/api"
+    );
+    let config = find("ConfigMap", "demo-api-config");
+    assert_eq!(config["data"]["REDIS_ADDR"], "demo-redis:6379");
+    assert_eq!(config["data"]["STARTUP"], "echo starting ${HOSTNAME}");
+    assert_eq!(
+        find("Job", "demo-api-migrate")["spec"]["ttlSecondsAfterFinished"],
+        3600,
+        "JSON patch overlay"
+    );
+    assert_eq!(
+        find("Job", "demo-api-migrate")["spec"]["backoffLimit"],
+        2,
+        "default of a whole placeholder keeps its type"
+    );
+    assert_eq!(find("Service", "demo-web")["spec"]["type"], "NodePort");
+    let redis = find("StatefulSet", "demo-redis");
+    assert_eq!(
+        redis["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"],
+        "2Gi"
+    );
+    assert!(find("ConfigMap", "demo-redis-config")["data"]["redis.conf"]
+        .as_str()
+        .unwrap()
+        .contains("maxmemory 128mb"));
+}
+
+/// examples-repo with `armada/` replaced by the native documents of the fixture.
+fn native_snapshot() -> Snapshot {
+    let mut snap =
+        local::read_dir(&root().join("examples-repo"), SnapshotLimits::default()).unwrap();
+    snap.files.retain(|p, _| !p.starts_with("armada/"));
+    let native = std::fs::read(root().join("tests/fixtures/armada-native/site.yaml")).unwrap();
+    snap.files.insert("armada/site.yaml".into(), native);
+    snap
+}
+
+#[test]
+fn native_armada_documents_render_the_same_objects() {
+    let (_, from_crs) = examples_repo();
+    let (repo, diags) = load::load(Arc::new(native_snapshot())).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(repo.armada.charts.len(), 3);
+    assert!(repo.armada.charts.iter().all(|c| c.native_schema.is_some()));
+    // The v2 map form of wait.resources is converted, with a warning that says where.
+    assert!(
+        diags
+            .warnings()
+            .any(|w| w.origin.file == "armada/site.yaml" && w.message.contains("wait.resources")),
+        "{:?}",
+        diags.0
+    );
+    let cache_dir = tempfile::tempdir().unwrap();
+    let from_native = render_with(
+        &repo,
+        &root().join("examples-repo"),
+        &ChartCache::new(cache_dir.path()),
+    );
+    let values = |objs: &[DesiredObject]| -> Vec<(Value, u32, Owner)> {
+        armada_part(objs)
+            .into_iter()
+            .map(|o| (o.object.clone(), o.wave, o.owner.clone()))
+            .collect()
+    };
+    let (a, b) = (values(&from_crs), values(&from_native));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        pretty_assertions::assert_eq!(x, y);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A git repository with the files of `dir`, committed on branch `main`; returns the commit.
+fn git_repo_from(dir: &Path) -> String {
+    let repo = git2::Repository::init(dir).unwrap();
+    let mut index = repo.index().unwrap();
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .unwrap();
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("test", "test@example.com").unwrap();
+    let oid = repo
+        .commit(Some("refs/heads/main"), &sig, &sig, "charts", &tree, &[])
+        .unwrap();
+    repo.set_head("refs/heads/main").unwrap();
+    oid.to_string()
+}
+
+#[test]
+fn git_chart_source_from_a_real_repository_next_to_the_config_repository() {
+    let (_, plain) = examples_repo();
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("examples-repo");
+    copy_dir(&root().join("examples-repo"), &config);
+    let charts = work.path().join("examples-charts");
+    copy_dir(&root().join("examples-charts"), &charts);
+    let commit = git_repo_from(&charts);
+
+    let repo = load_snapshot(local::read_dir(&config, SnapshotLimits::default()).unwrap());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = ChartCache::new(cache_dir.path());
+    let sources = chart::resolve(&repo, &config.display().to_string(), &cache)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let redis = sources
+        .by_chart
+        .iter()
+        .find(|(k, _)| k.name == "redis")
+        .unwrap()
+        .1;
+    assert_eq!(redis.revision.as_deref(), Some(commit.as_str()));
+    assert!(
+        redis.root.ends_with(&format!("@{}/redis", &commit[..12])),
+        "{}",
+        redis.root
+    );
+    let from_git =
+        render::render_all_with_charts(&repo, &sources, &RenderOptions::default()).unwrap();
+    let objects = |objs: &[DesiredObject]| -> Vec<Value> {
+        armada_part(objs)
+            .into_iter()
+            .map(|o| o.object.clone())
+            .collect()
+    };
+    assert_eq!(
+        objects(&plain),
+        objects(&from_git),
+        "a git repository and the plain directory give the same objects"
+    );
+
+    // A second pass with the same cache reuses the fetched repository.
+    let again = chart::resolve(&repo, &config.display().to_string(), &cache).unwrap();
+    assert_eq!(again, sources);
+
+    // A reference that does not exist is an error naming the chart and where its source is.
+    let mut broken = repo.clone();
+    let redis_chart = broken
+        .armada
+        .charts
+        .iter_mut()
+        .find(|c| c.resource.metadata.name.as_deref() == Some("redis"))
+        .unwrap();
+    redis_chart.resource.spec.source.reference = Some("no-such-branch".into());
+    let err = chart::resolve(
+        &broken,
+        &config.display().to_string(),
+        &ChartCache::new(cache_dir.path().join("other")),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.starts_with("armada/charts.yaml:"), "{err}");
+    assert!(
+        err.contains("ArmadaChart `default/redis`") && err.contains("no-such-branch"),
+        "{err}"
+    );
+}
+
+/// A one-file HTTP server on loopback that counts its requests.
+fn serve(body: Vec<u8>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://{}/charts/web-2.0.1.tgz",
+        listener.local_addr().unwrap()
+    );
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            counter.fetch_add(1, Ordering::SeqCst);
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+        }
+    });
+    (url, hits)
+}
+
+fn tgz_of(dir: &Path, prefix: &str) -> Vec<u8> {
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ));
+    builder.append_dir_all(prefix, dir).unwrap();
+    builder.into_inner().unwrap().finish().unwrap()
+}
+
+fn repo_with_tar_chart(url: &str, reference: Option<&str>) -> LoadedRepo {
+    let mut snap = Snapshot::default();
+    let reference = reference
+        .map(|r| format!("\n    reference: \"{r}\""))
+        .unwrap_or_default();
+    let doc = format!(
+        "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: web, namespace: default}}\nspec:\n  release: web\n  namespace: demo\n  source:\n    type: tar\n    location: {url}{reference}\n  values: {{apiService: api}}\n"
+    );
+    snap.files.insert("web.yaml".into(), doc.into_bytes());
+    load_snapshot(snap)
+}
+
+#[test]
+fn tar_chart_source_over_http_with_digest_pinning_and_cache() {
+    let bytes = tgz_of(&root().join("examples-repo/charts/web"), "web");
+    let digest = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&bytes))
+    };
+    let (url, hits) = serve(bytes);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = ChartCache::new(cache_dir.path());
+
+    let repo = repo_with_tar_chart(&url, None);
+    let sources = chart::resolve(&repo, "/nowhere", &cache).unwrap_or_else(|e| panic!("{e}"));
+    let files = sources.by_chart.values().next().unwrap();
+    assert_eq!(
+        files.revision.as_deref(),
+        Some(format!("sha256:{digest}").as_str())
+    );
+    assert!(
+        files.files.contains_key("templates/deployment.yaml"),
+        "the top-level chart directory is entered"
+    );
+    let objects =
+        render::render_all_with_charts(&repo, &sources, &RenderOptions::default()).unwrap();
+    let deploy = objects.iter().find(|o| o.kind() == "Deployment").unwrap();
+    assert_eq!(deploy.name(), "web");
+    assert_eq!(
+        deploy.object["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"],
+        "http://api"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+
+    // Pinned to the digest it has: served from the cache, no download.
+    let pinned = repo_with_tar_chart(&url, Some(&format!("sha256:{digest}")));
+    chart::resolve(&pinned, "/nowhere", &cache).unwrap();
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "a pinned archive in the cache is not downloaded again"
+    );
+
+    // Pinned to another digest: refused, naming both digests.
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let err = chart::resolve(&repo_with_tar_chart(&url, Some(&wrong)), "/nowhere", &cache)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("has sha256:{digest}")) && err.contains(&wrong),
+        "{err}"
+    );
+    assert!(err.starts_with("web.yaml:"), "{err}");
+}
+
+#[test]
+fn tar_archives_over_the_size_limit_are_refused() {
+    let bytes = tgz_of(&root().join("examples-repo/charts/web"), "web");
+    let (url, _) = serve(bytes);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = ChartCache::new(cache_dir.path()).with_archive_limits(chart::ArchiveLimits {
+        max_archive_bytes: 100,
+        ..Default::default()
+    });
+    let err = chart::resolve(&repo_with_tar_chart(&url, None), "/nowhere", &cache)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is larger than 100 bytes"), "{err}");
+}
+
+fn weft(args: &[&str], dir: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_unresolved_placeholder_names_chart_file_line_and_path() {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("repo");
+    std::fs::create_dir_all(config.join("charts/cache/templates")).unwrap();
+    std::fs::write(
+        config.join("charts/cache/Chart.yaml"),
+        "name: cache\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("charts/cache/values.yaml"),
+        "image: {repository: memcached}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("charts/cache/templates/pod.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: ${release.name}\nspec:\n  containers:\n    - name: cache\n      image: ${image.repository}:${image.tag}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        config.join("cache.yaml"),
+        "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: cache, namespace: default}\nspec:\n  release: cache\n  namespace: demo\n  source: {type: local, location: charts/cache}\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = weft(&["render", "repo"], work.path());
+    assert_ne!(code, 0, "stdout: {stdout}");
+    assert!(
+        stdout.is_empty(),
+        "nothing is printed when a chart fails: {stdout}"
+    );
+    assert!(
+        stderr.contains("charts/cache/templates/pod.yaml:8:7: ArmadaChart `default/cache`: unresolved placeholder `${image.tag}`: no value at `image.tag` and no default"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn validate_reports_dangling_references_with_positions() {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("repo");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("site.yaml"),
+        "schema: armada/Manifest/v1\nmetadata: {name: site}\ndata:\n  release_prefix: x\n  chart_groups:\n    - apps\n---\nschema: armada/ChartGroup/v1\nmetadata: {name: apps}\ndata:\n  chart_group: [web, wep]\n---\nschema: armada/Chart/v2\nmetadata: {name: web}\ndata:\n  release: web\n  namespace: demo\n  test: {enabled: true}\n  source: {type: local, location: charts/web}\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = weft(&["validate", "repo"], work.path());
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("site.yaml:11:22: ArmadaChartGroup `default/apps` lists chart `wep`, but there is no ArmadaChart `wep` in namespace `default` (did you mean `web`?)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("site.yaml:18:3: warning: `data.test` is accepted but ignored: Weft does not run Helm tests"), "{stderr}");
+}
