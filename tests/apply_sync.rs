@@ -1,0 +1,543 @@
+//! The apply engine against the real control plane (tests/control-plane): one `sync::run_pass`
+//! per step, with a client that counts the API calls, so "only that object written" and "zero
+//! writes" are measured, not assumed. Each test has its own namespace, sync root and inventory.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use support::cluster::{self, TestNamespace};
+use weft::apply::calls::{self, CallCounts};
+use weft::apply::changeset::Action;
+use weft::render::Owner;
+use weft::source::Snapshot;
+use weft::sync::{self, PassOptions, PassResult};
+
+/// A client for the test cluster whose calls are counted.
+async fn counting_client() -> (Client, CallCounts) {
+    let c = cluster::cluster();
+    let config = calls::config(Some(c.kubeconfig_path()), c.context())
+        .await
+        .expect("kubeconfig");
+    calls::counting_client(config).expect("client")
+}
+
+fn options(ns: &str) -> PassOptions {
+    PassOptions {
+        root_name: ns.to_string(),
+        weft_namespace: ns.to_string(),
+        default_namespace: ns.to_string(),
+        timeout: Duration::from_secs(90),
+        poll_interval: Duration::from_millis(300),
+        ..PassOptions::default()
+    }
+}
+
+fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
+    Snapshot {
+        revision: None,
+        files: files
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
+            .collect(),
+    }
+}
+
+fn configmap(ns: &str, name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
+}
+
+fn deployment(ns: &str, name: &str, extra_pod_spec: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      containers:
+        - name: app
+          image: example.com/app:1
+          ports:
+            - containerPort: 8080
+          resources:
+            requests: {{cpu: 10m, memory: 16Mi}}
+{extra_pod_spec}"#
+    )
+}
+
+fn service(ns: &str, name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  selector: {{app: {name}}}\n  ports:\n    - port: 80\n      targetPort: 8080\n"
+    )
+}
+
+async fn pass(client: &Client, files: &BTreeMap<String, String>, opts: &PassOptions) -> PassResult {
+    sync::run_pass(client, snapshot(files), opts, &|_| {}).await
+}
+
+fn assert_ok(r: &PassResult) {
+    assert!(
+        r.succeeded(),
+        "pass failed: {}\n{:#?}",
+        r.error.as_ref().map(|e| e.to_string()).unwrap_or_default(),
+        r.changes
+    );
+}
+
+fn actions(r: &PassResult) -> BTreeMap<String, (Action, Option<String>)> {
+    r.changes
+        .entries
+        .iter()
+        .map(|c| (c.object.to_string(), (c.action, c.reason.clone())))
+        .collect()
+}
+
+async fn configmap_exists(client: &Client, ns: &str, name: &str) -> bool {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.expect("get").is_some()
+}
+
+fn small_repo(ns: &str) -> BTreeMap<String, String> {
+    let mut files = BTreeMap::new();
+    for i in 0..6 {
+        files.insert(
+            format!("config/cm-{i}.yaml"),
+            configmap(ns, &format!("cm-{i}"), "one"),
+        );
+    }
+    files.insert("app/deployment.yaml".into(), deployment(ns, "web", ""));
+    files.insert("app/service.yaml".into(), service(ns, "web"));
+    files
+}
+
+#[tokio::test]
+async fn second_pass_over_an_unchanged_repository_makes_zero_writes() {
+    let ns = TestNamespace::new("apply-noop").await;
+    let (client, counts) = counting_client().await;
+    let opts = options(ns.name());
+    let files = small_repo(ns.name());
+
+    let first = pass(&client, &files, &opts).await;
+    assert_ok(&first);
+    assert_eq!(first.changes.summary().created, 8, "{:#?}", first.changes);
+
+    let before = counts.snapshot();
+    let second = pass(&client, &files, &opts).await;
+    assert_ok(&second);
+    let used = counts.snapshot() - before;
+    assert_eq!(used.writes, 0, "a no-op pass wrote: {:#?}", second.changes);
+    assert_eq!(
+        second.changes.summary().unchanged,
+        8,
+        "{:#?}",
+        second.changes
+    );
+    assert!(!second.changes.has_changes());
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn changing_one_file_writes_only_that_object_and_drift_is_corrected() {
+    let ns = TestNamespace::new("apply-one").await;
+    let (client, counts) = counting_client().await;
+    let opts = options(ns.name());
+    let mut files = small_repo(ns.name());
+    assert_ok(&pass(&client, &files, &opts).await);
+
+    files.insert(
+        "config/cm-3.yaml".into(),
+        configmap(ns.name(), "cm-3", "two"),
+    );
+    let before = counts.snapshot();
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    assert_eq!((counts.snapshot() - before).writes, 1, "{:#?}", r.changes);
+    let a = actions(&r);
+    assert_eq!(
+        a[&format!("ConfigMap/{}/cm-3", ns.name())],
+        (Action::Configured, Some("changed".into()))
+    );
+    assert_eq!(r.changes.summary().unchanged, 7);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let live = api.get("cm-3").await.expect("cm-3");
+    assert_eq!(live.data.unwrap()["value"], "two");
+
+    // Someone edits an applied field with another field manager: that is drift, and the next
+    // pass writes that one object back.
+    let edit = json!({"data": {"value": "edited"}});
+    api.patch("cm-1", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit");
+    let before = counts.snapshot();
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    assert_eq!((counts.snapshot() - before).writes, 1, "{:#?}", r.changes);
+    assert_eq!(
+        actions(&r)[&format!("ConfigMap/{}/cm-1", ns.name())],
+        (Action::Configured, Some("drifted: /data".into()))
+    );
+    assert_eq!(
+        api.get("cm-1").await.expect("cm-1").data.unwrap()["value"],
+        "one"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn removed_file_is_pruned_but_foreign_and_protected_objects_survive() {
+    let ns = TestNamespace::new("apply-prune").await;
+    let name = ns.name().to_string();
+    let (client, _) = counting_client().await;
+    let opts = options(&name);
+    let mut files = small_repo(&name);
+    files.insert(
+        "config/protected.yaml".into(),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: protected\n  namespace: {name}\n  annotations:\n    weft.io/prune: disabled\ndata: {{a: b}}\n"
+        ),
+    );
+    files.insert(
+        "config/recreated.yaml".into(),
+        configmap(&name, "recreated", "x"),
+    );
+    let first = pass(&client, &files, &opts).await;
+    assert_ok(&first);
+
+    // A foreign object with the owner labels copied from one of ours.
+    let owner_id = Owner::SyncRoot { name: name.clone() }.id().0;
+    let labels = json!({"app.kubernetes.io/managed-by": "weft", "weft.io/owner": owner_id});
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "foreign", "namespace": name, "labels": labels}, "data": {"mine": "yes"}});
+    api.patch(
+        "foreign",
+        &PatchParams::apply("someone-else"),
+        &Patch::Apply(&foreign),
+    )
+    .await
+    .expect("foreign");
+    // And one of ours deleted and re-created by someone else, labels copied.
+    api.delete("recreated", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let again = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "recreated", "namespace": name, "labels": labels}, "data": {"mine": "yes"}});
+    api.patch(
+        "recreated",
+        &PatchParams::apply("someone-else"),
+        &Patch::Apply(&again),
+    )
+    .await
+    .expect("recreate");
+
+    files.remove("config/cm-5.yaml");
+    files.remove("config/protected.yaml");
+    files.remove("config/recreated.yaml");
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    let a = actions(&r);
+    assert_eq!(
+        a[&format!("ConfigMap/{name}/cm-5")].0,
+        Action::Deleted,
+        "{a:#?}"
+    );
+    assert_eq!(
+        a[&format!("ConfigMap/{name}/protected")],
+        (
+            Action::Skipped,
+            Some("not pruned: weft.io/prune: disabled".into())
+        )
+    );
+    assert_eq!(
+        a[&format!("ConfigMap/{name}/recreated")],
+        (
+            Action::Skipped,
+            Some("not pruned: its weft.io/owner label was not set by weft (copied from another object?)".into())
+        )
+    );
+    assert!(!a.contains_key(&format!("ConfigMap/{name}/foreign")));
+    assert!(!configmap_exists(&client, &name, "cm-5").await);
+    assert!(configmap_exists(&client, &name, "protected").await);
+    assert!(configmap_exists(&client, &name, "recreated").await);
+    assert!(configmap_exists(&client, &name, "foreign").await);
+    assert!(configmap_exists(&client, &name, "cm-4").await);
+
+    // The skipped objects left the inventory: the next pass has nothing to say about them.
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    assert!(!r.changes.has_changes(), "{:#?}", r.changes);
+    assert_eq!(r.changes.summary().skipped, 0, "{:#?}", r.changes);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn the_prune_guard_stops_a_pass_that_would_prune_most_objects() {
+    let ns = TestNamespace::new("apply-guard").await;
+    let name = ns.name().to_string();
+    let (client, _) = counting_client().await;
+    let opts = options(&name);
+    let files = small_repo(&name);
+    assert_ok(&pass(&client, &files, &opts).await);
+
+    let only_one: BTreeMap<String, String> = files
+        .iter()
+        .take(1)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let r = pass(&client, &only_one, &opts).await;
+    let err = r
+        .error
+        .as_ref()
+        .expect("the guard must stop the pass")
+        .to_string();
+    assert!(err.contains("refusing to prune 7 of 8 objects"), "{err}");
+    assert!(configmap_exists(&client, &name, "cm-5").await);
+
+    let forced = PassOptions {
+        force_prune: true,
+        ..opts.clone()
+    };
+    let r = pass(&client, &only_one, &forced).await;
+    assert_ok(&r);
+    assert_eq!(r.changes.summary().deleted, 7, "{:#?}", r.changes);
+    assert!(!configmap_exists(&client, &name, "cm-5").await);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn nothing_is_pruned_after_a_load_or_render_error() {
+    let ns = TestNamespace::new("apply-broken").await;
+    let name = ns.name().to_string();
+    let (client, counts) = counting_client().await;
+    let opts = options(&name);
+    let mut files = small_repo(&name);
+    assert_ok(&pass(&client, &files, &opts).await);
+
+    // cm-5 leaves the repository in the same commit that breaks a file.
+    files.remove("config/cm-5.yaml");
+    files.insert(
+        "config/broken.yaml".into(),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [unclosed\n".into(),
+    );
+    let before = counts.snapshot();
+    let r = pass(&client, &files, &opts).await;
+    let err = r
+        .error
+        .as_ref()
+        .expect("a broken file fails the pass")
+        .to_string();
+    assert!(err.contains("config/broken.yaml"), "{err}");
+    assert_eq!((counts.snapshot() - before).writes, 0);
+    assert!(r.changes.is_empty());
+    assert!(configmap_exists(&client, &name, "cm-5").await);
+
+    // A render error: a chart whose local source is not in the repository.
+    files.remove("config/broken.yaml");
+    files.insert(
+        "armada/chart.yaml".into(),
+        format!(
+            "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata:\n  name: missing\n  namespace: {name}\nspec:\n  chart_name: missing\n  release: missing\n  namespace: {name}\n  source:\n    type: local\n    location: charts/does-not-exist\n"
+        ),
+    );
+    let before = counts.snapshot();
+    let r = pass(&client, &files, &opts).await;
+    let err = r
+        .error
+        .as_ref()
+        .expect("a render error fails the pass")
+        .to_string();
+    assert!(err.contains("nothing was applied or pruned"), "{err}");
+    assert_eq!((counts.snapshot() - before).writes, 0);
+    assert!(configmap_exists(&client, &name, "cm-5").await);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_lost_inventory_is_rebuilt_from_labels_weft_set() {
+    let ns = TestNamespace::new("apply-lost").await;
+    let name = ns.name().to_string();
+    let (client, _) = counting_client().await;
+    let opts = options(&name);
+    let mut files = small_repo(&name);
+    assert_ok(&pass(&client, &files, &opts).await);
+    let owner = Owner::SyncRoot { name: name.clone() };
+    let owner_id = owner.id().0;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "foreign", "namespace": name, "labels": {"weft.io/owner": owner_id}}, "data": {}});
+    api.patch(
+        "foreign",
+        &PatchParams::apply("someone-else"),
+        &Patch::Apply(&foreign),
+    )
+    .await
+    .expect("foreign");
+    api.delete(
+        &weft::apply::inventory::configmap_name(&owner),
+        &DeleteParams::default(),
+    )
+    .await
+    .expect("delete the inventory");
+
+    files.remove("config/cm-0.yaml");
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    assert_eq!(
+        actions(&r)[&format!("ConfigMap/{name}/cm-0")].0,
+        Action::Deleted
+    );
+    assert!(!configmap_exists(&client, &name, "cm-0").await);
+    assert!(configmap_exists(&client, &name, "foreign").await);
+    assert!(
+        configmap_exists(
+            &client,
+            &name,
+            &weft::apply::inventory::configmap_name(&owner)
+        )
+        .await
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_crd_and_its_custom_resources_in_one_pass() {
+    let ns = TestNamespace::new("apply-crd").await;
+    let name = ns.name().to_string();
+    let (client, counts) = counting_client().await;
+    let opts = options(&name);
+    // A group of its own, so that parallel tests and reruns do not meet.
+    let group = format!("{name}.weft.test");
+    let crd_name = format!("gadgets.{group}");
+    let mut files = BTreeMap::new();
+    files.insert(
+        "crd.yaml".into(),
+        format!(
+            r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {crd_name}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{kind: Gadget, plural: gadgets, singular: gadget, listKind: GadgetList}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                size: {{type: integer}}
+"#
+        ),
+    );
+    for i in 0..3 {
+        files.insert(
+            format!("gadgets/g{i}.yaml"),
+            format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g{i}\n  namespace: {name}\nspec:\n  size: {i}\n"),
+        );
+    }
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    assert_eq!(r.changes.summary().created, 4, "{:#?}", r.changes);
+    let ar = ApiResource {
+        group: group.clone(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: "Gadget".into(),
+        plural: "gadgets".into(),
+    };
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, &ar);
+    let g2 = gadgets.get("g2").await.expect("g2");
+    assert_eq!(g2.data["spec"]["size"], 2);
+
+    let before = counts.snapshot();
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    assert_eq!((counts.snapshot() - before).writes, 0, "{:#?}", r.changes);
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete(&crd_name, &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn an_unknown_kind_is_a_clear_error_naming_the_file() {
+    let ns = TestNamespace::new("apply-unknown").await;
+    let name = ns.name().to_string();
+    let (client, counts) = counting_client().await;
+    let mut files = BTreeMap::new();
+    files.insert(
+        "widgets/w.yaml".into(),
+        format!("apiVersion: nowhere.example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: {name}\n"),
+    );
+    let before = counts.snapshot();
+    let r = pass(&client, &files, &options(&name)).await;
+    let err = r.error.as_ref().expect("unknown kind").to_string();
+    assert!(
+        err.contains(&format!(
+            "widgets/w.yaml:1:1: Widget/{name}/w: the cluster has no kind `Widget` in `nowhere.example.com/v1`"
+        )),
+        "{err}"
+    );
+    // Only the inventory of this (empty) pass may have been written.
+    assert!((counts.snapshot() - before).writes <= 2);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_deployment_that_cannot_become_ready_times_out_naming_it() {
+    let ns = TestNamespace::new("apply-stuck").await;
+    let name = ns.name().to_string();
+    let (client, _) = counting_client().await;
+    let opts = PassOptions {
+        timeout: Duration::from_secs(8),
+        ..options(&name)
+    };
+    let mut files = BTreeMap::new();
+    // No node has this label: the pod is never scheduled.
+    files.insert(
+        "stuck.yaml".into(),
+        deployment(
+            &name,
+            "stuck",
+            "      nodeSelector: {weft.test/no-such-node: \"true\"}\n",
+        ),
+    );
+    files.insert("fine.yaml".into(), configmap(&name, "fine", "x"));
+    let r = pass(&client, &files, &opts).await;
+    let err = r.error.as_ref().expect("timeout").to_string();
+    assert!(
+        err.contains("timed out after 8s waiting for 1 object(s) to become ready"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "Deployment/{name}/stuck: 0 of 1 replicas available"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("fine"), "{err}");
+    ns.delete().await;
+}
