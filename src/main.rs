@@ -359,6 +359,10 @@ struct RunArgs {
     /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
     #[arg(long, env = "WEFT_NO_CONTROLLERS")]
     no_controllers: bool,
+    /// Name of the sync root, part of every object's owner id. Two Weft installations that sync
+    /// different repositories into one cluster need different names.
+    #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
+    root_name: String,
 }
 
 /// `weft trigger`.
@@ -386,7 +390,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, None) => anyhow::bail!("give a repository: --repo URL (or a PATH)"),
     };
     let config = weft::controller::run::RunConfig {
-        repo,
+        repo: repo.clone(),
         git_ref: args.repo.git_ref.clone(),
         path: args.repo.path.clone(),
         namespace: args.cluster.namespace.clone(),
@@ -400,6 +404,8 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             max_prune_fraction: args.max_prune_fraction,
             force_prune: args.force_prune,
             concurrency: args.concurrency.max(1),
+            root_name: args.root_name.clone(),
+            repo_location: repo.clone(),
             ..weft::sync::PassOptions::default()
         },
         lease_duration: args.lease_duration,

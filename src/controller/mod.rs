@@ -6,6 +6,7 @@ pub mod root;
 pub mod run;
 pub mod status;
 pub mod trigger;
+pub mod weavecloud;
 
 use std::future::Future;
 use std::sync::{Arc, RwLock};
@@ -17,6 +18,7 @@ use crate::apply::changeset::ChangeSet;
 use crate::apply::plan::DesiredSet;
 use crate::server::Metrics;
 use crate::sync::{Observer, PassOptions, SyncError};
+use crate::update::{AgentBundles, UpdateOptions, Updater};
 use status::DaemonStatus;
 
 /// Run `sync::reconcile` (the apply engine: apply, prune, wait) on a blocking thread that drives
@@ -43,18 +45,44 @@ pub async fn reconcile_detached(
     joined.map_err(|e| format!("the apply task failed: {e}"))
 }
 
-/// Run the custom resource controllers until `stop` turns true.
+/// Run the custom resource controllers (WeaveCloud, with the agent update scheduler) until
+/// `stop` turns true.
 pub async fn start_controllers(
     client: Client,
     pass_options: PassOptions,
     status: Arc<RwLock<DaemonStatus>>,
     metrics: Arc<Metrics>,
-    mut stop: watch::Receiver<bool>,
+    update_requests: crate::update::UpdateRequests,
+    stop: watch::Receiver<bool>,
 ) {
-    let _ = (client, pass_options, status, metrics);
-    while !*stop.borrow() {
-        if stop.changed().await.is_err() {
-            return;
-        }
-    }
+    let bundles = AgentBundles::new(client.clone(), pass_options.weft_namespace.clone());
+    let updater = Arc::new(
+        Updater::new(
+            client.clone(),
+            bundles.clone(),
+            UpdateOptions {
+                weft_namespace: pass_options.weft_namespace.clone(),
+                health_timeout: pass_options.timeout,
+                ..UpdateOptions::default()
+            },
+        )
+        .with_daemon(metrics.clone(), status.clone())
+        .with_requests(update_requests),
+    );
+    let ctx = Arc::new(weavecloud::Context {
+        client: client.clone(),
+        pass_options,
+        bundles,
+        recorder: weavecloud::recorder(client),
+        status,
+        metrics,
+        stop: stop.clone(),
+    });
+    let updates = {
+        let updater = updater.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move { updater.run(stop).await })
+    };
+    weavecloud::run(ctx, stop).await;
+    let _ = updates.await;
 }

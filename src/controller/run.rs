@@ -172,6 +172,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     let listener = server::bind(&cfg.listen).await?;
     tracing::info!(listen = %cfg.listen, repo = %source.display(), "weft daemon starting");
     let (server_stop_tx, server_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let update_requests = crate::update::UpdateRequests::default();
     let server_state = ServerState {
         queue: queue.clone(),
         status: status.clone(),
@@ -181,6 +182,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         followed_ref,
         ready: ready_rx,
         wait_timeout: cfg.pass_options.timeout + Duration::from_secs(120),
+        update_requests: update_requests.clone(),
     };
     let server_task = tokio::spawn(server::serve(listener, server_state, async move {
         let _ = server_stop_rx.await;
@@ -199,6 +201,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         queue.clone(),
         status.clone(),
         metrics.clone(),
+        update_requests,
         stop_rx,
     )
     .await;
@@ -220,6 +223,8 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
 }
 
 /// Wait for the Lease, then do the work until stopped or leadership is lost.
+// The daemon's shared handles, passed one by one so each task takes only what it uses.
+#[allow(clippy::too_many_arguments)]
 async fn lead(
     cfg: &RunConfig,
     client: Client,
@@ -227,6 +232,7 @@ async fn lead(
     queue: Arc<TriggerQueue<PassReport>>,
     status: Arc<RwLock<DaemonStatus>>,
     metrics: Arc<Metrics>,
+    update_requests: crate::update::UpdateRequests,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     let lease = LeaseConfig::new(&cfg.namespace, &cfg.identity, cfg.lease_duration);
@@ -264,6 +270,7 @@ async fn lead(
             cfg.pass_options.clone(),
             status.clone(),
             metrics.clone(),
+            update_requests,
             stop.clone(),
         )))
     } else {

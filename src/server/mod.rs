@@ -2,7 +2,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /api/v1/sync[?wait=true]` | bearer token; queue a pass (202), or wait for it and return its [`PassReport`] (200) |
+//! | `POST /api/v1/sync[?wait=true][&update=true]` | bearer token; queue a pass (202), or wait for it and return its [`PassReport`] (200); `update=true` also starts an agent update check now |
 //! | `POST /hooks/github` | `X-Hub-Signature-256` HMAC; a push to the followed ref queues a pass |
 //! | `POST /hooks/gitlab` | `X-Gitlab-Token`; same |
 //! | `POST /hooks/generic` | `X-Weft-Signature: sha256=<hmac>`; same (a JSON `ref` field is filtered) |
@@ -69,6 +69,8 @@ pub struct ServerState {
     pub ready: watch::Receiver<bool>,
     /// How long `?wait=true` waits for its pass.
     pub wait_timeout: Duration,
+    /// Where `?update=true` asks the agent update scheduler for a check now.
+    pub update_requests: crate::update::UpdateRequests,
 }
 
 impl ServerState {
@@ -151,6 +153,9 @@ fn standby(state: &ServerState, endpoint: &str) -> Response {
 struct SyncQuery {
     #[serde(default)]
     wait: Option<String>,
+    /// `?update=true`: also run an agent update check of every WeaveCloud now.
+    #[serde(default)]
+    update: Option<String>,
 }
 
 async fn sync(
@@ -175,6 +180,10 @@ async fn sync(
         Err(_) => return standby(&state, ENDPOINT),
     };
     tracing::info!(pass = ticket.0, peer = %peer, "sync requested over the API");
+    if matches!(q.update.as_deref(), Some("true") | Some("1") | Some("")) {
+        tracing::info!(peer = %peer, "agent update check requested over the API");
+        state.update_requests.request();
+    }
     let wait = matches!(q.wait.as_deref(), Some("true") | Some("1") | Some(""));
     if !wait {
         state.metrics.count_request(ENDPOINT, "queued");
@@ -393,6 +402,7 @@ mod tests {
             followed_ref: "main".into(),
             ready,
             wait_timeout: Duration::from_secs(5),
+            update_requests: Default::default(),
         };
         let listener = bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

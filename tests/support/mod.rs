@@ -1,2 +1,3 @@
 pub mod cluster;
+pub mod daemon;
 pub mod git_servers;

@@ -1,0 +1,218 @@
+//! `weft run` against the real control plane and a real git server (`git daemon` on loopback):
+//! a push followed by a webhook is applied within seconds; `weft trigger --wait` returns the new
+//! revision; a webhook with a bad signature is refused with 401 and changes nothing; a push to
+//! another branch is ignored; SIGTERM exits 0.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+
+use support::cluster::TestNamespace;
+use support::daemon::{github_push, Daemon, DaemonOptions};
+use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+
+fn configmap(ns: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
+}
+
+/// A bare repository served by `git daemon`, with one commit holding the greeting ConfigMap.
+struct Repo {
+    _host: RepoHost,
+    _server: GitDaemon,
+    url: String,
+    work: WorkTree,
+}
+
+fn repo_with_greeting(ns: &str, value: &str) -> Repo {
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("apps/greeting.yaml", configmap(ns, value));
+    work.commit("greeting");
+    work.push();
+    Repo {
+        url: server.url("config.git"),
+        _host: host,
+        _server: server,
+        work,
+    }
+}
+
+async fn greeting(api: &Api<ConfigMap>) -> Option<String> {
+    api.get_opt("greeting")
+        .await
+        .expect("GET configmap")
+        .and_then(|c| c.data)
+        .and_then(|d| d.get("value").cloned())
+}
+
+async fn wait_greeting(api: &Api<ConfigMap>, want: &str, within: Duration, d: &Daemon) -> Duration {
+    let start = std::time::Instant::now();
+    loop {
+        if greeting(api).await.as_deref() == Some(want) {
+            return start.elapsed();
+        }
+        if start.elapsed() > within {
+            panic!(
+                "ConfigMap greeting did not become {want:?} within {within:?} (now {:?})\nlogs:\n{}",
+                greeting(api).await,
+                d.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_push_and_a_github_webhook_are_applied_within_seconds() {
+    let ns = TestNamespace::new("daemon-webhook").await;
+    let repo = repo_with_greeting(ns.name(), "one");
+    let d = Daemon::start(DaemonOptions::new(&repo.url, ns.name()));
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    wait_greeting(&api, "one", Duration::from_secs(30), &d).await;
+
+    repo.work
+        .write("apps/greeting.yaml", configmap(ns.name(), "two"));
+    let sha = repo.work.commit("two");
+    repo.work.push();
+    // The poll interval is an hour: only the webhook can make this happen in seconds.
+    let (status, body) = github_push(&d, "refs/heads/main", None).await;
+    assert_eq!(status, 202, "{body}");
+    assert!(body.contains("queued"), "{body}");
+    let took = wait_greeting(&api, "two", Duration::from_secs(10), &d).await;
+    eprintln!("push + webhook → applied in {took:?}");
+    let s = d
+        .wait_status(
+            "status shows the new revision",
+            Duration::from_secs(5),
+            |s| s["revision"] == sha.as_str(),
+        )
+        .await;
+    assert_eq!(s["lastPass"]["result"], "succeeded");
+    assert!(
+        s["lastPass"]["reasons"]
+            .to_string()
+            .contains("webhook/github"),
+        "{s:#}"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_bad_signature_is_refused_with_401_and_nothing_happens() {
+    let ns = TestNamespace::new("daemon-badsig").await;
+    let repo = repo_with_greeting(ns.name(), "one");
+    let d = Daemon::start(DaemonOptions::new(&repo.url, ns.name()));
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    wait_greeting(&api, "one", Duration::from_secs(30), &d).await;
+    let before = d
+        .wait_status("first pass", Duration::from_secs(10), |s| {
+            s["lastPass"]["pass"] == 1
+        })
+        .await;
+
+    repo.work
+        .write("apps/greeting.yaml", configmap(ns.name(), "two"));
+    repo.work.commit("two");
+    repo.work.push();
+    let forged = weft::server::signature::sign(b"not-the-secret", br#"{"ref":"refs/heads/main"}"#);
+    let (status, body) = github_push(&d, "refs/heads/main", Some(forged)).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("does not match"), "{body}");
+    // A push to another branch, correctly signed, is ignored.
+    let (status, body) = github_push(&d, "refs/heads/feature", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("ignored"), "{body}");
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        greeting(&api).await.as_deref(),
+        Some("one"),
+        "nothing may be applied"
+    );
+    let after = d.status().await;
+    assert_eq!(
+        after["lastPass"]["pass"], before["lastPass"]["pass"],
+        "no pass may run: {after:#}"
+    );
+    let logs = d.logs();
+    assert!(
+        logs.contains("request refused: authentication failed")
+            && logs.contains("X-Hub-Signature-256 does not match"),
+        "the log says why: {logs}"
+    );
+    assert!(
+        !logs.contains(support::daemon::WEBHOOK_SECRET),
+        "the secret is never logged"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn weft_trigger_wait_returns_the_new_revision_and_sigterm_exits_0() {
+    let ns = TestNamespace::new("daemon-trigger").await;
+    let repo = repo_with_greeting(ns.name(), "one");
+    let mut d = Daemon::start(DaemonOptions::new(&repo.url, ns.name()));
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    wait_greeting(&api, "one", Duration::from_secs(30), &d).await;
+
+    repo.work
+        .write("apps/greeting.yaml", configmap(ns.name(), "three"));
+    let sha = repo.work.commit("three");
+    repo.work.push();
+    let out = tokio::process::Command::new(support::daemon::weft_bin())
+        .args(["trigger", "--wait", "--url", &d.base(), "--sync-token-file"])
+        .arg(d.token_file())
+        .output()
+        .await
+        .expect("weft trigger");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&sha), "the new revision {sha} in: {stdout}");
+    assert!(stdout.contains("succeeded"), "{stdout}");
+    assert!(
+        stdout.contains("ConfigMap/") && stdout.contains("configured"),
+        "{stdout}"
+    );
+    // When `weft trigger --wait` returns, the object is already applied.
+    assert_eq!(greeting(&api).await.as_deref(), Some("three"));
+
+    // A wrong token is refused.
+    let bad = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(bad.path(), "wrong").expect("write");
+    let out = tokio::process::Command::new(support::daemon::weft_bin())
+        .args(["trigger", "--url", &d.base(), "--sync-token-file"])
+        .arg(bad.path())
+        .output()
+        .await
+        .expect("weft trigger");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("401"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    d.signal("TERM");
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(30)),
+        Some(0),
+        "SIGTERM exits 0:\n{}",
+        d.logs()
+    );
+    assert!(
+        d.logs().contains("released the leader Lease"),
+        "{}",
+        d.logs()
+    );
+    ns.delete().await;
+}

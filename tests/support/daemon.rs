@@ -1,0 +1,256 @@
+//! Running `weft run` as a real process against the test control plane, and talking to its HTTP
+//! API, for the daemon integration tests.
+
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::cluster;
+use super::git_servers::free_port;
+
+/// The sync token and webhook secret every test daemon uses.
+pub const SYNC_TOKEN: &str = "test-sync-token";
+pub const WEBHOOK_SECRET: &str = "test-webhook-secret";
+
+/// A `weft run` process; killed (SIGKILL) when dropped if still running.
+pub struct Daemon {
+    child: Option<Child>,
+    pub port: u16,
+    pub log: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+/// Options of a test daemon.
+pub struct DaemonOptions<'a> {
+    pub repo: &'a str,
+    /// Weft's namespace (Lease, inventories): the test's own namespace.
+    pub namespace: &'a str,
+    pub interval: &'a str,
+    pub lease_duration: &'a str,
+    pub controllers: bool,
+    pub extra: Vec<String>,
+}
+
+impl<'a> DaemonOptions<'a> {
+    pub fn new(repo: &'a str, namespace: &'a str) -> Self {
+        DaemonOptions {
+            repo,
+            namespace,
+            interval: "1h",
+            lease_duration: "15s",
+            controllers: false,
+            extra: Vec::new(),
+        }
+    }
+}
+
+impl Daemon {
+    /// Start `weft run` and wait until its HTTP API answers `/healthz`.
+    pub fn start(opts: DaemonOptions<'_>) -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let token = dir.path().join("sync-token");
+        let secret = dir.path().join("webhook-secret");
+        std::fs::write(&token, format!("{SYNC_TOKEN}\n")).expect("write token");
+        std::fs::write(&secret, format!("{WEBHOOK_SECRET}\n")).expect("write secret");
+        let port = free_port();
+        let log = dir.path().join("weft.log");
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+        cmd.arg("run")
+            .args(["--repo", opts.repo])
+            .args(["--namespace", opts.namespace])
+            // One sync root per test: owner ids (and so inventories) must not mix between tests.
+            .args(["--root-name", opts.namespace])
+            .args(["--interval", opts.interval])
+            .args(["--lease-duration", opts.lease_duration])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--sync-token-file")
+            .arg(&token)
+            .arg("--webhook-secret-file")
+            .arg(&secret)
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .args(["--timeout", "60s", "--shutdown-grace", "5s"])
+            .args(cluster::cluster().kube_args())
+            .args(&opts.extra)
+            .env("WEFT_LOG", "info,weft=debug")
+            .env_remove("WEFT_REPO")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("log"))
+            .stderr(log_file);
+        if !opts.controllers {
+            cmd.arg("--no-controllers");
+        }
+        let child = cmd.spawn().expect("spawn weft run");
+        let mut d = Daemon {
+            child: Some(child),
+            port,
+            log,
+            dir,
+        };
+        d.wait_healthy();
+        d
+    }
+
+    fn wait_healthy(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    panic!("weft run exited early ({status}):\n{}", self.logs());
+                }
+            }
+            if healthz_ok(self.port) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "weft run did not answer /healthz within 30s:\n{}",
+            self.logs()
+        );
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The sync token file (for `weft trigger`).
+    pub fn token_file(&self) -> PathBuf {
+        self.dir.path().join("sync-token")
+    }
+
+    /// Everything the daemon logged so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// `GET /api/v1/status` as JSON.
+    pub async fn status(&self) -> serde_json::Value {
+        let text = reqwest::get(format!("{}/api/v1/status", self.base()))
+            .await
+            .expect("GET status")
+            .text()
+            .await
+            .expect("status body");
+        serde_json::from_str(&text).expect("status JSON")
+    }
+
+    /// Wait until `/api/v1/status` satisfies `pred`, or panic with `what` and the logs.
+    pub async fn wait_status(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.status().await;
+            if pred(&s) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{what} did not happen within {timeout:?}; status: {s:#}\nlogs:\n{}",
+                    self.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Send a signal (`TERM`, `KILL`) to the process.
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{sig} failed");
+    }
+
+    /// Wait for the process to exit; its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                panic!("weft run did not exit within {timeout:?}:\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// `GET /healthz` over a plain socket (no HTTP client runtime: this runs inside async tests).
+fn healthz_ok(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200")
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- weft run log ({}) ---\n{}",
+                self.log.display(),
+                self.logs()
+            );
+        }
+    }
+}
+
+/// `sha256=<hex>` HMAC of `body` under the test webhook secret.
+pub fn github_signature(body: &[u8]) -> String {
+    weft::server::signature::sign(WEBHOOK_SECRET.as_bytes(), body)
+}
+
+/// POST a GitHub push event for `git_ref` to the daemon; returns (status, body).
+pub async fn github_push(d: &Daemon, git_ref: &str, signature: Option<String>) -> (u16, String) {
+    let body =
+        serde_json::json!({"ref": git_ref, "after": "0000000000000000000000000000000000000000"})
+            .to_string();
+    let sig = signature.unwrap_or_else(|| github_signature(body.as_bytes()));
+    let r = reqwest::Client::new()
+        .post(format!("{}/hooks/github", d.base()))
+        .header("X-GitHub-Event", "push")
+        .header("X-Hub-Signature-256", sig)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("POST /hooks/github");
+    let status = r.status().as_u16();
+    (status, r.text().await.unwrap_or_default())
+}
+
+/// The path of the `weft` binary.
+pub fn weft_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_weft"))
+}
