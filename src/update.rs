@@ -448,6 +448,29 @@ impl Default for UpdateOptions {
     }
 }
 
+/// A handle to ask the scheduler for an update check of every WeaveCloud now; held by the HTTP
+/// server (`POST /api/v1/sync?update=true`). Requests made while a check runs coalesce into one.
+#[derive(Clone, Debug, Default)]
+pub struct UpdateRequests {
+    notify: Arc<Notify>,
+    pending: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl UpdateRequests {
+    /// Ask for a check now.
+    pub fn request(&self) {
+        self.pending
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// Whether a check was asked for since the last call.
+    fn take(&self) -> bool {
+        self.pending
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// Versions of one WeaveCloud, for `GET /api/v1/status` and metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AgentVersions {
@@ -470,8 +493,7 @@ pub struct Updater {
     /// Per WeaveCloud: its schedule and the next time it fires.
     schedule: std::sync::Mutex<HashMap<WcKey, (String, DateTime<Utc>)>>,
     versions: std::sync::Mutex<HashMap<WcKey, AgentVersions>>,
-    kick: Notify,
-    forced: std::sync::atomic::AtomicBool,
+    requests: UpdateRequests,
     metrics: Option<Arc<Metrics>>,
     status: Option<Arc<RwLock<DaemonStatus>>>,
 }
@@ -494,8 +516,7 @@ impl Updater {
             running: Mutex::new(()),
             schedule: Default::default(),
             versions: Default::default(),
-            kick: Notify::new(),
-            forced: Default::default(),
+            requests: UpdateRequests::default(),
             metrics: None,
             status: None,
         }
@@ -517,10 +538,16 @@ impl Updater {
         &self.bundles
     }
 
+    /// Take check requests from `requests` (the handle the HTTP server holds), instead of a
+    /// handle of its own.
+    pub fn with_requests(mut self, requests: UpdateRequests) -> Updater {
+        self.requests = requests;
+        self
+    }
+
     /// Ask the scheduler to check every WeaveCloud now (`POST /api/v1/sync?update=true`).
     pub fn request_check(&self) {
-        self.forced.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.kick.notify_one();
+        self.requests.request();
     }
 
     /// Current, available and next-check per WeaveCloud (`namespace/name`).
@@ -984,7 +1011,7 @@ impl Updater {
             if *stop.borrow() {
                 return;
             }
-            let forced = self.forced.swap(false, std::sync::atomic::Ordering::SeqCst);
+            let forced = self.requests.take();
             let wake_at = match self.tick(forced).await {
                 Ok(next) => next,
                 Err(e) => {
@@ -1000,7 +1027,7 @@ impl Updater {
             }
             tokio::select! {
                 _ = tokio::time::sleep(sleep) => {}
-                _ = self.kick.notified() => {}
+                _ = self.requests.notify.notified() => {}
                 _ = stop.changed() => {}
             }
         }

@@ -8,6 +8,7 @@
 mod channel_fixtures;
 mod support;
 
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -25,9 +26,12 @@ use channel_fixtures::{
 };
 use support::cluster::TestNamespace;
 use weft::api::weavecloud::WeaveCloud;
+use weft::controller::status::{DaemonStatus, OwnerStatus};
+use weft::controller::trigger::TriggerQueue;
+use weft::server::{self, Metrics, ServerState};
 use weft::update::{
-    cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, Updater, DIGEST_KEY,
-    REASON_ROLLED_BACK, VERSION_KEY,
+    cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, UpdateRequests, Updater,
+    DIGEST_KEY, REASON_ROLLED_BACK, VERSION_KEY,
 };
 
 const FLUX: &str = "weave-flux-agent";
@@ -456,8 +460,38 @@ async fn a_restarted_weft_keeps_the_version_from_the_cluster() {
     ns.delete().await;
 }
 
+/// The daemon's HTTP server (real axum on 127.0.0.1) sharing status, metrics and the update
+/// request handle with `updater`; returns its base URL and a stop handle.
+async fn http_server(
+    status: Arc<RwLock<DaemonStatus>>,
+    metrics: Arc<Metrics>,
+    update_requests: UpdateRequests,
+) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let (_ready_tx, ready) = tokio::sync::watch::channel(true);
+    let state = ServerState {
+        queue: TriggerQueue::new(),
+        status,
+        metrics,
+        sync_token: Some(Arc::new(b"sync-token".to_vec())),
+        webhook_secret: None,
+        followed_ref: "main".into(),
+        ready,
+        wait_timeout: Duration::from_secs(5),
+        update_requests,
+    };
+    let listener = server::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server::serve(listener, state, async move {
+        let _ = rx.await;
+        // Keep the ready sender alive as long as the server.
+        drop(_ready_tx);
+    }));
+    (base, tx)
+}
+
 #[tokio::test]
-async fn the_scheduler_shows_the_next_check_and_runs_one_on_request() {
+async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
     // Once a year: the update must come from the request, not the schedule.
@@ -466,7 +500,27 @@ async fn the_scheduler_shows_the_next_check_and_runs_one_on_request() {
         json!({"wcPollUrl": server.channel_url(), "updateSchedule": "0 0 1 1 *"}),
     )
     .await;
-    let updater = std::sync::Arc::new(updater(&ns, Duration::from_secs(120)));
+    let owner_key = format!("WeaveCloud/{}/weave-cloud", ns.name());
+    let status = Arc::new(RwLock::new(DaemonStatus {
+        leader: true,
+        ..Default::default()
+    }));
+    // The WeaveCloud controller's entry, which the updater fills with versions.
+    status.write().unwrap().set_owner(OwnerStatus {
+        kind: "WeaveCloud".into(),
+        namespace: ns.name().into(),
+        name: "weave-cloud".into(),
+        ready: "True".into(),
+        ..Default::default()
+    });
+    let metrics = Arc::new(Metrics::new());
+    let requests = UpdateRequests::default();
+    let updater = Arc::new(
+        updater(&ns, Duration::from_secs(120))
+            .with_daemon(metrics.clone(), status.clone())
+            .with_requests(requests.clone()),
+    );
+    let (base, http_stop) = http_server(status.clone(), metrics.clone(), requests).await;
     updater.apply_active(&wc).await.unwrap();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let runner = {
@@ -498,7 +552,14 @@ async fn the_scheduler_shows_the_next_check_and_runs_one_on_request() {
         "not due yet"
     );
 
-    updater.request_check();
+    let http = reqwest::Client::new();
+    let resp = http
+        .post(format!("{base}/api/v1/sync?update=true"))
+        .bearer_auth("sync-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202, "{:?}", resp.text().await);
     let d: Api<Deployment> = ns.api();
     let want = flux_image("1.1.0");
     tokio::time::timeout(
@@ -511,22 +572,55 @@ async fn the_scheduler_shows_the_next_check_and_runs_one_on_request() {
     .expect("the requested check updated the agents")
     .unwrap();
     // The check ends after the health gate; then its versions are recorded.
-    let key = format!("{}/weave-cloud", ns.name());
     let deadline = Instant::now() + Duration::from_secs(120);
-    let v = loop {
-        let v = updater.versions().get(&key).cloned().unwrap_or_default();
-        if v.current.as_deref() == Some("1.1.0") || Instant::now() > deadline {
-            break v;
+    let shown = loop {
+        let body = http
+            .get(format!("{base}/api/v1/status"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let s: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let owner = s["owners"][&owner_key].clone();
+        if owner["version"] == "1.1.0" || Instant::now() > deadline {
+            break s;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    let owner = &shown["owners"][&owner_key];
+    assert_eq!(owner["version"], "1.1.0", "{shown}");
+    assert_eq!(owner["availableVersion"], "1.1.0", "{shown}");
+    assert_eq!(owner["nextUpdateCheck"], next.as_str(), "{shown}");
+    assert_eq!(shown["nextUpdateCheck"], next.as_str(), "{shown}");
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let labels = format!(
+        "namespace=\"{}\",name=\"weave-cloud\",version=\"1.1.0\"",
+        ns.name()
+    );
+    assert!(
+        text.contains(&format!("weft_agent_bundle_version{{{labels}}} 1")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("weft_agent_bundle_available{{{labels}}} 1")),
+        "{text}"
+    );
+    let v = &updater.versions()[&format!("{}/weave-cloud", ns.name())];
     assert_eq!(v.current.as_deref(), Some("1.1.0"));
-    assert_eq!(v.available.as_deref(), Some("1.1.0"));
-    assert_eq!(v.next_update_check.as_deref(), Some(next.as_str()));
     stop_tx.send(true).unwrap();
     tokio::time::timeout(Duration::from_secs(10), runner)
         .await
         .expect("the scheduler stops")
         .unwrap();
+    let _ = http_stop.send(());
     ns.delete().await;
 }
