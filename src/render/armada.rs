@@ -987,4 +987,120 @@ mod tests {
             &o
         ));
     }
+
+    fn repo(files: &[(&str, &str)]) -> LoadedRepo {
+        let mut snap = Snapshot::default();
+        for (p, c) in files {
+            snap.files.insert(p.to_string(), c.as_bytes().to_vec());
+        }
+        match crate::load::load(std::sync::Arc::new(snap)) {
+            Ok((r, _)) => r,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    const LIB_CHART: &[(&str, &str)] = &[
+        ("charts/lib/Chart.yaml", "name: lib\nversion: 0.1.0\n"),
+        ("charts/lib/values.yaml", "size: small\n"),
+        (
+            "charts/lib/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}-lib\ndata:\n  size: ${size}\n",
+        ),
+        ("charts/app/Chart.yaml", "name: app\nversion: 1.0.0\n"),
+        (
+            "charts/app/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}\ndata:\n  mode: ${mode:=fast}\n",
+        ),
+    ];
+
+    fn chart_doc(name: &str, extra: &str) -> String {
+        format!("---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  release: {name}\n  namespace: ns\n  source: {{type: local, location: charts/{name}}}\n{extra}")
+    }
+
+    #[test]
+    fn dependencies_render_inside_the_parent_release_with_the_parents_values() {
+        let charts = format!(
+            "{}{}",
+            chart_doc(
+                "app",
+                "  dependencies: [lib]\n  values:\n    lib: {size: large}\n"
+            ),
+            chart_doc("lib", "")
+        );
+        let mut files = LIB_CHART.to_vec();
+        files.push(("armada.yaml", &charts));
+        let repo = repo(&files);
+        let objects = render(&repo, &ChartSources::default()).unwrap();
+        let names: Vec<(&str, &str)> = objects
+            .iter()
+            .map(|o| {
+                (
+                    o.name(),
+                    o.object["data"]
+                        .as_object()
+                        .unwrap()
+                        .values()
+                        .next()
+                        .unwrap()
+                        .as_str()
+                        .unwrap(),
+                )
+            })
+            .collect();
+        // `lib` is only a dependency: it is rendered once, inside `app`, with app's values.lib.
+        assert_eq!(names, vec![("app", "fast"), ("app-lib", "large")]);
+        assert!(objects.iter().all(|o| o.owner
+            == Owner::Resource {
+                kind: "ArmadaChart".into(),
+                namespace: "default".into(),
+                name: "app".into()
+            }));
+    }
+
+    #[test]
+    fn overlay_errors_point_at_the_overlay() {
+        let overlays = "  values:\n    overlays:\n      - target: {kind: Deployment}\n        mergePatch: {spec: {}}\n      - target: {kind: ConfigMap}\n        jsonPatch: [{op: replace, path: /data/missing, value: x}]\n";
+        let charts = chart_doc("app", overlays);
+        let mut files = LIB_CHART.to_vec();
+        files.push(("armada.yaml", &charts));
+        let err = render(&repo(&files), &ChartSources::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("armada.yaml:11:9: ArmadaChart `default/app`: `values.overlays[0]` matches no rendered object (target kind=Deployment)"), "{err}");
+        assert!(err.contains("armada.yaml:13:9: ArmadaChart `default/app`: `values.overlays[1]` on ConfigMap `app`: JSON patch failed"), "{err}");
+    }
+
+    #[test]
+    fn two_charts_rendering_the_same_object_is_an_error() {
+        let charts = format!(
+            "{}{}",
+            chart_doc("app", "  release: same\n"),
+            chart_doc("lib", "")
+        );
+        let charts = charts.replace("  release: app\n", "");
+        let mut files = LIB_CHART.to_vec();
+        files.push((
+            "charts/lib/templates/dup.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n",
+        ));
+        files.push(("armada.yaml", &charts));
+        let err = render(&repo(&files), &ChartSources::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("ConfigMap `same` is rendered by ArmadaChart `default/lib` and by ArmadaChart `default/app`"), "{err}");
+    }
+
+    #[test]
+    fn git_charts_need_resolved_sources() {
+        let charts = chart_doc("app", "").replace(
+            "{type: local, location: charts/app}",
+            "{type: git, location: https://example.com/charts.git}",
+        );
+        let mut files = LIB_CHART.to_vec();
+        files.push(("armada.yaml", &charts));
+        let err = render(&repo(&files), &ChartSources::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("its git source was not fetched"), "{err}");
+    }
 }
