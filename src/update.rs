@@ -152,6 +152,29 @@ pub fn select<'a>(
     Selection { available, target }
 }
 
+/// The `Ready` condition a reconcile must keep instead of its own healthy one: after a rollback,
+/// `Ready=False` ([`REASON_ROLLED_BACK`]) stays until an update succeeds or the spec changes (a
+/// new generation: the user acted, e.g. changed the pin). `None`: use the reconcile's own.
+pub fn held_rollback(
+    status: &WeaveCloudStatus,
+    generation: Option<i64>,
+    computed: &Condition,
+) -> Option<Condition> {
+    if computed.status != ConditionStatus::True {
+        return None;
+    }
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .filter(|c| {
+            c.reason == REASON_ROLLED_BACK
+                && c.status == ConditionStatus::False
+                && c.observed_generation == generation
+        })
+        .cloned()
+}
+
 // ---------------------------------------------------------------------------------------------
 // The bundle each WeaveCloud runs, in memory and in the cluster.
 
@@ -769,8 +792,22 @@ impl Updater {
         match self.roll_out(wc, &candidate.bundle, &inputs).await {
             Ok(()) => {
                 self.bundles.persist(ns, name, &candidate).await?;
-                self.patch_status(wc, |s| s.agent_version = Some(to.clone()))
-                    .await?;
+                let now = now_rfc3339();
+                let generation = wc.metadata.generation;
+                let message = format!("agents updated from bundle {from} to {to} and healthy");
+                self.patch_status(wc, |s| {
+                    s.agent_version = Some(to.clone());
+                    // Ends a rollback's `Ready=False` (see `held_rollback`).
+                    let mut c = Condition::new(
+                        READY,
+                        ConditionStatus::True,
+                        EVENT_UPDATED,
+                        message.clone(),
+                    );
+                    c.observed_generation = generation;
+                    set_condition(&mut s.conditions, c, &now);
+                })
+                .await?;
                 self.event(
                     wc,
                     EventType::Normal,
@@ -1225,6 +1262,42 @@ mod tests {
         let pin = parse_version_range(">=1.1.0-rc.0").unwrap();
         let s = select(&all, Some(&pin), &[], &v("1.0.0"));
         assert_eq!(versions(&s), pair(Some("1.1.0-rc.1"), Some("1.1.0-rc.1")));
+    }
+
+    #[test]
+    fn a_rollback_holds_ready_false_until_an_update_or_a_spec_change() {
+        let rolled_back = {
+            let mut c = Condition::new(
+                READY,
+                ConditionStatus::False,
+                REASON_ROLLED_BACK,
+                "1.2.0 failed",
+            );
+            c.observed_generation = Some(3);
+            c
+        };
+        let status = WeaveCloudStatus {
+            conditions: vec![rolled_back.clone()],
+            ..Default::default()
+        };
+        let healthy = Condition::new(READY, ConditionStatus::True, "Reconciled", "");
+        assert_eq!(held_rollback(&status, Some(3), &healthy), Some(rolled_back));
+        // The user changed the spec: the reconcile's own condition.
+        assert_eq!(held_rollback(&status, Some(4), &healthy), None);
+        // A reconcile that is itself not ready reports its own reason.
+        let failing = Condition::new(READY, ConditionStatus::False, "TokenMissing", "");
+        assert_eq!(held_rollback(&status, Some(3), &failing), None);
+        // After a successful update the condition is no longer the rollback's.
+        let updated = WeaveCloudStatus {
+            conditions: vec![Condition::new(
+                READY,
+                ConditionStatus::True,
+                EVENT_UPDATED,
+                "",
+            )],
+            ..Default::default()
+        };
+        assert_eq!(held_rollback(&updated, Some(3), &healthy), None);
     }
 
     #[test]

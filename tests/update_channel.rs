@@ -25,6 +25,7 @@ use channel_fixtures::{
     broken_bundle_files, bundle_files, flux_image, ChannelServer, Published, BUILTIN_FLUX_IMAGE,
 };
 use support::cluster::TestNamespace;
+use weft::api::conditions::ConditionStatus;
 use weft::api::weavecloud::WeaveCloud;
 use weft::controller::status::{DaemonStatus, OwnerStatus};
 use weft::controller::trigger::TriggerQueue;
@@ -346,6 +347,17 @@ async fn a_bundle_whose_agents_never_become_ready_is_rolled_back_and_marked_bad(
         }
     );
     assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+    let status = fresh(&ns).await.status.unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status, ready.reason.as_str()),
+        (ConditionStatus::True, "AgentsUpdated"),
+        "a successful update ends the rollback's Ready=False"
+    );
     let last = updater.check(&fresh(&ns).await).await;
     assert_eq!(last.outcome, UpdateOutcome::UpToDate);
     ns.delete().await;

@@ -336,7 +336,12 @@ async fn apply(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, WeaveCl
         .iter()
         .find(|c| c.type_ == READY)
         .cloned();
-    let outcome = reconcile_agents(&wc, &ctx, &status_before).await?;
+    let mut outcome = reconcile_agents(&wc, &ctx, &status_before).await?;
+    if let Some(held) =
+        crate::update::held_rollback(&status_before, wc.metadata.generation, &outcome.ready)
+    {
+        outcome.ready = held;
+    }
     let result = if outcome.ready.status == ConditionStatus::True {
         "ready"
     } else {
