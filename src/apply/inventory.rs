@@ -206,8 +206,16 @@ pub async fn write(
     entries: &BTreeSet<ObjectRef>,
     previous: &Inventory,
 ) -> Result<bool, ApplyError> {
-    if previous.source == InventorySource::Stored && &previous.entries == entries {
-        return Ok(false);
+    if &previous.entries == entries {
+        // Unchanged. A rebuilt sync-root inventory is stored once (its ConfigMap was lost); a
+        // rebuilt CR inventory that equals the new one is not re-written: a CR whose status
+        // schema has no `inventory` field would otherwise be written on every pass, and its
+        // next rebuild gives the same answer.
+        let store_rebuilt_root =
+            previous.source == InventorySource::Rebuilt && matches!(owner, Owner::SyncRoot { .. });
+        if !store_rebuilt_root {
+            return Ok(false);
+        }
     }
     let list: Vec<&ObjectRef> = entries.iter().collect();
     let text =
