@@ -1,0 +1,320 @@
+//! The `weft sync` and `weft diff` binaries against the real control plane: exit codes, the
+//! plan and progress lines a user reads, and the example repository deployed wave by wave.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolume};
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use support::cluster::{self, TestNamespace};
+
+struct Repo {
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new() -> Repo {
+        Repo {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn write(&self, file: &str, text: &str) {
+        let p = self.dir.path().join(file);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    fn remove(&self, file: &str) {
+        std::fs::remove_file(self.dir.path().join(file)).expect("remove");
+    }
+}
+
+fn configmap(ns: &str, name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: {value}\n")
+}
+
+/// Run `weft <args> --repo <repo>` against the test cluster, with its inventory and sync root
+/// in `ns`.
+fn weft(sub: &str, repo: &Path, ns: &str, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+    cmd.arg(sub)
+        .arg("--repo")
+        .arg(repo)
+        .args(cluster::cluster().kube_args())
+        .args(["--namespace", ns, "--root-name", ns])
+        .args(extra)
+        .env_remove("KUBECONFIG")
+        .env("WEFT_LOG", "warn");
+    cmd.output().expect("run weft")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+async fn value_of(client: &Client, ns: &str, name: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.expect("get").map(|c| {
+        c.data
+            .unwrap_or_default()
+            .get("value")
+            .cloned()
+            .unwrap_or_default()
+    })
+}
+
+#[tokio::test]
+async fn sync_prints_progress_and_dry_run_prints_the_plan_without_writing() {
+    let ns = TestNamespace::new("cli-plan").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let repo = Repo::new();
+    for n in ["a", "b", "c"] {
+        repo.write(&format!("{n}.yaml"), &configmap(&name, n, "one"));
+    }
+    let out = weft("sync", repo.path(), &name, &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("created    ConfigMap/{name}/a\n")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "synced revision local: 3 created, 0 configured, 0 unchanged, 0 deleted, 0 skipped"
+        ),
+        "{stdout}"
+    );
+
+    repo.write("a.yaml", &configmap(&name, "a", "two"));
+    repo.remove("c.yaml");
+    repo.write("d.yaml", &configmap(&name, "d", "new"));
+    let out = weft("sync", repo.path(), &name, &["--dry-run"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for line in [
+        format!("update     ConfigMap/{name}/a (changed)"),
+        format!("unchanged  ConfigMap/{name}/b"),
+        format!("create     ConfigMap/{name}/d"),
+        format!("prune      ConfigMap/{name}/c"),
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "missing `{line}` in:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("(0 API writes"), "{stdout}");
+    assert_eq!(value_of(&client, &name, "a").await.as_deref(), Some("one"));
+    assert_eq!(value_of(&client, &name, "c").await.as_deref(), Some("one"));
+    assert_eq!(value_of(&client, &name, "d").await, None);
+
+    // The same through the environment, as the daemon's container would set it.
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg("sync")
+        .env("WEFT_REPO", repo.path())
+        .env("WEFT_KUBECONFIG", cluster::kubeconfig_path())
+        .env("WEFT_NAMESPACE", &name)
+        .env("WEFT_ROOT_NAME", &name)
+        .env("WEFT_DRY_RUN", "true")
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run weft");
+    let (stdout, stderr) = text(&out);
+    if cluster::cluster().context().is_none() {
+        assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains(&format!("prune      ConfigMap/{name}/c")),
+            "{stdout}"
+        );
+    }
+
+    let out = weft("sync", repo.path(), &name, &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("deleted    ConfigMap/{name}/c\n")),
+        "{stdout}"
+    );
+    assert_eq!(value_of(&client, &name, "a").await.as_deref(), Some("two"));
+    assert_eq!(value_of(&client, &name, "c").await, None);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn diff_exit_codes_and_unified_diffs() {
+    let ns = TestNamespace::new("cli-diff").await;
+    let name = ns.name().to_string();
+    let repo = Repo::new();
+    repo.write("a.yaml", &configmap(&name, "a", "one"));
+    repo.write("b.yaml", &configmap(&name, "b", "one"));
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+
+    let out = weft("diff", repo.path(), &name, &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("no changes"), "{stderr}");
+
+    repo.write("a.yaml", &configmap(&name, "a", "two"));
+    repo.remove("b.yaml");
+    let out = weft("diff", repo.path(), &name, &[]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "--- live/ConfigMap/{name}/a\n+++ desired/ConfigMap/{name}/a\n"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("-  value: one\n+  value: two\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("--- live/ConfigMap/{name}/b\n")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("managedFields") && !stdout.contains("resourceVersion"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("2 object(s) would change"), "{stderr}");
+
+    // An error (no such kubeconfig) is exit code 2.
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["diff", "--repo"])
+        .arg(repo.path())
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .output()
+        .expect("run weft");
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+    assert!(
+        text(&out).1.contains("/nonexistent/kubeconfig"),
+        "{:?}",
+        text(&out)
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn sync_exits_non_zero_naming_what_did_not_become_ready() {
+    let ns = TestNamespace::new("cli-stuck").await;
+    let name = ns.name().to_string();
+    let repo = Repo::new();
+    repo.write(
+        "stuck.yaml",
+        &format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: stuck, namespace: {name}}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: stuck}}}}
+  template:
+    metadata: {{labels: {{app: stuck}}}}
+    spec:
+      nodeSelector: {{weft.test/no-such-node: "true"}}
+      containers: [{{name: app, image: example.com/app:1}}]
+"#
+        ),
+    );
+    let out = weft("sync", repo.path(), &name, &["--timeout", "6s"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("timed out after 6s waiting for 1 object(s) to become ready"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "Deployment/{name}/stuck: 0 of 2 replicas available"
+        )),
+        "{stderr}"
+    );
+    ns.delete().await;
+}
+
+fn examples_repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo")
+}
+
+/// The example repository: the WeaveCloud agents, plain manifests, and the Armada manifest whose
+/// sequenced group is deployed chart by chart, each waited for before the next.
+#[tokio::test]
+async fn examples_repo_first_pass_wave_by_wave_then_a_no_op_pass() {
+    let ns = TestNamespace::new("cli-examples").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    // Weft's CRDs, as `kubectl apply -f deploy/` installs them.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    for crd in weft::api::crds() {
+        crds.patch(
+            &crd.name_any(),
+            &PatchParams::apply("weft-test").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("install CRD");
+    }
+    // The local control plane has no storage provisioner: a volume for the redis chart's claim.
+    if cluster::cluster().is_local() {
+        let pvs: Api<PersistentVolume> = Api::all(client.clone());
+        let pv = json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": format!("{name}-pv")},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/weft-test-pv"}}});
+        pvs.patch(
+            &format!("{name}-pv"),
+            &PatchParams::apply("weft-test"),
+            &Patch::Apply(&pv),
+        )
+        .await
+        .expect("PV");
+    }
+
+    let out = weft("sync", &examples_repo(), &name, &["--timeout", "3m"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let at = |line: &str| {
+        stdout
+            .lines()
+            .position(|l| l.trim_end() == line)
+            .unwrap_or_else(|| panic!("missing `{line}` in:\n{stdout}"))
+    };
+    // The sequenced group: redis ready before api is applied, api ready before web.
+    let redis_ready = at("ready      StatefulSet/demo/demo-redis");
+    let api_created = at("created    Deployment/demo/demo-api");
+    let api_ready = at("ready      Deployment/demo/demo-api");
+    let web_created = at("created    Deployment/demo/demo-web");
+    assert!(at("created    StatefulSet/demo/demo-redis") < redis_ready);
+    assert!(redis_ready < api_created, "{stdout}");
+    assert!(api_ready < web_created, "{stdout}");
+    assert!(at("created    WeaveCloud/weave/weave-cloud") < redis_ready);
+    assert!(
+        stdout.contains("created    Deployment/weave/weave-flux-agent"),
+        "{stdout}"
+    );
+
+    let out = weft("sync", &examples_repo(), &name, &["--timeout", "3m"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains(" 0 created, 0 configured,"), "{stdout}");
+    assert!(stdout.contains("(0 API writes"), "{stdout}");
+
+    // Clean up what the example created outside the test namespace.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for n in ["demo", "weave"] {
+        let _ = namespaces.delete(n, &DeleteParams::default()).await;
+    }
+    ns.delete().await;
+}
