@@ -119,7 +119,11 @@ async fn sync_prints_progress_and_dry_run_prints_the_plan_without_writing() {
     assert_eq!(value_of(&client, &name, "d").await, None);
 
     // The same through the environment, as the daemon's container would set it.
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+    if let Some(context) = cluster::cluster().context() {
+        cmd.env("WEFT_CONTEXT", context);
+    }
+    let out = cmd
         .arg("sync")
         .env("WEFT_REPO", repo.path())
         .env("WEFT_KUBECONFIG", cluster::kubeconfig_path())
@@ -130,13 +134,11 @@ async fn sync_prints_progress_and_dry_run_prints_the_plan_without_writing() {
         .output()
         .expect("run weft");
     let (stdout, stderr) = text(&out);
-    if cluster::cluster().context().is_none() {
-        assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-        assert!(
-            stdout.contains(&format!("prune      ConfigMap/{name}/c")),
-            "{stdout}"
-        );
-    }
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("prune      ConfigMap/{name}/c")),
+        "{stdout}"
+    );
 
     let out = weft("sync", repo.path(), &name, &[]);
     let (stdout, stderr) = text(&out);
