@@ -926,3 +926,31 @@ async fn credentials_from_a_kubernetes_secret() {
     assert_eq!(snap.revision.as_deref(), Some(first.as_str()));
     ns.delete().await;
 }
+
+#[test]
+fn sources_sharing_a_cache_fetch_concurrently() {
+    let (host, work, _) = repo_with_commit(&[("a/x.yaml", "x\n"), ("b/y.yaml", "y\n")]);
+    work.git(&["tag", "v1"]);
+    work.push();
+    let daemon = GitDaemon::start(&host);
+    let cache = cache_dir();
+    let threads: Vec<_> = [("main", "a"), ("main", "b"), ("v1", "a"), ("v1", "b")]
+        .into_iter()
+        .map(|(reference, path)| {
+            let url = daemon.url("config.git");
+            let cache = cache.clone();
+            std::thread::spawn(move || {
+                let mut s = spec(&url, &cache);
+                s.reference = GitRef::parse(reference);
+                s.path = Some(path.to_string());
+                let snap = new_snapshot(GitSource::new(s).unwrap().fetch().unwrap());
+                (path, snap)
+            })
+        })
+        .collect();
+    for t in threads {
+        let (path, snap) = t.join().unwrap();
+        let expected = if path == "a" { "x.yaml" } else { "y.yaml" };
+        assert_eq!(snap.files.keys().collect::<Vec<_>>(), vec![expected]);
+    }
+}

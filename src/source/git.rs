@@ -14,10 +14,10 @@
 //! All of this is blocking (libgit2 is): async callers use `tokio::task::spawn_blocking`.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::Instant;
 
 use git2::{
@@ -312,6 +312,8 @@ impl GitSource {
             return parse_oid(c);
         }
         if self.spec.credentials.bearer_token.is_some() {
+            let lock = cache_lock(&self.cache_path);
+            let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let repo = self.open_cache()?;
             let (oid, _) = self.fetch_named_ref(&repo, &mut TransferStats::default())?;
             return Ok(oid);
@@ -325,6 +327,10 @@ impl GitSource {
     pub fn fetch(&mut self) -> Result<FetchOutcome, GitError> {
         let started = Instant::now();
         self.last_transfer = TransferStats::default();
+        // Sources of the same URL share a cache: one fetch at a time per cache, so that one never
+        // sees another's lock files (or deletes a cache another is reading) as damage.
+        let lock = cache_lock(&self.cache_path);
+        let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let result = match self.fetch_once() {
             Err(e) if e.is_cache_damage() => {
                 tracing::warn!(url = %self.remote.display, cache = %self.cache_path.display(), error = %e,
@@ -895,6 +901,16 @@ fn parse_oid(s: &str) -> Result<Oid, GitError> {
         url: s.to_string(),
         reason: "not a commit SHA".to_string(),
     })
+}
+
+/// The process-wide lock of one cache directory.
+fn cache_lock(path: &Path) -> Arc<Mutex<()>> {
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
+    let locks = LOCKS.get_or_init(Default::default);
+    let mut map = locks
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    map.entry(path.to_path_buf()).or_default().clone()
 }
 
 /// Set libgit2's global network timeouts once, so an unreachable server fails in seconds
