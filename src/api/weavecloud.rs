@@ -13,6 +13,10 @@ use super::{DriftPolicy, ObjectRef};
 pub const CRON_PATTERN: &str =
     r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4,5}\S+)$";
 
+/// A host name or IPv4 address, optionally with `:port` — not a URL: the renderer builds
+/// `https://<host>/…` and `wss://<host>/…` from it.
+pub const HOSTNAME_PATTERN: &str = r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?\.?(:[0-9]{1,5})?$";
+
 /// Desired configuration of one Weave Cloud instance; its agents run in its namespace.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -83,9 +87,9 @@ pub struct General {
     /// A semver range the agent bundle version must satisfy (a pin), e.g. `1.x` or `>=1.2, <2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_version: Option<String>,
-    /// The Weave Cloud host the agents talk to.
+    /// The Weave Cloud host the agents talk to (`host` or `host:port`, not a URL).
     #[serde(default = "default_hostname")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1), regex(pattern = HOSTNAME_PATTERN))]
     pub wc_hostname: String,
     /// Let the agents report their errors to Weave Cloud.
     #[serde(default)]

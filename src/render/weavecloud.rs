@@ -1469,4 +1469,37 @@ spec:
         };
         assert_eq!(flux_args_of(&render_with(&wc, &again).objects), a);
     }
+    /// The CRD pattern (what the API server and `weft validate` check) and the renderer agree
+    /// on what a hostname is.
+    #[test]
+    fn the_crd_hostname_pattern_and_the_renderer_agree() {
+        let re = regex::Regex::new(crate::api::weavecloud::HOSTNAME_PATTERN).unwrap();
+        for good in [
+            "cloud.weave.works",
+            "cloud.weave.works.",
+            "cloud.example.com:8443",
+            "10.0.0.1:443",
+            "localhost",
+        ] {
+            assert!(re.is_match(good), "{good}");
+            assert!(check_hostname(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "https://cloud.weave.works",
+            "cloud.weave.works/api",
+            "",
+            "cloud weave",
+            "-x",
+        ] {
+            assert!(!re.is_match(bad), "{bad}");
+        }
+        for bad in [
+            "https://cloud.weave.works",
+            "cloud.weave.works/api",
+            "",
+            "cloud weave",
+        ] {
+            assert!(check_hostname(bad).is_err(), "{bad}");
+        }
+    }
 }
