@@ -103,6 +103,8 @@ pub fn render_agents(
     let general = &wc.spec.general;
     let hostname = check_hostname(&general.wc_hostname)
         .map_err(|m| RenderError::Other(format!("WeaveCloud `{namespace}/{name}`: {m}")))?;
+    check_no_token_in_append_args(wc)
+        .map_err(|m| RenderError::Other(format!("WeaveCloud `{namespace}/{name}`: {m}")))?;
     let ctx = Context {
         wc,
         bundle,
@@ -258,6 +260,32 @@ fn agent_disabled(wc: &WeaveCloud, agent: Agent) -> bool {
         Agent::Scope => wc.spec.scope.disable,
         Agent::Prometheus => wc.spec.prometheus.disable,
     }
+}
+
+/// Flags that carry the Weave Cloud token (flux `--token`, scope `--probe.token` and its old
+/// name `--service-token`): Weft passes the token from the Secret, and a token in `appendArgs`
+/// would be written into the manifest.
+const TOKEN_FLAGS: &[&str] = &["token", "probe.token", "service-token"];
+
+fn check_no_token_in_append_args(wc: &WeaveCloud) -> Result<(), String> {
+    let lists = [
+        ("flux", &wc.spec.flux.append_args),
+        ("scope", &wc.spec.scope.append_args),
+        ("prometheus", &wc.spec.prometheus.append_args),
+    ];
+    for (agent, args) in lists {
+        if let Some(flag) = args
+            .iter()
+            .filter_map(|a| flag_name(a))
+            .find(|f| TOKEN_FLAGS.contains(f))
+        {
+            return Err(format!(
+                "`spec.{agent}.appendArgs` sets `--{flag}`: the token must not be written into a manifest; \
+                 Weft passes it from the Secret named by `spec.general.tokenSecretRef`"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `wcHostname` is a host (optionally `:port`): it goes into `https://…` and `wss://…` URLs.
@@ -1500,6 +1528,44 @@ spec:
             "cloud weave",
         ] {
             assert!(check_hostname(bad).is_err(), "{bad}");
+        }
+    }
+    #[test]
+    fn a_token_in_append_args_is_refused() {
+        for (set, flag) in [
+            (
+                (|wc: &mut WeaveCloud| wc.spec.flux.append_args = vec!["--token=abc".into()])
+                    as fn(&mut WeaveCloud),
+                "--token",
+            ),
+            (
+                |wc: &mut WeaveCloud| {
+                    wc.spec.scope.append_args = vec!["--service-token=abc".into()]
+                },
+                "--service-token",
+            ),
+            (
+                |wc: &mut WeaveCloud| {
+                    wc.spec.scope.append_args = vec!["--probe.token".into(), "abc".into()]
+                },
+                "--probe.token",
+            ),
+        ] {
+            let mut wc = example();
+            set(&mut wc);
+            let err = render_agents(&wc, Bundle::builtin().unwrap(), &AgentInputs::default())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!(
+                    "appendArgs` sets `{flag}`: the token must not be written into a manifest"
+                )),
+                "{err}"
+            );
+            assert!(
+                !err.contains("abc"),
+                "the error must not echo the token: {err}"
+            );
         }
     }
 }
