@@ -211,9 +211,12 @@ pub async fn write(
         // rebuilt CR inventory that equals the new one is not re-written: a CR whose status
         // schema has no `inventory` field would otherwise be written on every pass, and its
         // next rebuild gives the same answer.
-        let store_rebuilt_root =
-            previous.source == InventorySource::Rebuilt && matches!(owner, Owner::SyncRoot { .. });
-        if !store_rebuilt_root {
+        // A CR's inventory is read after its objects were applied, so on a CR's first
+        // reconcile the rebuild already finds them all: store it once then too (Weft's CRs
+        // all have `status.inventory`), or a deleted CR's finalizer has nothing to prune.
+        let store_rebuilt = previous.source == InventorySource::Rebuilt
+            && (matches!(owner, Owner::SyncRoot { .. }) || !entries.is_empty());
+        if !store_rebuilt {
             return Ok(false);
         }
     }

@@ -708,9 +708,17 @@ async fn cleanup(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, Weave
     if let Some(e) = error {
         return Err(kube_err(&wc, "pruning the agents", e));
     }
+    for c in changes
+        .entries
+        .iter()
+        .filter(|c| c.action != ChangeAction::Deleted)
+    {
+        tracing::warn!(weavecloud = %format!("{ns}/{name}"), change = %c, "agent not pruned");
+    }
     let pruned = changes.summary().deleted;
     ctx.metrics.count_objects(0, pruned as u64, 0);
-    tracing::info!(weavecloud = %format!("{ns}/{name}"), pruned, "WeaveCloud deleted: its agents were pruned");
+    let known = wc.status.as_ref().map_or(0, |s| s.inventory.len());
+    tracing::info!(weavecloud = %format!("{ns}/{name}"), pruned, known, "WeaveCloud deleted: its agents were pruned");
     event(
         &ctx,
         &wc,

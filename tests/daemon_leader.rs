@@ -1,0 +1,146 @@
+//! Leader election on a Lease with two real `weft run` processes: one works, the other stands by
+//! and refuses work (503); when the leader is killed (SIGKILL, no release) the standby takes over
+//! within seconds and applies what is pushed next. A leader stopped with SIGTERM releases the
+//! Lease, so the standby takes over at once.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+
+use support::cluster::TestNamespace;
+use support::daemon::{github_push, Daemon, DaemonOptions};
+use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+
+fn configmap(ns: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leader-test\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
+}
+
+async fn value(api: &Api<ConfigMap>) -> Option<String> {
+    api.get_opt("leader-test")
+        .await
+        .expect("GET")
+        .and_then(|c| c.data)
+        .and_then(|d| d.get("value").cloned())
+}
+
+async fn wait_value(api: &Api<ConfigMap>, want: &str, within: Duration, logs: &dyn Fn() -> String) {
+    let deadline = Instant::now() + within;
+    while value(api).await.as_deref() != Some(want) {
+        assert!(
+            Instant::now() < deadline,
+            "value never became {want:?}\n{}",
+            logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn leader_of(d: &Daemon) -> bool {
+    d.status().await["leader"] == true
+}
+
+#[tokio::test]
+async fn the_standby_takes_over_when_the_leader_is_killed() {
+    let ns = TestNamespace::new("daemon-leader").await;
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("cm.yaml", configmap(ns.name(), "one"));
+    work.commit("one");
+    work.push();
+    let url = server.url("config.git");
+    let opts = || DaemonOptions {
+        lease_duration: "4s",
+        ..DaemonOptions::new(&url, ns.name())
+    };
+    let first = Daemon::start(opts());
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    wait_value(&api, "one", Duration::from_secs(30), &|| first.logs()).await;
+    first
+        .wait_status("first leads", Duration::from_secs(10), |s| {
+            s["leader"] == true
+        })
+        .await;
+
+    let mut second = Daemon::start(opts());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!leader_of(&second).await, "two leaders:\n{}", second.logs());
+    assert!(leader_of(&first).await);
+    // The standby refuses work instead of queueing it where nobody reconciles.
+    let (status, body) = github_push(&second, "refs/heads/main", None).await;
+    assert_eq!(status, 503, "{body}");
+    let leases: Api<Lease> = Api::namespaced(ns.client(), ns.name());
+    let holder = leases
+        .get("weft-leader")
+        .await
+        .expect("lease")
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(holder.as_deref(), first.status().await["identity"].as_str());
+
+    // Kill the leader without letting it release the Lease.
+    first.signal("KILL");
+    let killed = Instant::now();
+    second
+        .wait_status("the standby takes over", Duration::from_secs(20), |s| {
+            s["leader"] == true
+        })
+        .await;
+    let took = killed.elapsed();
+    eprintln!("takeover after SIGKILL of the leader: {took:?}");
+    // 4s Lease: the takeover waits for it to expire, and not much longer.
+    assert!(took < Duration::from_secs(12), "takeover took {took:?}");
+
+    // The new leader does the work.
+    work.write("cm.yaml", configmap(ns.name(), "two"));
+    work.commit("two");
+    work.push();
+    let (status, body) = github_push(&second, "refs/heads/main", None).await;
+    assert_eq!(status, 202, "{body}");
+    wait_value(&api, "two", Duration::from_secs(15), &|| second.logs()).await;
+    let holder = leases
+        .get("weft-leader")
+        .await
+        .expect("lease")
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(
+        holder.as_deref(),
+        second.status().await["identity"].as_str()
+    );
+
+    // A third replica; the leader stops gracefully and releases the Lease: the takeover does not
+    // wait for the Lease to expire.
+    let third = Daemon::start(DaemonOptions {
+        lease_duration: "30s",
+        ..DaemonOptions::new(&url, ns.name())
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!leader_of(&third).await);
+    second.signal("TERM");
+    let stopped = Instant::now();
+    assert_eq!(
+        second.wait_exit(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        second.logs()
+    );
+    third
+        .wait_status(
+            "takeover after a graceful stop",
+            Duration::from_secs(10),
+            |s| s["leader"] == true,
+        )
+        .await;
+    eprintln!(
+        "takeover after SIGTERM of the leader: {:?}",
+        stopped.elapsed()
+    );
+    drop(server);
+    ns.delete().await;
+}

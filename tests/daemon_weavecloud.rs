@@ -1,0 +1,247 @@
+//! The WeaveCloud controller of `weft run` on the real control plane: a WeaveCloud from git gets
+//! its agents; a deleted agent Deployment is recreated within seconds; a deleted token Secret
+//! makes the WeaveCloud `Ready=False, reason TokenMissing` (with an event) within seconds; a
+//! deleted WeaveCloud's agents are pruned by its finalizer.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+
+use support::cluster::TestNamespace;
+use support::daemon::{Daemon, DaemonOptions};
+use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use weft::api::WeaveCloud;
+
+const FLUX: &str = "weave-flux-agent";
+
+fn weavecloud(ns: &str) -> String {
+    format!(
+        r#"apiVersion: cloud.weave.works/v1beta1
+kind: WeaveCloud
+metadata:
+  name: weave-cloud
+  namespace: {ns}
+spec:
+  general:
+    environment: generic
+    autoUpdate: false
+    tokenSecretRef: {{name: weave-cloud-token, key: token}}
+  flux:
+    config: {{gitUrl: "git@example.com:org/cluster.git", gitBranch: main}}
+"#
+    )
+}
+
+async fn wait_for<T>(
+    what: &str,
+    within: Duration,
+    d: &Daemon,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> (T, Duration) {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe().await {
+            return (v, start.elapsed());
+        }
+        if start.elapsed() > within {
+            panic!(
+                "{what} did not happen within {within:?}\nlogs:\n{}",
+                d.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Weft's CRDs, as `kubectl apply -f deploy/` would install them.
+async fn install_crds(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in weft::api::crds() {
+        let name = crd.metadata.name.clone().expect("CRD name");
+        api.patch(
+            &name,
+            &PatchParams::apply("weft-test").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not Established"))
+        .expect("watch CRD");
+    }
+}
+
+fn ready_reason(wc: &WeaveCloud) -> Option<(String, String)> {
+    wc.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (format!("{:?}", c.status), c.reason.clone()))
+}
+
+#[tokio::test]
+async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finalizer() {
+    let ns = TestNamespace::new("daemon-wc").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
+    let mut token = Secret::default();
+    token.metadata.name = Some("weave-cloud-token".into());
+    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
+    secrets
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("create token Secret");
+
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("weave/weave-cloud.yaml", weavecloud(ns.name()));
+    work.commit("weave cloud");
+    work.push();
+    let url = server.url("config.git");
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        ..DaemonOptions::new(&url, ns.name())
+    });
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), ns.name());
+    let (flux, _) = wait_for(
+        "the flux agent is applied",
+        Duration::from_secs(60),
+        &d,
+        async || deployments.get_opt(FLUX).await.ok().flatten(),
+    )
+    .await;
+    let args = flux
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|p| p.containers[0].args.clone().unwrap_or_default())
+        .unwrap_or_default();
+    assert!(
+        args.iter()
+            .any(|a| a == "--git-url=git@example.com:org/cluster.git"),
+        "{args:?}"
+    );
+    let first_uid = flux.metadata.uid.clone();
+    wait_for(
+        "status.observedGeneration and the finalizer",
+        Duration::from_secs(30),
+        &d,
+        async || {
+            let wc = wcs.get("weave-cloud").await.ok()?;
+            let ok = wc.status.as_ref()?.observed_generation == wc.metadata.generation
+                && wc
+                    .metadata
+                    .finalizers
+                    .as_ref()?
+                    .iter()
+                    .any(|f| f == "weft.io/agents");
+            ok.then_some(())
+        },
+    )
+    .await;
+
+    // kubectl delete of a child → recreated within seconds (the poll interval is an hour).
+    deployments
+        .delete(FLUX, &DeleteParams::default())
+        .await
+        .expect("delete flux");
+    let (_, took) = wait_for(
+        "the deleted flux agent is recreated",
+        Duration::from_secs(20),
+        &d,
+        async || {
+            let again = deployments.get_opt(FLUX).await.ok().flatten()?;
+            (again.metadata.uid != first_uid && again.metadata.deletion_timestamp.is_none())
+                .then_some(())
+        },
+    )
+    .await;
+    eprintln!("deleted child recreated after {took:?}");
+
+    // The token Secret deleted → Ready=False, TokenMissing, within seconds, and an event.
+    secrets
+        .delete("weave-cloud-token", &DeleteParams::default())
+        .await
+        .expect("delete token");
+    let (_, took) = wait_for(
+        "Ready=False TokenMissing",
+        Duration::from_secs(20),
+        &d,
+        async || {
+            let wc = wcs.get("weave-cloud").await.ok()?;
+            (ready_reason(&wc) == Some(("False".into(), "TokenMissing".into()))).then_some(())
+        },
+    )
+    .await;
+    eprintln!("token Secret deleted → TokenMissing after {took:?}");
+    let events: Api<Event> = Api::namespaced(client.clone(), ns.name());
+    wait_for(
+        "a TokenMissing event",
+        Duration::from_secs(10),
+        &d,
+        async || {
+            let list = events.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("TokenMissing"))
+                .then_some(())
+        },
+    )
+    .await;
+    let wc = wcs.get("weave-cloud").await.expect("wc");
+    let ready = wc
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .cloned()
+        .expect("Ready");
+    assert!(
+        ready.message.contains("weave-cloud-token"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(ready.observed_generation, wc.metadata.generation);
+    assert!(
+        !d.logs().contains("s3cr3t-token"),
+        "the token is never logged"
+    );
+
+    // Deleting the WeaveCloud prunes its agents (finalizer), then lets it go.
+    wcs.delete("weave-cloud", &DeleteParams::default())
+        .await
+        .expect("delete wc");
+    wait_for(
+        "the agents are pruned and the WeaveCloud is gone",
+        Duration::from_secs(30),
+        &d,
+        async || {
+            let gone = wcs.get_opt("weave-cloud").await.ok()?.is_none();
+            let flux_gone = deployments
+                .get_opt(FLUX)
+                .await
+                .ok()?
+                .is_none_or(|d| d.metadata.deletion_timestamp.is_some());
+            (gone && flux_gone).then_some(())
+        },
+    )
+    .await;
+    drop(server);
+    ns.delete().await;
+}
