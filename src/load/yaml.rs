@@ -154,7 +154,12 @@ struct Builder {
 }
 
 fn escape_pointer(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
+    // Almost no key needs escaping; skip the two scans-and-copies for those.
+    if key.contains(['~', '/']) {
+        key.replace('~', "~0").replace('/', "~1")
+    } else {
+        key.to_string()
+    }
 }
 
 impl Builder {

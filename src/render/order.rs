@@ -53,15 +53,18 @@ pub fn kind_rank(kind: &str) -> u16 {
         .unwrap_or(ORDER.len() as u16)
 }
 
-/// Sort in apply order; ties keep a deterministic (namespace, name) order.
+/// Sort in apply order; ties keep a deterministic (kind, namespace, name) order. The key is
+/// computed once per object (each part is a JSON lookup).
 pub fn sort(objects: &mut [DesiredObject]) {
-    objects.sort_by(|a, b| {
-        let key = |o: &DesiredObject| (stage(o.kind()), o.wave, kind_rank(o.kind()));
-        key(a)
-            .cmp(&key(b))
-            .then_with(|| a.kind().cmp(b.kind()))
-            .then_with(|| a.namespace().unwrap_or("").cmp(b.namespace().unwrap_or("")))
-            .then_with(|| a.name().cmp(b.name()))
+    objects.sort_by_cached_key(|o| {
+        (
+            stage(o.kind()),
+            o.wave,
+            kind_rank(o.kind()),
+            o.kind().to_string(),
+            o.namespace().unwrap_or("").to_string(),
+            o.name().to_string(),
+        )
     });
 }
 
