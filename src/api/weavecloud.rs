@@ -17,6 +17,9 @@ pub const CRON_PATTERN: &str =
 /// `https://<host>/…` and `wss://<host>/…` from it.
 pub const HOSTNAME_PATTERN: &str = r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?\.?(:[0-9]{1,5})?$";
 
+/// An absolute socket path, optionally with the `unix://` scheme.
+pub const CRI_ENDPOINT_PATTERN: &str = r"^(unix://)?/\S+$";
+
 /// Desired configuration of one Weave Cloud instance; its agents run in its namespace.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -171,7 +174,9 @@ pub struct Scope {
     #[serde(default = "default_true")]
     pub read_only: bool,
     /// Path of the container runtime socket, e.g. `/var/run/crio.sock` (enables the CRI probe).
+    /// An absolute path, optionally written `unix:///…`: it is mounted from the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = CRI_ENDPOINT_PATTERN))]
     pub container_runtime_endpoint: Option<String>,
     /// Run the Kubernetes probe (`--probe.kubernetes`).
     #[serde(default = "default_true")]

@@ -105,6 +105,13 @@ pub fn render_agents(
         .map_err(|m| RenderError::Other(format!("WeaveCloud `{namespace}/{name}`: {m}")))?;
     check_no_token_in_append_args(wc)
         .map_err(|m| RenderError::Other(format!("WeaveCloud `{namespace}/{name}`: {m}")))?;
+    if let Some(socket) = cri_socket(wc) {
+        if !socket.starts_with('/') {
+            return Err(RenderError::Other(format!(
+                "WeaveCloud `{namespace}/{name}`: `spec.scope.containerRuntimeEndpoint: {socket}` must be an absolute path (it is mounted from the host)"
+            )));
+        }
+    }
     let ctx = Context {
         wc,
         bundle,
@@ -1567,5 +1574,33 @@ spec:
                 "the error must not echo the token: {err}"
             );
         }
+    }
+    #[test]
+    fn a_relative_container_runtime_endpoint_is_refused_by_the_crd_and_the_renderer() {
+        let re = regex::Regex::new(crate::api::weavecloud::CRI_ENDPOINT_PATTERN).unwrap();
+        for good in [
+            "/var/run/crio.sock",
+            "unix:///run/containerd/containerd.sock",
+        ] {
+            assert!(re.is_match(good), "{good}");
+        }
+        for bad in [
+            "var/run/crio.sock",
+            "unix://var/run/crio.sock",
+            "tcp://10.0.0.1:2375",
+            "",
+        ] {
+            assert!(!re.is_match(bad), "{bad}");
+        }
+        let mut wc = example();
+        wc.spec.scope.container_runtime_endpoint = Some("run/crio.sock".into());
+        let err =
+            render_agents(&wc, Bundle::builtin().unwrap(), &AgentInputs::default()).unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "`spec.scope.containerRuntimeEndpoint: run/crio.sock` must be an absolute path"
+            ),
+            "{err}"
+        );
     }
 }
