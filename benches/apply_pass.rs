@@ -8,7 +8,6 @@
 //! log (one line per request).
 
 #[path = "../tests/support/cluster.rs"]
-#[allow(dead_code)]
 mod cluster;
 
 use std::collections::BTreeMap;
@@ -125,7 +124,6 @@ fn main() {
     // `cargo bench` passes `--bench`; nothing else to parse.
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let mut rows = Vec::new();
-    let c = cluster::cluster();
     for &size in &sizes {
         let (weft_ns, kubectl_ns) = runtime.block_on(async {
             (
@@ -157,7 +155,6 @@ fn main() {
             kubectl_ns.delete().await;
         });
     }
-    let _ = c;
     println!("| objects | tool | pass | wall time | write calls | read calls |");
     println!("|---:|---|---|---:|---:|---:|");
     for r in &rows {

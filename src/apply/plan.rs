@@ -687,11 +687,14 @@ mod tests {
         }}]);
         live.owned.insert(p.object_ref.clone(), l.clone());
         assert_eq!(live.decide(p), Decision::Unchanged);
-        // Someone edited data.k: the field left weft's set.
+        // Someone edited data.k: the field left weft's set (and with it, its only parent).
         let mut edited = l.clone();
-        edited["metadata"]["managedFields"][0]["fieldsV1"]["f:data"] = json!({});
+        edited["metadata"]["managedFields"][0]["fieldsV1"]
+            .as_object_mut()
+            .unwrap()
+            .remove("f:data");
         live.owned.insert(p.object_ref.clone(), edited);
-        assert_eq!(live.decide(p), Decision::Update("drifted: /data/k".into()));
+        assert_eq!(live.decide(p), Decision::Update("drifted: /data".into()));
         // The repository changed: another hash.
         let mut old = l;
         old["metadata"]["annotations"][APPLIED_HASH_ANNOTATION] = json!("0000");
