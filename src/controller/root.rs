@@ -23,6 +23,7 @@ use crate::apply::plan::DesiredSet;
 use crate::load;
 use crate::render::{self, Owner, RenderOptions};
 use crate::server::Metrics;
+use crate::source::chart::{self, ChartCache};
 use crate::source::git::{FetchOutcome, GitSource};
 use crate::source::{self, Snapshot, SnapshotLimits};
 use crate::sync::{self, PassOptions, Progress};
@@ -318,12 +319,11 @@ impl RootReconciler {
         let Some(snapshot) = fetched? else {
             return Ok(self.rendered.is_some());
         };
-        let root_name = self.pass_options.root_name.clone();
+        let opts = self.pass_options.clone();
         let for_render = snapshot.clone();
-        let rendered =
-            tokio::task::spawn_blocking(move || render_sync_layer(for_render, &root_name))
-                .await
-                .map_err(|e| RootError::Render(format!("the render task failed: {e}")))??;
+        let rendered = tokio::task::spawn_blocking(move || render_sync_layer(for_render, &opts))
+            .await
+            .map_err(|e| RootError::Render(format!("the render task failed: {e}")))??;
         self.rendered = Some(Rendered {
             snapshot,
             set: Arc::new(rendered),
@@ -332,22 +332,46 @@ impl RootReconciler {
     }
 }
 
-/// Load a snapshot and render its sync layer (the documents themselves, owned by the sync root).
-pub fn render_sync_layer(snapshot: Snapshot, root_name: &str) -> Result<DesiredSet, RootError> {
+/// Load a snapshot and render what the sync root applies: the repository's own documents (the
+/// sync layer, owned by the sync root) and the Armada charts' objects (owned by their charts, in
+/// waves: a sequenced group's charts one after another, each waited for). WeaveCloud agents are
+/// left to the WeaveCloud controller, which renders them with the cluster's inputs (token hash,
+/// running flux arguments, active bundle).
+pub fn render_sync_layer(snapshot: Snapshot, opts: &PassOptions) -> Result<DesiredSet, RootError> {
     let (repo, diags) =
         load::load(Arc::new(snapshot)).map_err(|e| RootError::Load(e.to_string()))?;
     for d in &diags.0 {
         tracing::warn!("{d}");
     }
-    let opts = RenderOptions {
-        root_name: root_name.to_string(),
+    let render_opts = RenderOptions {
+        root_name: opts.root_name.clone(),
     };
-    let objects =
-        render::render_sync_layer(&repo, &opts).map_err(|e| RootError::Render(e.to_string()))?;
-    let owners: BTreeSet<Owner> = [Owner::SyncRoot {
-        name: root_name.to_string(),
+    let mut objects = render::render_sync_layer(&repo, &render_opts)
+        .map_err(|e| RootError::Render(e.to_string()))?;
+    if !repo.armada.charts.is_empty() {
+        let cache = ChartCache::new(
+            opts.chart_cache_dir
+                .clone()
+                .unwrap_or_else(ChartCache::default_dir),
+        );
+        let charts = chart::resolve(&repo, &opts.repo_location, &cache)
+            .map_err(|e| RootError::Render(e.to_string()))?;
+        objects.extend(
+            render::armada::render(&repo, &charts).map_err(|e| RootError::Render(e.to_string()))?,
+        );
+    }
+    let mut owners: BTreeSet<Owner> = [Owner::SyncRoot {
+        name: opts.root_name.clone(),
     }]
     .into();
+    owners.extend(
+        objects
+            .iter()
+            .filter(
+                |o| matches!(&o.owner, Owner::Resource { kind, .. } if kind.starts_with("Armada")),
+            )
+            .map(|o| o.owner.clone()),
+    );
     Ok(DesiredSet::for_owners(objects, owners))
 }
 
