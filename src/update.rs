@@ -466,7 +466,8 @@ impl Default for UpdateOptions {
             health_timeout: Duration::from_secs(300),
             poll_interval: Duration::from_secs(1),
             channel: ChannelOptions::default(),
-            rescan_interval: Duration::from_secs(30),
+            // One LIST of WeaveClouds: a new one gets its `nextUpdateCheck` within seconds.
+            rescan_interval: Duration::from_secs(10),
         }
     }
 }
