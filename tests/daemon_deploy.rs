@@ -1,0 +1,149 @@
+//! The install manifests: `kubectl apply -f deploy/` against the real control plane creates every
+//! object (Namespace, CRDs, ServiceAccount, RBAC, Deployment, Service), and the Deployment is
+//! what the design asks for (probes, resources, non-root, read-only root filesystem).
+
+mod support;
+
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+
+use support::cluster;
+
+#[tokio::test]
+async fn kubectl_apply_of_deploy_creates_everything() {
+    let c = cluster::cluster();
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let out = Command::new("kubectl")
+        .args(c.kube_args())
+        .args(["apply", "-f"])
+        .arg(&deploy)
+        .output()
+        .expect("run kubectl");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubectl apply failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expected in [
+        "namespace/weft-system",
+        "serviceaccount/weft",
+        "role.rbac.authorization.k8s.io/weft",
+        "rolebinding.rbac.authorization.k8s.io/weft",
+        "clusterrole.rbac.authorization.k8s.io/weft-controller",
+        "clusterrole.rbac.authorization.k8s.io/weft-apply",
+        "clusterrolebinding.rbac.authorization.k8s.io/weft-controller",
+        "clusterrolebinding.rbac.authorization.k8s.io/weft-apply",
+        "deployment.apps/weft",
+        "service/weft",
+        "customresourcedefinition.apiextensions.k8s.io/weaveclouds.cloud.weave.works",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{expected} missing from:\n{stdout}"
+        );
+    }
+
+    let client = cluster::client().await;
+    let ns = "weft-system";
+    Api::<Namespace>::all(client.clone())
+        .get(ns)
+        .await
+        .expect("namespace");
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .get("weft")
+        .await
+        .expect("sa");
+    Api::<Role>::namespaced(client.clone(), ns)
+        .get("weft")
+        .await
+        .expect("role");
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .get("weft")
+        .await
+        .expect("rolebinding");
+    for name in ["weft-controller", "weft-apply"] {
+        Api::<ClusterRole>::all(client.clone())
+            .get(name)
+            .await
+            .expect("clusterrole");
+        Api::<ClusterRoleBinding>::all(client.clone())
+            .get(name)
+            .await
+            .expect("clusterrolebinding");
+    }
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    for crd in weft::api::crds() {
+        let name = crd.metadata.name.expect("name");
+        crds.get(&name)
+            .await
+            .unwrap_or_else(|e| panic!("CRD {name}: {e}"));
+    }
+    let svc = Api::<Service>::namespaced(client.clone(), ns)
+        .get("weft")
+        .await
+        .expect("service");
+    assert_eq!(svc.spec.and_then(|s| s.ports).expect("ports")[0].port, 8080);
+
+    let d = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get("weft")
+        .await
+        .expect("deployment");
+    let pod = d.spec.expect("spec").template.spec.expect("pod spec");
+    assert_eq!(pod.service_account_name.as_deref(), Some("weft"));
+    assert_eq!(
+        pod.security_context
+            .as_ref()
+            .and_then(|s| s.run_as_non_root),
+        Some(true)
+    );
+    let container = &pod.containers[0];
+    assert_eq!(container.args.as_ref().expect("args")[0], "run");
+    let sc = container
+        .security_context
+        .as_ref()
+        .expect("container securityContext");
+    assert_eq!(sc.read_only_root_filesystem, Some(true));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    let probe_path = |p: &Option<k8s_openapi::api::core::v1::Probe>| {
+        p.as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .and_then(|h| h.path.clone())
+    };
+    assert_eq!(
+        probe_path(&container.liveness_probe).as_deref(),
+        Some("/healthz")
+    );
+    assert_eq!(
+        probe_path(&container.readiness_probe).as_deref(),
+        Some("/readyz")
+    );
+    let resources = container.resources.as_ref().expect("resources");
+    assert!(resources
+        .requests
+        .as_ref()
+        .is_some_and(|r| r.contains_key("memory")));
+    assert!(resources
+        .limits
+        .as_ref()
+        .is_some_and(|r| r.contains_key("memory")));
+
+    // Applying again changes nothing.
+    let again = Command::new("kubectl")
+        .args(c.kube_args())
+        .args(["apply", "-f"])
+        .arg(&deploy)
+        .output()
+        .expect("kubectl");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success());
+    assert!(
+        !stdout.contains("created") && !stdout.contains("configured"),
+        "{stdout}"
+    );
+}
