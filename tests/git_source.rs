@@ -110,6 +110,11 @@ fn git_daemon_fetch_then_push_then_fetch_again_is_incremental() {
         "an incremental fetch received {} objects",
         t.received_objects
     );
+    assert!(
+        t.received_bytes > 0 && t.received_bytes < 2000,
+        "an incremental fetch received {} bytes",
+        t.received_bytes
+    );
     assert_eq!(
         src.last_good().unwrap().revision.as_deref(),
         Some(second.as_str())
@@ -953,4 +958,42 @@ fn sources_sharing_a_cache_fetch_concurrently() {
         let expected = if path == "a" { "x.yaml" } else { "y.yaml" };
         assert_eq!(snap.files.keys().collect::<Vec<_>>(), vec![expected]);
     }
+}
+
+#[test]
+fn an_old_commit_is_found_on_a_server_that_only_serves_ref_tips() {
+    let (host, work, first) = repo_with_commit(&[("a.yaml", "v: 1\n")]);
+    work.write("a.yaml", "v: 2\n");
+    work.commit("second");
+    work.write("a.yaml", "v: 3\n");
+    work.commit("third");
+    work.push();
+    git(
+        &host.path("config.git"),
+        &["config", "uploadpack.allowAnySHA1InWant", "false"],
+    );
+    let daemon = GitDaemon::start(&host);
+    let mut s = spec(&daemon.url("config.git"), &cache_dir());
+    s.reference = GitRef::parse(&first);
+    let snap = new_snapshot(GitSource::new(s).unwrap().fetch().unwrap());
+    assert_eq!(snap.revision.as_deref(), Some(first.as_str()));
+    assert_eq!(text(&snap, "a.yaml"), "v: 1\n");
+}
+
+#[test]
+fn a_force_push_while_the_process_was_down_is_still_detected() {
+    let (host, work, first) = repo_with_commit(&[("a.yaml", "a: 1\n")]);
+    let daemon = GitDaemon::start(&host);
+    let cache = cache_dir();
+    let refusing = || {
+        let mut s = spec(&daemon.url("config.git"), &cache);
+        s.on_history_rewrite = HistoryRewrite::Refuse;
+        GitSource::new(s).unwrap()
+    };
+    new_snapshot(refusing().fetch().unwrap());
+    work.git(&["commit", "-q", "--amend", "-m", "amended"]);
+    work.force_push();
+    let err = refusing().fetch().unwrap_err();
+    assert!(matches!(err, GitError::HistoryRewritten { .. }), "{err:?}");
+    assert!(err.to_string().contains(&first), "{err}");
 }

@@ -234,6 +234,7 @@ pub struct GitSource {
     spec: GitSourceSpec,
     remote: RemoteUrl,
     cache_path: PathBuf,
+    last_good_ref: String,
     last_good: Option<Snapshot>,
     last_good_oid: Option<Oid>,
     last_transfer: TransferStats,
@@ -251,9 +252,9 @@ impl fmt::Debug for GitSource {
     }
 }
 
-/// The ref name in the cache that pins the last good commit (keeps it from being pruned and
-/// gives the server a `have` during negotiation).
-const LAST_GOOD_REF: &str = "refs/weft/last-good";
+/// Prefix of the refs that pin each source's last good commit in the cache (keeps it, tells a
+/// restarted process what it had, and gives the server a `have` during negotiation).
+const LAST_GOOD_REF_PREFIX: &str = "refs/weft/last-good/";
 
 impl GitSource {
     /// Check the spec (URL, `--path`) and prepare the source; nothing is fetched yet.
@@ -272,10 +273,16 @@ impl GitSource {
         }
         let key = hex::encode(Sha256::digest(remote.display.as_bytes()));
         let cache_path = spec.cache_dir.join(format!("{}.git", &key[..24]));
+        let which = format!("{:?}\n{:?}", spec.reference, spec.path);
+        let last_good_ref = format!(
+            "{LAST_GOOD_REF_PREFIX}{}",
+            &hex::encode(Sha256::digest(which.as_bytes()))[..16]
+        );
         Ok(GitSource {
             spec,
             remote,
             cache_path,
+            last_good_ref,
             last_good: None,
             last_good_oid: None,
             last_transfer: TransferStats::default(),
@@ -412,8 +419,12 @@ impl GitSource {
         stats: TransferStats,
     ) -> Result<FetchOutcome, GitError> {
         self.last_transfer = stats;
-        // 3. Force-push check: the new tip of a branch must contain the last good commit.
-        if let (Some(old), Some(branch)) = (self.last_good_oid, &branch_ref) {
+        // 3. Force-push check: the new tip of a branch must contain the last good commit (also
+        //    the one a previous process pinned in the cache).
+        let previous = self
+            .last_good_oid
+            .or_else(|| repo.refname_to_id(&self.last_good_ref).ok());
+        if let (Some(old), Some(branch)) = (previous, &branch_ref) {
             let contains = oid == old || repo.graph_descendant_of(oid, old).unwrap_or(false);
             if !contains {
                 match self.spec.on_history_rewrite {
@@ -434,7 +445,7 @@ impl GitSource {
         }
         // 4. Read the files from the tree at that commit.
         let snapshot = read_tree_snapshot(repo, oid, self.spec.path.as_deref(), self.spec.limits)?;
-        if let Err(e) = repo.reference(LAST_GOOD_REF, oid, true, "weft: last good snapshot") {
+        if let Err(e) = repo.reference(&self.last_good_ref, oid, true, "weft: last good snapshot") {
             return Err(self.cache_error(&e));
         }
         self.last_good_oid = Some(oid);
@@ -490,7 +501,7 @@ impl GitSource {
                 ));
             }
         }
-        if let Ok(oid) = repo.refname_to_id(LAST_GOOD_REF) {
+        if let Ok(oid) = repo.refname_to_id(&self.last_good_ref) {
             repo.find_commit(oid).and_then(|c| c.tree()).map_err(|e| {
                 damaged(format!(
                     "last good commit {oid} is unreadable: {}",
@@ -629,7 +640,7 @@ impl GitSource {
                 let _ = r.delete();
             }
         }
-        let result = self.run_fetch(repo, &refspecs, stats);
+        let result = self.run_fetch(repo, &refspecs, true, stats);
         let found = candidates.iter().find_map(|(_, dst, is_branch)| {
             let oid = repo.refname_to_id(dst).ok()?;
             let name = dst.rsplit_once("origin/").map(|(_, b)| b.to_string());
@@ -671,12 +682,14 @@ impl GitSource {
                 "+refs/heads/*:refs/remotes/origin/*".to_string(),
                 "+refs/tags/*:refs/tags/*".to_string(),
             ],
+            // Full history: the commit may be any ancestor of a branch or tag.
+            false,
             stats,
         )?;
         if repo.find_commit(oid).is_ok() {
             return Ok(());
         }
-        let direct = self.run_fetch(repo, &[format!("+{oid}:refs/weft/commit")], stats);
+        let direct = self.run_fetch(repo, &[format!("+{oid}:refs/weft/commit")], false, stats);
         if direct.is_ok() && repo.find_commit(oid).is_ok() {
             return Ok(());
         }
@@ -692,6 +705,7 @@ impl GitSource {
         &self,
         repo: &Repository,
         refspecs: &[String],
+        allow_shallow: bool,
         stats: &mut TransferStats,
     ) -> Result<(), GitError> {
         let mut remote = repo
@@ -705,6 +719,7 @@ impl GitSource {
         // Shallow only into an empty cache: later fetches then send `have`s for what the cache
         // holds and receive just the new objects, and the history check below stays exact.
         let shallow = self.spec.shallow
+            && allow_shallow
             && !self.remote.local
             && repo
                 .references()
@@ -732,6 +747,8 @@ impl GitSource {
         let creds = &self.spec.credentials;
         let remote = &self.remote;
         let mut cb = RemoteCallbacks::new();
+        // With a progress callback libgit2 also counts received bytes (see TransferStats).
+        cb.transfer_progress(|_| true);
         cb.credentials(move |_url, username_from_url, allowed| {
             let mut state = auth.borrow_mut();
             let user = username_from_url
