@@ -17,8 +17,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::ByteString;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -909,8 +908,9 @@ impl Updater {
         })
     }
 
-    /// What the renderer needs from the cluster: the token Secret's hash and the arguments of
-    /// the flux agent running now.
+    /// What the renderer needs from the cluster, read as the WeaveCloud controller reads it
+    /// (same functions, so both render the same objects): the token Secret's hash and the
+    /// arguments of the flux agent running now.
     async fn agent_inputs(
         &self,
         wc: &WeaveCloud,
@@ -918,45 +918,32 @@ impl Updater {
     ) -> Result<AgentInputs, UpdateError> {
         let ns = wc.namespace().unwrap_or_default();
         let secret_ref = &wc.spec.general.token_secret_ref;
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
-        let secret = secrets
-            .get_opt(&secret_ref.name)
+        let action = || format!("reading Secret {ns}/{}", secret_ref.name);
+        let token = crate::controller::weavecloud::token_data(&self.client, wc)
             .await
-            .map_err(|e| kube_err(format!("reading Secret {ns}/{}", secret_ref.name), e))?;
-        let data: BTreeMap<String, Vec<u8>> = secret
-            .and_then(|s| s.data)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        if !data.contains_key(&secret_ref.key) {
-            return Err(UpdateError::Kube {
-                action: format!("reading Secret {ns}/{}", secret_ref.name),
+            .map_err(|e| kube_err(action(), e))?
+            .ok_or_else(|| UpdateError::Kube {
+                action: action(),
                 message: format!(
                     "it does not exist or has no key `{}`: the agents cannot be updated without their token",
                     secret_ref.key
                 ),
-            });
-        }
+            })?;
         let flux = &running.flux.container;
-        let mut preserved = BTreeMap::new();
-        if flux.kind == "Deployment" && !wc.spec.flux.disable {
-            let deployments: Api<Deployment> = Api::namespaced(self.client.clone(), &ns);
-            let live = deployments
-                .get_opt(&flux.name)
-                .await
-                .map_err(|e| kube_err(format!("reading Deployment {ns}/{}", flux.name), e))?;
-            let args = live
-                .and_then(|d| d.spec)
-                .and_then(|s| s.template.spec)
-                .and_then(|p| p.containers.into_iter().find(|c| c.name == flux.container))
-                .and_then(|c| c.args)
-                .unwrap_or_default();
-            preserved = parse_flux_args(&args);
-        }
+        let running_flux = crate::controller::weavecloud::running_flux(
+            &self.client,
+            wc,
+            &flux.kind,
+            &flux.name,
+            &flux.container,
+        )
+        .await
+        .map_err(|e| kube_err(format!("reading the running flux agent in {ns}"), e))?;
         Ok(AgentInputs {
-            token_hash: Some(secret_data_hash(&data)),
-            preserved_flux_args: preserved,
+            token_hash: Some(secret_data_hash(&token)),
+            preserved_flux_args: running_flux
+                .map(|(args, _)| parse_flux_args(&args))
+                .unwrap_or_default(),
         })
     }
 

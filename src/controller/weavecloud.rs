@@ -204,7 +204,7 @@ async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, Wea
 }
 
 /// The token Secret's data, or `None` when the Secret or its key is missing.
-async fn token_data(
+pub(crate) async fn token_data(
     client: &Client,
     wc: &WeaveCloud,
 ) -> Result<Option<BTreeMap<String, Vec<u8>>>, kube::Error> {
@@ -223,7 +223,7 @@ async fn token_data(
 }
 
 /// The args of the flux container running now, and whether Weft (this WeaveCloud) owns it.
-async fn running_flux(
+pub(crate) async fn running_flux(
     client: &Client,
     wc: &WeaveCloud,
     kind: &str,
