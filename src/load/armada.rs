@@ -301,14 +301,16 @@ impl Schemas {
 
 /// Type and check the Armada documents.
 pub fn load(docs: Vec<RawDoc>, diags: &mut Diagnostics) -> ArmadaDocs {
-    let schemas = Schemas::new();
+    // Generating the CRD schemas takes milliseconds; once per process is enough.
+    static SCHEMAS: std::sync::OnceLock<Schemas> = std::sync::OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(Schemas::new);
     let mut out = ArmadaDocs::default();
     let mut seen: HashMap<(Kind, ResourceKey), Origin> = HashMap::new();
     for raw in docs {
         let loaded = if is_native(&raw.value) {
-            load_native(raw, &schemas, diags)
+            load_native(raw, schemas, diags)
         } else {
-            load_cr(raw, &schemas, diags)
+            load_cr(raw, schemas, diags)
         };
         let Some((kind, doc)) = loaded else { continue };
         let key = doc_key(&doc);
