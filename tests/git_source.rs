@@ -347,11 +347,28 @@ fn ssh_with_key_and_known_hosts_fetches_new_commits() {
     assert_eq!(snap.revision.as_deref(), Some(second.as_str()));
     assert_eq!(text(&snap, "a.yaml"), "a: 2\n");
 
+    // The key is revoked on the server: authentication fails, the last good snapshot stays.
+    server.accept_only_other_key();
+    work.write("a.yaml", "a: 3\n");
+    let third = work.commit("third");
+    work.push();
+    let err = src.fetch().unwrap_err();
+    assert!(matches!(err, GitError::Authentication { .. }), "{err:?}");
+    assert_eq!(
+        src.last_good().unwrap().revision.as_deref(),
+        Some(second.as_str())
+    );
+    assert_eq!(text(src.last_good().unwrap(), "a.yaml"), "a: 2\n");
+    server.accept_user_key();
+
     // scp-style address of the same repository.
     let mut s = spec(&server.scp_url(&bare), &cache_dir());
     s.credentials = ssh_credentials(server.user_key(), server.known_hosts());
     let snap = new_snapshot(GitSource::new(s).unwrap().fetch().unwrap());
-    assert_eq!(snap.revision.as_deref(), Some(second.as_str()));
+    assert_eq!(snap.revision.as_deref(), Some(third.as_str()));
+    // And the original source recovers with the key accepted again.
+    let snap = new_snapshot(src.fetch().unwrap());
+    assert_eq!(snap.revision.as_deref(), Some(third.as_str()));
 }
 
 #[test]

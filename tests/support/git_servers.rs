@@ -598,6 +598,24 @@ impl SshServer {
         std::fs::read_to_string(self.dir.path().join("other_key")).expect("other key")
     }
 
+    /// Revoke the user key: from now on only [`SshServer::other_key`] is accepted.
+    pub fn accept_only_other_key(&self) {
+        std::fs::copy(
+            self.dir.path().join("other_key.pub"),
+            self.dir.path().join("authorized_keys"),
+        )
+        .expect("authorized_keys");
+    }
+
+    /// Accept [`SshServer::user_key`] again (the state after [`SshServer::start`]).
+    pub fn accept_user_key(&self) {
+        std::fs::copy(
+            self.dir.path().join("user_key.pub"),
+            self.dir.path().join("authorized_keys"),
+        )
+        .expect("authorized_keys");
+    }
+
     /// A known_hosts line trusting this server's host key at its port.
     pub fn known_hosts(&self) -> String {
         let public =
