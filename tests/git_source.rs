@@ -1014,3 +1014,72 @@ fn a_force_push_while_the_process_was_down_is_still_detected() {
     assert!(matches!(err, GitError::HistoryRewritten { .. }), "{err:?}");
     assert!(err.to_string().contains(&first), "{err}");
 }
+
+/// The CLI over HTTPS with basic auth from a credentials directory (`WEFT_GIT_CREDENTIALS_DIR`),
+/// trusting the test server's certificate through `SSL_CERT_FILE`.
+#[test]
+fn cli_render_over_https_with_credentials_from_a_directory() {
+    const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: \"1\"\n";
+    let (host, _work, _) = repo_with_commit(&[("apps/settings.yaml", CM)]);
+    let server = HttpGitServer::start(
+        &host,
+        HttpAuth {
+            basic: Some(("dave".into(), "tls-pa55".into())),
+            bearer: None,
+        },
+    );
+    let tls = support::git_servers::TlsProxy::start(server.port);
+    let local = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(local.path().join("apps")).unwrap();
+    std::fs::write(local.path().join("apps/settings.yaml"), CM).unwrap();
+    let creds = tempfile::tempdir().unwrap();
+    std::fs::write(creds.path().join("username"), "dave\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+
+    let run = |args: &[&str], password: &str, trust: bool| {
+        std::fs::write(creds.path().join("password"), password).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+        cmd.args(args)
+            .env("XDG_CACHE_HOME", cache.path())
+            .env("WEFT_GIT_CREDENTIALS_DIR", creds.path());
+        if trust {
+            cmd.env("SSL_CERT_FILE", tls.cert_file());
+        } else {
+            cmd.env_remove("SSL_CERT_FILE");
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let url = tls.url("config.git");
+    let expected = run(&["render", local.path().to_str().unwrap()], "", true);
+    assert_eq!(expected.0, Some(0), "{}", expected.2);
+    assert!(expected.1.contains("name: settings"), "{}", expected.1);
+
+    let remote = run(&["render", "--repo", &url], "tls-pa55", true);
+    assert_eq!(remote.0, Some(0), "{}", remote.2);
+    assert_eq!(remote.1, expected.1);
+
+    let wrong = run(&["render", "--repo", &url], "not-the-pa55word", true);
+    assert_eq!(wrong.0, Some(2));
+    assert!(
+        wrong.2.contains("refused the username/password"),
+        "{}",
+        wrong.2
+    );
+    assert!(!wrong.2.contains("not-the-pa55word"), "{}", wrong.2);
+
+    // Without trusting the test certificate, TLS verification fails (every run lists the refs
+    // over TLS first, so the cache gives no shortcut).
+    let untrusted = run(&["render", "--repo", &url], "tls-pa55", false);
+    assert_eq!(untrusted.0, Some(2), "{}", untrusted.2);
+    assert!(untrusted.2.contains("certificate"), "{}", untrusted.2);
+    assert!(
+        untrusted.2.contains(&format!("cannot reach {url}")),
+        "{}",
+        untrusted.2
+    );
+}

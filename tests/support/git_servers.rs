@@ -671,3 +671,67 @@ impl Drop for SshServer {
         let _ = self.child.wait();
     }
 }
+
+/// TLS in front of an [`HttpGitServer`] (`tests/git-servers/tls-proxy.py`, python3's ssl), with a
+/// fresh self-signed certificate for 127.0.0.1. Clients trust it through `SSL_CERT_FILE`.
+pub struct TlsProxy {
+    child: Child,
+    dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl TlsProxy {
+    pub fn start(backend_port: u16) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let status = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
+            .args([
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(dir.path().join("key.pem"))
+            .arg("-out")
+            .arg(dir.path().join("cert.pem"))
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl");
+        assert!(status.success(), "openssl req failed");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/git-servers/tls-proxy.py");
+        let port = free_port();
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .arg(backend_port.to_string())
+            .arg(dir.path().join("cert.pem"))
+            .arg(dir.path().join("key.pem"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn python3 tls-proxy.py");
+        wait_for_port(port, &mut child, "tls-proxy.py");
+        TlsProxy { child, dir, port }
+    }
+
+    /// The https:// URL of repository `name`.
+    pub fn url(&self, name: &str) -> String {
+        format!("https://127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// The server's certificate (PEM), to trust with `SSL_CERT_FILE`.
+    pub fn cert_file(&self) -> PathBuf {
+        self.dir.path().join("cert.pem")
+    }
+}
+
+impl Drop for TlsProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
