@@ -88,8 +88,9 @@ pub enum HistoryRewrite {
     Refuse,
 }
 
-/// Everything that defines a git source.
-#[derive(Clone, Debug)]
+/// Everything that defines a git source. Its `Debug` output redacts a password in the URL (and
+/// the credentials print as `***`).
+#[derive(Clone)]
 pub struct GitSourceSpec {
     /// The repository URL (a password inside it is used for auth and redacted everywhere else).
     pub url: String,
@@ -107,6 +108,21 @@ pub struct GitSourceSpec {
     pub shallow: bool,
     /// What to do with a force-pushed branch.
     pub on_history_rewrite: HistoryRewrite,
+}
+
+impl fmt::Debug for GitSourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GitSourceSpec")
+            .field("url", &redact_url_passwords(&self.url))
+            .field("reference", &self.reference)
+            .field("path", &self.path)
+            .field("credentials", &self.credentials)
+            .field("cache_dir", &self.cache_dir)
+            .field("limits", &self.limits)
+            .field("shallow", &self.shallow)
+            .field("on_history_rewrite", &self.on_history_rewrite)
+            .finish()
+    }
 }
 
 impl GitSourceSpec {
@@ -1483,6 +1499,18 @@ mod tests {
         assert_eq!(u.display, "https://bob:***@example.com/org/repo.git");
         assert_eq!(u.password.unwrap().expose(), "s@cret");
         assert_eq!(u.username.as_deref(), Some("bob"));
+    }
+
+    #[test]
+    fn spec_debug_output_hides_the_url_password() {
+        let mut spec = GitSourceSpec::new("https://bob:hunter2@h/x.git", "/tmp/c");
+        spec.credentials.password = Some(SecretValue::new("other-secret"));
+        let shown = format!("{spec:?}");
+        assert!(shown.contains("https://bob:***@h/x.git"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("other-secret"),
+            "{shown}"
+        );
     }
 
     #[test]
