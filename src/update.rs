@@ -1093,7 +1093,8 @@ impl Updater {
                     }
                 },
             };
-            let next = if forced || next <= now {
+            let checked = forced || next <= now;
+            let next = if checked {
                 self.check(&wc).await;
                 match next_check(&schedule, Utc::now()) {
                     Ok(at) => at,
@@ -1108,6 +1109,15 @@ impl Updater {
                 .insert(key, (schedule, next));
             let shown = next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             self.record_versions(&ns, &name, |v| v.next_update_check = Some(shown.clone()));
+            // The listed copy is current unless a check just ran: skip the read when it agrees.
+            let recorded = wc
+                .status
+                .as_ref()
+                .and_then(|s| s.next_update_check.as_deref());
+            if !checked && recorded == Some(shown.as_str()) {
+                earliest = Some(earliest.map_or(next, |e| e.min(next)));
+                continue;
+            }
             if let Err(e) = self
                 .patch_status(&wc, |s| s.next_update_check = Some(shown.clone()))
                 .await
@@ -1116,11 +1126,27 @@ impl Updater {
             }
             earliest = Some(earliest.map_or(next, |e| e.min(next)));
         }
-        // Forget WeaveClouds that are gone.
+        // Forget WeaveClouds that are gone (and their metrics).
         self.schedule
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|k, _| seen.contains(k));
+        let gone: Vec<WcKey> = {
+            let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+            let gone = versions
+                .keys()
+                .filter(|k| !seen.contains(k))
+                .cloned()
+                .collect();
+            versions.retain(|k, _| seen.contains(k));
+            gone
+        };
+        if let Some(m) = &self.metrics {
+            for (ns, name) in gone {
+                m.set_agent_version(&ns, &name, None);
+                m.set_agent_available(&ns, &name, None);
+            }
+        }
         Ok(earliest)
     }
 }
