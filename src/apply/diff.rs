@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::apply::apply_params;
 use super::plan::PlannedObject;
-use super::ApplyError;
+use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::output::to_yaml;
 use crate::render::DesiredObject;
@@ -95,10 +95,6 @@ pub async fn diff_objects(
                 .map_err(|e| ApplyError::api("read", &p.object_ref, e))?;
             let mut pp = apply_params().dry_run();
             pp.field_validation = Some(ValidationDirective::Strict);
-            let dry = api
-                .patch(&p.object_ref.name, &pp, &Patch::Apply(&p.desired.object))
-                .await
-                .map_err(|e| ApplyError::api("dry-run apply", &p.object_ref, e))?;
             let to_value = |o| {
                 serde_json::to_value(o).map_err(|e| ApplyError::Invalid {
                     origin: String::new(),
@@ -106,7 +102,15 @@ pub async fn diff_objects(
                     message: e.to_string(),
                 })
             };
-            let dry = to_value(dry)?;
+            let dry = match api
+                .patch(&p.object_ref.name, &pp, &Patch::Apply(&p.desired.object))
+                .await
+            {
+                Ok(d) => to_value(d)?,
+                // Its namespace is created by the same pass: shown as written.
+                Err(e) if live.is_none() && is_not_found(&e) => p.desired.object.clone(),
+                Err(e) => return Err(ApplyError::api("dry-run apply", &p.object_ref, e)),
+            };
             let live = live.map(to_value).transpose()?;
             Ok(
                 unified(&p.object_ref, live.as_ref(), Some(&dry)).map(|text| ObjectDiff {
