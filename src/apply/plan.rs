@@ -28,9 +28,10 @@ pub const OWNER_KINDS: &[&str] = &[
 /// Everything one complete render wants, with every owner that takes part (also owners that now
 /// want nothing, so that their old objects are pruned).
 ///
-/// The only way to make one is [`DesiredSet::render`], from a repository that loaded without
-/// errors: pruning takes a `&DesiredSet`, so nothing can be pruned after a failed fetch, load or
-/// render — there is no value to prune against.
+/// It is made from the output of a render that succeeded: [`DesiredSet::render`] (both layers of
+/// a repository that loaded without errors) or [`DesiredSet::for_owners`] (one layer, from the
+/// `Ok` value of a render). Pruning takes a `&DesiredSet`, so nothing can be pruned after a failed
+/// fetch, load or render — there is no value to prune against.
 #[derive(Clone, Debug)]
 pub struct DesiredSet {
     objects: Vec<DesiredObject>,
