@@ -414,6 +414,19 @@ pub struct HookAction {
     pub labels: BTreeMap<String, String>,
 }
 
+impl HookAction {
+    /// The `(apiVersion, kind)` of the objects this action selects: `pod`, `job` and `cronjob`
+    /// as in Armada (any case, singular or plural). `None` for a type Weft does not know.
+    pub fn target(&self) -> Option<(&'static str, &'static str)> {
+        match self.type_.to_ascii_lowercase().trim_end_matches('s') {
+            "pod" => Some(("v1", "Pod")),
+            "job" => Some(("batch/v1", "Job")),
+            "cronjob" => Some(("batch/v1", "CronJob")),
+            _ => None,
+        }
+    }
+}
+
 /// Where a chart is in its life.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -670,6 +670,26 @@ fn check_charts(docs: &ArmadaDocs, diags: &mut Diagnostics) {
                 );
             }
         }
+        let deletes = spec
+            .upgrade
+            .iter()
+            .flat_map(|u| u.pre.iter())
+            .flat_map(|p| p.delete.iter());
+        for (i, action) in deletes.enumerate() {
+            if action.target().is_none() {
+                let hint = schema::did_you_mean(&action.type_, ["pod", "job", "cronjob"])
+                    .map(|m| format!(" (did you mean `{m}`?)"))
+                    .unwrap_or_default();
+                diags.error(
+                    c.origin_of(&format!("/upgrade/pre/delete/{i}/type")),
+                    format!(
+                        "`{}` `{}` cannot be deleted before an upgrade: the types are pod, job and cronjob{hint}",
+                        c.field_name(&format!("/upgrade/pre/delete/{i}/type")),
+                        action.type_
+                    ),
+                );
+            }
+        }
         let source = &spec.source;
         if source.type_ == SourceType::Local {
             if let Err(message) =
@@ -1156,6 +1176,19 @@ data:
         }
         let up = docs.charts[0].resource.spec.upgrade.as_ref().unwrap();
         assert_eq!(up.pre.as_ref().unwrap().delete[0].type_, "job");
+    }
+
+    #[test]
+    fn upgrade_delete_types_are_checked() {
+        let (_, d) = load_text("schema: armada/Chart/v2\nmetadata: {name: a}\ndata:\n  release: a\n  namespace: x\n  source: {type: local, location: c}\n  upgrade:\n    pre:\n      delete:\n        - {type: job, labels: {a: b}}\n        - {type: deployment}\n");
+        let e = errors(&d);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].starts_with("armada.yaml:11:12:")
+                && e[0]
+                    .contains("`data.upgrade.pre.delete[1].type` `deployment` cannot be deleted"),
+            "{e:?}"
+        );
     }
 
     #[test]
