@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -21,6 +21,7 @@ use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use weft::api::WeaveCloud;
 
 const FLUX: &str = "weave-flux-agent";
+const PROMETHEUS_CONFIG: &str = "weave-cortex-agent-config";
 
 fn weavecloud(ns: &str) -> String {
     format!(
@@ -113,19 +114,51 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
     work.write("weave/weave-cloud.yaml", weavecloud(ns.name()));
     work.commit("weave cloud");
     work.push();
+    // A flux agent installed before Weft (by the old launcher), with arguments the WeaveCloud
+    // leaves unset: they are kept.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let foreign: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": FLUX, "labels": {"name": FLUX}},
+        "spec": {
+            "selector": {"matchLabels": {"name": FLUX}},
+            // As the launcher's flux manifest had it (two fluxd must not overlap).
+            "strategy": {"type": "Recreate"},
+            "template": {
+                "metadata": {"labels": {"name": FLUX}},
+                "spec": {"containers": [{
+                    "name": "flux-agent",
+                    "image": "docker.io/fluxcd/flux:1.20.0",
+                    "args": ["--git-url=git@old.example.com:legacy.git", "--git-poll-interval=3m", "--k8s-allow-namespace=apps"]
+                }]}
+            }
+        }
+    }))
+    .expect("foreign flux");
+    deployments
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("create the old flux agent");
+
     let url = server.url("config.git");
     let d = Daemon::start(DaemonOptions {
         controllers: true,
         ..DaemonOptions::new(&url, ns.name())
     });
 
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
     let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), ns.name());
     let (flux, _) = wait_for(
         "the flux agent is applied",
         Duration::from_secs(60),
         &d,
-        async || deployments.get_opt(FLUX).await.ok().flatten(),
+        async || {
+            let d = deployments.get_opt(FLUX).await.ok().flatten()?;
+            (d.metadata
+                .labels
+                .as_ref()?
+                .get("app.kubernetes.io/managed-by")?
+                == "weft")
+                .then_some(d)
+        },
     )
     .await;
     let args = flux
@@ -136,8 +169,33 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
     assert!(
         args.iter()
             .any(|a| a == "--git-url=git@example.com:org/cluster.git"),
-        "{args:?}"
+        "spec.flux.config.gitUrl wins over the running agent's: {args:?}"
     );
+    assert!(
+        args.iter().any(|a| a == "--git-poll-interval=3m")
+            && args.iter().any(|a| a == "--k8s-allow-namespace=apps"),
+        "unset fields keep the running agent's values: {args:?}"
+    );
+    assert!(!args.iter().any(|a| a.contains("legacy.git")), "{args:?}");
+    let events: Api<Event> = Api::namespaced(client.clone(), ns.name());
+    wait_for(
+        "status.flux.preservedArgs and a FluxArgsPreserved event",
+        Duration::from_secs(20),
+        &d,
+        async || {
+            let wc = wcs.get("weave-cloud").await.ok()?;
+            let kept = wc.status?.flux?.preserved_args;
+            let list = events.list(&ListParams::default()).await.ok()?;
+            let event = list.items.iter().any(|e| {
+                e.reason.as_deref() == Some("FluxArgsPreserved")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("--git-poll-interval=3m"))
+            });
+            (kept.contains(&"--git-poll-interval=3m".to_string()) && event).then_some(())
+        },
+    )
+    .await;
     let first_uid = flux.metadata.uid.clone();
     wait_for(
         "status.observedGeneration and the finalizer",
@@ -156,6 +214,42 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
         },
     )
     .await;
+
+    // An edited field of a child (kubectl edit) → restored within seconds.
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let config = configmaps
+        .get(PROMETHEUS_CONFIG)
+        .await
+        .expect("prometheus config");
+    let original = config
+        .data
+        .as_ref()
+        .and_then(|d| d.get("prometheus.yml"))
+        .cloned()
+        .expect("prometheus.yml");
+    configmaps
+        .patch(
+            PROMETHEUS_CONFIG,
+            &PatchParams::apply("kubectl-edit").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": PROMETHEUS_CONFIG},
+                "data": {"prometheus.yml": "edited: by hand\n"}
+            })),
+        )
+        .await
+        .expect("edit the prometheus config");
+    let (_, took) = wait_for(
+        "the edited field is restored",
+        Duration::from_secs(20),
+        &d,
+        async || {
+            let c = configmaps.get(PROMETHEUS_CONFIG).await.ok()?;
+            (c.data?.get("prometheus.yml")? == &original).then_some(())
+        },
+    )
+    .await;
+    eprintln!("edited child restored after {took:?}");
 
     // kubectl delete of a child → recreated within seconds (the poll interval is an hour).
     deployments
@@ -191,7 +285,6 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
     )
     .await;
     eprintln!("token Secret deleted → TokenMissing after {took:?}");
-    let events: Api<Event> = Api::namespaced(client.clone(), ns.name());
     wait_for(
         "a TokenMissing event",
         Duration::from_secs(10),

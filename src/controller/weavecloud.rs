@@ -626,7 +626,10 @@ async fn reconcile_agents(
             o.reconciling = true;
             return Ok(o);
         }
-        Some(e) => return Ok(not_ready("ReconcileFailed", e.to_string(), false)),
+        Some(e) => {
+            tracing::warn!(weavecloud = %format!("{ns}/{name}"), error = %e, "applying the agents failed");
+            return Ok(not_ready("ReconcileFailed", e.to_string(), false));
+        }
     }
     Ok(Outcome {
         ready: Condition::new(
