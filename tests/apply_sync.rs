@@ -541,3 +541,75 @@ async fn a_deployment_that_cannot_become_ready_times_out_naming_it() {
     assert!(!err.contains("fine"), "{err}");
     ns.delete().await;
 }
+
+/// A WeaveCloud removed from git takes its agents with it: the sync root prunes the CR, and first
+/// the children in the CR's `status.inventory`, by the same ownership rules.
+#[tokio::test]
+async fn a_removed_weavecloud_takes_its_children_with_it() {
+    let ns = TestNamespace::new("apply-cascade").await;
+    let name = ns.name().to_string();
+    let (client, _) = counting_client().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in weft::api::crds() {
+        crds.patch(
+            &kube::ResourceExt::name_any(&crd),
+            &PatchParams::apply("weft-test").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("install CRD");
+    }
+    let opts = options(&name);
+    let mut files = small_repo(&name);
+    files.insert(
+        "weave/wc.yaml".into(),
+        format!(
+            "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: wc\n  namespace: {name}\nspec:\n  general:\n    environment: generic\n    tokenSecretRef: {{name: weave-cloud, key: token}}\n  scope: {{disable: true}}\n  prometheus: {{disable: true}}\n"
+        ),
+    );
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    let flux = format!("Deployment/{name}/weave-flux-agent");
+    assert_eq!(actions(&r)[&flux].0, Action::Created, "{:#?}", r.changes);
+    let child = r
+        .changes
+        .entries
+        .iter()
+        .find(|c| c.object.to_string() == flux)
+        .expect("flux");
+    assert_eq!(child.owner, format!("WeaveCloud/{name}/wc"));
+    let cluster_roles: Vec<String> = r
+        .changes
+        .entries
+        .iter()
+        .filter(|c| c.object.kind == "ClusterRole")
+        .map(|c| c.object.name.clone())
+        .collect();
+    assert!(!cluster_roles.is_empty(), "{:#?}", r.changes);
+
+    files.remove("weave/wc.yaml");
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    let a = actions(&r);
+    assert_eq!(
+        a[&format!("WeaveCloud/{name}/wc")].0,
+        Action::Deleted,
+        "{a:#?}"
+    );
+    assert_eq!(a[&flux].0, Action::Deleted, "{a:#?}");
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), &name);
+    assert!(deployments
+        .get_opt("weave-flux-agent")
+        .await
+        .expect("get")
+        .is_none());
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(client.clone());
+    for role in &cluster_roles {
+        assert!(
+            roles.get_opt(role).await.expect("get").is_none(),
+            "ClusterRole {role} left behind"
+        );
+    }
+    ns.delete().await;
+}

@@ -221,8 +221,7 @@ pub async fn write(
         }
     }
     let list: Vec<&ObjectRef> = entries.iter().collect();
-    let text =
-        serde_json::to_string_pretty(&list).map_err(|e| inventory_error(owner, e.to_string()))?;
+    let text = serde_json::to_string(&list).map_err(|e| inventory_error(owner, e.to_string()))?;
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     match owner {
         Owner::SyncRoot { .. } => {
