@@ -101,7 +101,11 @@ pub fn job(v: &Value) -> Readiness {
     }
     let completions = int(v, "/spec/completions").unwrap_or(1);
     let succeeded = int(v, "/status/succeeded").unwrap_or(0);
-    if succeeded >= completions {
+    // `Complete` (or, with a success policy, `SuccessCriteriaMet`) is the Job controller's own
+    // verdict, e.g. for an indexed Job that succeeded by policy before all completions.
+    let complete =
+        condition_is(v, "Complete", "True") || condition_is(v, "SuccessCriteriaMet", "True");
+    if complete || succeeded >= completions {
         Readiness::Ready
     } else {
         not_ready(format!(
@@ -609,6 +613,9 @@ mod tests {
         );
         let failed = json!({"kind": "Job", "status": {"failed": 6, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}});
         assert!(matches!(job(&failed), Readiness::Failed(w) if w.contains("backoff limit")));
+        let by_policy = json!({"kind": "Job", "spec": {"completions": 5, "completionMode": "Indexed"},
+            "status": {"succeeded": 1, "conditions": [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]}});
+        assert_eq!(job(&by_policy), Readiness::Ready);
     }
 
     fn chart_wait(v: Value) -> Wait {
