@@ -243,8 +243,8 @@ impl AgentBundles {
     }
 
     /// The bundle WeaveCloud `namespace/name` runs: in memory, else the cached ConfigMap (a
-    /// restarted Weft), else the built-in one. A cached bundle that cannot be read is logged and
-    /// the built-in one is used.
+    /// restarted Weft), else the built-in one. A damaged cached bundle is logged and the
+    /// built-in one is used; an API error is returned (nothing is remembered).
     pub async fn active(&self, namespace: &str, name: &str) -> Result<ActiveBundle, UpdateError> {
         let key = (namespace.to_string(), name.to_string());
         if let Some(a) = self.memory(&key) {
@@ -253,6 +253,9 @@ impl AgentBundles {
         let loaded = match self.read_cache(namespace, name).await {
             Ok(Some(a)) => a,
             Ok(None) => ActiveBundle::builtin()?,
+            // The API server could not be asked: do not fall back (and stick) to the built-in
+            // bundle, which could be older than the one running; the caller retries.
+            Err(e @ UpdateError::Kube { .. }) => return Err(e),
             Err(e) => {
                 tracing::warn!(weavecloud = %format!("{namespace}/{name}"), error = %e,
                     "cannot use the cached agent bundle; using the built-in one");

@@ -469,6 +469,19 @@ async fn a_restarted_weft_keeps_the_version_from_the_cluster() {
     );
     assert_eq!(r.current, "1.1.0");
     assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+
+    // A cache whose archive does not match its recorded digest is not used.
+    let cms: Api<ConfigMap> = ns.api();
+    cms.patch(
+        &cache_configmap_name(ns.name(), "weave-cloud"),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {DIGEST_KEY: "0".repeat(64)}})),
+    )
+    .await
+    .unwrap();
+    let third = AgentBundles::new(ns.client(), ns.name());
+    let active = third.active(ns.name(), "weave-cloud").await.unwrap();
+    assert_eq!(active.version().to_string(), "1.0.0", "the built-in bundle");
     ns.delete().await;
 }
 
