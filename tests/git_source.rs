@@ -1083,3 +1083,25 @@ fn cli_render_over_https_with_credentials_from_a_directory() {
         untrusted.2
     );
 }
+
+#[test]
+fn lock_files_left_by_a_crashed_fetch_do_not_block_later_fetches() {
+    let (host, work, _) = repo_with_commit(&[("a.yaml", "a: 1\n")]);
+    let daemon = GitDaemon::start(&host);
+    let cache = cache_dir();
+    let mut src = GitSource::new(spec(&daemon.url("config.git"), &cache)).unwrap();
+    new_snapshot(src.fetch().unwrap());
+    // What a process killed in the middle of a fetch leaves behind.
+    let refs = src.cache_path().join("refs/remotes/origin");
+    std::fs::create_dir_all(&refs).unwrap();
+    std::fs::write(refs.join("main.lock"), "").unwrap();
+    std::fs::write(src.cache_path().join("shallow.lock"), "").unwrap();
+    std::fs::write(src.cache_path().join("packed-refs.lock"), "").unwrap();
+    work.write("a.yaml", "a: 2\n");
+    let second = work.commit("second");
+    work.push();
+    let mut restarted = GitSource::new(spec(&daemon.url("config.git"), &cache)).unwrap();
+    let snap = new_snapshot(restarted.fetch().unwrap());
+    assert_eq!(snap.revision.as_deref(), Some(second.as_str()));
+    assert!(!refs.join("main.lock").exists());
+}

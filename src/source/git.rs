@@ -473,6 +473,7 @@ impl GitSource {
     /// reported as damage, so that [`GitSource::fetch`] deletes and re-creates it.
     fn open_cache(&self) -> Result<Repository, GitError> {
         if self.cache_path.exists() {
+            remove_stale_locks(&self.cache_path);
             let repo = Repository::open_bare(&self.cache_path).map_err(|e| self.cache_error(&e))?;
             self.check_cache(&repo)?;
             return Ok(repo);
@@ -875,6 +876,7 @@ impl GitSource {
             return GitError::Authentication { url, message };
         }
         match e.class() {
+            // "failed to connect …: Connection refused" is an Os-class error.
             ErrorClass::Net
             | ErrorClass::Os
             | ErrorClass::Ssl
@@ -934,6 +936,34 @@ fn parse_oid(s: &str) -> Result<Oid, GitError> {
         url: s.to_string(),
         reason: "not a commit SHA".to_string(),
     })
+}
+
+/// Delete lock files a crashed fetch left in the cache (`refs/…/x.lock`, `shallow.lock`,
+/// `packed-refs.lock`, `config.lock`); libgit2 would otherwise refuse every later fetch. Safe
+/// because the caller holds the cache's lock and a cache belongs to one process.
+fn remove_stale_locks(cache: &Path) {
+    let remove_if_lock = |path: &Path| {
+        if path.extension().is_some_and(|e| e == "lock") {
+            tracing::warn!(file = %path.display(), "git: removing a stale lock file from the cache");
+            let _ = std::fs::remove_file(path);
+        }
+    };
+    // The cache root (files only), then everything below refs/.
+    for entry in std::fs::read_dir(cache).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            remove_if_lock(&entry.path());
+        }
+    }
+    let mut pending = vec![cache.join("refs")];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push(entry.path());
+            } else {
+                remove_if_lock(&entry.path());
+            }
+        }
+    }
 }
 
 /// The process-wide lock of one cache directory.
