@@ -507,3 +507,28 @@ fn validate_reports_dangling_references_with_positions() {
     );
     assert!(stderr.contains("site.yaml:18:3: warning: `data.test` is accepted but ignored: Weft does not run Helm tests"), "{stderr}");
 }
+
+#[test]
+fn a_missing_sibling_chart_repository_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("examples-repo");
+    copy_dir(&root().join("examples-repo"), &config);
+    let repo = load_snapshot(local::read_dir(&config, SnapshotLimits::default()).unwrap());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let err = chart::resolve(
+        &repo,
+        &config.display().to_string(),
+        &ChartCache::new(cache_dir.path()),
+    )
+    .unwrap_err()
+    .to_string();
+    let missing = work.path().join("examples-charts");
+    assert!(err.starts_with("armada/charts.yaml:"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: no such directory or repository (location `../examples-charts`",
+            missing.display()
+        )),
+        "{err}"
+    );
+}

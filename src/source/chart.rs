@@ -317,6 +317,15 @@ fn git_files(
     let subpath = clean_relative(source.subpath.as_deref().unwrap_or(""))?;
     let url = git::resolve_relative_location(repo_location, &source.location)?;
     let local = Path::new(&url);
+    if !git::is_git_url(&url) && !local.exists() {
+        return Err(SourceFailure::Directory {
+            path: url.clone(),
+            message: format!(
+                "no such directory or repository (location `{}` relative to `{repo_location}`)",
+                source.location
+            ),
+        });
+    }
     if !url.contains("://") && local.is_dir() && !is_git_repository(local) {
         // A plain directory, as `--repo DIR` allows for the config repository itself.
         let snap = super::local::read_dir(local, cache.snapshot_limits).map_err(|e| {
