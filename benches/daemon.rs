@@ -4,6 +4,8 @@
 //! - resident memory (VmRSS) of an idle daemon, and of one managing 5,000 objects (after the first
 //!   pass, and after a no-op pass over them).
 //!
+//! The daemon runs as deployed, with the custom resource controllers (their watches included).
+//!
 //! Run: `cargo bench --bench daemon` (starts the control plane of tests/control-plane, or uses
 //! `WEFT_TEST_KUBECONFIG`). `WEFT_BENCH_PUSHES` (default 30), `WEFT_BENCH_OBJECTS` (default 5000).
 
@@ -66,6 +68,24 @@ async fn namespace(client: &kube::Client, name: &str) {
     panic!("cannot create namespace {name}");
 }
 
+/// Weft's CRDs (as `kubectl apply -f deploy/` installs them), so the controllers' watches run.
+async fn install_crds(client: &kube::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in weft::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply("weft-bench").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("CRD {name}: {e}"));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
 async fn wait_value(api: &Api<ConfigMap>, name: &str, want: &str, d: &Daemon) -> Duration {
     let start = Instant::now();
     loop {
@@ -99,7 +119,11 @@ async fn latency(client: &kube::Client, pushes: usize) -> (Vec<Duration>, u64) {
     work.commit("0");
     work.push();
     let url = server.url("config.git");
-    let d = Daemon::start(DaemonOptions::new(&url, ns));
+    // As deployed: with the custom resource controllers and their watches.
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        ..DaemonOptions::new(&url, ns)
+    });
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     wait_value(&api, "latency", "0", &d).await;
     d.wait_status("first pass", Duration::from_secs(30), |s| {
@@ -149,6 +173,7 @@ async fn memory_with_objects(client: &kube::Client, objects: usize) -> (u64, u64
     let url = server.url("config.git");
     let d = Daemon::start(DaemonOptions {
         extra: vec!["--concurrency".into(), "20".into()],
+        controllers: true,
         ..DaemonOptions::new(&url, ns)
     });
     let s = d
@@ -190,6 +215,7 @@ async fn main() {
     let pushes = env_usize("WEFT_BENCH_PUSHES", 30);
     let objects = env_usize("WEFT_BENCH_OBJECTS", 5000);
     let client = cluster::client().await;
+    install_crds(&client).await;
 
     let (mut lat, idle) = latency(&client, pushes).await;
     lat.sort();
