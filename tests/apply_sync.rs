@@ -613,3 +613,71 @@ async fn a_removed_weavecloud_takes_its_children_with_it() {
     }
     ns.delete().await;
 }
+
+/// Namespaces are pruned only with `weft.io/prune: enabled`; an object that already existed
+/// without Weft's labels is adopted (written once, then owned like the others).
+#[tokio::test]
+async fn namespaces_need_an_opt_in_to_be_pruned_and_existing_objects_are_adopted() {
+    let ns = TestNamespace::new("apply-nsprune").await;
+    let name = ns.name().to_string();
+    let (client, _) = counting_client().await;
+    let opts = options(&name);
+    let kept = format!("{name}-kept");
+    let gone = format!("{name}-gone");
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    let existing = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "existing", "namespace": name}, "data": {"value": "old"}});
+    api.patch(
+        "existing",
+        &PatchParams::apply("kubectl"),
+        &Patch::Apply(&existing),
+    )
+    .await
+    .expect("existing");
+
+    let mut files = small_repo(&name);
+    files.insert("existing.yaml".into(), configmap(&name, "existing", "new"));
+    files.insert(
+        "ns/kept.yaml".into(),
+        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {kept}\n"),
+    );
+    files.insert(
+        "ns/gone.yaml".into(),
+        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {gone}\n  annotations:\n    weft.io/prune: enabled\n"),
+    );
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    assert_eq!(
+        actions(&r)[&format!("ConfigMap/{name}/existing")],
+        (Action::Configured, Some("adopted".into()))
+    );
+    assert_eq!(
+        api.get("existing").await.expect("existing").data.unwrap()["value"],
+        "new"
+    );
+
+    files.remove("ns/kept.yaml");
+    files.remove("ns/gone.yaml");
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    let a = actions(&r);
+    assert_eq!(
+        a[&format!("ConfigMap/{name}/existing")].0,
+        Action::Unchanged
+    );
+    assert_eq!(
+        a[&format!("Namespace/{kept}")],
+        (
+            Action::Skipped,
+            Some("not pruned: Namespaces are pruned only with weft.io/prune: enabled".into())
+        )
+    );
+    assert_eq!(a[&format!("Namespace/{gone}")].0, Action::Deleted, "{a:#?}");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let kept_ns = namespaces.get_opt(&kept).await.expect("get");
+    assert!(kept_ns.is_some_and(|n| n.metadata.deletion_timestamp.is_none()));
+    let gone_ns = namespaces.get_opt(&gone).await.expect("get");
+    assert!(gone_ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some()));
+    let _ = namespaces.delete(&kept, &DeleteParams::default()).await;
+    ns.delete().await;
+}
