@@ -449,6 +449,12 @@ fn load_weavecloud(
             ok = false;
         }
     }
+    if let Some(url) = wc.spec.general.wc_poll_url.as_deref() {
+        if let Err(e) = crate::source::channel::ChannelLocation::parse(url) {
+            diags.error(raw.origin_of("/spec/general/wcPollUrl"), e.to_string());
+            ok = false;
+        }
+    }
     if wc.metadata.namespace.as_deref().unwrap_or("").is_empty() {
         diags.error(
             raw.origin_of("/metadata"),
