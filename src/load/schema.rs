@@ -169,7 +169,7 @@ pub fn validate(
         }
     }
     if let (Some(pattern), Value::String(s)) = (&schema.pattern, &*value) {
-        if let Ok(re) = regex::Regex::new(pattern) {
+        if let Some(re) = compiled(pattern) {
             if !re.is_match(s) {
                 error(
                     pointer,
@@ -220,6 +220,21 @@ pub fn validate(
         }
         _ => {}
     }
+}
+
+/// Compile a schema pattern once per process: the same few patterns are checked against every
+/// document of a repository. An invalid pattern (our own CRDs only) is skipped, not reported.
+fn compiled(pattern: &str) -> Option<regex::Regex> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<regex::Regex>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut map = cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    map.entry(pattern.to_string())
+        .or_insert_with(|| regex::Regex::new(pattern).ok())
+        .clone()
 }
 
 fn pointer_is_field(pointer: &str) -> bool {
