@@ -1,6 +1,7 @@
 //! The reconcile loops of the daemon (`weft run`): the sync root, the custom resource
 //! controllers, the coalescing trigger queue and leader election.
 
+pub mod armada;
 pub mod leader;
 pub mod root;
 pub mod run;

@@ -141,6 +141,7 @@ pub struct RootReconciler {
     /// How long a pass may go on after shutdown was asked before it is abandoned.
     pub shutdown_grace: Duration,
     rendered: Option<Rendered>,
+    recorder: kube::runtime::events::Recorder,
 }
 
 impl RootReconciler {
@@ -153,6 +154,7 @@ impl RootReconciler {
         metrics: Arc<Metrics>,
     ) -> Self {
         RootReconciler {
+            recorder: super::weavecloud::recorder(client.clone()),
             client,
             source,
             pass_options,
@@ -262,9 +264,10 @@ impl RootReconciler {
             }
             tokio::time::sleep(grace).await;
         };
+        let set = rendered.set.clone();
         let outcome = super::reconcile_detached(
             self.client.clone(),
-            rendered.set.clone(),
+            set.clone(),
             self.pass_options.clone(),
             observer,
             stopping,
@@ -282,6 +285,15 @@ impl RootReconciler {
             }
             Ok(Some((changes, error))) => {
                 fill_changes(&mut report, &changes);
+                // The Armada charts' phases are views of this pass.
+                super::armada::record_pass(
+                    &self.client,
+                    &self.recorder,
+                    &set,
+                    &changes,
+                    error.as_ref(),
+                )
+                .await;
                 match error {
                     None => report.result = PassResultKind::Succeeded,
                     Some(e) => report.error = Some(e.to_string()),

@@ -1,0 +1,474 @@
+//! Armada status from a sync-root pass: the pass applies the charts' objects in waves (a
+//! sequenced group's charts one after another, each waited for); this module turns its change set
+//! and error into each ArmadaChart's phase (`pending`, `deployed`, `failed`), `Ready` condition
+//! with `observedGeneration`, `notReady` objects, and the phases of the groups and manifests,
+//! with an event on every phase change. Nothing is written when nothing changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource};
+use serde_json::json;
+
+use super::status::now_rfc3339;
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest, Phase};
+use crate::api::conditions::{
+    set_condition, Condition, ConditionStatus, READY, RECONCILING, STALLED,
+};
+use crate::api::ObjectRef;
+use crate::apply::changeset::ChangeSet;
+use crate::apply::plan::DesiredSet;
+use crate::apply::ApplyError;
+use crate::render::Owner;
+use crate::sync::SyncError;
+
+/// What a pass did to one chart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChartOutcome {
+    pub phase: Phase,
+    pub reason: String,
+    pub message: String,
+    pub not_ready: Vec<ObjectRef>,
+}
+
+fn not_ready_objects(e: &SyncError, out: &mut BTreeMap<ObjectRef, String>) {
+    match e {
+        SyncError::Apply(a) => not_ready_of_apply(a, out),
+        SyncError::Many(all) => all.iter().for_each(|e| not_ready_objects(e, out)),
+        _ => {}
+    }
+}
+
+fn not_ready_of_apply(e: &ApplyError, out: &mut BTreeMap<ObjectRef, String>) {
+    match e {
+        ApplyError::WaitTimeout { not_ready, .. } | ApplyError::Failed(not_ready) => {
+            out.extend(not_ready.iter().cloned());
+        }
+        ApplyError::Many(all) => all.iter().for_each(|e| not_ready_of_apply(e, out)),
+        _ => {}
+    }
+}
+
+/// The outcome of every chart of `set` in a pass that produced `changes` and `error`. Pure.
+pub fn chart_outcomes(
+    set: &DesiredSet,
+    changes: &ChangeSet,
+    error: Option<&SyncError>,
+) -> BTreeMap<Owner, ChartOutcome> {
+    let mut not_ready = BTreeMap::new();
+    if let Some(e) = error {
+        not_ready_objects(e, &mut not_ready);
+    }
+    let error_text = error.map(|e| e.to_string()).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for owner in set.owners() {
+        let Owner::Resource { kind, .. } = owner else {
+            continue;
+        };
+        if kind != "ArmadaChart" {
+            continue;
+        }
+        let objects: Vec<ObjectRef> = set
+            .objects()
+            .iter()
+            .filter(|o| &o.owner == owner)
+            .map(|o| o.object_ref())
+            .collect();
+        let touched = changes.entries.iter().any(|c| c.owner == owner.reference());
+        let mut failing: Vec<(ObjectRef, String)> = Vec::new();
+        for (r, why) in &not_ready {
+            if objects.iter().any(|o| {
+                o.kind == r.kind
+                    && o.name == r.name
+                    && (o.namespace == r.namespace || o.namespace.is_empty())
+            }) {
+                failing.push((r.clone(), why.clone()));
+            }
+        }
+        let applying_failed = objects.iter().any(|o| error_text.contains(&o.to_string()));
+        let outcome = if error.is_none() {
+            ChartOutcome {
+                phase: Phase::Deployed,
+                reason: "Deployed".into(),
+                message: format!("{} objects applied and ready", objects.len()),
+                not_ready: Vec::new(),
+            }
+        } else if !failing.is_empty() {
+            ChartOutcome {
+                phase: Phase::Failed,
+                reason: "WaitFailed".into(),
+                message: format!(
+                    "not ready: {}",
+                    failing
+                        .iter()
+                        .map(|(r, why)| format!("{r} ({why})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                not_ready: failing.into_iter().map(|(r, _)| r).collect(),
+            }
+        } else if applying_failed {
+            ChartOutcome {
+                phase: Phase::Failed,
+                reason: "ApplyFailed".into(),
+                message: error_text
+                    .lines()
+                    .filter(|l| objects.iter().any(|o| l.contains(&o.to_string())))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                not_ready: Vec::new(),
+            }
+        } else if !touched {
+            ChartOutcome {
+                phase: Phase::Pending,
+                reason: "Blocked".into(),
+                message: "not deployed: a chart or group before it did not become ready".into(),
+                not_ready: Vec::new(),
+            }
+        } else {
+            ChartOutcome {
+                phase: Phase::Deployed,
+                reason: "Deployed".into(),
+                message: format!("{} objects applied and ready", objects.len()),
+                not_ready: Vec::new(),
+            }
+        };
+        out.insert(owner.clone(), outcome);
+    }
+    out
+}
+
+/// The phase of a group (or manifest) from its members' phases.
+pub fn group_phase(members: &[Option<Phase>]) -> Phase {
+    if members.contains(&Some(Phase::Failed)) {
+        Phase::Failed
+    } else if !members.is_empty() && members.iter().all(|p| *p == Some(Phase::Deployed)) {
+        Phase::Deployed
+    } else {
+        Phase::Pending
+    }
+}
+
+fn conditions_for(
+    before: &[Condition],
+    ready: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) -> Vec<Condition> {
+    let now = now_rfc3339();
+    let mut conds = before.to_vec();
+    let status = if ready {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    let with_gen = |c: Condition| Condition {
+        observed_generation: generation,
+        ..c
+    };
+    set_condition(
+        &mut conds,
+        with_gen(Condition::new(READY, status, reason, message)),
+        &now,
+    );
+    set_condition(
+        &mut conds,
+        with_gen(Condition::new(
+            RECONCILING,
+            ConditionStatus::False,
+            "PassFinished",
+            "",
+        )),
+        &now,
+    );
+    set_condition(
+        &mut conds,
+        with_gen(Condition::new(STALLED, ConditionStatus::False, reason, "")),
+        &now,
+    );
+    conds
+}
+
+async fn event<K: Resource<DynamicType = ()>>(
+    recorder: &Recorder,
+    obj: &K,
+    warning: bool,
+    reason: &str,
+    note: &str,
+) {
+    let e = Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.to_string(),
+        note: Some(note.to_string()),
+        action: "Deploy".to_string(),
+        secondary: None,
+    };
+    if let Err(err) = recorder.publish(&e, &obj.object_ref(&())).await {
+        tracing::debug!(error = %err, "cannot publish event");
+    }
+}
+
+/// Write the Armada status of a pass (charts, then groups, then manifests).
+pub async fn record_pass(
+    client: &Client,
+    recorder: &Recorder,
+    set: &DesiredSet,
+    changes: &ChangeSet,
+    error: Option<&SyncError>,
+) {
+    let outcomes = chart_outcomes(set, changes, error);
+    let mut phases: BTreeMap<(String, String), Phase> = BTreeMap::new();
+    for (owner, outcome) in &outcomes {
+        let Owner::Resource {
+            namespace, name, ..
+        } = owner
+        else {
+            continue;
+        };
+        phases.insert((namespace.clone(), name.clone()), outcome.phase);
+        let api: Api<ArmadaChart> = Api::namespaced(client.clone(), namespace);
+        let Ok(Some(chart)) = api.get_opt(name).await else {
+            continue;
+        };
+        let before = chart.status.clone().unwrap_or_default();
+        let generation = chart.metadata.generation;
+        let conditions = conditions_for(
+            &before.conditions,
+            outcome.phase == Phase::Deployed,
+            &outcome.reason,
+            &outcome.message,
+            generation,
+        );
+        let unchanged = before.phase == Some(outcome.phase)
+            && before.not_ready == outcome.not_ready
+            && before.observed_generation == generation
+            && conditions == before.conditions;
+        if unchanged {
+            continue;
+        }
+        let patch = json!({"status": {
+            "phase": outcome.phase,
+            "conditions": conditions,
+            "observedGeneration": generation,
+            "notReady": outcome.not_ready,
+        }});
+        if let Err(e) = api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot write ArmadaChart status");
+            continue;
+        }
+        if before.phase != Some(outcome.phase) {
+            event(
+                recorder,
+                &chart,
+                outcome.phase == Phase::Failed,
+                &outcome.reason,
+                &outcome.message,
+            )
+            .await;
+        }
+    }
+    if outcomes.is_empty() {
+        return;
+    }
+    // Groups and manifests named by the sync layer.
+    let namespaces: BTreeSet<String> = phases.keys().map(|(ns, _)| ns.clone()).collect();
+    let mut group_phases: BTreeMap<(String, String), Phase> = BTreeMap::new();
+    for ns in &namespaces {
+        let groups: Api<ArmadaChartGroup> = Api::namespaced(client.clone(), ns);
+        let Ok(list) = groups.list(&Default::default()).await else {
+            continue;
+        };
+        for g in list.items {
+            let name = g.metadata.name.clone().unwrap_or_default();
+            let members: Vec<Option<Phase>> = g
+                .spec
+                .chart_group
+                .iter()
+                .map(|c| phases.get(&(ns.clone(), c.clone())).copied())
+                .collect();
+            let phase = group_phase(&members);
+            group_phases.insert((ns.clone(), name.clone()), phase);
+            let deployed: Vec<String> = g
+                .spec
+                .chart_group
+                .iter()
+                .filter(|c| phases.get(&(ns.clone(), (*c).clone())) == Some(&Phase::Deployed))
+                .cloned()
+                .collect();
+            let before = g.status.clone().unwrap_or_default();
+            let (reason, message) = match phase {
+                Phase::Deployed => ("Deployed", format!("{} charts deployed", deployed.len())),
+                Phase::Failed => ("ChartFailed", "a chart of the group failed".to_string()),
+                _ => (
+                    "Pending",
+                    format!("{} of {} charts deployed", deployed.len(), members.len()),
+                ),
+            };
+            let conditions = conditions_for(
+                &before.conditions,
+                phase == Phase::Deployed,
+                reason,
+                &message,
+                g.metadata.generation,
+            );
+            if before.phase == Some(phase)
+                && before.deployed == deployed
+                && before.conditions == conditions
+                && before.observed_generation == g.metadata.generation
+            {
+                continue;
+            }
+            let patch = json!({"status": {"phase": phase, "deployed": deployed, "conditions": conditions, "observedGeneration": g.metadata.generation}});
+            if let Err(e) = groups
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::warn!(group = %format!("{ns}/{name}"), error = %e, "cannot write ArmadaChartGroup status");
+            } else if before.phase != Some(phase) {
+                event(recorder, &g, phase == Phase::Failed, reason, &message).await;
+            }
+        }
+        let manifests: Api<ArmadaManifest> = Api::namespaced(client.clone(), ns);
+        let Ok(list) = manifests.list(&Default::default()).await else {
+            continue;
+        };
+        for m in list.items {
+            let name = m.metadata.name.clone().unwrap_or_default();
+            let members: Vec<Option<Phase>> = m
+                .spec
+                .chart_groups
+                .iter()
+                .map(|g| group_phases.get(&(ns.clone(), g.clone())).copied())
+                .collect();
+            let phase = group_phase(&members);
+            let deployed: Vec<String> = m
+                .spec
+                .chart_groups
+                .iter()
+                .filter(|g| group_phases.get(&(ns.clone(), (*g).clone())) == Some(&Phase::Deployed))
+                .cloned()
+                .collect();
+            let before = m.status.clone().unwrap_or_default();
+            let (reason, message) = match phase {
+                Phase::Deployed => ("Deployed", format!("{} groups deployed", deployed.len())),
+                Phase::Failed => ("GroupFailed", "a group of the manifest failed".to_string()),
+                _ => (
+                    "Pending",
+                    format!("{} of {} groups deployed", deployed.len(), members.len()),
+                ),
+            };
+            let conditions = conditions_for(
+                &before.conditions,
+                phase == Phase::Deployed,
+                reason,
+                &message,
+                m.metadata.generation,
+            );
+            if before.phase == Some(phase)
+                && before.deployed == deployed
+                && before.conditions == conditions
+                && before.observed_generation == m.metadata.generation
+            {
+                continue;
+            }
+            let patch = json!({"status": {"phase": phase, "deployed": deployed, "conditions": conditions, "observedGeneration": m.metadata.generation}});
+            if let Err(e) = manifests
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::warn!(manifest = %format!("{ns}/{name}"), error = %e, "cannot write ArmadaManifest status");
+            } else if before.phase != Some(phase) {
+                event(recorder, &m, phase == Phase::Failed, reason, &message).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::changeset::{Action, Change};
+    use crate::render::Owner;
+    use serde_json::json;
+
+    fn chart(name: &str) -> Owner {
+        Owner::Resource {
+            kind: "ArmadaChart".into(),
+            namespace: "default".into(),
+            name: name.into(),
+        }
+    }
+
+    fn set() -> DesiredSet {
+        let objs = vec![
+            chart("db").adopt(json!({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"demo"}}), 0, None),
+            chart("api").adopt(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"api","namespace":"demo"}}), 1, None),
+            chart("web").adopt(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"demo"}}), 2, None),
+        ];
+        DesiredSet::for_owners(objs, [chart("db"), chart("api"), chart("web")].into())
+    }
+
+    fn applied(owner: &Owner, kind: &str, name: &str) -> Change {
+        Change {
+            object: ObjectRef {
+                api_version: "apps/v1".into(),
+                kind: kind.into(),
+                namespace: "demo".into(),
+                name: name.into(),
+            },
+            owner: owner.reference(),
+            action: Action::Created,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_chart_that_times_out_fails_and_the_charts_after_it_stay_pending() {
+        let changes = ChangeSet {
+            entries: vec![
+                applied(&chart("db"), "StatefulSet", "db"),
+                applied(&chart("api"), "Deployment", "api"),
+            ],
+        };
+        let api_ref = changes.entries[1].object.clone();
+        let error = SyncError::Apply(ApplyError::WaitTimeout {
+            timeout: std::time::Duration::from_secs(900),
+            not_ready: vec![(api_ref.clone(), "0 of 1 replicas available".into())],
+        });
+        let out = chart_outcomes(&set(), &changes, Some(&error));
+        assert_eq!(out[&chart("db")].phase, Phase::Deployed);
+        assert_eq!(out[&chart("api")].phase, Phase::Failed);
+        assert_eq!(out[&chart("api")].not_ready, vec![api_ref]);
+        assert!(
+            out[&chart("api")].message.contains("0 of 1 replicas"),
+            "{}",
+            out[&chart("api")].message
+        );
+        assert_eq!(out[&chart("web")].phase, Phase::Pending);
+        assert_eq!(out[&chart("web")].reason, "Blocked");
+    }
+
+    #[test]
+    fn a_successful_pass_deploys_every_chart_and_groups_follow_their_members() {
+        let out = chart_outcomes(&set(), &ChangeSet::default(), None);
+        assert!(out.values().all(|o| o.phase == Phase::Deployed));
+        assert_eq!(
+            group_phase(&[Some(Phase::Deployed), Some(Phase::Deployed)]),
+            Phase::Deployed
+        );
+        assert_eq!(
+            group_phase(&[Some(Phase::Deployed), Some(Phase::Failed)]),
+            Phase::Failed
+        );
+        assert_eq!(group_phase(&[Some(Phase::Deployed), None]), Phase::Pending);
+    }
+}
