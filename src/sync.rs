@@ -766,6 +766,25 @@ impl ProgressPrinter {
     }
 }
 
+/// Compile-time check: a pass can be spawned on the multi-threaded runtime (`tokio::spawn`
+/// needs a `Send` future; see the comment in `apply::apply::apply_batch`).
+#[allow(dead_code)]
+fn _pass_futures_are_send(
+    client: Client,
+    set: std::sync::Arc<DesiredSet>,
+    opts: PassOptions,
+    snapshot: Snapshot,
+) {
+    let c2 = client.clone();
+    let o2 = opts.clone();
+    tokio::spawn(async move {
+        let _ = reconcile(&client, &set, &opts, &|_| {}).await;
+    });
+    tokio::spawn(async move {
+        let _ = run_pass(&c2, snapshot, &o2, &|_| {}).await;
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

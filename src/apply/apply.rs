@@ -8,7 +8,7 @@
 //!
 //! An object whose decision is [`Decision::Unchanged`] is not written at all.
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, PatchParams, ValidationDirective};
 use kube::Client;
 use serde_json::Value;
@@ -70,7 +70,9 @@ pub async fn apply_batch(
     opts: &ApplyOptions,
     on_change: &(dyn Fn(&Change) + Send + Sync),
 ) -> (ChangeSet, Vec<ApplyError>) {
-    let results: Vec<Result<Change, ApplyError>> = futures::stream::iter(objects)
+    let results: Vec<Result<Change, ApplyError>> = futures::stream::iter(
+            objects
+        .iter()
         .map(|p| {
             let span = info_span!("apply", owner = %p.desired.owner.reference(), kind = %p.object_ref.kind, name = %p.object_ref.name);
             async move {
@@ -94,7 +96,13 @@ pub async fn apply_batch(
                 Ok(change)
             }
             .instrument(span)
+            // Boxed as `Send` and collected before the stream: with a closure inside the stream
+            // type, rustc cannot prove a pass's future `Send` (higher-ranked lifetimes), and the
+            // daemon spawns passes. The futures are lazy, so the concurrency bound still holds.
+            .boxed()
         })
+        .collect::<Vec<_>>(),
+        )
         .buffer_unordered(opts.concurrency.max(1))
         .collect()
         .await;

@@ -2,7 +2,7 @@
 //! (so defaulting, admission and conversion are the server's own), compared with the live copy.
 //! Managed fields, status and fields only the server sets are stripped from both sides.
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, ValidationDirective};
 use kube::Client;
 use serde_json::Value;
@@ -86,47 +86,54 @@ pub async fn diff_objects(
     pending: &[DesiredObject],
     concurrency: usize,
 ) -> Result<Vec<ObjectDiff>, ApplyError> {
-    let results: Vec<Result<Option<ObjectDiff>, ApplyError>> = futures::stream::iter(planned)
-        .map(|p| async move {
-            let api = p.api(client);
-            let live = api
-                .get_opt(&p.object_ref.name)
-                .await
-                .map_err(|e| ApplyError::api("read", &p.object_ref, e))?;
-            let mut pp = apply_params().dry_run();
-            pp.field_validation = Some(ValidationDirective::Strict);
-            let to_value = |o| {
-                serde_json::to_value(o).map_err(|e| ApplyError::Invalid {
-                    origin: String::new(),
-                    object: p.object_ref.to_string(),
-                    message: e.to_string(),
-                })
-            };
-            let dry = match api
-                .patch(&p.object_ref.name, &pp, &Patch::Apply(&p.desired.object))
-                .await
-            {
-                Ok(d) => to_value(d)?,
-                // Its namespace is created by the same pass: shown as written.
-                Err(e) if live.is_none() && is_not_found(&e) => p.desired.object.clone(),
-                Err(e) => return Err(ApplyError::api("dry-run apply", &p.object_ref, e)),
-            };
-            let live = live.map(to_value).transpose()?;
-            Ok(
-                unified(&p.object_ref, live.as_ref(), Some(&dry)).map(|text| ObjectDiff {
-                    object: p.object_ref.clone(),
-                    change: if live.is_some() {
-                        DiffChange::Update
-                    } else {
-                        DiffChange::Create
-                    },
-                    text,
-                }),
-            )
-        })
-        .buffered(concurrency.max(1))
-        .collect()
-        .await;
+    let results: Vec<Result<Option<ObjectDiff>, ApplyError>> = futures::stream::iter(
+        planned
+            .iter()
+            .map(|p| {
+                async move {
+                    let api = p.api(client);
+                    let live = api
+                        .get_opt(&p.object_ref.name)
+                        .await
+                        .map_err(|e| ApplyError::api("read", &p.object_ref, e))?;
+                    let mut pp = apply_params().dry_run();
+                    pp.field_validation = Some(ValidationDirective::Strict);
+                    let to_value = |o| {
+                        serde_json::to_value(o).map_err(|e| ApplyError::Invalid {
+                            origin: String::new(),
+                            object: p.object_ref.to_string(),
+                            message: e.to_string(),
+                        })
+                    };
+                    let dry = match api
+                        .patch(&p.object_ref.name, &pp, &Patch::Apply(&p.desired.object))
+                        .await
+                    {
+                        Ok(d) => to_value(d)?,
+                        // Its namespace is created by the same pass: shown as written.
+                        Err(e) if live.is_none() && is_not_found(&e) => p.desired.object.clone(),
+                        Err(e) => return Err(ApplyError::api("dry-run apply", &p.object_ref, e)),
+                    };
+                    let live = live.map(to_value).transpose()?;
+                    Ok(
+                        unified(&p.object_ref, live.as_ref(), Some(&dry)).map(|text| ObjectDiff {
+                            object: p.object_ref.clone(),
+                            change: if live.is_some() {
+                                DiffChange::Update
+                            } else {
+                                DiffChange::Create
+                            },
+                            text,
+                        }),
+                    )
+                }
+                .boxed()
+            })
+            .collect::<Vec<_>>(),
+    )
+    .buffered(concurrency.max(1))
+    .collect()
+    .await;
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for r in results {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::discovery::{Discovery, Scope};
 use kube::Client;
@@ -470,59 +470,67 @@ pub async fn read_live(
             .or_default()
             .push(p);
     }
-    let results: Vec<Result<LiveState, ApplyError>> = futures::stream::iter(groups.into_values())
-        .map(|members| async move {
-            let first = members[0];
-            let api = first.api(client);
-            let selector = owner_selector(members.iter().map(|p| &p.desired.owner));
-            let what = format!(
-                "{} in {}",
-                first.resource.plural,
-                display_ns(&first.object_ref.namespace)
-            );
-            let items = list_all(&api, &ListParams::default().labels(&selector))
-                .await
-                .map_err(|e| list_error(&what, e))?;
-            let mut state = LiveState::default();
-            let wanted: HashMap<&str, &PlannedObject> = members
-                .iter()
-                .map(|p| (p.object_ref.name.as_str(), *p))
-                .collect();
-            for item in items {
-                let Some(name) = item.metadata.name.clone() else {
-                    continue;
-                };
-                if let Some(p) = wanted.get(name.as_str()) {
-                    let value = serde_json::to_value(&item).map_err(|e| ApplyError::Invalid {
-                        origin: String::new(),
-                        object: p.object_ref.to_string(),
-                        message: format!("cannot read the live object: {e}"),
-                    })?;
-                    state.owned.insert(p.object_ref.clone(), value);
-                }
-            }
-            if members
-                .iter()
-                .any(|p| !state.owned.contains_key(&p.object_ref))
-            {
-                let names: HashSet<String> = list_names(&api)
-                    .await
-                    .map_err(|e| list_error(&what, e))?
-                    .into_iter()
-                    .collect();
-                for p in &members {
-                    if !state.owned.contains_key(&p.object_ref)
-                        && names.contains(&p.object_ref.name)
-                    {
-                        state.unlabelled.insert(p.object_ref.clone());
+    let results: Vec<Result<LiveState, ApplyError>> = futures::stream::iter(
+        groups
+            .into_values()
+            .map(|members| {
+                async move {
+                    let first = members[0];
+                    let api = first.api(client);
+                    let selector = owner_selector(members.iter().map(|p| &p.desired.owner));
+                    let what = format!(
+                        "{} in {}",
+                        first.resource.plural,
+                        display_ns(&first.object_ref.namespace)
+                    );
+                    let items = list_all(&api, &ListParams::default().labels(&selector))
+                        .await
+                        .map_err(|e| list_error(&what, e))?;
+                    let mut state = LiveState::default();
+                    let wanted: HashMap<&str, &PlannedObject> = members
+                        .iter()
+                        .map(|p| (p.object_ref.name.as_str(), *p))
+                        .collect();
+                    for item in items {
+                        let Some(name) = item.metadata.name.clone() else {
+                            continue;
+                        };
+                        if let Some(p) = wanted.get(name.as_str()) {
+                            let value =
+                                serde_json::to_value(&item).map_err(|e| ApplyError::Invalid {
+                                    origin: String::new(),
+                                    object: p.object_ref.to_string(),
+                                    message: format!("cannot read the live object: {e}"),
+                                })?;
+                            state.owned.insert(p.object_ref.clone(), value);
+                        }
                     }
+                    if members
+                        .iter()
+                        .any(|p| !state.owned.contains_key(&p.object_ref))
+                    {
+                        let names: HashSet<String> = list_names(&api)
+                            .await
+                            .map_err(|e| list_error(&what, e))?
+                            .into_iter()
+                            .collect();
+                        for p in &members {
+                            if !state.owned.contains_key(&p.object_ref)
+                                && names.contains(&p.object_ref.name)
+                            {
+                                state.unlabelled.insert(p.object_ref.clone());
+                            }
+                        }
+                    }
+                    Ok(state)
                 }
-            }
-            Ok(state)
-        })
-        .buffer_unordered(concurrency.max(1))
-        .collect()
-        .await;
+                .boxed()
+            })
+            .collect::<Vec<_>>(),
+    )
+    .buffer_unordered(concurrency.max(1))
+    .collect()
+    .await;
     let mut out = LiveState::default();
     for r in results {
         let s = r?;

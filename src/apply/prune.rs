@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions, PropagationPolicy};
 use kube::Client;
 use serde_json::Value;
@@ -214,15 +214,23 @@ pub async fn prune(
     ];
     for batch in batches {
         let results: Vec<(Owner, ObjectRef, Result<Vec<Change>, ApplyError>)> =
-            futures::stream::iter(batch)
-                .map(|(owner, r)| async move {
-                    let res =
-                        prune_one(client, catalog, owner.clone(), r.clone(), opts.clone()).await;
-                    (owner.clone(), r.clone(), res)
-                })
-                .buffer_unordered(opts.concurrency.max(1))
-                .collect()
-                .await;
+            futures::stream::iter(
+                batch
+                    .into_iter()
+                    .map(|(owner, r)| {
+                        async move {
+                            let res =
+                                prune_one(client, catalog, owner.clone(), r.clone(), opts.clone())
+                                    .await;
+                            (owner.clone(), r.clone(), res)
+                        }
+                        .boxed()
+                    })
+                    .collect::<Vec<_>>(),
+            )
+            .buffer_unordered(opts.concurrency.max(1))
+            .collect()
+            .await;
         for (owner, r, res) in results {
             match res {
                 Ok(changes) => {

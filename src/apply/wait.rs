@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::Client;
 use serde_json::Value;
@@ -191,11 +191,16 @@ pub async fn wait_ready(
     let start = Instant::now();
     let mut pending: Vec<&WaitTarget> = targets.iter().collect();
     loop {
-        let looks: Vec<(&WaitTarget, Readiness)> = futures::stream::iter(pending.iter().copied())
-            .map(|t| async move { (t, look(client, t).await) })
-            .buffered(opts.concurrency.max(1))
-            .collect()
-            .await;
+        let looks: Vec<(&WaitTarget, Readiness)> = futures::stream::iter(
+            pending
+                .iter()
+                .copied()
+                .map(|t| async move { (t, look(client, t).await) }.boxed())
+                .collect::<Vec<_>>(),
+        )
+        .buffered(opts.concurrency.max(1))
+        .collect()
+        .await;
         let mut still = Vec::new();
         let mut failed = Vec::new();
         let mut reasons = Vec::new();
