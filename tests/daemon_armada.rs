@@ -1,0 +1,196 @@
+//! Armada in `weft run`: a sequenced group whose second chart never becomes ready. The first
+//! chart is deployed, the second fails (its Deployment named in `status.notReady`), the third is
+//! never started (`pending`, reason `Blocked`), and the group is `failed` — all in the charts'
+//! status, written from the daemon's pass, with events.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+
+use support::cluster::TestNamespace;
+use support::daemon::{Daemon, DaemonOptions};
+use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use weft::api::armada::{ArmadaChart, ArmadaChartGroup, Phase};
+
+async fn install_crds(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in weft::api::crds() {
+        let name = crd.metadata.name.clone().expect("CRD name");
+        api.patch(
+            &name,
+            &PatchParams::apply("weft-test").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not Established"))
+        .expect("watch CRD");
+    }
+}
+
+const TEMPLATE: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ${release.name}
+  labels: {app.kubernetes.io/instance: "${release.name}"}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app.kubernetes.io/instance: "${release.name}"}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/instance: "${release.name}"}
+    spec:
+      nodeSelector: ${nodeSelector}
+      containers:
+        - name: app
+          image: registry.example/app:1
+"#;
+
+fn chart(ns: &str, name: &str, node_selector: &str, timeout: u32) -> String {
+    format!(
+        r#"---
+apiVersion: armada.airshipit.org/v1alpha1
+kind: ArmadaChart
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  chart_name: app
+  release: {name}
+  namespace: {ns}
+  source: {{type: local, location: charts/app}}
+  values:
+    nodeSelector: {node_selector}
+  wait:
+    timeout: {timeout}
+    labels: {{app.kubernetes.io/instance: "{name}"}}
+    resources:
+      - type: deployment
+"#
+    )
+}
+
+async fn chart_phase(api: &Api<ArmadaChart>, name: &str) -> Option<Phase> {
+    api.get(name).await.ok()?.status?.phase
+}
+
+#[tokio::test]
+async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
+    let ns = TestNamespace::new("daemon-armada").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("charts/app/Chart.yaml", "name: app\nversion: 1.0.0\n");
+    work.write("charts/app/values.yaml", "nodeSelector: {}\n");
+    work.write("charts/app/templates/deployment.yaml", TEMPLATE);
+    let mut docs = String::new();
+    docs.push_str(&chart(ns.name(), "first", "{}", 60));
+    // No node has this label: the pod is never scheduled, the chart never ready.
+    docs.push_str(&chart(
+        ns.name(),
+        "stuck",
+        "{weft.test/no-such-node: \"true\"}",
+        5,
+    ));
+    docs.push_str(&chart(ns.name(), "third", "{}", 60));
+    docs.push_str(&format!(
+        "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: apps, namespace: {}}}\nspec:\n  sequenced: true\n  chart_group: [first, stuck, third]\n",
+        ns.name()
+    ));
+    work.write("armada.yaml", docs);
+    work.commit("charts");
+    work.push();
+    let url = server.url("config.git");
+    let d = Daemon::start(DaemonOptions::new(&url, ns.name()));
+
+    let charts: Api<ArmadaChart> = Api::namespaced(client.clone(), ns.name());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let phases = (
+            chart_phase(&charts, "first").await,
+            chart_phase(&charts, "stuck").await,
+            chart_phase(&charts, "third").await,
+        );
+        if phases
+            == (
+                Some(Phase::Deployed),
+                Some(Phase::Failed),
+                Some(Phase::Pending),
+            )
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "phases are {phases:?}\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let stuck = charts
+        .get("stuck")
+        .await
+        .expect("stuck")
+        .status
+        .expect("status");
+    assert_eq!(stuck.not_ready.len(), 1, "{stuck:?}");
+    assert_eq!(stuck.not_ready[0].kind, "Deployment");
+    assert_eq!(stuck.not_ready[0].name, "stuck");
+    let ready = stuck
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert_eq!(format!("{:?}", ready.status), "False");
+    assert!(
+        ready.message.contains("Deployment/") && ready.message.contains("stuck"),
+        "{}",
+        ready.message
+    );
+    assert!(ready.observed_generation.is_some());
+    let third = charts
+        .get("third")
+        .await
+        .expect("third")
+        .status
+        .expect("status");
+    let ready = third
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert_eq!(ready.reason, "Blocked");
+    // The third chart was never started: its Deployment does not exist.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    assert!(
+        deployments.get_opt("third").await.expect("GET").is_none(),
+        "chart N+1 must not start before chart N is ready"
+    );
+    assert!(deployments.get_opt("first").await.expect("GET").is_some());
+    let groups: Api<ArmadaChartGroup> = Api::namespaced(client.clone(), ns.name());
+    let group = groups
+        .get("apps")
+        .await
+        .expect("group")
+        .status
+        .expect("group status");
+    assert_eq!(group.phase, Some(Phase::Failed));
+    assert_eq!(group.deployed, vec!["first".to_string()]);
+    let report = d.status().await;
+    assert_eq!(report["lastPass"]["result"], "failed", "{report:#}");
+    drop(server);
+    ns.delete().await;
+}
