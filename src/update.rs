@@ -230,6 +230,9 @@ pub struct AgentBundles {
     client: Client,
     weft_namespace: String,
     active: Arc<RwLock<HashMap<WcKey, ActiveBundle>>>,
+    /// The `Ready=False` condition of a rollback, per WeaveCloud, until an update succeeds: in
+    /// memory so that a reconcile that read the status before the rollback cannot lose it.
+    rollbacks: Arc<RwLock<HashMap<WcKey, Condition>>>,
 }
 
 impl AgentBundles {
@@ -239,6 +242,7 @@ impl AgentBundles {
             client,
             weft_namespace: weft_namespace.into(),
             active: Arc::default(),
+            rollbacks: Arc::default(),
         }
     }
 
@@ -282,8 +286,42 @@ impl AgentBundles {
             .insert((namespace.to_string(), name.to_string()), bundle);
     }
 
+    /// The `Ready` condition the WeaveCloud controller must report instead of its own healthy
+    /// one after a rollback (see [`held_rollback`]); `None`: its own. Remembered rollbacks come
+    /// first, then the status (after a restart).
+    pub fn held_ready(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &WeaveCloudStatus,
+        generation: Option<i64>,
+        computed: &Condition,
+    ) -> Option<Condition> {
+        if computed.status != ConditionStatus::True {
+            return None;
+        }
+        let remembered = self
+            .rollbacks
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(namespace.to_string(), name.to_string()))
+            .filter(|c| c.observed_generation == generation)
+            .cloned();
+        remembered.or_else(|| held_rollback(status, generation, computed))
+    }
+
+    fn set_rollback(&self, namespace: &str, name: &str, condition: Option<Condition>) {
+        let key = (namespace.to_string(), name.to_string());
+        let mut map = self.rollbacks.write().unwrap_or_else(|p| p.into_inner());
+        match condition {
+            Some(c) => map.insert(key, c),
+            None => map.remove(&key),
+        };
+    }
+
     /// Forget a deleted WeaveCloud and delete its cached bundle.
     pub async fn forget(&self, namespace: &str, name: &str) -> Result<(), UpdateError> {
+        self.set_rollback(namespace, name, None);
         self.active
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -795,6 +833,7 @@ impl Updater {
         match self.roll_out(wc, &candidate.bundle, &inputs).await {
             Ok(()) => {
                 self.bundles.persist(ns, name, &candidate).await?;
+                self.bundles.set_rollback(ns, name, None);
                 let now = now_rfc3339();
                 let generation = wc.metadata.generation;
                 let message = format!("agents updated from bundle {from} to {to} and healthy");
@@ -846,22 +885,21 @@ impl Updater {
                 )
                 .available
                 .map(|e| e.version.to_string());
-                let cond_message = message.clone();
-                let generation = wc.metadata.generation;
+                let mut condition = Condition::new(
+                    READY,
+                    ConditionStatus::False,
+                    REASON_ROLLED_BACK,
+                    message.clone(),
+                );
+                condition.observed_generation = wc.metadata.generation;
+                self.bundles.set_rollback(ns, name, Some(condition.clone()));
                 self.patch_status(wc, |s| {
                     if !s.bad_versions.contains(&bad) {
                         s.bad_versions.push(bad.clone());
                     }
                     s.agent_version = Some(from.clone());
                     s.available_version = available_after.clone();
-                    let mut c = Condition::new(
-                        READY,
-                        ConditionStatus::False,
-                        REASON_ROLLED_BACK,
-                        cond_message.clone(),
-                    );
-                    c.observed_generation = generation;
-                    set_condition(&mut s.conditions, c, &now);
+                    set_condition(&mut s.conditions, condition.clone(), &now);
                 })
                 .await?;
                 self.event(wc, EventType::Warning, EVENT_ROLLED_BACK, message.clone())

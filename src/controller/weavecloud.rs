@@ -337,9 +337,13 @@ async fn apply(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, WeaveCl
         .find(|c| c.type_ == READY)
         .cloned();
     let mut outcome = reconcile_agents(&wc, &ctx, &status_before).await?;
-    if let Some(held) =
-        crate::update::held_rollback(&status_before, wc.metadata.generation, &outcome.ready)
-    {
+    if let Some(held) = ctx.bundles.held_ready(
+        &ns,
+        &name,
+        &status_before,
+        wc.metadata.generation,
+        &outcome.ready,
+    ) {
         outcome.ready = held;
     }
     let result = if outcome.ready.status == ConditionStatus::True {
