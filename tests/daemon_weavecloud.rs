@@ -21,6 +21,10 @@ use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use weft::api::WeaveCloud;
 
 const FLUX: &str = "weave-flux-agent";
+
+/// One daemon with controllers at a time in this test binary: a WeaveCloud controller watches
+/// every namespace, so two would both reconcile each other's WeaveClouds.
+static ONE_CONTROLLER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const PROMETHEUS_CONFIG: &str = "weave-cortex-agent-config";
 
 fn weavecloud(ns: &str) -> String {
@@ -95,6 +99,7 @@ fn ready_reason(wc: &WeaveCloud) -> Option<(String, String)> {
 
 #[tokio::test]
 async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finalizer() {
+    let _one = ONE_CONTROLLER.lock().await;
     let ns = TestNamespace::new("daemon-wc").await;
     let client = ns.client();
     install_crds(&client).await;
@@ -332,6 +337,102 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
                 .ok()?
                 .is_none_or(|d| d.metadata.deletion_timestamp.is_some());
             (gone && flux_gone).then_some(())
+        },
+    )
+    .await;
+    drop(server);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn drift_policy_report_sets_drifted_and_changes_nothing() {
+    let _one = ONE_CONTROLLER.lock().await;
+    let ns = TestNamespace::new("daemon-wc-report").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
+    let mut token = Secret::default();
+    token.metadata.name = Some("weave-cloud-token".into());
+    token.string_data = Some([("token".to_string(), "t".to_string())].into());
+    secrets
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("create token Secret");
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write(
+        "weave/weave-cloud.yaml",
+        weavecloud(ns.name()).replace("spec:\n", "spec:\n  driftPolicy: report\n"),
+    );
+    work.commit("weave cloud, report drift");
+    work.push();
+    let url = server.url("config.git");
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        ..DaemonOptions::new(&url, ns.name())
+    });
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), ns.name());
+    wait_for(
+        "the agents are applied",
+        Duration::from_secs(60),
+        &d,
+        async || {
+            let wc = wcs.get("weave-cloud").await.ok()?;
+            (!wc.status?.inventory.is_empty()).then_some(())
+        },
+    )
+    .await;
+    configmaps
+        .patch(
+            PROMETHEUS_CONFIG,
+            &PatchParams::apply("kubectl-edit").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": PROMETHEUS_CONFIG},
+                "data": {"prometheus.yml": "edited: by hand\n"}
+            })),
+        )
+        .await
+        .expect("edit the prometheus config");
+    let (message, took) = wait_for("Drifted=True", Duration::from_secs(20), &d, async || {
+        let wc = wcs.get("weave-cloud").await.ok()?;
+        let c = wc
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Drifted")?;
+        (format!("{:?}", c.status) == "True").then_some(c.message)
+    })
+    .await;
+    eprintln!("drift reported after {took:?}");
+    assert!(message.contains(PROMETHEUS_CONFIG), "{message}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let live = configmaps.get(PROMETHEUS_CONFIG).await.expect("configmap");
+    assert_eq!(
+        live.data
+            .as_ref()
+            .and_then(|d| d.get("prometheus.yml"))
+            .map(String::as_str),
+        Some("edited: by hand\n"),
+        "driftPolicy: report changes nothing"
+    );
+    // Let the finalizer run while the daemon is up, so the namespace can go.
+    wcs.delete("weave-cloud", &DeleteParams::default())
+        .await
+        .expect("delete wc");
+    wait_for(
+        "the WeaveCloud is gone",
+        Duration::from_secs(30),
+        &d,
+        async || {
+            wcs.get_opt("weave-cloud")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
         },
     )
     .await;
