@@ -16,8 +16,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::Client;
 
+use crate::api::armada::ArmadaChartSpec;
 use crate::api::ObjectRef;
 use crate::apply::apply::{apply_batch, ApplyOptions};
 use crate::apply::changeset::{Action, Change, ChangeSet};
@@ -25,10 +27,13 @@ use crate::apply::diff::{self, DiffChange, ObjectDiff};
 use crate::apply::inventory::{self, Inventory};
 use crate::apply::plan::{self, Catalog, DesiredSet, LiveState, PlannedObject};
 use crate::apply::prune::{self, PruneOptions};
-use crate::apply::wait::{self, WaitOptions, WaitTarget};
+use crate::apply::readiness;
+use crate::apply::wait::{self, ChartNotReady, ChartWait, WaitOptions, WaitTarget};
 use crate::apply::ApplyError;
 use crate::load::LoadedRepo;
 use crate::load::{self, Diagnostics, LoadError};
+use crate::render::armada::OWNER_KIND as ARMADA_OWNER_KIND;
+use crate::render::ownership::{APPLIED_HASH_ANNOTATION, OWNER_LABEL};
 use crate::render::{order, Owner, RenderError, RenderOptions};
 use crate::source::chart::{self, ChartCache, ChartSources};
 use crate::source::Snapshot;
@@ -106,6 +111,11 @@ pub enum SyncError {
     /// Applying, pruning or waiting failed.
     #[error("{0}")]
     Apply(#[from] ApplyError),
+    /// An ArmadaChart did not become ready. In a pass result it is followed (inside the same
+    /// [`SyncError::Many`]) by the wait error that names its objects, so that views which look
+    /// for not-ready objects find them.
+    #[error("ArmadaChart {chart} {summary}")]
+    Chart { chart: String, summary: String },
     /// Several things failed (e.g. an apply error and an inventory error).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Many(Vec<SyncError>),
@@ -280,6 +290,85 @@ struct Engine<'a> {
     opts: &'a PassOptions,
     observer: &'a Observer<'a>,
     changes: ChangeSet,
+    /// The spec of every ArmadaChart of the pass (from the CRs in the desired set), by owner.
+    charts: BTreeMap<Owner, ArmadaChartSpec>,
+    /// Failures of protected charts (`continue_processing: true`): the pass went on, but they
+    /// are reported at the end.
+    deferred: Vec<SyncError>,
+}
+
+/// The spec of every ArmadaChart in `set` (the CRs the sync layer applies), by the owner its
+/// objects carry. A chart whose CR is not in the set is waited for by the global rules.
+fn chart_specs(set: &DesiredSet) -> BTreeMap<Owner, ArmadaChartSpec> {
+    set.objects()
+        .iter()
+        .filter(|o| o.kind() == ARMADA_OWNER_KIND && o.api_version().starts_with("armada."))
+        .filter_map(|o| {
+            let spec: ArmadaChartSpec =
+                serde_json::from_value(o.object.get("spec")?.clone()).ok()?;
+            Some((
+                Owner::Resource {
+                    kind: ARMADA_OWNER_KIND.to_string(),
+                    namespace: o.namespace().unwrap_or("").to_string(),
+                    name: o.name().to_string(),
+                },
+                spec,
+            ))
+        })
+        .collect()
+}
+
+fn chart_name(owner: &Owner) -> String {
+    match owner {
+        Owner::Resource {
+            namespace, name, ..
+        } => format!("{namespace}/{name}"),
+        Owner::SyncRoot { name } => name.clone(),
+    }
+}
+
+/// A chart's failure as the pass reports it: a line naming the chart (and what happened to its
+/// group), then the objects not ready or failed, each with why.
+fn chart_failure(owner: &Owner, spec: &ArmadaChartSpec, why: ChartNotReady) -> SyncError {
+    let continued = spec
+        .protected
+        .as_ref()
+        .is_some_and(|p| p.continue_processing);
+    let mut summary = match why.timed_out {
+        Some(t) => format!(
+            "did not become ready within {}s (its wait.timeout)",
+            t.as_secs()
+        ),
+        None => "failed".to_string(),
+    };
+    summary.push_str(if continued {
+        "; it is protected with continue_processing, so the charts after it were deployed"
+    } else {
+        "; the charts after it were not deployed"
+    });
+    for m in &why.missing {
+        summary.push_str(&format!("\n  {m}"));
+    }
+    let mut all = vec![SyncError::Chart {
+        chart: chart_name(owner),
+        summary,
+    }];
+    if !why.failed.is_empty() {
+        all.push(SyncError::Apply(ApplyError::Failed(why.failed)));
+    }
+    if !why.not_ready.is_empty() {
+        all.push(SyncError::Apply(ApplyError::WaitTimeout {
+            timeout: why.timed_out.unwrap_or_default(),
+            not_ready: why.not_ready,
+        }));
+    }
+    SyncError::Many(all)
+}
+
+fn applied_hash(v: &serde_json::Value) -> Option<&str> {
+    v.pointer("/metadata/annotations")
+        .and_then(|a| a.get(APPLIED_HASH_ANNOTATION))
+        .and_then(serde_json::Value::as_str)
 }
 
 impl Engine<'_> {
@@ -310,6 +399,213 @@ impl Engine<'_> {
             0 => Ok(()),
             1 => Err(errors.remove(0)),
             _ => Err(ApplyError::Many(errors)),
+        }
+    }
+
+    /// The chart owners among `objects`, with their specs.
+    fn charts_of(&self, objects: &[PlannedObject]) -> Vec<(Owner, ArmadaChartSpec)> {
+        let owners: BTreeSet<&Owner> = objects.iter().map(|p| &p.desired.owner).collect();
+        owners
+            .into_iter()
+            .filter_map(|o| self.charts.get(o).map(|s| (o.clone(), s.clone())))
+            .collect()
+    }
+
+    /// `upgrade.pre.delete` of every chart in `objects` that is being upgraded: one of its objects
+    /// exists, is this chart's, and was applied from a different render (applied hash). Deletes
+    /// the listed objects (type and labels, in the chart's namespace) that carry this chart's
+    /// owner label, and waits until they are gone; a first install deletes nothing.
+    async fn pre_upgrade_deletes(
+        &mut self,
+        objects: &[PlannedObject],
+        catalog: &Catalog,
+    ) -> Result<(), ApplyError> {
+        for (owner, spec) in self.charts_of(objects) {
+            let actions = spec
+                .upgrade
+                .as_ref()
+                .and_then(|u| u.pre.as_ref())
+                .map(|p| p.delete.clone())
+                .unwrap_or_default();
+            if actions.is_empty() {
+                continue;
+            }
+            let mine: Vec<PlannedObject> = objects
+                .iter()
+                .filter(|p| p.desired.owner == owner)
+                .cloned()
+                .collect();
+            let live = plan::read_live(self.client, &mine, self.opts.concurrency).await?;
+            let id = owner.id().0;
+            let upgrading = mine.iter().any(|p| {
+                live.owned.get(&p.object_ref).is_some_and(|l| {
+                    l.pointer("/metadata/labels")
+                        .and_then(|x| x.get(OWNER_LABEL))
+                        .and_then(serde_json::Value::as_str)
+                        == Some(id.as_str())
+                        && applied_hash(l) != p.desired_hash()
+                })
+            });
+            if !upgrading {
+                continue;
+            }
+            let timeout = readiness::timeout(&spec);
+            for action in &actions {
+                // The loader refuses types without a target; skip rather than guess.
+                let Some((api_version, kind)) = action.target() else {
+                    continue;
+                };
+                let Some((ar, _)) = catalog.resolve(api_version, kind).cloned() else {
+                    continue;
+                };
+                let mut selector: Vec<String> = action
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                selector.push(format!("{OWNER_LABEL}={id}"));
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), &spec.namespace, &ar);
+                let listed = api
+                    .list(&ListParams::default().labels(&selector.join(",")))
+                    .await
+                    .map_err(|e| ApplyError::Api {
+                        verb: "list",
+                        object: format!("{kind} in {} ({})", spec.namespace, selector.join(",")),
+                        message: crate::apply::describe(&e).0,
+                        code: crate::apply::describe(&e).1,
+                    })?;
+                for item in listed.items {
+                    let Some(name) = item.metadata.name.clone() else {
+                        continue;
+                    };
+                    let object = ObjectRef {
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                        namespace: spec.namespace.clone(),
+                        name: name.clone(),
+                    };
+                    if !self.opts.dry_run {
+                        match api.delete(&name, &DeleteParams::background()).await {
+                            Ok(_) => {}
+                            Err(kube::Error::Api(s)) if s.code == 404 => {}
+                            Err(e) => return Err(ApplyError::api("delete", &object, e)),
+                        }
+                        let deadline = Instant::now() + timeout;
+                        loop {
+                            match api.get_opt(&name).await {
+                                Ok(None) => break,
+                                Ok(Some(_)) if Instant::now() < deadline => {
+                                    tokio::time::sleep(self.opts.poll_interval).await
+                                }
+                                Ok(Some(_)) => {
+                                    return Err(ApplyError::WaitTimeout {
+                                        timeout,
+                                        not_ready: vec![(
+                                            object,
+                                            "deleted by upgrade.pre.delete but still there".into(),
+                                        )],
+                                    })
+                                }
+                                Err(e) => return Err(ApplyError::api("read", &object, e)),
+                            }
+                        }
+                    }
+                    let c = Change {
+                        object,
+                        owner: owner.reference(),
+                        action: Action::Deleted,
+                        reason: Some("upgrade.pre.delete".into()),
+                    };
+                    (self.observer)(Progress::Change(&c));
+                    self.changes.push(c);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for one wave: objects of an ArmadaChart by the chart's rules (all charts of the wave
+    /// at once, each with its own timeout), every other object by the global rules and
+    /// `--timeout`. A failed protected chart (`continue_processing: true`) goes to `deferred`;
+    /// any other failure is returned and stops the pass.
+    async fn wait_wave(&mut self, objects: &[PlannedObject]) -> Result<(), SyncError> {
+        if self.opts.dry_run {
+            return Ok(());
+        }
+        let charts = self.charts_of(objects);
+        let charted: BTreeSet<&Owner> = charts.iter().map(|(o, _)| o).collect();
+        let plain: Vec<PlannedObject> = objects
+            .iter()
+            .filter(|p| !charted.contains(&p.desired.owner))
+            .cloned()
+            .collect();
+        let waits: Vec<(Owner, ArmadaChartSpec, ChartWait)> = charts
+            .iter()
+            .map(|(owner, spec)| {
+                let others = objects
+                    .iter()
+                    .filter(|p| &p.desired.owner == owner)
+                    .filter(|p| {
+                        needs_wait(&p.object_ref.kind) && !wait::is_wait_kind(&p.object_ref.kind)
+                    })
+                    .map(wait_target)
+                    .collect();
+                let w = ChartWait {
+                    chart: chart_name(owner),
+                    namespace: spec.namespace.clone(),
+                    wait: spec.wait.clone(),
+                    timeout: readiness::timeout(spec),
+                    others,
+                };
+                (owner.clone(), spec.clone(), w)
+            })
+            .collect();
+        if !waits.is_empty() {
+            (self.observer)(Progress::Phase {
+                message: format!(
+                    "waiting for chart(s) {}",
+                    waits
+                        .iter()
+                        .map(|(_, _, w)| w.chart.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                objects: 0,
+            });
+        }
+        let observer = self.observer;
+        let client = self.client;
+        let poll = self.opts.poll_interval;
+        let on_ready = |r: &ObjectRef| observer(Progress::Ready(r));
+        let chart_results = futures::future::join_all(
+            waits
+                .iter()
+                .map(|(_, _, w)| wait::wait_chart(client, w, poll, &on_ready)),
+        );
+        let plain_result = self.wait(&plain);
+        let (chart_results, plain_result) = futures::join!(chart_results, plain_result);
+        let mut stop = Vec::new();
+        if let Err(e) = plain_result {
+            stop.push(SyncError::Apply(e));
+        }
+        for ((owner, spec, _), r) in waits.iter().zip(chart_results) {
+            let Err(why) = r else { continue };
+            let protected = spec
+                .protected
+                .as_ref()
+                .is_some_and(|p| p.continue_processing);
+            let e = chart_failure(owner, spec, why);
+            if protected {
+                self.deferred.push(e);
+            } else {
+                stop.push(e);
+            }
+        }
+        match stop.len() {
+            0 => Ok(()),
+            1 => Err(stop.remove(0)),
+            _ => Err(SyncError::Many(stop)),
         }
     }
 
@@ -354,6 +650,8 @@ pub async fn reconcile(
         opts,
         observer,
         changes: ChangeSet::default(),
+        charts: chart_specs(set),
+        deferred: Vec::new(),
     };
     let error = match reconcile_inner(&mut engine, set).await {
         Ok(()) => None,
@@ -376,7 +674,7 @@ async fn reconcile_inner(engine: &mut Engine<'_>, set: &DesiredSet) -> Result<()
     let last = match applied {
         Ok(last) => Some(last),
         Err(e) => {
-            errors.push(SyncError::Apply(e));
+            errors.push(e);
             None
         }
     };
@@ -391,6 +689,7 @@ async fn reconcile_inner(engine: &mut Engine<'_>, set: &DesiredSet) -> Result<()
         }
     }
     if inventories.len() < set.owners().len() {
+        errors.append(&mut engine.deferred);
         // Without every inventory, prune cannot be judged (the guard is per inventory).
         return Err(errors);
     }
@@ -428,10 +727,11 @@ async fn reconcile_inner(engine: &mut Engine<'_>, set: &DesiredSet) -> Result<()
         }
     }
     if let Some(last) = last {
-        if let Err(e) = engine.wait(&last).await {
-            errors.push(SyncError::Apply(e));
+        if let Err(e) = engine.wait_wave(&last).await {
+            errors.push(e);
         }
     }
+    errors.append(&mut engine.deferred);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -472,6 +772,16 @@ async fn prune_phase(
 
 /// Stages and waves; returns the objects of the last wave (waited for after the prune).
 async fn apply_phase(
+    engine: &mut Engine<'_>,
+    set: &DesiredSet,
+    catalog: &mut Catalog,
+) -> Result<Vec<PlannedObject>, SyncError> {
+    let rest = apply_stages(engine, set, catalog).await?;
+    apply_waves(engine, rest, catalog).await
+}
+
+/// Stage 0, then the desired objects that wait for it, in order (stage 1 is done by the caller).
+async fn apply_stages(
     engine: &mut Engine<'_>,
     set: &DesiredSet,
     catalog: &mut Catalog,
@@ -539,8 +849,16 @@ async fn apply_phase(
             order_planned(&mut rest);
         }
     }
+    Ok(rest)
+}
 
-    // Stage 1, wave by wave; the last wave is waited for after the prune.
+/// Stage 1, wave by wave: `upgrade.pre.delete` of the wave's charts, apply, wait (each chart by
+/// its own rules). The last wave is waited for after the prune.
+async fn apply_waves(
+    engine: &mut Engine<'_>,
+    rest: Vec<PlannedObject>,
+    catalog: &Catalog,
+) -> Result<Vec<PlannedObject>, SyncError> {
     let waves: BTreeSet<u32> = rest.iter().map(|p| p.desired.wave).collect();
     let last_wave = waves.iter().next_back().copied();
     let mut last: Vec<PlannedObject> = Vec::new();
@@ -555,11 +873,12 @@ async fn apply_phase(
         } else {
             "objects".to_string()
         };
+        engine.pre_upgrade_deletes(&objects, catalog).await?;
         engine.apply(&objects, &label).await?;
         if Some(*wave) == last_wave {
             last = objects;
         } else {
-            engine.wait(&objects).await?;
+            engine.wait_wave(&objects).await?;
         }
     }
 

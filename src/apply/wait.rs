@@ -15,7 +15,7 @@ use kube::Client;
 use serde_json::Value;
 
 use super::ApplyError;
-use crate::api::armada::{Threshold, WaitResourceType};
+use crate::api::armada::{Threshold, Wait, WaitResourceType};
 use crate::api::ObjectRef;
 
 /// What the status of an object says.
@@ -229,6 +229,157 @@ pub async fn wait_ready(
         pending = still;
         let left = opts.timeout.saturating_sub(start.elapsed());
         tokio::time::sleep(opts.poll_interval.min(left)).await;
+    }
+}
+
+/// One ArmadaChart's wait, by the chart's own rules: its `wait` block (Armada's selectors and
+/// `min_ready`, see [`super::readiness`]) over the pods, jobs and controllers of its namespace,
+/// plus the kstatus-like rules of this module for the chart's objects of other kinds that have a
+/// status (a PVC, a custom resource), all bounded by the chart's `wait.timeout`.
+#[derive(Clone, Debug)]
+pub struct ChartWait {
+    /// `namespace/name` of the ArmadaChart.
+    pub chart: String,
+    /// The chart's release namespace, where the `wait` selectors look.
+    pub namespace: String,
+    pub wait: Option<Wait>,
+    pub timeout: Duration,
+    /// The chart's objects outside the wait block's types that still have a status to wait for.
+    pub others: Vec<WaitTarget>,
+}
+
+/// Why a chart is not ready.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChartNotReady {
+    /// `Some(timeout)` when the wait ran out of time; `None` when something failed for good.
+    pub timed_out: Option<Duration>,
+    /// Objects not ready yet, with why.
+    pub not_ready: Vec<(ObjectRef, String)>,
+    /// Objects that will not become ready by waiting (a failed Job, a rollout past its deadline).
+    pub failed: Vec<(ObjectRef, String)>,
+    /// Required selectors that found nothing (and listing errors), described.
+    pub missing: Vec<String>,
+}
+
+fn wait_resource(type_: WaitResourceType) -> ApiResource {
+    let (group, version, plural) = match type_ {
+        WaitResourceType::Pod => ("", "v1", "pods"),
+        WaitResourceType::Job => ("batch", "v1", "jobs"),
+        WaitResourceType::Deployment => ("apps", "v1", "deployments"),
+        WaitResourceType::Daemonset => ("apps", "v1", "daemonsets"),
+        WaitResourceType::Statefulset => ("apps", "v1", "statefulsets"),
+    };
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, type_.kind());
+    ApiResource::from_gvk_with_plural(&gvk, plural)
+}
+
+/// The kinds a chart's `wait` block judges (its objects of these kinds are left to it).
+pub fn is_wait_kind(kind: &str) -> bool {
+    matches!(
+        kind,
+        "Pod" | "Job" | "Deployment" | "DaemonSet" | "StatefulSet"
+    )
+}
+
+/// The live objects of every type the chart's selectors name, in its namespace, with
+/// `apiVersion` and `kind` set (list items do not carry them).
+async fn list_for_chart(client: &Client, w: &ChartWait) -> (Vec<Value>, Vec<String>) {
+    let types: std::collections::BTreeSet<WaitResourceType> =
+        super::readiness::selectors(w.wait.as_ref())
+            .iter()
+            .map(|s| s.type_)
+            .collect();
+    let base = w
+        .wait
+        .as_ref()
+        .map(|w| {
+            w.labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    let mut lp = kube::api::ListParams::default();
+    if !base.is_empty() {
+        lp = lp.labels(&base);
+    }
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for type_ in types {
+        let ar = wait_resource(type_);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &w.namespace, &ar);
+        match api.list(&lp).await {
+            Ok(list) => {
+                for item in list.items {
+                    if let Ok(mut v) = serde_json::to_value(&item) {
+                        v["apiVersion"] = Value::String(ar.api_version.clone());
+                        v["kind"] = Value::String(ar.kind.clone());
+                        out.push(v);
+                    }
+                }
+            }
+            Err(e) => errors.push(format!(
+                "cannot list {} in {}: {}",
+                ar.plural,
+                w.namespace,
+                super::describe(&e).0
+            )),
+        }
+    }
+    (out, errors)
+}
+
+/// Wait until the chart is ready by its own rules. Returns at once when something failed for
+/// good; otherwise at the chart's timeout with every object not ready and why (and every
+/// required selector that found nothing). `on_ready` is called once per object that is ready.
+pub async fn wait_chart(
+    client: &Client,
+    w: &ChartWait,
+    poll_interval: Duration,
+    on_ready: &(dyn Fn(&ObjectRef) + Send + Sync),
+) -> Result<(), ChartNotReady> {
+    let start = Instant::now();
+    let mut reported: std::collections::BTreeSet<ObjectRef> = Default::default();
+    loop {
+        let (live, list_errors) = list_for_chart(client, w).await;
+        let judged = super::readiness::chart_readiness(w.wait.as_ref(), &live);
+        let mut state = ChartNotReady {
+            timed_out: None,
+            not_ready: judged.not_ready,
+            failed: judged.failed,
+            missing: judged.missing,
+        };
+        state.missing.extend(list_errors);
+        let mut ready = judged.ready;
+        for t in &w.others {
+            match look(client, t).await {
+                Readiness::Ready => ready.push(t.object.clone()),
+                Readiness::InProgress(why) => state.not_ready.push((t.object.clone(), why)),
+                Readiness::Failed(why) => state.failed.push((t.object.clone(), why)),
+            }
+        }
+        for r in ready {
+            // An object judged by two selectors is ready only if both say so.
+            if !state.not_ready.iter().any(|(o, _)| o == &r)
+                && !state.failed.iter().any(|(o, _)| o == &r)
+                && reported.insert(r.clone())
+            {
+                on_ready(&r);
+            }
+        }
+        if !state.failed.is_empty() {
+            return Err(state);
+        }
+        if state.not_ready.is_empty() && state.missing.is_empty() {
+            return Ok(());
+        }
+        if start.elapsed() >= w.timeout {
+            state.timed_out = Some(w.timeout);
+            return Err(state);
+        }
+        let left = w.timeout.saturating_sub(start.elapsed());
+        tokio::time::sleep(poll_interval.min(left)).await;
     }
 }
 
