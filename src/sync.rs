@@ -1108,6 +1108,63 @@ fn _pass_futures_are_send(
 mod tests {
     use super::*;
 
+    fn spec(extra: serde_json::Value) -> ArmadaChartSpec {
+        let mut v = serde_json::json!({"release": "api", "namespace": "demo",
+            "source": {"type": "local", "location": "charts/api"}});
+        if let (Some(m), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            m.extend(e.clone());
+        }
+        serde_json::from_value(v).expect("spec")
+    }
+
+    #[test]
+    fn a_chart_failure_names_the_chart_its_objects_and_what_happened_to_its_group() {
+        let owner = Owner::Resource {
+            kind: "ArmadaChart".into(),
+            namespace: "default".into(),
+            name: "api".into(),
+        };
+        let deploy = ObjectRef {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: "demo".into(),
+            name: "demo-api".into(),
+        };
+        let why = ChartNotReady {
+            timed_out: Some(Duration::from_secs(5)),
+            not_ready: vec![(deploy.clone(), "0 of 1 replicas available".into())],
+            failed: Vec::new(),
+            missing: vec!["no Job with labels {app=migrate}".into()],
+        };
+        let text = chart_failure(&owner, &spec(serde_json::json!({})), why.clone()).to_string();
+        assert_eq!(
+            text,
+            "ArmadaChart default/api did not become ready within 5s (its wait.timeout); the charts after it were not deployed\n  no Job with labels {app=migrate}\ntimed out after 5s waiting for 1 object(s) to become ready:\n  Deployment/demo/demo-api: 0 of 1 replicas available"
+        );
+        let protected = spec(serde_json::json!({"protected": {"continue_processing": true}}));
+        let text = chart_failure(&owner, &protected, why).to_string();
+        assert!(
+            text.contains(
+                "it is protected with continue_processing, so the charts after it were deployed"
+            ),
+            "{text}"
+        );
+        let failed = ChartNotReady {
+            timed_out: None,
+            failed: vec![(deploy, "exceeded its progress deadline".into())],
+            ..Default::default()
+        };
+        let text = chart_failure(&owner, &protected, failed).to_string();
+        assert!(
+            text.starts_with("ArmadaChart default/api failed; "),
+            "{text}"
+        );
+        assert!(
+            text.contains("Deployment/demo/demo-api: exceeded its progress deadline"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn kinds_without_status_are_not_waited_for() {
         assert!(!needs_wait("ConfigMap"));
