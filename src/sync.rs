@@ -282,6 +282,13 @@ fn needs_wait(kind: &str) -> bool {
             | "HorizontalPodAutoscaler"
             | "MutatingWebhookConfiguration"
             | "ValidatingWebhookConfiguration"
+            // Weft's own resources: their children are waited for (chart waves, the WeaveCloud
+            // controller); waiting on the CR's `Ready` here would hold the sync root behind a
+            // controller's verdict (e.g. `TokenMissing`, a failed chart) until the timeout.
+            | "WeaveCloud"
+            | "ArmadaChart"
+            | "ArmadaChartGroup"
+            | "ArmadaManifest"
     )
 }
 
@@ -1170,6 +1177,7 @@ mod tests {
         assert!(!needs_wait("ConfigMap"));
         assert!(needs_wait("Deployment"));
         assert!(needs_wait("CustomResourceDefinition"));
-        assert!(needs_wait("WeaveCloud"));
+        assert!(!needs_wait("WeaveCloud"));
+        assert!(!needs_wait("ArmadaChart"));
     }
 }

@@ -191,6 +191,29 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
     assert_eq!(group.deployed, vec!["first".to_string()]);
     let report = d.status().await;
     assert_eq!(report["lastPass"]["result"], "failed", "{report:#}");
+
+    // A chart's child deleted with kubectl → recreated within seconds (the poll interval is an
+    // hour): the daemon watches chart children and queues a pass.
+    let uid = deployments.get("first").await.expect("first").metadata.uid;
+    deployments
+        .delete("first", &Default::default())
+        .await
+        .expect("delete");
+    let start = Instant::now();
+    loop {
+        if let Some(again) = deployments.get_opt("first").await.expect("GET") {
+            if again.metadata.uid != uid && again.metadata.deletion_timestamp.is_none() {
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "not recreated\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("deleted chart child recreated after {:?}", start.elapsed());
     drop(server);
     ns.delete().await;
 }

@@ -472,3 +472,137 @@ mod tests {
         assert_eq!(group_phase(&[Some(Phase::Deployed), None]), Phase::Pending);
     }
 }
+
+/// Whether a watch event on a chart's child means drift: it was deleted, or its latest write
+/// (outside the status subresource) was not Weft's own.
+fn child_drifted<K: Resource>(event: &kube::runtime::watcher::Event<K>) -> bool {
+    use kube::runtime::watcher::Event as W;
+    let (obj, deleted) = match event {
+        W::Apply(o) => (o, false),
+        W::Delete(o) => (o, true),
+        _ => return false,
+    };
+    let meta = obj.meta();
+    let owned_by_chart = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::render::ownership::OWNER_REF_ANNOTATION))
+        .is_some_and(|r| r.starts_with("ArmadaChart/"));
+    if !owned_by_chart {
+        return false;
+    }
+    if deleted {
+        return true;
+    }
+    let latest = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
+        .max_by(|a, b| a.time.cmp(&b.time));
+    // Weft's own writes, and the controllers' bookkeeping on the main resource (the deployment
+    // controller's revision annotation), are not drift.
+    latest.is_some_and(|m| {
+        !matches!(
+            m.manager.as_deref(),
+            Some(crate::apply::FIELD_MANAGER) | Some("kube-controller-manager")
+        )
+    })
+}
+
+/// The value of `weft.io/requested-at` on an Armada resource.
+fn requested_at<K: Resource>(obj: &K) -> Option<String> {
+    obj.meta()
+        .annotations
+        .as_ref()?
+        .get(crate::render::ownership::REQUESTED_AT_ANNOTATION)
+        .cloned()
+}
+
+/// Watches that turn Armada events into sync-root passes (the pass has the chart sources): a
+/// chart's child deleted or edited outside Weft (drift, corrected by the pass within seconds), and
+/// a new `weft.io/requested-at` annotation on an ArmadaChart, ArmadaChartGroup or ArmadaManifest.
+/// Runs until `stop` turns true.
+pub async fn watch_triggers(
+    client: Client,
+    queue: std::sync::Arc<super::trigger::TriggerQueue<super::status::PassReport>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use futures::stream::{BoxStream, StreamExt};
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+    use kube::runtime::watcher::{self, Event as W};
+    use kube::runtime::WatchStreamExt;
+
+    let children = watcher::Config::default().labels(&format!(
+        "{}={}",
+        crate::render::ownership::MANAGED_BY_LABEL,
+        crate::render::ownership::MANAGED_BY_VALUE
+    ));
+    fn drift_stream<K>(api: Api<K>, cfg: watcher::Config) -> BoxStream<'static, Option<String>>
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
+        // Backoff: a kind the cluster does not serve (yet) must not make a hot retry loop.
+        watcher::watcher(api, cfg)
+            .default_backoff()
+            .map(|e| match e {
+                Ok(ev) if child_drifted(&ev) => Some("drift".to_string()),
+                _ => None,
+            })
+            .boxed()
+    }
+    fn request_stream<K>(api: Api<K>) -> BoxStream<'static, Option<String>>
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(move |e| {
+                let (W::Apply(o) | W::InitApply(o)) = e.ok()? else {
+                    return None;
+                };
+                let key = format!(
+                    "{}/{}",
+                    o.meta().namespace.clone().unwrap_or_default(),
+                    o.meta().name.clone().unwrap_or_default()
+                );
+                let value = requested_at(&o)?;
+                let previous = seen.insert(key, value.clone());
+                // The first sighting (startup) only records the value.
+                previous
+                    .filter(|p| p != &value)
+                    .map(|_| "requested-at".to_string())
+            })
+            .boxed()
+    }
+    let streams: Vec<BoxStream<'static, Option<String>>> = vec![
+        drift_stream(Api::<Deployment>::all(client.clone()), children.clone()),
+        drift_stream(Api::<StatefulSet>::all(client.clone()), children.clone()),
+        drift_stream(Api::<DaemonSet>::all(client.clone()), children.clone()),
+        drift_stream(Api::<Job>::all(client.clone()), children.clone()),
+        drift_stream(Api::<Service>::all(client.clone()), children.clone()),
+        drift_stream(Api::<ConfigMap>::all(client.clone()), children),
+        request_stream(Api::<ArmadaChart>::all(client.clone())),
+        request_stream(Api::<ArmadaChartGroup>::all(client.clone())),
+        request_stream(Api::<ArmadaManifest>::all(client.clone())),
+    ];
+    let mut events = futures::stream::select_all(streams);
+    loop {
+        tokio::select! {
+            _ = stop.changed() => if *stop.borrow() { return },
+            next = events.next() => match next {
+                None => return,
+                Some(Some(why)) => {
+                    tracing::info!(reason = %why, "Armada watch event: queueing a sync-root pass");
+                    if queue.trigger(super::trigger::TriggerReason::Watch).is_err() {
+                        return;
+                    }
+                }
+                Some(None) => {}
+            },
+        }
+    }
+}

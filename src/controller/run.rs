@@ -264,6 +264,12 @@ async fn lead(
     let _ = queue.trigger(TriggerReason::Startup);
 
     let poll_task = tokio::spawn(poll(queue.clone(), status.clone(), cfg.interval));
+    // Armada children's drift and `weft.io/requested-at` on Armada resources: passes within seconds.
+    let armada_watch = tokio::spawn(super::armada::watch_triggers(
+        client.clone(),
+        queue.clone(),
+        stop.clone(),
+    ));
     let controllers = if cfg.controllers {
         Some(tokio::spawn(super::start_controllers(
             client.clone(),
@@ -289,6 +295,7 @@ async fn lead(
     };
     queue.close();
     poll_task.abort();
+    armada_watch.abort();
     if let Some(why) = lost {
         root_task.abort();
         if let Some(c) = controllers {
