@@ -181,12 +181,16 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
     );
     assert!(deployments.get_opt("first").await.expect("GET").is_some());
     let groups: Api<ArmadaChartGroup> = Api::namespaced(client.clone(), ns.name());
-    let group = groups
-        .get("apps")
-        .await
-        .expect("group")
-        .status
-        .expect("group status");
+    // Groups are written after their charts.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let group = loop {
+        let status = groups.get("apps").await.expect("group").status;
+        if let Some(st) = status.filter(|s| s.phase.is_some()) {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "no group status\n{}", d.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(group.phase, Some(Phase::Failed));
     assert_eq!(group.deployed, vec!["first".to_string()]);
     let report = d.status().await;
