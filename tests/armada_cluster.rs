@@ -7,10 +7,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::{pinned_kind, Scope};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::Client;
 use serde_json::{json, Value};
 
@@ -22,27 +20,6 @@ use weft::source::{local, SnapshotLimits};
 
 const FIELD_MANAGER: &str = "weft-armada-test";
 const WAIT: Duration = Duration::from_secs(120);
-
-async fn install_crds(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in weft::api::crds() {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-        tokio::time::timeout(
-            WAIT,
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("CRD {name} not Established within {WAIT:?}"))
-        .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
-    }
-}
 
 fn examples_objects() -> Vec<DesiredObject> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo");
@@ -99,7 +76,7 @@ async fn apply(
 async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a_rollout() {
     let ns = TestNamespace::new("armada").await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let objects = examples_objects();
 
     let crs: Vec<&DesiredObject> = objects
@@ -197,7 +174,7 @@ async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a
 async fn the_api_server_rejects_what_the_loader_rejects() {
     let ns = TestNamespace::new("armada-invalid").await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let chart = |wait: Value, source_type: &str| {
         json!({
             "apiVersion": "armada.airshipit.org/v1alpha1", "kind": "ArmadaChart",

@@ -14,8 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 
 use support::cluster::{self, TestNamespace};
@@ -72,19 +71,6 @@ metadata:
 data:
   version: "${version}"
 "#;
-
-async fn install_crds(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in weft::api::crds() {
-        crds.patch(
-            &crd.name_any(),
-            &PatchParams::apply("weft-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("install CRD");
-    }
-}
 
 fn options(ns: &str) -> PassOptions {
     PassOptions {
@@ -184,7 +170,7 @@ async fn a_sequenced_group_is_deployed_chart_by_chart() {
     let ns = TestNamespace::new("armada-seq").await;
     let name = ns.name().to_string();
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let mut docs = String::new();
     for c in ["first", "second"] {
         docs.push_str(&chart(&name, c, "{}", &deployment_wait(c, 60, "1"), ""));
@@ -244,7 +230,7 @@ async fn min_ready_fifty_percent_passes_with_half_of_the_replicas_ready() {
     let ns = TestNamespace::new("armada-minready").await;
     let name = ns.name().to_string();
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let node = one_node(&client).await;
     // Two replicas on one node, both asking for the same host port: only one can be scheduled.
     let port = 20000 + (std::process::id() % 20000);
@@ -328,7 +314,7 @@ async fn a_chart_that_times_out_stops_its_group() {
     let ns = TestNamespace::new("armada-stuck").await;
     let name = ns.name().to_string();
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let started = std::time::Instant::now();
     let (r, events) = pass(
         &client,
@@ -372,7 +358,7 @@ async fn a_protected_chart_with_continue_processing_lets_its_group_go_on_and_the
     let ns = TestNamespace::new("armada-protected").await;
     let name = ns.name().to_string();
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let dir = tempfile::tempdir().expect("tempdir");
     for (file, text) in repo(&stuck_group(&name, true), false) {
         let p = dir.path().join(file);
@@ -422,7 +408,7 @@ async fn upgrade_pre_delete_removes_the_charts_own_job_but_not_a_foreign_one() {
     let ns = TestNamespace::new("armada-predelete").await;
     let name = ns.name().to_string();
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     // The migration Job never runs (no node for it): the wait looks at the Deployment only.
     let docs = |version: &str| {
         chart(

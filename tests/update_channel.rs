@@ -14,12 +14,10 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, Client};
+use kube::runtime::wait::await_condition;
+use kube::Api;
 use serde_json::json;
-use tokio::sync::OnceCell;
 
 use channel_fixtures::{
     broken_bundle_files, bundle_files, flux_image, ChannelServer, Published, BUILTIN_FLUX_IMAGE,
@@ -37,36 +35,10 @@ use weft::update::{
 
 const FLUX: &str = "weave-flux-agent";
 
-/// The CRDs, applied once per test binary.
-async fn install_crds(client: &Client) {
-    static DONE: OnceCell<()> = OnceCell::const_new();
-    DONE.get_or_init(|| async {
-        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in weft::api::crds() {
-            let name = crd.metadata.name.clone().unwrap();
-            api.patch(
-                &name,
-                &PatchParams::apply("weft-test").force(),
-                &Patch::Apply(&crd),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-            tokio::time::timeout(
-                Duration::from_secs(60),
-                await_condition(api.clone(), &name, conditions::is_crd_established()),
-            )
-            .await
-            .unwrap_or_else(|_| panic!("CRD {name} not Established"))
-            .unwrap();
-        }
-    })
-    .await;
-}
-
 /// A namespace with the token Secret and a WeaveCloud that runs only flux (fewer pods).
 async fn weavecloud(prefix: &str, general: serde_json::Value) -> (TestNamespace, WeaveCloud) {
     let ns = TestNamespace::new(prefix).await;
-    install_crds(&ns.client()).await;
+    support::cluster::install_crds(&ns.client()).await;
     let secrets: Api<Secret> = ns.api();
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": "weave-cloud"},

@@ -12,10 +12,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, Client};
+use kube::api::PostParams;
+use kube::Api;
 
 use channel_fixtures::{
     broken_bundle_files, bundle_files, flux_image, ChannelServer, Published, BUILTIN_FLUX_IMAGE,
@@ -26,27 +24,6 @@ use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use weft::api::WeaveCloud;
 
 const FLUX: &str = "weave-flux-agent";
-
-async fn install_crds(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in weft::api::crds() {
-        let name = crd.metadata.name.clone().unwrap();
-        api.patch(
-            &name,
-            &PatchParams::apply("weft-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("CRD {name} not Established"))
-        .unwrap();
-    }
-}
 
 fn weavecloud_yaml(ns: &str, channel: &str) -> String {
     format!(
@@ -135,7 +112,7 @@ async fn get_text(url: String) -> String {
 async fn weft_run_rolls_back_a_broken_bundle_then_takes_the_newest_good_one() {
     let ns = TestNamespace::new("update-daemon").await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let secrets: Api<Secret> = ns.api();
     let mut token = Secret::default();
     token.metadata.name = Some("weave-cloud-token".into());

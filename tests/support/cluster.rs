@@ -406,3 +406,29 @@ impl Drop for TestNamespace {
         let _ = deleter.join();
     }
 }
+
+/// Install Weft's CRDs (as `kubectl apply -f deploy/` would) and wait until each is Established.
+/// Idempotent: server-side apply with a fixed manager, so every test may call it.
+pub async fn install_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    use kube::runtime::wait::{await_condition, conditions};
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in weft::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply("weft-test").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not Established within 60s"))
+        .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
+    }
+}
