@@ -216,3 +216,50 @@ async fn weft_trigger_wait_returns_the_new_revision_and_sigterm_exits_0() {
     );
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn sigterm_during_a_long_pass_abandons_it_after_the_grace_and_exits_0() {
+    let ns = TestNamespace::new("daemon-abandon").await;
+    let repo = repo_with_greeting(ns.name(), "one");
+    let mut d = Daemon::start(DaemonOptions::new(&repo.url, ns.name()));
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    wait_greeting(&api, "one", Duration::from_secs(30), &d).await;
+    d.wait_status("first pass", Duration::from_secs(10), |s| {
+        s["lastPass"]["pass"] == 1
+    })
+    .await;
+
+    // A Deployment that can never become ready: the pass waits for it (up to --timeout 60s).
+    repo.work.write(
+        "apps/stuck.yaml",
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: stuck, namespace: {}}}\nspec:\n  selector: {{matchLabels: {{app: stuck}}}}\n  template:\n    metadata: {{labels: {{app: stuck}}}}\n    spec:\n      nodeSelector: {{weft.test/no-such-node: \"true\"}}\n      containers: [{{name: app, image: registry.example/app:1}}]\n",
+            ns.name()
+        ),
+    );
+    repo.work.commit("stuck");
+    repo.work.push();
+    let (status, body) = github_push(&d, "refs/heads/main", None).await;
+    assert_eq!(status, 202, "{body}");
+    // Wait until the pass is in its readiness wait.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !d.logs().contains("waiting for 1 object(s) to become ready") {
+        assert!(std::time::Instant::now() < deadline, "{}", d.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stopped = std::time::Instant::now();
+    d.signal("TERM");
+    // --shutdown-grace 5s (the test daemons' setting): abandoned after it, then a clean exit.
+    assert_eq!(
+        d.wait_exit(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        d.logs()
+    );
+    let took = stopped.elapsed();
+    assert!(took < Duration::from_secs(20), "exit took {took:?}");
+    let logs = d.logs();
+    assert!(logs.contains("abandoned"), "{logs}");
+    assert!(logs.contains("released the leader Lease"), "{logs}");
+    ns.delete().await;
+}
