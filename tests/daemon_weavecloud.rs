@@ -274,6 +274,39 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
     .await;
     eprintln!("deleted child recreated after {took:?}");
 
+    // A new token → the agents roll (their pod templates carry the token Secret's hash).
+    let token_hash = |d: &Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| {
+                a.get(weft::render::weavecloud::TOKEN_HASH_ANNOTATION)
+                    .cloned()
+            })
+    };
+    let before =
+        token_hash(&deployments.get(FLUX).await.expect("flux")).expect("token hash annotation");
+    secrets
+        .patch(
+            "weave-cloud-token",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"stringData": {"token": "rotated-token"}})),
+        )
+        .await
+        .expect("rotate the token");
+    let (_, took) = wait_for(
+        "the agents roll with the new token",
+        Duration::from_secs(20),
+        &d,
+        async || {
+            let h = token_hash(&deployments.get(FLUX).await.ok()?)?;
+            (h != before).then_some(())
+        },
+    )
+    .await;
+    eprintln!("token changed → agents rolled after {took:?}");
+
     // The token Secret deleted → Ready=False, TokenMissing, within seconds, and an event.
     secrets
         .delete("weave-cloud-token", &DeleteParams::default())
