@@ -393,86 +393,6 @@ pub async fn record_pass(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::apply::changeset::{Action, Change};
-    use crate::render::Owner;
-    use serde_json::json;
-
-    fn chart(name: &str) -> Owner {
-        Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "default".into(),
-            name: name.into(),
-        }
-    }
-
-    fn set() -> DesiredSet {
-        let objs = vec![
-            chart("db").adopt(json!({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"demo"}}), 0, None),
-            chart("api").adopt(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"api","namespace":"demo"}}), 1, None),
-            chart("web").adopt(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"demo"}}), 2, None),
-        ];
-        DesiredSet::for_owners(objs, [chart("db"), chart("api"), chart("web")].into())
-    }
-
-    fn applied(owner: &Owner, kind: &str, name: &str) -> Change {
-        Change {
-            object: ObjectRef {
-                api_version: "apps/v1".into(),
-                kind: kind.into(),
-                namespace: "demo".into(),
-                name: name.into(),
-            },
-            owner: owner.reference(),
-            action: Action::Created,
-            reason: None,
-        }
-    }
-
-    #[test]
-    fn a_chart_that_times_out_fails_and_the_charts_after_it_stay_pending() {
-        let changes = ChangeSet {
-            entries: vec![
-                applied(&chart("db"), "StatefulSet", "db"),
-                applied(&chart("api"), "Deployment", "api"),
-            ],
-        };
-        let api_ref = changes.entries[1].object.clone();
-        let error = SyncError::Apply(ApplyError::WaitTimeout {
-            timeout: std::time::Duration::from_secs(900),
-            not_ready: vec![(api_ref.clone(), "0 of 1 replicas available".into())],
-        });
-        let out = chart_outcomes(&set(), &changes, Some(&error));
-        assert_eq!(out[&chart("db")].phase, Phase::Deployed);
-        assert_eq!(out[&chart("api")].phase, Phase::Failed);
-        assert_eq!(out[&chart("api")].not_ready, vec![api_ref]);
-        assert!(
-            out[&chart("api")].message.contains("0 of 1 replicas"),
-            "{}",
-            out[&chart("api")].message
-        );
-        assert_eq!(out[&chart("web")].phase, Phase::Pending);
-        assert_eq!(out[&chart("web")].reason, "Blocked");
-    }
-
-    #[test]
-    fn a_successful_pass_deploys_every_chart_and_groups_follow_their_members() {
-        let out = chart_outcomes(&set(), &ChangeSet::default(), None);
-        assert!(out.values().all(|o| o.phase == Phase::Deployed));
-        assert_eq!(
-            group_phase(&[Some(Phase::Deployed), Some(Phase::Deployed)]),
-            Phase::Deployed
-        );
-        assert_eq!(
-            group_phase(&[Some(Phase::Deployed), Some(Phase::Failed)]),
-            Phase::Failed
-        );
-        assert_eq!(group_phase(&[Some(Phase::Deployed), None]), Phase::Pending);
-    }
-}
-
 /// Whether a watch event on a chart's child means drift: it was deleted, or its latest write
 /// (outside the status subresource) was not Weft's own.
 fn child_drifted<K: Resource>(event: &kube::runtime::watcher::Event<K>) -> bool {
@@ -604,5 +524,85 @@ pub async fn watch_triggers(
                 Some(None) => {}
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::changeset::{Action, Change};
+    use crate::render::Owner;
+    use serde_json::json;
+
+    fn chart(name: &str) -> Owner {
+        Owner::Resource {
+            kind: "ArmadaChart".into(),
+            namespace: "default".into(),
+            name: name.into(),
+        }
+    }
+
+    fn set() -> DesiredSet {
+        let objs = vec![
+            chart("db").adopt(json!({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"demo"}}), 0, None),
+            chart("api").adopt(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"api","namespace":"demo"}}), 1, None),
+            chart("web").adopt(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"demo"}}), 2, None),
+        ];
+        DesiredSet::for_owners(objs, [chart("db"), chart("api"), chart("web")].into())
+    }
+
+    fn applied(owner: &Owner, kind: &str, name: &str) -> Change {
+        Change {
+            object: ObjectRef {
+                api_version: "apps/v1".into(),
+                kind: kind.into(),
+                namespace: "demo".into(),
+                name: name.into(),
+            },
+            owner: owner.reference(),
+            action: Action::Created,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_chart_that_times_out_fails_and_the_charts_after_it_stay_pending() {
+        let changes = ChangeSet {
+            entries: vec![
+                applied(&chart("db"), "StatefulSet", "db"),
+                applied(&chart("api"), "Deployment", "api"),
+            ],
+        };
+        let api_ref = changes.entries[1].object.clone();
+        let error = SyncError::Apply(ApplyError::WaitTimeout {
+            timeout: std::time::Duration::from_secs(900),
+            not_ready: vec![(api_ref.clone(), "0 of 1 replicas available".into())],
+        });
+        let out = chart_outcomes(&set(), &changes, Some(&error));
+        assert_eq!(out[&chart("db")].phase, Phase::Deployed);
+        assert_eq!(out[&chart("api")].phase, Phase::Failed);
+        assert_eq!(out[&chart("api")].not_ready, vec![api_ref]);
+        assert!(
+            out[&chart("api")].message.contains("0 of 1 replicas"),
+            "{}",
+            out[&chart("api")].message
+        );
+        assert_eq!(out[&chart("web")].phase, Phase::Pending);
+        assert_eq!(out[&chart("web")].reason, "Blocked");
+    }
+
+    #[test]
+    fn a_successful_pass_deploys_every_chart_and_groups_follow_their_members() {
+        let out = chart_outcomes(&set(), &ChangeSet::default(), None);
+        assert!(out.values().all(|o| o.phase == Phase::Deployed));
+        assert_eq!(
+            group_phase(&[Some(Phase::Deployed), Some(Phase::Deployed)]),
+            Phase::Deployed
+        );
+        assert_eq!(
+            group_phase(&[Some(Phase::Deployed), Some(Phase::Failed)]),
+            Phase::Failed
+        );
+        assert_eq!(group_phase(&[Some(Phase::Deployed), None]), Phase::Pending);
     }
 }
