@@ -195,6 +195,9 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
     assert_eq!(group.deployed, vec!["first".to_string()]);
     let report = d.status().await;
     assert_eq!(report["lastPass"]["result"], "failed", "{report:#}");
+    let owner = &report["owners"][format!("ArmadaChart/{}/stuck", ns.name())];
+    assert_eq!(owner["ready"], "False", "{report:#}");
+    assert_eq!(owner["version"], "failed", "{report:#}");
 
     // A chart's child deleted with kubectl → recreated within seconds (the poll interval is an
     // hour): the daemon watches chart children and queues a pass.

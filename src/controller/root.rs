@@ -294,6 +294,37 @@ impl RootReconciler {
                     error.as_ref(),
                 )
                 .await;
+                let outcomes = super::armada::chart_outcomes(&set, &changes, error.as_ref());
+                self.update_status(|s| {
+                    for (owner, o) in &outcomes {
+                        let Owner::Resource {
+                            kind,
+                            namespace,
+                            name,
+                        } = owner
+                        else {
+                            continue;
+                        };
+                        s.set_owner(super::status::OwnerStatus {
+                            kind: kind.clone(),
+                            namespace: namespace.clone(),
+                            name: name.clone(),
+                            ready: if o.phase == crate::api::armada::Phase::Deployed {
+                                "True"
+                            } else {
+                                "False"
+                            }
+                            .into(),
+                            reason: o.reason.clone(),
+                            message: o.message.clone(),
+                            version: serde_json::to_value(o.phase)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_string)),
+                            objects: set.objects().iter().filter(|d| &d.owner == owner).count(),
+                            ..Default::default()
+                        });
+                    }
+                });
                 match error {
                     None => report.result = PassResultKind::Succeeded,
                     Some(e) => report.error = Some(e.to_string()),
