@@ -126,8 +126,8 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
         "metadata": {"name": FLUX, "labels": {"name": FLUX}},
         "spec": {
             "selector": {"matchLabels": {"name": FLUX}},
-            // As the launcher's flux manifest had it (two fluxd must not overlap).
-            "strategy": {"type": "Recreate"},
+            // No strategy: the API server defaults it to RollingUpdate with a `rollingUpdate`
+            // block owned by this foreign manager, which Weft's apply must cope with.
             "template": {
                 "metadata": {"labels": {"name": FLUX}},
                 "spec": {"containers": [{
