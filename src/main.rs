@@ -80,6 +80,10 @@ struct ClusterArgs {
     /// Weft's own namespace (inventories).
     #[arg(long, env = "WEFT_NAMESPACE", default_value = "weft-system")]
     namespace: String,
+    /// Secret in Weft's namespace with the git credentials (keys `identity`, `known_hosts`,
+    /// `username`, `password`, `bearerToken`). Without it: files in `WEFT_GIT_CREDENTIALS_DIR`.
+    #[arg(long, env = "WEFT_GIT_SECRET")]
+    git_secret: Option<String>,
 }
 
 /// `weft sync` and `weft diff`.
@@ -210,13 +214,49 @@ fn print_diagnostics(diags: &Diagnostics) {
 }
 
 fn read_snapshot(args: &RepoArgs) -> anyhow::Result<Snapshot> {
+    read_snapshot_with(args, None)
+}
+
+/// The git credentials of `--git-secret` (read from the cluster once), or `None` without it.
+fn secret_credentials(
+    cluster: &ClusterArgs,
+) -> anyhow::Result<Option<source::credentials::Credentials>> {
+    let Some(name) = &cluster.git_secret else {
+        return Ok(None);
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let (client, _) =
+            weft::apply::calls::connect(cluster.kubeconfig.as_deref(), cluster.context.as_deref())
+                .await?;
+        let creds = source::credentials::from_kube_secret(client, &cluster.namespace, name)
+            .await
+            .with_context(|| {
+                format!(
+                    "reading git credentials from Secret {}/{name}",
+                    cluster.namespace
+                )
+            })?;
+        Ok(Some(creds))
+    })
+}
+
+/// Like [`read_snapshot`], with the credentials of `--git-secret` when given.
+fn read_snapshot_with(
+    args: &RepoArgs,
+    credentials: Option<source::credentials::Credentials>,
+) -> anyhow::Result<Snapshot> {
     if let Some(url) = args
         .repo
         .as_deref()
         .filter(|r| args.dir.is_none() && source::git::is_git_url(r))
     {
-        let credentials =
-            source::credentials::Credentials::from_env().context("reading git credentials")?;
+        let credentials = match credentials {
+            Some(c) => c,
+            None => {
+                source::credentials::Credentials::from_env().context("reading git credentials")?
+            }
+        };
         return Ok(source::git::fetch_snapshot(
             url,
             args.git_ref.as_deref(),
@@ -257,7 +297,7 @@ fn pass_options(args: &SyncArgs) -> weft::sync::PassOptions {
 /// `weft sync`: exit 0 when everything applied and became ready, 1 when the pass failed.
 fn sync_command(args: SyncArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal;
-    let snapshot = read_snapshot(&args.repo)?;
+    let snapshot = read_snapshot_with(&args.repo, secret_credentials(&args.cluster)?)?;
     let opts = pass_options(&args);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
@@ -293,7 +333,7 @@ fn sync_command(args: SyncArgs) -> anyhow::Result<ExitCode> {
 
 /// `weft diff`: exit 0 no changes, 1 changes, 2 error.
 fn diff_command(args: SyncArgs) -> anyhow::Result<ExitCode> {
-    let snapshot = read_snapshot(&args.repo)?;
+    let snapshot = read_snapshot_with(&args.repo, secret_credentials(&args.cluster)?)?;
     let opts = pass_options(&args);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
@@ -389,7 +429,12 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, Some(r)) => r.clone(),
         (None, None) => anyhow::bail!("give a repository: --repo URL (or a PATH)"),
     };
+    let credentials = match secret_credentials(&args.cluster)? {
+        Some(c) => c,
+        None => source::credentials::Credentials::from_env().context("reading git credentials")?,
+    };
     let config = weft::controller::run::RunConfig {
+        credentials,
         repo: repo.clone(),
         git_ref: args.repo.git_ref.clone(),
         path: args.repo.path.clone(),

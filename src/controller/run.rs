@@ -61,6 +61,8 @@ pub struct RunConfig {
     pub identity: String,
     /// Run the custom resource controllers (WeaveCloud, Armada).
     pub controllers: bool,
+    /// Credentials of the config repository (`--git-secret`, or files); read once at start.
+    pub credentials: crate::source::credentials::Credentials,
 }
 
 fn read_secret(
@@ -100,6 +102,7 @@ fn root_source(cfg: &RunConfig) -> Result<RootSource, RunError> {
             spec.reference = GitRef::parse(r);
         }
         spec.path = cfg.path.clone();
+        spec.credentials = cfg.credentials.clone();
         let source = GitSource::new(spec).map_err(|e| RunError::Source(e.to_string()))?;
         Ok(RootSource::Git(Arc::new(Mutex::new(source))))
     } else {
