@@ -396,6 +396,27 @@ impl Engine<'_> {
         });
         let live: LiveState = plan::read_live(self.client, objects, self.opts.concurrency).await?;
         let observer = self.observer;
+        // A chart with `driftPolicy: report`: an object edited outside Weft is left as it is
+        // (the daemon reports it as `inconsistent`); a changed desired object is still applied.
+        let (kept, objects): (Vec<&PlannedObject>, Vec<&PlannedObject>) =
+            objects.iter().partition(|p| {
+                self.charts.get(&p.desired.owner).is_some_and(|s| {
+                    s.drift_policy == crate::api::DriftPolicy::Report
+                        && matches!(live.decide(p), plan::Decision::Update(ref why) if why.starts_with("drifted"))
+                })
+            });
+        for p in kept {
+            let c = Change {
+                object: p.object_ref.clone(),
+                owner: p.desired.owner.reference(),
+                action: Action::Skipped,
+                reason: Some("drifted, not corrected (driftPolicy: report)".into()),
+            };
+            observer(Progress::Change(&c));
+            self.changes.push(c);
+        }
+        let objects: Vec<PlannedObject> = objects.into_iter().cloned().collect();
+        let objects = objects.as_slice();
         let (changes, mut errors) =
             apply_batch(self.client, objects, &live, &self.apply_options(), &|c| {
                 observer(Progress::Change(c))

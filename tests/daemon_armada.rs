@@ -224,3 +224,214 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
     drop(server);
     ns.delete().await;
 }
+
+fn unsequenced_chart(ns: &str, name: &str, drift_policy: &str) -> String {
+    format!(
+        r#"---
+apiVersion: armada.airshipit.org/v1alpha1
+kind: ArmadaChart
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  chart_name: app
+  release: {name}
+  namespace: {ns}
+  driftPolicy: {drift_policy}
+  source: {{type: local, location: charts/app}}
+  values:
+    nodeSelector: {{}}
+"#
+    )
+}
+
+async fn replicas(api: &Api<Deployment>, name: &str) -> Option<i32> {
+    api.get_opt(name).await.ok()??.spec?.replicas
+}
+
+/// `driftPolicy: report` leaves an edited or deleted child alone and marks the chart
+/// `inconsistent` with a `Drifted` condition naming it; `correct` restores the edit; a chart
+/// deleted with kubectl has its children pruned by its finalizer before it goes.
+#[tokio::test]
+async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_children() {
+    let ns = TestNamespace::new("daemon-armada-drift").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("charts/app/Chart.yaml", "name: app\nversion: 1.0.0\n");
+    work.write("charts/app/values.yaml", "nodeSelector: {}\n");
+    work.write("charts/app/templates/deployment.yaml", TEMPLATE);
+    let mut docs = String::new();
+    docs.push_str(&unsequenced_chart(ns.name(), "fixed", "correct"));
+    docs.push_str(&unsequenced_chart(ns.name(), "watched", "report"));
+    docs.push_str(&unsequenced_chart(ns.name(), "doomed", "correct"));
+    docs.push_str(&format!(
+        "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: apps, namespace: {}}}\nspec:\n  sequenced: false\n  chart_group: [fixed, watched, doomed]\n",
+        ns.name()
+    ));
+    work.write("armada.yaml", docs);
+    work.commit("charts");
+    work.push();
+    let url = server.url("config.git");
+    let d = Daemon::start(DaemonOptions::new(&url, ns.name()));
+
+    let charts: Api<ArmadaChart> = Api::namespaced(client.clone(), ns.name());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    // Every chart deployed and carrying the finalizer.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let mut done = true;
+        for name in ["fixed", "watched", "doomed"] {
+            let c = charts.get_opt(name).await.expect("GET chart");
+            let deployed =
+                c.as_ref().and_then(|c| c.status.as_ref()?.phase) == Some(Phase::Deployed);
+            let finalized = c.as_ref().is_some_and(|c| {
+                c.metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == "weft.io/armada-chart")
+            });
+            done &= deployed && finalized && replicas(&deployments, name).await == Some(1);
+        }
+        if done {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let list = charts.list(&Default::default()).await.expect("list");
+            let state: Vec<_> = list
+                .items
+                .iter()
+                .map(|c| {
+                    (
+                        c.metadata.name.clone(),
+                        c.metadata.finalizers.clone(),
+                        c.status.as_ref().and_then(|s| s.phase),
+                    )
+                })
+                .collect();
+            panic!("charts not deployed: {state:?}\n{}", d.logs());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    let edit = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..Default::default()
+    };
+    let two = serde_json::json!({"spec": {"replicas": 2}});
+    // report: the edit stays and the chart says so.
+    deployments
+        .patch("watched", &edit, &Patch::Merge(&two))
+        .await
+        .expect("edit watched");
+    let start = Instant::now();
+    let drifted = loop {
+        let st = charts
+            .get("watched")
+            .await
+            .expect("watched")
+            .status
+            .unwrap_or_default();
+        let cond = st.conditions.iter().find(|c| c.type_ == "Drifted").cloned();
+        if let Some(c) = cond.filter(|_| st.inconsistent) {
+            break c;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no drift reported: {st:?}\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(format!("{:?}", drifted.status), "True");
+    assert!(
+        drifted
+            .message
+            .contains(&format!("Deployment/{}/watched", ns.name())),
+        "{}",
+        drifted.message
+    );
+
+    // correct: the same edit is restored within seconds (this pass must leave `watched` alone).
+    deployments
+        .patch("fixed", &edit, &Patch::Merge(&two))
+        .await
+        .expect("edit fixed");
+    let start = Instant::now();
+    while replicas(&deployments, "fixed").await != Some(1) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "edit of a correct-policy child not restored\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("edited chart child restored after {:?}", start.elapsed());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        replicas(&deployments, "watched").await,
+        Some(2),
+        "a report-policy child was corrected\n{}",
+        d.logs()
+    );
+
+    // report: a deleted child is not recreated.
+    deployments
+        .delete("watched", &Default::default())
+        .await
+        .expect("delete watched");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        deployments.get_opt("watched").await.expect("GET").is_none(),
+        "a report-policy child was recreated\n{}",
+        d.logs()
+    );
+    let st = charts
+        .get("watched")
+        .await
+        .expect("watched")
+        .status
+        .unwrap_or_default();
+    assert!(st.inconsistent);
+
+    // The finalizer: kubectl delete of a chart prunes its Deployment, then the chart goes.
+    let deployment_uid = deployments
+        .get("doomed")
+        .await
+        .expect("doomed")
+        .metadata
+        .uid;
+    assert!(deployment_uid.is_some());
+    charts
+        .delete("doomed", &Default::default())
+        .await
+        .expect("delete chart");
+    let start = Instant::now();
+    loop {
+        let chart_gone = charts.get_opt("doomed").await.expect("GET").is_none();
+        let child_gone = deployments
+            .get_opt("doomed")
+            .await
+            .expect("GET")
+            .is_none_or(|dep| dep.metadata.uid != deployment_uid);
+        if chart_gone && child_gone {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "chart gone: {chart_gone}, child gone: {child_gone}\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "deleted chart and its children gone after {:?}",
+        start.elapsed()
+    );
+    // Nothing else of the charts was touched.
+    assert!(deployments.get_opt("fixed").await.expect("GET").is_some());
+    drop(server);
+    ns.delete().await;
+}

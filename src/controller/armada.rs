@@ -393,26 +393,35 @@ pub async fn record_pass(
     }
 }
 
-/// Whether a watch event on a chart's child means drift: it was deleted, or its latest write
-/// (outside the status subresource) was not Weft's own.
-fn child_drifted<K: Resource>(event: &kube::runtime::watcher::Event<K>) -> bool {
+/// A child of an ArmadaChart that was deleted, or whose latest write (outside the status
+/// subresource) was not Weft's own: `(owner reference, object)`, e.g.
+/// `("ArmadaChart/ns/web", "apps/v1/Deployment/ns/web")`.
+fn child_drifted<K: Resource>(event: &kube::runtime::watcher::Event<K>) -> Option<(String, String)>
+where
+    K::DynamicType: Default,
+{
     use kube::runtime::watcher::Event as W;
     let (obj, deleted) = match event {
         W::Apply(o) => (o, false),
         W::Delete(o) => (o, true),
-        _ => return false,
+        _ => return None,
     };
     let meta = obj.meta();
-    let owned_by_chart = meta
+    let owner_ref = meta
         .annotations
         .as_ref()
         .and_then(|a| a.get(crate::render::ownership::OWNER_REF_ANNOTATION))
-        .is_some_and(|r| r.starts_with("ArmadaChart/"));
-    if !owned_by_chart {
-        return false;
-    }
+        .filter(|r| r.starts_with("ArmadaChart/"))?
+        .clone();
+    let dt = K::DynamicType::default();
+    let object = format!(
+        "{}/{}/{}",
+        K::kind(&dt),
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default()
+    );
     if deleted {
-        return true;
+        return Some((owner_ref, object));
     }
     let latest = meta
         .managed_fields
@@ -422,12 +431,217 @@ fn child_drifted<K: Resource>(event: &kube::runtime::watcher::Event<K>) -> bool 
         .max_by(|a, b| a.time.cmp(&b.time));
     // Weft's own writes, and the controllers' bookkeeping on the main resource (the deployment
     // controller's revision annotation), are not drift.
-    latest.is_some_and(|m| {
+    let drifted = latest.is_some_and(|m| {
         !matches!(
             m.manager.as_deref(),
             Some(crate::apply::FIELD_MANAGER) | Some("kube-controller-manager")
         )
-    })
+    });
+    drifted.then_some((owner_ref, object))
+}
+
+/// The finalizer that makes Weft prune a deleted ArmadaChart's children.
+pub const FINALIZER: &str = "weft.io/armada-chart";
+
+/// What an Armada watch event asks for.
+enum Signal {
+    /// Queue a sync-root pass.
+    Pass(&'static str),
+    /// A chart's child drifted: `(owner reference, object)`.
+    Drift(String, String),
+    /// An ArmadaChart was seen (finalizer bookkeeping).
+    Chart(Box<ArmadaChart>),
+}
+
+fn chart_of_reference(r: &str) -> Option<(String, String)> {
+    let mut parts = r.splitn(3, '/');
+    (parts.next()? == "ArmadaChart").then_some(())?;
+    Some((parts.next()?.to_string(), parts.next()?.to_string()))
+}
+
+/// A child of a chart drifted. With `driftPolicy: report` mark the chart `inconsistent` with a
+/// `Drifted` condition naming the object and change nothing; a chart being deleted (its
+/// finalizer is pruning the children) is left alone; otherwise a pass corrects it. Returns
+/// whether a pass is wanted.
+async fn on_drift(client: &Client, recorder: &Recorder, owner_ref: &str, object: &str) -> bool {
+    let Some((ns, name)) = chart_of_reference(owner_ref) else {
+        return false;
+    };
+    let api: Api<ArmadaChart> = Api::namespaced(client.clone(), &ns);
+    let chart = match api.get_opt(&name).await {
+        Ok(Some(c)) => c,
+        // Gone (pruned from git): its children go with it.
+        Ok(None) => return false,
+        Err(e) => {
+            tracing::warn!(chart = %format!("{ns}/{name}"), error = %e, "cannot read ArmadaChart; queueing a pass");
+            return true;
+        }
+    };
+    if chart.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    if chart.spec.drift_policy != crate::api::DriftPolicy::Report {
+        return true;
+    }
+    let before = chart.status.clone().unwrap_or_default();
+    let message = format!("changed outside Weft (driftPolicy: report, not corrected): {object}");
+    let mut conditions = before.conditions.clone();
+    set_condition(
+        &mut conditions,
+        Condition {
+            observed_generation: chart.metadata.generation,
+            ..Condition::new(
+                crate::api::conditions::DRIFTED,
+                ConditionStatus::True,
+                "Drifted",
+                &message,
+            )
+        },
+        &now_rfc3339(),
+    );
+    if before.inconsistent && conditions == before.conditions {
+        return false;
+    }
+    let patch = json!({"status": {"inconsistent": true, "conditions": conditions}});
+    match api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(chart = %format!("{ns}/{name}"), %object, "drift reported, not corrected");
+            event(recorder, &chart, true, "Drifted", &message).await;
+        }
+        Err(e) => {
+            tracing::warn!(chart = %format!("{ns}/{name}"), error = %e, "cannot write ArmadaChart status")
+        }
+    }
+    false
+}
+
+/// Why a chart's finalizer could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum FinalizerError {
+    #[error("ArmadaChart {namespace}/{name}: {action}: {message}")]
+    Kube {
+        namespace: String,
+        name: String,
+        action: &'static str,
+        message: String,
+    },
+    #[error("ArmadaChart {namespace}/{name}: pruning its children: {message}")]
+    Prune {
+        namespace: String,
+        name: String,
+        message: String,
+    },
+}
+
+/// The finalizer of one chart: add it to a live chart; on a deleted chart prune the children
+/// of its inventory (only those that still carry its owner label), then remove it.
+async fn finalize(
+    client: &Client,
+    recorder: &Recorder,
+    chart: &ArmadaChart,
+) -> Result<(), FinalizerError> {
+    let ns = chart.metadata.namespace.clone().unwrap_or_default();
+    let name = chart.metadata.name.clone().unwrap_or_default();
+    let kube_err = |action: &'static str, e: kube::Error| FinalizerError::Kube {
+        namespace: ns.clone(),
+        name: name.clone(),
+        action,
+        message: e.to_string(),
+    };
+    let api: Api<ArmadaChart> = Api::namespaced(client.clone(), &ns);
+    let finalizers = chart.metadata.finalizers.clone().unwrap_or_default();
+    let ours = finalizers.iter().any(|f| f == FINALIZER);
+    if chart.metadata.deletion_timestamp.is_none() {
+        if ours {
+            return Ok(());
+        }
+        let mut next = finalizers;
+        next.push(FINALIZER.to_string());
+        let patch = json!({"metadata": {"finalizers": next, "resourceVersion": chart.metadata.resource_version}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| kube_err("adding the finalizer", e))?;
+        tracing::debug!(chart = %format!("{ns}/{name}"), "finalizer added");
+        return Ok(());
+    }
+    if !ours {
+        return Ok(());
+    }
+    let owner = Owner::Resource {
+        kind: "ArmadaChart".into(),
+        namespace: ns.clone(),
+        name: name.clone(),
+    };
+    let entries: BTreeSet<ObjectRef> = chart
+        .status
+        .as_ref()
+        .map(|s| s.inventory.iter().cloned().collect())
+        .unwrap_or_default();
+    if !entries.is_empty() {
+        let prune_err = |message: String| FinalizerError::Prune {
+            namespace: ns.clone(),
+            name: name.clone(),
+            message,
+        };
+        let catalog = crate::apply::plan::Catalog::discover(client)
+            .await
+            .map_err(|e| prune_err(e.to_string()))?;
+        let inventory = crate::apply::inventory::Inventory {
+            owner: owner.clone(),
+            entries,
+            source: crate::apply::inventory::InventorySource::Stored,
+        };
+        let opts = crate::apply::prune::PruneOptions {
+            force: true,
+            ..Default::default()
+        };
+        let outcome = crate::apply::prune::prune(
+            client,
+            &catalog,
+            &DesiredSet::for_owners(Vec::new(), [owner.clone()].into()),
+            &BTreeSet::new(),
+            &[inventory],
+            &opts,
+            &|_| {},
+        )
+        .await;
+        if !outcome.errors.is_empty() {
+            let message = outcome
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(prune_err(message));
+        }
+        let pruned = outcome
+            .changes
+            .entries
+            .iter()
+            .filter(|c| c.action == crate::apply::changeset::Action::Deleted)
+            .map(|c| c.object.to_string())
+            .collect::<Vec<_>>();
+        let note = format!(
+            "chart deleted; pruned {} children: {}",
+            pruned.len(),
+            pruned.join(", ")
+        );
+        tracing::info!(chart = %format!("{ns}/{name}"), "{note}");
+        event(recorder, chart, false, "Pruned", &note).await;
+    }
+    let rest: Vec<String> = finalizers.into_iter().filter(|f| f != FINALIZER).collect();
+    let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": chart.metadata.resource_version}});
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if crate::apply::is_not_found(&e) => Ok(()),
+        Err(e) => Err(kube_err("removing the finalizer", e)),
+    }
 }
 
 /// The value of `weft.io/requested-at` on an Armada resource.
@@ -454,60 +668,81 @@ pub async fn watch_triggers(
     use k8s_openapi::api::core::v1::{ConfigMap, Service};
     use kube::runtime::watcher::{self, Event as W};
     use kube::runtime::WatchStreamExt;
+    let recorder = super::weavecloud::recorder(client.clone());
 
     let children = watcher::Config::default().labels(&format!(
         "{}={}",
         crate::render::ownership::MANAGED_BY_LABEL,
         crate::render::ownership::MANAGED_BY_VALUE
     ));
-    fn drift_stream<K>(api: Api<K>, cfg: watcher::Config) -> BoxStream<'static, Option<String>>
+    fn drift_stream<K>(api: Api<K>, cfg: watcher::Config) -> BoxStream<'static, Option<Signal>>
     where
         K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        K::DynamicType: Default,
     {
         // Backoff: a kind the cluster does not serve (yet) must not make a hot retry loop.
         watcher::watcher(api, cfg)
             .default_backoff()
-            .map(|e| match e {
-                Ok(ev) if child_drifted(&ev) => Some("drift".to_string()),
-                _ => None,
+            .map(|e| {
+                let (owner, object) = child_drifted(&e.ok()?)?;
+                Some(Signal::Drift(owner, object))
             })
             .boxed()
     }
-    fn request_stream<K>(api: Api<K>) -> BoxStream<'static, Option<String>>
+    fn request_stream<K>(api: Api<K>, charts: bool) -> BoxStream<'static, Option<Signal>>
     where
-        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        K: Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug
+            + Send
+            + 'static,
     {
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         watcher::watcher(api, watcher::Config::default())
             .default_backoff()
-            .map(move |e| {
-                let (W::Apply(o) | W::InitApply(o)) = e.ok()? else {
-                    return None;
-                };
-                let key = format!(
-                    "{}/{}",
-                    o.meta().namespace.clone().unwrap_or_default(),
-                    o.meta().name.clone().unwrap_or_default()
-                );
-                let value = requested_at(&o)?;
-                let previous = seen.insert(key, value.clone());
-                // The first sighting (startup) only records the value.
-                previous
-                    .filter(|p| p != &value)
-                    .map(|_| "requested-at".to_string())
+            .flat_map(move |e| {
+                let mut out: Vec<Option<Signal>> = Vec::new();
+                if let Err(err) = &e {
+                    tracing::debug!(error = %err, "Armada watch error");
+                }
+                if let Ok(W::Apply(o) | W::InitApply(o)) = e {
+                    if charts {
+                        // Finalizer bookkeeping for every chart seen.
+                        if let Ok(chart) =
+                            serde_json::to_value(&o).and_then(serde_json::from_value::<ArmadaChart>)
+                        {
+                            out.push(Some(Signal::Chart(Box::new(chart))));
+                        }
+                    }
+                    let key = format!(
+                        "{}/{}",
+                        o.meta().namespace.clone().unwrap_or_default(),
+                        o.meta().name.clone().unwrap_or_default()
+                    );
+                    if let Some(value) = requested_at(&o) {
+                        let previous = seen.insert(key, value.clone());
+                        // The first sighting (startup) only records the value.
+                        if previous.is_some_and(|p| p != value) {
+                            out.push(Some(Signal::Pass("requested-at")));
+                        }
+                    }
+                }
+                futures::stream::iter(out)
             })
             .boxed()
     }
-    let streams: Vec<BoxStream<'static, Option<String>>> = vec![
+    let streams: Vec<BoxStream<'static, Option<Signal>>> = vec![
         drift_stream(Api::<Deployment>::all(client.clone()), children.clone()),
         drift_stream(Api::<StatefulSet>::all(client.clone()), children.clone()),
         drift_stream(Api::<DaemonSet>::all(client.clone()), children.clone()),
         drift_stream(Api::<Job>::all(client.clone()), children.clone()),
         drift_stream(Api::<Service>::all(client.clone()), children.clone()),
         drift_stream(Api::<ConfigMap>::all(client.clone()), children),
-        request_stream(Api::<ArmadaChart>::all(client.clone())),
-        request_stream(Api::<ArmadaChartGroup>::all(client.clone())),
-        request_stream(Api::<ArmadaManifest>::all(client.clone())),
+        request_stream(Api::<ArmadaChart>::all(client.clone()), true),
+        request_stream(Api::<ArmadaChartGroup>::all(client.clone()), false),
+        request_stream(Api::<ArmadaManifest>::all(client.clone()), false),
     ];
     let mut events = futures::stream::select_all(streams);
     loop {
@@ -515,11 +750,45 @@ pub async fn watch_triggers(
             _ = stop.changed() => if *stop.borrow() { return },
             next = events.next() => match next {
                 None => return,
-                Some(Some(why)) => {
+                Some(Some(Signal::Pass(why))) => {
                     tracing::info!(reason = %why, "Armada watch event: queueing a sync-root pass");
                     if queue.trigger(super::trigger::TriggerReason::Watch).is_err() {
                         return;
                     }
+                }
+                Some(Some(Signal::Drift(owner, object))) => {
+                    if on_drift(&client, &recorder, &owner, &object).await {
+                        tracing::info!(%owner, %object, "chart child drifted: queueing a sync-root pass");
+                        if queue.trigger(super::trigger::TriggerReason::Watch).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Some(Some(Signal::Chart(chart))) => {
+                    let (client, recorder) = (client.clone(), recorder.clone());
+                    // Off the loop: a prune must not hold up the other watches. A failure is
+                    // retried with a growing delay until it succeeds or the chart is gone.
+                    tokio::spawn(async move {
+                        let mut chart = *chart;
+                        let mut delay = std::time::Duration::from_secs(1);
+                        loop {
+                            match finalize(&client, &recorder, &chart).await {
+                                Ok(()) => return,
+                                Err(e) => tracing::warn!(error = %e, "ArmadaChart finalizer failed; retrying"),
+                            }
+                            tokio::time::sleep(delay).await;
+                            delay = (delay * 2).min(std::time::Duration::from_secs(60));
+                            let api: Api<ArmadaChart> = Api::namespaced(
+                                client.clone(),
+                                &chart.metadata.namespace.clone().unwrap_or_default(),
+                            );
+                            match api.get_opt(&chart.metadata.name.clone().unwrap_or_default()).await {
+                                Ok(Some(c)) => chart = c,
+                                Ok(None) => return,
+                                Err(_) => {}
+                            }
+                        }
+                    });
                 }
                 Some(None) => {}
             },
