@@ -398,19 +398,51 @@ impl Engine<'_> {
         let observer = self.observer;
         // A chart with `driftPolicy: report`: an object edited outside Weft is left as it is
         // (the daemon reports it as `inconsistent`); a changed desired object is still applied.
+        // An object of its inventory that is gone was deleted outside Weft: not recreated either.
+        let mut applied_before: BTreeSet<(String, String, String, String)> = BTreeSet::new();
+        for (owner, spec) in self.charts_of(objects) {
+            if spec.drift_policy != crate::api::DriftPolicy::Report {
+                continue;
+            }
+            let Owner::Resource {
+                namespace, name, ..
+            } = &owner
+            else {
+                continue;
+            };
+            let api: Api<crate::api::armada::ArmadaChart> =
+                Api::namespaced(self.client.clone(), namespace);
+            if let Ok(Some(chart)) = api.get_opt(name).await {
+                for r in chart.status.map(|s| s.inventory).unwrap_or_default() {
+                    applied_before.insert(inventory::ref_key(&r));
+                }
+            }
+        }
+        let report = |p: &PlannedObject| -> Option<&'static str> {
+            let policy = self.charts.get(&p.desired.owner)?.drift_policy;
+            if policy != crate::api::DriftPolicy::Report {
+                return None;
+            }
+            match live.decide(p) {
+                plan::Decision::Update(why) if why.starts_with("drifted") => {
+                    Some("drifted, not corrected (driftPolicy: report)")
+                }
+                plan::Decision::Create
+                    if applied_before.contains(&inventory::ref_key(&p.object_ref)) =>
+                {
+                    Some("deleted outside Weft, not recreated (driftPolicy: report)")
+                }
+                _ => None,
+            }
+        };
         let (kept, objects): (Vec<&PlannedObject>, Vec<&PlannedObject>) =
-            objects.iter().partition(|p| {
-                self.charts.get(&p.desired.owner).is_some_and(|s| {
-                    s.drift_policy == crate::api::DriftPolicy::Report
-                        && matches!(live.decide(p), plan::Decision::Update(ref why) if why.starts_with("drifted"))
-                })
-            });
+            objects.iter().partition(|p| report(p).is_some());
         for p in kept {
             let c = Change {
                 object: p.object_ref.clone(),
                 owner: p.desired.owner.reference(),
                 action: Action::Skipped,
-                reason: Some("drifted, not corrected (driftPolicy: report)".into()),
+                reason: report(p).map(str::to_string),
             };
             observer(Progress::Change(&c));
             self.changes.push(c);
