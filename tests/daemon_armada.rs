@@ -14,7 +14,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 
 use support::cluster::TestNamespace;
-use support::daemon::{Daemon, DaemonOptions};
+use support::daemon::{github_push, Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use weft::api::armada::{ArmadaChart, ArmadaChartGroup, Phase};
 
@@ -432,6 +432,40 @@ async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_
     );
     // Nothing else of the charts was touched.
     assert!(deployments.get_opt("fixed").await.expect("GET").is_some());
+
+    // A chart removed from git: the sync root prunes it, and its Deployment goes with it.
+    let mut docs = String::new();
+    docs.push_str(&unsequenced_chart(ns.name(), "watched", "report"));
+    docs.push_str(&unsequenced_chart(ns.name(), "doomed", "correct"));
+    docs.push_str(&format!(
+        "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: apps, namespace: {}}}\nspec:\n  sequenced: false\n  chart_group: [watched, doomed]\n",
+        ns.name()
+    ));
+    work.write("armada.yaml", docs);
+    work.commit("drop the chart fixed");
+    work.push();
+    let (status, body) = github_push(&d, "refs/heads/main", None).await;
+    assert_eq!(status, 202, "{body}");
+    let start = Instant::now();
+    loop {
+        let chart_gone = charts.get_opt("fixed").await.expect("GET").is_none();
+        let child_gone = deployments.get_opt("fixed").await.expect("GET").is_none();
+        if chart_gone && child_gone {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "chart gone: {chart_gone}, child gone: {child_gone}\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The report chart's deleted child was not recreated by this pass either.
+    assert!(
+        deployments.get_opt("watched").await.expect("GET").is_none(),
+        "{}",
+        d.logs()
+    );
     drop(server);
     ns.delete().await;
 }
