@@ -874,4 +874,41 @@ mod tests {
         );
         assert_eq!(group_phase(&[Some(Phase::Deployed), None]), Phase::Pending);
     }
+
+    fn deployment(manager: &str) -> k8s_openapi::api::apps::v1::Deployment {
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "web",
+                "namespace": "demo",
+                "annotations": {"weft.io/owner-ref": "ArmadaChart/demo/web"},
+                "managedFields": [
+                    {"manager": "weft", "operation": "Apply", "time": "2026-01-01T00:00:00Z"},
+                    {"manager": manager, "operation": "Update", "time": "2026-01-01T00:00:01Z"}
+                ]
+            }
+        }))
+        .expect("deployment")
+    }
+
+    #[test]
+    fn a_childs_edit_by_someone_else_or_its_deletion_is_drift_of_its_chart() {
+        use kube::runtime::watcher::Event as W;
+        let drift = child_drifted(&W::Apply(deployment("kubectl-edit")));
+        assert_eq!(
+            drift,
+            Some((
+                "ArmadaChart/demo/web".to_string(),
+                "Deployment/demo/web".to_string()
+            ))
+        );
+        assert_eq!(child_drifted(&W::Apply(deployment("weft"))), None);
+        assert!(child_drifted(&W::Delete(deployment("weft"))).is_some());
+        assert_eq!(
+            chart_of_reference("ArmadaChart/demo/web"),
+            Some(("demo".to_string(), "web".to_string()))
+        );
+        assert_eq!(chart_of_reference("WeaveCloud/demo/web"), None);
+    }
 }
