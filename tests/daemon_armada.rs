@@ -8,36 +8,17 @@ mod support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Api, Client};
+use kube::Api;
 
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use weft::api::armada::{ArmadaChart, ArmadaChartGroup, Phase};
 
-async fn install_crds(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in weft::api::crds() {
-        let name = crd.metadata.name.clone().expect("CRD name");
-        api.patch(
-            &name,
-            &PatchParams::apply("weft-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("CRD {name} not Established"))
-        .expect("watch CRD");
-    }
-}
+/// Each daemon's controllers watch every namespace, so two daemons at once would react to each
+/// other's charts (finalizers, drift): the tests of this file run one daemon at a time.
+static ONE_DAEMON: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TEMPLATE: &str = r#"apiVersion: apps/v1
 kind: Deployment
@@ -86,9 +67,10 @@ async fn chart_phase(api: &Api<ArmadaChart>, name: &str) -> Option<Phase> {
 
 #[tokio::test]
 async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
+    let _one = ONE_DAEMON.lock().await;
     let ns = TestNamespace::new("daemon-armada").await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let host = RepoHost::new();
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
@@ -252,9 +234,10 @@ async fn replicas(api: &Api<Deployment>, name: &str) -> Option<i32> {
 /// deleted with kubectl has its children pruned by its finalizer before it goes.
 #[tokio::test]
 async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_children() {
+    let _one = ONE_DAEMON.lock().await;
     let ns = TestNamespace::new("daemon-armada-drift").await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let host = RepoHost::new();
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
