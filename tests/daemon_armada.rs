@@ -100,12 +100,15 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
 
     let charts: Api<ArmadaChart> = Api::namespaced(client.clone(), ns.name());
     let deadline = Instant::now() + Duration::from_secs(90);
+    // While the pass waits for `stuck` (its wait.timeout), the chart shows `deploying`.
+    let mut stuck_seen_deploying = false;
     loop {
         let phases = (
             chart_phase(&charts, "first").await,
             chart_phase(&charts, "stuck").await,
             chart_phase(&charts, "third").await,
         );
+        stuck_seen_deploying |= phases.1 == Some(Phase::Deploying);
         if phases
             == (
                 Some(Phase::Deployed),
@@ -122,6 +125,11 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    assert!(
+        stuck_seen_deploying,
+        "`stuck` was never seen deploying\n{}",
+        d.logs()
+    );
     let stuck = charts
         .get("stuck")
         .await

@@ -214,6 +214,42 @@ async fn event<K: Resource<DynamicType = ()>>(
     }
 }
 
+/// Mark one chart `deploying` (`Reconciling=True`) because the running pass is changing its
+/// objects. The caller awaits every such write before [`record_pass`] writes the pass's outcome,
+/// so a chart is never left `deploying` by a late write.
+pub async fn mark_deploying(client: Client, namespace: String, name: String) {
+    let api: Api<ArmadaChart> = Api::namespaced(client, &namespace);
+    let Ok(Some(chart)) = api.get_opt(&name).await else {
+        return;
+    };
+    let status = chart.status.clone().unwrap_or_default();
+    if status.phase == Some(Phase::Deploying) {
+        return;
+    }
+    let generation = chart.metadata.generation;
+    let mut conditions = status.conditions.clone();
+    set_condition(
+        &mut conditions,
+        Condition {
+            observed_generation: generation,
+            ..Condition::new(
+                RECONCILING,
+                ConditionStatus::True,
+                "Deploying",
+                "the sync pass is applying this chart's objects",
+            )
+        },
+        &now_rfc3339(),
+    );
+    let patch = json!({"status": {"phase": Phase::Deploying, "conditions": conditions}});
+    if let Err(e) = api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot mark ArmadaChart deploying");
+    }
+}
+
 /// Write the Armada status of a pass (charts, then groups, then manifests).
 pub async fn record_pass(
     client: &Client,

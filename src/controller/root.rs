@@ -28,6 +28,12 @@ use crate::source::git::{FetchOutcome, GitSource};
 use crate::source::{self, Snapshot, SnapshotLimits};
 use crate::sync::{self, PassOptions, Progress};
 
+/// Charts marked `deploying` in one pass, and the status writes doing it.
+type DeployingMarks = std::sync::Mutex<(
+    std::collections::BTreeSet<String>,
+    Vec<tokio::task::JoinHandle<()>>,
+)>;
+
 /// Why a stage of a pass failed (shown in the pass report and the log).
 #[derive(Debug, thiserror::Error)]
 pub enum RootError {
@@ -246,10 +252,31 @@ impl RootReconciler {
             return report;
         }
         let pass = ticket.pass;
+        // Charts whose objects this pass changes are marked `deploying` as it goes; the writes
+        // are awaited before the pass's outcome is recorded (see `armada::mark_deploying`).
+        let deploying: Arc<DeployingMarks> = Arc::default();
+        let marks = deploying.clone();
+        let mark_client = self.client.clone();
+        let runtime = tokio::runtime::Handle::current();
         let observer: Arc<sync::Observer<'static>> = Arc::new(move |p: Progress<'_>| match p {
             Progress::Phase { message, objects } => tracing::debug!(pass, objects, "{message}"),
             Progress::Change(c) if c.action != Action::Unchanged => {
-                tracing::info!(pass, object = %c.object, owner = %c.owner, action = c.action.done(), reason = c.reason.as_deref().unwrap_or(""), "object changed")
+                tracing::info!(pass, object = %c.object, owner = %c.owner, action = c.action.done(), reason = c.reason.as_deref().unwrap_or(""), "object changed");
+                if let Some((ns, name)) = c
+                    .owner
+                    .strip_prefix("ArmadaChart/")
+                    .and_then(|rest| rest.split_once('/'))
+                {
+                    let mut marks = marks.lock().unwrap_or_else(|p| p.into_inner());
+                    if marks.0.insert(c.owner.clone()) {
+                        let write = super::armada::mark_deploying(
+                            mark_client.clone(),
+                            ns.to_string(),
+                            name.to_string(),
+                        );
+                        marks.1.push(runtime.spawn(write));
+                    }
+                }
             }
             Progress::Change(_) => {}
             Progress::Ready(r) => tracing::debug!(pass, object = %r, "ready"),
@@ -285,6 +312,11 @@ impl RootReconciler {
             }
             Ok(Some((changes, error))) => {
                 fill_changes(&mut report, &changes);
+                let writes =
+                    std::mem::take(&mut deploying.lock().unwrap_or_else(|p| p.into_inner()).1);
+                for write in writes {
+                    let _ = write.await;
+                }
                 // The Armada charts' phases are views of this pass.
                 super::armada::record_pass(
                     &self.client,
