@@ -33,6 +33,36 @@ pub struct Metrics {
     reconciles: Family<Labels, Counter>,
 }
 
+/// An info-style gauge: one series set to 1 per WeaveCloud, labelled with its current version;
+/// the series of the previous version (remembered in `known`) is removed.
+fn set_version_gauge(
+    family: &Family<Labels, Gauge>,
+    known: &Mutex<HashMap<(String, String), String>>,
+    namespace: &str,
+    name: &str,
+    version: Option<&str>,
+) {
+    let mut known = known.lock().unwrap_or_else(|p| p.into_inner());
+    let key = (namespace.to_string(), name.to_string());
+    if let Some(old) = known.remove(&key) {
+        family.remove(&labels(&[
+            ("namespace", namespace),
+            ("name", name),
+            ("version", &old),
+        ]));
+    }
+    if let Some(v) = version {
+        family
+            .get_or_create(&labels(&[
+                ("namespace", namespace),
+                ("name", name),
+                ("version", v),
+            ]))
+            .set(1);
+        known.insert(key, v.to_string());
+    }
+}
+
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
@@ -177,54 +207,24 @@ impl Metrics {
 
     /// Record the agent bundle version of a WeaveCloud (`None` once it is deleted).
     pub fn set_agent_version(&self, namespace: &str, name: &str, version: Option<&str>) {
-        let mut known = self
-            .agent_versions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let key = (namespace.to_string(), name.to_string());
-        if let Some(old) = known.remove(&key) {
-            self.agent_bundle.remove(&labels(&[
-                ("namespace", namespace),
-                ("name", name),
-                ("version", &old),
-            ]));
-        }
-        if let Some(v) = version {
-            self.agent_bundle
-                .get_or_create(&labels(&[
-                    ("namespace", namespace),
-                    ("name", name),
-                    ("version", v),
-                ]))
-                .set(1);
-            known.insert(key, v.to_string());
-        }
+        set_version_gauge(
+            &self.agent_bundle,
+            &self.agent_versions,
+            namespace,
+            name,
+            version,
+        );
     }
 
     /// Record the newest agent bundle version available to a WeaveCloud (`None`: none known).
     pub fn set_agent_available(&self, namespace: &str, name: &str, version: Option<&str>) {
-        let mut known = self
-            .agent_available_versions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let key = (namespace.to_string(), name.to_string());
-        if let Some(old) = known.remove(&key) {
-            self.agent_available.remove(&labels(&[
-                ("namespace", namespace),
-                ("name", name),
-                ("version", &old),
-            ]));
-        }
-        if let Some(v) = version {
-            self.agent_available
-                .get_or_create(&labels(&[
-                    ("namespace", namespace),
-                    ("name", name),
-                    ("version", v),
-                ]))
-                .set(1);
-            known.insert(key, v.to_string());
-        }
+        set_version_gauge(
+            &self.agent_available,
+            &self.agent_available_versions,
+            namespace,
+            name,
+            version,
+        );
     }
 
     /// Count a webhook or sync request by endpoint and outcome.
