@@ -15,8 +15,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use weft::apply::calls;
+use weft::pass::{self, PassOptions};
 use weft::source::Snapshot;
-use weft::sync::{self, PassOptions};
 
 fn configmap(ns: &str, i: usize) -> String {
     format!(
@@ -56,7 +56,7 @@ async fn weft_pass(
         files: files.clone(),
     };
     let start = Instant::now();
-    let result = sync::run_pass(&client, snapshot, &opts, &|_| {}).await;
+    let result = pass::run_pass(&client, snapshot, &opts, &|_| {}).await;
     let wall = start.elapsed();
     if let Some(e) = &result.error {
         panic!("weft pass failed: {e}");

@@ -1,15 +1,15 @@
 //! Weft: a GitOps pull reconciler for Kubernetes.
 //!
-//! The modules follow the data path of the design:
-//! `source → load → render → apply (plan, apply, prune, wait) → report`,
-//! with `controller` running the loops and `server` the HTTP API.
+//! The modules follow the data path, each importing only those before it:
+//! `api ← source ← load ← render ← apply ← pass ← daemon ← server ← cli`.
+//! `docs/architecture.md` maps which module owns what.
 
 pub mod api;
 pub mod apply;
-pub mod controller;
+pub mod cli;
+pub mod daemon;
 pub mod load;
+pub mod pass;
 pub mod render;
 pub mod server;
 pub mod source;
-pub mod sync;
-pub mod update;

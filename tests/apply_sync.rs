@@ -1,4 +1,4 @@
-//! The apply engine against the real control plane (tests/control-plane): one `sync::run_pass`
+//! The apply engine against the real control plane (tests/control-plane): one `pass::run_pass`
 //! per step, with a client that counts the API calls, so "only that object written" and "zero
 //! writes" are measured, not assumed. Each test has its own namespace, sync root and inventory.
 
@@ -16,9 +16,9 @@ use serde_json::json;
 use support::cluster::{self, TestNamespace};
 use weft::apply::calls::{self, CallCounts};
 use weft::apply::changeset::Action;
+use weft::pass::{self, PassOptions, PassResult};
 use weft::render::Owner;
 use weft::source::Snapshot;
-use weft::sync::{self, PassOptions, PassResult};
 
 /// A client for the test cluster whose calls are counted.
 async fn counting_client() -> (Client, CallCounts) {
@@ -87,7 +87,7 @@ fn service(ns: &str, name: &str) -> String {
 }
 
 async fn pass(client: &Client, files: &BTreeMap<String, String>, opts: &PassOptions) -> PassResult {
-    sync::run_pass(client, snapshot(files), opts, &|_| {}).await
+    pass::run_pass(client, snapshot(files), opts, &|_| {}).await
 }
 
 fn assert_ok(r: &PassResult) {
@@ -577,7 +577,7 @@ async fn a_removed_weavecloud_takes_its_children_with_it() {
         .iter()
         .find(|c| c.object.to_string() == flux)
         .expect("flux");
-    assert_eq!(child.owner, format!("WeaveCloud/{name}/wc"));
+    assert_eq!(child.owner.reference(), format!("WeaveCloud/{name}/wc"));
     let cluster_roles: Vec<String> = r
         .changes
         .entries

@@ -19,8 +19,8 @@ use kube::{Api, Client, ResourceExt};
 
 use support::cluster::{self, TestNamespace};
 use weft::apply::changeset::Action;
+use weft::pass::{self, PassOptions, PassResult, Progress};
 use weft::source::Snapshot;
-use weft::sync::{self, PassOptions, PassResult, Progress};
 
 const CHART: &str = "name: app\nversion: 1.0.0\n";
 const VALUES: &str = "replicas: 1\nversion: \"1\"\nnodeSelector: {}\nports: []\n";
@@ -142,7 +142,7 @@ async fn pass(
     opts: &PassOptions,
 ) -> (PassResult, Vec<String>) {
     let events = Mutex::new(Vec::new());
-    let r = sync::run_pass(client, snapshot(files), opts, &|p| {
+    let r = pass::run_pass(client, snapshot(files), opts, &|p| {
         let line = match p {
             Progress::Change(c) => format!("{} {}", c.action.done(), c.object),
             Progress::Ready(r) => format!("ready {r}"),
@@ -462,7 +462,10 @@ async fn upgrade_pre_delete_removes_the_charts_own_job_but_not_a_foreign_one() {
         format!("Job/{name}/api-migrate")
     );
     assert_eq!(deleted[0].reason.as_deref(), Some("upgrade.pre.delete"));
-    assert_eq!(deleted[0].owner, format!("ArmadaChart/{name}/api"));
+    assert_eq!(
+        deleted[0].owner.reference(),
+        format!("ArmadaChart/{name}/api")
+    );
     assert!(
         position(&events, &format!("deleted Job/{name}/api-migrate"))
             < position(&events, &format!("created Job/{name}/api-migrate")),

@@ -25,13 +25,14 @@ use channel_fixtures::{
 use support::cluster::TestNamespace;
 use weft::api::conditions::ConditionStatus;
 use weft::api::weavecloud::WeaveCloud;
-use weft::controller::status::{DaemonStatus, OwnerStatus};
-use weft::controller::trigger::TriggerQueue;
-use weft::server::{self, Metrics, ServerState};
-use weft::update::{
+use weft::daemon::metrics::Metrics;
+use weft::daemon::status::{DaemonStatus, OwnerStatus};
+use weft::daemon::trigger::TriggerQueue;
+use weft::daemon::updater::{
     cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, UpdateRequests, Updater,
     DIGEST_KEY, REASON_ROLLED_BACK, VERSION_KEY,
 };
+use weft::server::{self, ServerState};
 
 const FLUX: &str = "weave-flux-agent";
 

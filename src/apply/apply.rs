@@ -79,7 +79,7 @@ pub async fn apply_batch(
                 let decision = live.decide(p);
                 let (action, reason) = match &decision {
                     Decision::Create => (Action::Created, None),
-                    Decision::Update(why) => (Action::Configured, Some(why.clone())),
+                    Decision::Update(why) => (Action::Configured, Some(why.to_string())),
                     Decision::Unchanged => (Action::Unchanged, None),
                 };
                 if decision != Decision::Unchanged && !opts.dry_run {
@@ -88,7 +88,7 @@ pub async fn apply_batch(
                 debug!(?action, "applied");
                 let change = Change {
                     object: p.object_ref.clone(),
-                    owner: p.desired.owner.reference(),
+                    owner: p.desired.owner.clone(),
                     action,
                     reason,
                 };

@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::api::ObjectRef;
+use crate::render::Owner;
 
 /// What happened to one object (or, in a dry run, what would happen).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -47,8 +48,9 @@ impl Action {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
     pub object: ObjectRef,
-    /// The readable owner (`root/weft`, `WeaveCloud/weave/weave-cloud`).
-    pub owner: String,
+    /// Who applied (or pruned) it; `owner.reference()` is the readable form
+    /// (`root/weft`, `WeaveCloud/weave/weave-cloud`).
+    pub owner: Owner,
     pub action: Action,
     /// Why, when it is not obvious: `drifted`, `adopted`, `prune disabled`, …
     pub reason: Option<String>,
@@ -166,21 +168,27 @@ mod tests {
         let mut cs = ChangeSet::default();
         cs.push(Change {
             object: r("ConfigMap", "a", "x"),
-            owner: "root/weft".into(),
+            owner: Owner::SyncRoot {
+                name: "weft".into(),
+            },
             action: Action::Unchanged,
             reason: None,
         });
         assert!(!cs.has_changes());
         cs.push(Change {
             object: r("Namespace", "", "a"),
-            owner: "root/weft".into(),
+            owner: Owner::SyncRoot {
+                name: "weft".into(),
+            },
             action: Action::Skipped,
             reason: Some("Namespaces are pruned only with weft.io/prune: enabled".into()),
         });
         assert!(!cs.has_changes());
         cs.push(Change {
             object: r("Secret", "a", "s"),
-            owner: "root/weft".into(),
+            owner: Owner::SyncRoot {
+                name: "weft".into(),
+            },
             action: Action::Deleted,
             reason: None,
         });

@@ -12,84 +12,8 @@ use serde_json::Value;
 
 use super::{drift, ApplyError};
 use crate::api::ObjectRef;
-use crate::load::LoadedRepo;
 use crate::render::ownership::{APPLIED_HASH_ANNOTATION, OWNER_LABEL};
-use crate::render::{self, DesiredObject, Owner, RenderError, RenderOptions};
-use crate::source::chart::ChartSources;
-
-/// Kinds of custom resource that own children (and so keep an inventory in their status).
-pub const OWNER_KINDS: &[&str] = &[
-    "WeaveCloud",
-    "ArmadaChart",
-    "ArmadaChartGroup",
-    "ArmadaManifest",
-];
-
-/// Everything one complete render wants, with every owner that takes part (also owners that now
-/// want nothing, so that their old objects are pruned).
-///
-/// It is made from the output of a render that succeeded: [`DesiredSet::render`] (both layers of
-/// a repository that loaded without errors) or [`DesiredSet::for_owners`] (one layer, from the
-/// `Ok` value of a render). Pruning takes a `&DesiredSet`, so nothing can be pruned after a failed
-/// fetch, load or render — there is no value to prune against.
-#[derive(Clone, Debug)]
-pub struct DesiredSet {
-    objects: Vec<DesiredObject>,
-    owners: BTreeSet<Owner>,
-}
-
-impl DesiredSet {
-    /// Render both layers of a loaded repository (the sync root's documents and every CR's
-    /// children), with the chart sources the source stage resolved.
-    pub fn render(
-        repo: &LoadedRepo,
-        charts: &ChartSources,
-        opts: &RenderOptions,
-    ) -> Result<DesiredSet, RenderError> {
-        let objects = render::render_all_with_charts(repo, charts, opts)?;
-        let mut owners = BTreeSet::new();
-        owners.insert(Owner::SyncRoot {
-            name: opts.root_name.clone(),
-        });
-        for o in &objects {
-            owners.insert(o.owner.clone());
-            if matches!(o.owner, Owner::SyncRoot { .. }) && OWNER_KINDS.contains(&o.kind()) {
-                owners.insert(Owner::Resource {
-                    kind: o.kind().to_string(),
-                    namespace: o.namespace().unwrap_or("").to_string(),
-                    name: o.name().to_string(),
-                });
-            }
-        }
-        Ok(DesiredSet { objects, owners })
-    }
-
-    /// One layer of a complete render, for exactly `owners` (the daemon applies the sync layer
-    /// and each custom resource's children separately). Objects of other owners are dropped.
-    pub fn for_owners(objects: Vec<DesiredObject>, owners: BTreeSet<Owner>) -> DesiredSet {
-        let mut objects: Vec<DesiredObject> = objects
-            .into_iter()
-            .filter(|o| owners.contains(&o.owner))
-            .collect();
-        render::order::sort(&mut objects);
-        DesiredSet { objects, owners }
-    }
-
-    /// The objects, in apply order.
-    pub fn objects(&self) -> &[DesiredObject] {
-        &self.objects
-    }
-    /// Every owner of this pass.
-    pub fn owners(&self) -> &BTreeSet<Owner> {
-        &self.owners
-    }
-    pub fn len(&self) -> usize {
-        self.objects.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
-    }
-}
+use crate::render::{DesiredObject, DesiredSet, Owner};
 
 /// The API resources the cluster serves, from discovery.
 #[derive(Clone, Debug, Default)]
@@ -364,9 +288,39 @@ pub enum Decision {
     /// It does not exist.
     Create,
     /// It exists and must be written; the reason says why.
-    Update(String),
+    Update(UpdateReason),
     /// It exists with the desired hash and has not drifted: no write.
     Unchanged,
+}
+
+/// Why an existing object is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateReason {
+    /// It carries another owner's label (or none): this owner takes it over.
+    TakenOver { from: Option<String> },
+    /// The desired object changed since it was applied (its applied hash differs).
+    Changed,
+    /// Someone else changed a field this owner applied (pointer to the first such field).
+    Drifted { field: String },
+    /// It exists without any owner label of this pass: adopted.
+    Adopted,
+}
+
+impl std::fmt::Display for UpdateReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpdateReason::TakenOver { from } => {
+                write!(
+                    f,
+                    "taken over from owner {}",
+                    from.as_deref().unwrap_or("none")
+                )
+            }
+            UpdateReason::Changed => f.write_str("changed"),
+            UpdateReason::Drifted { field } => write!(f, "drifted: {field}"),
+            UpdateReason::Adopted => f.write_str("adopted"),
+        }
+    }
 }
 
 /// The live copies of the planned objects, read with a handful of list calls.
@@ -389,20 +343,21 @@ impl LiveState {
                     .and_then(|l| l.get(OWNER_LABEL))
                     .and_then(Value::as_str);
                 if live_owner != Some(p.desired.owner.id().0.as_str()) {
-                    return Decision::Update(format!(
-                        "taken over from owner {}",
-                        live_owner.unwrap_or("none")
-                    ));
+                    return Decision::Update(UpdateReason::TakenOver {
+                        from: live_owner.map(str::to_string),
+                    });
                 }
                 if live_hash != p.desired_hash() {
-                    return Decision::Update("changed".into());
+                    return Decision::Update(UpdateReason::Changed);
                 }
                 match drift::drifted_field(&p.desired.object, live) {
-                    Some(field) => Decision::Update(format!("drifted: {field}")),
+                    Some(field) => Decision::Update(UpdateReason::Drifted { field }),
                     None => Decision::Unchanged,
                 }
             }
-            None if self.unlabelled.contains(&p.object_ref) => Decision::Update("adopted".into()),
+            None if self.unlabelled.contains(&p.object_ref) => {
+                Decision::Update(UpdateReason::Adopted)
+            }
             None => Decision::Create,
         }
     }
@@ -686,7 +641,7 @@ mod tests {
         let mut live = LiveState::default();
         assert_eq!(live.decide(p), Decision::Create);
         live.unlabelled.insert(p.object_ref.clone());
-        assert_eq!(live.decide(p), Decision::Update("adopted".into()));
+        assert_eq!(live.decide(p), Decision::Update(UpdateReason::Adopted));
         // The live copy as the server returns it after weft applied it.
         let mut l = d.object.clone();
         l["metadata"]["managedFields"] = json!([{"manager": "weft", "operation": "Apply", "fieldsV1": {
@@ -703,12 +658,17 @@ mod tests {
             .unwrap()
             .remove("f:data");
         live.owned.insert(p.object_ref.clone(), edited);
-        assert_eq!(live.decide(p), Decision::Update("drifted: /data".into()));
+        assert_eq!(
+            live.decide(p),
+            Decision::Update(UpdateReason::Drifted {
+                field: "/data".into()
+            })
+        );
         // The repository changed: another hash.
         let mut old = l;
         old["metadata"]["annotations"][APPLIED_HASH_ANNOTATION] = json!("0000");
         live.owned.insert(p.object_ref.clone(), old);
-        assert_eq!(live.decide(p), Decision::Update("changed".into()));
+        assert_eq!(live.decide(p), Decision::Update(UpdateReason::Changed));
     }
 
     #[test]

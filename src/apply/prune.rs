@@ -26,12 +26,13 @@ use serde_json::Value;
 
 use super::changeset::{Action, Change, ChangeSet};
 use super::inventory::{ref_key, Inventory};
-use super::plan::{split_api_version, Catalog, DesiredSet, OWNER_KINDS};
+use super::plan::{split_api_version, Catalog};
 use super::{is_not_found, ApplyError, FIELD_MANAGER};
 use crate::api::ObjectRef;
 use crate::render::order;
 use crate::render::ownership::{OWNER_LABEL, PRUNE_ANNOTATION};
 use crate::render::Owner;
+use crate::render::{DesiredSet, OWNER_KINDS};
 
 /// How to prune.
 #[derive(Clone, Debug)]
@@ -264,7 +265,7 @@ fn prune_one(
     Box::pin(async move {
         let skipped = |why: String| Change {
             object: r.clone(),
-            owner: owner.reference(),
+            owner: owner.clone(),
             action: Action::Skipped,
             reason: Some(why),
         };
@@ -334,7 +335,7 @@ fn prune_one(
         }
         changes.push(Change {
             object: r.clone(),
-            owner: owner.reference(),
+            owner: owner.clone(),
             action: Action::Deleted,
             reason: None,
         });

@@ -3,6 +3,7 @@
 
 pub mod armada;
 pub mod bundle;
+pub mod desired;
 pub mod order;
 pub mod output;
 pub mod ownership;
@@ -11,6 +12,7 @@ pub mod weavecloud;
 use serde_json::Value;
 
 use crate::load::{LoadedRepo, Origin};
+pub use desired::{render_desired, AgentLayer, DesiredSet, RenderInputs, OWNER_KINDS};
 pub use ownership::{Owner, OwnerId};
 
 /// One object Weft wants in the cluster.
@@ -113,14 +115,13 @@ pub fn render_sync_layer(
     Ok(out)
 }
 
-/// Both layers, offline: the sync layer plus every CR's children, in apply order. This is what
-/// `weft render` prints. Armada charts with a `local` source are read from the snapshot; for
-/// `git` and `tar` sources use [`render_all_with_charts`] with the resolved sources.
+/// Both layers, offline: the sync layer plus every CR's children, in apply order (what
+/// `weft render` prints without fetched charts). See [`render_desired`].
 pub fn render_all(
     repo: &LoadedRepo,
     opts: &RenderOptions,
 ) -> Result<Vec<DesiredObject>, RenderError> {
-    render_all_with_charts(repo, &crate::source::chart::ChartSources::default(), opts)
+    render_desired(repo, &RenderInputs::default(), opts)
 }
 
 /// [`render_all`] with the chart sources resolved by `source::chart::resolve`.
@@ -129,26 +130,9 @@ pub fn render_all_with_charts(
     charts: &crate::source::chart::ChartSources,
     opts: &RenderOptions,
 ) -> Result<Vec<DesiredObject>, RenderError> {
-    let out = render_sync_layer(repo, opts)?;
-    let mut out = out;
-    // Offline: the built-in bundle and no cluster inputs (see docs/agents.md).
-    if !repo.weaveclouds.is_empty() {
-        let bundle = bundle::Bundle::builtin()
-            .map_err(|e| RenderError::Other(format!("the built-in agent bundle: {e}")))?;
-        for wc in &repo.weaveclouds {
-            let children = weavecloud::render_weavecloud(
-                &wc.value,
-                bundle,
-                &weavecloud::AgentInputs::default(),
-            )
-            .map_err(|e| RenderError::At {
-                origin: wc.origin.clone(),
-                message: e.to_string(),
-            })?;
-            out.extend(children);
-        }
-    }
-    out.extend(armada::render(repo, charts)?);
-    order::sort(&mut out);
-    Ok(out)
+    let inputs = RenderInputs {
+        charts: charts.clone(),
+        ..RenderInputs::default()
+    };
+    render_desired(repo, &inputs, opts)
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::controller::status::PassReport;
+use crate::daemon::status::PassReport;
 
 /// Why `weft trigger` failed.
 #[derive(Debug, thiserror::Error)]

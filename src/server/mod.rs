@@ -12,7 +12,7 @@
 
 pub mod client;
 pub mod hooks;
-pub mod metrics;
+use crate::daemon::metrics::Metrics;
 pub mod signature;
 
 use std::net::SocketAddr;
@@ -29,9 +29,8 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::controller::status::{DaemonStatus, PassReport};
-use crate::controller::trigger::{TriggerQueue, TriggerReason};
-pub use metrics::Metrics;
+use crate::daemon::status::{DaemonStatus, PassReport};
+use crate::daemon::trigger::{TriggerQueue, TriggerReason};
 use signature::SignatureError;
 
 /// Largest webhook body accepted (GitHub caps its payloads at 25 MB, but push events of a config
@@ -70,7 +69,7 @@ pub struct ServerState {
     /// How long `?wait=true` waits for its pass.
     pub wait_timeout: Duration,
     /// Where `?update=true` asks the agent update scheduler for a check now.
-    pub update_requests: crate::update::UpdateRequests,
+    pub update_requests: crate::daemon::updater::UpdateRequests,
 }
 
 impl ServerState {
@@ -369,7 +368,7 @@ async fn metrics_text(State(state): State<ServerState>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::status::{ChangeSummary, PassResultKind};
+    use crate::daemon::status::{ChangeSummary, PassResultKind};
 
     struct Running {
         base: String,

@@ -17,8 +17,6 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::ByteString;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
@@ -28,34 +26,25 @@ use tracing::Instrument;
 
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY};
 use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
-use crate::apply::plan::DesiredSet;
-use crate::apply::FIELD_MANAGER;
 use crate::load::parse_version_range;
+use crate::pass::PassOptions;
 use crate::render::bundle::{Bundle, BundleError};
-use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_REF_ANNOTATION};
-use crate::render::weavecloud::{parse_flux_args, render_agents, secret_data_hash, AgentInputs};
-use crate::render::Owner;
+use crate::render::weavecloud::{render_agents, AgentInputs};
+use crate::render::DesiredSet;
 use crate::source::channel::{
-    pack_archive, sha256_hex, unpack_archive, ChannelEntry, ChannelError, ChannelLimits,
-    ChannelOptions, ChannelSource,
+    pack_archive, sha256_hex, ChannelEntry, ChannelError, ChannelOptions, ChannelSource,
 };
-use crate::sync::PassOptions;
 
-use crate::controller::status::{now_rfc3339, DaemonStatus};
-use crate::server::Metrics;
+use crate::daemon::status::{now_rfc3339, DaemonStatus};
+pub use crate::pass::agents::{
+    cache_configmap_name, ActiveBundle, AgentBundles, ARCHIVE_KEY, BUILTIN_SOURCE, BUNDLE_OF_LABEL,
+    DIGEST_KEY, SOURCE_KEY, VERSION_KEY,
+};
 
-/// Label on a cached-bundle ConfigMap: the owner id of its WeaveCloud.
-pub const BUNDLE_OF_LABEL: &str = "weft.io/agent-bundle-of";
-/// binaryData key of the cached bundle archive (`.tar.gz`).
-pub const ARCHIVE_KEY: &str = "bundle.tar.gz";
-/// data key: the cached bundle's version.
-pub const VERSION_KEY: &str = "version";
-/// data key: sha256 of the cached archive.
-pub const DIGEST_KEY: &str = "sha256";
-/// data key: where the bundle came from (the channel URL, passwords redacted).
-pub const SOURCE_KEY: &str = "source";
-/// What [`SOURCE_KEY`] says for the bundle built into Weft.
-pub const BUILTIN_SOURCE: &str = "builtin";
+/// `(namespace, name)` of a WeaveCloud.
+type WcKey = (String, String);
+use crate::daemon::metrics::Metrics;
+
 /// The reason of `Ready=False` after a rollback.
 pub const REASON_ROLLED_BACK: &str = "AgentUpdateRolledBack";
 /// Event reasons.
@@ -63,9 +52,6 @@ pub const EVENT_UPDATED: &str = "AgentsUpdated";
 pub const EVENT_REFUSED: &str = "AgentBundleRefused";
 pub const EVENT_ROLLED_BACK: &str = "AgentUpdateRolledBack";
 pub const EVENT_CHECK_FAILED: &str = "AgentUpdateCheckFailed";
-
-/// Largest archive kept in a ConfigMap (the API server refuses objects over 1 MiB).
-const MAX_CACHED_ARCHIVE_BYTES: usize = 900 * 1024;
 
 /// Why an update check could not do its work.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +78,8 @@ pub enum UpdateError {
     },
     #[error("{action}: {message}")]
     Kube { action: String, message: String },
+    #[error(transparent)]
+    Agents(#[from] crate::pass::agents::AgentsError),
 }
 
 fn kube_err(action: impl Into<String>, e: kube::Error) -> UpdateError {
@@ -177,115 +165,13 @@ pub fn held_rollback(
 // ---------------------------------------------------------------------------------------------
 // The bundle each WeaveCloud runs, in memory and in the cluster.
 
-/// A bundle a WeaveCloud runs, with what is needed to keep it in the cluster.
-#[derive(Clone, Debug)]
-pub struct ActiveBundle {
-    pub bundle: Arc<Bundle>,
-    /// The archive as fetched; `None` for the built-in bundle.
-    pub archive: Option<Arc<Vec<u8>>>,
-    /// sha256 of the archive; `None` for the built-in bundle.
-    pub sha256: Option<String>,
-    /// The channel it came from, or [`BUILTIN_SOURCE`].
-    pub source: String,
-}
+/// The `Ready=False` condition of a rollback, per WeaveCloud, until an update succeeds: in
+/// memory so that a reconcile that read the status before the rollback cannot lose it. Shared
+/// by the updater (writer) and the WeaveCloud controller (reader).
+#[derive(Clone, Debug, Default)]
+pub struct Rollbacks(Arc<RwLock<HashMap<(String, String), Condition>>>);
 
-impl ActiveBundle {
-    /// The bundle built into Weft.
-    pub fn builtin() -> Result<ActiveBundle, UpdateError> {
-        let bundle = Bundle::builtin().map_err(UpdateError::Builtin)?;
-        Ok(ActiveBundle {
-            bundle: Arc::new(bundle.clone()),
-            archive: None,
-            sha256: None,
-            source: BUILTIN_SOURCE.to_string(),
-        })
-    }
-
-    /// The bundle's version.
-    pub fn version(&self) -> &semver::Version {
-        &self.bundle.version
-    }
-}
-
-/// `(namespace, name)` of a WeaveCloud.
-type WcKey = (String, String);
-
-fn owner_of(namespace: &str, name: &str) -> Owner {
-    Owner::Resource {
-        kind: "WeaveCloud".to_string(),
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-    }
-}
-
-/// Name of the ConfigMap (in Weft's namespace) that keeps a WeaveCloud's bundle.
-pub fn cache_configmap_name(namespace: &str, name: &str) -> String {
-    format!("weft-agent-bundle-{}", owner_of(namespace, name).id())
-}
-
-/// The agent bundle of every WeaveCloud: what the WeaveCloud controller renders with, and what
-/// an update changes. Cheap to clone; clones share the state.
-#[derive(Clone)]
-pub struct AgentBundles {
-    client: Client,
-    weft_namespace: String,
-    active: Arc<RwLock<HashMap<WcKey, ActiveBundle>>>,
-    /// The `Ready=False` condition of a rollback, per WeaveCloud, until an update succeeds: in
-    /// memory so that a reconcile that read the status before the rollback cannot lose it.
-    rollbacks: Arc<RwLock<HashMap<WcKey, Condition>>>,
-}
-
-impl AgentBundles {
-    /// A store whose cache ConfigMaps live in `weft_namespace`.
-    pub fn new(client: Client, weft_namespace: impl Into<String>) -> AgentBundles {
-        AgentBundles {
-            client,
-            weft_namespace: weft_namespace.into(),
-            active: Arc::default(),
-            rollbacks: Arc::default(),
-        }
-    }
-
-    /// The bundle WeaveCloud `namespace/name` runs: in memory, else the cached ConfigMap (a
-    /// restarted Weft), else the built-in one. A damaged cached bundle is logged and the
-    /// built-in one is used; an API error is returned (nothing is remembered).
-    pub async fn active(&self, namespace: &str, name: &str) -> Result<ActiveBundle, UpdateError> {
-        let key = (namespace.to_string(), name.to_string());
-        if let Some(a) = self.memory(&key) {
-            return Ok(a);
-        }
-        let loaded = match self.read_cache(namespace, name).await {
-            Ok(Some(a)) => a,
-            Ok(None) => ActiveBundle::builtin()?,
-            // The API server could not be asked: do not fall back (and stick) to the built-in
-            // bundle, which could be older than the one running; the caller retries.
-            Err(e @ UpdateError::Kube { .. }) => return Err(e),
-            Err(e) => {
-                tracing::warn!(weavecloud = %format!("{namespace}/{name}"), error = %e,
-                    "cannot use the cached agent bundle; using the built-in one");
-                ActiveBundle::builtin()?
-            }
-        };
-        let mut map = self.active.write().unwrap_or_else(|p| p.into_inner());
-        // Another task may have set it meanwhile: that one is newer.
-        Ok(map.entry(key).or_insert(loaded).clone())
-    }
-
-    fn memory(&self, key: &WcKey) -> Option<ActiveBundle> {
-        self.active
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
-    }
-
-    fn set_memory(&self, namespace: &str, name: &str, bundle: ActiveBundle) {
-        self.active
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((namespace.to_string(), name.to_string()), bundle);
-    }
-
+impl Rollbacks {
     /// The `Ready` condition the WeaveCloud controller must report instead of its own healthy
     /// one after a rollback (see [`held_rollback`]); `None`: its own. Remembered rollbacks come
     /// first, then the status (after a restart).
@@ -301,7 +187,7 @@ impl AgentBundles {
             return None;
         }
         let remembered = self
-            .rollbacks
+            .0
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&(namespace.to_string(), name.to_string()))
@@ -310,141 +196,14 @@ impl AgentBundles {
         remembered.or_else(|| held_rollback(status, generation, computed))
     }
 
-    fn set_rollback(&self, namespace: &str, name: &str, condition: Option<Condition>) {
+    /// Remember (or with `None` forget) the rollback condition of WeaveCloud `namespace/name`.
+    pub fn set(&self, namespace: &str, name: &str, condition: Option<Condition>) {
         let key = (namespace.to_string(), name.to_string());
-        let mut map = self.rollbacks.write().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
         match condition {
             Some(c) => map.insert(key, c),
             None => map.remove(&key),
         };
-    }
-
-    /// Forget a deleted WeaveCloud and delete its cached bundle.
-    pub async fn forget(&self, namespace: &str, name: &str) -> Result<(), UpdateError> {
-        self.set_rollback(namespace, name, None);
-        self.active
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(namespace.to_string(), name.to_string()));
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.weft_namespace);
-        let cm = cache_configmap_name(namespace, name);
-        match api.delete(&cm, &Default::default()).await {
-            Ok(_) => Ok(()),
-            Err(e) if crate::apply::is_not_found(&e) => Ok(()),
-            Err(e) => Err(kube_err(
-                format!("deleting ConfigMap {}/{cm}", self.weft_namespace),
-                e,
-            )),
-        }
-    }
-
-    async fn read_cache(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<ActiveBundle>, UpdateError> {
-        let cm_name = cache_configmap_name(namespace, name);
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.weft_namespace);
-        let cm = api.get_opt(&cm_name).await.map_err(|e| {
-            kube_err(
-                format!("reading ConfigMap {}/{cm_name}", self.weft_namespace),
-                e,
-            )
-        })?;
-        let Some(cm) = cm else { return Ok(None) };
-        let fail = |message: String| UpdateError::Cache {
-            namespace: self.weft_namespace.clone(),
-            name: cm_name.clone(),
-            message,
-        };
-        let data = cm.data.unwrap_or_default();
-        let source = data
-            .get(SOURCE_KEY)
-            .cloned()
-            .unwrap_or_else(|| BUILTIN_SOURCE.to_string());
-        let Some(archive) = cm.binary_data.and_then(|mut b| b.remove(ARCHIVE_KEY)) else {
-            // The built-in bundle is recorded without an archive.
-            return Ok(Some(ActiveBundle::builtin()?));
-        };
-        let archive = archive.0;
-        let digest = sha256_hex(&archive);
-        if let Some(recorded) = data.get(DIGEST_KEY) {
-            if !recorded.eq_ignore_ascii_case(&digest) {
-                return Err(fail(format!(
-                    "`{ARCHIVE_KEY}` has sha256 {digest}, but `{DIGEST_KEY}` says {recorded}"
-                )));
-            }
-        }
-        let files = unpack_archive(&archive, &ChannelLimits::default(), &cm_name)
-            .map_err(|e| fail(e.to_string()))?;
-        let bundle = Bundle::from_files(files).map_err(|e| fail(e.to_string()))?;
-        Ok(Some(ActiveBundle {
-            bundle: Arc::new(bundle),
-            archive: Some(Arc::new(archive)),
-            sha256: Some(digest),
-            source,
-        }))
-    }
-
-    /// Keep `bundle` as WeaveCloud `namespace/name`'s bundle: in memory and in its ConfigMap.
-    pub async fn persist(
-        &self,
-        namespace: &str,
-        name: &str,
-        bundle: &ActiveBundle,
-    ) -> Result<(), UpdateError> {
-        let cm_name = cache_configmap_name(namespace, name);
-        let owner = owner_of(namespace, name);
-        let mut binary = BTreeMap::new();
-        if let Some(archive) = &bundle.archive {
-            if archive.len() > MAX_CACHED_ARCHIVE_BYTES {
-                return Err(UpdateError::Cache {
-                    namespace: self.weft_namespace.clone(),
-                    name: cm_name,
-                    message: format!(
-                        "the archive of bundle {} is {} bytes, more than the {MAX_CACHED_ARCHIVE_BYTES} a ConfigMap can keep",
-                        bundle.version(),
-                        archive.len()
-                    ),
-                });
-            }
-            binary.insert(ARCHIVE_KEY.to_string(), ByteString(archive.to_vec()));
-        }
-        let mut data = BTreeMap::new();
-        data.insert(VERSION_KEY.to_string(), bundle.version().to_string());
-        data.insert(SOURCE_KEY.to_string(), bundle.source.clone());
-        if let Some(d) = &bundle.sha256 {
-            data.insert(DIGEST_KEY.to_string(), d.clone());
-        }
-        let cm = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": cm_name,
-                "namespace": self.weft_namespace,
-                // Not the owner label: the cache is never in an inventory, never pruned.
-                "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, BUNDLE_OF_LABEL: owner.id().0},
-                "annotations": {OWNER_REF_ANNOTATION: owner.reference()},
-            },
-            "data": data,
-            // Server-side apply of `binaryData: {}` removes an archive kept before.
-            "binaryData": binary,
-        });
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.weft_namespace);
-        api.patch(
-            &cm_name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&cm),
-        )
-        .await
-        .map_err(|e| {
-            kube_err(
-                format!("writing ConfigMap {}/{cm_name}", self.weft_namespace),
-                e,
-            )
-        })?;
-        self.set_memory(namespace, name, bundle.clone());
-        Ok(())
     }
 }
 
@@ -548,6 +307,7 @@ pub struct AgentVersions {
 pub struct Updater {
     client: Client,
     bundles: AgentBundles,
+    rollbacks: Rollbacks,
     opts: UpdateOptions,
     recorder: Recorder,
     /// One channel source per URL, so a git channel keeps its cache.
@@ -574,6 +334,7 @@ impl Updater {
         Updater {
             client,
             bundles,
+            rollbacks: Rollbacks::default(),
             opts,
             recorder,
             channels: Default::default(),
@@ -600,6 +361,11 @@ impl Updater {
     /// The bundle store this updater changes.
     pub fn bundles(&self) -> &AgentBundles {
         &self.bundles
+    }
+
+    /// The rollbacks this updater records (the WeaveCloud controller reports them).
+    pub fn rollbacks(&self) -> &Rollbacks {
+        &self.rollbacks
     }
 
     /// Take check requests from `requests` (the handle the HTTP server holds), instead of a
@@ -833,7 +599,7 @@ impl Updater {
         match self.roll_out(wc, &candidate.bundle, &inputs).await {
             Ok(()) => {
                 self.bundles.persist(ns, name, &candidate).await?;
-                self.bundles.set_rollback(ns, name, None);
+                self.rollbacks.set(ns, name, None);
                 let now = now_rfc3339();
                 let generation = wc.metadata.generation;
                 let message = format!("agents updated from bundle {from} to {to} and healthy");
@@ -892,7 +658,7 @@ impl Updater {
                     message.clone(),
                 );
                 condition.observed_generation = wc.metadata.generation;
-                self.bundles.set_rollback(ns, name, Some(condition.clone()));
+                self.rollbacks.set(ns, name, Some(condition.clone()));
                 self.patch_status(wc, |s| {
                     if !s.bad_versions.contains(&bad) {
                         s.bad_versions.push(bad.clone());
@@ -949,43 +715,16 @@ impl Updater {
         })
     }
 
-    /// What the renderer needs from the cluster, read as the WeaveCloud controller reads it
-    /// (same functions, so both render the same objects): the token Secret's hash and the
-    /// arguments of the flux agent running now.
+    /// What the renderer needs from the cluster, read as `weft sync` and the WeaveCloud
+    /// controller read it (one function, so all render the same objects).
     async fn agent_inputs(
         &self,
         wc: &WeaveCloud,
         running: &Bundle,
     ) -> Result<AgentInputs, UpdateError> {
-        let ns = wc.namespace().unwrap_or_default();
-        let secret_ref = &wc.spec.general.token_secret_ref;
-        let action = || format!("reading Secret {ns}/{}", secret_ref.name);
-        let token = crate::controller::weavecloud::token_data(&self.client, wc)
-            .await
-            .map_err(|e| kube_err(action(), e))?
-            .ok_or_else(|| UpdateError::Kube {
-                action: action(),
-                message: format!(
-                    "it does not exist or has no key `{}`: the agents cannot be updated without their token",
-                    secret_ref.key
-                ),
-            })?;
-        let flux = &running.flux.container;
-        let running_flux = crate::controller::weavecloud::running_flux(
-            &self.client,
-            wc,
-            &flux.kind,
-            &flux.name,
-            &flux.container,
-        )
-        .await
-        .map_err(|e| kube_err(format!("reading the running flux agent in {ns}"), e))?;
-        Ok(AgentInputs {
-            token_hash: Some(secret_data_hash(&token)),
-            preserved_flux_args: running_flux
-                .map(|(args, _)| parse_flux_args(&args))
-                .unwrap_or_default(),
-        })
+        Ok(crate::pass::agents::inputs(&self.client, wc, running)
+            .await?
+            .0)
     }
 
     /// Render `wc` with its active bundle, apply, prune and wait for the agents' health: what
@@ -1012,7 +751,7 @@ impl Updater {
     ) -> Result<(), String> {
         let ns = wc.namespace().unwrap_or_default();
         let rendered = render_agents(wc, bundle, inputs).map_err(|e| e.to_string())?;
-        let owner = owner_of(&ns, &wc.name_any());
+        let owner = crate::pass::agents::owner_of(&ns, &wc.name_any());
         let set = DesiredSet::for_owners(rendered.objects, [owner].into());
         let opts = PassOptions {
             weft_namespace: self.opts.weft_namespace.clone(),
@@ -1022,7 +761,7 @@ impl Updater {
             ..PassOptions::default()
         };
         // Detached: the engine's future cannot be proven `Send`, and the scheduler is spawned.
-        let done = crate::controller::reconcile_detached(
+        let done = crate::daemon::reconcile_detached(
             self.client.clone(),
             Arc::new(set),
             opts,
@@ -1202,6 +941,7 @@ pub fn bundle_archive(files: &BTreeMap<String, Vec<u8>>) -> std::io::Result<(Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::channel::{unpack_archive, ChannelLimits};
     use chrono::TimeZone;
 
     fn entry(v: &str) -> ChannelEntry {

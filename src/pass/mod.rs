@@ -12,8 +12,10 @@
 //!
 //! The result is one [`ChangeSet`] (plus the error that stopped the pass, if any).
 
+pub mod agents;
+pub mod prepare;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
@@ -25,18 +27,20 @@ use crate::apply::apply::{apply_batch, ApplyOptions};
 use crate::apply::changeset::{Action, Change, ChangeSet};
 use crate::apply::diff::{self, DiffChange, ObjectDiff};
 use crate::apply::inventory::{self, Inventory};
-use crate::apply::plan::{self, Catalog, DesiredSet, LiveState, PlannedObject};
+use crate::apply::plan::{self, Catalog, LiveState, PlannedObject};
 use crate::apply::prune::{self, PruneOptions};
 use crate::apply::readiness;
 use crate::apply::wait::{self, ChartNotReady, ChartWait, WaitOptions, WaitTarget};
 use crate::apply::ApplyError;
-use crate::load::LoadedRepo;
-use crate::load::{self, Diagnostics, LoadError};
+use crate::load::{Diagnostics, LoadError};
 use crate::render::armada::OWNER_KIND as ARMADA_OWNER_KIND;
 use crate::render::ownership::{APPLIED_HASH_ANNOTATION, OWNER_LABEL};
-use crate::render::{order, Owner, RenderError, RenderOptions};
-use crate::source::chart::{self, ChartCache, ChartSources};
+use crate::render::DesiredSet;
+use crate::render::{order, AgentLayer, Owner, RenderError, RenderOptions};
+use crate::source::chart;
 use crate::source::Snapshot;
+use agents::AgentBundles;
+use prepare::{prepare, ClusterInputs};
 
 /// Everything a pass needs besides the repository.
 #[derive(Clone, Debug)]
@@ -116,6 +120,10 @@ pub enum SyncError {
     /// for not-ready objects find them.
     #[error("ArmadaChart {chart} {summary}")]
     Chart { chart: String, summary: String },
+    /// The cluster inputs of a WeaveCloud's agents could not be read; nothing was applied or
+    /// pruned.
+    #[error("reading the agents' inputs, nothing was applied or pruned: {0}")]
+    Agents(#[source] agents::AgentsError),
     /// Several things failed (e.g. an apply error and an inventory error).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Many(Vec<SyncError>),
@@ -161,46 +169,24 @@ pub async fn run_pass(
         message: format!("loading revision {}", result.revision),
         objects: 0,
     });
-    let snapshot = Arc::new(snapshot);
-    let loaded = tokio::task::spawn_blocking(move || load::load(snapshot)).await;
-    let repo = match loaded {
-        Ok(Ok((repo, diags))) => {
-            result.diagnostics = diags;
-            repo
-        }
-        Ok(Err(e)) => {
-            result.diagnostics = e.0.clone();
-            result.error = Some(SyncError::Load(e));
-            result.duration = start.elapsed();
-            return result;
-        }
-        Err(join) => {
-            result.error = Some(SyncError::Render(RenderError::Other(format!(
-                "the loader panicked: {join}"
-            ))));
-            result.duration = start.elapsed();
-            return result;
-        }
+    let bundles = AgentBundles::new(client.clone(), opts.weft_namespace.clone());
+    let cluster = ClusterInputs {
+        client,
+        bundles: &bundles,
     };
-    let render_opts = RenderOptions {
-        root_name: opts.root_name.clone(),
-    };
-    let charts = match resolve_charts(&repo, opts).await {
-        Ok(c) => c,
+    let prepared = match prepare(snapshot, Some(cluster), AgentLayer::Included, opts).await {
+        Ok(p) => p,
         Err(e) => {
+            if let SyncError::Load(l) = &e {
+                result.diagnostics = l.0.clone();
+            }
             result.error = Some(e);
             result.duration = start.elapsed();
             return result;
         }
     };
-    let set = match DesiredSet::render(&repo, &charts, &render_opts) {
-        Ok(s) => s,
-        Err(e) => {
-            result.error = Some(SyncError::Render(e));
-            result.duration = start.elapsed();
-            return result;
-        }
-    };
+    result.diagnostics = prepared.diagnostics;
+    let set = prepared.set;
     let (changes, error) = reconcile(client, &set, opts, observer).await;
     result.changes = changes;
     result.error = error;
@@ -226,25 +212,6 @@ async fn resolve_set(
         }
         Err(e) => Err(e),
     }
-}
-
-/// The source stage for charts: fetch every chart's files (git, tar) before the pure render.
-async fn resolve_charts(repo: &LoadedRepo, opts: &PassOptions) -> Result<ChartSources, SyncError> {
-    if repo.armada.charts.is_empty() {
-        return Ok(ChartSources::default());
-    }
-    let repo = repo.clone();
-    let location = opts.repo_location.clone();
-    let cache_dir = opts
-        .chart_cache_dir
-        .clone()
-        .unwrap_or_else(ChartCache::default_dir);
-    tokio::task::spawn_blocking(move || {
-        chart::resolve(&repo, &location, &ChartCache::new(cache_dir))
-    })
-    .await
-    .map_err(|e| SyncError::Render(RenderError::Other(format!("chart fetch panicked: {e}"))))?
-    .map_err(SyncError::ChartSource)
 }
 
 fn wait_target(p: &PlannedObject) -> WaitTarget {
@@ -424,7 +391,7 @@ impl Engine<'_> {
                 return None;
             }
             match live.decide(p) {
-                plan::Decision::Update(why) if why.starts_with("drifted") => {
+                plan::Decision::Update(plan::UpdateReason::Drifted { .. }) => {
                     Some("drifted, not corrected (driftPolicy: report)")
                 }
                 plan::Decision::Create
@@ -440,7 +407,7 @@ impl Engine<'_> {
         for p in kept {
             let c = Change {
                 object: p.object_ref.clone(),
-                owner: p.desired.owner.reference(),
+                owner: p.desired.owner.clone(),
                 action: Action::Skipped,
                 reason: report(p).map(str::to_string),
             };
@@ -573,7 +540,7 @@ impl Engine<'_> {
                     }
                     let c = Change {
                         object,
-                        owner: owner.reference(),
+                        owner: owner.clone(),
                         action: Action::Deleted,
                         reason: Some("upgrade.pre.delete".into()),
                     };
@@ -868,7 +835,7 @@ async fn apply_stages(
             for d in &resolved.pending_crd {
                 let c = Change {
                     object: d.object_ref(),
-                    owner: d.owner.reference(),
+                    owner: d.owner.clone(),
                     action: Action::Created,
                     reason: Some("its CRD is created in this pass".into()),
                 };
@@ -977,19 +944,14 @@ pub async fn diff_pass(
     snapshot: Snapshot,
     opts: &PassOptions,
 ) -> Result<Vec<ObjectDiff>, SyncError> {
-    let (repo, _diags) = tokio::task::spawn_blocking(move || load::load(Arc::new(snapshot)))
-        .await
-        .map_err(|e| {
-            SyncError::Render(RenderError::Other(format!("the loader panicked: {e}")))
-        })??;
-    let charts = resolve_charts(&repo, opts).await?;
-    let set = DesiredSet::render(
-        &repo,
-        &charts,
-        &RenderOptions {
-            root_name: opts.root_name.clone(),
-        },
-    )?;
+    let bundles = AgentBundles::new(client.clone(), opts.weft_namespace.clone());
+    let cluster = ClusterInputs {
+        client,
+        bundles: &bundles,
+    };
+    let set = prepare(snapshot, Some(cluster), AgentLayer::Included, opts)
+        .await?
+        .set;
     let catalog = Catalog::discover(client).await?;
     let resolved = resolve_set(
         client,
@@ -1059,90 +1021,6 @@ pub async fn diff_pass(
         }
     }
     Ok(out)
-}
-
-/// Prints progress: a progress bar per phase on a terminal, one plain line per event otherwise.
-pub struct ProgressPrinter {
-    bar: std::sync::Mutex<Option<indicatif::ProgressBar>>,
-    terminal: bool,
-    dry_run: bool,
-}
-
-impl ProgressPrinter {
-    /// `terminal`: stdout is a terminal (draw bars); `dry_run`: word changes as a plan.
-    pub fn new(terminal: bool, dry_run: bool) -> ProgressPrinter {
-        ProgressPrinter {
-            bar: std::sync::Mutex::new(None),
-            terminal,
-            dry_run,
-        }
-    }
-
-    fn line(&self, c: &Change) -> String {
-        let verb = if self.dry_run {
-            c.action.planned()
-        } else {
-            c.action.done()
-        };
-        let mut line = format!("{verb:<10} {}", c.object);
-        if let Some(r) = &c.reason {
-            line.push_str(&format!(" ({r})"));
-        }
-        line
-    }
-
-    /// Handle one progress event.
-    pub fn observe(&self, p: Progress<'_>) {
-        let Ok(mut bar) = self.bar.lock() else { return };
-        match p {
-            Progress::Phase { message, objects } => {
-                if let Some(b) = bar.take() {
-                    b.finish_and_clear();
-                }
-                if self.terminal && objects > 0 {
-                    let b = indicatif::ProgressBar::new(objects as u64);
-                    if let Ok(style) = indicatif::ProgressStyle::with_template(
-                        "{spinner} {msg} [{bar:30}] {pos}/{len} {elapsed}",
-                    ) {
-                        b.set_style(style.progress_chars("=> "));
-                    }
-                    b.set_message(message);
-                    b.enable_steady_tick(Duration::from_millis(120));
-                    *bar = Some(b);
-                } else {
-                    println!("==> {message}");
-                }
-            }
-            Progress::Change(c) => {
-                let line = self.line(c);
-                match bar.as_ref() {
-                    Some(b) => {
-                        b.inc(1);
-                        if c.action != Action::Unchanged {
-                            b.println(line);
-                        }
-                    }
-                    None => println!("{line}"),
-                }
-            }
-            Progress::Ready(r) => match bar.as_ref() {
-                Some(b) => {
-                    b.inc(1);
-                    b.println(format!("{:<10} {r}", "ready"));
-                }
-                None => println!("{:<10} {r}", "ready"),
-            },
-        }
-    }
-
-    /// Clear the last bar.
-    pub fn finish(&self) {
-        if let Ok(mut bar) = self.bar.lock() {
-            if let Some(b) = bar.take() {
-                b.finish_and_clear();
-            }
-        }
-    }
 }
 
 /// Compile-time check: a pass can be spawned on the multi-threaded runtime (`tokio::spawn`

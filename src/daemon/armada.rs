@@ -18,10 +18,10 @@ use crate::api::conditions::{
 };
 use crate::api::ObjectRef;
 use crate::apply::changeset::ChangeSet;
-use crate::apply::plan::DesiredSet;
 use crate::apply::ApplyError;
+use crate::pass::SyncError;
+use crate::render::DesiredSet;
 use crate::render::Owner;
-use crate::sync::SyncError;
 
 /// What a pass did to one chart.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub fn chart_outcomes(
             .filter(|o| &o.owner == owner)
             .map(|o| o.object_ref())
             .collect();
-        let touched = changes.entries.iter().any(|c| c.owner == owner.reference());
+        let touched = changes.entries.iter().any(|c| &c.owner == owner);
         let mut failing: Vec<(ObjectRef, String)> = Vec::new();
         for (r, why) in &not_ready {
             if objects.iter().any(|o| {
@@ -864,7 +864,7 @@ mod tests {
                 namespace: "demo".into(),
                 name: name.into(),
             },
-            owner: owner.reference(),
+            owner: owner.clone(),
             action: Action::Created,
             reason: None,
         }

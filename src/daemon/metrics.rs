@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::controller::status::{PassReport, PassResultKind};
+use crate::daemon::status::{PassReport, PassResultKind};
 
 type Labels = Vec<(String, String)>;
 
@@ -257,7 +257,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::status::ChangeSummary;
+    use crate::daemon::status::ChangeSummary;
 
     #[test]
     fn a_pass_shows_in_every_pass_metric() {

@@ -14,9 +14,10 @@ use super::leader::{LeaderElector, LeaseConfig};
 use super::root::{RootReconciler, RootSource};
 use super::status::{DaemonStatus, PassReport};
 use super::trigger::{TriggerQueue, TriggerReason};
-use crate::server::{self, signature, Metrics, ServerState};
+use crate::daemon::metrics::Metrics;
+use crate::pass::PassOptions;
+use crate::server::{self, signature, ServerState};
 use crate::source::git::{self, GitRef, GitSource, GitSourceSpec};
-use crate::sync::PassOptions;
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -175,7 +176,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     let listener = server::bind(&cfg.listen).await?;
     tracing::info!(listen = %cfg.listen, repo = %source.display(), "weft daemon starting");
     let (server_stop_tx, server_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let update_requests = crate::update::UpdateRequests::default();
+    let update_requests = crate::daemon::updater::UpdateRequests::default();
     let server_state = ServerState {
         queue: queue.clone(),
         status: status.clone(),
@@ -235,7 +236,7 @@ async fn lead(
     queue: Arc<TriggerQueue<PassReport>>,
     status: Arc<RwLock<DaemonStatus>>,
     metrics: Arc<Metrics>,
-    update_requests: crate::update::UpdateRequests,
+    update_requests: crate::daemon::updater::UpdateRequests,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), RunError> {
     let lease = LeaseConfig::new(&cfg.namespace, &cfg.identity, cfg.lease_duration);

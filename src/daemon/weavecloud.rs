@@ -8,7 +8,7 @@
 //! labelled `app.kubernetes.io/managed-by: weft`), so a deleted or edited agent is handled within
 //! seconds; and Secrets, so a changed token rolls the agents and a deleted one is `TokenMissing`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -33,15 +33,14 @@ use crate::api::conditions::{
 use crate::api::weavecloud::{FluxStatus, WeaveCloud, WeaveCloudStatus};
 use crate::api::DriftPolicy;
 use crate::apply::changeset::{Action as ChangeAction, ChangeSet};
-use crate::apply::plan::DesiredSet;
-use crate::render::ownership::{
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL, OWNER_REF_ANNOTATION,
-};
-use crate::render::weavecloud::{parse_flux_args, render_agents, secret_data_hash, AgentInputs};
+use crate::daemon::metrics::Metrics;
+use crate::daemon::updater::AgentBundles;
+use crate::pass::agents::AgentsError;
+use crate::pass::PassOptions;
+use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_REF_ANNOTATION};
+use crate::render::weavecloud::render_agents;
+use crate::render::DesiredSet;
 use crate::render::Owner;
-use crate::server::Metrics;
-use crate::sync::PassOptions;
-use crate::update::AgentBundles;
 
 /// The finalizer that makes Weft prune a deleted WeaveCloud's agents.
 pub const FINALIZER: &str = "weft.io/agents";
@@ -67,6 +66,8 @@ pub struct Context {
     pub client: Client,
     pub pass_options: PassOptions,
     pub bundles: AgentBundles,
+    /// Rollbacks the updater recorded: `Ready` stays False until an update succeeds.
+    pub rollbacks: crate::daemon::updater::Rollbacks,
     pub recorder: Recorder,
     pub status: Arc<RwLock<DaemonStatus>>,
     pub metrics: Arc<Metrics>,
@@ -203,51 +204,6 @@ async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, Wea
     .map_err(|e| WeaveCloudError::Finalizer(e.to_string()))
 }
 
-/// The token Secret's data, or `None` when the Secret or its key is missing.
-pub(crate) async fn token_data(
-    client: &Client,
-    wc: &WeaveCloud,
-) -> Result<Option<BTreeMap<String, Vec<u8>>>, kube::Error> {
-    let r = &wc.spec.general.token_secret_ref;
-    let api: Api<Secret> = Api::namespaced(client.clone(), &wc.namespace().unwrap_or_default());
-    let Some(secret) = api.get_opt(&r.name).await? else {
-        return Ok(None);
-    };
-    let data: BTreeMap<String, Vec<u8>> = secret
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
-    Ok(data.contains_key(&r.key).then_some(data))
-}
-
-/// The args of the flux container running now, and whether Weft (this WeaveCloud) owns it.
-pub(crate) async fn running_flux(
-    client: &Client,
-    wc: &WeaveCloud,
-    kind: &str,
-    name: &str,
-    container: &str,
-) -> Result<Option<(Vec<String>, bool)>, kube::Error> {
-    if kind != "Deployment" || wc.spec.flux.disable {
-        return Ok(None);
-    }
-    let api: Api<Deployment> = Api::namespaced(client.clone(), &wc.namespace().unwrap_or_default());
-    let Some(d) = api.get_opt(name).await? else {
-        return Ok(None);
-    };
-    let ours =
-        d.labels().get(OWNER_LABEL).map(String::as_str) == Some(owner_of(wc).id().0.as_str());
-    let args = d
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|p| p.containers.into_iter().find(|c| c.name == container))
-        .and_then(|c| c.args)
-        .unwrap_or_default();
-    Ok(Some((args, ours)))
-}
-
 fn kube_err(wc: &WeaveCloud, action: &str, e: impl std::fmt::Display) -> WeaveCloudError {
     WeaveCloudError::Kube {
         namespace: wc.namespace().unwrap_or_default(),
@@ -317,9 +273,9 @@ struct Outcome {
 }
 
 /// Whether a pass error only says that objects are not ready yet (the wait's deadline).
-fn only_not_ready_yet(e: &crate::sync::SyncError) -> bool {
+fn only_not_ready_yet(e: &crate::pass::SyncError) -> bool {
     use crate::apply::ApplyError;
-    use crate::sync::SyncError;
+    use crate::pass::SyncError;
     match e {
         SyncError::Apply(ApplyError::WaitTimeout { .. }) => true,
         SyncError::Many(all) => !all.is_empty() && all.iter().all(only_not_ready_yet),
@@ -337,7 +293,7 @@ async fn apply(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, WeaveCl
         .find(|c| c.type_ == READY)
         .cloned();
     let mut outcome = reconcile_agents(&wc, &ctx, &status_before).await?;
-    if let Some(held) = ctx.bundles.held_ready(
+    if let Some(held) = ctx.rollbacks.held_ready(
         &ns,
         &name,
         &status_before,
@@ -467,35 +423,20 @@ async fn reconcile_agents(
         reconciling: false,
     };
 
-    let Some(token) = token_data(&ctx.client, wc)
-        .await
-        .map_err(|e| kube_err(wc, "reading the token Secret", e))?
-    else {
-        tracing::warn!(weavecloud = %format!("{ns}/{name}"), secret = %secret_ref.name, "token Secret missing");
-        return Ok(not_ready(
-            TOKEN_MISSING,
-            format!(
-                "Secret {ns}/{} with key `{}` does not exist: the agents cannot authenticate. Create it (kubectl -n {ns} create secret generic {} --from-literal={}=<token>)",
-                secret_ref.name, secret_ref.key, secret_ref.name, secret_ref.key
-            ),
-            true,
-        ));
-    };
-    let active = match ctx.bundles.active(&ns, &name).await {
-        Ok(a) => a,
+    let sources = match crate::pass::agents::gather(&ctx.client, &ctx.bundles, wc).await {
+        Ok(s) => s,
+        Err(e @ AgentsError::TokenMissing { .. }) => {
+            tracing::warn!(weavecloud = %format!("{ns}/{name}"), secret = %secret_ref.name, "token Secret missing");
+            return Ok(not_ready(TOKEN_MISSING, e.to_string(), true));
+        }
+        Err(e @ AgentsError::Kube { .. }) => {
+            return Err(kube_err(wc, "reading the agents' inputs", e));
+        }
         Err(e) => return Ok(not_ready("BundleUnavailable", e.to_string(), false)),
     };
-    let flux = &active.bundle.flux.container;
-    let running = running_flux(&ctx.client, wc, &flux.kind, &flux.name, &flux.container)
-        .await
-        .map_err(|e| kube_err(wc, "reading the running flux agent", e))?;
-    let inputs = AgentInputs {
-        token_hash: Some(secret_data_hash(&token)),
-        preserved_flux_args: running
-            .as_ref()
-            .map(|(args, _)| parse_flux_args(args))
-            .unwrap_or_default(),
-    };
+    let active = sources.bundle;
+    let inputs = sources.inputs;
+    let running = sources.running_flux;
     let rendered = match render_agents(wc, &active.bundle, &inputs) {
         Ok(r) => r,
         Err(e) => return Ok(not_ready("RenderFailed", e.to_string(), true)),
@@ -659,7 +600,7 @@ async fn run_engine(
     ctx: &Context,
     set: Arc<DesiredSet>,
     opts: PassOptions,
-) -> Result<(ChangeSet, Option<crate::sync::SyncError>), String> {
+) -> Result<(ChangeSet, Option<crate::pass::SyncError>), String> {
     match super::reconcile_detached(
         ctx.client.clone(),
         set,
@@ -734,6 +675,7 @@ async fn cleanup(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, Weave
         format!("deleted {pruned} agent objects"),
     )
     .await;
+    ctx.rollbacks.set(&ns, &name, None);
     if let Err(e) = ctx.bundles.forget(&ns, &name).await {
         tracing::warn!(error = %e, "cannot forget the cached agent bundle");
     }
@@ -773,7 +715,11 @@ mod tests {
     fn change(name: &str, action: ChangeAction, reason: Option<&str>) -> Change {
         Change {
             object: cm(name),
-            owner: "WeaveCloud/weave/wc".into(),
+            owner: Owner::Resource {
+                kind: "WeaveCloud".into(),
+                namespace: "weave".into(),
+                name: "wc".into(),
+            },
             action,
             reason: reason.map(str::to_string),
         }

@@ -3,10 +3,12 @@
 
 pub mod armada;
 pub mod leader;
+pub mod metrics;
 pub mod root;
 pub mod run;
 pub mod status;
 pub mod trigger;
+pub mod updater;
 pub mod weavecloud;
 
 use std::future::Future;
@@ -16,13 +18,13 @@ use kube::Client;
 use tokio::sync::watch;
 
 use crate::apply::changeset::ChangeSet;
-use crate::apply::plan::DesiredSet;
-use crate::server::Metrics;
-use crate::sync::{Observer, PassOptions, SyncError};
-use crate::update::{AgentBundles, UpdateOptions, Updater};
+use crate::daemon::metrics::Metrics;
+use crate::daemon::updater::{AgentBundles, UpdateOptions, Updater};
+use crate::pass::{Observer, PassOptions, SyncError};
+use crate::render::DesiredSet;
 use status::DaemonStatus;
 
-/// Run `sync::reconcile` (the apply engine: apply, prune, wait) on a blocking thread that drives
+/// Run `pass::reconcile` (the apply engine: apply, prune, wait) on a blocking thread that drives
 /// the current runtime, so that the caller's future stays `Send` (the engine's own future cannot
 /// be proven `Send` by the compiler: higher-ranked lifetimes in its stream combinators). `None`
 /// when `cancel` resolved first: the work is dropped between two API calls. `Err` if it panicked.
@@ -37,7 +39,7 @@ pub async fn reconcile_detached(
     let joined = tokio::task::spawn_blocking(move || {
         handle.block_on(async move {
             tokio::select! {
-                r = crate::sync::reconcile(&client, &set, &opts, &*observer) => Some(r),
+                r = crate::pass::reconcile(&client, &set, &opts, &*observer) => Some(r),
                 _ = cancel => None,
             }
         })
@@ -53,7 +55,7 @@ pub async fn start_controllers(
     pass_options: PassOptions,
     status: Arc<RwLock<DaemonStatus>>,
     metrics: Arc<Metrics>,
-    update_requests: crate::update::UpdateRequests,
+    update_requests: crate::daemon::updater::UpdateRequests,
     stop: watch::Receiver<bool>,
 ) {
     let bundles = AgentBundles::new(client.clone(), pass_options.weft_namespace.clone());
@@ -74,6 +76,7 @@ pub async fn start_controllers(
         client: client.clone(),
         pass_options,
         bundles,
+        rollbacks: updater.rollbacks().clone(),
         recorder: weavecloud::recorder(client),
         status,
         metrics,

@@ -6,7 +6,6 @@
 //! unchanged, load and render are skipped and the last rendered set is applied again, which
 //! writes nothing unless something drifted.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -19,18 +18,16 @@ use super::status::{
 };
 use super::trigger::{PassTicket, TriggerQueue, TriggerReason};
 use crate::apply::changeset::{Action, ChangeSet};
-use crate::apply::plan::DesiredSet;
-use crate::load;
-use crate::render::{self, Owner, RenderOptions};
-use crate::server::Metrics;
-use crate::source::chart::{self, ChartCache};
+use crate::daemon::metrics::Metrics;
+use crate::pass::{self, PassOptions, Progress};
+use crate::render::DesiredSet;
+use crate::render::{AgentLayer, Owner};
 use crate::source::git::{FetchOutcome, GitSource};
 use crate::source::{self, Snapshot, SnapshotLimits};
-use crate::sync::{self, PassOptions, Progress};
 
 /// Charts marked `deploying` in one pass, and the status writes doing it.
 type DeployingMarks = std::sync::Mutex<(
-    std::collections::BTreeSet<String>,
+    std::collections::BTreeSet<Owner>,
     Vec<tokio::task::JoinHandle<()>>,
 )>;
 
@@ -41,10 +38,8 @@ pub enum RootError {
     Fetch { url: String, message: String },
     #[error("reading {dir}: {message}")]
     Read { dir: String, message: String },
-    #[error("{0}")]
-    Load(String),
-    #[error("render failed, nothing was applied or pruned: {0}")]
-    Render(String),
+    #[error(transparent)]
+    Prepare(#[from] crate::pass::SyncError),
 }
 
 /// Where the sync root's documents come from.
@@ -258,15 +253,19 @@ impl RootReconciler {
         let marks = deploying.clone();
         let mark_client = self.client.clone();
         let runtime = tokio::runtime::Handle::current();
-        let observer: Arc<sync::Observer<'static>> = Arc::new(move |p: Progress<'_>| match p {
+        let observer: Arc<pass::Observer<'static>> = Arc::new(move |p: Progress<'_>| match p {
             Progress::Phase { message, objects } => tracing::debug!(pass, objects, "{message}"),
             Progress::Change(c) if c.action != Action::Unchanged => {
-                tracing::info!(pass, object = %c.object, owner = %c.owner, action = c.action.done(), reason = c.reason.as_deref().unwrap_or(""), "object changed");
-                if let Some((ns, name)) = c
-                    .owner
-                    .strip_prefix("ArmadaChart/")
-                    .and_then(|rest| rest.split_once('/'))
+                tracing::info!(pass, object = %c.object, owner = %c.owner.reference(), action = c.action.done(), reason = c.reason.as_deref().unwrap_or(""), "object changed");
+                if let Owner::Resource {
+                    kind,
+                    namespace: ns,
+                    name,
+                } = &c.owner
                 {
+                    if kind != crate::render::armada::OWNER_KIND {
+                        return;
+                    }
                     let mut marks = marks.lock().unwrap_or_else(|p| p.into_inner());
                     if marks.0.insert(c.owner.clone()) {
                         let write = super::armada::mark_deploying(
@@ -394,60 +393,25 @@ impl RootReconciler {
         let Some(snapshot) = fetched? else {
             return Ok(self.rendered.is_some());
         };
-        let opts = self.pass_options.clone();
-        let for_render = snapshot.clone();
-        let rendered = tokio::task::spawn_blocking(move || render_sync_layer(for_render, &opts))
-            .await
-            .map_err(|e| RootError::Render(format!("the render task failed: {e}")))??;
+        // The WeaveClouds' agents are left to their controller, which renders them with the
+        // same function and the cluster's inputs.
+        let prepared = crate::pass::prepare::prepare(
+            snapshot.clone(),
+            None,
+            AgentLayer::Excluded,
+            &self.pass_options,
+        )
+        .await?;
+        for d in &prepared.diagnostics.0 {
+            tracing::warn!("{d}");
+        }
+        let rendered = prepared.set;
         self.rendered = Some(Rendered {
             snapshot,
             set: Arc::new(rendered),
         });
         Ok(false)
     }
-}
-
-/// Load a snapshot and render what the sync root applies: the repository's own documents (the
-/// sync layer, owned by the sync root) and the Armada charts' objects (owned by their charts, in
-/// waves: a sequenced group's charts one after another, each waited for). WeaveCloud agents are
-/// left to the WeaveCloud controller, which renders them with the cluster's inputs (token hash,
-/// running flux arguments, active bundle).
-pub fn render_sync_layer(snapshot: Snapshot, opts: &PassOptions) -> Result<DesiredSet, RootError> {
-    let (repo, diags) =
-        load::load(Arc::new(snapshot)).map_err(|e| RootError::Load(e.to_string()))?;
-    for d in &diags.0 {
-        tracing::warn!("{d}");
-    }
-    let render_opts = RenderOptions {
-        root_name: opts.root_name.clone(),
-    };
-    let mut objects = render::render_sync_layer(&repo, &render_opts)
-        .map_err(|e| RootError::Render(e.to_string()))?;
-    if !repo.armada.charts.is_empty() {
-        let cache = ChartCache::new(
-            opts.chart_cache_dir
-                .clone()
-                .unwrap_or_else(ChartCache::default_dir),
-        );
-        let charts = chart::resolve(&repo, &opts.repo_location, &cache)
-            .map_err(|e| RootError::Render(e.to_string()))?;
-        objects.extend(
-            render::armada::render(&repo, &charts).map_err(|e| RootError::Render(e.to_string()))?,
-        );
-    }
-    let mut owners: BTreeSet<Owner> = [Owner::SyncRoot {
-        name: opts.root_name.clone(),
-    }]
-    .into();
-    owners.extend(
-        objects
-            .iter()
-            .filter(
-                |o| matches!(&o.owner, Owner::Resource { kind, .. } if kind.starts_with("Armada")),
-            )
-            .map(|o| o.owner.clone()),
-    );
-    Ok(DesiredSet::for_owners(objects, owners))
 }
 
 /// The report's view of a change set.

@@ -1,0 +1,417 @@
+//! What a WeaveCloud's agents are rendered from besides the WeaveCloud itself, read from the
+//! cluster the same way by `weft sync`, the WeaveCloud controller and the updater, so that all
+//! three render the same objects: the agent bundle it runs (kept in a ConfigMap in Weft's
+//! namespace), the hash of its token Secret, and the arguments of a flux agent already running.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::ByteString;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::api::weavecloud::WeaveCloud;
+use crate::apply::FIELD_MANAGER;
+use crate::render::bundle::{Bundle, BundleError};
+use crate::render::ownership::{
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL, OWNER_REF_ANNOTATION,
+};
+use crate::render::weavecloud::{parse_flux_args, secret_data_hash, AgentInputs};
+use crate::render::Owner;
+use crate::source::channel::{sha256_hex, unpack_archive, ChannelLimits};
+
+/// Why the agents' inputs could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentsError {
+    #[error("the built-in agent bundle: {0}")]
+    Builtin(BundleError),
+    #[error("cached agent bundle ConfigMap {namespace}/{name}: {message}")]
+    Cache {
+        namespace: String,
+        name: String,
+        message: String,
+    },
+    #[error("{action}: {}", crate::apply::describe(source).0)]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The token Secret (or its key) does not exist: the agents cannot authenticate.
+    #[error("Secret {namespace}/{name} with key `{key}` does not exist: the agents cannot authenticate. Create it (kubectl -n {namespace} create secret generic {name} --from-literal={key}=<token>)")]
+    TokenMissing {
+        namespace: String,
+        name: String,
+        key: String,
+    },
+}
+
+fn kube_err(action: impl Into<String>, source: kube::Error) -> AgentsError {
+    AgentsError::Kube {
+        action: action.into(),
+        source,
+    }
+}
+
+/// Label on a cached-bundle ConfigMap: the owner id of its WeaveCloud.
+pub const BUNDLE_OF_LABEL: &str = "weft.io/agent-bundle-of";
+/// binaryData key of the cached bundle archive (`.tar.gz`).
+pub const ARCHIVE_KEY: &str = "bundle.tar.gz";
+/// data key: the cached bundle's version.
+pub const VERSION_KEY: &str = "version";
+/// data key: sha256 of the cached archive.
+pub const DIGEST_KEY: &str = "sha256";
+/// data key: where the bundle came from (the channel URL, passwords redacted).
+pub const SOURCE_KEY: &str = "source";
+/// What [`SOURCE_KEY`] says for the bundle built into Weft.
+pub const BUILTIN_SOURCE: &str = "builtin";
+
+/// Largest archive kept in a ConfigMap (the API server refuses objects over 1 MiB).
+const MAX_CACHED_ARCHIVE_BYTES: usize = 900 * 1024;
+
+/// A bundle a WeaveCloud runs, with what is needed to keep it in the cluster.
+#[derive(Clone, Debug)]
+pub struct ActiveBundle {
+    pub bundle: Arc<Bundle>,
+    /// The archive as fetched; `None` for the built-in bundle.
+    pub archive: Option<Arc<Vec<u8>>>,
+    /// sha256 of the archive; `None` for the built-in bundle.
+    pub sha256: Option<String>,
+    /// The channel it came from, or [`BUILTIN_SOURCE`].
+    pub source: String,
+}
+
+impl ActiveBundle {
+    /// The bundle built into Weft.
+    pub fn builtin() -> Result<ActiveBundle, AgentsError> {
+        let bundle = Bundle::builtin().map_err(AgentsError::Builtin)?;
+        Ok(ActiveBundle {
+            bundle: Arc::new(bundle.clone()),
+            archive: None,
+            sha256: None,
+            source: BUILTIN_SOURCE.to_string(),
+        })
+    }
+
+    /// The bundle's version.
+    pub fn version(&self) -> &semver::Version {
+        &self.bundle.version
+    }
+}
+
+/// `(namespace, name)` of a WeaveCloud.
+type WcKey = (String, String);
+
+/// The owner of WeaveCloud `namespace/name`'s agents.
+pub fn owner_of(namespace: &str, name: &str) -> Owner {
+    Owner::Resource {
+        kind: "WeaveCloud".to_string(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+/// Name of the ConfigMap (in Weft's namespace) that keeps a WeaveCloud's bundle.
+pub fn cache_configmap_name(namespace: &str, name: &str) -> String {
+    format!("weft-agent-bundle-{}", owner_of(namespace, name).id())
+}
+
+/// The agent bundle of every WeaveCloud: what the WeaveCloud controller renders with, and what
+/// an update changes. Cheap to clone; clones share the state.
+#[derive(Clone)]
+pub struct AgentBundles {
+    client: Client,
+    weft_namespace: String,
+    active: Arc<RwLock<HashMap<WcKey, ActiveBundle>>>,
+}
+
+impl AgentBundles {
+    /// A store whose cache ConfigMaps live in `weft_namespace`.
+    pub fn new(client: Client, weft_namespace: impl Into<String>) -> AgentBundles {
+        AgentBundles {
+            client,
+            weft_namespace: weft_namespace.into(),
+            active: Arc::default(),
+        }
+    }
+
+    /// The bundle WeaveCloud `namespace/name` runs: in memory, else the cached ConfigMap (a
+    /// restarted Weft), else the built-in one. A damaged cached bundle is logged and the
+    /// built-in one is used; an API error is returned (nothing is remembered).
+    pub async fn active(&self, namespace: &str, name: &str) -> Result<ActiveBundle, AgentsError> {
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(a) = self.memory(&key) {
+            return Ok(a);
+        }
+        let loaded = match self.read_cache(namespace, name).await {
+            Ok(Some(a)) => a,
+            Ok(None) => ActiveBundle::builtin()?,
+            // The API server could not be asked: do not fall back (and stick) to the built-in
+            // bundle, which could be older than the one running; the caller retries.
+            Err(e @ AgentsError::Kube { .. }) => return Err(e),
+            Err(e) => {
+                tracing::warn!(weavecloud = %format!("{namespace}/{name}"), error = %e,
+                    "cannot use the cached agent bundle; using the built-in one");
+                ActiveBundle::builtin()?
+            }
+        };
+        let mut map = self.active.write().unwrap_or_else(|p| p.into_inner());
+        // Another task may have set it meanwhile: that one is newer.
+        Ok(map.entry(key).or_insert(loaded).clone())
+    }
+
+    fn memory(&self, key: &WcKey) -> Option<ActiveBundle> {
+        self.active
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// Remember `bundle` as the one WeaveCloud `namespace/name` runs (not persisted).
+    pub fn set_memory(&self, namespace: &str, name: &str, bundle: ActiveBundle) {
+        self.active
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((namespace.to_string(), name.to_string()), bundle);
+    }
+
+    /// Forget a deleted WeaveCloud and delete its cached bundle.
+    pub async fn forget(&self, namespace: &str, name: &str) -> Result<(), AgentsError> {
+        self.active
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(namespace.to_string(), name.to_string()));
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.weft_namespace);
+        let cm = cache_configmap_name(namespace, name);
+        match api.delete(&cm, &Default::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if crate::apply::is_not_found(&e) => Ok(()),
+            Err(e) => Err(kube_err(
+                format!("deleting ConfigMap {}/{cm}", self.weft_namespace),
+                e,
+            )),
+        }
+    }
+
+    async fn read_cache(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ActiveBundle>, AgentsError> {
+        let cm_name = cache_configmap_name(namespace, name);
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.weft_namespace);
+        let cm = api.get_opt(&cm_name).await.map_err(|e| {
+            kube_err(
+                format!("reading ConfigMap {}/{cm_name}", self.weft_namespace),
+                e,
+            )
+        })?;
+        let Some(cm) = cm else { return Ok(None) };
+        let fail = |message: String| AgentsError::Cache {
+            namespace: self.weft_namespace.clone(),
+            name: cm_name.clone(),
+            message,
+        };
+        let data = cm.data.unwrap_or_default();
+        let source = data
+            .get(SOURCE_KEY)
+            .cloned()
+            .unwrap_or_else(|| BUILTIN_SOURCE.to_string());
+        let Some(archive) = cm.binary_data.and_then(|mut b| b.remove(ARCHIVE_KEY)) else {
+            // The built-in bundle is recorded without an archive.
+            return Ok(Some(ActiveBundle::builtin()?));
+        };
+        let archive = archive.0;
+        let digest = sha256_hex(&archive);
+        if let Some(recorded) = data.get(DIGEST_KEY) {
+            if !recorded.eq_ignore_ascii_case(&digest) {
+                return Err(fail(format!(
+                    "`{ARCHIVE_KEY}` has sha256 {digest}, but `{DIGEST_KEY}` says {recorded}"
+                )));
+            }
+        }
+        let files = unpack_archive(&archive, &ChannelLimits::default(), &cm_name)
+            .map_err(|e| fail(e.to_string()))?;
+        let bundle = Bundle::from_files(files).map_err(|e| fail(e.to_string()))?;
+        Ok(Some(ActiveBundle {
+            bundle: Arc::new(bundle),
+            archive: Some(Arc::new(archive)),
+            sha256: Some(digest),
+            source,
+        }))
+    }
+
+    /// Keep `bundle` as WeaveCloud `namespace/name`'s bundle: in memory and in its ConfigMap.
+    pub async fn persist(
+        &self,
+        namespace: &str,
+        name: &str,
+        bundle: &ActiveBundle,
+    ) -> Result<(), AgentsError> {
+        let cm_name = cache_configmap_name(namespace, name);
+        let owner = owner_of(namespace, name);
+        let mut binary = BTreeMap::new();
+        if let Some(archive) = &bundle.archive {
+            if archive.len() > MAX_CACHED_ARCHIVE_BYTES {
+                return Err(AgentsError::Cache {
+                    namespace: self.weft_namespace.clone(),
+                    name: cm_name,
+                    message: format!(
+                        "the archive of bundle {} is {} bytes, more than the {MAX_CACHED_ARCHIVE_BYTES} a ConfigMap can keep",
+                        bundle.version(),
+                        archive.len()
+                    ),
+                });
+            }
+            binary.insert(ARCHIVE_KEY.to_string(), ByteString(archive.to_vec()));
+        }
+        let mut data = BTreeMap::new();
+        data.insert(VERSION_KEY.to_string(), bundle.version().to_string());
+        data.insert(SOURCE_KEY.to_string(), bundle.source.clone());
+        if let Some(d) = &bundle.sha256 {
+            data.insert(DIGEST_KEY.to_string(), d.clone());
+        }
+        let cm = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": cm_name,
+                "namespace": self.weft_namespace,
+                // Not the owner label: the cache is never in an inventory, never pruned.
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, BUNDLE_OF_LABEL: owner.id().0},
+                "annotations": {OWNER_REF_ANNOTATION: owner.reference()},
+            },
+            "data": data,
+            // Server-side apply of `binaryData: {}` removes an archive kept before.
+            "binaryData": binary,
+        });
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.weft_namespace);
+        api.patch(
+            &cm_name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .map_err(|e| {
+            kube_err(
+                format!("writing ConfigMap {}/{cm_name}", self.weft_namespace),
+                e,
+            )
+        })?;
+        self.set_memory(namespace, name, bundle.clone());
+        Ok(())
+    }
+}
+
+/// The token Secret's data, or `None` when the Secret or its key is missing.
+pub async fn token_data(
+    client: &Client,
+    wc: &WeaveCloud,
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, kube::Error> {
+    let r = &wc.spec.general.token_secret_ref;
+    let api: Api<Secret> = Api::namespaced(client.clone(), &wc.namespace().unwrap_or_default());
+    let Some(secret) = api.get_opt(&r.name).await? else {
+        return Ok(None);
+    };
+    let data: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect();
+    Ok(data.contains_key(&r.key).then_some(data))
+}
+
+/// The args of the flux container running now, and whether Weft (this WeaveCloud) owns it.
+pub async fn running_flux(
+    client: &Client,
+    wc: &WeaveCloud,
+    kind: &str,
+    name: &str,
+    container: &str,
+) -> Result<Option<(Vec<String>, bool)>, kube::Error> {
+    if kind != "Deployment" || wc.spec.flux.disable {
+        return Ok(None);
+    }
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &wc.namespace().unwrap_or_default());
+    let Some(d) = api.get_opt(name).await? else {
+        return Ok(None);
+    };
+    let ours = d.labels().get(OWNER_LABEL).map(String::as_str)
+        == Some(
+            owner_of(&wc.namespace().unwrap_or_default(), &wc.name_any())
+                .id()
+                .0
+                .as_str(),
+        );
+    let args = d
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|p| p.containers.into_iter().find(|c| c.name == container))
+        .and_then(|c| c.args)
+        .unwrap_or_default();
+    Ok(Some((args, ours)))
+}
+
+/// What `wc`'s agents are rendered from: the bundle it runs and the cluster inputs.
+#[derive(Clone, Debug)]
+pub struct AgentSources {
+    pub bundle: ActiveBundle,
+    pub inputs: AgentInputs,
+    /// The running flux agent's arguments, and whether this WeaveCloud installed it (`false`:
+    /// taken over from an agent Weft did not install).
+    pub running_flux: Option<(Vec<String>, bool)>,
+}
+
+/// The cluster inputs of `wc`'s agents rendered with `bundle`: its token Secret's hash and the
+/// arguments of the flux agent running now (with whether this WeaveCloud installed it).
+/// [`AgentsError::TokenMissing`] when the token Secret (or its key) does not exist.
+pub async fn inputs(
+    client: &Client,
+    wc: &WeaveCloud,
+    bundle: &Bundle,
+) -> Result<(AgentInputs, Option<(Vec<String>, bool)>), AgentsError> {
+    let ns = wc.namespace().unwrap_or_default();
+    let secret_ref = &wc.spec.general.token_secret_ref;
+    let token = token_data(client, wc)
+        .await
+        .map_err(|e| kube_err(format!("reading Secret {ns}/{}", secret_ref.name), e))?
+        .ok_or_else(|| AgentsError::TokenMissing {
+            namespace: ns.clone(),
+            name: secret_ref.name.clone(),
+            key: secret_ref.key.clone(),
+        })?;
+    let flux = &bundle.flux.container;
+    let running = running_flux(client, wc, &flux.kind, &flux.name, &flux.container)
+        .await
+        .map_err(|e| kube_err(format!("reading the running flux agent in {ns}"), e))?;
+    let inputs = AgentInputs {
+        token_hash: Some(secret_data_hash(&token)),
+        preserved_flux_args: running
+            .as_ref()
+            .map(|(args, _)| parse_flux_args(args))
+            .unwrap_or_default(),
+    };
+    Ok((inputs, running))
+}
+
+/// Everything `wc`'s agents are rendered from: its active bundle and [`inputs`].
+pub async fn gather(
+    client: &Client,
+    bundles: &AgentBundles,
+    wc: &WeaveCloud,
+) -> Result<AgentSources, AgentsError> {
+    let bundle = bundles
+        .active(&wc.namespace().unwrap_or_default(), &wc.name_any())
+        .await?;
+    let (inputs, running_flux) = self::inputs(client, wc, &bundle.bundle).await?;
+    Ok(AgentSources {
+        bundle,
+        inputs,
+        running_flux,
+    })
+}

@@ -1,0 +1,108 @@
+//! The first half of every pass, the same for `weft render`, `validate`, `diff`, `sync` and the
+//! daemon: load the snapshot, fetch the chart sources, read the WeaveClouds' inputs from the
+//! cluster (when there is one), and render the desired set with [`DesiredSet::render`]. A failure
+//! of any step is an error of the pass: nothing is applied or pruned.
+
+use std::sync::Arc;
+
+use kube::Client;
+
+use super::agents::{self, AgentBundles, AgentsError};
+use super::{PassOptions, SyncError};
+use crate::load::{self, Diagnostics, LoadedRepo};
+use crate::render::{AgentLayer, DesiredSet, RenderError, RenderInputs, RenderOptions};
+use crate::source::chart::{self, ChartCache, ChartSources};
+use crate::source::Snapshot;
+
+/// The cluster a render reads its inputs from: the WeaveClouds' bundles, token hashes and
+/// running flux arguments. Without one (offline), agents render with the built-in bundle.
+#[derive(Clone, Copy)]
+pub struct ClusterInputs<'a> {
+    pub client: &'a Client,
+    pub bundles: &'a AgentBundles,
+}
+
+/// A loaded and rendered revision.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The revision (`local` for a directory).
+    pub revision: String,
+    /// Warnings of the load (and of reading the cluster inputs).
+    pub diagnostics: Diagnostics,
+    /// Everything the pass applies, with its owners.
+    pub set: DesiredSet,
+}
+
+/// Load `snapshot`, fetch its charts, read the cluster inputs of its WeaveClouds, render.
+pub async fn prepare(
+    snapshot: Snapshot,
+    cluster: Option<ClusterInputs<'_>>,
+    agent_layer: AgentLayer,
+    opts: &PassOptions,
+) -> Result<Prepared, SyncError> {
+    let revision = snapshot.revision_label();
+    let snapshot = Arc::new(snapshot);
+    let (repo, mut diagnostics) = tokio::task::spawn_blocking(move || load::load(snapshot))
+        .await
+        .map_err(|e| {
+            SyncError::Render(RenderError::Other(format!("the loader panicked: {e}")))
+        })??;
+    let charts = resolve_charts(&repo, opts).await?;
+    let mut inputs = RenderInputs {
+        charts,
+        agent_layer,
+        ..RenderInputs::default()
+    };
+    if let (Some(cluster), AgentLayer::Included) = (cluster, agent_layer) {
+        for wc in &repo.weaveclouds {
+            let key = (
+                wc.value.metadata.namespace.clone().unwrap_or_default(),
+                wc.value.metadata.name.clone().unwrap_or_default(),
+            );
+            match agents::gather(cluster.client, cluster.bundles, &wc.value).await {
+                Ok(sources) => {
+                    inputs
+                        .agents
+                        .insert(key, (sources.bundle.bundle, sources.inputs));
+                }
+                // As the WeaveCloud controller would report it (`TokenMissing`); the agents are
+                // rendered without the token's hash, so they roll when the Secret appears.
+                Err(e @ AgentsError::TokenMissing { .. }) => {
+                    diagnostics.warning(wc.origin.clone(), e.to_string());
+                }
+                Err(e) => return Err(SyncError::Agents(e)),
+            }
+        }
+    }
+    let render_opts = RenderOptions {
+        root_name: opts.root_name.clone(),
+    };
+    let set = DesiredSet::render(&repo, &inputs, &render_opts)?;
+    Ok(Prepared {
+        revision,
+        diagnostics,
+        set,
+    })
+}
+
+/// The source stage for charts: fetch every chart's files (git, tar) before the pure render.
+pub async fn resolve_charts(
+    repo: &LoadedRepo,
+    opts: &PassOptions,
+) -> Result<ChartSources, SyncError> {
+    if repo.armada.charts.is_empty() {
+        return Ok(ChartSources::default());
+    }
+    let repo = repo.clone();
+    let location = opts.repo_location.clone();
+    let cache_dir = opts
+        .chart_cache_dir
+        .clone()
+        .unwrap_or_else(ChartCache::default_dir);
+    tokio::task::spawn_blocking(move || {
+        chart::resolve(&repo, &location, &ChartCache::new(cache_dir))
+    })
+    .await
+    .map_err(|e| SyncError::Render(RenderError::Other(format!("chart fetch panicked: {e}"))))?
+    .map_err(SyncError::ChartSource)
+}

@@ -1,0 +1,153 @@
+//! The desired set: everything one complete render wants, with its owners.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::bundle::Bundle;
+use super::weavecloud::AgentInputs;
+use super::{DesiredObject, Owner, RenderError, RenderOptions};
+use crate::load::LoadedRepo;
+use crate::source::chart::ChartSources;
+
+/// Which layers a render produces. The sync root's documents and the Armada charts' objects are
+/// always rendered; the WeaveCloud agents are left out where the WeaveCloud controller applies
+/// them (the daemon's sync-root pass).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AgentLayer {
+    /// Render every WeaveCloud's agents (`weft render`, `weft sync`, `weft diff`).
+    #[default]
+    Included,
+    /// Leave them to the WeaveCloud controller.
+    Excluded,
+}
+
+/// Everything a render takes besides the repository: what the source stage fetched (chart
+/// files) and what the cluster says (each WeaveCloud's bundle and inputs). Offline, the default:
+/// no fetched charts, the built-in bundle and no cluster inputs for every WeaveCloud.
+#[derive(Clone, Debug, Default)]
+pub struct RenderInputs {
+    /// Chart sources fetched from git and tar locations (local charts come from the snapshot).
+    pub charts: ChartSources,
+    /// Per WeaveCloud `(namespace, name)`: the bundle and inputs its agents are rendered with.
+    /// A WeaveCloud missing here is rendered with the built-in bundle and no cluster inputs.
+    pub agents: BTreeMap<(String, String), (Arc<Bundle>, AgentInputs)>,
+    pub agent_layer: AgentLayer,
+}
+
+/// The one render of a repository, used by every command and by the daemon: the sync root's
+/// documents, every WeaveCloud's agents (unless excluded), every Armada chart's objects, with
+/// ownership labels, in apply order.
+pub fn render_desired(
+    repo: &LoadedRepo,
+    inputs: &RenderInputs,
+    opts: &RenderOptions,
+) -> Result<Vec<DesiredObject>, RenderError> {
+    let mut out = super::render_sync_layer(repo, opts)?;
+    if inputs.agent_layer == AgentLayer::Included && !repo.weaveclouds.is_empty() {
+        let offline = AgentInputs::default();
+        for wc in &repo.weaveclouds {
+            let key = (
+                wc.value.metadata.namespace.clone().unwrap_or_default(),
+                wc.value.metadata.name.clone().unwrap_or_default(),
+            );
+            let children = match inputs.agents.get(&key) {
+                Some((bundle, agent_inputs)) => {
+                    super::weavecloud::render_weavecloud(&wc.value, bundle, agent_inputs)
+                }
+                None => {
+                    let bundle = Bundle::builtin().map_err(|e| {
+                        RenderError::Other(format!("the built-in agent bundle: {e}"))
+                    })?;
+                    super::weavecloud::render_weavecloud(&wc.value, bundle, &offline)
+                }
+            }
+            .map_err(|e| RenderError::At {
+                origin: wc.origin.clone(),
+                message: e.to_string(),
+            })?;
+            out.extend(children);
+        }
+    }
+    out.extend(super::armada::render(repo, &inputs.charts)?);
+    super::order::sort(&mut out);
+    Ok(out)
+}
+
+/// Kinds of custom resource that own children (and so keep an inventory in their status).
+pub const OWNER_KINDS: &[&str] = &[
+    "WeaveCloud",
+    "ArmadaChart",
+    "ArmadaChartGroup",
+    "ArmadaManifest",
+];
+
+/// Everything one complete render wants, with every owner that takes part (also owners that now
+/// want nothing, so that their old objects are pruned).
+///
+/// It is made from the output of a render that succeeded: [`DesiredSet::render`] (both layers of
+/// a repository that loaded without errors) or [`DesiredSet::for_owners`] (one layer, from the
+/// `Ok` value of a render). Pruning takes a `&DesiredSet`, so nothing can be pruned after a failed
+/// fetch, load or render — there is no value to prune against.
+#[derive(Clone, Debug)]
+pub struct DesiredSet {
+    objects: Vec<DesiredObject>,
+    owners: BTreeSet<Owner>,
+}
+
+impl DesiredSet {
+    /// [`render_desired`], with every owner that takes part: the sync root, and each custom
+    /// resource of the repository whose children this render includes (an owner that now wants
+    /// nothing still takes part, so that its old objects are pruned).
+    pub fn render(
+        repo: &LoadedRepo,
+        inputs: &RenderInputs,
+        opts: &RenderOptions,
+    ) -> Result<DesiredSet, RenderError> {
+        let objects = render_desired(repo, inputs, opts)?;
+        let mut owners = BTreeSet::new();
+        owners.insert(Owner::SyncRoot {
+            name: opts.root_name.clone(),
+        });
+        let agents = inputs.agent_layer == AgentLayer::Included;
+        for o in &objects {
+            owners.insert(o.owner.clone());
+            if matches!(o.owner, Owner::SyncRoot { .. })
+                && OWNER_KINDS.contains(&o.kind())
+                && (agents || o.kind() != "WeaveCloud")
+            {
+                owners.insert(Owner::Resource {
+                    kind: o.kind().to_string(),
+                    namespace: o.namespace().unwrap_or("").to_string(),
+                    name: o.name().to_string(),
+                });
+            }
+        }
+        Ok(DesiredSet { objects, owners })
+    }
+
+    /// One layer of a complete render, for exactly `owners` (the daemon applies the sync layer
+    /// and each custom resource's children separately). Objects of other owners are dropped.
+    pub fn for_owners(objects: Vec<DesiredObject>, owners: BTreeSet<Owner>) -> DesiredSet {
+        let mut objects: Vec<DesiredObject> = objects
+            .into_iter()
+            .filter(|o| owners.contains(&o.owner))
+            .collect();
+        super::order::sort(&mut objects);
+        DesiredSet { objects, owners }
+    }
+
+    /// The objects, in apply order.
+    pub fn objects(&self) -> &[DesiredObject] {
+        &self.objects
+    }
+    /// Every owner of this pass.
+    pub fn owners(&self) -> &BTreeSet<Owner> {
+        &self.owners
+    }
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
