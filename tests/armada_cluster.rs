@@ -13,7 +13,7 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use support::cluster::TestNamespace;
-use weft::apply::readiness;
+use weft::pass::armada;
 use weft::render::{self, DesiredObject, RenderOptions};
 use weft::source::chart::{self as chart_source, ChartCache};
 use weft::source::{local, SnapshotLimits};
@@ -145,7 +145,7 @@ async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a
     let mut seen_not_ready = false;
     loop {
         let live = serde_json::to_value(deployments.get("demo-web").await.unwrap()).unwrap();
-        let result = readiness::chart_readiness(Some(&wait), std::slice::from_ref(&live));
+        let result = armada::chart_readiness(Some(&wait), std::slice::from_ref(&live));
         assert!(!result.has_failed(), "{result:?}");
         if result.is_ready() {
             assert_eq!(result.ready.len(), 1);

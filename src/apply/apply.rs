@@ -1,9 +1,9 @@
 //! Server-side apply with field manager `weft`.
 //!
 //! Conflicts are forced (`force=true`): the repository is the source of truth, so a field someone
-//! changed with `kubectl edit` or another manager is taken back, as `driftPolicy: correct` asks.
-//! (Per-CR `driftPolicy: report` is decided before this verb is called: such objects are not
-//! applied.) Unknown fields are errors (`fieldValidation=Strict`): a field the server silently
+//! changed with `kubectl edit` or another manager is taken back. An owner whose drift is only
+//! reported ([`ReportDrift`]) is the exception: its drifted objects (and those deleted outside)
+//! are skipped with a reason instead of written. Unknown fields are errors (`fieldValidation=Strict`): a field the server silently
 //! dropped would never be in Weft's field set, look drifted on every pass, and be re-applied forever.
 //!
 //! An object whose decision is [`Decision::Unchanged`] is not written at all.
@@ -14,9 +14,14 @@ use kube::Client;
 use serde_json::Value;
 use tracing::{debug, info_span, Instrument};
 
+use std::collections::BTreeMap;
+
 use super::changeset::{Action, Change, ChangeSet};
+use super::inventory::ref_key;
 use super::plan::{Decision, LiveState, PlannedObject};
+use super::policy::ReportDrift;
 use super::{ApplyError, FIELD_MANAGER};
+use crate::render::Owner;
 
 /// How to apply.
 #[derive(Clone, Debug)]
@@ -52,22 +57,24 @@ pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<Value, Appl
         .patch(&p.object_ref.name, &apply_params(), &patch)
         .await
         .map_err(|e| ApplyError::api("apply", &p.object_ref, e))?;
-    serde_json::to_value(stored).map_err(|e| ApplyError::Invalid {
-        origin: String::new(),
+    serde_json::to_value(stored).map_err(|source| ApplyError::Decode {
         object: p.object_ref.to_string(),
-        message: format!("cannot read the applied object: {e}"),
+        what: "the applied object",
+        source,
     })
 }
 
 /// Apply a set of objects that may go to the cluster at the same time (one stage of one wave),
 /// at most `opts.concurrency` at once. Every object gets an entry in the change set, failed ones
 /// are returned as errors (the others are still applied: one bad object does not hide the rest).
-/// `on_change` is called as each object is done (progress output).
+/// The objects of an owner in `report_drift` that drifted (or were deleted outside) are skipped,
+/// with the reason. `on_change` is called as each object is done (progress output).
 pub async fn apply_batch(
     client: &Client,
     objects: &[PlannedObject],
     live: &LiveState,
     opts: &ApplyOptions,
+    report_drift: &BTreeMap<Owner, ReportDrift>,
     on_change: &(dyn Fn(&Change) + Send + Sync),
 ) -> (ChangeSet, Vec<ApplyError>) {
     let results: Vec<Result<Change, ApplyError>> = futures::stream::iter(
@@ -77,12 +84,17 @@ pub async fn apply_batch(
             let span = info_span!("apply", owner = %p.desired.owner.reference(), kind = %p.object_ref.kind, name = %p.object_ref.name);
             async move {
                 let decision = live.decide(p);
-                let (action, reason) = match &decision {
-                    Decision::Create => (Action::Created, None),
-                    Decision::Update(why) => (Action::Configured, Some(why.to_string())),
-                    Decision::Unchanged => (Action::Unchanged, None),
+                let skip = report_drift
+                    .get(&p.desired.owner)
+                    .and_then(|r| r.skip_reason(&decision, &ref_key(&p.object_ref)));
+                let (action, reason) = match (&decision, skip) {
+                    (_, Some(why)) => (Action::Skipped, Some(why)),
+                    (Decision::Create, None) => (Action::Created, None),
+                    (Decision::Update(why), None) => (Action::Configured, Some(why.to_string())),
+                    (Decision::Unchanged, None) => (Action::Unchanged, None),
                 };
-                if decision != Decision::Unchanged && !opts.dry_run {
+                let write = matches!(action, Action::Created | Action::Configured);
+                if write && !opts.dry_run {
                     apply_one(client, p).await?;
                 }
                 debug!(?action, "applied");

@@ -99,10 +99,10 @@ pub async fn diff_objects(
                     let mut pp = apply_params().dry_run();
                     pp.field_validation = Some(ValidationDirective::Strict);
                     let to_value = |o| {
-                        serde_json::to_value(o).map_err(|e| ApplyError::Invalid {
-                            origin: String::new(),
+                        serde_json::to_value(o).map_err(|source| ApplyError::Decode {
                             object: p.object_ref.to_string(),
-                            message: e.to_string(),
+                            what: "the object",
+                            source,
                         })
                     };
                     let dry = match api
@@ -143,12 +143,8 @@ pub async fn diff_objects(
             Err(e) => errors.push(e),
         }
     }
-    if !errors.is_empty() {
-        return Err(if errors.len() == 1 {
-            errors.remove(0)
-        } else {
-            ApplyError::Many(errors)
-        });
+    if let Some(e) = ApplyError::from_list(errors) {
+        return Err(e);
     }
     for d in pending {
         let object = d.object_ref();

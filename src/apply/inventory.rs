@@ -18,9 +18,9 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
 
+use super::ownership::proof_of_ownership;
 use super::plan::{list_labelled, split_api_version, Catalog};
-use super::prune::proof_of_ownership;
-use super::{is_not_found, ApplyError, FIELD_MANAGER};
+use super::{is_not_found, ApplyError, InventoryProblem, FIELD_MANAGER};
 use crate::api::ObjectRef;
 use crate::render::ownership::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL, OWNER_REF_ANNOTATION,
@@ -50,7 +50,10 @@ pub struct Inventory {
 }
 
 /// The identity of a reference across API versions: (group, kind, namespace, name).
-pub fn ref_key(r: &ObjectRef) -> (String, String, String, String) {
+pub type RefKey = (String, String, String, String);
+
+/// The identity of a reference across API versions: (group, kind, namespace, name).
+pub fn ref_key(r: &ObjectRef) -> RefKey {
     (
         split_api_version(&r.api_version).0.to_string(),
         r.kind.clone(),
@@ -64,10 +67,10 @@ pub fn configmap_name(owner: &Owner) -> String {
     format!("weft-inventory-{}", owner.id())
 }
 
-fn inventory_error(owner: &Owner, message: impl Into<String>) -> ApplyError {
+fn inventory_error(owner: &Owner, problem: InventoryProblem) -> ApplyError {
     ApplyError::Inventory {
         owner: owner.reference(),
-        message: message.into(),
+        problem,
     }
 }
 
@@ -96,10 +99,10 @@ pub async fn read_stored(
     match owner {
         Owner::SyncRoot { .. } => {
             let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
-            let cm = match api.get_opt(&configmap_name(owner)).await {
-                Ok(cm) => cm,
-                Err(e) => return Err(inventory_error(owner, super::describe(&e).0)),
-            };
+            let cm = api
+                .get_opt(&configmap_name(owner))
+                .await
+                .map_err(|e| inventory_error(owner, InventoryProblem::Read(e)))?;
             let Some(cm) = cm else { return Ok(None) };
             let text = cm
                 .data
@@ -107,14 +110,12 @@ pub async fn read_stored(
                 .and_then(|d| d.get(INVENTORY_KEY))
                 .cloned()
                 .unwrap_or_default();
-            let entries: Vec<ObjectRef> = serde_json::from_str(&text).map_err(|e| {
-                inventory_error(
-                    owner,
-                    format!(
-                        "ConfigMap {weft_namespace}/{} key {INVENTORY_KEY} is not valid: {e}",
-                        configmap_name(owner)
-                    ),
-                )
+            let entries: Vec<ObjectRef> = serde_json::from_str(&text).map_err(|source| {
+                let what = format!(
+                    "ConfigMap {weft_namespace}/{} key {INVENTORY_KEY}",
+                    configmap_name(owner)
+                );
+                inventory_error(owner, InventoryProblem::Invalid { what, source })
             })?;
             Ok(Some(entries.into_iter().collect()))
         }
@@ -126,15 +127,16 @@ pub async fn read_stored(
             let Some(api) = owner_api(client, catalog, kind, namespace) else {
                 return Ok(None);
             };
-            let cr = match api.get_opt(name).await {
-                Ok(cr) => cr,
-                Err(e) => return Err(inventory_error(owner, super::describe(&e).0)),
-            };
+            let cr = api
+                .get_opt(name)
+                .await
+                .map_err(|e| inventory_error(owner, InventoryProblem::Read(e)))?;
             let Some(inv) = cr.and_then(|cr| cr.data.pointer("/status/inventory").cloned()) else {
                 return Ok(None);
             };
-            let entries: Vec<ObjectRef> = serde_json::from_value(inv).map_err(|e| {
-                inventory_error(owner, format!("status.inventory is not valid: {e}"))
+            let entries: Vec<ObjectRef> = serde_json::from_value(inv).map_err(|source| {
+                let what = "status.inventory".to_string();
+                inventory_error(owner, InventoryProblem::Invalid { what, source })
             })?;
             Ok(Some(entries.into_iter().collect()))
         }
@@ -221,7 +223,8 @@ pub async fn write(
         }
     }
     let list: Vec<&ObjectRef> = entries.iter().collect();
-    let text = serde_json::to_string(&list).map_err(|e| inventory_error(owner, e.to_string()))?;
+    let text = serde_json::to_string(&list)
+        .map_err(|e| inventory_error(owner, InventoryProblem::Encode(e)))?;
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     match owner {
         Owner::SyncRoot { .. } => {
@@ -242,15 +245,12 @@ pub async fn write(
             });
             api.patch(&configmap_name(owner), &pp, &Patch::Apply(&cm))
                 .await
-                .map_err(|e| {
-                    inventory_error(
-                        owner,
-                        format!(
-                            "writing ConfigMap {weft_namespace}/{}: {}",
-                            configmap_name(owner),
-                            super::describe(&e).0
-                        ),
-                    )
+                .map_err(|source| {
+                    let what = format!(
+                        "writing ConfigMap {weft_namespace}/{}",
+                        configmap_name(owner)
+                    );
+                    inventory_error(owner, InventoryProblem::Api { what, source })
                 })?;
         }
         Owner::Resource {
@@ -261,7 +261,7 @@ pub async fn write(
             let Some(api) = owner_api(client, catalog, kind, namespace) else {
                 return Err(inventory_error(
                     owner,
-                    format!("the cluster does not serve kind {kind}"),
+                    InventoryProblem::UnknownKind(kind.clone()),
                 ));
             };
             let patch = json!({"status": {"inventory": list}});
@@ -272,11 +272,12 @@ pub async fn write(
                 Ok(_) => {}
                 // The CR is gone (pruned in this pass): nothing to record.
                 Err(e) if is_not_found(&e) => return Ok(false),
-                Err(e) => {
+                Err(source) => {
+                    let what = "writing status.inventory".to_string();
                     return Err(inventory_error(
                         owner,
-                        format!("writing status.inventory: {}", super::describe(&e).0),
-                    ))
+                        InventoryProblem::Api { what, source },
+                    ));
                 }
             }
         }
@@ -285,7 +286,7 @@ pub async fn write(
 }
 
 /// Create Weft's namespace if it does not exist.
-async fn ensure_namespace(client: &Client, name: &str) -> Result<(), String> {
+async fn ensure_namespace(client: &Client, name: &str) -> Result<(), InventoryProblem> {
     let api: Api<Namespace> = Api::all(client.clone());
     match api.get_opt(name).await {
         Ok(Some(_)) => Ok(()),
@@ -298,12 +299,15 @@ async fn ensure_namespace(client: &Client, name: &str) -> Result<(), String> {
             )
             .await
             .map(|_| ())
-            .map_err(|e| format!("creating namespace {name}: {}", super::describe(&e).0))
+            .map_err(|source| InventoryProblem::Api {
+                what: format!("creating namespace {name}"),
+                source,
+            })
         }
-        Err(e) => Err(format!(
-            "reading namespace {name}: {}",
-            super::describe(&e).0
-        )),
+        Err(source) => Err(InventoryProblem::Api {
+            what: format!("reading namespace {name}"),
+            source,
+        }),
     }
 }
 

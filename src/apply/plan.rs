@@ -451,12 +451,13 @@ pub async fn read_live(
                             continue;
                         };
                         if let Some(p) = wanted.get(name.as_str()) {
-                            let value =
-                                serde_json::to_value(&item).map_err(|e| ApplyError::Invalid {
-                                    origin: String::new(),
+                            let value = serde_json::to_value(&item).map_err(|source| {
+                                ApplyError::Decode {
                                     object: p.object_ref.to_string(),
-                                    message: format!("cannot read the live object: {e}"),
-                                })?;
+                                    what: "the live object",
+                                    source,
+                                }
+                            })?;
                             state.owned.insert(p.object_ref.clone(), value);
                         }
                     }
@@ -503,13 +504,11 @@ fn display_ns(ns: &str) -> String {
     }
 }
 
-fn list_error(what: &str, e: kube::Error) -> ApplyError {
-    let (message, code) = super::describe(&e);
+fn list_error(what: &str, source: kube::Error) -> ApplyError {
     ApplyError::Api {
         verb: "list",
         object: what.to_string(),
-        message,
-        code,
+        source,
     }
 }
 
@@ -537,10 +536,10 @@ pub(crate) async fn list_labelled(
     items
         .into_iter()
         .map(|i| {
-            serde_json::to_value(i).map_err(|e| ApplyError::Invalid {
-                origin: String::new(),
+            serde_json::to_value(i).map_err(|source| ApplyError::Decode {
                 object: what.clone(),
-                message: e.to_string(),
+                what: "a listed object",
+                source,
             })
         })
         .collect()

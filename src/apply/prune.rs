@@ -26,11 +26,12 @@ use serde_json::Value;
 
 use super::changeset::{Action, Change, ChangeSet};
 use super::inventory::{ref_key, Inventory};
+use super::ownership::proof_of_ownership;
 use super::plan::{split_api_version, Catalog};
-use super::{is_not_found, ApplyError, FIELD_MANAGER};
+use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::order;
-use crate::render::ownership::{OWNER_LABEL, PRUNE_ANNOTATION};
+use crate::render::ownership::PRUNE_ANNOTATION;
 use crate::render::Owner;
 use crate::render::{DesiredSet, OWNER_KINDS};
 
@@ -66,47 +67,6 @@ pub struct PruneOutcome {
     /// them back or the delete failed), per owner.
     pub kept: BTreeMap<Owner, BTreeSet<ObjectRef>>,
     pub errors: Vec<ApplyError>,
-}
-
-/// Is `live` provably owned by `owner`? `Err` says why not.
-pub fn proof_of_ownership(live: &Value, owner: &Owner) -> Result<(), String> {
-    let id = owner.id();
-    let label = live
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(OWNER_LABEL))
-        .and_then(Value::as_str);
-    match label {
-        None => return Err(format!("it has no {OWNER_LABEL} label")),
-        Some(l) if l != id.0 => {
-            return Err(format!(
-                "its {OWNER_LABEL} label is {l}, not {id} ({})",
-                owner.reference()
-            ))
-        }
-        Some(_) => {}
-    }
-    let Some(entries) = live
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .filter(|e| !e.is_empty())
-    else {
-        // A server that keeps no managedFields: the label is all there is.
-        return Ok(());
-    };
-    let set_by_weft = entries.iter().any(|e| {
-        e.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER)
-            && e.get("operation").and_then(Value::as_str) == Some("Apply")
-            && e.pointer("/fieldsV1/f:metadata/f:labels")
-                .and_then(|l| l.get(format!("f:{OWNER_LABEL}")))
-                .is_some()
-    });
-    if set_by_weft {
-        Ok(())
-    } else {
-        Err(format!(
-            "its {OWNER_LABEL} label was not set by weft (copied from another object?)"
-        ))
-    }
 }
 
 /// Why an object that is provably ours is still not deleted, if it is protected.
@@ -290,10 +250,10 @@ fn prune_one(
             Err(e) => return Err(ApplyError::api("read", &r, e)),
         };
         let uid = live.metadata.uid.clone();
-        let live_value = serde_json::to_value(&live).map_err(|e| ApplyError::Invalid {
-            origin: String::new(),
+        let live_value = serde_json::to_value(&live).map_err(|source| ApplyError::Decode {
             object: r.to_string(),
-            message: e.to_string(),
+            what: "the live object",
+            source,
         })?;
         if let Err(why) = proof_of_ownership(&live_value, &owner) {
             return Ok(vec![skipped(format!("not pruned: {why}"))]);
@@ -366,46 +326,6 @@ mod tests {
 
     fn live(labels: Value, annotations: Value, managed: Value) -> Value {
         json!({"metadata": {"name": "x", "labels": labels, "annotations": annotations, "managedFields": managed}})
-    }
-
-    fn weft_managed() -> Value {
-        json!([{"manager": "weft", "operation": "Apply", "fieldsV1": {"f:metadata": {"f:labels": {"f:weft.io/owner": {}}}}}])
-    }
-
-    #[test]
-    fn ownership_needs_our_label_set_by_weft() {
-        let id = root().id().0;
-        assert!(proof_of_ownership(
-            &live(json!({OWNER_LABEL: id}), json!({}), weft_managed()),
-            &root()
-        )
-        .is_ok());
-        let copied = live(
-            json!({OWNER_LABEL: id}),
-            json!({}),
-            json!([{"manager": "kubectl-client-side-apply", "operation": "Update", "fieldsV1": {"f:metadata": {"f:labels": {"f:weft.io/owner": {}}}}}]),
-        );
-        assert_eq!(
-            proof_of_ownership(&copied, &root()).unwrap_err(),
-            "its weft.io/owner label was not set by weft (copied from another object?)"
-        );
-        let other = Owner::SyncRoot {
-            name: "other".into(),
-        };
-        assert!(proof_of_ownership(
-            &live(
-                json!({OWNER_LABEL: other.id().0}),
-                json!({}),
-                weft_managed()
-            ),
-            &root()
-        )
-        .unwrap_err()
-        .contains("not"));
-        assert_eq!(
-            proof_of_ownership(&live(json!({}), json!({}), weft_managed()), &root()).unwrap_err(),
-            "it has no weft.io/owner label"
-        );
     }
 
     #[test]

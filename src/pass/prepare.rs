@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kube::Client;
 
 use super::agents::{self, AgentBundles, AgentsError};
-use super::{PassOptions, SyncError};
+use super::{PassError, PassOptions};
 use crate::load::{self, Diagnostics, LoadedRepo};
 use crate::render::{AgentLayer, DesiredSet, RenderError, RenderInputs, RenderOptions};
 use crate::source::chart::{self, ChartCache, ChartSources};
@@ -39,13 +39,13 @@ pub async fn prepare(
     cluster: Option<ClusterInputs<'_>>,
     agent_layer: AgentLayer,
     opts: &PassOptions,
-) -> Result<Prepared, SyncError> {
+) -> Result<Prepared, PassError> {
     let revision = snapshot.revision_label();
     let snapshot = Arc::new(snapshot);
     let (repo, mut diagnostics) = tokio::task::spawn_blocking(move || load::load(snapshot))
         .await
         .map_err(|e| {
-            SyncError::Render(RenderError::Other(format!("the loader panicked: {e}")))
+            PassError::Render(RenderError::Other(format!("the loader panicked: {e}")))
         })??;
     let charts = resolve_charts(&repo, opts).await?;
     let mut inputs = RenderInputs {
@@ -70,7 +70,7 @@ pub async fn prepare(
                 Err(e @ AgentsError::TokenMissing { .. }) => {
                     diagnostics.warning(wc.origin.clone(), e.to_string());
                 }
-                Err(e) => return Err(SyncError::Agents(e)),
+                Err(e) => return Err(PassError::Agents(e)),
             }
         }
     }
@@ -89,7 +89,7 @@ pub async fn prepare(
 pub async fn resolve_charts(
     repo: &LoadedRepo,
     opts: &PassOptions,
-) -> Result<ChartSources, SyncError> {
+) -> Result<ChartSources, PassError> {
     if repo.armada.charts.is_empty() {
         return Ok(ChartSources::default());
     }
@@ -103,6 +103,6 @@ pub async fn resolve_charts(
         chart::resolve(&repo, &location, &ChartCache::new(cache_dir))
     })
     .await
-    .map_err(|e| SyncError::Render(RenderError::Other(format!("chart fetch panicked: {e}"))))?
-    .map_err(SyncError::ChartSource)
+    .map_err(|e| PassError::Render(RenderError::Other(format!("chart fetch panicked: {e}"))))?
+    .map_err(PassError::ChartSource)
 }

@@ -1,0 +1,149 @@
+//! Deletes before an update ([`PreUpdateDelete`]): when an owner's objects are about to be
+//! updated (one of them exists, is this owner's, and was applied from another render), the
+//! objects its rule selects (kind and labels, in a namespace) that carry this owner's label are
+//! deleted, and the verb waits until they are gone. A first install deletes nothing.
+
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::Client;
+
+use super::changeset::{Action, Change};
+use super::plan::{Catalog, Decision, LiveState, PlannedObject, UpdateReason};
+use super::policy::{DeleteTarget, PreUpdateDelete};
+use super::{is_not_found, ApplyError};
+use crate::api::ObjectRef;
+use crate::render::ownership::OWNER_LABEL;
+use crate::render::Owner;
+
+/// How to delete.
+#[derive(Clone, Debug)]
+pub struct DeleteOptions {
+    /// Report what would be deleted, delete nothing.
+    pub dry_run: bool,
+    /// Time between two looks at an object that is going away.
+    pub poll_interval: Duration,
+}
+
+/// Is `owner` being updated: does one of its `objects` exist as this owner's, applied from
+/// another render? (`live` is read for these objects.)
+pub fn is_update(live: &LiveState, owner: &Owner, objects: &[PlannedObject]) -> bool {
+    objects
+        .iter()
+        .filter(|p| &p.desired.owner == owner)
+        .any(|p| live.decide(p) == Decision::Update(UpdateReason::Changed))
+}
+
+/// The label selector of a target, restricted to `owner`'s objects.
+fn selector(target: &DeleteTarget, owner: &Owner) -> String {
+    let mut parts: Vec<String> = target
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    parts.push(format!("{OWNER_LABEL}={}", owner.id()));
+    parts.join(",")
+}
+
+/// Delete what `rule` selects for `owner` and wait until it is gone. Every deleted object gets
+/// a change (action `Deleted`, the rule's reason). A target whose kind the cluster does not
+/// serve is skipped (nothing of it can exist).
+pub async fn delete_before_update(
+    client: &Client,
+    catalog: &Catalog,
+    owner: &Owner,
+    rule: &PreUpdateDelete,
+    opts: &DeleteOptions,
+    on_change: &(dyn Fn(&Change) + Send + Sync),
+) -> Result<Vec<Change>, ApplyError> {
+    let mut changes = Vec::new();
+    for target in &rule.targets {
+        let Some((ar, _)) = catalog.resolve(&target.api_version, &target.kind).cloned() else {
+            continue;
+        };
+        let selector = selector(target, owner);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &rule.namespace, &ar);
+        let listed = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|source| ApplyError::Api {
+                verb: "list",
+                object: format!("{} in {} ({selector})", target.kind, rule.namespace),
+                source,
+            })?;
+        for name in listed.items.into_iter().filter_map(|i| i.metadata.name) {
+            let object = ObjectRef {
+                api_version: target.api_version.clone(),
+                kind: target.kind.clone(),
+                namespace: rule.namespace.clone(),
+                name,
+            };
+            if !opts.dry_run {
+                delete_and_wait(&api, &object, rule, opts.poll_interval).await?;
+            }
+            let c = Change {
+                object,
+                owner: owner.clone(),
+                action: Action::Deleted,
+                reason: Some(rule.reason.clone()),
+            };
+            on_change(&c);
+            changes.push(c);
+        }
+    }
+    Ok(changes)
+}
+
+async fn delete_and_wait(
+    api: &Api<DynamicObject>,
+    object: &ObjectRef,
+    rule: &PreUpdateDelete,
+    poll_interval: Duration,
+) -> Result<(), ApplyError> {
+    match api.delete(&object.name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(ApplyError::api("delete", object, e)),
+    }
+    let deadline = Instant::now() + rule.timeout;
+    loop {
+        match api.get_opt(&object.name).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(_)) if Instant::now() < deadline => tokio::time::sleep(poll_interval).await,
+            Ok(Some(_)) => {
+                return Err(ApplyError::WaitTimeout {
+                    timeout: rule.timeout,
+                    not_ready: vec![(
+                        object.clone(),
+                        format!("deleted by {} but still there", rule.reason),
+                    )],
+                })
+            }
+            Err(e) => return Err(ApplyError::api("read", object, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn the_selector_is_restricted_to_the_owner() {
+        let owner = Owner::Resource {
+            kind: "Widget".into(),
+            namespace: "demo".into(),
+            name: "api".into(),
+        };
+        let target = DeleteTarget {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            labels: BTreeMap::from([("app".to_string(), "migrate".to_string())]),
+        };
+        assert_eq!(
+            selector(&target, &owner),
+            format!("app=migrate,weft.io/owner={}", owner.id())
+        );
+    }
+}

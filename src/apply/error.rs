@@ -1,0 +1,155 @@
+//! The engine's errors: each variant names the object and what to do; API errors keep the
+//! [`kube::Error`] as their source.
+
+use crate::api::ObjectRef;
+
+/// What went wrong talking to the cluster. Each variant names the object and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The cluster does not serve this kind, and no CRD in the same pass defines it.
+    #[error("{origin}{object}: the cluster has no kind `{kind}` in `{api_version}` (no CRD for it is installed or part of this pass)")]
+    UnknownKind {
+        origin: String,
+        object: String,
+        api_version: String,
+        kind: String,
+    },
+    /// A desired object is not well-formed enough to be applied.
+    #[error("{origin}{object}: {message}")]
+    Invalid {
+        origin: String,
+        object: String,
+        message: String,
+    },
+    /// An object the API server returned could not be read as JSON.
+    #[error("{object}: cannot read {what}: {source}")]
+    Decode {
+        object: String,
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The API server refused or failed a call about one object (or one list).
+    #[error("{verb} {object}: {}", describe(.source).0)]
+    Api {
+        verb: &'static str,
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// API discovery failed.
+    #[error("API discovery: {0}")]
+    Discovery(#[source] kube::Error),
+    /// An inventory could not be read or written.
+    #[error("inventory of {owner}: {problem}")]
+    Inventory {
+        owner: String,
+        #[source]
+        problem: InventoryProblem,
+    },
+    /// Pruning would delete more than the allowed fraction of an inventory.
+    #[error("refusing to prune {count} of {total} objects of {owner} ({percent:.0}% > {limit:.0}% allowed by --max-prune-fraction); nothing was pruned. Check the repository, or rerun with --force-prune")]
+    PruneGuard {
+        owner: String,
+        count: usize,
+        total: usize,
+        percent: f64,
+        limit: f64,
+    },
+    /// Objects did not become ready in time.
+    #[error("timed out after {timeout:?} waiting for {} object(s) to become ready:\n{}", .not_ready.len(), .not_ready.iter().map(|(o, why)| format!("  {o}: {why}")).collect::<Vec<_>>().join("\n"))]
+    WaitTimeout {
+        timeout: std::time::Duration,
+        not_ready: Vec<(ObjectRef, String)>,
+    },
+    /// Objects failed in a way that waiting cannot fix (e.g. a Job that failed).
+    #[error("{} object(s) failed:\n{}", .0.len(), .0.iter().map(|(o, why)| format!("  {o}: {why}")).collect::<Vec<_>>().join("\n"))]
+    Failed(Vec<(ObjectRef, String)>),
+    /// Several objects failed to apply; each line names one.
+    #[error("{} object(s) could not be applied:\n{}", .0.len(), .0.iter().map(|e| format!("  {e}")).collect::<Vec<_>>().join("\n"))]
+    Many(Vec<ApplyError>),
+}
+
+impl ApplyError {
+    /// A failed API call about `object`.
+    pub(crate) fn api(verb: &'static str, object: &ObjectRef, source: kube::Error) -> Self {
+        ApplyError::Api {
+            verb,
+            object: object.to_string(),
+            source,
+        }
+    }
+
+    /// The HTTP status code of a failed API call, when the API server answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            ApplyError::Api { source, .. } | ApplyError::Discovery(source) => describe(source).1,
+            ApplyError::Inventory { problem, .. } => problem.kube().and_then(|e| describe(e).1),
+            _ => None,
+        }
+    }
+
+    /// One error for a list of them: `None` for none, the error itself for one, [`Many`](Self::Many) otherwise.
+    pub fn from_list(mut errors: Vec<ApplyError>) -> Option<ApplyError> {
+        match errors.len() {
+            0 => None,
+            1 => errors.pop(),
+            _ => Some(ApplyError::Many(errors)),
+        }
+    }
+}
+
+/// `true` when a kube error is a 404 from the API server.
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// A kube error as one readable line (the API server's own message when it answered), and the
+/// HTTP status code when there is one.
+pub fn describe(e: &kube::Error) -> (String, Option<u16>) {
+    match e {
+        kube::Error::Api(s) => (
+            format!("{} ({}, HTTP {})", s.message, s.reason, s.code),
+            Some(s.code),
+        ),
+        other => (other.to_string(), None),
+    }
+}
+
+/// What went wrong with one inventory (the owner is named by [`ApplyError::Inventory`]).
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryProblem {
+    /// Reading it from the cluster failed.
+    #[error("{}", describe(.0).0)]
+    Read(#[source] kube::Error),
+    /// What is stored is not a list of references.
+    #[error("{what} is not valid: {source}")]
+    Invalid {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// It could not be encoded.
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
+    /// Writing it, or reading or creating Weft's namespace for it, failed.
+    #[error("{what}: {}", describe(.source).0)]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The owner is a custom resource the cluster does not serve.
+    #[error("the cluster does not serve kind {0}")]
+    UnknownKind(String),
+}
+
+impl InventoryProblem {
+    /// The kube error underneath, if any.
+    pub fn kube(&self) -> Option<&kube::Error> {
+        match self {
+            InventoryProblem::Read(e) | InventoryProblem::Api { source: e, .. } => Some(e),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Armada's semantics of a pass, in one place: the ArmadaChart specs of the desired set become
+//! the engine's policy data, and the engine's results become Armada's reports.
+//!
+//! - waits: a chart's objects are waited for by its `wait` block (`labels`, `resources` with
+//!   `min_ready` and `required`; without `resources`, its pods and jobs), within its
+//!   `wait.timeout` (else the deprecated `timeout`, else 900 s) — a [`WaitRule`];
+//! - `protected.continue_processing`: a failed chart lets its group go on (the rule's
+//!   `continue_on_failure`), and is reported at the end of the pass;
+//! - `upgrade.pre.delete`: the listed objects are deleted before an upgrade of the chart — a
+//!   [`PreUpdateDelete`];
+//! - `driftPolicy: report`: the chart's objects changed or deleted outside Weft are left as they
+//!   are — a [`ReportDrift`];
+//! - [`failure`]: a chart that did not become ready, as the pass reports it.
+//!
+//! Waves (groups and sequenced charts) are rendered into each object's `wave` by
+//! `render::armada`; the engine applies and waits wave by wave.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::PassError;
+use crate::api::armada::{self as spec, ArmadaChartSpec, Wait, DEFAULT_WAIT_TIMEOUT_SECS};
+use crate::api::DriftPolicy;
+use crate::apply::policy::{ApplyPolicy, DeleteTarget, PreUpdateDelete, ReportDrift, WaitRule};
+use crate::apply::readiness::{self, MinReady, Selection, Selector};
+use crate::apply::wait::NotReady;
+use crate::apply::ApplyError;
+use crate::render::armada::OWNER_KIND;
+use crate::render::{DesiredSet, Owner};
+
+/// The drift rule of a chart that reports drift, as it appears in skip reasons.
+pub const REPORT_RULE: &str = "driftPolicy: report";
+/// The reason of the changes of `upgrade.pre.delete`.
+pub const PRE_DELETE_REASON: &str = "upgrade.pre.delete";
+
+/// The spec of every ArmadaChart in `set` (the CRs the sync layer applies), by the owner its
+/// objects carry. A chart whose CR is not in the set is waited for by the global rules.
+pub fn chart_specs(set: &DesiredSet) -> BTreeMap<Owner, ArmadaChartSpec> {
+    set.objects()
+        .iter()
+        .filter(|o| o.kind() == OWNER_KIND && o.api_version().starts_with("armada."))
+        .filter_map(|o| {
+            let spec: ArmadaChartSpec =
+                serde_json::from_value(o.object.get("spec")?.clone()).ok()?;
+            Some((
+                Owner::Resource {
+                    kind: OWNER_KIND.to_string(),
+                    namespace: o.namespace().unwrap_or("").to_string(),
+                    name: o.name().to_string(),
+                },
+                spec,
+            ))
+        })
+        .collect()
+}
+
+/// The engine policy of every chart of `set`.
+pub fn policy(set: &DesiredSet) -> ApplyPolicy {
+    let mut policy = ApplyPolicy::default();
+    for (owner, spec) in chart_specs(set) {
+        add_chart(&mut policy, owner, &spec);
+    }
+    policy
+}
+
+/// Add one chart's rules to `policy`.
+pub fn add_chart(policy: &mut ApplyPolicy, owner: Owner, spec: &ArmadaChartSpec) {
+    if spec.drift_policy == DriftPolicy::Report {
+        policy.report_drift.insert(
+            owner.clone(),
+            ReportDrift {
+                rule: REPORT_RULE.to_string(),
+                ..ReportDrift::default()
+            },
+        );
+    }
+    if let Some(deletes) = pre_update_delete(spec) {
+        policy.pre_update_deletes.insert(owner.clone(), deletes);
+    }
+    let rule = wait_rule(&owner, spec);
+    policy.waits.insert(owner, rule);
+}
+
+/// `namespace/name` of a chart.
+fn chart_name(owner: &Owner) -> String {
+    match owner {
+        Owner::Resource {
+            namespace, name, ..
+        } => format!("{namespace}/{name}"),
+        Owner::SyncRoot { name } => name.clone(),
+    }
+}
+
+/// How a chart is waited for: its `wait` block in its namespace, within its timeout.
+pub fn wait_rule(owner: &Owner, spec: &ArmadaChartSpec) -> WaitRule {
+    WaitRule {
+        subject: format!("chart {}", chart_name(owner)),
+        namespace: spec.namespace.clone(),
+        selectors: selectors(spec.wait.as_ref()),
+        timeout: timeout(spec),
+        continue_on_failure: spec
+            .protected
+            .as_ref()
+            .is_some_and(|p| p.continue_processing),
+    }
+}
+
+/// The selectors of a chart's `wait` block: each of `wait.resources` with `wait.labels` added;
+/// without `resources`, its pods and jobs matching `wait.labels` (none required to exist), as
+/// Armada does.
+pub fn selectors(wait: Option<&Wait>) -> Vec<Selector> {
+    let base = wait.map(|w| w.labels.clone()).unwrap_or_default();
+    let resources = wait.map(|w| w.resources.as_slice()).unwrap_or(&[]);
+    if resources.is_empty() {
+        return [spec::WaitResourceType::Pod, spec::WaitResourceType::Job]
+            .into_iter()
+            .map(|type_| Selector {
+                kind: type_.kind().to_string(),
+                labels: base.clone(),
+                min_ready: MinReady::default(),
+                required: false,
+            })
+            .collect();
+    }
+    resources
+        .iter()
+        .map(|r| {
+            let mut labels = base.clone();
+            labels.extend(r.labels.clone());
+            Selector {
+                kind: r.type_.kind().to_string(),
+                labels,
+                min_ready: min_ready(r.min_ready.as_ref()),
+                required: r.required.unwrap_or(true),
+            }
+        })
+        .collect()
+}
+
+/// A chart's `min_ready`; the loader rejected invalid values, and the default (100%) covers a
+/// repository it did not check.
+pub fn min_ready(m: Option<&spec::MinReady>) -> MinReady {
+    match m {
+        Some(spec::MinReady::Count(n)) => u64::try_from(*n).map(MinReady::Count).ok(),
+        Some(spec::MinReady::Text(s)) => s.parse().ok(),
+        None => None,
+    }
+    .unwrap_or_default()
+}
+
+/// How long a chart may take to become ready: `wait.timeout`, else the deprecated `timeout`,
+/// else 900 s.
+pub fn timeout(spec: &ArmadaChartSpec) -> Duration {
+    let secs = spec
+        .wait
+        .as_ref()
+        .and_then(|w| w.timeout)
+        .or(spec.timeout)
+        .unwrap_or(DEFAULT_WAIT_TIMEOUT_SECS);
+    Duration::from_secs(secs.max(1) as u64)
+}
+
+/// `upgrade.pre.delete` of a chart: what is deleted (in the chart's namespace) before an
+/// upgrade, waited for until gone within the chart's timeout. `None` without actions.
+pub fn pre_update_delete(spec: &ArmadaChartSpec) -> Option<PreUpdateDelete> {
+    let actions = spec.upgrade.as_ref()?.pre.as_ref()?.delete.as_slice();
+    let targets: Vec<DeleteTarget> = actions
+        .iter()
+        // The loader refuses types without a target; skip rather than guess.
+        .filter_map(|a| {
+            let (api_version, kind) = a.target()?;
+            Some(DeleteTarget {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                labels: a.labels.clone(),
+            })
+        })
+        .collect();
+    (!targets.is_empty()).then(|| PreUpdateDelete {
+        namespace: spec.namespace.clone(),
+        targets,
+        timeout: timeout(spec),
+        reason: PRE_DELETE_REASON.to_string(),
+    })
+}
+
+/// A chart's failure as the pass reports it: a line naming the chart (and what happened to its
+/// group), then the objects not ready or failed, each with why. The not-ready objects follow
+/// as [`ApplyError`]s, inside the same [`PassError::Many`], so that views which look for them
+/// (the chart's status) find them.
+pub fn failure(owner: &Owner, rule: &WaitRule, why: NotReady) -> PassError {
+    let mut summary = match why.timed_out {
+        Some(t) => format!(
+            "did not become ready within {}s (its wait.timeout)",
+            t.as_secs()
+        ),
+        None => "failed".to_string(),
+    };
+    summary.push_str(if rule.continue_on_failure {
+        "; it is protected with continue_processing, so the charts after it were deployed"
+    } else {
+        "; the charts after it were not deployed"
+    });
+    for m in &why.missing {
+        summary.push_str(&format!("\n  {m}"));
+    }
+    let mut all = vec![PassError::Chart {
+        chart: chart_name(owner),
+        summary,
+    }];
+    if !why.failed.is_empty() {
+        all.push(PassError::Apply(ApplyError::Failed(why.failed)));
+    }
+    if !why.not_ready.is_empty() {
+        all.push(PassError::Apply(ApplyError::WaitTimeout {
+            timeout: why.timed_out.unwrap_or_default(),
+            not_ready: why.not_ready,
+        }));
+    }
+    PassError::Many(all)
+}
+
+/// Judge a chart's `wait` block against live objects (e.g. everything listed in the chart's
+/// namespace), as a pass does.
+pub fn chart_readiness(wait: Option<&Wait>, live: &[Value]) -> Selection {
+    readiness::judge(&selectors(wait), live)
+}
+
+#[cfg(test)]
+#[path = "armada_tests.rs"]
+mod tests;

@@ -1,0 +1,122 @@
+//! `weft diff`: the unified diff of every object a pass would change, from a server-side
+//! dry-run, plus every object a pass would prune. Writes nothing.
+
+use std::collections::BTreeSet;
+
+use kube::api::DynamicObject;
+use kube::{Api, Client};
+
+use super::agents::AgentBundles;
+use super::engine::{read_inventories, resolve_set};
+use super::prepare::{prepare, ClusterInputs};
+use super::{PassError, PassOptions};
+use crate::api::ObjectRef;
+use crate::apply::changeset::{Action, Change};
+use crate::apply::diff::{self, DiffChange, ObjectDiff};
+use crate::apply::plan::{self, Catalog};
+use crate::apply::prune::{self, PruneOptions};
+use crate::apply::ApplyError;
+use crate::render::{AgentLayer, DesiredSet};
+use crate::source::Snapshot;
+
+/// The diff of everything a pass over `snapshot` would apply or prune.
+pub async fn diff_pass(
+    client: &Client,
+    snapshot: Snapshot,
+    opts: &PassOptions,
+) -> Result<Vec<ObjectDiff>, PassError> {
+    let bundles = AgentBundles::new(client.clone(), opts.weft_namespace.clone());
+    let cluster = ClusterInputs {
+        client,
+        bundles: &bundles,
+    };
+    let set = prepare(snapshot, Some(cluster), AgentLayer::Included, opts)
+        .await?
+        .set;
+    let catalog = Catalog::discover(client).await?;
+    let default_ns = &opts.default_namespace;
+    let resolved = resolve_set(client, set.objects(), &set, &catalog, default_ns).await?;
+    let mut out = diff::diff_objects(
+        client,
+        &resolved.planned,
+        &resolved.pending_crd,
+        opts.concurrency,
+    )
+    .await?;
+    for c in would_prune(client, &set, &catalog, opts).await? {
+        if let Some(d) = prune_diff(client, &catalog, &c).await? {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
+/// What a pass would prune (a forced dry-run prune: the guard is the pass's business).
+async fn would_prune(
+    client: &Client,
+    set: &DesiredSet,
+    catalog: &Catalog,
+    opts: &PassOptions,
+) -> Result<Vec<Change>, ApplyError> {
+    let desired_refs = plan::desired_refs(set, catalog, &opts.default_namespace);
+    let all_desired: BTreeSet<ObjectRef> = desired_refs.values().flatten().cloned().collect();
+    let (inventories, errors) = read_inventories(client, set, catalog, &opts.weft_namespace).await;
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    let prune_opts = PruneOptions {
+        max_fraction: opts.max_prune_fraction,
+        force: true,
+        dry_run: true,
+        concurrency: opts.concurrency,
+    };
+    let outcome = prune::prune(
+        client,
+        catalog,
+        set,
+        &all_desired,
+        &inventories,
+        &prune_opts,
+        &|_| {},
+    )
+    .await;
+    if let Some(e) = outcome.errors.into_iter().next() {
+        return Err(e);
+    }
+    Ok(outcome
+        .changes
+        .with_action(Action::Deleted)
+        .cloned()
+        .collect())
+}
+
+/// The diff of one object a pass would prune: its live copy, removed.
+async fn prune_diff(
+    client: &Client,
+    catalog: &Catalog,
+    c: &Change,
+) -> Result<Option<ObjectDiff>, ApplyError> {
+    let Some((ar, namespaced)) = catalog
+        .resolve(&c.object.api_version, &c.object.kind)
+        .cloned()
+    else {
+        return Ok(None);
+    };
+    let api: Api<DynamicObject> = if namespaced {
+        Api::namespaced_with(client.clone(), &c.object.namespace, &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    };
+    let live = api
+        .get_opt(&c.object.name)
+        .await
+        .map_err(|e| ApplyError::api("read", &c.object, e))?;
+    let live = live.and_then(|l| serde_json::to_value(l).ok());
+    Ok(
+        diff::unified(&c.object, live.as_ref(), None).map(|text| ObjectDiff {
+            object: c.object.clone(),
+            change: DiffChange::Prune,
+            text,
+        }),
+    )
+}

@@ -1,0 +1,572 @@
+//! The staged engine run of a pass: apply in stages and waves, prune, write inventories, wait —
+//! by the generic verbs of [`crate::apply`] and the [`ApplyPolicy`] the pass built.
+//!
+//! 1. cluster prerequisites (CRDs, Namespaces, cluster roles, `*Class` kinds), then a wait for
+//!    them (CRDs Established) and a new discovery, so that custom resources whose CRD is in the
+//!    same pass can be applied;
+//! 2. every other object, wave by wave, each wave's deletes before an update first, and each
+//!    wave waited for before the next starts (objects of an owner with a wait rule by that
+//!    rule, the rest by the readiness table and `--timeout`);
+//! 3. prune (only when every object applied), inventories, and the wait for the last wave.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use kube::api::ApiResource;
+use kube::Client;
+
+use super::{Observer, PassError, PassOptions, Progress};
+use crate::api::ObjectRef;
+use crate::apply::apply::{apply_batch, ApplyOptions};
+use crate::apply::changeset::{Action, Change, ChangeSet};
+use crate::apply::delete::{self, DeleteOptions};
+use crate::apply::inventory::{self, Inventory};
+use crate::apply::plan::{self, Catalog, PlannedObject};
+use crate::apply::policy::{ApplyPolicy, WaitRule};
+use crate::apply::prune::{self, PruneOptions};
+use crate::apply::wait::{self, NotReady, WaitOptions, WaitTarget};
+use crate::apply::ApplyError;
+use crate::render::{order, DesiredObject, DesiredSet, Owner};
+
+/// How the pass reports an owner that did not become ready by its wait rule.
+pub type DescribeFailure = fn(&Owner, &WaitRule, NotReady) -> PassError;
+
+/// One engine run over a complete render.
+pub struct Engine<'a> {
+    client: &'a Client,
+    opts: &'a PassOptions,
+    observer: &'a Observer<'a>,
+    policy: ApplyPolicy,
+    describe_failure: DescribeFailure,
+    changes: ChangeSet,
+    /// Failures of owners whose rule says to continue: the pass went on, but they are reported
+    /// at the end.
+    deferred: Vec<PassError>,
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(
+        client: &'a Client,
+        opts: &'a PassOptions,
+        observer: &'a Observer<'a>,
+        policy: ApplyPolicy,
+        describe_failure: DescribeFailure,
+    ) -> Engine<'a> {
+        Engine {
+            client,
+            opts,
+            observer,
+            policy,
+            describe_failure,
+            changes: ChangeSet::default(),
+            deferred: Vec::new(),
+        }
+    }
+
+    /// Apply, prune and wait for `set`: every change, and what stopped the run, if anything.
+    pub async fn run(mut self, set: &DesiredSet) -> (ChangeSet, Option<PassError>) {
+        let error = match self.run_inner(set).await {
+            Ok(()) => None,
+            Err(errors) => PassError::from_list(errors),
+        };
+        (self.changes, error)
+    }
+
+    async fn run_inner(&mut self, set: &DesiredSet) -> Result<(), Vec<PassError>> {
+        let one = |e: ApplyError| vec![PassError::Apply(e)];
+        let mut catalog = Catalog::discover(self.client).await.map_err(one)?;
+        self.read_applied_before(&catalog).await;
+        // Inventories are written whatever happens below, so that objects created by a pass that
+        // failed half-way are still known to the next pass; only pruning needs a pass that
+        // applied everything.
+        let mut errors = Vec::new();
+        let last = match self.apply_phase(set, &mut catalog).await {
+            Ok(last) => Some(last),
+            Err(e) => {
+                errors.push(e);
+                None
+            }
+        };
+        match self.prune_and_record(set, &catalog, last.is_some()).await {
+            Ok(more) => errors.extend(more),
+            Err(fatal) => {
+                // Without every inventory, prune cannot be judged (the guard is per inventory),
+                // and the pass stops here.
+                errors.extend(fatal);
+                errors.append(&mut self.deferred);
+                return Err(errors);
+            }
+        }
+        if let Some(last) = last {
+            if let Err(e) = self.wait_wave(&last).await {
+                errors.push(e);
+            }
+        }
+        errors.append(&mut self.deferred);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// What each owner that only reports drift applied before: its stored inventory.
+    async fn read_applied_before(&mut self, catalog: &Catalog) {
+        for (owner, report) in &mut self.policy.report_drift {
+            match inventory::read_stored(self.client, catalog, owner, &self.opts.weft_namespace)
+                .await
+            {
+                Ok(entries) => {
+                    report.applied_before = entries
+                        .unwrap_or_default()
+                        .iter()
+                        .map(inventory::ref_key)
+                        .collect();
+                }
+                // Without it, objects deleted outside are recreated: a pass goes on.
+                Err(e) => tracing::warn!(owner = %owner.reference(), "{e}"),
+            }
+        }
+    }
+
+    /// Prune (when everything applied) and write the inventories; the errors of both. `Err`
+    /// when an inventory could not be read: nothing was pruned or written.
+    async fn prune_and_record(
+        &mut self,
+        set: &DesiredSet,
+        catalog: &Catalog,
+        applied: bool,
+    ) -> Result<Vec<PassError>, Vec<PassError>> {
+        let opts = self.opts;
+        let mut errors = Vec::new();
+        let desired_refs = plan::desired_refs(set, catalog, &opts.default_namespace);
+        let all_desired: BTreeSet<ObjectRef> = desired_refs.values().flatten().cloned().collect();
+        let (inventories, read_errors) =
+            read_inventories(self.client, set, catalog, &opts.weft_namespace).await;
+        if !read_errors.is_empty() {
+            return Err(read_errors.into_iter().map(PassError::Apply).collect());
+        }
+        let outcome = if applied {
+            self.prune_phase(set, catalog, &all_desired, &inventories)
+                .await
+        } else {
+            // Nothing is pruned after a failed apply: keep every old entry for the next pass.
+            let kept = prune::candidates(&inventories, &all_desired)
+                .into_iter()
+                .map(|(owner, refs)| (owner, refs.into_iter().collect::<BTreeSet<_>>()))
+                .collect();
+            prune::PruneOutcome {
+                kept,
+                ..Default::default()
+            }
+        };
+        self.changes.extend(outcome.changes);
+        errors.extend(outcome.errors.into_iter().map(PassError::Apply));
+        if opts.dry_run {
+            return Ok(errors);
+        }
+        let next = inventory::next_inventories(&desired_refs, &outcome.kept);
+        for inv in &inventories {
+            let entries = next.get(&inv.owner).cloned().unwrap_or_default();
+            let written = inventory::write(
+                self.client,
+                catalog,
+                &inv.owner,
+                &opts.weft_namespace,
+                &entries,
+                inv,
+            )
+            .await;
+            if let Err(e) = written {
+                errors.push(PassError::Apply(e));
+            }
+        }
+        Ok(errors)
+    }
+
+    async fn prune_phase(
+        &mut self,
+        set: &DesiredSet,
+        catalog: &Catalog,
+        all_desired: &BTreeSet<ObjectRef>,
+        inventories: &[Inventory],
+    ) -> prune::PruneOutcome {
+        let opts = self.opts;
+        (self.observer)(Progress::Phase {
+            message: "pruning".into(),
+            objects: 0,
+        });
+        let prune_opts = PruneOptions {
+            max_fraction: opts.max_prune_fraction,
+            force: opts.force_prune,
+            dry_run: opts.dry_run,
+            concurrency: opts.concurrency,
+        };
+        let observer = self.observer;
+        prune::prune(
+            self.client,
+            catalog,
+            set,
+            all_desired,
+            inventories,
+            &prune_opts,
+            &|c| observer(Progress::Change(c)),
+        )
+        .await
+    }
+
+    /// Stages and waves; returns the objects of the last wave (waited for after the prune).
+    async fn apply_phase(
+        &mut self,
+        set: &DesiredSet,
+        catalog: &mut Catalog,
+    ) -> Result<Vec<PlannedObject>, PassError> {
+        let rest = self.apply_stages(set, catalog).await?;
+        self.apply_waves(rest, catalog).await
+    }
+
+    /// Stage 0, then the desired objects that wait for it, in order (stage 1 is done by the
+    /// caller).
+    async fn apply_stages(
+        &mut self,
+        set: &DesiredSet,
+        catalog: &mut Catalog,
+    ) -> Result<Vec<PlannedObject>, ApplyError> {
+        let default_ns = &self.opts.default_namespace;
+        let resolved = resolve_set(self.client, set.objects(), set, catalog, default_ns).await?;
+
+        // Stage 0: cluster prerequisites, then CRDs established and a fresh discovery.
+        let (stage0, mut rest): (Vec<PlannedObject>, Vec<PlannedObject>) = resolved
+            .planned
+            .into_iter()
+            .partition(|p| order::stage(&p.object_ref.kind) == 0);
+        self.apply(
+            &stage0,
+            "cluster prerequisites (CRDs, Namespaces, cluster roles, classes)",
+        )
+        .await?;
+        self.wait(&stage0).await?;
+        if resolved.pending_crd.is_empty() {
+            return Ok(rest);
+        }
+        if self.opts.dry_run {
+            for d in &resolved.pending_crd {
+                let c = Change {
+                    object: d.object_ref(),
+                    owner: d.owner.clone(),
+                    action: Action::Created,
+                    reason: Some("its CRD is created in this pass".into()),
+                };
+                (self.observer)(Progress::Change(&c));
+                self.changes.push(c);
+            }
+            return Ok(rest);
+        }
+        rest.extend(
+            self.resolve_after_crds(&resolved.pending_crd, set, catalog)
+                .await?,
+        );
+        order_planned(&mut rest);
+        Ok(rest)
+    }
+
+    /// Resolve the objects whose CRD stage 0 created; discovery can trail an Established CRD by
+    /// a moment, so this retries until `--timeout`.
+    async fn resolve_after_crds(
+        &self,
+        pending: &[DesiredObject],
+        set: &DesiredSet,
+        catalog: &mut Catalog,
+    ) -> Result<Vec<PlannedObject>, ApplyError> {
+        let deadline = Instant::now() + self.opts.timeout;
+        loop {
+            *catalog = Catalog::discover(self.client).await?;
+            let r = resolve_set(
+                self.client,
+                pending,
+                set,
+                catalog,
+                &self.opts.default_namespace,
+            )
+            .await?;
+            if r.pending_crd.is_empty() {
+                return Ok(r.planned);
+            }
+            if Instant::now() >= deadline {
+                let first = &r.pending_crd[0];
+                return Err(ApplyError::UnknownKind {
+                    origin: String::new(),
+                    object: first.object_ref().to_string(),
+                    api_version: first.api_version().to_string(),
+                    kind: first.kind().to_string(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Stage 1, wave by wave: the deletes before an update of the wave's owners, apply, wait
+    /// (each owner by its own rule). The last wave is waited for after the prune.
+    async fn apply_waves(
+        &mut self,
+        rest: Vec<PlannedObject>,
+        catalog: &Catalog,
+    ) -> Result<Vec<PlannedObject>, PassError> {
+        let waves: BTreeSet<u32> = rest.iter().map(|p| p.desired.wave).collect();
+        let last_wave = waves.iter().next_back().copied();
+        let mut last: Vec<PlannedObject> = Vec::new();
+        for wave in &waves {
+            let objects: Vec<PlannedObject> = rest
+                .iter()
+                .filter(|p| p.desired.wave == *wave)
+                .cloned()
+                .collect();
+            let label = if waves.len() > 1 {
+                format!("wave {wave}")
+            } else {
+                "objects".to_string()
+            };
+            self.deletes_before_update(&objects, catalog).await?;
+            self.apply(&objects, &label).await?;
+            if Some(*wave) == last_wave {
+                last = objects;
+            } else {
+                self.wait_wave(&objects).await?;
+            }
+        }
+        Ok(last)
+    }
+
+    async fn apply(&mut self, objects: &[PlannedObject], label: &str) -> Result<(), ApplyError> {
+        if objects.is_empty() {
+            return Ok(());
+        }
+        (self.observer)(Progress::Phase {
+            message: format!("applying {label}"),
+            objects: objects.len(),
+        });
+        let live = plan::read_live(self.client, objects, self.opts.concurrency).await?;
+        let observer = self.observer;
+        let apply_opts = ApplyOptions {
+            concurrency: self.opts.concurrency,
+            dry_run: self.opts.dry_run,
+        };
+        let (changes, errors) = apply_batch(
+            self.client,
+            objects,
+            &live,
+            &apply_opts,
+            &self.policy.report_drift,
+            &|c| observer(Progress::Change(c)),
+        )
+        .await;
+        self.changes.extend(changes);
+        ApplyError::from_list(errors).map_or(Ok(()), Err)
+    }
+
+    /// The owners among `objects`, each once, in order.
+    fn owners_of(objects: &[PlannedObject]) -> BTreeSet<&Owner> {
+        objects.iter().map(|p| &p.desired.owner).collect()
+    }
+
+    /// The deletes before an update of every owner in `objects` that is being updated.
+    async fn deletes_before_update(
+        &mut self,
+        objects: &[PlannedObject],
+        catalog: &Catalog,
+    ) -> Result<(), ApplyError> {
+        let delete_opts = DeleteOptions {
+            dry_run: self.opts.dry_run,
+            poll_interval: self.opts.poll_interval,
+        };
+        for owner in Self::owners_of(objects) {
+            let Some(rule) = self.policy.pre_update_deletes.get(owner) else {
+                continue;
+            };
+            let mine: Vec<PlannedObject> = objects
+                .iter()
+                .filter(|p| &p.desired.owner == owner)
+                .cloned()
+                .collect();
+            let live = plan::read_live(self.client, &mine, self.opts.concurrency).await?;
+            if !delete::is_update(&live, owner, &mine) {
+                continue;
+            }
+            let observer = self.observer;
+            let changes = delete::delete_before_update(
+                self.client,
+                catalog,
+                owner,
+                rule,
+                &delete_opts,
+                &|c| observer(Progress::Change(c)),
+            )
+            .await?;
+            self.changes.entries.extend(changes);
+        }
+        Ok(())
+    }
+
+    /// Wait for one wave: objects of an owner with a wait rule by that rule (all such owners of
+    /// the wave at once, each with its own timeout), every other object by the readiness table
+    /// and `--timeout`. A failed owner whose rule says to continue goes to `deferred`; any other
+    /// failure is returned and stops the pass.
+    async fn wait_wave(&mut self, objects: &[PlannedObject]) -> Result<(), PassError> {
+        if self.opts.dry_run {
+            return Ok(());
+        }
+        let ruled: Vec<(&Owner, &WaitRule, Vec<WaitTarget>)> = Self::owners_of(objects)
+            .into_iter()
+            .filter_map(|owner| {
+                let rule = self.policy.waits.get(owner)?;
+                // The owner's objects the rule's selectors cannot name, that have a status.
+                let extra = objects
+                    .iter()
+                    .filter(|p| &p.desired.owner == owner)
+                    .filter(|p| {
+                        let kind = &p.object_ref.kind;
+                        self.policy.waits_for(kind) && !crate::apply::readiness::selectable(kind)
+                    })
+                    .map(wait_target)
+                    .collect();
+                Some((owner, rule, extra))
+            })
+            .collect();
+        let plain: Vec<PlannedObject> = objects
+            .iter()
+            .filter(|p| !self.policy.waits.contains_key(&p.desired.owner))
+            .cloned()
+            .collect();
+        if !ruled.is_empty() {
+            let subjects: Vec<&str> = ruled.iter().map(|(_, r, _)| r.subject.as_str()).collect();
+            (self.observer)(Progress::Phase {
+                message: format!("waiting for {}", subjects.join(", ")),
+                objects: 0,
+            });
+        }
+        let observer = self.observer;
+        let client = self.client;
+        let poll = self.opts.poll_interval;
+        let on_ready = |r: &ObjectRef| observer(Progress::Ready(r));
+        let owner_results = futures::future::join_all(
+            ruled
+                .iter()
+                .map(|(_, rule, extra)| wait::wait_owner(client, rule, extra, poll, &on_ready)),
+        );
+        let (owner_results, plain_result) = futures::join!(owner_results, self.wait(&plain));
+        let mut stop = Vec::new();
+        if let Err(e) = plain_result {
+            stop.push(PassError::Apply(e));
+        }
+        let mut deferred = Vec::new();
+        for ((owner, rule, _), r) in ruled.iter().zip(owner_results) {
+            let Err(why) = r else { continue };
+            let e = (self.describe_failure)(owner, rule, why);
+            if rule.continue_on_failure {
+                deferred.push(e);
+            } else {
+                stop.push(e);
+            }
+        }
+        self.deferred.append(&mut deferred);
+        PassError::from_list(stop).map_or(Ok(()), Err)
+    }
+
+    /// Wait for `objects` by the readiness table and `--timeout`.
+    async fn wait(&self, objects: &[PlannedObject]) -> Result<(), ApplyError> {
+        if self.opts.dry_run {
+            return Ok(());
+        }
+        let targets: Vec<WaitTarget> = objects
+            .iter()
+            .filter(|p| self.policy.waits_for(&p.object_ref.kind))
+            .map(wait_target)
+            .collect();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        (self.observer)(Progress::Phase {
+            message: format!("waiting for {} object(s) to become ready", targets.len()),
+            objects: targets.len(),
+        });
+        let wait_opts = WaitOptions {
+            timeout: self.opts.timeout,
+            poll_interval: self.opts.poll_interval,
+            concurrency: self.opts.concurrency,
+        };
+        let observer = self.observer;
+        wait::wait_ready(self.client, &targets, &wait_opts, &|r| {
+            observer(Progress::Ready(r))
+        })
+        .await
+    }
+}
+
+fn wait_target(p: &PlannedObject) -> WaitTarget {
+    WaitTarget {
+        object: p.object_ref.clone(),
+        resource: p.resource.clone(),
+        namespaced: p.namespaced,
+    }
+}
+
+/// The previous inventory of every owner of `set`, and the errors of those that could not be
+/// read.
+pub async fn read_inventories(
+    client: &Client,
+    set: &DesiredSet,
+    catalog: &Catalog,
+    weft_namespace: &str,
+) -> (Vec<Inventory>, Vec<ApplyError>) {
+    let mut inventories = Vec::new();
+    let mut errors = Vec::new();
+    for owner in set.owners() {
+        let kinds = owner_kinds(set, owner, catalog);
+        match inventory::read(client, catalog, owner, weft_namespace, &kinds).await {
+            Ok(inv) => inventories.push(inv),
+            Err(e) => errors.push(e),
+        }
+    }
+    (inventories, errors)
+}
+
+/// [`plan::resolve`] against the CRDs of this pass, and, if a kind is still unknown, against the
+/// CRDs in the cluster too (a CRD created just before the pass is not served at once).
+pub async fn resolve_set(
+    client: &Client,
+    objects: &[DesiredObject],
+    set: &DesiredSet,
+    catalog: &Catalog,
+    default_namespace: &str,
+) -> Result<plan::Resolved, ApplyError> {
+    let mut crds = plan::crds_of(set.objects());
+    match plan::resolve(objects, &crds, catalog, default_namespace) {
+        Ok(r) => Ok(r),
+        Err(ApplyError::UnknownKind { .. }) | Err(ApplyError::Many(_)) => {
+            crds.extend(plan::cluster_crds(client).await?);
+            plan::resolve(objects, &crds, catalog, default_namespace)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The resources an owner renders now (for an inventory rebuild).
+fn owner_kinds(set: &DesiredSet, owner: &Owner, catalog: &Catalog) -> Vec<(ApiResource, bool)> {
+    let mut seen = BTreeMap::new();
+    for d in set.objects().iter().filter(|d| &d.owner == owner) {
+        if let Some((ar, namespaced)) = catalog.resolve(d.api_version(), d.kind()) {
+            seen.entry((ar.group.clone(), ar.kind.clone()))
+                .or_insert((ar.clone(), *namespaced));
+        }
+    }
+    seen.into_values().collect()
+}
+
+fn order_planned(objects: &mut [PlannedObject]) {
+    objects.sort_by(|a, b| {
+        let key = |p: &PlannedObject| (p.desired.wave, order::kind_rank(&p.object_ref.kind));
+        key(a)
+            .cmp(&key(b))
+            .then_with(|| a.object_ref.cmp(&b.object_ref))
+    });
+}
