@@ -96,8 +96,11 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
     work.commit("charts");
     work.push();
     let url = server.url("config.git");
-    // The charts' status is the sync root's: no controller needed.
-    let d = Daemon::start(DaemonOptions::new(&url, ns.name()));
+    let d = Daemon::start(DaemonOptions {
+        // The chart children's drift watch is the ArmadaChart controller's.
+        controllers: true,
+        ..DaemonOptions::new(&url, ns.name())
+    });
 
     let charts: Api<ArmadaChart> = Api::namespaced(client.clone(), ns.name());
     let deadline = Instant::now() + Duration::from_secs(90);

@@ -224,3 +224,15 @@ pub fn resource_list(group_version: &str, resources: &[(&str, &str, bool)]) -> V
         })).collect::<Vec<_>>(),
     })
 }
+
+/// Merge `patch` into `base` (objects key by key, anything else replaced), to vary a fixture.
+pub fn merge(base: &mut Value, patch: Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p,
+    }
+}

@@ -76,3 +76,126 @@ fn children_map_to_their_weavecloud_by_annotation() {
         Some([(OWNER_REF_ANNOTATION.to_string(), "root/weft".to_string())].into());
     assert!(owner_ref_of(&d).is_none());
 }
+
+mod against_a_fake_api_server {
+    use http::Method;
+    use serde_json::json;
+
+    use super::super::*;
+    use crate::daemon::fixtures::{mock_client, Expect, Scenario};
+    use crate::daemon::state::DaemonState;
+    use crate::daemon::status::DaemonStatus;
+    use crate::pass::agents::cache_configmap_name;
+
+    fn weavecloud() -> WeaveCloud {
+        serde_json::from_value(json!({
+            "apiVersion": "cloud.weave.works/v1beta1",
+            "kind": "WeaveCloud",
+            "metadata": {
+                "name": "wc",
+                "namespace": "weave",
+                "uid": "0000-wc",
+                "generation": 2,
+                "finalizers": [FINALIZER],
+            },
+            "spec": {
+                "general": {
+                    "environment": "generic",
+                    "tokenSecretRef": {"name": "weave-cloud", "key": "token"},
+                },
+            },
+        }))
+        .expect("a WeaveCloud")
+    }
+
+    #[tokio::test]
+    async fn a_missing_token_is_ready_false_token_missing_and_nothing_is_applied() {
+        let (client, api) = mock_client();
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        let ctx = Arc::new(Context::new(
+            state.clone(),
+            PassOptions::default(),
+            crate::daemon::state::Shutdown::never(),
+        ));
+        let status_path = "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds/wc/status";
+        let server = api.run(
+            Scenario::new()
+                // The active bundle: none cached, the built-in one.
+                .then(Expect::not_found(format!(
+                    "/api/v1/namespaces/weft-system/configmaps/{}",
+                    cache_configmap_name("weave", "wc")
+                )))
+                .then(Expect::not_found(
+                    "/api/v1/namespaces/weave/secrets/weave-cloud",
+                ))
+                .then(Expect::event("weave"))
+                .then(Expect::with(Method::PATCH, status_path, |seen| {
+                    let status = &seen.body["status"];
+                    let fields: Vec<&String> =
+                        status.as_object().expect("a status").keys().collect();
+                    assert_eq!(fields, ["conditions", "flux", "observedGeneration"]);
+                    let ready = status["conditions"]
+                        .as_array()
+                        .expect("conditions")
+                        .iter()
+                        .find(|c| c["type"] == "Ready")
+                        .expect("a Ready condition");
+                    assert_eq!(ready["status"], "False");
+                    assert_eq!(ready["reason"], TOKEN_MISSING);
+                    assert_eq!(ready["observedGeneration"], 2);
+                    let stalled = status["conditions"]
+                        .as_array()
+                        .expect("conditions")
+                        .iter()
+                        .find(|c| c["type"] == "Stalled")
+                        .expect("a Stalled condition");
+                    assert_eq!(stalled["status"], "True");
+                    json!(weavecloud())
+                })),
+        );
+        let action = reconcile(Arc::new(weavecloud()), ctx)
+            .await
+            .expect("the reconcile itself succeeds");
+        assert_eq!(action, Action::requeue(Duration::from_secs(60)));
+        // No discovery, no apply, no prune: the scenario has no such call.
+        server
+            .await
+            .expect("the API server saw exactly the expected calls");
+        let shown = state.status_snapshot();
+        let entry = &shown.owners["WeaveCloud/weave/wc"];
+        assert_eq!(entry.ready, "False");
+        assert_eq!(entry.reason, TOKEN_MISSING);
+    }
+
+    #[tokio::test]
+    async fn a_new_weavecloud_gets_the_finalizer_first_and_nothing_else() {
+        let (client, api) = mock_client();
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        let ctx = Arc::new(Context::new(
+            state,
+            PassOptions::default(),
+            crate::daemon::state::Shutdown::never(),
+        ));
+        let mut wc = weavecloud();
+        wc.metadata.finalizers = None;
+        let server = api.run(Scenario::new().then(Expect::with(
+            Method::PATCH,
+            "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds/wc",
+            |seen| {
+                let ops = seen.body.as_array().expect("a JSON patch");
+                assert!(
+                    ops.iter().any(|op| op["op"] == "add"
+                        && op["path"] == "/metadata/finalizers"
+                        && op["value"] == json!([FINALIZER])),
+                    "{ops:?}"
+                );
+                let mut done = weavecloud();
+                done.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+                json!(done)
+            },
+        )));
+        let action = reconcile(Arc::new(wc), ctx).await.expect("reconcile");
+        assert_eq!(action, Action::await_change());
+        server.await.expect("only the finalizer patch");
+    }
+}
