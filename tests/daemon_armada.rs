@@ -96,7 +96,11 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
     work.commit("charts");
     work.push();
     let url = server.url("config.git");
-    let d = Daemon::start(DaemonOptions::new(&url, ns.name()));
+    let d = Daemon::start(DaemonOptions {
+        // The chart children's drift watch is the ArmadaChart controller's.
+        controllers: true,
+        ..DaemonOptions::new(&url, ns.name())
+    });
 
     let charts: Api<ArmadaChart> = Api::namespaced(client.clone(), ns.name());
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -265,7 +269,11 @@ async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_
     work.commit("charts");
     work.push();
     let url = server.url("config.git");
-    let d = Daemon::start(DaemonOptions::new(&url, ns.name()));
+    let d = Daemon::start(DaemonOptions {
+        // The ArmadaChart controller (finalizer, drift) runs only with the controllers.
+        controllers: true,
+        ..DaemonOptions::new(&url, ns.name())
+    });
 
     let charts: Api<ArmadaChart> = Api::namespaced(client.clone(), ns.name());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());

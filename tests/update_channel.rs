@@ -8,7 +8,7 @@
 mod channel_fixtures;
 mod support;
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -25,12 +25,11 @@ use channel_fixtures::{
 use support::cluster::TestNamespace;
 use weft::api::conditions::ConditionStatus;
 use weft::api::weavecloud::WeaveCloud;
-use weft::daemon::metrics::Metrics;
+use weft::daemon::state::DaemonState;
 use weft::daemon::status::{DaemonStatus, OwnerStatus};
-use weft::daemon::trigger::TriggerQueue;
 use weft::daemon::updater::{
-    cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, UpdateRequests, Updater,
-    DIGEST_KEY, REASON_ROLLED_BACK, VERSION_KEY,
+    cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, Updater, DIGEST_KEY,
+    REASON_ROLLED_BACK, VERSION_KEY,
 };
 use weft::server::{self, ServerState};
 
@@ -71,7 +70,13 @@ async fn weavecloud(prefix: &str, general: serde_json::Value) -> (TestNamespace,
     (ns, wc)
 }
 
+/// An updater with a daemon state of its own (a fresh Weft: nothing in memory).
 fn updater(ns: &TestNamespace, health_timeout: Duration) -> Updater {
+    let state = DaemonState::new(ns.client(), ns.name(), DaemonStatus::default());
+    updater_with(state, ns, health_timeout)
+}
+
+fn updater_with(state: DaemonState, ns: &TestNamespace, health_timeout: Duration) -> Updater {
     let opts = UpdateOptions {
         // The test namespace stands in for Weft's: the cached bundle goes away with it.
         weft_namespace: ns.name().to_string(),
@@ -80,8 +85,7 @@ fn updater(ns: &TestNamespace, health_timeout: Duration) -> Updater {
         rescan_interval: Duration::from_secs(2),
         ..Default::default()
     };
-    let bundles = AgentBundles::new(ns.client(), ns.name());
-    Updater::new(ns.client(), bundles, opts)
+    Updater::new(state, opts)
 }
 
 async fn fresh(ns: &TestNamespace) -> WeaveCloud {
@@ -458,24 +462,17 @@ async fn a_restarted_weft_keeps_the_version_from_the_cluster() {
     ns.delete().await;
 }
 
-/// The daemon's HTTP server (real axum on 127.0.0.1) sharing status, metrics and the update
-/// request handle with `updater`; returns its base URL and a stop handle.
-async fn http_server(
-    status: Arc<RwLock<DaemonStatus>>,
-    metrics: Arc<Metrics>,
-    update_requests: UpdateRequests,
-) -> (String, tokio::sync::oneshot::Sender<()>) {
+/// The daemon's HTTP server (real axum on 127.0.0.1) sharing the daemon state (status, metrics
+/// and the update request handle) with the updater; returns its base URL and a stop handle.
+async fn http_server(daemon: DaemonState) -> (String, tokio::sync::oneshot::Sender<()>) {
     let (_ready_tx, ready) = tokio::sync::watch::channel(true);
     let state = ServerState {
-        queue: TriggerQueue::new(),
-        status,
-        metrics,
+        daemon,
         sync_token: Some(Arc::new(b"sync-token".to_vec())),
         webhook_secret: None,
         followed_ref: "main".into(),
         ready,
         wait_timeout: Duration::from_secs(5),
-        update_requests,
     };
     let listener = server::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -499,26 +496,26 @@ async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
     )
     .await;
     let owner_key = format!("WeaveCloud/{}/weave-cloud", ns.name());
-    let status = Arc::new(RwLock::new(DaemonStatus {
-        leader: true,
-        ..Default::default()
-    }));
-    // The WeaveCloud controller's entry, which the updater fills with versions.
-    status.write().unwrap().set_owner(OwnerStatus {
-        kind: "WeaveCloud".into(),
-        namespace: ns.name().into(),
-        name: "weave-cloud".into(),
-        ready: "True".into(),
-        ..Default::default()
-    });
-    let metrics = Arc::new(Metrics::new());
-    let requests = UpdateRequests::default();
-    let updater = Arc::new(
-        updater(&ns, Duration::from_secs(120))
-            .with_daemon(metrics.clone(), status.clone())
-            .with_requests(requests.clone()),
+    let state = DaemonState::new(
+        ns.client(),
+        ns.name(),
+        DaemonStatus {
+            leader: true,
+            ..Default::default()
+        },
     );
-    let (base, http_stop) = http_server(status.clone(), metrics.clone(), requests).await;
+    // The WeaveCloud controller's entry, which the updater fills with versions.
+    state.update_status(|s| {
+        s.set_owner(OwnerStatus {
+            kind: "WeaveCloud".into(),
+            namespace: ns.name().into(),
+            name: "weave-cloud".into(),
+            ready: "True".into(),
+            ..Default::default()
+        })
+    });
+    let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(120)));
+    let (base, http_stop) = http_server(state).await;
     updater.apply_active(&wc).await.unwrap();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let runner = {

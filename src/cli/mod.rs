@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub mod progress;
+pub mod run;
 
 use crate::load::{self, Diagnostics};
 use crate::render::{self, RenderOptions};
@@ -435,7 +436,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(c) => c,
         None => source::credentials::Credentials::from_env().context("reading git credentials")?,
     };
-    let config = crate::daemon::run::RunConfig {
+    let config = run::RunConfig {
         credentials,
         repo: repo.clone(),
         git_ref: args.repo.git_ref.clone(),
@@ -468,9 +469,7 @@ fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             args.cluster.context.as_deref(),
         )
         .await?;
-        crate::daemon::run::run(config, client)
-            .await
-            .map_err(anyhow::Error::from)
+        run::run(config, client).await.map_err(anyhow::Error::from)
     });
     // An abandoned pass may still hold a blocking thread: do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));

@@ -27,6 +27,16 @@ pub enum LeaderError {
         #[source]
         source: kube::Error,
     },
+    /// Another replica holds the Lease now.
+    #[error("another replica took the leader Lease")]
+    TakenOver,
+    /// Renewing failed for longer than the renew deadline.
+    #[error("could not renew the leader Lease for {}s: {source}", .deadline.as_secs())]
+    NotRenewed {
+        deadline: Duration,
+        #[source]
+        source: Box<LeaderError>,
+    },
 }
 
 /// Timing and identity of an election.
@@ -216,7 +226,7 @@ impl LeaderElector {
     /// Renew the Lease until `stop` turns true (return `Ok`; the Lease is still held, so the
     /// caller can finish its work and then [`release`](Self::release) it) or leadership is lost
     /// (return `Err` with why; another replica may lead now).
-    pub async fn hold(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), String> {
+    pub async fn hold(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), LeaderError> {
         let mut last_renew = Instant::now();
         loop {
             tokio::select! {
@@ -228,14 +238,14 @@ impl LeaderElector {
             }
             match self.try_acquire_or_renew().await {
                 Ok(true) => last_renew = Instant::now(),
-                Ok(false) => return Err("another replica took the leader Lease".to_string()),
+                Ok(false) => return Err(LeaderError::TakenOver),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot renew the leader Lease");
                     if last_renew.elapsed() >= self.cfg.renew_deadline {
-                        return Err(format!(
-                            "could not renew the leader Lease for {}s: {e}",
-                            self.cfg.renew_deadline.as_secs()
-                        ));
+                        return Err(LeaderError::NotRenewed {
+                            deadline: self.cfg.renew_deadline,
+                            source: Box::new(e),
+                        });
                     }
                 }
             }

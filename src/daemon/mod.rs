@@ -1,92 +1,54 @@
 //! The reconcile loops of the daemon (`weft run`): the sync root, the custom resource
-//! controllers, the coalescing trigger queue and leader election.
+//! controllers (one kube-runtime `Controller` per kind), the agent updater, the coalescing
+//! trigger queue and leader election, all sharing one [`state::DaemonState`].
+//!
+//! The HTTP server is not started here: `weft run` (the cli) starts it beside [`run::Daemon`],
+//! with the same state.
 
 pub mod armada;
+#[cfg(test)]
+pub mod fixtures;
 pub mod leader;
 pub mod metrics;
 pub mod root;
 pub mod run;
+pub mod state;
 pub mod status;
 pub mod trigger;
 pub mod updater;
 pub mod weavecloud;
 
-use std::future::Future;
-use std::sync::{Arc, RwLock};
-
 use kube::Client;
-use tokio::sync::watch;
 
 use crate::apply::changeset::ChangeSet;
-use crate::daemon::metrics::Metrics;
-use crate::daemon::updater::{AgentBundles, UpdateOptions, Updater};
 use crate::pass::{Observer, PassOptions, SyncError};
 use crate::render::DesiredSet;
-use status::DaemonStatus;
+use state::Shutdown;
 
-/// Run `pass::reconcile` (the apply engine: apply, prune, wait) on a blocking thread that drives
-/// the current runtime, so that the caller's future stays `Send` (the engine's own future cannot
-/// be proven `Send` by the compiler: higher-ranked lifetimes in its stream combinators). `None`
-/// when `cancel` resolved first: the work is dropped between two API calls. `Err` if it panicked.
-pub async fn reconcile_detached(
-    client: Client,
-    set: Arc<DesiredSet>,
-    opts: PassOptions,
-    observer: Arc<Observer<'static>>,
-    cancel: impl Future<Output = ()> + Send + 'static,
-) -> Result<Option<(ChangeSet, Option<SyncError>)>, String> {
-    let handle = tokio::runtime::Handle::current();
-    let joined = tokio::task::spawn_blocking(move || {
-        handle.block_on(async move {
-            tokio::select! {
-                r = crate::pass::reconcile(&client, &set, &opts, &*observer) => Some(r),
-                _ = cancel => None,
-            }
-        })
-    })
-    .await;
-    joined.map_err(|e| format!("the apply task failed: {e}"))
+/// What an engine run of the daemon ended with.
+#[derive(Debug)]
+pub enum EngineRun {
+    /// It ran to the end: every change, and the error that stopped it, if any.
+    Finished(ChangeSet, Option<SyncError>),
+    /// The daemon stopped and the grace period ran out: the work was dropped between two API
+    /// calls (nothing is pruned unless every apply finished, so the next pass starts from a
+    /// consistent state).
+    Abandoned,
 }
 
-/// Run the custom resource controllers (WeaveCloud, with the agent update scheduler) until
-/// `stop` turns true.
-pub async fn start_controllers(
-    client: Client,
-    pass_options: PassOptions,
-    status: Arc<RwLock<DaemonStatus>>,
-    metrics: Arc<Metrics>,
-    update_requests: crate::daemon::updater::UpdateRequests,
-    stop: watch::Receiver<bool>,
-) {
-    let bundles = AgentBundles::new(client.clone(), pass_options.weft_namespace.clone());
-    let updater = Arc::new(
-        Updater::new(
-            client.clone(),
-            bundles.clone(),
-            UpdateOptions {
-                weft_namespace: pass_options.weft_namespace.clone(),
-                health_timeout: pass_options.timeout,
-                ..UpdateOptions::default()
-            },
-        )
-        .with_daemon(metrics.clone(), status.clone())
-        .with_requests(update_requests),
-    );
-    let ctx = Arc::new(weavecloud::Context {
-        client: client.clone(),
-        pass_options,
-        bundles,
-        rollbacks: updater.rollbacks().clone(),
-        recorder: weavecloud::recorder(client),
-        status,
-        metrics,
-        stop: stop.clone(),
-    });
-    let updates = {
-        let updater = updater.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move { updater.run(stop).await })
-    };
-    weavecloud::run(ctx, stop).await;
-    let _ = updates.await;
+/// Run the apply engine (apply, prune, wait) on `set` until it finishes, or until `shutdown`'s
+/// grace period after a stop request runs out.
+pub async fn run_engine(
+    client: &Client,
+    set: &DesiredSet,
+    opts: &PassOptions,
+    observer: &Observer<'_>,
+    shutdown: &Shutdown,
+) -> EngineRun {
+    tokio::select! {
+        (changes, error) = crate::pass::reconcile(client, set, opts, observer) => {
+            EngineRun::Finished(changes, error)
+        }
+        _ = shutdown.abandoned() => EngineRun::Abandoned,
+    }
 }

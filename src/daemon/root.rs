@@ -6,40 +6,56 @@
 //! unchanged, load and render are skipped and the last rendered set is applied again, which
 //! writes nothing unless something drifted.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use kube::Client;
-use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-use super::status::{
-    now_rfc3339, ChangeSummary, DaemonStatus, ObjectChange, PassReport, PassResultKind,
-};
-use super::trigger::{PassTicket, TriggerQueue, TriggerReason};
+use super::armada::status as armada_status;
+use super::state::{DaemonState, Shutdown};
+use super::status::{now_rfc3339, ChangeSummary, ObjectChange, PassReport, PassResultKind};
+use super::trigger::{PassTicket, TriggerReason};
+use super::EngineRun;
 use crate::apply::changeset::{Action, ChangeSet};
-use crate::daemon::metrics::Metrics;
-use crate::pass::{self, PassOptions, Progress};
+use crate::pass::{PassOptions, Progress};
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
-use crate::source::git::{FetchOutcome, GitSource};
+use crate::source::credentials::Credentials;
+use crate::source::git::{self, FetchOutcome, GitError, GitRef, GitSource, GitSourceSpec};
 use crate::source::{self, Snapshot, SnapshotLimits};
-
-/// Charts marked `deploying` in one pass, and the status writes doing it.
-type DeployingMarks = std::sync::Mutex<(
-    std::collections::BTreeSet<Owner>,
-    Vec<tokio::task::JoinHandle<()>>,
-)>;
 
 /// Why a stage of a pass failed (shown in the pass report and the log).
 #[derive(Debug, thiserror::Error)]
 pub enum RootError {
-    #[error("fetching {url}: {message}")]
-    Fetch { url: String, message: String },
-    #[error("reading {dir}: {message}")]
-    Read { dir: String, message: String },
+    #[error("fetching {url}: {source}")]
+    Fetch {
+        url: String,
+        #[source]
+        source: GitError,
+    },
+    #[error("reading {dir}: {source}")]
+    Read {
+        dir: String,
+        #[source]
+        source: source::local::LocalError,
+    },
+    /// The blocking fetch or read task panicked.
+    #[error("reading the repository: the task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
     #[error(transparent)]
     Prepare(#[from] crate::pass::SyncError),
+}
+
+/// Why the repository cannot be followed at all.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("the repository: {0}")]
+    Git(#[source] GitError),
+    #[error("the repository: `{0}` is neither a git URL nor a directory")]
+    NotFound(String),
 }
 
 /// Where the sync root's documents come from.
@@ -51,6 +67,37 @@ pub enum RootSource {
 }
 
 impl RootSource {
+    /// Follow `repo` (a git URL, or a local directory) at `git_ref` (default: the remote's
+    /// `main`), under `path`; git repositories are cached in `cache_dir`.
+    pub fn open(
+        repo: &str,
+        git_ref: Option<&str>,
+        path: Option<&str>,
+        cache_dir: Option<PathBuf>,
+        credentials: Credentials,
+    ) -> Result<RootSource, OpenError> {
+        if git::is_git_url(repo) {
+            let cache_dir = cache_dir.unwrap_or_else(git::default_cache_dir);
+            let mut spec = GitSourceSpec::new(repo.to_string(), cache_dir);
+            if let Some(r) = git_ref {
+                spec.reference = GitRef::parse(r);
+            }
+            spec.path = path.map(str::to_string);
+            spec.credentials = credentials;
+            let source = GitSource::new(spec).map_err(OpenError::Git)?;
+            Ok(RootSource::Git(Arc::new(Mutex::new(source))))
+        } else {
+            let dir = PathBuf::from(repo);
+            if !dir.is_dir() {
+                return Err(OpenError::NotFound(repo.to_string()));
+            }
+            Ok(RootSource::Dir {
+                dir,
+                path: path.map(str::to_string),
+            })
+        }
+    }
+
     /// The repository as shown in status and logs (passwords redacted).
     pub fn display(&self) -> String {
         match self {
@@ -67,18 +114,15 @@ impl RootSource {
         match self {
             RootSource::Git(g) => {
                 let g = g.clone();
-                let joined = tokio::task::spawn_blocking(move || {
+                let (url, outcome, last_good) = tokio::task::spawn_blocking(move || {
                     let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
                     let url = g.display_url().to_string();
                     let outcome = g.fetch();
                     let last_good = g.last_good().cloned();
                     (url, outcome, last_good)
                 })
-                .await;
-                let (url, outcome, last_good) = joined.map_err(|e| RootError::Fetch {
-                    url: String::new(),
-                    message: format!("the fetch task failed: {e}"),
-                })?;
+                .await
+                .map_err(RootError::Task)?;
                 match outcome {
                     Ok(FetchOutcome::New(s)) => Ok(Some(s)),
                     // Unchanged since the source's last good snapshot; if we never rendered it
@@ -88,33 +132,26 @@ impl RootSource {
                         (_, Some(g)) => Ok(Some(g)),
                         (_, None) => Ok(None),
                     },
-                    Err(e) => Err(RootError::Fetch {
-                        url,
-                        message: e.to_string(),
-                    }),
+                    Err(source) => Err(RootError::Fetch { url, source }),
                 }
             }
             RootSource::Dir { dir, path } => {
                 let dir = dir.clone();
                 let path = path.clone();
                 let read = tokio::task::spawn_blocking(move || {
-                    let s =
-                        source::local::read_dir(&dir, SnapshotLimits::default()).map_err(|e| {
-                            RootError::Read {
-                                dir: dir.display().to_string(),
-                                message: e.to_string(),
-                            }
-                        })?;
+                    let s = source::local::read_dir(&dir, SnapshotLimits::default()).map_err(
+                        |source| RootError::Read {
+                            dir: dir.display().to_string(),
+                            source,
+                        },
+                    )?;
                     Ok::<_, RootError>(match &path {
                         Some(p) => s.subdir(p),
                         None => s,
                     })
                 })
                 .await
-                .map_err(|e| RootError::Read {
-                    dir: String::new(),
-                    message: e.to_string(),
-                })??;
+                .map_err(RootError::Task)??;
                 if last == Some(&read) {
                     Ok(None)
                 } else {
@@ -133,53 +170,37 @@ struct Rendered {
 
 /// The sync-root loop.
 pub struct RootReconciler {
-    pub client: Client,
-    pub source: RootSource,
-    pub pass_options: PassOptions,
-    pub queue: Arc<TriggerQueue<PassReport>>,
-    pub status: Arc<RwLock<DaemonStatus>>,
-    pub metrics: Arc<Metrics>,
-    /// How long a pass may go on after shutdown was asked before it is abandoned.
-    pub shutdown_grace: Duration,
+    state: DaemonState,
+    source: RootSource,
+    pass_options: PassOptions,
+    /// When a running pass is abandoned after a stop request.
+    shutdown: Shutdown,
     rendered: Option<Rendered>,
-    recorder: kube::runtime::events::Recorder,
 }
 
 impl RootReconciler {
     pub fn new(
-        client: Client,
+        state: DaemonState,
         source: RootSource,
         pass_options: PassOptions,
-        queue: Arc<TriggerQueue<PassReport>>,
-        status: Arc<RwLock<DaemonStatus>>,
-        metrics: Arc<Metrics>,
+        shutdown: Shutdown,
     ) -> Self {
         RootReconciler {
-            recorder: super::weavecloud::recorder(client.clone()),
-            client,
+            state,
             source,
             pass_options,
-            queue,
-            status,
-            metrics,
-            shutdown_grace: Duration::from_secs(20),
+            shutdown,
             rendered: None,
         }
     }
 
-    fn update_status(&self, f: impl FnOnce(&mut DaemonStatus)) {
-        let mut s = self.status.write().unwrap_or_else(|p| p.into_inner());
-        f(&mut s);
-    }
-
-    /// Run passes until the queue is closed. A pass that is running when `stop` turns true gets
-    /// `shutdown_grace` to finish, then it is abandoned (dropped between two API calls; nothing
-    /// is pruned unless every apply finished, so the next pass starts from a consistent state).
-    pub async fn run(mut self, stop: watch::Receiver<bool>) {
-        while let Some(ticket) = self.queue.next_pass().await {
-            let report = self.run_pass(ticket, stop.clone()).await;
-            self.metrics.observe_pass(&report);
-            self.update_status(|s| {
+    /// Run passes until the queue is closed. A pass that is running when the daemon is asked to
+    /// stop gets the shutdown grace period to finish, then it is abandoned.
+    pub async fn run(mut self) {
+        while let Some(ticket) = self.state.queue.next_pass().await {
+            let report = self.run_pass(ticket).await;
+            self.state.metrics.observe_pass(&report);
+            self.state.update_status(|s| {
                 if report.succeeded() {
                     s.revision = report.revision.clone().or(s.revision.take());
                     s.last_success_at = Some(now_rfc3339());
@@ -187,28 +208,23 @@ impl RootReconciler {
                 s.last_pass = Some(report.clone());
             });
             let pass = report.pass;
-            self.queue.finish(pass, report);
+            self.state.queue.finish(pass, report);
         }
     }
 
     /// One pass: fetch, and if new, load and render; then apply, prune and wait.
-    pub async fn run_pass(
-        &mut self,
-        ticket: PassTicket,
-        mut stop: watch::Receiver<bool>,
-    ) -> PassReport {
+    pub async fn run_pass(&mut self, ticket: PassTicket) -> PassReport {
         let reasons: Vec<String> = ticket
             .reasons
             .iter()
             .map(TriggerReason::to_string)
             .collect();
         tracing::info!(pass = ticket.pass, reasons = %reasons.join(","), "pass started");
-        let started_at = now_rfc3339();
         let start = Instant::now();
         let mut report = PassReport {
             pass: ticket.pass,
             reasons,
-            started_at,
+            started_at: now_rfc3339(),
             duration_seconds: 0.0,
             revision: None,
             result: PassResultKind::Failed,
@@ -239,146 +255,78 @@ impl RootReconciler {
             .revision
             .clone()
             .or(Some("local".to_string()));
-        if *stop.borrow() {
+        if self.shutdown.is_stopping() {
             report.result = PassResultKind::Abandoned;
             report.error =
                 Some("the daemon is stopping; the pass was abandoned before apply".into());
             report.duration_seconds = start.elapsed().as_secs_f64();
             return report;
         }
-        let pass = ticket.pass;
+        let set = rendered.set.clone();
+        self.apply(&set, &mut report).await;
+        report.duration_seconds = start.elapsed().as_secs_f64();
+        log_outcome(&report);
+        report
+    }
+
+    /// Apply, prune and wait for `set`, and record the outcome in `report`, the Armada
+    /// resources' status and the daemon status.
+    async fn apply(&self, set: &DesiredSet, report: &mut PassReport) {
+        let pass = report.pass;
         // Charts whose objects this pass changes are marked `deploying` as it goes; the writes
-        // are awaited before the pass's outcome is recorded (see `armada::mark_deploying`).
-        let deploying: Arc<DeployingMarks> = Arc::default();
-        let marks = deploying.clone();
-        let mark_client = self.client.clone();
-        let runtime = tokio::runtime::Handle::current();
-        let observer: Arc<pass::Observer<'static>> = Arc::new(move |p: Progress<'_>| match p {
+        // are awaited before the pass's outcome is recorded (see `armada::status::mark_deploying`).
+        let deploying = DeployingMarks::default();
+        let observer = |p: Progress<'_>| match p {
             Progress::Phase { message, objects } => tracing::debug!(pass, objects, "{message}"),
             Progress::Change(c) if c.action != Action::Unchanged => {
                 tracing::info!(pass, object = %c.object, owner = %c.owner.reference(), action = c.action.done(), reason = c.reason.as_deref().unwrap_or(""), "object changed");
-                if let Owner::Resource {
-                    kind,
-                    namespace: ns,
-                    name,
-                } = &c.owner
-                {
-                    if kind != crate::render::armada::OWNER_KIND {
-                        return;
-                    }
-                    let mut marks = marks.lock().unwrap_or_else(|p| p.into_inner());
-                    if marks.0.insert(c.owner.clone()) {
-                        let write = super::armada::mark_deploying(
-                            mark_client.clone(),
-                            ns.to_string(),
-                            name.to_string(),
-                        );
-                        marks.1.push(runtime.spawn(write));
-                    }
-                }
+                deploying.mark(&self.state.client, &c.owner);
             }
             Progress::Change(_) => {}
             Progress::Ready(r) => tracing::debug!(pass, object = %r, "ready"),
-        });
-        let grace = self.shutdown_grace;
-        let stopping = async move {
-            while !*stop.borrow() {
-                if stop.changed().await.is_err() {
-                    // The sender is gone: nobody can ask us to stop any more.
-                    std::future::pending::<()>().await;
-                }
-            }
-            tokio::time::sleep(grace).await;
         };
-        let set = rendered.set.clone();
-        let outcome = super::reconcile_detached(
-            self.client.clone(),
-            set.clone(),
-            self.pass_options.clone(),
-            observer,
-            stopping,
+        let outcome = super::run_engine(
+            &self.state.client,
+            set,
+            &self.pass_options,
+            &observer,
+            &self.shutdown,
         )
         .await;
-        report.duration_seconds = start.elapsed().as_secs_f64();
-        match outcome {
-            Err(e) => report.error = Some(e),
-            Ok(None) => {
+        let (changes, error) = match outcome {
+            EngineRun::Abandoned => {
                 report.result = PassResultKind::Abandoned;
                 report.error = Some(format!(
                     "the daemon is stopping; the pass was abandoned after {}s of grace",
-                    grace.as_secs()
+                    self.shutdown.grace().as_secs()
                 ));
+                return;
             }
-            Ok(Some((changes, error))) => {
-                fill_changes(&mut report, &changes);
-                let writes =
-                    std::mem::take(&mut deploying.lock().unwrap_or_else(|p| p.into_inner()).1);
-                for write in writes {
-                    let _ = write.await;
-                }
-                // The Armada charts' phases are views of this pass.
-                super::armada::record_pass(
-                    &self.client,
-                    &self.recorder,
-                    &set,
-                    &changes,
-                    error.as_ref(),
-                )
-                .await;
-                let outcomes = super::armada::chart_outcomes(&set, &changes, error.as_ref());
-                self.update_status(|s| {
-                    for (owner, o) in &outcomes {
-                        let Owner::Resource {
-                            kind,
-                            namespace,
-                            name,
-                        } = owner
-                        else {
-                            continue;
-                        };
-                        s.set_owner(super::status::OwnerStatus {
-                            kind: kind.clone(),
-                            namespace: namespace.clone(),
-                            name: name.clone(),
-                            ready: if o.phase == crate::api::armada::Phase::Deployed {
-                                "True"
-                            } else {
-                                "False"
-                            }
-                            .into(),
-                            reason: o.reason.clone(),
-                            message: o.message.clone(),
-                            version: serde_json::to_value(o.phase)
-                                .ok()
-                                .and_then(|v| v.as_str().map(str::to_string)),
-                            objects: set.objects().iter().filter(|d| &d.owner == owner).count(),
-                            ..Default::default()
-                        });
-                    }
-                });
-                match error {
-                    None => report.result = PassResultKind::Succeeded,
-                    Some(e) => report.error = Some(e.to_string()),
+            EngineRun::Finished(changes, error) => (changes, error),
+        };
+        fill_changes(report, &changes);
+        deploying.written().await;
+        // The Armada charts' phases are views of this pass.
+        armada_status::record_pass(
+            &self.state.client,
+            &self.state.recorder,
+            set,
+            &changes,
+            error.as_ref(),
+        )
+        .await;
+        let outcomes = armada_status::chart_outcomes(set, &changes, error.as_ref());
+        self.state.update_status(|s| {
+            for (owner, o) in &outcomes {
+                if let Some(status) = armada_status::owner_status(set, owner, o) {
+                    s.set_owner(status);
                 }
             }
+        });
+        match error {
+            None => report.result = PassResultKind::Succeeded,
+            Some(e) => report.error = Some(e.to_string()),
         }
-        match &report.error {
-            None => tracing::info!(
-                pass,
-                revision = report.revision.as_deref().unwrap_or("-"),
-                head_unchanged = report.head_unchanged,
-                created = report.summary.created,
-                configured = report.summary.configured,
-                pruned = report.summary.pruned,
-                unchanged = report.summary.unchanged,
-                seconds = report.duration_seconds,
-                "pass succeeded"
-            ),
-            Some(e) => {
-                tracing::warn!(pass, revision = report.revision.as_deref().unwrap_or("-"), error = %e, "pass failed")
-            }
-        }
-        report
     }
 
     /// Fetch and, when the revision is new, load and render it. `Ok(true)` when the head was
@@ -389,7 +337,9 @@ impl RootReconciler {
             .source
             .fetch(self.rendered.as_ref().map(|r| &r.snapshot))
             .await;
-        self.metrics.observe_git_fetch(t.elapsed().as_secs_f64());
+        self.state
+            .metrics
+            .observe_git_fetch(t.elapsed().as_secs_f64());
         let Some(snapshot) = fetched? else {
             return Ok(self.rendered.is_some());
         };
@@ -405,12 +355,67 @@ impl RootReconciler {
         for d in &prepared.diagnostics.0 {
             tracing::warn!("{d}");
         }
-        let rendered = prepared.set;
         self.rendered = Some(Rendered {
             snapshot,
-            set: Arc::new(rendered),
+            set: Arc::new(prepared.set),
         });
         Ok(false)
+    }
+}
+
+/// The log line of a finished pass.
+fn log_outcome(report: &PassReport) {
+    let pass = report.pass;
+    match &report.error {
+        None => tracing::info!(
+            pass,
+            revision = report.revision.as_deref().unwrap_or("-"),
+            head_unchanged = report.head_unchanged,
+            created = report.summary.created,
+            configured = report.summary.configured,
+            pruned = report.summary.pruned,
+            unchanged = report.summary.unchanged,
+            seconds = report.duration_seconds,
+            "pass succeeded"
+        ),
+        Some(e) => {
+            tracing::warn!(pass, revision = report.revision.as_deref().unwrap_or("-"), error = %e, "pass failed")
+        }
+    }
+}
+
+/// Charts marked `deploying` in one pass, and the status writes doing it.
+#[derive(Default)]
+struct DeployingMarks(std::sync::Mutex<(BTreeSet<Owner>, Vec<JoinHandle<()>>)>);
+
+impl DeployingMarks {
+    /// Mark `owner` deploying (once per pass) if it is an ArmadaChart.
+    fn mark(&self, client: &Client, owner: &Owner) {
+        let Owner::Resource {
+            kind,
+            namespace,
+            name,
+        } = owner
+        else {
+            return;
+        };
+        if kind != crate::render::armada::OWNER_KIND {
+            return;
+        }
+        let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if marks.0.insert(owner.clone()) {
+            let write =
+                armada_status::mark_deploying(client.clone(), namespace.clone(), name.clone());
+            marks.1.push(tokio::spawn(write));
+        }
+    }
+
+    /// Wait for every mark written.
+    async fn written(&self) {
+        let writes = std::mem::take(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()).1);
+        for write in writes {
+            let _ = write.await;
+        }
     }
 }
 

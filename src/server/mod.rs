@@ -2,7 +2,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /api/v1/sync[?wait=true][&update=true]` | bearer token; queue a pass (202), or wait for it and return its [`PassReport`] (200); `update=true` also starts an agent update check now |
+//! | `POST /api/v1/sync[?wait=true][&update=true]` | bearer token; queue a pass (202), or wait for it and return its [`PassReport`](crate::daemon::status::PassReport) (200); `update=true` also starts an agent update check now |
 //! | `POST /hooks/github` | `X-Hub-Signature-256` HMAC; a push to the followed ref queues a pass |
 //! | `POST /hooks/gitlab` | `X-Gitlab-Token`; same |
 //! | `POST /hooks/generic` | `X-Weft-Signature: sha256=<hmac>`; same (a JSON `ref` field is filtered) |
@@ -12,11 +12,10 @@
 
 pub mod client;
 pub mod hooks;
-use crate::daemon::metrics::Metrics;
 pub mod signature;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -29,8 +28,9 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::daemon::status::{DaemonStatus, PassReport};
-use crate::daemon::trigger::{TriggerQueue, TriggerReason};
+use crate::daemon::state::DaemonState;
+use crate::daemon::status::DaemonStatus;
+use crate::daemon::trigger::TriggerReason;
 use signature::SignatureError;
 
 /// Largest webhook body accepted (GitHub caps its payloads at 25 MB, but push events of a config
@@ -54,10 +54,9 @@ pub enum ServerError {
 /// What the handlers share with the daemon.
 #[derive(Clone)]
 pub struct ServerState {
-    /// Where triggers go; the sync-root loop takes passes from it.
-    pub queue: Arc<TriggerQueue<PassReport>>,
-    pub status: Arc<RwLock<DaemonStatus>>,
-    pub metrics: Arc<Metrics>,
+    /// The daemon's state: its trigger queue (the sync-root loop takes passes from it), status,
+    /// metrics and agent update requests.
+    pub daemon: DaemonState,
     /// Bearer token of the sync endpoint (`--sync-token-file`); `None` closes the endpoint.
     pub sync_token: Option<Arc<Vec<u8>>>,
     /// Shared secret of the webhooks (`--webhook-secret-file`); `None` closes them.
@@ -68,13 +67,11 @@ pub struct ServerState {
     pub ready: watch::Receiver<bool>,
     /// How long `?wait=true` waits for its pass.
     pub wait_timeout: Duration,
-    /// Where `?update=true` asks the agent update scheduler for a check now.
-    pub update_requests: crate::daemon::updater::UpdateRequests,
 }
 
 impl ServerState {
     fn is_leader(&self) -> bool {
-        self.status.read().map(|s| s.leader).unwrap_or(false)
+        self.daemon.is_leader()
     }
 }
 
@@ -132,7 +129,7 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// 401 for a failed check, with a log line that says why (never the secret or presented value).
 fn refused(state: &ServerState, endpoint: &str, peer: SocketAddr, err: SignatureError) -> Response {
     tracing::warn!(endpoint, peer = %peer, reason = %err, "request refused: authentication failed");
-    state.metrics.count_request(endpoint, "unauthorized");
+    state.daemon.metrics.count_request(endpoint, "unauthorized");
     let status = match err {
         SignatureError::NotConfigured => StatusCode::FORBIDDEN,
         _ => StatusCode::UNAUTHORIZED,
@@ -141,7 +138,7 @@ fn refused(state: &ServerState, endpoint: &str, peer: SocketAddr, err: Signature
 }
 
 fn standby(state: &ServerState, endpoint: &str) -> Response {
-    state.metrics.count_request(endpoint, "standby");
+    state.daemon.metrics.count_request(endpoint, "standby");
     error_body(
         StatusCode::SERVICE_UNAVAILABLE,
         "this replica is on standby (another replica holds the leader Lease) or is stopping",
@@ -174,32 +171,32 @@ async fn sync(
     if !state.is_leader() {
         return standby(&state, ENDPOINT);
     }
-    let ticket = match state.queue.trigger(TriggerReason::Api) {
+    let ticket = match state.daemon.queue.trigger(TriggerReason::Api) {
         Ok(t) => t,
         Err(_) => return standby(&state, ENDPOINT),
     };
     tracing::info!(pass = ticket.0, peer = %peer, "sync requested over the API");
     if matches!(q.update.as_deref(), Some("true") | Some("1") | Some("")) {
         tracing::info!(peer = %peer, "agent update check requested over the API");
-        state.update_requests.request();
+        state.daemon.update_requests.request();
     }
     let wait = matches!(q.wait.as_deref(), Some("true") | Some("1") | Some(""));
     if !wait {
-        state.metrics.count_request(ENDPOINT, "queued");
+        state.daemon.metrics.count_request(ENDPOINT, "queued");
         return (
             StatusCode::ACCEPTED,
             Json(json!({"status": "queued", "pass": ticket.0})),
         )
             .into_response();
     }
-    match tokio::time::timeout(state.wait_timeout, state.queue.wait(ticket)).await {
+    match tokio::time::timeout(state.wait_timeout, state.daemon.queue.wait(ticket)).await {
         Ok(Ok((_, report))) => {
-            state.metrics.count_request(ENDPOINT, "completed");
+            state.daemon.metrics.count_request(ENDPOINT, "completed");
             (StatusCode::OK, Json((*report).clone())).into_response()
         }
         Ok(Err(_)) => standby(&state, ENDPOINT),
         Err(_) => {
-            state.metrics.count_request(ENDPOINT, "timeout");
+            state.daemon.metrics.count_request(ENDPOINT, "timeout");
             error_body(
                 StatusCode::GATEWAY_TIMEOUT,
                 format!(
@@ -217,7 +214,7 @@ fn act_on_hook(state: &ServerState, endpoint: &str, decision: hooks::HookDecisio
     match decision {
         hooks::HookDecision::Ignore(why) => {
             tracing::info!(endpoint, reason = %why, "webhook ignored");
-            state.metrics.count_request(endpoint, "ignored");
+            state.daemon.metrics.count_request(endpoint, "ignored");
             (
                 StatusCode::OK,
                 Json(json!({"status": "ignored", "reason": why})),
@@ -229,6 +226,7 @@ fn act_on_hook(state: &ServerState, endpoint: &str, decision: hooks::HookDecisio
                 return standby(state, endpoint);
             }
             match state
+                .daemon
                 .queue
                 .trigger(TriggerReason::Webhook(endpoint.to_string()))
             {
@@ -239,7 +237,7 @@ fn act_on_hook(state: &ServerState, endpoint: &str, decision: hooks::HookDecisio
                         pass = ticket.0,
                         "webhook queued a pass"
                     );
-                    state.metrics.count_request(endpoint, "queued");
+                    state.daemon.metrics.count_request(endpoint, "queued");
                     (
                         StatusCode::ACCEPTED,
                         Json(json!({"status": "queued", "pass": ticket.0})),
@@ -254,7 +252,7 @@ fn act_on_hook(state: &ServerState, endpoint: &str, decision: hooks::HookDecisio
 
 fn bad_payload(state: &ServerState, endpoint: &str, e: hooks::HookError) -> Response {
     tracing::warn!(endpoint, reason = %e, "webhook refused: bad payload");
-    state.metrics.count_request(endpoint, "bad_request");
+    state.daemon.metrics.count_request(endpoint, "bad_request");
     error_body(StatusCode::BAD_REQUEST, e.to_string())
 }
 
@@ -333,10 +331,8 @@ async fn generic_hook(
 }
 
 async fn status(State(state): State<ServerState>) -> Response {
-    match state.status.read() {
-        Ok(s) => Json(s.clone()).into_response(),
-        Err(p) => Json(p.into_inner().clone()).into_response(),
-    }
+    let status: DaemonStatus = state.daemon.status_snapshot();
+    Json(status).into_response()
 }
 
 async fn healthz() -> &'static str {
@@ -352,7 +348,7 @@ async fn readyz(State(state): State<ServerState>) -> Response {
 }
 
 async fn metrics_text(State(state): State<ServerState>) -> Response {
-    match state.metrics.render() {
+    match state.daemon.metrics.render() {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,
@@ -368,7 +364,7 @@ async fn metrics_text(State(state): State<ServerState>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::status::{ChangeSummary, PassResultKind};
+    use crate::daemon::status::{ChangeSummary, PassReport, PassResultKind};
 
     struct Running {
         base: String,
@@ -392,16 +388,14 @@ mod tests {
             git_ref: "main".into(),
             ..Default::default()
         };
+        let (client, _api) = crate::daemon::fixtures::mock_client();
         let state = ServerState {
-            queue: TriggerQueue::new(),
-            status: Arc::new(RwLock::new(status)),
-            metrics: Arc::new(Metrics::new()),
+            daemon: DaemonState::new(client, "weft-system", status),
             sync_token: Some(Arc::new(b"sync-token".to_vec())),
             webhook_secret: Some(Arc::new(b"hook-secret".to_vec())),
             followed_ref: "main".into(),
             ready,
             wait_timeout: Duration::from_secs(5),
-            update_requests: Default::default(),
         };
         let listener = bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -451,7 +445,7 @@ mod tests {
         assert_eq!(resp.status(), 202);
         let v: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
         assert_eq!(v["status"], "queued");
-        assert!(srv.state.queue.has_pending());
+        assert!(srv.state.daemon.queue.has_pending());
     }
 
     #[tokio::test]
@@ -490,7 +484,7 @@ mod tests {
             .unwrap();
         assert_eq!(resp.status(), 401);
         assert!(resp.text().await.unwrap().contains("X-Weft-Signature"));
-        assert!(!srv.state.queue.has_pending());
+        assert!(!srv.state.daemon.queue.has_pending());
     }
 
     #[tokio::test]
@@ -508,7 +502,7 @@ mod tests {
         assert_eq!(resp.status(), 200);
         let v: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
         assert_eq!(v["status"], "ignored");
-        assert!(!srv.state.queue.has_pending());
+        assert!(!srv.state.daemon.queue.has_pending());
     }
 
     #[tokio::test]
@@ -523,7 +517,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(resp.status(), 413);
-        assert!(!srv.state.queue.has_pending());
+        assert!(!srv.state.daemon.queue.has_pending());
         // Just under the limit is accepted.
         let body = vec![b' '; MAX_HOOK_BODY_BYTES - 1];
         let resp = reqwest::Client::new()
@@ -553,10 +547,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(resp.status(), 401);
-        assert!(!srv.state.queue.has_pending());
+        assert!(!srv.state.daemon.queue.has_pending());
 
         // A worker that serves one pass.
-        let q = srv.state.queue.clone();
+        let q = srv.state.daemon.queue.clone();
         tokio::spawn(async move {
             let t = q.next_pass().await.unwrap();
             q.finish(t.pass, report(t.pass));
@@ -583,7 +577,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(resp.status(), 503);
-        assert!(!srv.state.queue.has_pending());
+        assert!(!srv.state.daemon.queue.has_pending());
     }
 
     #[tokio::test]

@@ -1,0 +1,204 @@
+//! `weft run`: builds the daemon's one state, starts the HTTP server and the daemon beside it,
+//! and shuts them down in order on SIGTERM: stop taking work → finish (or abandon) the running
+//! pass → stop the controllers → release the Lease → stop the HTTP server → exit 0.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use tokio::sync::watch;
+
+use crate::daemon::root::{OpenError, RootSource};
+use crate::daemon::run::{Daemon, DaemonConfig, DaemonError};
+use crate::daemon::state::DaemonState;
+use crate::daemon::status::DaemonStatus;
+use crate::pass::PassOptions;
+use crate::server::{self, signature, ServerState};
+
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("reading {flag} {path}: {source}")]
+    SecretFile {
+        flag: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{flag} {path} is empty")]
+    EmptySecret { flag: &'static str, path: String },
+    #[error(transparent)]
+    Source(#[from] OpenError),
+    #[error(transparent)]
+    Server(#[from] server::ServerError),
+    #[error("the API server is not reachable: {0}")]
+    Unreachable(#[source] kube::Error),
+    #[error(transparent)]
+    Daemon(#[from] DaemonError),
+}
+
+/// Everything `weft run` is configured with.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// A git URL or a local directory.
+    pub repo: String,
+    pub git_ref: Option<String>,
+    pub path: Option<String>,
+    /// Weft's namespace (Lease, inventories).
+    pub namespace: String,
+    pub interval: Duration,
+    pub listen: String,
+    pub sync_token_file: Option<PathBuf>,
+    pub webhook_secret_file: Option<PathBuf>,
+    pub pass_options: PassOptions,
+    pub lease_duration: Duration,
+    pub cache_dir: Option<PathBuf>,
+    /// How long a running pass may go on after SIGTERM.
+    pub shutdown_grace: Duration,
+    /// Identity in the Lease.
+    pub identity: String,
+    /// Run the custom resource controllers (WeaveCloud, ArmadaChart) and the agent updater.
+    pub controllers: bool,
+    /// Credentials of the config repository (`--git-secret`, or files); read once at start.
+    pub credentials: crate::source::credentials::Credentials,
+}
+
+fn read_secret(
+    flag: &'static str,
+    path: &Option<PathBuf>,
+) -> Result<Option<Arc<Vec<u8>>>, RunError> {
+    let Some(path) = path else { return Ok(None) };
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let secret = signature::secret_from_file_contents(&bytes);
+            if secret.is_empty() {
+                return Err(RunError::EmptySecret {
+                    flag,
+                    path: path.display().to_string(),
+                });
+            }
+            Ok(Some(Arc::new(secret)))
+        }
+        // The install manifests mount an optional Secret: without it the endpoint is closed.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::warn!(flag, path = %path.display(), "secret file does not exist; the endpoints that need it refuse every request (403)");
+            Ok(None)
+        }
+        Err(source) => Err(RunError::SecretFile {
+            flag,
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+/// A future that resolves on SIGTERM or SIGINT.
+async fn termination_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Run the daemon until SIGTERM (`Ok`) or a fatal error.
+pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
+    let sync_token = read_secret("--sync-token-file", &cfg.sync_token_file)?;
+    let webhook_secret = read_secret("--webhook-secret-file", &cfg.webhook_secret_file)?;
+    let source = RootSource::open(
+        &cfg.repo,
+        cfg.git_ref.as_deref(),
+        cfg.path.as_deref(),
+        cfg.cache_dir.clone(),
+        cfg.credentials.clone(),
+    )?;
+    let followed_ref = cfg.git_ref.clone().unwrap_or_else(|| "main".to_string());
+    let state = DaemonState::new(
+        client.clone(),
+        &cfg.pass_options.weft_namespace,
+        DaemonStatus {
+            repo: source.display(),
+            git_ref: followed_ref.clone(),
+            path: cfg.path.clone(),
+            identity: cfg.identity.clone(),
+            ..Default::default()
+        },
+    );
+    let (ready_tx, ready_rx) = watch::channel(false);
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    // SIGTERM → stop.
+    {
+        let stop_tx = stop_tx.clone();
+        tokio::spawn(async move {
+            termination_signal().await;
+            tracing::info!("termination signal received: finishing the current pass, then exiting");
+            let _ = stop_tx.send(true);
+        });
+    }
+
+    let listener = server::bind(&cfg.listen).await?;
+    tracing::info!(listen = %cfg.listen, repo = %source.display(), "weft daemon starting");
+    let (server_stop_tx, server_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server_state = ServerState {
+        daemon: state.clone(),
+        sync_token,
+        webhook_secret,
+        followed_ref,
+        ready: ready_rx,
+        wait_timeout: cfg.pass_options.timeout + Duration::from_secs(120),
+    };
+    let server_task = tokio::spawn(server::serve(listener, server_state, async move {
+        let _ = server_stop_rx.await;
+    }));
+
+    client
+        .apiserver_version()
+        .await
+        .map_err(RunError::Unreachable)?;
+    let _ = ready_tx.send(true);
+
+    let daemon = Daemon::new(
+        DaemonConfig {
+            namespace: cfg.namespace.clone(),
+            interval: cfg.interval,
+            lease_duration: cfg.lease_duration,
+            shutdown_grace: cfg.shutdown_grace,
+            identity: cfg.identity.clone(),
+            controllers: cfg.controllers,
+            pass_options: cfg.pass_options.clone(),
+        },
+        state.clone(),
+        source,
+    );
+    let result = daemon.run(stop_rx).await;
+
+    // Stopping: not ready any more, then the HTTP server (in-flight requests finish).
+    let _ = ready_tx.send(false);
+    state.queue.close();
+    let _ = server_stop_tx.send(());
+    match tokio::time::timeout(Duration::from_secs(5), server_task).await {
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server stopped with an error"),
+        Ok(_) => {}
+        Err(_) => tracing::warn!("the HTTP server did not stop within 5s"),
+    }
+    drop(stop_tx);
+    if result.is_ok() {
+        tracing::info!("weft daemon stopped");
+    }
+    Ok(result?)
+}

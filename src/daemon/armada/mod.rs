@@ -1,0 +1,584 @@
+//! The ArmadaChart controller (kube-runtime `Controller` with the `finalizer` helper). The sync
+//! root's pass applies the charts (it has their sources); this controller only decides when a
+//! pass is wanted, and cleans up after a deleted chart:
+//!
+//! - **Apply**: queue a sync-root pass when the chart's children drifted (deleted, or last written
+//!   by someone other than Weft), or when `weft.io/requested-at` changed on it, its group or its
+//!   manifest. With `driftPolicy: report` a drift is not corrected: the chart is marked
+//!   `inconsistent` with a `Drifted` condition naming the objects, and an event.
+//! - **Cleanup** (the chart is being deleted): prune the children of its inventory that still
+//!   carry its owner label set by Weft, then the helper removes the finalizer.
+//!
+//! Children are watched by kind (label `app.kubernetes.io/managed-by: weft`) and mapped to their
+//! chart by the `weft.io/owner-ref` annotation. A watch event does not say whether the object was
+//! deleted, so the mapper records what it saw and the reconcile reads each child whose last write
+//! was Weft's own back: gone means deleted.
+
+pub mod status;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::state::{DaemonState, Shutdown};
+use super::status::now_rfc3339;
+use super::trigger::TriggerReason;
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::api::conditions::{set_condition, Condition, ConditionStatus, DRIFTED};
+use crate::api::DriftPolicy;
+use crate::apply::changeset::Action as ChangeAction;
+use crate::apply::inventory::{Inventory, InventorySource};
+use crate::apply::plan::{split_api_version, Catalog};
+use crate::apply::prune::{prune, PruneOptions};
+use crate::apply::ApplyError;
+use crate::render::ownership::{
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_REF_ANNOTATION, REQUESTED_AT_ANNOTATION,
+};
+use crate::render::{DesiredSet, Owner};
+
+/// The finalizer that makes Weft prune a deleted ArmadaChart's children.
+pub const FINALIZER: &str = "weft.io/armada-chart";
+
+/// Why an ArmadaChart reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    #[error("ArmadaChart {namespace}/{name}: {action}: {source}")]
+    Kube {
+        namespace: String,
+        name: String,
+        action: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("ArmadaChart {namespace}/{name}: pruning its children: {source}")]
+    Prune {
+        namespace: String,
+        name: String,
+        #[source]
+        source: ApplyError,
+    },
+    #[error("ArmadaChart finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<ChartError>>),
+}
+
+/// `(namespace, name)` of a chart.
+type ChartKey = (String, String);
+
+/// The `weft.io/requested-at` value last seen per `(kind, namespace, name)` of a group or
+/// manifest.
+type RequestedAt = Arc<Mutex<HashMap<(String, String, String), String>>>;
+
+/// One child of a chart seen by a watch since the chart's last reconcile.
+#[derive(Clone, Debug)]
+struct Touch {
+    resource: ApiResource,
+    namespace: String,
+    name: String,
+    /// Its last write (outside the status subresource) was not Weft's: drift for sure.
+    edited: bool,
+}
+
+impl Touch {
+    /// `Kind/namespace/name`, as events and conditions name it.
+    fn object(&self) -> String {
+        format!("{}/{}/{}", self.resource.kind, self.namespace, self.name)
+    }
+}
+
+/// What the watches saw for one chart since its last reconcile.
+#[derive(Clone, Debug, Default)]
+struct Pending {
+    children: BTreeMap<String, Touch>,
+    /// `weft.io/requested-at` changed on its group or manifest.
+    requested: bool,
+}
+
+/// What the watches saw, per chart; the reconcile takes it.
+#[derive(Clone, Debug, Default)]
+struct Seen(Arc<Mutex<HashMap<ChartKey, Pending>>>);
+
+impl Seen {
+    fn with(&self, key: ChartKey, f: impl FnOnce(&mut Pending)) {
+        f(self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(key)
+            .or_default());
+    }
+
+    fn take(&self, key: &ChartKey) -> Pending {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key)
+            .unwrap_or_default()
+    }
+}
+
+/// What the controller shares between reconciles.
+pub struct Context {
+    state: DaemonState,
+    shutdown: Shutdown,
+    seen: Seen,
+    /// The `weft.io/requested-at` value last seen per chart: the first sighting only records it.
+    requested_at: Mutex<HashMap<ChartKey, String>>,
+}
+
+impl Context {
+    pub fn new(state: DaemonState, shutdown: Shutdown) -> Context {
+        Context {
+            state,
+            shutdown,
+            seen: Seen::default(),
+            requested_at: Mutex::default(),
+        }
+    }
+
+    /// Whether `value` is a new `weft.io/requested-at` of chart `key` (not its first sighting).
+    fn requested_at_changed(&self, key: &ChartKey, value: Option<String>) -> bool {
+        let Some(value) = value else { return false };
+        let mut seen = self.requested_at.lock().unwrap_or_else(|p| p.into_inner());
+        seen.insert(key.clone(), value.clone())
+            .is_some_and(|previous| previous != value)
+    }
+
+    fn forget(&self, key: &ChartKey) {
+        self.seen.take(key);
+        self.requested_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+}
+
+fn key_of(chart: &ArmadaChart) -> ChartKey {
+    (chart.namespace().unwrap_or_default(), chart.name_any())
+}
+
+/// The chart a `weft.io/owner-ref` value names (`ArmadaChart/ns/name`).
+fn chart_of_reference(r: &str) -> Option<ChartKey> {
+    let mut parts = r.splitn(3, '/');
+    (parts.next()? == "ArmadaChart").then_some(())?;
+    Some((parts.next()?.to_string(), parts.next()?.to_string()))
+}
+
+/// Whether the last write of an object outside the status subresource was someone else's than
+/// Weft's (or the controllers' bookkeeping on the main resource, such as the deployment
+/// controller's revision annotation).
+fn edited_by_someone_else(meta: &kube::api::ObjectMeta) -> bool {
+    let latest = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or("").is_empty())
+        .max_by(|a, b| a.time.cmp(&b.time));
+    latest.is_some_and(|m| {
+        !matches!(
+            m.manager.as_deref(),
+            Some(crate::apply::FIELD_MANAGER) | Some("kube-controller-manager")
+        )
+    })
+}
+
+/// The value of `weft.io/requested-at` on an Armada resource.
+fn requested_at<K: Resource>(obj: &K) -> Option<String> {
+    obj.meta()
+        .annotations
+        .as_ref()?
+        .get(REQUESTED_AT_ANNOTATION)
+        .cloned()
+}
+
+/// The mapper of a child kind: record the child for its chart, and name the chart.
+fn child_mapper<K>(seen: Seen) -> impl Fn(K) -> Option<ObjectRef<ArmadaChart>> + Send + Sync
+where
+    K: Resource<DynamicType = ()>,
+{
+    move |child: K| {
+        let meta = child.meta();
+        let owner = meta.annotations.as_ref()?.get(OWNER_REF_ANNOTATION)?;
+        let key = chart_of_reference(owner)?;
+        let touch = Touch {
+            resource: ApiResource::erase::<K>(&()),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            edited: edited_by_someone_else(meta),
+        };
+        let chart = ObjectRef::new(&key.1).within(&key.0);
+        seen.with(key, |p| {
+            let entry = p.children.entry(touch.object()).or_insert(touch.clone());
+            // An edit seen once stays drift even if a later event of the child is Weft's.
+            entry.edited |= touch.edited;
+        });
+        Some(chart)
+    }
+}
+
+/// Record a changed `weft.io/requested-at` of a group or manifest for `charts` and name them.
+fn request(
+    seen: &Seen,
+    values: &Mutex<HashMap<(String, String, String), String>>,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    value: Option<String>,
+    charts: Vec<String>,
+) -> Vec<ObjectRef<ArmadaChart>> {
+    let Some(value) = value else {
+        return Vec::new();
+    };
+    let key = (kind.to_string(), namespace.to_string(), name.to_string());
+    let previous = values
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, value.clone());
+    // The first sighting (startup) only records the value.
+    if previous.is_none_or(|p| p == value) {
+        return Vec::new();
+    }
+    tracing::info!(%kind, resource = %format!("{namespace}/{name}"), "weft.io/requested-at changed");
+    charts
+        .into_iter()
+        .map(|chart| {
+            seen.with((namespace.to_string(), chart.clone()), |p| {
+                p.requested = true
+            });
+            ObjectRef::new(&chart).within(namespace)
+        })
+        .collect()
+}
+
+/// Run the controller until the daemon is asked to stop.
+pub async fn run(ctx: Context) {
+    let client = ctx.state.client.clone();
+    let controller = Controller::new(
+        Api::<ArmadaChart>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(kube::runtime::controller::Config::default().debounce(Duration::from_millis(300)));
+    let store: Store<ArmadaChart> = controller.store();
+    let children =
+        watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
+    let seen = ctx.seen.clone();
+    let values: RequestedAt = Arc::default();
+    let (group_seen, group_values) = (seen.clone(), values.clone());
+    let (manifest_seen, manifest_values) = (seen.clone(), values);
+    let shutdown = ctx.shutdown.clone();
+    controller
+        .watches(
+            Api::<Deployment>::all(client.clone()),
+            children.clone(),
+            child_mapper(seen.clone()),
+        )
+        .watches(
+            Api::<StatefulSet>::all(client.clone()),
+            children.clone(),
+            child_mapper(seen.clone()),
+        )
+        .watches(
+            Api::<DaemonSet>::all(client.clone()),
+            children.clone(),
+            child_mapper(seen.clone()),
+        )
+        .watches(
+            Api::<Job>::all(client.clone()),
+            children.clone(),
+            child_mapper(seen.clone()),
+        )
+        .watches(
+            Api::<Service>::all(client.clone()),
+            children.clone(),
+            child_mapper(seen.clone()),
+        )
+        .watches(
+            Api::<ConfigMap>::all(client.clone()),
+            children,
+            child_mapper(seen),
+        )
+        // A group's `weft.io/requested-at`: its charts.
+        .watches(
+            Api::<ArmadaChartGroup>::all(client.clone()),
+            watcher::Config::default(),
+            move |g: ArmadaChartGroup| {
+                let ns = g.namespace().unwrap_or_default();
+                request(
+                    &group_seen,
+                    &group_values,
+                    "ArmadaChartGroup",
+                    &ns,
+                    &g.name_any(),
+                    requested_at(&g),
+                    g.spec.chart_group.clone(),
+                )
+            },
+        )
+        // A manifest's: every chart of its namespace (one pass serves them all).
+        .watches(
+            Api::<ArmadaManifest>::all(client),
+            watcher::Config::default(),
+            move |m: ArmadaManifest| {
+                let ns = m.namespace().unwrap_or_default();
+                let charts = store
+                    .state()
+                    .iter()
+                    .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
+                    .map(|c| c.name_any())
+                    .collect();
+                request(
+                    &manifest_seen,
+                    &manifest_values,
+                    "ArmadaManifest",
+                    &ns,
+                    &m.name_any(),
+                    requested_at(&m),
+                    charts,
+                )
+            },
+        )
+        .graceful_shutdown_on(async move { shutdown.stopped().await })
+        .run(reconcile, error_policy, Arc::new(ctx))
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "ArmadaChart controller event");
+            }
+        })
+        .await;
+}
+
+fn error_policy(chart: Arc<ArmadaChart>, err: &ChartError, ctx: Arc<Context>) -> Action {
+    let (ns, name) = key_of(&chart);
+    tracing::warn!(chart = %format!("{ns}/{name}"), error = %err, "ArmadaChart reconcile failed; retrying");
+    ctx.state.metrics.count_reconcile("ArmadaChart", "error");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Apply or clean up one chart, through the finalizer helper.
+pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Action, ChartError> {
+    let api: Api<ArmadaChart> = Api::namespaced(
+        ctx.state.client.clone(),
+        &chart.namespace().unwrap_or_default(),
+    );
+    finalizer(&api, FINALIZER, chart, |event| async move {
+        match event {
+            Finalizer::Apply(chart) => apply(&chart, &ctx).await,
+            Finalizer::Cleanup(chart) => cleanup(&chart, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| ChartError::Finalizer(Box::new(e)))
+}
+
+/// Queue a sync-root pass if the chart's children drifted or a pass was requested; with
+/// `driftPolicy: report`, report drift instead of correcting it.
+async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError> {
+    let key = key_of(chart);
+    let pending = ctx.seen.take(&key);
+    let mut wanted = pending.requested;
+    if ctx.requested_at_changed(&key, requested_at(chart)) {
+        tracing::info!(chart = %format!("{}/{}", key.0, key.1), "weft.io/requested-at changed");
+        wanted = true;
+    }
+    let drift = drifted(ctx, &pending).await;
+    if !drift.is_empty() {
+        if chart.spec.drift_policy == DriftPolicy::Report {
+            report_drift(ctx, &key, &drift).await?;
+        } else {
+            tracing::info!(chart = %format!("{}/{}", key.0, key.1), objects = %drift.join(", "), "chart children drifted");
+            wanted = true;
+        }
+    }
+    if wanted {
+        tracing::info!(chart = %format!("{}/{}", key.0, key.1), "queueing a sync-root pass");
+        // A closed queue: the daemon is stopping, the pass is not needed any more.
+        let _ = ctx.state.queue.trigger(TriggerReason::Watch);
+    }
+    ctx.state.metrics.count_reconcile("ArmadaChart", "ok");
+    Ok(Action::await_change())
+}
+
+/// The children of `pending` that drifted (`Kind/namespace/name`): edited by someone else, or
+/// gone. A child that cannot be read counts as drifted (a pass then looks at it).
+async fn drifted(ctx: &Context, pending: &Pending) -> Vec<String> {
+    let mut out = Vec::new();
+    for (object, touch) in &pending.children {
+        if touch.edited {
+            out.push(object.clone());
+            continue;
+        }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ctx.state.client.clone(), &touch.namespace, &touch.resource);
+        match api.get_opt(&touch.name).await {
+            Ok(Some(live)) if !edited_by_someone_else(&live.metadata) => {}
+            Ok(Some(_)) => out.push(object.clone()),
+            Ok(None) => out.push(object.clone()),
+            Err(e) => {
+                tracing::warn!(%object, error = %e, "cannot read a chart's child; queueing a pass");
+                out.push(object.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Mark the chart `inconsistent` with a `Drifted` condition naming `objects`, and say so in an
+/// event; nothing is changed in its children.
+async fn report_drift(ctx: &Context, key: &ChartKey, objects: &[String]) -> Result<(), ChartError> {
+    let (ns, name) = key;
+    let kube_err = |action, source| ChartError::Kube {
+        namespace: ns.clone(),
+        name: name.clone(),
+        action,
+        source,
+    };
+    let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client.clone(), ns);
+    // Read again: the pass writes this status too, and the merge patch replaces the conditions.
+    let Some(chart) = api
+        .get_opt(name)
+        .await
+        .map_err(|e| kube_err("reading the chart", e))?
+    else {
+        return Ok(());
+    };
+    let before = chart.status.clone().unwrap_or_default();
+    let message = format!(
+        "changed outside Weft (driftPolicy: report, not corrected): {}",
+        objects.join(", ")
+    );
+    let mut conditions = before.conditions.clone();
+    set_condition(
+        &mut conditions,
+        Condition {
+            observed_generation: chart.metadata.generation,
+            ..Condition::new(DRIFTED, ConditionStatus::True, "Drifted", &message)
+        },
+        &now_rfc3339(),
+    );
+    if before.inconsistent && conditions == before.conditions {
+        return Ok(());
+    }
+    let patch = json!({"status": {"inconsistent": true, "conditions": conditions}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| kube_err("writing status", e))?;
+    tracing::info!(chart = %format!("{ns}/{name}"), objects = %objects.join(", "), "drift reported, not corrected");
+    status::event(&ctx.state.recorder, &chart, true, "Drifted", &message).await;
+    Ok(())
+}
+
+/// The chart is being deleted: prune the children of its inventory that are provably its own.
+async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError> {
+    let key = key_of(chart);
+    ctx.forget(&key);
+    let (ns, name) = key;
+    let entries: BTreeSet<crate::api::ObjectRef> = chart
+        .status
+        .as_ref()
+        .map(|s| s.inventory.iter().cloned().collect())
+        .unwrap_or_default();
+    if entries.is_empty() {
+        return Ok(Action::await_change());
+    }
+    let owner = Owner::Resource {
+        kind: "ArmadaChart".into(),
+        namespace: ns.clone(),
+        name: name.clone(),
+    };
+    let catalog = catalog_of(&ctx.state.client, &entries)
+        .await
+        .map_err(|source| ChartError::Kube {
+            namespace: ns.clone(),
+            name: name.clone(),
+            action: "discovering the children's kinds",
+            source,
+        })?;
+    let inventory = Inventory {
+        owner: owner.clone(),
+        entries,
+        source: InventorySource::Stored,
+    };
+    let opts = PruneOptions {
+        force: true,
+        ..Default::default()
+    };
+    let outcome = prune(
+        &ctx.state.client,
+        &catalog,
+        &DesiredSet::for_owners(Vec::new(), [owner].into()),
+        &BTreeSet::new(),
+        &[inventory],
+        &opts,
+        &|_| {},
+    )
+    .await;
+    if !outcome.errors.is_empty() {
+        let mut errors = outcome.errors;
+        let source = if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            ApplyError::Many(errors)
+        };
+        return Err(ChartError::Prune {
+            namespace: ns,
+            name,
+            source,
+        });
+    }
+    let pruned: Vec<String> = outcome
+        .changes
+        .entries
+        .iter()
+        .filter(|c| c.action == ChangeAction::Deleted)
+        .map(|c| c.object.to_string())
+        .collect();
+    ctx.state.metrics.count_objects(0, pruned.len() as u64, 0);
+    let note = format!(
+        "chart deleted; pruned {} children: {}",
+        pruned.len(),
+        pruned.join(", ")
+    );
+    tracing::info!(chart = %format!("{ns}/{name}"), "{note}");
+    status::event(&ctx.state.recorder, chart, false, "Pruned", &note).await;
+    Ok(Action::await_change())
+}
+
+/// The API resources of the kinds in `entries`: one discovery call per group version, not a
+/// discovery of the whole cluster. A kind the cluster does not serve is left out (its children
+/// are skipped by the prune, saying so).
+async fn catalog_of(
+    client: &kube::Client,
+    entries: &BTreeSet<crate::api::ObjectRef>,
+) -> Result<Catalog, kube::Error> {
+    let kinds: BTreeSet<(String, String)> = entries
+        .iter()
+        .map(|r| (r.api_version.clone(), r.kind.clone()))
+        .collect();
+    let mut resources = Vec::new();
+    for (api_version, kind) in kinds {
+        let (group, version) = split_api_version(&api_version);
+        let gvk = GroupVersionKind::gvk(group, version, &kind);
+        match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok((ar, caps)) => {
+                resources.push((ar, caps.scope == kube::discovery::Scope::Namespaced))
+            }
+            Err(e) if crate::apply::is_not_found(&e) => {}
+            Err(kube::Error::Discovery(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Catalog::from_entries(resources))
+}

@@ -1,0 +1,584 @@
+//! Armada status from a sync-root pass: the pass applies the charts' objects in waves (a
+//! sequenced group's charts one after another, each waited for); this module turns its change set
+//! and error into each ArmadaChart's phase (`pending`, `deployed`, `failed`), `Ready` condition
+//! with `observedGeneration`, `notReady` objects, and the phases of the groups and manifests,
+//! with an event on every phase change. Nothing is written when nothing changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource};
+use serde_json::json;
+
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest, Phase};
+use crate::api::conditions::{
+    set_condition, Condition, ConditionStatus, READY, RECONCILING, STALLED,
+};
+use crate::api::ObjectRef;
+use crate::apply::changeset::ChangeSet;
+use crate::apply::ApplyError;
+use crate::daemon::status::{now_rfc3339, OwnerStatus};
+use crate::pass::SyncError;
+use crate::render::DesiredSet;
+use crate::render::Owner;
+
+/// What a pass did to one chart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChartOutcome {
+    pub phase: Phase,
+    pub reason: String,
+    pub message: String,
+    pub not_ready: Vec<ObjectRef>,
+}
+
+fn not_ready_objects(e: &SyncError, out: &mut BTreeMap<ObjectRef, String>) {
+    match e {
+        SyncError::Apply(a) => not_ready_of_apply(a, out),
+        SyncError::Many(all) => all.iter().for_each(|e| not_ready_objects(e, out)),
+        _ => {}
+    }
+}
+
+fn not_ready_of_apply(e: &ApplyError, out: &mut BTreeMap<ObjectRef, String>) {
+    match e {
+        ApplyError::WaitTimeout { not_ready, .. } | ApplyError::Failed(not_ready) => {
+            out.extend(not_ready.iter().cloned());
+        }
+        ApplyError::Many(all) => all.iter().for_each(|e| not_ready_of_apply(e, out)),
+        _ => {}
+    }
+}
+
+/// The outcome of every chart of `set` in a pass that produced `changes` and `error`. Pure.
+pub fn chart_outcomes(
+    set: &DesiredSet,
+    changes: &ChangeSet,
+    error: Option<&SyncError>,
+) -> BTreeMap<Owner, ChartOutcome> {
+    let mut not_ready = BTreeMap::new();
+    if let Some(e) = error {
+        not_ready_objects(e, &mut not_ready);
+    }
+    let error_text = error.map(|e| e.to_string()).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for owner in set.owners() {
+        let Owner::Resource { kind, .. } = owner else {
+            continue;
+        };
+        if kind != "ArmadaChart" {
+            continue;
+        }
+        let objects: Vec<ObjectRef> = set
+            .objects()
+            .iter()
+            .filter(|o| &o.owner == owner)
+            .map(|o| o.object_ref())
+            .collect();
+        let touched = changes.entries.iter().any(|c| &c.owner == owner);
+        let mut failing: Vec<(ObjectRef, String)> = Vec::new();
+        for (r, why) in &not_ready {
+            if objects.iter().any(|o| {
+                o.kind == r.kind
+                    && o.name == r.name
+                    && (o.namespace == r.namespace || o.namespace.is_empty())
+            }) {
+                failing.push((r.clone(), why.clone()));
+            }
+        }
+        let applying_failed = objects.iter().any(|o| error_text.contains(&o.to_string()));
+        let outcome = if error.is_none() {
+            ChartOutcome {
+                phase: Phase::Deployed,
+                reason: "Deployed".into(),
+                message: format!("{} objects applied and ready", objects.len()),
+                not_ready: Vec::new(),
+            }
+        } else if !failing.is_empty() {
+            ChartOutcome {
+                phase: Phase::Failed,
+                reason: "WaitFailed".into(),
+                message: format!(
+                    "not ready: {}",
+                    failing
+                        .iter()
+                        .map(|(r, why)| format!("{r} ({why})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                not_ready: failing.into_iter().map(|(r, _)| r).collect(),
+            }
+        } else if applying_failed {
+            ChartOutcome {
+                phase: Phase::Failed,
+                reason: "ApplyFailed".into(),
+                message: error_text
+                    .lines()
+                    .filter(|l| objects.iter().any(|o| l.contains(&o.to_string())))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                not_ready: Vec::new(),
+            }
+        } else if !touched {
+            ChartOutcome {
+                phase: Phase::Pending,
+                reason: "Blocked".into(),
+                message: "not deployed: a chart or group before it did not become ready".into(),
+                not_ready: Vec::new(),
+            }
+        } else {
+            ChartOutcome {
+                phase: Phase::Deployed,
+                reason: "Deployed".into(),
+                message: format!("{} objects applied and ready", objects.len()),
+                not_ready: Vec::new(),
+            }
+        };
+        out.insert(owner.clone(), outcome);
+    }
+    out
+}
+
+/// The phase of a group (or manifest) from its members' phases.
+pub fn group_phase(members: &[Option<Phase>]) -> Phase {
+    if members.contains(&Some(Phase::Failed)) {
+        Phase::Failed
+    } else if !members.is_empty() && members.iter().all(|p| *p == Some(Phase::Deployed)) {
+        Phase::Deployed
+    } else {
+        Phase::Pending
+    }
+}
+
+fn conditions_for(
+    before: &[Condition],
+    ready: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) -> Vec<Condition> {
+    let now = now_rfc3339();
+    let mut conds = before.to_vec();
+    let status = if ready {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    let with_gen = |c: Condition| Condition {
+        observed_generation: generation,
+        ..c
+    };
+    set_condition(
+        &mut conds,
+        with_gen(Condition::new(READY, status, reason, message)),
+        &now,
+    );
+    set_condition(
+        &mut conds,
+        with_gen(Condition::new(
+            RECONCILING,
+            ConditionStatus::False,
+            "PassFinished",
+            "",
+        )),
+        &now,
+    );
+    set_condition(
+        &mut conds,
+        with_gen(Condition::new(STALLED, ConditionStatus::False, reason, "")),
+        &now,
+    );
+    conds
+}
+
+pub(crate) async fn event<K: Resource<DynamicType = ()>>(
+    recorder: &Recorder,
+    obj: &K,
+    warning: bool,
+    reason: &str,
+    note: &str,
+) {
+    let e = Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.to_string(),
+        note: Some(note.to_string()),
+        action: "Deploy".to_string(),
+        secondary: None,
+    };
+    if let Err(err) = recorder.publish(&e, &obj.object_ref(&())).await {
+        tracing::debug!(error = %err, "cannot publish event");
+    }
+}
+
+/// Mark one chart `deploying` (`Reconciling=True`) because the running pass is changing its
+/// objects. The caller awaits every such write before [`record_pass`] writes the pass's outcome,
+/// so a chart is never left `deploying` by a late write.
+pub async fn mark_deploying(client: Client, namespace: String, name: String) {
+    let api: Api<ArmadaChart> = Api::namespaced(client, &namespace);
+    let Ok(Some(chart)) = api.get_opt(&name).await else {
+        return;
+    };
+    let status = chart.status.clone().unwrap_or_default();
+    if status.phase == Some(Phase::Deploying) {
+        return;
+    }
+    let generation = chart.metadata.generation;
+    let mut conditions = status.conditions.clone();
+    set_condition(
+        &mut conditions,
+        Condition {
+            observed_generation: generation,
+            ..Condition::new(
+                RECONCILING,
+                ConditionStatus::True,
+                "Deploying",
+                "the sync pass is applying this chart's objects",
+            )
+        },
+        &now_rfc3339(),
+    );
+    let patch = json!({"status": {"phase": Phase::Deploying, "conditions": conditions}});
+    if let Err(e) = api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot mark ArmadaChart deploying");
+    }
+}
+
+/// Write the Armada status of a pass (charts, then groups, then manifests).
+pub async fn record_pass(
+    client: &Client,
+    recorder: &Recorder,
+    set: &DesiredSet,
+    changes: &ChangeSet,
+    error: Option<&SyncError>,
+) {
+    let outcomes = chart_outcomes(set, changes, error);
+    if outcomes.is_empty() {
+        return;
+    }
+    let mut phases: BTreeMap<(String, String), Phase> = BTreeMap::new();
+    for (owner, outcome) in &outcomes {
+        let Owner::Resource {
+            namespace, name, ..
+        } = owner
+        else {
+            continue;
+        };
+        phases.insert((namespace.clone(), name.clone()), outcome.phase);
+        record_chart(client, recorder, namespace, name, outcome).await;
+    }
+    // Groups and manifests named by the sync layer.
+    let namespaces: BTreeSet<String> = phases.keys().map(|(ns, _)| ns.clone()).collect();
+    for ns in &namespaces {
+        let group_phases = record_groups(client, recorder, ns, &phases).await;
+        record_manifests(client, recorder, ns, &group_phases).await;
+    }
+}
+
+/// Write one chart's outcome, unless its status already says so.
+async fn record_chart(
+    client: &Client,
+    recorder: &Recorder,
+    namespace: &str,
+    name: &str,
+    outcome: &ChartOutcome,
+) {
+    let api: Api<ArmadaChart> = Api::namespaced(client.clone(), namespace);
+    let Ok(Some(chart)) = api.get_opt(name).await else {
+        return;
+    };
+    let before = chart.status.clone().unwrap_or_default();
+    let generation = chart.metadata.generation;
+    let conditions = conditions_for(
+        &before.conditions,
+        outcome.phase == Phase::Deployed,
+        &outcome.reason,
+        &outcome.message,
+        generation,
+    );
+    let unchanged = before.phase == Some(outcome.phase)
+        && before.not_ready == outcome.not_ready
+        && before.observed_generation == generation
+        && conditions == before.conditions;
+    if unchanged {
+        return;
+    }
+    let patch = json!({"status": {
+        "phase": outcome.phase,
+        "conditions": conditions,
+        "observedGeneration": generation,
+        "notReady": outcome.not_ready,
+    }});
+    if let Err(e) = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot write ArmadaChart status");
+        return;
+    }
+    if before.phase != Some(outcome.phase) {
+        event(
+            recorder,
+            &chart,
+            outcome.phase == Phase::Failed,
+            &outcome.reason,
+            &outcome.message,
+        )
+        .await;
+    }
+}
+
+/// The phase of an aggregate (group or manifest) of `members` (chart or group names), with the
+/// members deployed, and the reason and message of its `Ready` condition.
+struct Aggregate {
+    phase: Phase,
+    deployed: Vec<String>,
+    reason: &'static str,
+    message: String,
+}
+
+fn aggregate(
+    namespace: &str,
+    members: &[String],
+    phases: &BTreeMap<(String, String), Phase>,
+    what: &str,
+    failed_reason: &'static str,
+) -> Aggregate {
+    let member_phases: Vec<Option<Phase>> = members
+        .iter()
+        .map(|m| phases.get(&(namespace.to_string(), m.clone())).copied())
+        .collect();
+    let phase = group_phase(&member_phases);
+    let deployed: Vec<String> = members
+        .iter()
+        .filter(|m| phases.get(&(namespace.to_string(), (*m).clone())) == Some(&Phase::Deployed))
+        .cloned()
+        .collect();
+    let (reason, message) = match phase {
+        Phase::Deployed => ("Deployed", format!("{} {what}s deployed", deployed.len())),
+        Phase::Failed => (
+            failed_reason,
+            match what {
+                "chart" => "a chart of the group failed".to_string(),
+                _ => "a group of the manifest failed".to_string(),
+            },
+        ),
+        _ => (
+            "Pending",
+            format!(
+                "{} of {} {what}s deployed",
+                deployed.len(),
+                member_phases.len()
+            ),
+        ),
+    };
+    Aggregate {
+        phase,
+        deployed,
+        reason,
+        message,
+    }
+}
+
+/// Write the phase of every ArmadaChartGroup of `namespace`; their phases.
+async fn record_groups(
+    client: &Client,
+    recorder: &Recorder,
+    ns: &str,
+    charts: &BTreeMap<(String, String), Phase>,
+) -> BTreeMap<(String, String), Phase> {
+    let mut group_phases = BTreeMap::new();
+    let groups: Api<ArmadaChartGroup> = Api::namespaced(client.clone(), ns);
+    let Ok(list) = groups.list(&Default::default()).await else {
+        return group_phases;
+    };
+    for g in list.items {
+        let name = g.metadata.name.clone().unwrap_or_default();
+        let a = aggregate(ns, &g.spec.chart_group, charts, "chart", "ChartFailed");
+        group_phases.insert((ns.to_string(), name.clone()), a.phase);
+        let before = g.status.clone().unwrap_or_default();
+        let generation = g.metadata.generation;
+        let conditions = conditions_for(
+            &before.conditions,
+            a.phase == Phase::Deployed,
+            a.reason,
+            &a.message,
+            generation,
+        );
+        if before.phase == Some(a.phase)
+            && before.deployed == a.deployed
+            && before.conditions == conditions
+            && before.observed_generation == generation
+        {
+            continue;
+        }
+        let patch = json!({"status": {"phase": a.phase, "deployed": a.deployed, "conditions": conditions, "observedGeneration": generation}});
+        if let Err(e) = groups
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(group = %format!("{ns}/{name}"), error = %e, "cannot write ArmadaChartGroup status");
+        } else if before.phase != Some(a.phase) {
+            event(recorder, &g, a.phase == Phase::Failed, a.reason, &a.message).await;
+        }
+    }
+    group_phases
+}
+
+/// Write the phase of every ArmadaManifest of `namespace`.
+async fn record_manifests(
+    client: &Client,
+    recorder: &Recorder,
+    ns: &str,
+    groups: &BTreeMap<(String, String), Phase>,
+) {
+    let manifests: Api<ArmadaManifest> = Api::namespaced(client.clone(), ns);
+    let Ok(list) = manifests.list(&Default::default()).await else {
+        return;
+    };
+    for m in list.items {
+        let name = m.metadata.name.clone().unwrap_or_default();
+        let a = aggregate(ns, &m.spec.chart_groups, groups, "group", "GroupFailed");
+        let before = m.status.clone().unwrap_or_default();
+        let generation = m.metadata.generation;
+        let conditions = conditions_for(
+            &before.conditions,
+            a.phase == Phase::Deployed,
+            a.reason,
+            &a.message,
+            generation,
+        );
+        if before.phase == Some(a.phase)
+            && before.deployed == a.deployed
+            && before.conditions == conditions
+            && before.observed_generation == generation
+        {
+            continue;
+        }
+        let patch = json!({"status": {"phase": a.phase, "deployed": a.deployed, "conditions": conditions, "observedGeneration": generation}});
+        if let Err(e) = manifests
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(manifest = %format!("{ns}/{name}"), error = %e, "cannot write ArmadaManifest status");
+        } else if before.phase != Some(a.phase) {
+            event(recorder, &m, a.phase == Phase::Failed, a.reason, &a.message).await;
+        }
+    }
+}
+
+/// A chart's entry in the daemon status (`GET /api/v1/status`), from a pass's outcome.
+pub fn owner_status(set: &DesiredSet, owner: &Owner, o: &ChartOutcome) -> Option<OwnerStatus> {
+    let Owner::Resource {
+        kind,
+        namespace,
+        name,
+    } = owner
+    else {
+        return None;
+    };
+    Some(OwnerStatus {
+        kind: kind.clone(),
+        namespace: namespace.clone(),
+        name: name.clone(),
+        ready: if o.phase == Phase::Deployed {
+            "True"
+        } else {
+            "False"
+        }
+        .into(),
+        reason: o.reason.clone(),
+        message: o.message.clone(),
+        version: serde_json::to_value(o.phase)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string)),
+        objects: set.objects().iter().filter(|d| &d.owner == owner).count(),
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apply::changeset::{Action, Change};
+    use crate::render::Owner;
+    use serde_json::json;
+
+    fn chart(name: &str) -> Owner {
+        Owner::Resource {
+            kind: "ArmadaChart".into(),
+            namespace: "default".into(),
+            name: name.into(),
+        }
+    }
+
+    fn set() -> DesiredSet {
+        let objs = vec![
+            chart("db").adopt(json!({"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"db","namespace":"demo"}}), 0, None),
+            chart("api").adopt(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"api","namespace":"demo"}}), 1, None),
+            chart("web").adopt(json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"demo"}}), 2, None),
+        ];
+        DesiredSet::for_owners(objs, [chart("db"), chart("api"), chart("web")].into())
+    }
+
+    fn applied(owner: &Owner, kind: &str, name: &str) -> Change {
+        Change {
+            object: ObjectRef {
+                api_version: "apps/v1".into(),
+                kind: kind.into(),
+                namespace: "demo".into(),
+                name: name.into(),
+            },
+            owner: owner.clone(),
+            action: Action::Created,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_chart_that_times_out_fails_and_the_charts_after_it_stay_pending() {
+        let changes = ChangeSet {
+            entries: vec![
+                applied(&chart("db"), "StatefulSet", "db"),
+                applied(&chart("api"), "Deployment", "api"),
+            ],
+        };
+        let api_ref = changes.entries[1].object.clone();
+        let error = SyncError::Apply(ApplyError::WaitTimeout {
+            timeout: std::time::Duration::from_secs(900),
+            not_ready: vec![(api_ref.clone(), "0 of 1 replicas available".into())],
+        });
+        let out = chart_outcomes(&set(), &changes, Some(&error));
+        assert_eq!(out[&chart("db")].phase, Phase::Deployed);
+        assert_eq!(out[&chart("api")].phase, Phase::Failed);
+        assert_eq!(out[&chart("api")].not_ready, vec![api_ref]);
+        assert!(
+            out[&chart("api")].message.contains("0 of 1 replicas"),
+            "{}",
+            out[&chart("api")].message
+        );
+        assert_eq!(out[&chart("web")].phase, Phase::Pending);
+        assert_eq!(out[&chart("web")].reason, "Blocked");
+    }
+
+    #[test]
+    fn a_successful_pass_deploys_every_chart_and_groups_follow_their_members() {
+        let out = chart_outcomes(&set(), &ChangeSet::default(), None);
+        assert!(out.values().all(|o| o.phase == Phase::Deployed));
+        assert_eq!(
+            group_phase(&[Some(Phase::Deployed), Some(Phase::Deployed)]),
+            Phase::Deployed
+        );
+        assert_eq!(
+            group_phase(&[Some(Phase::Deployed), Some(Phase::Failed)]),
+            Phase::Failed
+        );
+        assert_eq!(group_phase(&[Some(Phase::Deployed), None]), Phase::Pending);
+    }
+}

@@ -1,0 +1,366 @@
+//! The daemon's one shared state, built once by `weft run` and handed to the sync-root loop, the
+//! controllers, the updater and the HTTP server (as kube-rs `controller-rs` hands its `State`).
+//!
+//! # Who writes which WeaveCloud status field
+//!
+//! | field | writer |
+//! |---|---|
+//! | `conditions` (`Ready`, `Reconciling`, `Stalled`, `Drifted`), `observedGeneration`, `flux` | the WeaveCloud controller |
+//! | `agentVersion`, `availableVersion`, `badVersions`, `nextUpdateCheck` | the updater |
+//! | `inventory` | the apply engine, inside the pass of whichever of the two holds the owner's [`PassLocks`] lock |
+//!
+//! One exception, kept on purpose: the verdict of an agent update is the `Ready` condition
+//! (`AgentsUpdated`, or `AgentUpdateRolledBack`), which the updater writes once, under the owner's
+//! pass lock, and records in [`Rollbacks`]; the controller then reports that verdict instead of
+//! its own healthy `Ready` until an update succeeds or the spec changes. Every writer sends a
+//! merge patch of its own fields only.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use kube::runtime::events::{Recorder, Reporter};
+use kube::Client;
+use tokio::sync::{watch, Notify, OwnedMutexGuard};
+
+use super::metrics::Metrics;
+use super::status::{DaemonStatus, PassReport};
+use super::trigger::TriggerQueue;
+use crate::api::conditions::{Condition, ConditionStatus, READY};
+use crate::api::weavecloud::WeaveCloudStatus;
+use crate::pass::agents::AgentBundles;
+use crate::render::Owner;
+
+/// The reason of `Ready=False` after an agent update was rolled back.
+pub const REASON_ROLLED_BACK: &str = "AgentUpdateRolledBack";
+
+/// Everything the daemon's components share. Cheap to clone: clones share the state.
+#[derive(Clone)]
+pub struct DaemonState {
+    pub client: Client,
+    pub metrics: Arc<Metrics>,
+    /// What `GET /api/v1/status` shows.
+    pub status: Arc<RwLock<DaemonStatus>>,
+    /// Passes of the sync root; the HTTP server and the watches trigger them.
+    pub queue: Arc<TriggerQueue<PassReport>>,
+    /// Agent update checks asked for over HTTP.
+    pub update_requests: UpdateRequests,
+    /// Kubernetes events of every component.
+    pub recorder: Recorder,
+    /// The agent bundle each WeaveCloud runs.
+    pub bundles: AgentBundles,
+    /// Update verdicts the WeaveCloud controller must keep reporting.
+    pub rollbacks: Rollbacks,
+    /// Held around render + apply of one owner's objects.
+    pub pass_locks: PassLocks,
+}
+
+impl DaemonState {
+    /// A fresh state; agent bundles are cached in `weft_namespace`.
+    pub fn new(client: Client, weft_namespace: &str, status: DaemonStatus) -> DaemonState {
+        DaemonState {
+            recorder: recorder(client.clone()),
+            bundles: AgentBundles::new(client.clone(), weft_namespace.to_string()),
+            client,
+            metrics: Arc::new(Metrics::new()),
+            status: Arc::new(RwLock::new(status)),
+            queue: TriggerQueue::new(),
+            update_requests: UpdateRequests::default(),
+            rollbacks: Rollbacks::default(),
+            pass_locks: PassLocks::default(),
+        }
+    }
+
+    /// Change the daemon status.
+    pub fn update_status(&self, f: impl FnOnce(&mut DaemonStatus)) {
+        // Plain field writes: a panic while holding the lock leaves consistent data.
+        let mut s = self.status.write().unwrap_or_else(|p| p.into_inner());
+        f(&mut s);
+    }
+
+    /// A copy of the daemon status.
+    pub fn status_snapshot(&self) -> DaemonStatus {
+        self.status
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether this replica holds the leader Lease.
+    pub fn is_leader(&self) -> bool {
+        self.status.read().map(|s| s.leader).unwrap_or(false)
+    }
+
+    /// Record leadership in metrics and status.
+    pub fn set_leader(&self, leader: bool) {
+        self.metrics.set_leader(leader);
+        self.update_status(|s| s.leader = leader);
+    }
+}
+
+/// A recorder for Weft's events.
+pub fn recorder(client: Client) -> Recorder {
+    Recorder::new(
+        client,
+        Reporter {
+            controller: "weft".to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    )
+}
+
+/// One async lock per owner: the WeaveCloud controller and the updater hold it around render and
+/// apply of that owner's objects, so they never run passes for the same owner at once.
+#[derive(Clone, Debug, Default)]
+pub struct PassLocks(Arc<Mutex<BTreeMap<Owner, Arc<tokio::sync::Mutex<()>>>>>);
+
+impl PassLocks {
+    /// Wait for `owner`'s lock.
+    pub async fn lock(&self, owner: &Owner) -> OwnedMutexGuard<()> {
+        let lock = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(owner.clone())
+            .or_default()
+            .clone();
+        lock.lock_owned().await
+    }
+
+    /// Forget a deleted owner's lock (a holder keeps its own handle).
+    pub fn forget(&self, owner: &Owner) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(owner);
+    }
+}
+
+/// A handle to ask the update scheduler for a check of every WeaveCloud now; held by the HTTP
+/// server (`POST /api/v1/sync?update=true`). Requests made while a check runs coalesce into one.
+#[derive(Clone, Debug, Default)]
+pub struct UpdateRequests {
+    notify: Arc<Notify>,
+    pending: Arc<AtomicBool>,
+}
+
+impl UpdateRequests {
+    /// Ask for a check now.
+    pub fn request(&self) {
+        self.pending.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// Whether a check was asked for since the last call.
+    pub fn take(&self) -> bool {
+        self.pending.swap(false, Ordering::SeqCst)
+    }
+
+    /// Resolves at the next request.
+    pub async fn requested(&self) {
+        self.notify.notified().await
+    }
+}
+
+/// The `Ready` condition a reconcile must keep instead of its own healthy one: after a rollback,
+/// `Ready=False` ([`REASON_ROLLED_BACK`]) stays until an update succeeds or the spec changes (a
+/// new generation: the user acted, e.g. changed the pin). `None`: use the reconcile's own.
+pub fn held_rollback(
+    status: &WeaveCloudStatus,
+    generation: Option<i64>,
+    computed: &Condition,
+) -> Option<Condition> {
+    if computed.status != ConditionStatus::True {
+        return None;
+    }
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .filter(|c| {
+            c.reason == REASON_ROLLED_BACK
+                && c.status == ConditionStatus::False
+                && c.observed_generation == generation
+        })
+        .cloned()
+}
+
+/// The `Ready=False` condition of a rollback, per WeaveCloud, until an update succeeds: in
+/// memory so that a reconcile that read the status before the rollback cannot lose it. The
+/// updater writes it, the WeaveCloud controller reads it.
+#[derive(Clone, Debug, Default)]
+pub struct Rollbacks(Arc<RwLock<HashMap<(String, String), Condition>>>);
+
+impl Rollbacks {
+    /// The `Ready` condition the WeaveCloud controller must report instead of its own healthy
+    /// one after a rollback (see [`held_rollback`]); `None`: its own. Remembered rollbacks come
+    /// first, then the status (after a restart).
+    pub fn held_ready(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &WeaveCloudStatus,
+        generation: Option<i64>,
+        computed: &Condition,
+    ) -> Option<Condition> {
+        if computed.status != ConditionStatus::True {
+            return None;
+        }
+        let remembered = self
+            .0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(namespace.to_string(), name.to_string()))
+            .filter(|c| c.observed_generation == generation)
+            .cloned();
+        remembered.or_else(|| held_rollback(status, generation, computed))
+    }
+
+    /// Remember (or with `None` forget) the rollback condition of WeaveCloud `namespace/name`.
+    pub fn set(&self, namespace: &str, name: &str, condition: Option<Condition>) {
+        let key = (namespace.to_string(), name.to_string());
+        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
+        match condition {
+            Some(c) => map.insert(key, c),
+            None => map.remove(&key),
+        };
+    }
+}
+
+/// How long running work may go on once the daemon is asked to stop, and the signal itself.
+#[derive(Clone, Debug)]
+pub struct Shutdown {
+    stop: watch::Receiver<bool>,
+    grace: Duration,
+}
+
+impl Shutdown {
+    pub fn new(stop: watch::Receiver<bool>, grace: Duration) -> Shutdown {
+        Shutdown { stop, grace }
+    }
+
+    /// Never asked to stop (tests, one-shot tools).
+    pub fn never() -> Shutdown {
+        let (tx, stop) = watch::channel(false);
+        // Dropping the sender: `stopped` then never resolves (see there).
+        drop(tx);
+        Shutdown {
+            stop,
+            grace: Duration::ZERO,
+        }
+    }
+
+    /// Whether the daemon was asked to stop.
+    pub fn is_stopping(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// The stop signal.
+    pub fn receiver(&self) -> watch::Receiver<bool> {
+        self.stop.clone()
+    }
+
+    /// Resolves when the daemon is asked to stop.
+    pub async fn stopped(&self) {
+        let mut stop = self.stop.clone();
+        while !*stop.borrow_and_update() {
+            if stop.changed().await.is_err() {
+                // The sender is gone: nobody can ask us to stop any more.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Resolves the grace period after the daemon was asked to stop: running work is then
+    /// abandoned (dropped between two API calls).
+    pub async fn abandoned(&self) {
+        self.stopped().await;
+        tokio::time::sleep(self.grace).await;
+    }
+
+    /// The grace period.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_pass_lock_of_one_owner_excludes_only_that_owner() {
+        let locks = PassLocks::default();
+        let a = Owner::Resource {
+            kind: "WeaveCloud".into(),
+            namespace: "a".into(),
+            name: "wc".into(),
+        };
+        let b = Owner::Resource {
+            kind: "WeaveCloud".into(),
+            namespace: "b".into(),
+            name: "wc".into(),
+        };
+        let held = locks.lock(&a).await;
+        let other = tokio::time::timeout(Duration::from_millis(50), locks.lock(&b)).await;
+        assert!(other.is_ok(), "another owner's lock is free");
+        let same = tokio::time::timeout(Duration::from_millis(50), locks.lock(&a)).await;
+        assert!(same.is_err(), "the same owner's lock is held");
+        drop(held);
+        let again = tokio::time::timeout(Duration::from_millis(50), locks.lock(&a)).await;
+        assert!(again.is_ok());
+    }
+
+    #[tokio::test]
+    async fn shutdown_abandons_after_the_grace_period() {
+        let (tx, rx) = watch::channel(false);
+        let s = Shutdown::new(rx, Duration::from_millis(30));
+        let early = tokio::time::timeout(Duration::from_millis(30), s.abandoned()).await;
+        assert!(early.is_err(), "not asked to stop yet");
+        tx.send(true).unwrap();
+        assert!(s.is_stopping());
+        let t = std::time::Instant::now();
+        s.abandoned().await;
+        assert!(t.elapsed() >= Duration::from_millis(30));
+        let never = Shutdown::never();
+        let r = tokio::time::timeout(Duration::from_millis(30), never.abandoned()).await;
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn a_rollback_holds_ready_false_until_an_update_or_a_spec_change() {
+        let rolled_back = {
+            let mut c = Condition::new(
+                READY,
+                ConditionStatus::False,
+                REASON_ROLLED_BACK,
+                "1.2.0 failed",
+            );
+            c.observed_generation = Some(3);
+            c
+        };
+        let status = WeaveCloudStatus {
+            conditions: vec![rolled_back.clone()],
+            ..Default::default()
+        };
+        let healthy = Condition::new(READY, ConditionStatus::True, "Reconciled", "");
+        assert_eq!(held_rollback(&status, Some(3), &healthy), Some(rolled_back));
+        // The user changed the spec: the reconcile's own condition.
+        assert_eq!(held_rollback(&status, Some(4), &healthy), None);
+        // A reconcile that is itself not ready reports its own reason.
+        let failing = Condition::new(READY, ConditionStatus::False, "TokenMissing", "");
+        assert_eq!(held_rollback(&status, Some(3), &failing), None);
+        // After a successful update the condition is no longer the rollback's.
+        let updated = WeaveCloudStatus {
+            conditions: vec![Condition::new(
+                READY,
+                ConditionStatus::True,
+                "AgentsUpdated",
+                "",
+            )],
+            ..Default::default()
+        };
+        assert_eq!(held_rollback(&updated, Some(3), &healthy), None);
+    }
+}

@@ -1,0 +1,150 @@
+//! The update scheduler: checks each WeaveCloud when its `updateSchedule` fires (and every one
+//! at once on request), and keeps `status.nextUpdateCheck` and `status.agentVersion` current.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kube::api::{Api, ListParams};
+use kube::ResourceExt;
+use tokio::sync::watch;
+
+use super::select::next_check;
+use super::{kube_err, UpdateError, Updater, WcKey};
+use crate::api::weavecloud::WeaveCloud;
+
+impl Updater {
+    /// The scheduler. Runs until `stop` turns true. Run it on the leader only.
+    pub async fn run(&self, mut stop: watch::Receiver<bool>) {
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            let forced = self.state.update_requests.take();
+            let wake_at = match self.tick(forced).await {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::warn!(error = %e, "agent update scheduler: cannot list WeaveClouds");
+                    None
+                }
+            };
+            let mut sleep = self.opts.rescan_interval;
+            if let Some(at) = wake_at {
+                let until = (at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+                sleep = sleep.min(until);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(sleep) => {}
+                _ = self.state.update_requests.requested() => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+
+    /// One look at every WeaveCloud: run the checks that are due; the earliest next check.
+    pub(super) async fn tick(&self, forced: bool) -> Result<Option<DateTime<Utc>>, UpdateError> {
+        let api: Api<WeaveCloud> = Api::all(self.state.client.clone());
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| kube_err("listing WeaveClouds", e))?;
+        let mut earliest: Option<DateTime<Utc>> = None;
+        let mut seen = Vec::new();
+        for wc in list.items {
+            if wc.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            seen.push((wc.namespace().unwrap_or_default(), wc.name_any()));
+            if let Some(next) = self.schedule_one(&wc, forced).await {
+                earliest = Some(earliest.map_or(next, |e| e.min(next)));
+            }
+        }
+        self.forget_others(&seen);
+        Ok(earliest)
+    }
+
+    /// Check `wc` if due (or `forced`), and record its next check and the version it runs in
+    /// its status. Its next check; `None` without a valid schedule.
+    async fn schedule_one(&self, wc: &WeaveCloud, forced: bool) -> Option<DateTime<Utc>> {
+        let ns = wc.namespace().unwrap_or_default();
+        let name = wc.name_any();
+        let key = (ns.clone(), name.clone());
+        let schedule = wc.spec.general.update_schedule.clone();
+        let known = self
+            .schedule
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        let next = match known {
+            Some((s, at)) if s == schedule => at,
+            _ => match next_check(&schedule, Utc::now()) {
+                Ok(at) => at,
+                Err(e) => {
+                    tracing::warn!(weavecloud = %format!("{ns}/{name}"), error = %e, "no agent update schedule");
+                    return None;
+                }
+            },
+        };
+        let checked = forced || next <= Utc::now();
+        let next = if checked {
+            self.check(wc).await;
+            next_check(&schedule, Utc::now()).ok()?
+        } else {
+            next
+        };
+        self.schedule
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, (schedule, next));
+        let shown = next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        self.record_versions(&ns, &name, |v| v.next_update_check = Some(shown.clone()));
+        // The version it runs: the active bundle (after a check, the check wrote it).
+        let running = match self.state.bundles.active(&ns, &name).await {
+            Ok(a) => Some(a.version().to_string()),
+            Err(e) => {
+                tracing::debug!(weavecloud = %format!("{ns}/{name}"), error = %e, "active agent bundle unknown");
+                None
+            }
+        };
+        // The listed copy is current unless a check just ran: skip the read when it agrees.
+        let status = wc.status.clone().unwrap_or_default();
+        let agrees = status.next_update_check.as_deref() == Some(shown.as_str())
+            && (running.is_none() || status.agent_version == running);
+        if checked || !agrees {
+            let patched = self
+                .patch_status(wc, |s| {
+                    s.next_update_check = Some(shown.clone());
+                    if running.is_some() {
+                        s.agent_version = running.clone();
+                    }
+                })
+                .await;
+            if let Err(e) = patched {
+                tracing::warn!(weavecloud = %format!("{ns}/{name}"), error = %e, "cannot record nextUpdateCheck");
+            }
+        }
+        Some(next)
+    }
+
+    /// Forget WeaveClouds that are gone (and their metrics).
+    fn forget_others(&self, seen: &[WcKey]) {
+        self.schedule
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|k, _| seen.contains(k));
+        let gone: Vec<WcKey> = {
+            let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+            let gone = versions
+                .keys()
+                .filter(|k| !seen.contains(k))
+                .cloned()
+                .collect();
+            versions.retain(|k, _| seen.contains(k));
+            gone
+        };
+        for (ns, name) in gone {
+            self.state.metrics.set_agent_version(&ns, &name, None);
+            self.state.metrics.set_agent_available(&ns, &name, None);
+        }
+    }
+}

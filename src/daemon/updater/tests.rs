@@ -1,0 +1,148 @@
+//! Unit tests of the updater: checks against a scripted fake API server.
+
+use super::*;
+
+#[test]
+fn cache_names_are_per_weavecloud_and_valid() {
+    let a = cache_configmap_name("weave", "weave-cloud");
+    let b = cache_configmap_name("weave2", "weave-cloud");
+    assert_ne!(a, b);
+    assert!(a.len() <= 63 && a.starts_with("weft-agent-bundle-"), "{a}");
+}
+
+mod against_a_fake_api_server {
+    use http::Method;
+    use serde_json::json;
+
+    use super::super::*;
+    use crate::daemon::fixtures::{mock_client, Expect, Scenario};
+    use crate::daemon::status::{DaemonStatus, OwnerStatus};
+    use crate::render::bundle::Bundle;
+
+    fn weavecloud(status: serde_json::Value) -> WeaveCloud {
+        serde_json::from_value(json!({
+            "apiVersion": "cloud.weave.works/v1beta1",
+            "kind": "WeaveCloud",
+            "metadata": {"name": "wc", "namespace": "weave", "uid": "0000-wc", "generation": 1},
+            "spec": {
+                "general": {
+                    "environment": "generic",
+                    "autoUpdate": false,
+                    "updateSchedule": "0 0 1 1 *",
+                    "tokenSecretRef": {"name": "weave-cloud", "key": "token"},
+                },
+            },
+            "status": status,
+        }))
+        .expect("a WeaveCloud")
+    }
+
+    fn builtin_version() -> String {
+        Bundle::builtin()
+            .expect("the built-in bundle")
+            .version
+            .to_string()
+    }
+
+    const STATUS: &str = "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds/wc/status";
+
+    fn cache() -> Expect {
+        Expect::not_found(format!(
+            "/api/v1/namespaces/weft-system/configmaps/{}",
+            cache_configmap_name("weave", "wc")
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_check_with_auto_update_off_only_records_the_available_version() {
+        let (client, api) = mock_client();
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        state.update_status(|s| {
+            s.set_owner(OwnerStatus {
+                kind: "WeaveCloud".into(),
+                namespace: "weave".into(),
+                name: "wc".into(),
+                ..Default::default()
+            })
+        });
+        let updater = Updater::new(state.clone(), UpdateOptions::default());
+        let wc = weavecloud(json!({}));
+        let live = json!(wc);
+        let patched = live.clone();
+        let want = builtin_version();
+        let expected = want.clone();
+        let server = api.run(
+            Scenario::new()
+                .then(cache())
+                .then(Expect::call(Method::GET, STATUS, live))
+                .then(Expect::with(Method::PATCH, STATUS, move |seen| {
+                    assert_eq!(
+                        seen.body,
+                        json!({"status": {"availableVersion": expected}}),
+                        "only the available version: no agentVersion, conditions or badVersions"
+                    );
+                    patched
+                })),
+        );
+        let report = updater.check(&wc).await;
+        assert_eq!(report.outcome, UpdateOutcome::AutoUpdateOff);
+        assert_eq!(report.available.as_deref(), Some(want.as_str()));
+        assert_eq!(report.current, want);
+        server
+            .await
+            .expect("exactly the expected calls: nothing applied");
+        let shown = state.status_snapshot();
+        let entry = &shown.owners["WeaveCloud/weave/wc"];
+        assert_eq!(entry.available_version.as_deref(), Some(want.as_str()));
+        assert_eq!(entry.version.as_deref(), Some(want.as_str()));
+    }
+
+    #[tokio::test]
+    async fn the_scheduler_records_the_next_check_and_checks_only_when_due() {
+        let (client, api) = mock_client();
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        let updater = Updater::new(state, UpdateOptions::default());
+        let running = builtin_version();
+        let wc = weavecloud(json!({"agentVersion": running}));
+        let list = json!({
+            "apiVersion": "cloud.weave.works/v1beta1",
+            "kind": "WeaveCloudList",
+            "metadata": {"resourceVersion": "1"},
+            "items": [wc],
+        });
+        let year = {
+            use chrono::Datelike;
+            Utc::now().year() + 1
+        };
+        let next = format!("{year}-01-01T00:00:00Z");
+        let expected = next.clone();
+        let patched = json!(wc);
+        let server = api.run(
+            Scenario::new()
+                .then(Expect::call(
+                    Method::GET,
+                    "/apis/cloud.weave.works/v1beta1/weaveclouds",
+                    list,
+                ))
+                // Not due (yearly): no check, only the active bundle and the next check.
+                .then(cache())
+                .then(Expect::call(Method::GET, STATUS, json!(wc)))
+                .then(Expect::with(Method::PATCH, STATUS, move |seen| {
+                    assert_eq!(
+                        seen.body,
+                        json!({"status": {"nextUpdateCheck": expected}}),
+                        "only the next check: the version it runs is already recorded"
+                    );
+                    patched
+                })),
+        );
+        let earliest = updater.tick(false).await.expect("a tick");
+        assert_eq!(
+            earliest.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            Some(next.clone())
+        );
+        server.await.expect("exactly the expected calls");
+        let v = &updater.versions()["weave/wc"];
+        assert_eq!(v.next_update_check.as_deref(), Some(next.as_str()));
+    }
+}

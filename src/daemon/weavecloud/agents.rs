@@ -1,0 +1,354 @@
+//! One reconcile of a WeaveCloud's agents: gather the inputs (active bundle, token hash, running
+//! flux args), render, then (with `driftPolicy: report`) plan or apply, prune and check
+//! readiness with the apply engine. The result is an [`Outcome`]: the conditions and fields the
+//! controller writes to the WeaveCloud's status.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kube::runtime::events::EventType;
+use kube::ResourceExt;
+
+use super::{event, owner_of, Context, WeaveCloudError, TOKEN_MISSING};
+use crate::api::conditions::{Condition, ConditionStatus, DRIFTED, READY, STALLED};
+use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
+use crate::api::{DriftPolicy, ObjectRef};
+use crate::apply::changeset::{Action as ChangeAction, ChangeSet};
+use crate::apply::ApplyError;
+use crate::daemon::EngineRun;
+use crate::pass::agents::{ActiveBundle, AgentsError};
+use crate::pass::{PassOptions, SyncError};
+use crate::render::weavecloud::{render_agents, RenderedAgents};
+use crate::render::DesiredSet;
+
+/// What one reconcile of the agents found.
+pub(super) struct Outcome {
+    pub ready: Condition,
+    pub stalled: Condition,
+    pub drifted: Option<Condition>,
+    /// The bundle version rendered (`None` when nothing was rendered).
+    pub agent_version: Option<String>,
+    pub preserved: Option<Vec<String>>,
+    pub objects: usize,
+    pub requeue: Duration,
+    /// Still rolling out (`Reconciling=True`).
+    pub reconciling: bool,
+}
+
+impl Outcome {
+    /// `Ready=False` with `reason`; `Stalled=True` too when retrying will not help by itself.
+    fn not_ready(reason: &str, message: String, stalled: bool, objects: usize) -> Outcome {
+        Outcome {
+            ready: Condition::new(READY, ConditionStatus::False, reason, message.clone()),
+            stalled: if stalled {
+                Condition::new(STALLED, ConditionStatus::True, reason, message)
+            } else {
+                Condition::new(STALLED, ConditionStatus::False, "Progressing", "")
+            },
+            drifted: None,
+            agent_version: None,
+            preserved: None,
+            objects,
+            requeue: Duration::from_secs(60),
+            reconciling: false,
+        }
+    }
+
+    /// Applied and ready.
+    fn ready(message: String, rendered: &Rendered, drifted: Option<Condition>) -> Outcome {
+        Outcome {
+            ready: Condition::new(READY, ConditionStatus::True, "Reconciled", message),
+            stalled: Condition::new(STALLED, ConditionStatus::False, "Reconciled", ""),
+            drifted,
+            agent_version: Some(rendered.bundle.version().to_string()),
+            preserved: Some(rendered.agents.preserved_flux_args.clone()),
+            objects: rendered.objects,
+            requeue: Duration::from_secs(600),
+            reconciling: false,
+        }
+    }
+}
+
+/// The agents of one WeaveCloud, rendered.
+struct Rendered {
+    bundle: ActiveBundle,
+    agents: RenderedAgents,
+    set: DesiredSet,
+    objects: usize,
+}
+
+/// Objects of a change set that were drift (edited or deleted outside Weft), given the
+/// inventory of the previous reconcile.
+pub(super) fn drifted(changes: &ChangeSet, inventory: &BTreeSet<ObjectRef>) -> Vec<String> {
+    changes
+        .entries
+        .iter()
+        .filter(|c| is_drift(c, inventory))
+        .map(|c| match &c.reason {
+            Some(r) if c.action == ChangeAction::Configured => format!("{} ({r})", c.object),
+            _ => format!("{} (deleted)", c.object),
+        })
+        .collect()
+}
+
+fn is_drift(c: &crate::apply::changeset::Change, inventory: &BTreeSet<ObjectRef>) -> bool {
+    match c.action {
+        ChangeAction::Configured => c
+            .reason
+            .as_deref()
+            // `UpdateReason::Drifted`, as the change set words it.
+            .is_some_and(|r| r.starts_with("drifted")),
+        ChangeAction::Created => inventory.contains(&c.object),
+        _ => false,
+    }
+}
+
+/// Whether a change set holds changes other than drift.
+pub(super) fn has_desired_changes(changes: &ChangeSet, inventory: &BTreeSet<ObjectRef>) -> bool {
+    changes.entries.iter().any(|c| match c.action {
+        ChangeAction::Configured | ChangeAction::Created => !is_drift(c, inventory),
+        ChangeAction::Deleted => true,
+        _ => false,
+    })
+}
+
+/// Whether a pass error only says that objects are not ready yet (the wait's deadline).
+fn only_not_ready_yet(e: &SyncError) -> bool {
+    match e {
+        SyncError::Apply(ApplyError::WaitTimeout { .. }) => true,
+        SyncError::Many(all) => !all.is_empty() && all.iter().all(only_not_ready_yet),
+        _ => false,
+    }
+}
+
+/// Render and apply `wc`'s agents; the outcome for its status.
+pub(super) async fn reconcile_agents(
+    wc: &WeaveCloud,
+    ctx: &Context,
+    status: &WeaveCloudStatus,
+) -> Result<Outcome, WeaveCloudError> {
+    let known = status.inventory.len();
+    let rendered = match render(wc, ctx).await? {
+        Ok(r) => r,
+        Err(outcome) => return Ok(outcome),
+    };
+    let opts = PassOptions {
+        default_namespace: wc.namespace().unwrap_or_default(),
+        // Check readiness, do not sit in a wait: a not-ready agent is re-checked by a requeue.
+        timeout: Duration::from_secs(2),
+        ..ctx.pass_options.clone()
+    };
+    let inventory: BTreeSet<ObjectRef> = status.inventory.iter().cloned().collect();
+    let mut drift_condition = None;
+    if wc.spec.drift_policy == DriftPolicy::Report {
+        match report_only(wc, ctx, &rendered, &opts, &inventory, status).await? {
+            ReportOnly::InSync(outcome) => return Ok(*outcome),
+            ReportOnly::Failed(message) => {
+                return Ok(Outcome::not_ready("ReconcileFailed", message, false, known))
+            }
+            ReportOnly::Changed => {
+                drift_condition = Some(Condition::new(
+                    DRIFTED,
+                    ConditionStatus::False,
+                    "InSync",
+                    "",
+                ))
+            }
+        }
+    }
+    apply_agents(wc, ctx, rendered, &opts, &inventory, drift_condition, known).await
+}
+
+/// Gather the inputs and render; `Ok(Err(outcome))` when the agents cannot be rendered (the
+/// outcome says why: a missing token, an unusable bundle, a render error).
+async fn render(
+    wc: &WeaveCloud,
+    ctx: &Context,
+) -> Result<Result<Rendered, Outcome>, WeaveCloudError> {
+    let known = wc.status.as_ref().map_or(0, |s| s.inventory.len());
+    let not_ready = |reason: &str, e: &dyn std::fmt::Display, stalled| {
+        Ok(Err(Outcome::not_ready(
+            reason,
+            e.to_string(),
+            stalled,
+            known,
+        )))
+    };
+    let sources = match crate::pass::agents::gather(&ctx.state.client, &ctx.state.bundles, wc).await
+    {
+        Ok(s) => s,
+        Err(e @ AgentsError::TokenMissing { .. }) => {
+            tracing::warn!(weavecloud = %reference(wc), secret = %wc.spec.general.token_secret_ref.name, "token Secret missing");
+            return not_ready(TOKEN_MISSING, &e, true);
+        }
+        Err(source @ AgentsError::Kube { .. }) => {
+            return Err(WeaveCloudError::Agents {
+                weavecloud: reference(wc),
+                source,
+            });
+        }
+        Err(e) => return not_ready("BundleUnavailable", &e, false),
+    };
+    let mut agents = match render_agents(wc, &sources.bundle.bundle, &sources.inputs) {
+        Ok(r) => r,
+        Err(e) => return not_ready("RenderFailed", &e, true),
+    };
+    // Flux args taken over from an agent Weft did not install: say so, once.
+    if let Some((_, false)) = &sources.running_flux {
+        if !agents.preserved_flux_args.is_empty() {
+            event(
+                ctx,
+                wc,
+                EventType::Normal,
+                "FluxArgsPreserved",
+                format!(
+                    "kept the running flux agent's arguments that spec.flux.config leaves unset: {}",
+                    agents.preserved_flux_args.join(" ")
+                ),
+            )
+            .await;
+        }
+    }
+    let objects = agents.objects.len();
+    let set = DesiredSet::for_owners(std::mem::take(&mut agents.objects), [owner_of(wc)].into());
+    Ok(Ok(Rendered {
+        bundle: sources.bundle,
+        agents,
+        set,
+        objects,
+    }))
+}
+
+/// The result of the dry run of `driftPolicy: report`.
+enum ReportOnly {
+    /// Nothing but drift (reported, not corrected): this is the outcome.
+    InSync(Box<Outcome>),
+    /// The plan itself failed.
+    Failed(String),
+    /// The spec asks for changes: apply them.
+    Changed,
+}
+
+/// `driftPolicy: report`: plan without writing; when the only differences are drift, report
+/// them (condition `Drifted`, an event on a new finding) and change nothing.
+async fn report_only(
+    wc: &WeaveCloud,
+    ctx: &Context,
+    rendered: &Rendered,
+    opts: &PassOptions,
+    inventory: &BTreeSet<ObjectRef>,
+    status: &WeaveCloudStatus,
+) -> Result<ReportOnly, WeaveCloudError> {
+    let dry_run = PassOptions {
+        dry_run: true,
+        ..opts.clone()
+    };
+    let changes = match engine(ctx, &rendered.set, &dry_run).await? {
+        (_, Some(e)) => return Ok(ReportOnly::Failed(e.to_string())),
+        (changes, None) => changes,
+    };
+    if has_desired_changes(&changes, inventory) {
+        return Ok(ReportOnly::Changed);
+    }
+    let drift = drifted(&changes, inventory);
+    let drifted_cond = if drift.is_empty() {
+        Condition::new(DRIFTED, ConditionStatus::False, "InSync", "")
+    } else {
+        let message = format!(
+            "changed outside Weft (driftPolicy: report, not corrected): {}",
+            drift.join(", ")
+        );
+        let known = status.conditions.iter().any(|c| {
+            c.type_ == DRIFTED && c.status == ConditionStatus::True && c.message == message
+        });
+        if !known {
+            event(ctx, wc, EventType::Warning, "Drifted", message.clone()).await;
+        }
+        Condition::new(DRIFTED, ConditionStatus::True, "Drifted", message)
+    };
+    let message = format!(
+        "{} agent objects, bundle {}",
+        rendered.objects,
+        rendered.bundle.version()
+    );
+    Ok(ReportOnly::InSync(Box::new(Outcome::ready(
+        message,
+        rendered,
+        Some(drifted_cond),
+    ))))
+}
+
+/// Apply, prune and check the agents; drift that was corrected gets an event.
+async fn apply_agents(
+    wc: &WeaveCloud,
+    ctx: &Context,
+    rendered: Rendered,
+    opts: &PassOptions,
+    inventory: &BTreeSet<ObjectRef>,
+    drift_condition: Option<Condition>,
+    known: usize,
+) -> Result<Outcome, WeaveCloudError> {
+    let (changes, error) = engine(ctx, &rendered.set, opts).await?;
+    let s = changes.summary();
+    ctx.state.metrics.count_objects(
+        (s.created + s.configured) as u64,
+        s.deleted as u64,
+        s.unchanged as u64,
+    );
+    let corrected = drifted(&changes, inventory);
+    if !corrected.is_empty() {
+        let note = format!("restored: {}", corrected.join(", "));
+        event(ctx, wc, EventType::Normal, "DriftCorrected", note).await;
+    }
+    if s.created + s.configured + s.deleted > 0 {
+        tracing::info!(weavecloud = %reference(wc), "{s}");
+    }
+    match error {
+        None => {
+            let message = format!(
+                "{} agent objects applied and ready, bundle {}",
+                rendered.objects,
+                rendered.bundle.version()
+            );
+            Ok(Outcome::ready(message, &rendered, drift_condition))
+        }
+        Some(e) if only_not_ready_yet(&e) => {
+            // Applied; the agents are still rolling out. Look again shortly instead of blocking
+            // this WeaveCloud's reconciles (drift, token changes) in a long wait.
+            let message = format!("agents applied, waiting for them to become ready: {e}");
+            let mut o = Outcome::not_ready("Progressing", message, false, rendered.objects);
+            o.agent_version = Some(rendered.bundle.version().to_string());
+            o.preserved = Some(rendered.agents.preserved_flux_args);
+            o.drifted = drift_condition;
+            o.requeue = Duration::from_secs(5);
+            o.reconciling = true;
+            Ok(o)
+        }
+        Some(e) => {
+            tracing::warn!(weavecloud = %reference(wc), error = %e, "applying the agents failed");
+            Ok(Outcome::not_ready(
+                "ReconcileFailed",
+                e.to_string(),
+                false,
+                known,
+            ))
+        }
+    }
+}
+
+/// Run the apply engine for the agents; `Err` only when the daemon stopped meanwhile.
+pub(super) async fn engine(
+    ctx: &Context,
+    set: &DesiredSet,
+    opts: &PassOptions,
+) -> Result<(ChangeSet, Option<SyncError>), WeaveCloudError> {
+    match crate::daemon::run_engine(&ctx.state.client, set, opts, &|_| {}, &ctx.shutdown).await {
+        EngineRun::Finished(changes, error) => Ok((changes, error)),
+        EngineRun::Abandoned => Err(WeaveCloudError::Abandoned),
+    }
+}
+
+/// `namespace/name` of a WeaveCloud, for logs.
+pub(super) fn reference(wc: &WeaveCloud) -> String {
+    format!("{}/{}", wc.namespace().unwrap_or_default(), wc.name_any())
+}

@@ -1,0 +1,422 @@
+//! The WeaveCloud controller (kube-runtime): each WeaveCloud is rendered into its agents with its
+//! active agent bundle, the token Secret's hash and the preserved flux arguments, then applied,
+//! pruned and waited for by the apply engine. Status conditions `Ready`/`Reconciling`/`Stalled`
+//! (and `Drifted` with `driftPolicy: report`) carry `observedGeneration`; events say what
+//! happened; a finalizer prunes the agents when the WeaveCloud is deleted.
+//!
+//! Watches: the WeaveClouds; their children (by the `weft.io/owner-ref` annotation on objects
+//! labelled `app.kubernetes.io/managed-by: weft`), so a deleted or edited agent is handled within
+//! seconds; and Secrets, so a changed token rolls the agents and a deleted one is `TokenMissing`.
+
+mod agents;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::finalizer::{finalizer, Event as Finalizer};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::state::{DaemonState, Shutdown};
+use super::status::now_rfc3339;
+use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY, RECONCILING};
+use crate::api::weavecloud::{FluxStatus, WeaveCloud, WeaveCloudStatus};
+use crate::apply::changeset::Action as ChangeAction;
+use crate::pass::agents::AgentsError;
+use crate::pass::{PassOptions, SyncError};
+use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_REF_ANNOTATION};
+use crate::render::DesiredSet;
+use crate::render::Owner;
+use agents::{reconcile_agents, reference, Outcome};
+
+/// The finalizer that makes Weft prune a deleted WeaveCloud's agents.
+pub const FINALIZER: &str = "weft.io/agents";
+/// Condition reason: the token Secret or its key is missing.
+pub const TOKEN_MISSING: &str = "TokenMissing";
+
+/// Why a WeaveCloud reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum WeaveCloudError {
+    #[error("WeaveCloud {weavecloud}: {action}: {source}")]
+    Kube {
+        weavecloud: String,
+        action: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("WeaveCloud {weavecloud}: reading the agents' inputs: {source}")]
+    Agents {
+        weavecloud: String,
+        #[source]
+        source: AgentsError,
+    },
+    #[error("WeaveCloud {weavecloud}: pruning the agents: {source}")]
+    Prune {
+        weavecloud: String,
+        #[source]
+        source: SyncError,
+    },
+    #[error("the daemon is stopping; the reconcile was abandoned")]
+    Abandoned,
+    #[error("WeaveCloud finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<WeaveCloudError>>),
+}
+
+/// What the controller shares between reconciles.
+pub struct Context {
+    state: DaemonState,
+    pass_options: PassOptions,
+    /// Running engine work is abandoned the grace period after a stop request.
+    shutdown: Shutdown,
+}
+
+impl Context {
+    pub fn new(state: DaemonState, pass_options: PassOptions, shutdown: Shutdown) -> Context {
+        Context {
+            state,
+            pass_options,
+            shutdown,
+        }
+    }
+}
+
+fn owner_of(wc: &WeaveCloud) -> Owner {
+    crate::pass::agents::owner_of(&wc.namespace().unwrap_or_default(), &wc.name_any())
+}
+
+/// The WeaveCloud a child belongs to, from its `weft.io/owner-ref` annotation.
+pub fn owner_ref_of<K: Resource>(child: &K) -> Option<ObjectRef<WeaveCloud>> {
+    let r = child
+        .meta()
+        .annotations
+        .as_ref()?
+        .get(OWNER_REF_ANNOTATION)?;
+    let mut parts = r.splitn(3, '/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("WeaveCloud"), Some(ns), Some(name)) => Some(ObjectRef::new(name).within(ns)),
+        _ => None,
+    }
+}
+
+/// The WeaveClouds a Secret matters to: those of its namespace whose token it is, and the owner
+/// of an agent Secret.
+fn weaveclouds_of_secret(store: &Store<WeaveCloud>, s: &Secret) -> Vec<ObjectRef<WeaveCloud>> {
+    let ns = s.namespace().unwrap_or_default();
+    let name = s.name_any();
+    let mut refs: Vec<ObjectRef<WeaveCloud>> = store
+        .state()
+        .iter()
+        .filter(|wc| {
+            wc.namespace().as_deref() == Some(ns.as_str())
+                && wc.spec.general.token_secret_ref.name == name
+        })
+        .map(|wc| ObjectRef::from_obj(wc.as_ref()))
+        .collect();
+    refs.extend(owner_ref_of(s));
+    refs
+}
+
+/// Run the controller until the daemon is asked to stop.
+pub async fn run(ctx: Context) {
+    let client = ctx.state.client.clone();
+    let wcs: Api<WeaveCloud> = Api::all(client.clone());
+    let children =
+        watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
+    let controller = Controller::new(wcs, watcher::Config::default()).with_config(
+        kube::runtime::controller::Config::default().debounce(Duration::from_millis(300)),
+    );
+    let store = controller.store();
+    let shutdown = ctx.shutdown.clone();
+    controller
+        .watches(
+            Api::<Deployment>::all(client.clone()),
+            children.clone(),
+            |o| owner_ref_of(&o),
+        )
+        .watches(
+            Api::<DaemonSet>::all(client.clone()),
+            children.clone(),
+            |o| owner_ref_of(&o),
+        )
+        .watches(Api::<Service>::all(client.clone()), children.clone(), |o| {
+            owner_ref_of(&o)
+        })
+        .watches(
+            Api::<ServiceAccount>::all(client.clone()),
+            children.clone(),
+            |o| owner_ref_of(&o),
+        )
+        .watches(
+            Api::<ConfigMap>::all(client.clone()),
+            children.clone(),
+            |o| owner_ref_of(&o),
+        )
+        .watches(
+            Api::<ClusterRole>::all(client.clone()),
+            children.clone(),
+            |o| owner_ref_of(&o),
+        )
+        .watches(
+            Api::<ClusterRoleBinding>::all(client.clone()),
+            children.clone(),
+            |o| owner_ref_of(&o),
+        )
+        .watches(Api::<RoleBinding>::all(client.clone()), children, |o| {
+            owner_ref_of(&o)
+        })
+        // Every Secret: the token Secrets are the user's (no label).
+        .watches(
+            Api::<Secret>::all(client),
+            watcher::Config::default(),
+            move |s: Secret| weaveclouds_of_secret(&store, &s),
+        )
+        .graceful_shutdown_on(async move { shutdown.stopped().await })
+        .run(reconcile, error_policy, Arc::new(ctx))
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "WeaveCloud controller event");
+            }
+        })
+        .await;
+}
+
+fn error_policy(wc: Arc<WeaveCloud>, err: &WeaveCloudError, ctx: Arc<Context>) -> Action {
+    tracing::warn!(weavecloud = %reference(&wc), error = %err, "reconcile failed; retrying");
+    ctx.state.metrics.count_reconcile("WeaveCloud", "error");
+    Action::requeue(Duration::from_secs(15))
+}
+
+/// Apply or clean up one WeaveCloud, through the finalizer helper.
+pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, WeaveCloudError> {
+    let api: Api<WeaveCloud> = Api::namespaced(
+        ctx.state.client.clone(),
+        &wc.namespace().unwrap_or_default(),
+    );
+    finalizer(&api, FINALIZER, wc, |event| async move {
+        match event {
+            Finalizer::Apply(wc) => apply(&wc, &ctx).await,
+            Finalizer::Cleanup(wc) => cleanup(&wc, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| WeaveCloudError::Finalizer(Box::new(e)))
+}
+
+async fn event(ctx: &Context, wc: &WeaveCloud, type_: EventType, reason: &str, note: String) {
+    let e = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Reconcile".to_string(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.state.recorder.publish(&e, &wc.object_ref(&())).await {
+        tracing::debug!(error = %err, "cannot publish event");
+    }
+}
+
+/// Render and apply the agents (holding the WeaveCloud's pass lock, so that the updater does
+/// not roll them out at the same time), then write the controller's status fields.
+async fn apply(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudError> {
+    let ns = wc.namespace().unwrap_or_default();
+    let name = wc.name_any();
+    let _pass = ctx.state.pass_locks.lock(&owner_of(wc)).await;
+    let before = wc.status.clone().unwrap_or_default();
+    let mut outcome = reconcile_agents(wc, ctx, &before).await?;
+    let generation = wc.metadata.generation;
+    if let Some(held) =
+        ctx.state
+            .rollbacks
+            .held_ready(&ns, &name, &before, generation, &outcome.ready)
+    {
+        outcome.ready = held;
+    }
+    let result = if outcome.ready.status == ConditionStatus::True {
+        "ready"
+    } else {
+        "not_ready"
+    };
+    ctx.state.metrics.count_reconcile("WeaveCloud", result);
+    // Events on transitions of Ready's reason (not on every reconcile).
+    let previous = before.conditions.iter().find(|c| c.type_ == READY);
+    if previous.is_none_or(|p| p.status != outcome.ready.status || p.reason != outcome.ready.reason)
+    {
+        let type_ = if outcome.ready.status == ConditionStatus::True {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        let note = outcome.ready.message.clone();
+        event(ctx, wc, type_, &outcome.ready.reason, note).await;
+    }
+    let status = next_status(&before, &outcome, generation, &now_rfc3339());
+    if status != before {
+        patch_status(ctx, wc, &status).await?;
+    }
+    record(ctx, wc, &outcome, &status);
+    Ok(Action::requeue(outcome.requeue))
+}
+
+/// The status after a reconcile: `before` with the controller's fields from `outcome`.
+fn next_status(
+    before: &WeaveCloudStatus,
+    outcome: &Outcome,
+    generation: Option<i64>,
+    now: &str,
+) -> WeaveCloudStatus {
+    let mut status = before.clone();
+    let with_generation = |c: &Condition| Condition {
+        observed_generation: generation,
+        ..c.clone()
+    };
+    set_condition(&mut status.conditions, with_generation(&outcome.ready), now);
+    set_condition(
+        &mut status.conditions,
+        with_generation(&outcome.stalled),
+        now,
+    );
+    let reconciling = if outcome.reconciling {
+        Condition::new(
+            RECONCILING,
+            ConditionStatus::True,
+            "Progressing",
+            "waiting for the agents to become ready",
+        )
+    } else {
+        Condition::new(RECONCILING, ConditionStatus::False, "ReconcileFinished", "")
+    };
+    set_condition(&mut status.conditions, with_generation(&reconciling), now);
+    if let Some(d) = &outcome.drifted {
+        set_condition(&mut status.conditions, with_generation(d), now);
+    }
+    status.observed_generation = generation;
+    if let Some(p) = &outcome.preserved {
+        status.flux = Some(FluxStatus {
+            preserved_args: p.clone(),
+        });
+    }
+    status
+}
+
+/// The WeaveCloud's entry in the daemon status and its version gauge.
+fn record(ctx: &Context, wc: &WeaveCloud, outcome: &Outcome, status: &WeaveCloudStatus) {
+    let ns = wc.namespace().unwrap_or_default();
+    let name = wc.name_any();
+    let version = outcome
+        .agent_version
+        .clone()
+        .or_else(|| status.agent_version.clone());
+    ctx.state
+        .metrics
+        .set_agent_version(&ns, &name, version.as_deref());
+    let ready = status.conditions.iter().find(|c| c.type_ == READY);
+    ctx.state.update_status(|s| {
+        // The updater keeps the version fields of the same entry: update only ours.
+        let mut entry = s
+            .owners
+            .get(&format!("WeaveCloud/{ns}/{name}"))
+            .cloned()
+            .unwrap_or_default();
+        entry.kind = "WeaveCloud".into();
+        entry.namespace = ns.clone();
+        entry.name = name.clone();
+        if let Some(r) = ready {
+            entry.ready = format!("{:?}", r.status);
+            entry.reason = r.reason.clone();
+            entry.message = r.message.clone();
+        }
+        entry.observed_generation = status.observed_generation;
+        entry.version = version;
+        entry.objects = outcome.objects;
+        if entry.next_update_check.is_none() {
+            entry.next_update_check = status.next_update_check.clone();
+        }
+        s.set_owner(entry);
+    });
+}
+
+async fn patch_status(
+    ctx: &Context,
+    wc: &WeaveCloud,
+    status: &WeaveCloudStatus,
+) -> Result<(), WeaveCloudError> {
+    let api: Api<WeaveCloud> = Api::namespaced(
+        ctx.state.client.clone(),
+        &wc.namespace().unwrap_or_default(),
+    );
+    // Only the fields this controller owns (see `daemon::state`): the inventory is the apply
+    // engine's, the version fields are the updater's.
+    let patch = json!({"status": {
+        "conditions": status.conditions,
+        "observedGeneration": status.observed_generation,
+        "flux": status.flux,
+    }});
+    api.patch_status(
+        &wc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(|source| WeaveCloudError::Kube {
+        weavecloud: reference(wc),
+        action: "writing status",
+        source,
+    })?;
+    Ok(())
+}
+
+/// The WeaveCloud is being deleted: prune every agent it applied, then let it go.
+async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudError> {
+    let ns = wc.namespace().unwrap_or_default();
+    let name = wc.name_any();
+    let owner = owner_of(wc);
+    let pass = ctx.state.pass_locks.lock(&owner).await;
+    let set = DesiredSet::for_owners(Vec::new(), [owner.clone()].into());
+    let opts = PassOptions {
+        default_namespace: ns.clone(),
+        force_prune: true,
+        max_prune_fraction: 1.0,
+        ..ctx.pass_options.clone()
+    };
+    let (changes, error) = agents::engine(ctx, &set, &opts).await?;
+    if let Some(source) = error {
+        return Err(WeaveCloudError::Prune {
+            weavecloud: reference(wc),
+            source,
+        });
+    }
+    for c in changes
+        .entries
+        .iter()
+        .filter(|c| c.action != ChangeAction::Deleted)
+    {
+        tracing::warn!(weavecloud = %reference(wc), change = %c, "agent not pruned");
+    }
+    let pruned = changes.summary().deleted;
+    ctx.state.metrics.count_objects(0, pruned as u64, 0);
+    let known = wc.status.as_ref().map_or(0, |s| s.inventory.len());
+    tracing::info!(weavecloud = %reference(wc), pruned, known, "WeaveCloud deleted: its agents were pruned");
+    let note = format!("deleted {pruned} agent objects");
+    event(ctx, wc, EventType::Normal, "Pruned", note).await;
+    ctx.state.rollbacks.set(&ns, &name, None);
+    if let Err(e) = ctx.state.bundles.forget(&ns, &name).await {
+        tracing::warn!(error = %e, "cannot forget the cached agent bundle");
+    }
+    ctx.state.metrics.set_agent_version(&ns, &name, None);
+    ctx.state
+        .update_status(|s| s.remove_owner("WeaveCloud", &ns, &name));
+    drop(pass);
+    ctx.state.pass_locks.forget(&owner);
+    Ok(Action::await_change())
+}

@@ -1,0 +1,201 @@
+//! Unit tests of the WeaveCloud controller: pure parts, and reconciles against a scripted
+//! fake API server.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::Deployment;
+
+use super::agents::{drifted, has_desired_changes};
+use super::*;
+use crate::apply::changeset::{Change, ChangeSet};
+
+fn cm(name: &str) -> crate::api::ObjectRef {
+    crate::api::ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: "weave".into(),
+        name: name.into(),
+    }
+}
+
+fn change(name: &str, action: ChangeAction, reason: Option<&str>) -> Change {
+    Change {
+        object: cm(name),
+        owner: Owner::Resource {
+            kind: "WeaveCloud".into(),
+            namespace: "weave".into(),
+            name: "wc".into(),
+        },
+        action,
+        reason: reason.map(str::to_string),
+    }
+}
+
+#[test]
+fn drift_is_an_edited_field_or_a_deleted_child_not_a_spec_change() {
+    let inventory: BTreeSet<_> = [cm("a"), cm("b")].into();
+    let changes = ChangeSet {
+        entries: vec![
+            change("a", ChangeAction::Configured, Some("drifted: data.k")),
+            change("b", ChangeAction::Created, None),
+            change("c", ChangeAction::Unchanged, None),
+        ],
+    };
+    assert_eq!(
+        drifted(&changes, &inventory),
+        vec![
+            "ConfigMap/weave/a (drifted: data.k)".to_string(),
+            "ConfigMap/weave/b (deleted)".to_string()
+        ]
+    );
+    assert!(!has_desired_changes(&changes, &inventory));
+    let spec_change = ChangeSet {
+        entries: vec![
+            change("a", ChangeAction::Configured, Some("changed")),
+            change("new", ChangeAction::Created, None),
+        ],
+    };
+    assert!(drifted(&spec_change, &inventory).is_empty());
+    assert!(has_desired_changes(&spec_change, &inventory));
+}
+
+#[test]
+fn children_map_to_their_weavecloud_by_annotation() {
+    let mut d = Deployment::default();
+    d.metadata.annotations = Some(
+        [(
+            OWNER_REF_ANNOTATION.to_string(),
+            "WeaveCloud/weave/wc".to_string(),
+        )]
+        .into(),
+    );
+    let r = owner_ref_of(&d).unwrap();
+    assert_eq!(r.name, "wc");
+    assert_eq!(r.namespace.as_deref(), Some("weave"));
+    d.metadata.annotations =
+        Some([(OWNER_REF_ANNOTATION.to_string(), "root/weft".to_string())].into());
+    assert!(owner_ref_of(&d).is_none());
+}
+
+mod against_a_fake_api_server {
+    use http::Method;
+    use serde_json::json;
+
+    use super::super::*;
+    use crate::daemon::fixtures::{mock_client, Expect, Scenario};
+    use crate::daemon::state::DaemonState;
+    use crate::daemon::status::DaemonStatus;
+    use crate::pass::agents::cache_configmap_name;
+
+    fn weavecloud() -> WeaveCloud {
+        serde_json::from_value(json!({
+            "apiVersion": "cloud.weave.works/v1beta1",
+            "kind": "WeaveCloud",
+            "metadata": {
+                "name": "wc",
+                "namespace": "weave",
+                "uid": "0000-wc",
+                "generation": 2,
+                "finalizers": [FINALIZER],
+            },
+            "spec": {
+                "general": {
+                    "environment": "generic",
+                    "tokenSecretRef": {"name": "weave-cloud", "key": "token"},
+                },
+            },
+        }))
+        .expect("a WeaveCloud")
+    }
+
+    #[tokio::test]
+    async fn a_missing_token_is_ready_false_token_missing_and_nothing_is_applied() {
+        let (client, api) = mock_client();
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        let ctx = Arc::new(Context::new(
+            state.clone(),
+            PassOptions::default(),
+            crate::daemon::state::Shutdown::never(),
+        ));
+        let status_path = "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds/wc/status";
+        let server = api.run(
+            Scenario::new()
+                // The active bundle: none cached, the built-in one.
+                .then(Expect::not_found(format!(
+                    "/api/v1/namespaces/weft-system/configmaps/{}",
+                    cache_configmap_name("weave", "wc")
+                )))
+                .then(Expect::not_found(
+                    "/api/v1/namespaces/weave/secrets/weave-cloud",
+                ))
+                .then(Expect::event("weave"))
+                .then(Expect::with(Method::PATCH, status_path, |seen| {
+                    let status = &seen.body["status"];
+                    let fields: Vec<&String> =
+                        status.as_object().expect("a status").keys().collect();
+                    assert_eq!(fields, ["conditions", "flux", "observedGeneration"]);
+                    let ready = status["conditions"]
+                        .as_array()
+                        .expect("conditions")
+                        .iter()
+                        .find(|c| c["type"] == "Ready")
+                        .expect("a Ready condition");
+                    assert_eq!(ready["status"], "False");
+                    assert_eq!(ready["reason"], TOKEN_MISSING);
+                    assert_eq!(ready["observedGeneration"], 2);
+                    let stalled = status["conditions"]
+                        .as_array()
+                        .expect("conditions")
+                        .iter()
+                        .find(|c| c["type"] == "Stalled")
+                        .expect("a Stalled condition");
+                    assert_eq!(stalled["status"], "True");
+                    json!(weavecloud())
+                })),
+        );
+        let action = reconcile(Arc::new(weavecloud()), ctx)
+            .await
+            .expect("the reconcile itself succeeds");
+        assert_eq!(action, Action::requeue(Duration::from_secs(60)));
+        // No discovery, no apply, no prune: the scenario has no such call.
+        server
+            .await
+            .expect("the API server saw exactly the expected calls");
+        let shown = state.status_snapshot();
+        let entry = &shown.owners["WeaveCloud/weave/wc"];
+        assert_eq!(entry.ready, "False");
+        assert_eq!(entry.reason, TOKEN_MISSING);
+    }
+
+    #[tokio::test]
+    async fn a_new_weavecloud_gets_the_finalizer_first_and_nothing_else() {
+        let (client, api) = mock_client();
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        let ctx = Arc::new(Context::new(
+            state,
+            PassOptions::default(),
+            crate::daemon::state::Shutdown::never(),
+        ));
+        let mut wc = weavecloud();
+        wc.metadata.finalizers = None;
+        let server = api.run(Scenario::new().then(Expect::with(
+            Method::PATCH,
+            "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds/wc",
+            |seen| {
+                let ops = seen.body.as_array().expect("a JSON patch");
+                assert!(
+                    ops.iter().any(|op| op["op"] == "add"
+                        && op["path"] == "/metadata/finalizers"
+                        && op["value"] == json!([FINALIZER])),
+                    "{ops:?}"
+                );
+                let mut done = weavecloud();
+                done.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+                json!(done)
+            },
+        )));
+        let action = reconcile(Arc::new(wc), ctx).await.expect("reconcile");
+        assert_eq!(action, Action::await_change());
+        server.await.expect("only the finalizer patch");
+    }
+}
