@@ -65,7 +65,7 @@ pub enum WeaveCloudError {
     Prune {
         weavecloud: String,
         #[source]
-        source: SyncError,
+        source: Box<SyncError>,
     },
     #[error("the daemon is stopping; the reconcile was abandoned")]
     Abandoned,
@@ -393,7 +393,7 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
     if let Some(source) = error {
         return Err(WeaveCloudError::Prune {
             weavecloud: reference(wc),
-            source,
+            source: Box::new(source),
         });
     }
     for c in changes
