@@ -452,8 +452,8 @@ fn weft(args: &[&str], dir: &Path) -> (i32, String, String) {
     )
 }
 
-#[test]
-fn an_unresolved_placeholder_names_chart_file_line_and_path() {
+/// A config repository whose local chart has a placeholder without value or default.
+fn repo_with_unresolved_placeholder() -> tempfile::TempDir {
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("repo");
     std::fs::create_dir_all(config.join("charts/cache/templates")).unwrap();
@@ -477,16 +477,33 @@ fn an_unresolved_placeholder_names_chart_file_line_and_path() {
         "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: cache, namespace: default}\nspec:\n  release: cache\n  namespace: demo\n  source: {type: local, location: charts/cache}\n",
     )
     .unwrap();
+    work
+}
+
+const UNRESOLVED_PLACEHOLDER: &str = "charts/cache/templates/pod.yaml:8:7: ArmadaChart `default/cache`: unresolved placeholder `${image.tag}`: no value at `image.tag` and no default";
+
+#[test]
+fn an_unresolved_placeholder_names_chart_file_line_and_path() {
+    let work = repo_with_unresolved_placeholder();
     let (code, stdout, stderr) = weft(&["render", "repo"], work.path());
     assert_ne!(code, 0, "stdout: {stdout}");
     assert!(
         stdout.is_empty(),
         "nothing is printed when a chart fails: {stdout}"
     );
+    assert!(stderr.contains(UNRESOLVED_PLACEHOLDER), "{stderr}");
+}
+
+#[test]
+fn validate_fails_on_what_only_the_render_finds() {
+    let work = repo_with_unresolved_placeholder();
+    let (code, stdout, stderr) = weft(&["validate", "repo"], work.path());
+    assert_eq!(code, 1, "stdout: {stdout}\nstderr: {stderr}");
     assert!(
-        stderr.contains("charts/cache/templates/pod.yaml:8:7: ArmadaChart `default/cache`: unresolved placeholder `${image.tag}`: no value at `image.tag` and no default"),
-        "{stderr}"
+        !stdout.contains("no errors"),
+        "validate does not say ok: {stdout}"
     );
+    assert!(stderr.contains(UNRESOLVED_PLACEHOLDER), "{stderr}");
 }
 
 #[test]
