@@ -12,7 +12,7 @@ use kube::Client;
 
 use crate::apply::calls::{self, CallCounts};
 use crate::pass::PassOptions;
-use crate::source::credentials::{self, Credentials};
+use crate::source::git::auth::{self as credentials, Credentials};
 use crate::source::{self, Snapshot, SnapshotLimits};
 
 /// Where the desired state comes from: `PATH`, `--repo`, `--ref`, `--path`.

@@ -11,7 +11,7 @@ use clap::Args;
 use super::args::{ApplyArgs, ClusterArgs, RepoArgs};
 use crate::daemon::leader;
 use crate::daemon::run::{self as wiring, RunConfig};
-use crate::source::credentials::Credentials;
+use crate::source::git::auth::Credentials;
 
 /// The flags of `weft run`.
 #[derive(Args, Debug, Clone)]

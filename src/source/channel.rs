@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::credentials::redact_url_passwords;
+use super::git::auth::redact_url_passwords;
 use super::git::{GitError, GitRef, GitSource, GitSourceSpec};
 use super::{Snapshot, SnapshotLimits};
 

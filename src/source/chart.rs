@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::credentials::Credentials;
+use super::git::auth::Credentials;
 use super::git::{self, GitError, GitRef, GitSource, GitSourceSpec};
 use super::{Snapshot, SnapshotLimits};
 use crate::api::armada::{ChartSource, SourceType};
