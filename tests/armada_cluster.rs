@@ -28,7 +28,8 @@ fn examples_objects() -> Vec<DesiredObject> {
         weft::load::load(std::sync::Arc::new(snapshot)).unwrap_or_else(|e| panic!("{e}"));
     let cache = tempfile::tempdir().unwrap();
     let sources = chart_source::resolve(
-        &repo,
+        &repo.armada.chart_requests(),
+        &repo.snapshot,
         &dir.display().to_string(),
         &ChartCache::new(cache.path()),
     )

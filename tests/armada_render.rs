@@ -31,9 +31,23 @@ fn load_snapshot(snapshot: Snapshot) -> LoadedRepo {
     }
 }
 
+/// The source stage for the charts of `repo`, as a pass runs it.
+fn resolve(
+    repo: &LoadedRepo,
+    location: &str,
+    cache: &ChartCache,
+) -> Result<chart::ChartSources, chart::ChartSourceError> {
+    chart::resolve(
+        &repo.armada.chart_requests(),
+        &repo.snapshot,
+        location,
+        cache,
+    )
+}
+
 fn render_with(repo: &LoadedRepo, location: &Path, cache: &ChartCache) -> Vec<DesiredObject> {
-    let sources = chart::resolve(repo, &location.display().to_string(), cache)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let sources =
+        resolve(repo, &location.display().to_string(), cache).unwrap_or_else(|e| panic!("{e}"));
     render::render_all_with_charts(repo, &sources, &RenderOptions::default())
         .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -272,8 +286,8 @@ fn git_chart_source_from_a_real_repository_next_to_the_config_repository() {
     let repo = load_snapshot(local::read_dir(&config, SnapshotLimits::default()).unwrap());
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = ChartCache::new(cache_dir.path());
-    let sources = chart::resolve(&repo, &config.display().to_string(), &cache)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let sources =
+        resolve(&repo, &config.display().to_string(), &cache).unwrap_or_else(|e| panic!("{e}"));
     let redis = sources
         .by_chart
         .iter()
@@ -301,7 +315,7 @@ fn git_chart_source_from_a_real_repository_next_to_the_config_repository() {
     );
 
     // A second pass with the same cache reuses the fetched repository.
-    let again = chart::resolve(&repo, &config.display().to_string(), &cache).unwrap();
+    let again = resolve(&repo, &config.display().to_string(), &cache).unwrap();
     assert_eq!(again, sources);
 
     // A reference that does not exist is an error naming the chart and where its source is.
@@ -313,7 +327,7 @@ fn git_chart_source_from_a_real_repository_next_to_the_config_repository() {
         .find(|c| c.resource.metadata.name.as_deref() == Some("redis"))
         .unwrap();
     redis_chart.resource.spec.source.reference = Some("no-such-branch".into());
-    let err = chart::resolve(
+    let err = resolve(
         &broken,
         &config.display().to_string(),
         &ChartCache::new(cache_dir.path().join("other")),
@@ -383,7 +397,7 @@ fn tar_chart_source_over_http_with_digest_pinning_and_cache() {
     let cache = ChartCache::new(cache_dir.path());
 
     let repo = repo_with_tar_chart(&url, None);
-    let sources = chart::resolve(&repo, "/nowhere", &cache).unwrap_or_else(|e| panic!("{e}"));
+    let sources = resolve(&repo, "/nowhere", &cache).unwrap_or_else(|e| panic!("{e}"));
     let files = sources.by_chart.values().next().unwrap();
     assert_eq!(
         files.revision.as_deref(),
@@ -405,7 +419,7 @@ fn tar_chart_source_over_http_with_digest_pinning_and_cache() {
 
     // Pinned to the digest it has: served from the cache, no download.
     let pinned = repo_with_tar_chart(&url, Some(&format!("sha256:{digest}")));
-    chart::resolve(&pinned, "/nowhere", &cache).unwrap();
+    resolve(&pinned, "/nowhere", &cache).unwrap();
     assert_eq!(
         hits.load(Ordering::SeqCst),
         1,
@@ -414,7 +428,7 @@ fn tar_chart_source_over_http_with_digest_pinning_and_cache() {
 
     // Pinned to another digest: refused, naming both digests.
     let wrong = format!("sha256:{}", "0".repeat(64));
-    let err = chart::resolve(&repo_with_tar_chart(&url, Some(&wrong)), "/nowhere", &cache)
+    let err = resolve(&repo_with_tar_chart(&url, Some(&wrong)), "/nowhere", &cache)
         .unwrap_err()
         .to_string();
     assert!(
@@ -433,7 +447,7 @@ fn tar_archives_over_the_size_limit_are_refused() {
         max_archive_bytes: 100,
         ..Default::default()
     });
-    let err = chart::resolve(&repo_with_tar_chart(&url, None), "/nowhere", &cache)
+    let err = resolve(&repo_with_tar_chart(&url, None), "/nowhere", &cache)
         .unwrap_err()
         .to_string();
     assert!(err.contains("is larger than 100 bytes"), "{err}");
@@ -452,8 +466,8 @@ fn weft(args: &[&str], dir: &Path) -> (i32, String, String) {
     )
 }
 
-#[test]
-fn an_unresolved_placeholder_names_chart_file_line_and_path() {
+/// A config repository whose local chart has a placeholder without value or default.
+fn repo_with_unresolved_placeholder() -> tempfile::TempDir {
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("repo");
     std::fs::create_dir_all(config.join("charts/cache/templates")).unwrap();
@@ -477,16 +491,33 @@ fn an_unresolved_placeholder_names_chart_file_line_and_path() {
         "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: cache, namespace: default}\nspec:\n  release: cache\n  namespace: demo\n  source: {type: local, location: charts/cache}\n",
     )
     .unwrap();
+    work
+}
+
+const UNRESOLVED_PLACEHOLDER: &str = "charts/cache/templates/pod.yaml:8:7: ArmadaChart `default/cache`: unresolved placeholder `${image.tag}`: no value at `image.tag` and no default";
+
+#[test]
+fn an_unresolved_placeholder_names_chart_file_line_and_path() {
+    let work = repo_with_unresolved_placeholder();
     let (code, stdout, stderr) = weft(&["render", "repo"], work.path());
     assert_ne!(code, 0, "stdout: {stdout}");
     assert!(
         stdout.is_empty(),
         "nothing is printed when a chart fails: {stdout}"
     );
+    assert!(stderr.contains(UNRESOLVED_PLACEHOLDER), "{stderr}");
+}
+
+#[test]
+fn validate_fails_on_what_only_the_render_finds() {
+    let work = repo_with_unresolved_placeholder();
+    let (code, stdout, stderr) = weft(&["validate", "repo"], work.path());
+    assert_eq!(code, 1, "stdout: {stdout}\nstderr: {stderr}");
     assert!(
-        stderr.contains("charts/cache/templates/pod.yaml:8:7: ArmadaChart `default/cache`: unresolved placeholder `${image.tag}`: no value at `image.tag` and no default"),
-        "{stderr}"
+        !stdout.contains("no errors"),
+        "validate does not say ok: {stdout}"
     );
+    assert!(stderr.contains(UNRESOLVED_PLACEHOLDER), "{stderr}");
 }
 
 #[test]
@@ -515,7 +546,7 @@ fn a_missing_sibling_chart_repository_is_named() {
     copy_dir(&root().join("examples-repo"), &config);
     let repo = load_snapshot(local::read_dir(&config, SnapshotLimits::default()).unwrap());
     let cache_dir = tempfile::tempdir().unwrap();
-    let err = chart::resolve(
+    let err = resolve(
         &repo,
         &config.display().to_string(),
         &ChartCache::new(cache_dir.path()),

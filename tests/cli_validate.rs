@@ -176,3 +176,49 @@ fn chart_directories_are_not_loaded_as_manifests() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("ok: 1 documents"), "{out}");
 }
+
+/// Logs written to a pipe (a log collector, a CI job) carry no colour escapes: `weft render
+/// --repo file://…` logs its git fetch at info level, with stderr a pipe.
+#[test]
+fn logs_to_a_pipe_have_no_colour_escapes() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let repo_dir = work.path().join("config");
+    std::fs::create_dir_all(&repo_dir).expect("mkdir");
+    let kebab = GOOD_WC.replace("tokenSecretRef", "token-secret-ref");
+    std::fs::write(repo_dir.join("wc.yaml"), kebab).expect("write");
+    let repo = git2::Repository::init(&repo_dir).expect("git init");
+    let mut index = repo.index().expect("index");
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .expect("add");
+    let tree = repo
+        .find_tree(index.write_tree().expect("write tree"))
+        .expect("tree");
+    let sig = git2::Signature::now("test", "test@example.com").expect("signature");
+    repo.commit(Some("refs/heads/main"), &sig, &sig, "config", &tree, &[])
+        .expect("commit");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["render", "--repo"])
+        .arg(format!("file://{}", repo_dir.display()))
+        .env("XDG_CACHE_HOME", work.path().join("cache"))
+        .env_remove("WEFT_GIT_CREDENTIALS_DIR")
+        .env_remove("WEFT_LOG")
+        .env_remove("WEFT_LOG_FORMAT")
+        .output()
+        .expect("weft runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("INFO") && stderr.contains("git: fetched new revision"),
+        "the fetch is logged: {stderr}"
+    );
+    assert!(
+        stderr.contains("wc.yaml:9:5: warning: `token-secret-ref`"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("\x1b["),
+        "no ANSI escapes on a pipe: {stderr:?}"
+    );
+}

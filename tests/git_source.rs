@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use support::git_servers::{
     git, GitDaemon, HttpAuth, HttpGitServer, RepoHost, SshServer, WorkTree,
 };
-use weft::source::credentials::{Credentials, SecretValue};
+use weft::source::git::auth::{Credentials, SecretValue};
 use weft::source::git::{FetchOutcome, GitError, GitRef, GitSource, GitSourceSpec, HistoryRewrite};
 use weft::source::{Snapshot, SnapshotLimits};
 
@@ -910,13 +910,13 @@ async fn credentials_from_a_kubernetes_secret() {
         .create(&Default::default(), &secret)
         .await
         .unwrap();
-    let creds = weft::source::credentials::from_kube_secret(ns.client(), ns.name(), "git-creds")
+    let creds = weft::source::git::auth::from_kube_secret(ns.client(), ns.name(), "git-creds")
         .await
         .unwrap();
     assert_eq!(creds.username.as_deref(), Some("carol"));
     assert_eq!(creds.password.as_ref().unwrap().expose(), "pa55-word");
 
-    let err = weft::source::credentials::from_kube_secret(ns.client(), ns.name(), "absent")
+    let err = weft::source::git::auth::from_kube_secret(ns.client(), ns.name(), "absent")
         .await
         .unwrap_err();
     assert!(

@@ -52,6 +52,19 @@ impl std::fmt::Display for ObjectRef {
     }
 }
 
+/// `namespace/name` of a namespaced resource (an ArmadaChart, a group, a manifest).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResourceKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ResourceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
 /// Every CRD Weft defines, in the order `weft crds` prints them.
 pub fn crds(
 ) -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>

@@ -15,6 +15,7 @@ use super::{crd_schema, Diagnostics, Origin, RawDoc};
 use crate::api::armada::{
     overlays_of, ArmadaChart, ArmadaChartGroup, ArmadaManifest, SourceType, API_VERSION,
 };
+use crate::source::chart::ChartRequest;
 
 /// The Armada API group and version.
 pub const ARMADA_API_VERSION: &str = API_VERSION;
@@ -54,18 +55,7 @@ impl<T> Loaded<T> {
     }
 }
 
-/// `namespace/name` of a resource.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ResourceKey {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl std::fmt::Display for ResourceKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
+pub use crate::api::ResourceKey;
 
 fn key_of(meta: &kube::api::ObjectMeta) -> ResourceKey {
     ResourceKey {
@@ -95,6 +85,18 @@ impl ArmadaDocs {
             c.resource.metadata.namespace.as_deref() == Some(namespace)
                 && c.resource.metadata.name.as_deref() == Some(name)
         })
+    }
+    /// What the source stage needs to fetch every chart's files: its key, where its `source`
+    /// is written, and the source.
+    pub fn chart_requests(&self) -> Vec<ChartRequest> {
+        self.charts
+            .iter()
+            .map(|c| ChartRequest {
+                chart: key_of(&c.resource.metadata),
+                origin: c.origin_of("/source").to_string(),
+                source: c.resource.spec.source.clone(),
+            })
+            .collect()
     }
     /// Index of a chart by key.
     pub fn chart_index(&self, key: &ResourceKey) -> Option<usize> {

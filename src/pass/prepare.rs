@@ -93,14 +93,15 @@ pub async fn resolve_charts(
     if repo.armada.charts.is_empty() {
         return Ok(ChartSources::default());
     }
-    let repo = repo.clone();
+    let charts = repo.armada.chart_requests();
+    let snapshot = repo.snapshot.clone();
     let location = opts.repo_location.clone();
     let cache_dir = opts
         .chart_cache_dir
         .clone()
         .unwrap_or_else(ChartCache::default_dir);
     tokio::task::spawn_blocking(move || {
-        chart::resolve(&repo, &location, &ChartCache::new(cache_dir))
+        chart::resolve(&charts, &snapshot, &location, &ChartCache::new(cache_dir))
     })
     .await
     .map_err(|e| PassError::Render(RenderError::Other(format!("chart fetch panicked: {e}"))))?

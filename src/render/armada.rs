@@ -230,7 +230,7 @@ fn files_of(
         return Ok(files.clone());
     }
     match chart.resource.spec.source.type_ {
-        SourceType::Local => local_files(snapshot, &chart.resource).map_err(|e| RenderError::At {
+        SourceType::Local => local_files(snapshot, &chart.resource.spec.source).map_err(|e| RenderError::At {
             origin: chart.origin_of("/source"),
             message: format!("ArmadaChart `{key}`: {e}"),
         }),

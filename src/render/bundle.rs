@@ -25,8 +25,8 @@ use crate::load::yaml::{parse_documents, Pos, YamlLimits};
 pub const INDEX_FILE: &str = "bundle.yaml";
 
 /// Largest file a bundle may hold: agent manifests are a few kilobytes; anything much bigger
-/// is not a bundle.
-pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+/// is not a bundle. Defined by the source stage, which unpacks fetched bundles with that limit.
+pub use crate::source::channel::MAX_BUNDLE_FILE_BYTES as MAX_FILE_BYTES;
 
 /// Kinds that have no namespace. The renderer makes their names unique per WeaveCloud.
 pub const CLUSTER_SCOPED_KINDS: &[&str] = &[

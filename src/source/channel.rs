@@ -13,7 +13,7 @@
 //! source). A bundle is a `.tar.gz` of a directory laid out like `agents/`; it is downloaded with a
 //! size limit, its sha256 is checked against the channel (a mismatch is refused), and it is
 //! unpacked in memory with limits on entries and sizes, refusing links and any path that would
-//! leave the bundle. The result is the file map [`crate::render::bundle::Bundle::from_files`] parses.
+//! leave the bundle. The result is a file map, which the render stage parses into a bundle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -24,9 +24,13 @@ use std::time::Duration;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::credentials::redact_url_passwords;
+use super::git::auth::redact_url_passwords;
 use super::git::{GitError, GitRef, GitSource, GitSourceSpec};
 use super::{Snapshot, SnapshotLimits};
+
+/// Largest file a bundle may hold, in bytes: the unpacking here and the bundle parser of the
+/// render stage (for bundles from anywhere, the built-in one included) both enforce it.
+pub const MAX_BUNDLE_FILE_BYTES: usize = 1024 * 1024;
 
 /// The channel file read from a git repository when the URL names none.
 pub const DEFAULT_CHANNEL_FILE: &str = "channel.yaml";
@@ -52,7 +56,7 @@ impl Default for ChannelLimits {
             max_index_bytes: 1024 * 1024,
             max_archive_bytes: 16 * 1024 * 1024,
             max_entries: 1000,
-            max_file_bytes: crate::render::bundle::MAX_FILE_BYTES as u64,
+            max_file_bytes: MAX_BUNDLE_FILE_BYTES as u64,
             max_unpacked_bytes: 32 * 1024 * 1024,
         }
     }

@@ -25,12 +25,11 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::credentials::Credentials;
+use super::git::auth::Credentials;
 use super::git::{self, GitError, GitRef, GitSource, GitSourceSpec};
 use super::{Snapshot, SnapshotLimits};
-use crate::api::armada::{ArmadaChart, SourceType};
-use crate::load::armada::{Loaded, ResourceKey};
-use crate::load::{LoadedRepo, Origin};
+use crate::api::armada::{ChartSource, SourceType};
+use crate::api::ResourceKey;
 
 /// The files of one chart directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +52,18 @@ impl ChartFiles {
             format!("{}/{path}", self.root)
         }
     }
+}
+
+/// One chart whose files the source stage fetches: plain data, built by the caller from what it
+/// loaded (see `load::armada::ArmadaDocs::chart_requests`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChartRequest {
+    /// The ArmadaChart's namespace/name.
+    pub chart: ResourceKey,
+    /// Where its `source` is written (`file:line:col`), for errors.
+    pub origin: String,
+    /// Its `spec.source`.
+    pub source: ChartSource,
 }
 
 /// The resolved files of every chart of a repository, by ArmadaChart namespace/name.
@@ -143,7 +154,8 @@ impl ChartCache {
 #[derive(Debug, thiserror::Error)]
 #[error("{origin}: ArmadaChart `{chart}`: {reason}")]
 pub struct ChartSourceError {
-    pub origin: Origin,
+    /// `file:line:col` of the chart's `source`.
+    pub origin: String,
     pub chart: ResourceKey,
     pub reason: Box<SourceFailure>,
 }
@@ -199,41 +211,30 @@ pub enum SourceFailure {
     Cache { path: PathBuf, message: String },
 }
 
-/// Resolve the source of every chart of `repo`. `repo_location` is where the config repository
-/// came from (a URL or a directory): relative git locations resolve against it.
+/// Resolve the source of every chart in `charts`. Local sources are read from `snapshot` (the
+/// config repository); `repo_location` is where that repository came from (a URL or a
+/// directory): relative git locations resolve against it.
 pub fn resolve(
-    repo: &LoadedRepo,
+    charts: &[ChartRequest],
+    snapshot: &Snapshot,
     repo_location: &str,
     cache: &ChartCache,
 ) -> Result<ChartSources, ChartSourceError> {
     let mut out = ChartSources::default();
-    for chart in &repo.armada.charts {
-        let key = chart_key(chart);
+    for chart in charts {
         let fail = |reason: SourceFailure| ChartSourceError {
-            origin: chart.origin_of("/source"),
-            chart: key.clone(),
+            origin: chart.origin.clone(),
+            chart: chart.chart.clone(),
             reason: Box::new(reason),
         };
-        let files = match chart.resource.spec.source.type_ {
-            SourceType::Local => local_files(&repo.snapshot, &chart.resource).map_err(fail)?,
-            SourceType::Git => git_files(&chart.resource, repo_location, cache).map_err(fail)?,
-            SourceType::Tar => tar_files(&chart.resource, cache).map_err(fail)?,
+        let files = match chart.source.type_ {
+            SourceType::Local => local_files(snapshot, &chart.source).map_err(fail)?,
+            SourceType::Git => git_files(&chart.source, repo_location, cache).map_err(fail)?,
+            SourceType::Tar => tar_files(&chart.source, cache).map_err(fail)?,
         };
-        out.by_chart.insert(key, Arc::new(files));
+        out.by_chart.insert(chart.chart.clone(), Arc::new(files));
     }
     Ok(out)
-}
-
-fn chart_key(chart: &Loaded<ArmadaChart>) -> ResourceKey {
-    ResourceKey {
-        namespace: chart
-            .resource
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_default(),
-        name: chart.resource.metadata.name.clone().unwrap_or_default(),
-    }
 }
 
 /// `a/./b/` → `a/b`; refuses absolute paths and `..`.
@@ -283,8 +284,7 @@ fn subtree(snapshot: &Snapshot, dir: &str) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// The files of a `local` chart: `location`/`subpath` of the config repository. Pure.
-pub fn local_files(snapshot: &Snapshot, chart: &ArmadaChart) -> Result<ChartFiles, SourceFailure> {
-    let source = &chart.spec.source;
+pub fn local_files(snapshot: &Snapshot, source: &ChartSource) -> Result<ChartFiles, SourceFailure> {
     let dir = join(
         &clean_relative(&source.location)?,
         &clean_relative(source.subpath.as_deref().unwrap_or(""))?,
@@ -309,11 +309,10 @@ fn is_git_repository(dir: &Path) -> bool {
 }
 
 fn git_files(
-    chart: &ArmadaChart,
+    source: &ChartSource,
     repo_location: &str,
     cache: &ChartCache,
 ) -> Result<ChartFiles, SourceFailure> {
-    let source = &chart.spec.source;
     let subpath = clean_relative(source.subpath.as_deref().unwrap_or(""))?;
     let url = git::resolve_relative_location(repo_location, &source.location)?;
     let local = Path::new(&url);
@@ -399,8 +398,7 @@ fn git_files(
     })
 }
 
-fn tar_files(chart: &ArmadaChart, cache: &ChartCache) -> Result<ChartFiles, SourceFailure> {
-    let source = &chart.spec.source;
+fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, SourceFailure> {
     let url = source.location.clone();
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         return Err(SourceFailure::NotHttp { url });
@@ -707,20 +705,18 @@ mod tests {
             .insert("charts/web/templates/a.yaml".into(), b"a: 1".to_vec());
         snap.files
             .insert("charts/webapp/Chart.yaml".into(), b"name: webapp".to_vec());
-        let chart: ArmadaChart = serde_json::from_value(serde_json::json!({
-            "apiVersion": "armada.airshipit.org/v1alpha1", "kind": "ArmadaChart",
-            "metadata": {"name": "web", "namespace": "default"},
-            "spec": {"release": "web", "namespace": "demo", "source": {"type": "local", "location": "./charts", "subpath": "web"}}
-        }))
+        let source: ChartSource = serde_json::from_value(
+            serde_json::json!({"type": "local", "location": "./charts", "subpath": "web"}),
+        )
         .unwrap();
-        let files = local_files(&snap, &chart).unwrap();
+        let files = local_files(&snap, &source).unwrap();
         assert_eq!(files.root, "charts/web");
         assert_eq!(
             files.files.keys().collect::<Vec<_>>(),
             vec!["Chart.yaml", "templates/a.yaml"]
         );
-        let mut missing = chart.clone();
-        missing.spec.source.subpath = Some("api".into());
+        let mut missing = source.clone();
+        missing.subpath = Some("api".into());
         assert_eq!(
             local_files(&snap, &missing).unwrap_err().to_string(),
             "source directory `charts/api` does not exist in the config repository"

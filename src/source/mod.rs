@@ -3,9 +3,11 @@
 
 pub mod channel;
 pub mod chart;
-pub mod credentials;
 pub mod git;
 pub mod local;
+
+/// The git credentials, at the path they had before the git source was split up.
+pub use git::auth as credentials;
 
 use std::collections::BTreeMap;
 

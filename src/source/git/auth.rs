@@ -1,14 +1,20 @@
+//! Authentication of the git source (`source::credentials` is this module too).
+//!
 //! Credentials for the git source: an SSH identity and known_hosts, a username/password, or a
 //! bearer token. They come from files (a mounted Secret, or the CLI's environment) or from a
 //! Kubernetes Secret (`--git-secret NAME`). Secret values never reach a `Debug` output, a log line
 //! or an error message: they are wrapped in [`SecretValue`], and [`Credentials::scrub`] removes
 //! them from any text that came back from libgit2 or a server.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use git2::{CertificateCheckStatus, Cred, CredentialType, RemoteCallbacks};
 use sha2::{Digest, Sha256};
+
+use super::url::RemoteUrl;
 
 /// The keys of a credentials Secret (and the file names in a credentials directory).
 pub const KEY_IDENTITY: &str = "identity";
@@ -498,6 +504,124 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
         }
     }
     Some(out)
+}
+
+/// What happened during authentication of one connection, for the error message.
+#[derive(Default)]
+pub(super) struct AuthState {
+    tried_ssh_key: bool,
+    tried_password: bool,
+    /// Why the server refused us (the callback's own words).
+    pub(super) failure: Option<String>,
+    /// (host, why) of an SSH host key that was not trusted.
+    pub(super) host_key_failure: Option<(String, String)>,
+}
+
+/// The known_hosts text to check SSH host keys against: the credentials', else the user's
+/// `~/.ssh/known_hosts`. Without either, SSH is refused rather than trusting any key.
+fn known_hosts_text(creds: &Credentials) -> Result<String, String> {
+    if let Some(k) = &creds.known_hosts {
+        return Ok(k.clone());
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    match home.map(|h| h.join(".ssh/known_hosts")) {
+        Some(p) if p.is_file() => {
+            std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
+        }
+        _ => Err("no known_hosts configured (set the `known_hosts` credential)".to_string()),
+    }
+}
+
+/// libgit2's callbacks for one connection: credentials (SSH key, then username/password; a
+/// refusal is recorded in `auth` so that the error says what was refused) and the SSH host-key
+/// check against known_hosts (TLS certificates are left to libgit2).
+pub(super) fn remote_callbacks<'a>(
+    creds: &'a Credentials,
+    remote: &'a RemoteUrl,
+    auth: &'a RefCell<AuthState>,
+) -> RemoteCallbacks<'a> {
+    let mut cb = RemoteCallbacks::new();
+    // With a progress callback libgit2 also counts received bytes (see TransferStats).
+    cb.transfer_progress(|_| true);
+    cb.credentials(move |_url, username_from_url, allowed| {
+        let mut state = auth.borrow_mut();
+        let user = username_from_url
+            .map(str::to_string)
+            .or_else(|| remote.username.clone())
+            .or_else(|| creds.username.clone());
+        if allowed.contains(CredentialType::USERNAME) {
+            return Cred::username(user.as_deref().unwrap_or("git"));
+        }
+        if allowed.contains(CredentialType::SSH_KEY) && !state.tried_ssh_key {
+            state.tried_ssh_key = true;
+            if let Some(key) = &creds.identity {
+                return Cred::ssh_key_from_memory(
+                    user.as_deref().unwrap_or("git"),
+                    None,
+                    key.expose(),
+                    None,
+                );
+            }
+        }
+        let password = remote.password.as_ref().or(creds.password.as_ref());
+        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) && !state.tried_password {
+            state.tried_password = true;
+            if let (Some(u), Some(p)) = (user.as_deref(), password) {
+                return Cred::userpass_plaintext(u, p.expose());
+            }
+        }
+        // Nothing (more) to offer: the server refused what we sent, or we have nothing.
+        let message = if state.tried_ssh_key && creds.identity.is_some() {
+            "the server refused the SSH key (identity)".to_string()
+        } else if state.tried_password && password.is_some() {
+            "the server refused the username/password".to_string()
+        } else if allowed.contains(CredentialType::SSH_KEY) {
+            "the server wants an SSH key and no identity is configured".to_string()
+        } else if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
+            if creds.bearer_token.is_some() {
+                "the server refused the bearer token".to_string()
+            } else {
+                "the server wants a username and password and none are configured".to_string()
+            }
+        } else {
+            "no supported authentication method".to_string()
+        };
+        state.failure = Some(message.clone());
+        Err(git2::Error::from_str(&message))
+    });
+    cb.certificate_check(move |cert, host| {
+        let Some(hostkey) = cert.as_hostkey() else {
+            // TLS: libgit2's own verification against the system trust store.
+            return Ok(CertificateCheckStatus::CertificatePassthrough);
+        };
+        let port = remote.port.unwrap_or(22);
+        let fail = |message: String| {
+            auth.borrow_mut().host_key_failure = Some((host.to_string(), message.clone()));
+            Err(git2::Error::from_str(&format!("SSH host key of {host} not trusted: {message}")))
+        };
+        let known = match known_hosts_text(creds) {
+            Ok(text) => text,
+            Err(message) => return fail(message),
+        };
+        let known = match KnownHosts::parse(&known) {
+            Ok(k) => k,
+            Err(e) => return fail(e.to_string()),
+        };
+        let key_type = hostkey.hostkey_type().map(|t| t.name()).unwrap_or("unknown");
+        match known.check(host, port, hostkey.hostkey(), hostkey.hash_sha256().map(|h| h.as_slice())) {
+            HostKeyCheck::Trusted => Ok(CertificateCheckStatus::CertificateOk),
+            HostKeyCheck::Revoked => fail(format!("its {key_type} key is marked @revoked in known_hosts")),
+            HostKeyCheck::Mismatch => fail(format!(
+                "it presented a {key_type} key that does not match known_hosts (known key types: {}); possible man in the middle",
+                known.key_types_for(host, port).join(", ")
+            )),
+            HostKeyCheck::UnknownHost => fail(format!(
+                "no known_hosts entry for {}",
+                if port == 22 { host.to_string() } else { format!("[{host}]:{port}") }
+            )),
+        }
+    });
+    cb
 }
 
 #[cfg(test)]

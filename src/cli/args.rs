@@ -1,0 +1,170 @@
+//! The flag groups shared by several commands, each defined once (as carvel kapp's
+//! `*_flags.go`): where the repository is ([`RepoArgs`]), which cluster ([`ClusterArgs`]), and how
+//! a pass applies ([`ApplyArgs`]). A command flattens the groups it needs; names, environment
+//! variables and defaults live only here.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use kube::Client;
+
+use crate::apply::calls::{self, CallCounts};
+use crate::pass::PassOptions;
+use crate::source::git::auth::{self as credentials, Credentials};
+use crate::source::{self, Snapshot, SnapshotLimits};
+
+/// Where the desired state comes from: `PATH`, `--repo`, `--ref`, `--path`.
+#[derive(Args, Debug, Clone)]
+pub struct RepoArgs {
+    /// A checkout (directory) of the config repository.
+    #[arg(value_name = "PATH", conflicts_with = "repo")]
+    pub dir: Option<PathBuf>,
+    /// The repository: a git URL or a local directory.
+    #[arg(long, env = "WEFT_REPO")]
+    pub repo: Option<String>,
+    /// Branch, tag or commit SHA.
+    #[arg(long = "ref", env = "WEFT_REF")]
+    pub git_ref: Option<String>,
+    /// Subdirectory of the repository that holds the configuration.
+    #[arg(long, env = "WEFT_PATH")]
+    pub path: Option<String>,
+}
+
+impl RepoArgs {
+    /// The repository as given: `PATH`, else `--repo`.
+    pub fn given(&self) -> Option<String> {
+        self.dir
+            .as_ref()
+            .map(|d| d.display().to_string())
+            .or_else(|| self.repo.clone())
+    }
+
+    /// Where the config repository came from: its URL, or its directory made absolute (relative
+    /// git chart locations resolve against it).
+    pub fn location(&self) -> String {
+        let location = self.given().unwrap_or_default();
+        std::fs::canonicalize(&location)
+            .map(|p| p.display().to_string())
+            .unwrap_or(location)
+    }
+
+    /// Fetch (a git URL) or read (a directory) the snapshot. A git fetch uses `credentials`, or
+    /// without them the CLI's own ([`Credentials::from_env`]).
+    pub fn read_snapshot(&self, credentials: Option<Credentials>) -> anyhow::Result<Snapshot> {
+        if let Some(url) = self
+            .repo
+            .as_deref()
+            .filter(|r| self.dir.is_none() && source::git::is_git_url(r))
+        {
+            let credentials = match credentials {
+                Some(c) => c,
+                None => Credentials::from_env().context("reading git credentials")?,
+            };
+            return Ok(source::git::fetch_snapshot(
+                url,
+                self.git_ref.as_deref(),
+                self.path.as_deref(),
+                credentials,
+            )?);
+        }
+        let dir = match (&self.dir, &self.repo) {
+            (Some(d), _) => d.clone(),
+            (None, Some(r)) => PathBuf::from(r),
+            (None, None) => anyhow::bail!("give a repository: a PATH or --repo URL"),
+        };
+        let snapshot = source::local::read_dir(&dir, SnapshotLimits::default())
+            .with_context(|| format!("reading {}", dir.display()))?;
+        Ok(match &self.path {
+            Some(p) => {
+                source::check_relative_path(p).map_err(anyhow::Error::msg)?;
+                snapshot.subdir(p)
+            }
+            None => snapshot,
+        })
+    }
+}
+
+/// Which cluster, Weft's own namespace there, and the git credentials kept in it.
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Kubeconfig file (default: in-cluster, then `KUBECONFIG`).
+    #[arg(long, env = "WEFT_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context.
+    #[arg(long, env = "WEFT_CONTEXT")]
+    pub context: Option<String>,
+    /// Weft's own namespace (inventories).
+    #[arg(long, env = "WEFT_NAMESPACE", default_value = "weft-system")]
+    pub namespace: String,
+    /// Secret in Weft's namespace with the git credentials (keys `identity`, `known_hosts`,
+    /// `username`, `password`, `bearerToken`). Without it: files in `WEFT_GIT_CREDENTIALS_DIR`.
+    #[arg(long, env = "WEFT_GIT_SECRET")]
+    pub git_secret: Option<String>,
+}
+
+impl ClusterArgs {
+    /// A client of the cluster whose API calls are counted.
+    pub async fn connect(&self) -> anyhow::Result<(Client, CallCounts)> {
+        Ok(calls::connect(self.kubeconfig.as_deref(), self.context.as_deref()).await?)
+    }
+
+    /// The git credentials of `--git-secret` (read from the cluster once), or `None` without it.
+    pub fn secret_credentials(&self) -> anyhow::Result<Option<Credentials>> {
+        let Some(name) = &self.git_secret else {
+            return Ok(None);
+        };
+        let runtime = tokio::runtime::Runtime::new()?;
+        runtime.block_on(async {
+            let (client, _) = self.connect().await?;
+            let creds = credentials::from_kube_secret(client, &self.namespace, name)
+                .await
+                .with_context(|| {
+                    format!(
+                        "reading git credentials from Secret {}/{name}",
+                        self.namespace
+                    )
+                })?;
+            Ok(Some(creds))
+        })
+    }
+}
+
+/// How a pass applies, prunes and waits (`weft sync`, `weft diff`, `weft run`).
+#[derive(Args, Debug, Clone)]
+pub struct ApplyArgs {
+    /// Bound of each readiness wait (`90s`, `5m`).
+    #[arg(long, env = "WEFT_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Largest fraction of an inventory one pass may prune.
+    #[arg(long, env = "WEFT_MAX_PRUNE_FRACTION", default_value_t = 0.5)]
+    pub max_prune_fraction: f64,
+    /// Prune even past --max-prune-fraction.
+    #[arg(long, env = "WEFT_FORCE_PRUNE")]
+    pub force_prune: bool,
+    /// API calls at the same time within a stage.
+    #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = 10)]
+    pub concurrency: usize,
+    /// Name of the sync root, part of every object's owner id. Two Weft installations that sync
+    /// different repositories into one cluster need different names.
+    #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
+    pub root_name: String,
+}
+
+impl ApplyArgs {
+    /// The options of a pass in Weft's namespace `weft_namespace` over the repository at
+    /// `repo_location` (see [`RepoArgs::location`]).
+    pub fn pass_options(&self, weft_namespace: &str, repo_location: String) -> PassOptions {
+        PassOptions {
+            weft_namespace: weft_namespace.to_string(),
+            timeout: self.timeout,
+            max_prune_fraction: self.max_prune_fraction,
+            force_prune: self.force_prune,
+            concurrency: self.concurrency.max(1),
+            root_name: self.root_name.clone(),
+            repo_location,
+            ..PassOptions::default()
+        }
+    }
+}

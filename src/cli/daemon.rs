@@ -1,0 +1,100 @@
+//! `weft run`: the daemon's flags, turned into its configuration. The wiring itself (HTTP server,
+//! leader election, root loop, controllers) is in [`super::run`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::args::{ApplyArgs, ClusterArgs, RepoArgs};
+use super::run::{self as wiring, RunConfig};
+use crate::daemon::leader;
+use crate::source::git::auth::Credentials;
+
+/// The flags of `weft run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub apply: ApplyArgs,
+    /// How often to check the repository for a new revision (`30s`, `1m`, `5m`).
+    #[arg(long, env = "WEFT_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    /// Address of the HTTP API (webhooks, sync, status, health, metrics).
+    #[arg(long, env = "WEFT_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: String,
+    /// File with the bearer token of `POST /api/v1/sync` (without it the endpoint is closed).
+    #[arg(long, env = "WEFT_SYNC_TOKEN_FILE")]
+    pub sync_token_file: Option<PathBuf>,
+    /// File with the shared secret of the webhooks (without it they are closed).
+    #[arg(long, env = "WEFT_WEBHOOK_SECRET_FILE")]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// How long the leader Lease stays valid without renewal (a standby takes over after this).
+    #[arg(long, env = "WEFT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+    /// How long a running pass may go on after SIGTERM before it is abandoned.
+    #[arg(long, env = "WEFT_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+    /// Directory of the git cache (default: `$XDG_CACHE_HOME/weft/git`).
+    #[arg(long, env = "WEFT_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
+    #[arg(long, env = "WEFT_NO_CONTROLLERS")]
+    pub no_controllers: bool,
+}
+
+impl RunArgs {
+    /// The daemon's configuration; reads the git credentials (`--git-secret`, else files) once.
+    fn config(&self) -> anyhow::Result<RunConfig> {
+        let Some(repo) = self.repo.given() else {
+            anyhow::bail!("give a repository: --repo URL (or a PATH)");
+        };
+        let credentials = match self.cluster.secret_credentials()? {
+            Some(c) => c,
+            None => Credentials::from_env().context("reading git credentials")?,
+        };
+        Ok(RunConfig {
+            credentials,
+            repo: repo.clone(),
+            git_ref: self.repo.git_ref.clone(),
+            path: self.repo.path.clone(),
+            namespace: self.cluster.namespace.clone(),
+            interval: self.interval,
+            listen: self.listen.clone(),
+            sync_token_file: self.sync_token_file.clone(),
+            webhook_secret_file: self.webhook_secret_file.clone(),
+            pass_options: self.apply.pass_options(&self.cluster.namespace, repo),
+            lease_duration: self.lease_duration,
+            cache_dir: self.cache_dir.clone(),
+            shutdown_grace: self.shutdown_grace,
+            identity: leader::default_identity(),
+            controllers: !self.no_controllers,
+        })
+    }
+}
+
+/// `weft run`: exit 0 after SIGTERM, 1 when leadership is lost or the daemon fails.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let config = args.config()?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let result = runtime.block_on(async {
+        let (client, _) = args.cluster.connect().await?;
+        wiring::run(config, client)
+            .await
+            .map_err(anyhow::Error::from)
+    });
+    // Whatever the daemon left running (a watch, an HTTP connection) is not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! `weft render` and `weft validate`: the pipeline of a pass ([`prepare`]) offline — no cluster
+//! inputs, the built-in agent bundle — so that what they print or reject is what `weft sync`
+//! would apply or refuse.
+
+use std::process::ExitCode;
+
+use crate::pass::prepare::{prepare, Prepared};
+use crate::pass::{PassOptions, SyncError};
+use crate::render::{output, AgentLayer, Owner};
+
+use super::args::RepoArgs;
+use super::print_diagnostics;
+
+/// How an offline preparation ended.
+enum Outcome {
+    Rendered(Prepared),
+    /// The repository did not load; its diagnostics are printed.
+    NotLoaded,
+    /// A chart source or the render failed: the error of that stage.
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Read `args`' repository, then load it, fetch its charts and render it, offline. Reading the
+/// repository is an `Err` (exit 2, as for every command); what the pipeline says is the outcome.
+fn prepare_offline(args: &RepoArgs) -> anyhow::Result<Outcome> {
+    let snapshot = args.read_snapshot(None)?;
+    let opts = PassOptions {
+        repo_location: args.location(),
+        ..PassOptions::default()
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    Ok(
+        match runtime.block_on(prepare(snapshot, None, AgentLayer::Included, &opts)) {
+            Ok(prepared) => Outcome::Rendered(prepared),
+            Err(SyncError::Load(load)) => {
+                print_diagnostics(&load.0);
+                Outcome::NotLoaded
+            }
+            // Without the words of a pass ("nothing was applied"): render and validate apply nothing.
+            Err(SyncError::Render(e)) => Outcome::Failed(Box::new(e)),
+            Err(SyncError::ChartSource(e)) => Outcome::Failed(Box::new(e)),
+            Err(e) => Outcome::Failed(Box::new(e)),
+        },
+    )
+}
+
+/// `weft render`: print every object of the desired set as multi-document YAML, in apply order.
+/// Exit 1 when the repository does not load, 2 when a chart or the render fails.
+pub fn render(args: RepoArgs) -> anyhow::Result<ExitCode> {
+    match prepare_offline(&args)? {
+        Outcome::Rendered(prepared) => {
+            print_diagnostics(&prepared.diagnostics);
+            print!("{}", output::to_yaml_stream(prepared.set.objects())?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Outcome::NotLoaded => Ok(ExitCode::from(1)),
+        Outcome::Failed(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// `weft validate`: print every problem as `file:line:col: message`; exit 1 when the repository
+/// does not load, or when its charts or agents do not render.
+pub fn validate(args: RepoArgs) -> anyhow::Result<ExitCode> {
+    match prepare_offline(&args)? {
+        Outcome::Rendered(prepared) => {
+            print_diagnostics(&prepared.diagnostics);
+            // The sync root owns exactly the repository's own documents, one object each.
+            let documents = prepared
+                .set
+                .objects()
+                .iter()
+                .filter(|o| matches!(o.owner, Owner::SyncRoot { .. }))
+                .count();
+            println!("ok: {documents} documents, no errors");
+            Ok(ExitCode::SUCCESS)
+        }
+        Outcome::NotLoaded => Ok(ExitCode::from(1)),
+        Outcome::Failed(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! `weft sync` (one pass against the cluster) and `weft diff` (its server-side dry-run).
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::args::{ApplyArgs, ClusterArgs, RepoArgs};
+use super::print_diagnostics;
+use super::progress::ProgressPrinter;
+use crate::pass::{self, PassOptions};
+
+/// The flags of `weft sync` and `weft diff`.
+#[derive(Args, Debug, Clone)]
+pub struct SyncArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub apply: ApplyArgs,
+    /// Print the plan (create / update / unchanged / prune per object); change nothing.
+    #[arg(long, env = "WEFT_DRY_RUN")]
+    pub dry_run: bool,
+}
+
+impl SyncArgs {
+    fn pass_options(&self) -> PassOptions {
+        PassOptions {
+            dry_run: self.dry_run,
+            ..self
+                .apply
+                .pass_options(&self.cluster.namespace, self.repo.location())
+        }
+    }
+}
+
+/// `weft sync`: exit 0 when everything applied and became ready, 1 when the pass failed.
+pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
+    let snapshot = args
+        .repo
+        .read_snapshot(args.cluster.secret_credentials()?)?;
+    let opts = args.pass_options();
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let (client, calls) = args.cluster.connect().await?;
+        let printer = ProgressPrinter::new(std::io::stdout().is_terminal(), opts.dry_run);
+        let result = pass::run_pass(&client, snapshot, &opts, &|p| printer.observe(p)).await;
+        printer.finish();
+        print_diagnostics(&result.diagnostics);
+        let calls = calls.snapshot();
+        println!(
+            "{} revision {}: {} in {:.1?} ({} API writes, {} reads)",
+            if opts.dry_run { "plan for" } else { "synced" },
+            result.revision,
+            result.changes.summary(),
+            result.duration,
+            calls.writes,
+            calls.reads
+        );
+        match &result.error {
+            None => Ok(ExitCode::SUCCESS),
+            Some(e) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::from(1))
+            }
+        }
+    })
+}
+
+/// `weft diff`: exit 0 no changes, 1 changes, 2 error.
+pub fn diff(args: SyncArgs) -> anyhow::Result<ExitCode> {
+    let snapshot = args
+        .repo
+        .read_snapshot(args.cluster.secret_credentials()?)?;
+    let opts = args.pass_options();
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let (client, _) = args.cluster.connect().await?;
+        let diffs = pass::diff_pass(&client, snapshot, &opts).await?;
+        for d in &diffs {
+            print!("{}", d.text);
+        }
+        if diffs.is_empty() {
+            eprintln!("no changes");
+            Ok(ExitCode::SUCCESS)
+        } else {
+            eprintln!("{} object(s) would change", diffs.len());
+            Ok(ExitCode::from(1))
+        }
+    })
+}

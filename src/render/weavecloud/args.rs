@@ -1,0 +1,159 @@
+//! Each agent's arguments from the WeaveCloud's options, and the flux arguments read from a
+//! running flux agent (kept when `flux.config` leaves them unset).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::api::weavecloud::WeaveCloud;
+
+use super::patches::Context;
+use super::TOKEN_ENV;
+
+/// The flux arguments that are kept from a flux agent already running in the cluster when
+/// `flux.config` does not set them (the ones the old launcher carried over).
+pub const PRESERVABLE_FLUX_ARGS: &[&str] = &[
+    "git-url",
+    "git-branch",
+    "git-path",
+    "git-label",
+    "git-poll-interval",
+    "git-timeout",
+    "git-set-author",
+    "git-ci-skip",
+    "sync-garbage-collection",
+    "registry-ecr-region",
+    "registry-require",
+    "registry-exclude-image",
+    "k8s-allow-namespace",
+];
+
+/// Flux flags that take a list: repeated values add up (pflag `StringSlice`).
+const LIST_FLUX_ARGS: &[&str] = &[
+    "git-path",
+    "registry-ecr-region",
+    "registry-require",
+    "registry-exclude-image",
+    "k8s-allow-namespace",
+];
+/// Flux flags that are booleans: `--flag` alone means true and never takes the next word.
+const BOOL_FLUX_ARGS: &[&str] = &["git-set-author", "git-ci-skip", "sync-garbage-collection"];
+
+/// The flag name of an argument (`--git-url=x` → `git-url`), if it is a flag.
+pub(super) fn flag_name(arg: &str) -> Option<&str> {
+    let flag = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
+    let name = flag.split_once('=').map_or(flag, |(k, _)| k);
+    (!name.is_empty()).then_some(name)
+}
+
+/// Read the preservable arguments of a running flux container (`--git-url=…` or
+/// `--git-url …`), with flux's own parsing rules: a repeated list flag (`--git-path`,
+/// `--k8s-allow-namespace`, …) collects its values, joined with commas (which flux accepts); a
+/// repeated scalar flag keeps its last value. Other arguments are ignored.
+pub fn parse_flux_args(args: &[String]) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        let Some(flag) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+            continue;
+        };
+        let (key, value) = match flag.split_once('=') {
+            Some((k, v)) => (k, v.to_string()),
+            None if BOOL_FLUX_ARGS.contains(&flag) => (flag, "true".to_string()),
+            None if PRESERVABLE_FLUX_ARGS.contains(&flag) => match args.get(i) {
+                // `--flag value`, as pflag reads it.
+                Some(next) => {
+                    i += 1;
+                    (flag, next.clone())
+                }
+                None => continue,
+            },
+            None => continue,
+        };
+        if !PRESERVABLE_FLUX_ARGS.contains(&key) {
+            continue;
+        }
+        match out.get_mut(key) {
+            Some(v) if LIST_FLUX_ARGS.contains(&key) => {
+                v.push(',');
+                v.push_str(&value);
+            }
+            _ => {
+                out.insert(key.to_string(), value);
+            }
+        }
+    }
+    out
+}
+
+/// flux: token, `--connect`, the git settings (or the preserved ones), then `appendArgs`.
+pub(super) fn flux_args(
+    wc: &WeaveCloud,
+    ctx: &Context,
+    preserved: &BTreeMap<String, String>,
+) -> (Vec<String>, Vec<String>) {
+    let flux = &wc.spec.flux;
+    let config = &flux.config;
+    let mut args = vec![
+        format!("--token=$({TOKEN_ENV})"),
+        format!("--connect=wss://{}/api/flux", ctx.hostname),
+    ];
+    let configured: BTreeMap<&str, &str> = [
+        ("git-url", &config.git_url),
+        ("git-branch", &config.git_branch),
+        ("git-path", &config.git_path),
+        ("git-label", &config.git_label),
+    ]
+    .into_iter()
+    .filter_map(|(flag, v)| v.as_deref().filter(|v| !v.is_empty()).map(|v| (flag, v)))
+    .collect();
+    // A flag the user sets in appendArgs is theirs: not carried over from the running agent
+    // (it would also come back from the running agent's args at every reconcile).
+    let appended: BTreeSet<&str> = flux
+        .append_args
+        .iter()
+        .filter_map(|a| flag_name(a))
+        .collect();
+    let mut kept = Vec::new();
+    for flag in PRESERVABLE_FLUX_ARGS {
+        if let Some(value) = configured.get(flag) {
+            args.push(format!("--{flag}={value}"));
+        } else if appended.contains(flag) {
+            continue;
+        } else if let Some(value) = preserved.get(*flag) {
+            let arg = format!("--{flag}={value}");
+            kept.push(arg.clone());
+            args.push(arg);
+        }
+    }
+    args.extend(flux.append_args.iter().cloned());
+    (args, kept)
+}
+
+/// scope: token, probe flags, `appendArgs`, then the target. The target is positional and scope
+/// parses flags with Go's `flag` package, which stops at the first positional argument: so it
+/// must stay last, and `appendArgs` go just before it.
+pub(super) fn scope_args(wc: &WeaveCloud, ctx: &Context) -> Vec<String> {
+    let scope = &wc.spec.scope;
+    let mut args = vec![
+        format!("--probe.token=$({TOKEN_ENV})"),
+        format!("--probe.kubernetes={}", scope.kubernetes_probe),
+    ];
+    if scope.read_only {
+        args.push("--probe.no-controls=true".to_string());
+    }
+    if let Some(endpoint) = cri_socket(wc) {
+        args.push("--probe.cri=true".to_string());
+        args.push(format!("--probe.cri.endpoint=unix://{endpoint}"));
+    }
+    args.extend(scope.append_args.iter().cloned());
+    args.push(format!("https://{}", ctx.hostname));
+    args
+}
+
+/// The container runtime socket path, without a `unix://` a user may have written.
+pub(super) fn cri_socket(wc: &WeaveCloud) -> Option<String> {
+    let endpoint = wc.spec.scope.container_runtime_endpoint.as_deref()?.trim();
+    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+    (!path.is_empty()).then(|| path.to_string())
+}

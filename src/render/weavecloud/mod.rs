@@ -1,0 +1,275 @@
+//! A WeaveCloud → its agent objects, from an agent [`Bundle`].
+//!
+//! The bundle's templates are parsed objects; every option of the WeaveCloud is applied to them
+//! as an RFC 7386 merge patch or an RFC 6902 JSON patch (the `json-patch` crate), never by editing
+//! YAML text. The option contract (which option becomes which argument, annotation or relabel
+//! rule) is documented in `docs/agents.md`, and each clause has a unit test in `tests.rs`.
+//!
+//! Here: the inputs, the checks of a WeaveCloud and the assembly of its agents; [`args`]: each
+//! agent's arguments from its options (and the flux arguments kept from a running agent);
+//! `patches`: the patches every template, each agent container and prometheus' configuration get.
+
+pub mod args;
+mod patches;
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::api::weavecloud::WeaveCloud;
+
+use super::bundle::{pod_template_pointer, Agent, Bundle};
+use super::{order, DesiredObject, Owner, RenderError};
+use args::{cri_socket, flag_name, flux_args, scope_args};
+pub use args::{parse_flux_args, PRESERVABLE_FLUX_ARGS};
+use patches::Context;
+
+/// Pod-template annotation: hash of the token Secret's data, so that a new token rolls the agents.
+pub const TOKEN_HASH_ANNOTATION: &str = "weft.io/token-hash";
+/// What [`TOKEN_HASH_ANNOTATION`] holds when the Secret was not read (offline `weft render`).
+pub const TOKEN_HASH_OFFLINE: &str = "offline";
+/// Pod-template annotation of prometheus: hash of its rendered configuration, so that a change
+/// of scrape policy or hostname restarts it (prometheus does not reload a ConfigMap by itself).
+pub const CONFIG_HASH_ANNOTATION: &str = "weft.io/config-hash";
+/// Environment variable that carries the token into flux and scope (from a `secretKeyRef`);
+/// their arguments refer to it as `$(WEAVE_CLOUD_TOKEN)`, which the kubelet expands.
+pub const TOKEN_ENV: &str = "WEAVE_CLOUD_TOKEN";
+/// Environment variable with `spec.general.wcReportErrors` (`"true"`/`"false"`), on every agent container.
+pub const REPORT_ERRORS_ENV: &str = "WEAVE_CLOUD_REPORT_ERRORS";
+/// Where prometheus finds the token: the Secret mounted as a volume (prometheus cannot expand
+/// environment variables in its configuration file).
+pub const TOKEN_MOUNT_DIR: &str = "/etc/weave-cloud";
+/// The file name of the token in [`TOKEN_MOUNT_DIR`].
+pub const TOKEN_FILE: &str = "token";
+const TOKEN_VOLUME: &str = "weave-cloud-token";
+const CRI_VOLUME: &str = "cri-socket";
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AgentInputs {
+    /// [`secret_data_hash`] of the token Secret; `None` → [`TOKEN_HASH_OFFLINE`].
+    pub token_hash: Option<String>,
+    /// Arguments of the flux agent running now (flag name without `--` → value), as
+    /// [`parse_flux_args`] reads them. Only [`PRESERVABLE_FLUX_ARGS`] are used.
+    pub preserved_flux_args: BTreeMap<String, String>,
+}
+
+/// The agents of one WeaveCloud.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderedAgents {
+    /// Every child object, labelled for the WeaveCloud, in apply order.
+    pub objects: Vec<DesiredObject>,
+    /// The flux arguments taken from `AgentInputs::preserved_flux_args` (`--git-url=…`), for
+    /// `status.flux.preservedArgs` and an event. Empty when flux is disabled.
+    pub preserved_flux_args: Vec<String>,
+    /// The bundle version rendered, for `status.agentVersion`.
+    pub bundle_version: semver::Version,
+}
+
+/// Render a WeaveCloud into its agent objects.
+pub fn render_weavecloud(
+    wc: &WeaveCloud,
+    bundle: &Bundle,
+    inputs: &AgentInputs,
+) -> Result<Vec<DesiredObject>, RenderError> {
+    render_agents(wc, bundle, inputs).map(|r| r.objects)
+}
+
+/// Render a WeaveCloud into its agent objects, with what the controller reports in status.
+pub fn render_agents(
+    wc: &WeaveCloud,
+    bundle: &Bundle,
+    inputs: &AgentInputs,
+) -> Result<RenderedAgents, RenderError> {
+    let name = wc.metadata.name.clone().unwrap_or_default();
+    let namespace = wc.metadata.namespace.clone().unwrap_or_default();
+    if namespace.is_empty() {
+        return Err(RenderError::Other(format!(
+            "WeaveCloud `{name}` has no `metadata.namespace`: its agents live in that namespace"
+        )));
+    }
+    let general = &wc.spec.general;
+    let hostname = check_hostname(&general.wc_hostname)
+        .map_err(|m| RenderError::Other(format!("WeaveCloud `{namespace}/{name}`: {m}")))?;
+    check_no_token_in_append_args(wc)
+        .map_err(|m| RenderError::Other(format!("WeaveCloud `{namespace}/{name}`: {m}")))?;
+    if let Some(socket) = cri_socket(wc) {
+        if !socket.starts_with('/') {
+            return Err(RenderError::Other(format!(
+                "WeaveCloud `{namespace}/{name}`: `spec.scope.containerRuntimeEndpoint: {socket}` must be an absolute path (it is mounted from the host)"
+            )));
+        }
+    }
+    let ctx = Context {
+        wc,
+        bundle,
+        namespace: &namespace,
+        hostname,
+        token_hash: inputs.token_hash.as_deref().unwrap_or(TOKEN_HASH_OFFLINE),
+        cluster_roles: bundle.cluster_role_names(),
+    };
+    let owner = Owner::Resource {
+        kind: "WeaveCloud".to_string(),
+        namespace: namespace.clone(),
+        name,
+    };
+
+    let mut objects = Vec::new();
+    let mut preserved = Vec::new();
+    for agent in Agent::ALL {
+        if agent_disabled(wc, agent) {
+            continue;
+        }
+        let templates = bundle.agent(agent);
+        let agent_container = &templates.container;
+        for template in templates.for_environment(general.environment) {
+            let mut object = template.object.clone();
+            ctx.common_patches(template, &mut object)?;
+            if template.kind() == agent_container.kind && template.name() == agent_container.name {
+                let (args, kept) = match agent {
+                    Agent::Flux => flux_args(wc, &ctx, &inputs.preserved_flux_args),
+                    Agent::Scope => (scope_args(wc, &ctx), Vec::new()),
+                    Agent::Prometheus => (wc.spec.prometheus.append_args.clone(), Vec::new()),
+                };
+                preserved.extend(kept);
+                ctx.agent_container_patches(agent, template, &mut object, &args)?;
+            }
+            if agent == Agent::Prometheus
+                && template.kind() == "ConfigMap"
+                && template.name() == bundle.prometheus_config.config_map
+            {
+                ctx.prometheus_config_patches(template, &mut object)?;
+            }
+            objects.push((agent, object));
+        }
+    }
+    // prometheus restarts when its configuration changes: the hash of the rendered ConfigMap data.
+    if let Some(config_hash) = objects
+        .iter()
+        .find(|(_, o)| kind_name(o) == ("ConfigMap", bundle.prometheus_config.config_map.as_str()))
+        .map(|(_, o)| short_hash(o.get("data").unwrap_or(&Value::Null).to_string().as_bytes()))
+    {
+        let target = &bundle.prometheus.container;
+        for (agent, object) in objects.iter_mut() {
+            if *agent == Agent::Prometheus
+                && kind_name(object) == (target.kind.as_str(), target.name.as_str())
+            {
+                let template = pod_template_pointer(&target.kind).unwrap_or("/spec/template");
+                merge_at(
+                    object,
+                    template,
+                    json!({"metadata": {"annotations": {CONFIG_HASH_ANNOTATION: config_hash}}}),
+                );
+            }
+        }
+    }
+
+    let mut objects: Vec<DesiredObject> = objects
+        .into_iter()
+        .map(|(_, o)| owner.adopt(o, 0, None))
+        .collect();
+    order::sort(&mut objects);
+    Ok(RenderedAgents {
+        objects,
+        preserved_flux_args: preserved,
+        bundle_version: bundle.version.clone(),
+    })
+}
+
+/// The value of [`TOKEN_HASH_ANNOTATION`] for a Secret's data: sha256 over the sorted keys and
+/// values, first 16 bytes in hex. Any change of the Secret's data changes it.
+pub fn secret_data_hash(data: &BTreeMap<String, Vec<u8>>) -> String {
+    let mut h = Sha256::new();
+    for (k, v) in data {
+        h.update((k.len() as u64).to_be_bytes());
+        h.update(k.as_bytes());
+        h.update((v.len() as u64).to_be_bytes());
+        h.update(v);
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+fn agent_disabled(wc: &WeaveCloud, agent: Agent) -> bool {
+    match agent {
+        Agent::Flux => wc.spec.flux.disable,
+        Agent::Scope => wc.spec.scope.disable,
+        Agent::Prometheus => wc.spec.prometheus.disable,
+    }
+}
+
+/// Flags that carry the Weave Cloud token (flux `--token`, scope `--probe.token` and its old
+/// name `--service-token`): Weft passes the token from the Secret, and a token in `appendArgs`
+/// would be written into the manifest.
+const TOKEN_FLAGS: &[&str] = &["token", "probe.token", "service-token"];
+
+fn check_no_token_in_append_args(wc: &WeaveCloud) -> Result<(), String> {
+    let lists = [
+        ("flux", &wc.spec.flux.append_args),
+        ("scope", &wc.spec.scope.append_args),
+        ("prometheus", &wc.spec.prometheus.append_args),
+    ];
+    for (agent, args) in lists {
+        if let Some(flag) = args
+            .iter()
+            .filter_map(|a| flag_name(a))
+            .find(|f| TOKEN_FLAGS.contains(f))
+        {
+            return Err(format!(
+                "`spec.{agent}.appendArgs` sets `--{flag}`: the token must not be written into a manifest; \
+                 Weft passes it from the Secret named by `spec.general.tokenSecretRef`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `wcHostname` is a host (optionally `:port`): it goes into `https://…` and `wss://…` URLs.
+fn check_hostname(hostname: &str) -> Result<&str, String> {
+    let h = hostname.trim();
+    let bad =
+        h.is_empty() || h.contains("://") || h.contains('/') || h.contains(char::is_whitespace);
+    if bad {
+        return Err(format!(
+            "`spec.general.wcHostname: {hostname}` must be a host name such as `cloud.weave.works`, not a URL"
+        ));
+    }
+    Ok(h)
+}
+
+fn kind_name(object: &Value) -> (&str, &str) {
+    (
+        object.get("kind").and_then(Value::as_str).unwrap_or(""),
+        object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+    )
+}
+
+fn short_hash(bytes: &[u8]) -> String {
+    hex::encode(&Sha256::digest(bytes)[..16])
+}
+
+/// RFC 7386 merge of `patch` into the node at `pointer` (which must exist or is created).
+fn merge_at(object: &mut Value, pointer: &str, patch: Value) {
+    let mut wrapped = patch;
+    for segment in pointer
+        .split('/')
+        .skip(1)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
+        let key = segment.replace("~1", "/").replace("~0", "~");
+        wrapped = json!({ key: wrapped });
+    }
+    json_patch::merge(object, &wrapped);
+}
+
+/// JSON pointer escaping of one reference token (RFC 6901).
+fn escape(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,881 @@
+//! The option contract of `docs/agents.md`, clause by clause, and the golden files.
+
+use super::*;
+use crate::api::weavecloud::{Environment, PodScrapePolicy};
+use crate::render::bundle::CLUSTER_SCOPED_KINDS;
+use crate::render::ownership::{OWNER_LABEL, OWNER_REF_ANNOTATION};
+
+const EXAMPLE: &str = r#"
+apiVersion: cloud.weave.works/v1beta1
+kind: WeaveCloud
+metadata: {name: weave-cloud, namespace: weave}
+spec:
+  general:
+    environment: gke
+    autoUpdate: true
+    updateSchedule: "0 * * * *"
+    agentVersion: "1.x"
+    wcHostname: cloud.weave.works
+    wcReportErrors: false
+    tokenSecretRef: {name: weave-cloud, key: token}
+  flux:
+    disable: false
+    config: {gitLabel: label, gitUrl: url, gitPath: path, gitBranch: branch}
+    appendArgs: []
+  scope:
+    disable: false
+    readOnly: true
+    containerRuntimeEndpoint: /var/run/crio.sock
+    kubernetesProbe: true
+    appendArgs: []
+  prometheus:
+    disable: false
+    podScrapePolicy: optIn
+    appendArgs: []
+"#;
+
+fn example() -> WeaveCloud {
+    serde_saphyr::from_str(EXAMPLE).unwrap()
+}
+
+fn render_with(wc: &WeaveCloud, inputs: &AgentInputs) -> RenderedAgents {
+    render_agents(wc, Bundle::builtin().unwrap(), inputs).unwrap()
+}
+
+fn render(wc: &WeaveCloud) -> Vec<DesiredObject> {
+    render_with(wc, &AgentInputs::default()).objects
+}
+
+fn find<'a>(objs: &'a [DesiredObject], kind: &str, name: &str) -> &'a Value {
+    &objs
+        .iter()
+        .find(|o| o.kind() == kind && o.name() == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+        .object
+}
+
+fn container<'a>(obj: &'a Value, name: &str) -> &'a Value {
+    obj.pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+fn args(obj: &Value, name: &str) -> Vec<String> {
+    container(obj, name)["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn flux_args_of(objs: &[DesiredObject]) -> Vec<String> {
+    args(find(objs, "Deployment", "weave-flux-agent"), "flux-agent")
+}
+fn scope_args_of(objs: &[DesiredObject]) -> Vec<String> {
+    args(find(objs, "DaemonSet", "weave-scope-agent"), "scope-agent")
+}
+fn prometheus_yml(objs: &[DesiredObject]) -> Value {
+    let text = find(objs, "ConfigMap", "weave-cortex-agent-config")["data"]["prometheus.yml"]
+        .as_str()
+        .unwrap();
+    serde_saphyr::from_str(text).unwrap()
+}
+fn pods_job_rules(objs: &[DesiredObject]) -> Vec<Value> {
+    let config = prometheus_yml(objs);
+    let jobs = config["scrape_configs"].as_array().unwrap();
+    let pods = jobs
+        .iter()
+        .find(|j| j["job_name"] == "kubernetes-pods")
+        .unwrap();
+    pods["relabel_configs"].as_array().unwrap().clone()
+}
+fn names(objs: &[DesiredObject]) -> Vec<String> {
+    objs.iter()
+        .map(|o| format!("{}/{}", o.kind(), o.name()))
+        .collect()
+}
+
+// ---- flux ----
+
+#[test]
+fn flux_gets_its_git_settings_connect_url_and_token_reference() {
+    let objs = render(&example());
+    let a = flux_args_of(&objs);
+    let tail: Vec<&str> = a
+        .iter()
+        .map(String::as_str)
+        .skip_while(|a| !a.starts_with("--token"))
+        .collect();
+    assert_eq!(
+        tail,
+        vec![
+            "--token=$(WEAVE_CLOUD_TOKEN)",
+            "--connect=wss://cloud.weave.works/api/flux",
+            "--git-url=url",
+            "--git-branch=branch",
+            "--git-path=path",
+            "--git-label=label",
+        ]
+    );
+    // The template's own arguments come first, untouched.
+    assert_eq!(a[0], "--memcached-hostname=weave-flux-memcached");
+}
+
+#[test]
+fn unset_flux_config_fields_are_omitted() {
+    let mut wc = example();
+    wc.spec.flux.config = Default::default();
+    wc.spec.flux.config.git_url = Some("git@github.com:org/repo".into());
+    wc.spec.flux.config.git_branch = Some(String::new());
+    let a = flux_args_of(&render(&wc));
+    assert!(a.contains(&"--git-url=git@github.com:org/repo".to_string()));
+    for flag in ["--git-branch", "--git-path", "--git-label"] {
+        assert!(!a.iter().any(|x| x.starts_with(flag)), "{flag} in {a:?}");
+    }
+}
+
+#[test]
+fn running_flux_args_fill_unset_fields_and_are_reported() {
+    let mut wc = example();
+    wc.spec.flux.config.git_path = None;
+    wc.spec.flux.config.git_label = None;
+    let running: Vec<String> = [
+        "--token=secret-from-old-manifest",
+        "--git-url=git@old:repo",
+        "--git-path=k8s",
+        "--git-path=apps",
+        "--git-poll-interval",
+        "5m",
+        "--k8s-allow-namespace=default",
+        "--connect=wss://old/api/flux",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let inputs = AgentInputs {
+        token_hash: None,
+        preserved_flux_args: parse_flux_args(&running),
+    };
+    let r = render_with(&wc, &inputs);
+    let a = flux_args_of(&r.objects);
+    // Configured wins over running; unset is taken from the running agent.
+    assert!(a.contains(&"--git-url=url".to_string()));
+    assert!(!a.contains(&"--git-url=git@old:repo".to_string()));
+    assert!(a.contains(&"--git-path=k8s,apps".to_string()));
+    assert!(a.contains(&"--git-poll-interval=5m".to_string()));
+    assert!(a.contains(&"--k8s-allow-namespace=default".to_string()));
+    // The old token and connect URL are never carried over.
+    assert!(!a
+        .iter()
+        .any(|x| x.contains("secret-from-old-manifest") || x.contains("wss://old")));
+    assert_eq!(
+        r.preserved_flux_args,
+        vec![
+            "--git-path=k8s,apps",
+            "--git-poll-interval=5m",
+            "--k8s-allow-namespace=default"
+        ]
+    );
+}
+
+#[test]
+fn nothing_is_preserved_when_flux_is_disabled() {
+    let mut wc = example();
+    wc.spec.flux.disable = true;
+    wc.spec.flux.config = Default::default();
+    let inputs = AgentInputs {
+        token_hash: None,
+        preserved_flux_args: BTreeMap::from([("git-url".to_string(), "u".to_string())]),
+    };
+    assert!(render_with(&wc, &inputs).preserved_flux_args.is_empty());
+}
+
+#[test]
+fn memcached_runs_alongside_flux() {
+    let objs = render(&example());
+    let names = names(&objs);
+    assert!(names.contains(&"Deployment/weave-flux-memcached".to_string()));
+    assert!(names.contains(&"Service/weave-flux-memcached".to_string()));
+}
+
+// ---- scope ----
+
+#[test]
+fn scope_read_only_adds_no_controls_and_false_leaves_it_out() {
+    let mut wc = example();
+    assert!(scope_args_of(&render(&wc)).contains(&"--probe.no-controls=true".to_string()));
+    wc.spec.scope.read_only = false;
+    let a = scope_args_of(&render(&wc));
+    assert!(
+        !a.iter().any(|x| x.starts_with("--probe.no-controls")),
+        "{a:?}"
+    );
+}
+
+#[test]
+fn scope_container_runtime_endpoint_enables_cri_and_mounts_the_socket() {
+    let mut wc = example();
+    let objs = render(&wc);
+    let a = scope_args_of(&objs);
+    assert!(a.contains(&"--probe.cri=true".to_string()));
+    assert!(a.contains(&"--probe.cri.endpoint=unix:///var/run/crio.sock".to_string()));
+    let ds = find(&objs, "DaemonSet", "weave-scope-agent");
+    let volumes = ds
+        .pointer("/spec/template/spec/volumes")
+        .unwrap()
+        .as_array()
+        .unwrap();
+    assert!(volumes.contains(
+        &json!({"name": "cri-socket", "hostPath": {"path": "/var/run/crio.sock", "type": "Socket"}})
+    ));
+    let mounts = container(ds, "scope-agent")["volumeMounts"]
+        .as_array()
+        .unwrap();
+    assert!(mounts.contains(&json!({"name": "cri-socket", "mountPath": "/var/run/crio.sock"})));
+    // No Docker with a CRI runtime: the Docker probe is off and its socket is not mounted.
+    assert!(a.contains(&"--probe.docker=false".to_string()));
+    assert!(!a.contains(&"--probe.docker=true".to_string()));
+    assert!(!ds.to_string().contains("docker.sock"));
+
+    // A user who wrote the unix:// scheme gets the same, not unix://unix://.
+    wc.spec.scope.container_runtime_endpoint =
+        Some("unix:///run/containerd/containerd.sock".into());
+    assert!(scope_args_of(&render(&wc))
+        .contains(&"--probe.cri.endpoint=unix:///run/containerd/containerd.sock".to_string()));
+
+    wc.spec.scope.container_runtime_endpoint = None;
+    let objs = render(&wc);
+    assert!(!scope_args_of(&objs)
+        .iter()
+        .any(|x| x.starts_with("--probe.cri")));
+    let ds = find(&objs, "DaemonSet", "weave-scope-agent");
+    assert!(!ds.to_string().contains("cri-socket"));
+    assert!(ds.to_string().contains("/var/run/docker.sock"));
+    assert!(scope_args_of(&objs).contains(&"--probe.docker=true".to_string()));
+}
+
+#[test]
+fn scope_kubernetes_probe_true_and_false() {
+    let mut wc = example();
+    assert!(scope_args_of(&render(&wc)).contains(&"--probe.kubernetes=true".to_string()));
+    wc.spec.scope.kubernetes_probe = false;
+    let a = scope_args_of(&render(&wc));
+    assert!(a.contains(&"--probe.kubernetes=false".to_string()));
+    assert!(!a.contains(&"--probe.kubernetes=true".to_string()));
+}
+
+#[test]
+fn scope_reports_to_the_weave_cloud_hostname_as_its_last_argument() {
+    let mut wc = example();
+    wc.spec.general.wc_hostname = "frontend.dev.weave.works".into();
+    let a = scope_args_of(&render(&wc));
+    assert_eq!(a.last().unwrap(), "https://frontend.dev.weave.works");
+}
+
+#[test]
+fn disabled_scope_renders_no_scope_object_at_all() {
+    let mut wc = example();
+    wc.spec.scope.disable = true;
+    let objs = render(&wc);
+    for o in &objs {
+        assert!(!o.name().contains("scope"), "{} {}", o.kind(), o.name());
+        let component = o.object.pointer("/metadata/labels/weave-cloud-component");
+        assert_ne!(component, Some(&json!("scope")));
+    }
+    assert!(names(&objs).contains(&"Deployment/weave-flux-agent".to_string()));
+}
+
+#[test]
+fn disabled_flux_and_prometheus_render_none_of_their_objects() {
+    let mut wc = example();
+    wc.spec.flux.disable = true;
+    wc.spec.prometheus.disable = true;
+    let objs = render(&wc);
+    for o in &objs {
+        let component = o
+            .object
+            .pointer("/metadata/labels/weave-cloud-component")
+            .and_then(Value::as_str);
+        assert_eq!(component, Some("scope"), "{} {}", o.kind(), o.name());
+    }
+    assert!(!objs.is_empty());
+}
+
+// ---- prometheus ----
+
+#[test]
+fn opt_in_keeps_only_pods_annotated_true() {
+    let objs = render(&example());
+    let rules = pods_job_rules(&objs);
+    assert_eq!(
+        rules[0],
+        json!({"source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"], "action": "keep", "regex": "true"})
+    );
+    assert!(!rules
+        .iter()
+        .any(|r| r["action"] == "drop" && r["regex"] == "false"));
+}
+
+#[test]
+fn opt_out_drops_only_pods_annotated_false() {
+    let mut wc = example();
+    wc.spec.prometheus.pod_scrape_policy = PodScrapePolicy::OptOut;
+    let rules = pods_job_rules(&render(&wc));
+    assert_eq!(
+        rules[0],
+        json!({"source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"], "action": "drop", "regex": "false"})
+    );
+    let scrape_rules: Vec<_> = rules
+        .iter()
+        .filter(|r| {
+            r["source_labels"] == json!(["__meta_kubernetes_pod_annotation_prometheus_io_scrape"])
+        })
+        .collect();
+    assert_eq!(
+        scrape_rules.len(),
+        1,
+        "no keep rule left under optOut: {rules:?}"
+    );
+}
+
+#[test]
+fn prometheus_remote_writes_to_the_weave_cloud_hostname_with_the_mounted_token() {
+    let mut wc = example();
+    wc.spec.general.wc_hostname = "cloud.example.com:8443".into();
+    let objs = render(&wc);
+    let config = prometheus_yml(&objs);
+    assert_eq!(
+        config["remote_write"][0]["url"],
+        "https://cloud.example.com:8443/api/prom/push"
+    );
+    assert_eq!(
+        config["remote_write"][0]["basic_auth"]["password_file"],
+        "/etc/weave-cloud/token"
+    );
+    let dep = find(&objs, "Deployment", "weave-cortex-agent");
+    let volumes = dep
+        .pointer("/spec/template/spec/volumes")
+        .unwrap()
+        .as_array()
+        .unwrap();
+    assert!(volumes.contains(&json!({"name": "weave-cloud-token", "secret": {"secretName": "weave-cloud", "items": [{"key": "token", "path": "token"}]}})));
+    let mounts = container(dep, "prometheus")["volumeMounts"]
+        .as_array()
+        .unwrap();
+    assert!(mounts.contains(
+        &json!({"name": "weave-cloud-token", "mountPath": "/etc/weave-cloud", "readOnly": true})
+    ));
+}
+
+#[test]
+fn a_change_of_prometheus_config_changes_its_pod_template() {
+    let hash = |objs: &[DesiredObject]| {
+        find(objs, "Deployment", "weave-cortex-agent")
+            .pointer("/spec/template/metadata/annotations/weft.io~1config-hash")
+            .unwrap()
+            .clone()
+    };
+    let mut wc = example();
+    let before = hash(&render(&wc));
+    wc.spec.prometheus.pod_scrape_policy = PodScrapePolicy::OptOut;
+    assert_ne!(before, hash(&render(&wc)));
+}
+
+#[test]
+fn kube_state_metrics_and_node_exporter_come_with_prometheus() {
+    let names = names(&render(&example()));
+    assert!(names.contains(&"Deployment/weave-cortex-kube-state-metrics".to_string()));
+    assert!(names.contains(&"DaemonSet/weave-cortex-node-exporter".to_string()));
+}
+
+// ---- appendArgs ----
+
+#[test]
+fn append_args_come_last_and_in_order() {
+    let mut wc = example();
+    wc.spec.flux.append_args = vec![
+        "--registry-disable-scanning".into(),
+        "--git-poll-interval=1m".into(),
+    ];
+    wc.spec.prometheus.append_args =
+        vec!["--log.level=debug".into(), "--web.enable-lifecycle".into()];
+    wc.spec.scope.append_args = vec!["--probe.docker=false".into(), "--weave=false".into()];
+    let objs = render(&wc);
+    let flux = flux_args_of(&objs);
+    assert_eq!(
+        flux[flux.len() - 2..],
+        ["--registry-disable-scanning", "--git-poll-interval=1m"]
+    );
+    let prom = args(
+        find(&objs, "Deployment", "weave-cortex-agent"),
+        "prometheus",
+    );
+    assert_eq!(
+        prom[prom.len() - 2..],
+        ["--log.level=debug", "--web.enable-lifecycle"]
+    );
+    // scope: after every generated flag, before only the positional target.
+    let scope = scope_args_of(&objs);
+    assert_eq!(
+        scope[scope.len() - 3..],
+        [
+            "--probe.docker=false",
+            "--weave=false",
+            "https://cloud.weave.works"
+        ]
+    );
+}
+
+// ---- token ----
+
+#[test]
+fn the_token_comes_only_from_the_secret() {
+    let mut wc = example();
+    wc.spec.general.token_secret_ref.name = "wc-credentials".into();
+    wc.spec.general.token_secret_ref.key = "service-token".into();
+    let objs = render(&wc);
+    for (kind, name, c) in [
+        ("Deployment", "weave-flux-agent", "flux-agent"),
+        ("DaemonSet", "weave-scope-agent", "scope-agent"),
+    ] {
+        let env = container(find(&objs, kind, name), c)["env"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert!(env.contains(&json!({"name": "WEAVE_CLOUD_TOKEN", "valueFrom": {"secretKeyRef": {"name": "wc-credentials", "key": "service-token"}}})), "{name}");
+    }
+    let dep = find(&objs, "Deployment", "weave-cortex-agent");
+    assert_eq!(
+        dep.pointer("/spec/template/spec/volumes/2/secret/secretName")
+            .unwrap(),
+        "wc-credentials"
+    );
+    // No object refers to a Secret in any other way, and no env var carries a literal token.
+    for o in &objs {
+        let text = o.object.to_string();
+        assert!(!text.contains("password\":"), "{}", o.name());
+        assert!(
+            !text.contains("\"WEAVE_CLOUD_TOKEN\",\"value\""),
+            "{}",
+            o.name()
+        );
+    }
+}
+
+#[test]
+fn a_token_from_an_old_manifest_never_appears_in_the_output() {
+    let secret = "eyJhbGciOi-the-real-service-token";
+    let inputs = AgentInputs {
+        token_hash: Some(secret_data_hash(&BTreeMap::from([(
+            "token".to_string(),
+            secret.as_bytes().to_vec(),
+        )]))),
+        preserved_flux_args: parse_flux_args(&[
+            format!("--token={secret}"),
+            "--git-url=u".to_string(),
+        ]),
+    };
+    let objs = render_with(&example(), &inputs).objects;
+    let all = super::super::output::to_yaml_stream(&objs).unwrap();
+    assert!(!all.contains(secret));
+    assert!(!all.contains("the-real-service-token"));
+}
+
+#[test]
+fn every_pod_template_carries_the_token_hash() {
+    let inputs = AgentInputs {
+        token_hash: Some(secret_data_hash(&BTreeMap::from([(
+            "token".to_string(),
+            b"t1".to_vec(),
+        )]))),
+        ..Default::default()
+    };
+    let expected = inputs.token_hash.clone().unwrap();
+    let objs = render_with(&example(), &inputs).objects;
+    let mut workloads = 0;
+    for o in &objs {
+        if let Some(pod) = pod_template_pointer(o.kind()) {
+            workloads += 1;
+            let got = o
+                .object
+                .pointer(&format!("{pod}/metadata/annotations/weft.io~1token-hash"));
+            assert_eq!(got, Some(&json!(expected)), "{} {}", o.kind(), o.name());
+        }
+    }
+    assert_eq!(workloads, 6);
+    // Offline, the annotation says the Secret was not read.
+    let offline = render(&example());
+    let flux = find(&offline, "Deployment", "weave-flux-agent");
+    assert_eq!(
+        flux.pointer("/spec/template/metadata/annotations/weft.io~1token-hash")
+            .unwrap(),
+        "offline"
+    );
+}
+
+#[test]
+fn the_secret_hash_follows_the_secret_data() {
+    let a = secret_data_hash(&BTreeMap::from([("token".to_string(), b"t1".to_vec())]));
+    let b = secret_data_hash(&BTreeMap::from([("token".to_string(), b"t2".to_vec())]));
+    let c = secret_data_hash(&BTreeMap::from([("token2".to_string(), b"t1".to_vec())]));
+    assert_ne!(a, b);
+    assert_ne!(a, c);
+    assert_eq!(a.len(), 32);
+}
+
+// ---- general ----
+
+#[test]
+fn report_errors_reaches_every_agent_container() {
+    let mut wc = example();
+    wc.spec.general.wc_report_errors = true;
+    let objs = render(&wc);
+    for (kind, name, c) in [
+        ("Deployment", "weave-flux-agent", "flux-agent"),
+        ("DaemonSet", "weave-scope-agent", "scope-agent"),
+        ("Deployment", "weave-cortex-agent", "prometheus"),
+    ] {
+        let env = container(find(&objs, kind, name), c)["env"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert!(
+            env.contains(&json!({"name": "WEAVE_CLOUD_REPORT_ERRORS", "value": "true"})),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn children_are_owned_by_the_weavecloud_and_live_in_its_namespace() {
+    let objs = render(&example());
+    let owner = Owner::Resource {
+        kind: "WeaveCloud".into(),
+        namespace: "weave".into(),
+        name: "weave-cloud".into(),
+    };
+    for o in &objs {
+        assert_eq!(o.owner, owner);
+        assert_eq!(
+            o.object["metadata"]["labels"][OWNER_LABEL],
+            owner.id().0.as_str()
+        );
+        assert_eq!(
+            o.object["metadata"]["annotations"][OWNER_REF_ANNOTATION],
+            "WeaveCloud/weave/weave-cloud"
+        );
+        if CLUSTER_SCOPED_KINDS.contains(&o.kind()) {
+            assert_eq!(o.namespace(), None, "{}", o.name());
+            assert!(o.name().ends_with("-weave"), "{}", o.name());
+        } else {
+            assert_eq!(o.namespace(), Some("weave"), "{} {}", o.kind(), o.name());
+        }
+    }
+}
+
+#[test]
+fn bindings_point_at_this_namespace_and_the_renamed_cluster_roles() {
+    let mut wc = example();
+    wc.metadata.namespace = Some("team-a".into());
+    let objs = render(&wc);
+    let crb = find(&objs, "ClusterRoleBinding", "weave-flux-team-a");
+    assert_eq!(crb["roleRef"]["name"], "weave-flux-team-a");
+    assert_eq!(
+        crb["subjects"][0],
+        json!({"kind": "ServiceAccount", "name": "weave-flux", "namespace": "team-a"})
+    );
+    find(&objs, "ClusterRole", "weave-flux-team-a");
+}
+
+#[test]
+fn two_weaveclouds_in_two_namespaces_do_not_share_an_object() {
+    let a = render(&example());
+    let mut wc = example();
+    wc.metadata.namespace = Some("weave-staging".into());
+    let b = render(&wc);
+    for o in &a {
+        assert!(
+            !b.iter().any(|p| p.object_ref() == o.object_ref()),
+            "{}",
+            o.object_ref()
+        );
+    }
+}
+
+#[test]
+fn openshift_grants_the_privileged_scc_and_drops_fixed_uids() {
+    let mut wc = example();
+    wc.spec.general.environment = Environment::Openshift;
+    let objs = render(&wc);
+    let rb = find(&objs, "RoleBinding", "weave-scope-scc");
+    assert_eq!(rb["roleRef"]["name"], "weave-scope-scc-weave");
+    assert_eq!(rb["subjects"][0]["namespace"], "weave");
+    find(&objs, "ClusterRole", "weave-cortex-scc-weave");
+    let memcached = find(&objs, "Deployment", "weave-flux-memcached");
+    let sc = memcached
+        .pointer("/spec/template/spec/securityContext")
+        .unwrap();
+    assert_eq!(sc, &json!({"runAsNonRoot": true}));
+    let prom = find(&objs, "Deployment", "weave-cortex-agent");
+    assert!(prom
+        .pointer("/spec/template/spec/securityContext/fsGroup")
+        .is_none());
+
+    // Elsewhere: no SCC objects, and the images' fixed UIDs stay.
+    let objs = render(&example());
+    assert!(!names(&objs).iter().any(|n| n.contains("scc")));
+    let memcached = find(&objs, "Deployment", "weave-flux-memcached");
+    assert_eq!(
+        memcached.pointer("/spec/template/spec/securityContext/runAsUser"),
+        Some(&json!(11211))
+    );
+}
+
+#[test]
+fn a_url_as_hostname_is_refused() {
+    let mut wc = example();
+    wc.spec.general.wc_hostname = "https://cloud.weave.works".into();
+    let err = render_agents(&wc, Bundle::builtin().unwrap(), &AgentInputs::default()).unwrap_err();
+    assert_eq!(
+            err.to_string(),
+            "WeaveCloud `weave/weave-cloud`: `spec.general.wcHostname: https://cloud.weave.works` must be a host name such as `cloud.weave.works`, not a URL"
+        );
+}
+
+#[test]
+fn output_is_in_apply_order_and_deterministic() {
+    let a = render(&example());
+    let b = render(&example());
+    assert_eq!(a, b);
+    let first_workload = a
+        .iter()
+        .position(|o| pod_template_pointer(o.kind()).is_some())
+        .unwrap();
+    let last_account = a
+        .iter()
+        .rposition(|o| o.kind() == "ServiceAccount")
+        .unwrap();
+    assert!(last_account < first_workload);
+    assert_eq!(a[0].kind(), "ClusterRole");
+}
+
+/// Golden files: `tests/golden/weavecloud/<case>.input.yaml` rendered offline with the
+/// built-in bundle must equal `<case>.yaml`. `UPDATE_GOLDEN=1 cargo test --lib
+/// render::weavecloud` rewrites them (review the diff before committing).
+#[test]
+fn golden_files() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/weavecloud");
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
+    let mut cases = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for input in entries {
+        let Some(case) = input
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".input.yaml"))
+        else {
+            continue;
+        };
+        cases += 1;
+        let wc: WeaveCloud =
+            serde_saphyr::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+        let objs = render(&wc);
+        let got = super::super::output::to_yaml_stream(&objs).unwrap();
+        let golden = dir.join(format!("{case}.yaml"));
+        if update {
+            std::fs::write(&golden, &got).unwrap();
+            continue;
+        }
+        let want = std::fs::read_to_string(&golden).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+                golden.display()
+            )
+        });
+        if got != want {
+            let diff = similar::TextDiff::from_lines(&want, &got);
+            panic!(
+                "{case}: rendered objects differ from {} (UPDATE_GOLDEN=1 to accept):\n{}",
+                golden.display(),
+                diff.unified_diff()
+                    .context_radius(3)
+                    .header("golden", "rendered")
+            );
+        }
+    }
+    assert!(cases >= 2, "golden cases found: {cases}");
+}
+
+#[test]
+fn parse_flux_args_reads_both_forms_and_ignores_the_rest() {
+    let args: Vec<String> = [
+        "--git-url",
+        "git@x:y",
+        "--git-ci-skip",
+        "--git-branch=main",
+        "--token=t",
+        "-git-label=l",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let got = parse_flux_args(&args);
+    assert_eq!(
+        got,
+        BTreeMap::from([
+            ("git-url".to_string(), "git@x:y".to_string()),
+            ("git-ci-skip".to_string(), "true".to_string()),
+            ("git-branch".to_string(), "main".to_string()),
+            ("git-label".to_string(), "l".to_string()),
+        ])
+    );
+}
+#[test]
+fn repeated_flux_flags_follow_flux_parsing() {
+    let args: Vec<String> = [
+        "--git-poll-interval=1m",
+        "--git-poll-interval=2m",
+        "--k8s-allow-namespace=a",
+        "--k8s-allow-namespace",
+        "b",
+        "--git-ci-skip",
+        "positional",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let got = parse_flux_args(&args);
+    // A scalar flag keeps its last value (a comma list would not be a duration).
+    assert_eq!(got["git-poll-interval"], "2m");
+    assert_eq!(got["k8s-allow-namespace"], "a,b");
+    // A boolean flag never takes the next word.
+    assert_eq!(got["git-ci-skip"], "true");
+}
+
+#[test]
+fn a_flag_in_append_args_is_not_also_preserved() {
+    let mut wc = example();
+    wc.spec.flux.append_args = vec!["--git-poll-interval=2m".into()];
+    let inputs = AgentInputs {
+        token_hash: None,
+        preserved_flux_args: BTreeMap::from([
+            ("git-poll-interval".to_string(), "1m".to_string()),
+            ("git-timeout".to_string(), "30s".to_string()),
+        ]),
+    };
+    let r = render_with(&wc, &inputs);
+    let a = flux_args_of(&r.objects);
+    assert!(!a.contains(&"--git-poll-interval=1m".to_string()), "{a:?}");
+    assert_eq!(a.last().unwrap(), "--git-poll-interval=2m");
+    assert_eq!(r.preserved_flux_args, vec!["--git-timeout=30s"]);
+    // Rendering again from the agent this produced keeps the same arguments: no drift loop.
+    let again = AgentInputs {
+        token_hash: None,
+        preserved_flux_args: parse_flux_args(&a),
+    };
+    assert_eq!(flux_args_of(&render_with(&wc, &again).objects), a);
+}
+/// The CRD pattern (what the API server and `weft validate` check) and the renderer agree
+/// on what a hostname is.
+#[test]
+fn the_crd_hostname_pattern_and_the_renderer_agree() {
+    let re = regex::Regex::new(crate::api::weavecloud::HOSTNAME_PATTERN).unwrap();
+    for good in [
+        "cloud.weave.works",
+        "cloud.weave.works.",
+        "cloud.example.com:8443",
+        "10.0.0.1:443",
+        "localhost",
+    ] {
+        assert!(re.is_match(good), "{good}");
+        assert!(check_hostname(good).is_ok(), "{good}");
+    }
+    for bad in [
+        "https://cloud.weave.works",
+        "cloud.weave.works/api",
+        "",
+        "cloud weave",
+        "-x",
+    ] {
+        assert!(!re.is_match(bad), "{bad}");
+    }
+    for bad in [
+        "https://cloud.weave.works",
+        "cloud.weave.works/api",
+        "",
+        "cloud weave",
+    ] {
+        assert!(check_hostname(bad).is_err(), "{bad}");
+    }
+}
+#[test]
+fn a_token_in_append_args_is_refused() {
+    for (set, flag) in [
+        (
+            (|wc: &mut WeaveCloud| wc.spec.flux.append_args = vec!["--token=abc".into()])
+                as fn(&mut WeaveCloud),
+            "--token",
+        ),
+        (
+            |wc: &mut WeaveCloud| wc.spec.scope.append_args = vec!["--service-token=abc".into()],
+            "--service-token",
+        ),
+        (
+            |wc: &mut WeaveCloud| {
+                wc.spec.scope.append_args = vec!["--probe.token".into(), "abc".into()]
+            },
+            "--probe.token",
+        ),
+    ] {
+        let mut wc = example();
+        set(&mut wc);
+        let err = render_agents(&wc, Bundle::builtin().unwrap(), &AgentInputs::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "appendArgs` sets `{flag}`: the token must not be written into a manifest"
+            )),
+            "{err}"
+        );
+        assert!(
+            !err.contains("abc"),
+            "the error must not echo the token: {err}"
+        );
+    }
+}
+#[test]
+fn a_relative_container_runtime_endpoint_is_refused_by_the_crd_and_the_renderer() {
+    let re = regex::Regex::new(crate::api::weavecloud::CRI_ENDPOINT_PATTERN).unwrap();
+    for good in [
+        "/var/run/crio.sock",
+        "unix:///run/containerd/containerd.sock",
+    ] {
+        assert!(re.is_match(good), "{good}");
+    }
+    for bad in [
+        "var/run/crio.sock",
+        "unix://var/run/crio.sock",
+        "tcp://10.0.0.1:2375",
+        "",
+    ] {
+        assert!(!re.is_match(bad), "{bad}");
+    }
+    let mut wc = example();
+    wc.spec.scope.container_runtime_endpoint = Some("run/crio.sock".into());
+    let err = render_agents(&wc, Bundle::builtin().unwrap(), &AgentInputs::default()).unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "`spec.scope.containerRuntimeEndpoint: run/crio.sock` must be an absolute path"
+        ),
+        "{err}"
+    );
+}

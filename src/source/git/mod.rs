@@ -1,0 +1,328 @@
+//! The git source: fetch a repository with libgit2 into an on-disk cache and read a [`Snapshot`]
+//! from the git tree of the fetched commit (no checkout, so no half-written working tree).
+//!
+//! - URLs: `https://`/`http://` (basic auth or bearer token), `ssh://` and scp-style
+//!   (`user@host:path`, `[user@host:port]:path`; key + known_hosts), `git://`, `file://` and
+//!   local repository paths.
+//! - Cheap polls: [`GitSource::fetch`] first lists the remote refs (like `git ls-remote`); when the
+//!   wanted commit is the last good one it returns [`FetchOutcome::Unchanged`] without fetching.
+//! - Incremental: the cache keeps all objects; the first fetch is shallow (depth 1) and later
+//!   fetches download only the commits and objects the cache lacks.
+//! - Safe: every failure leaves [`GitSource::last_good`] untouched; a damaged cache is deleted
+//!   and fetched again once; secrets never appear in errors (see [`Credentials::scrub`]).
+//!
+//! The parts: [`url`] (remote URLs, scp-style addresses, relative locations), [`auth`]
+//! (credentials, known_hosts, libgit2's credential and host-key callbacks), [`cache`] (the
+//! [`GitSource`]: the bare cache repository and the fetches into it), [`tree`] (a snapshot read
+//! from a commit's tree).
+//!
+//! All of this is blocking (libgit2 is): async callers use `tokio::task::spawn_blocking`.
+
+pub mod auth;
+mod cache;
+mod tree;
+mod url;
+
+use std::fmt;
+use std::path::PathBuf;
+
+use auth::{redact_url_passwords, Credentials};
+pub use cache::GitSource;
+pub use tree::read_tree_snapshot;
+pub use url::{is_git_url, resolve_relative_location, RelativeLocationError};
+
+use super::{Snapshot, SnapshotLimits};
+
+/// Which commit of the repository to use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GitRef {
+    /// The tip of a branch.
+    Branch(String),
+    /// A tag (lightweight or annotated; annotated tags are peeled to their commit).
+    Tag(String),
+    /// A full 40-hex commit SHA.
+    Commit(String),
+    /// A name that is a branch or a tag (a branch wins), as given by `--ref NAME`.
+    Name(String),
+}
+
+impl Default for GitRef {
+    fn default() -> Self {
+        GitRef::Branch("main".to_string())
+    }
+}
+
+impl GitRef {
+    /// Interpret a `--ref` value: a 40-hex SHA is a commit, `refs/heads/X` a branch,
+    /// `refs/tags/X` a tag, anything else a branch or tag name.
+    pub fn parse(s: &str) -> GitRef {
+        let s = s.trim();
+        if s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            GitRef::Commit(s.to_ascii_lowercase())
+        } else if let Some(b) = s.strip_prefix("refs/heads/") {
+            GitRef::Branch(b.to_string())
+        } else if let Some(t) = s.strip_prefix("refs/tags/") {
+            GitRef::Tag(t.to_string())
+        } else {
+            GitRef::Name(s.to_string())
+        }
+    }
+}
+
+impl fmt::Display for GitRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GitRef::Branch(b) => write!(f, "branch `{b}`"),
+            GitRef::Tag(t) => write!(f, "tag `{t}`"),
+            GitRef::Commit(c) => write!(f, "commit {c}"),
+            GitRef::Name(n) => write!(f, "ref `{n}`"),
+        }
+    }
+}
+
+/// What to do when a branch no longer contains the last good commit (it was force-pushed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HistoryRewrite {
+    /// Use the new tip, with a warning in the log (what `git pull --force` users expect).
+    #[default]
+    Follow,
+    /// Refuse the new tip with [`GitError::HistoryRewritten`]; the last good snapshot stays.
+    Refuse,
+}
+
+/// Everything that defines a git source. Its `Debug` output redacts a password in the URL (and
+/// the credentials print as `***`).
+#[derive(Clone)]
+pub struct GitSourceSpec {
+    /// The repository URL (a password inside it is used for auth and redacted everywhere else).
+    pub url: String,
+    /// Branch, tag or commit.
+    pub reference: GitRef,
+    /// Subdirectory of the repository to read (`--path`); `None` for the whole tree.
+    pub path: Option<String>,
+    /// Credentials for the remote.
+    pub credentials: Credentials,
+    /// Directory for the cache; each URL gets its own bare repository below it.
+    pub cache_dir: PathBuf,
+    /// Limits on the snapshot.
+    pub limits: SnapshotLimits,
+    /// Make the first fetch into an empty cache shallow (depth 1). Later fetches are incremental.
+    pub shallow: bool,
+    /// What to do with a force-pushed branch.
+    pub on_history_rewrite: HistoryRewrite,
+}
+
+impl fmt::Debug for GitSourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GitSourceSpec")
+            .field("url", &redact_url_passwords(&self.url))
+            .field("reference", &self.reference)
+            .field("path", &self.path)
+            .field("credentials", &self.credentials)
+            .field("cache_dir", &self.cache_dir)
+            .field("limits", &self.limits)
+            .field("shallow", &self.shallow)
+            .field("on_history_rewrite", &self.on_history_rewrite)
+            .finish()
+    }
+}
+
+impl GitSourceSpec {
+    /// A spec with defaults: branch `main`, whole tree, no credentials, default limits, shallow.
+    pub fn new(url: impl Into<String>, cache_dir: impl Into<PathBuf>) -> Self {
+        GitSourceSpec {
+            url: url.into(),
+            reference: GitRef::default(),
+            path: None,
+            credentials: Credentials::default(),
+            cache_dir: cache_dir.into(),
+            limits: SnapshotLimits::default(),
+            shallow: true,
+            on_history_rewrite: HistoryRewrite::default(),
+        }
+    }
+}
+
+/// Why a fetch failed. Every message is safe to log: URLs are shown with passwords redacted and
+/// secret values are scrubbed from text that came from libgit2 or the server.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("invalid git URL `{url}`: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("cannot reach {url}: {message}")]
+    Unreachable { url: String, message: String },
+    #[error("authentication to {url} failed: {message}")]
+    Authentication { url: String, message: String },
+    #[error("SSH host key of {host} not trusted: {message}")]
+    HostKey { host: String, message: String },
+    #[error("{reference} not found in {url}{available}")]
+    MissingRef {
+        url: String,
+        reference: String,
+        available: String,
+    },
+    #[error("{reference} of {url} was force-pushed: the new tip {new} does not contain the last good commit {old}; refusing it (history rewrite policy: refuse)")]
+    HistoryRewritten {
+        url: String,
+        reference: String,
+        old: String,
+        new: String,
+    },
+    #[error("fetching {url} failed: {message}")]
+    Fetch { url: String, message: String },
+    #[error("git cache {path}: {message}")]
+    Cache { path: PathBuf, message: String },
+    #[error(
+        "git cache {path} is damaged ({message}); deleted it, but fetching again failed: {retry}"
+    )]
+    CacheDamaged {
+        path: PathBuf,
+        message: String,
+        retry: Box<GitError>,
+    },
+    #[error("--path `{path}` does not exist at commit {revision}")]
+    PathNotFound { path: String, revision: String },
+    #[error("--path `{path}` at commit {revision} is not a directory")]
+    PathNotADirectory { path: String, revision: String },
+    #[error("{path}: unsafe path in the repository at commit {revision}: {reason}")]
+    UnsafePath {
+        path: String,
+        revision: String,
+        reason: String,
+    },
+    #[error("{path}: symlink points outside the repository (to `{target}`) at commit {revision}; refusing it")]
+    SymlinkEscapes {
+        path: String,
+        target: String,
+        revision: String,
+    },
+    #[error("{path}: symlink target `{target}` does not exist at commit {revision}")]
+    DanglingSymlink {
+        path: String,
+        target: String,
+        revision: String,
+    },
+    #[error("{path}: file is {size} bytes, over the limit of {limit} bytes (commit {revision})")]
+    FileTooLarge {
+        path: String,
+        size: u64,
+        limit: u64,
+        revision: String,
+    },
+    #[error("repository has more than {limit} files at commit {revision}")]
+    TooManyFiles { limit: usize, revision: String },
+    #[error("repository is larger than {limit} bytes in total at commit {revision}")]
+    TooLarge { limit: u64, revision: String },
+    #[error("cannot read the git tree at commit {revision}: {message}")]
+    Read { revision: String, message: String },
+}
+
+impl GitError {
+    /// Whether this error means the local cache is broken (and a fresh clone may fix it).
+    fn is_cache_damage(&self) -> bool {
+        matches!(self, GitError::Cache { .. } | GitError::Read { .. })
+    }
+}
+
+/// The result of [`GitSource::fetch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FetchOutcome {
+    /// The wanted commit is the last good snapshot's: nothing to load or render.
+    Unchanged,
+    /// A new snapshot (also kept as [`GitSource::last_good`]).
+    New(Snapshot),
+}
+
+/// What the last network fetch transferred (all zero when no fetch was needed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TransferStats {
+    /// Objects received from the server.
+    pub received_objects: usize,
+    /// Bytes received from the server.
+    pub received_bytes: usize,
+    /// Whether a fetch (download negotiation) ran at all, beyond listing refs.
+    pub fetched: bool,
+    /// Whether that fetch was shallow.
+    pub shallow: bool,
+}
+
+impl GitError {
+    /// The same missing ref, with `text` in place of the list of what the remote has.
+    fn with_available(self, text: &str) -> GitError {
+        match self {
+            GitError::MissingRef { url, reference, .. } => GitError::MissingRef {
+                url,
+                reference,
+                available: text.to_string(),
+            },
+            other => other,
+        }
+    }
+}
+
+/// One fetch for the CLI (`weft render --repo URL [--ref REF] [--path DIR]`): the snapshot of
+/// `reference` (default branch `main`), cached under [`default_cache_dir`].
+pub fn fetch_snapshot(
+    url: &str,
+    reference: Option<&str>,
+    path: Option<&str>,
+    credentials: Credentials,
+) -> Result<Snapshot, GitError> {
+    let mut spec = GitSourceSpec::new(url, default_cache_dir());
+    if let Some(r) = reference {
+        spec.reference = GitRef::parse(r);
+    }
+    spec.path = path.map(str::to_string);
+    spec.credentials = credentials;
+    let mut source = GitSource::new(spec)?;
+    match source.fetch()? {
+        FetchOutcome::New(snapshot) => Ok(snapshot),
+        // A new source has no last good snapshot, so this is not expected; answer it anyway.
+        FetchOutcome::Unchanged => source.last_good().cloned().ok_or_else(|| GitError::Fetch {
+            url: source.display_url().to_string(),
+            message: "no snapshot was read".to_string(),
+        }),
+    }
+}
+
+/// A cache directory for the CLI: `$XDG_CACHE_HOME/weft/git`, else `~/.cache/weft/git`, else
+/// a directory under the system temp dir.
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("weft/git");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(h).join(".cache/weft/git");
+    }
+    std::env::temp_dir().join("weft-git-cache")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use auth::SecretValue;
+    #[test]
+    fn refs_are_parsed() {
+        assert_eq!(GitRef::parse("main"), GitRef::Name("main".into()));
+        assert_eq!(
+            GitRef::parse("refs/heads/dev"),
+            GitRef::Branch("dev".into())
+        );
+        assert_eq!(GitRef::parse("refs/tags/v1"), GitRef::Tag("v1".into()));
+        let sha = "0123456789ABCDEF0123456789abcdef01234567";
+        assert_eq!(GitRef::parse(sha), GitRef::Commit(sha.to_ascii_lowercase()));
+        assert_eq!(GitRef::parse("0123456"), GitRef::Name("0123456".into()));
+    }
+
+    #[test]
+    fn spec_debug_output_hides_the_url_password() {
+        let mut spec = GitSourceSpec::new("https://bob:hunter2@h/x.git", "/tmp/c");
+        spec.credentials.password = Some(SecretValue::new("other-secret"));
+        let shown = format!("{spec:?}");
+        assert!(shown.contains("https://bob:***@h/x.git"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("other-secret"),
+            "{shown}"
+        );
+    }
+}
