@@ -1,0 +1,389 @@
+//! One Armada document typed: an `ArmadaChart`/`ArmadaChartGroup`/`ArmadaManifest` CR, or a
+//! native document (`schema: armada/Chart/v1`, …) converted to one, checked against the CRD's
+//! schema, with the old spellings normalised and the fields Weft cannot act on warned about.
+
+use kube::CustomResourceExt;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Map, Value};
+
+use super::{Loaded, ResourceKey, ARMADA_API_VERSION, NATIVE_NAMESPACE};
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::load::schema::{self, SchemaIssue};
+use crate::load::yaml::Positions;
+use crate::load::{crd_schema, Diagnostics, Origin, RawDoc};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Kind {
+    Chart,
+    Group,
+    Manifest,
+}
+
+impl Kind {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::Chart => "ArmadaChart",
+            Kind::Group => "ArmadaChartGroup",
+            Kind::Manifest => "ArmadaManifest",
+        }
+    }
+    fn from_kind(kind: &str) -> Option<Kind> {
+        match kind {
+            "ArmadaChart" => Some(Kind::Chart),
+            "ArmadaChartGroup" => Some(Kind::Group),
+            "ArmadaManifest" => Some(Kind::Manifest),
+            _ => None,
+        }
+    }
+}
+
+pub(super) struct Schemas {
+    chart: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    group: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    manifest: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+}
+
+impl Schemas {
+    pub(super) fn new() -> Self {
+        Schemas {
+            chart: crd_schema(ArmadaChart::crd()),
+            group: crd_schema(ArmadaChartGroup::crd()),
+            manifest: crd_schema(ArmadaManifest::crd()),
+        }
+    }
+    fn of(
+        &self,
+        kind: Kind,
+    ) -> &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps {
+        match kind {
+            Kind::Chart => &self.chart,
+            Kind::Group => &self.group,
+            Kind::Manifest => &self.manifest,
+        }
+    }
+}
+
+/// A document converted to the CR shape, not yet typed.
+pub(super) struct Doc {
+    value: Value,
+    pub(super) origin: Origin,
+    positions: Positions,
+    spec_pointer: &'static str,
+    native_schema: Option<String>,
+}
+
+pub(super) fn doc_key(doc: &Doc) -> ResourceKey {
+    let s = |p: &str| {
+        doc.value
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    ResourceKey {
+        namespace: s("/metadata/namespace"),
+        name: s("/metadata/name"),
+    }
+}
+
+pub(super) fn typed<T: DeserializeOwned>(doc: Doc, diags: &mut Diagnostics) -> Option<Loaded<T>> {
+    match serde_json::from_value::<T>(doc.value) {
+        Ok(resource) => Some(Loaded {
+            resource,
+            origin: doc.origin,
+            positions: doc.positions,
+            spec_pointer: doc.spec_pointer,
+            native_schema: doc.native_schema,
+        }),
+        Err(e) => {
+            // The schema accepted it, so this is a shape the schema cannot express.
+            diags.error(doc.origin, format!("invalid Armada document: {e}"));
+            None
+        }
+    }
+}
+
+pub(super) fn load_cr(
+    mut raw: RawDoc,
+    schemas: &Schemas,
+    diags: &mut Diagnostics,
+) -> Option<(Kind, Doc)> {
+    let kind = Kind::from_kind(raw.value.get("kind").and_then(Value::as_str).unwrap_or(""))?;
+    if raw
+        .value
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        diags.error(
+            raw.origin_of("/metadata"),
+            format!("an {} must set `metadata.namespace`", kind.name()),
+        );
+        return None;
+    }
+    if let Some(spec) = raw.value.get_mut("spec") {
+        let file = raw.origin.file.clone();
+        normalise(kind, spec, &mut |pointer: &str, message: String| {
+            diags.warning(
+                Origin {
+                    file: file.clone(),
+                    pos: raw.positions.find(&format!("/spec{pointer}")),
+                },
+                format!("{message} (the API server only accepts the new form)"),
+            )
+        });
+    }
+    let raw = crate::load::validate_against(raw, schemas.of(kind), diags)?;
+    let doc = Doc {
+        value: raw.value,
+        origin: raw.origin,
+        positions: raw.positions,
+        spec_pointer: "/spec",
+        native_schema: None,
+    };
+    warn_unacted(kind, &doc, diags);
+    Some((kind, doc))
+}
+
+pub(super) fn load_native(
+    raw: RawDoc,
+    schemas: &Schemas,
+    diags: &mut Diagnostics,
+) -> Option<(Kind, Doc)> {
+    let schema_name = raw
+        .value
+        .get("schema")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let parts: Vec<&str> = schema_name.split('/').collect();
+    let kind = match parts.as_slice() {
+        ["armada", "Chart", "v1" | "v2"] => Kind::Chart,
+        ["armada", "ChartGroup", "v1" | "v2"] => Kind::Group,
+        ["armada", "Manifest", "v1" | "v2"] => Kind::Manifest,
+        _ => {
+            diags.error(
+                raw.origin_of("/schema"),
+                format!("unknown Armada document schema `{schema_name}`: expected armada/Chart/v1, armada/Chart/v2, armada/ChartGroup/v1, armada/ChartGroup/v2, armada/Manifest/v1 or armada/Manifest/v2"),
+            );
+            return None;
+        }
+    };
+    let mut ok = true;
+    let Value::Object(map) = &raw.value else {
+        return None;
+    };
+    for key in map.keys() {
+        if !matches!(key.as_str(), "schema" | "metadata" | "data") {
+            let hint = schema::did_you_mean(key, ["schema", "metadata", "data"])
+                .map(|m| format!(" (did you mean `{m}`?)"))
+                .unwrap_or_default();
+            diags.error(
+                raw.origin_of(&format!("/{key}")),
+                format!("unknown field `{key}` in an Armada document: only `schema`, `metadata` and `data`{hint}"),
+            );
+            ok = false;
+        }
+    }
+    let name = match raw.value.pointer("/metadata/name") {
+        Some(Value::String(n)) if is_dns_subdomain(n) => Some(n.clone()),
+        Some(Value::String(n)) => {
+            diags.error(
+                raw.origin_of("/metadata/name"),
+                format!("`metadata.name` `{n}` cannot name a Kubernetes resource: use lowercase letters, digits, `-` and `.` (at most 253 characters)"),
+            );
+            None
+        }
+        _ => {
+            diags.error(
+                raw.origin_of("/metadata"),
+                "missing required field `metadata.name`",
+            );
+            None
+        }
+    };
+    let namespace = match raw.value.pointer("/metadata/namespace") {
+        Some(Value::String(ns)) if !ns.is_empty() => ns.clone(),
+        _ => NATIVE_NAMESPACE.to_string(),
+    };
+    if raw.value.pointer("/metadata/substitutions").is_some() {
+        diags.warning(
+            raw.origin_of("/metadata/substitutions"),
+            "Deckhand substitutions are not performed by Weft; `metadata.substitutions` is ignored",
+        );
+    }
+    if raw.value.pointer("/metadata/layeringDefinition/abstract") == Some(&Value::Bool(true)) {
+        diags.warning(
+            raw.origin_of("/metadata/layeringDefinition"),
+            "Deckhand layering is not performed by Weft: this abstract document is deployed as it is",
+        );
+    }
+    let mut data = match raw.value.get("data") {
+        Some(Value::Object(d)) => Value::Object(d.clone()),
+        Some(_) => {
+            diags.error(raw.origin_of("/data"), "`data` must be a mapping");
+            return None;
+        }
+        None => {
+            diags.error(raw.origin.clone(), "missing required field `data`");
+            return None;
+        }
+    };
+    normalise(kind, &mut data, &mut |pointer: &str, message: String| {
+        diags.warning(raw.origin_of(&format!("/data{pointer}")), message)
+    });
+    let mut issues: Vec<SchemaIssue> = Vec::new();
+    if let Some(spec_schema) = schemas
+        .of(kind)
+        .properties
+        .as_ref()
+        .and_then(|p| p.get("spec"))
+    {
+        schema::validate(&mut data, spec_schema, "/data", &mut issues);
+    }
+    for issue in issues {
+        let origin = raw.origin_of(&issue.pointer);
+        if issue.warning {
+            diags.warning(origin, issue.message);
+        } else {
+            ok = false;
+            diags.error(origin, issue.message);
+        }
+    }
+    let name = name?;
+    if !ok {
+        return None;
+    }
+    let mut metadata = json!({"name": name, "namespace": namespace});
+    if let Some(Value::Object(labels)) = raw.value.pointer("/metadata/labels") {
+        metadata["labels"] = Value::Object(labels.clone());
+    }
+    let value = json!({
+        "apiVersion": ARMADA_API_VERSION,
+        "kind": kind.name(),
+        "metadata": metadata,
+        "spec": data,
+    });
+    let doc = Doc {
+        value,
+        origin: raw.origin,
+        positions: raw.positions,
+        spec_pointer: "/data",
+        native_schema: Some(schema_name),
+    };
+    warn_unacted(kind, &doc, diags);
+    Some((kind, doc))
+}
+
+pub(super) fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// Rewrite the two spellings a structural schema cannot express into the CRD's form:
+/// v1's `test: true|false` → `test: {enabled: …}`, and v2's map form of `wait.resources`
+/// (`{deployment: {labels…}, job: [{…}, {…}]}`) → a list of `{type, …}`.
+pub(super) fn normalise(kind: Kind, spec: &mut Value, note: &mut dyn FnMut(&str, String)) {
+    if kind != Kind::Chart {
+        return;
+    }
+    if let Some(Value::Bool(b)) = spec.get("test").cloned() {
+        spec["test"] = json!({"enabled": b});
+        note(
+            "/test",
+            format!("`test: {b}` is the deprecated Armada v1 form of `test: {{enabled: {b}}}`"),
+        );
+    }
+    if let Some(Value::Object(by_type)) = spec.pointer("/wait/resources").cloned() {
+        let mut list = Vec::new();
+        for (type_, entry) in by_type {
+            let entries = match entry {
+                Value::Array(items) => items,
+                other => vec![other],
+            };
+            for e in entries {
+                let mut e = match e {
+                    Value::Object(m) => m,
+                    Value::Null => Map::new(),
+                    other => {
+                        // Leave it for the schema to report.
+                        list.push(other);
+                        continue;
+                    }
+                };
+                e.insert("type".to_string(), Value::String(type_.clone()));
+                list.push(Value::Object(e));
+            }
+        }
+        spec["wait"]["resources"] = Value::Array(list);
+        note("/wait/resources", "`wait.resources` as a mapping by type (Armada v2) was converted to the list form `[{type, labels, min_ready}]`".to_string());
+    }
+}
+
+/// Warn about fields Weft accepts but does not act on (Helm tests and hooks, Helm options).
+pub(super) fn warn_unacted(kind: Kind, doc: &Doc, diags: &mut Diagnostics) {
+    let spec = doc.value.get("spec").cloned().unwrap_or(Value::Null);
+    let mut warn = |pointer: &str, why: &str| {
+        if spec.pointer(pointer).is_some() {
+            let field = schema::field_path(&format!("{}{pointer}", doc.spec_pointer));
+            diags.warning(
+                Origin {
+                    file: doc.origin.file.clone(),
+                    pos: doc
+                        .positions
+                        .find(&format!("{}{pointer}", doc.spec_pointer)),
+                },
+                format!("`{field}` is accepted but ignored: {why}"),
+            );
+        }
+    };
+    match kind {
+        Kind::Chart => {
+            if spec.pointer("/test/enabled") != Some(&Value::Bool(false)) {
+                warn("/test", "Weft does not run Helm tests");
+            }
+            warn("/install", "Weft does not run Helm hooks");
+            warn("/upgrade/no_hooks", "Weft does not run Helm hooks");
+            warn(
+                "/upgrade/options",
+                "Helm upgrade options do not apply to server-side apply",
+            );
+            warn(
+                "/upgrade/pre/update",
+                "only `upgrade.pre.delete` actions are performed",
+            );
+            warn(
+                "/upgrade/pre/create",
+                "only `upgrade.pre.delete` actions are performed",
+            );
+            warn(
+                "/upgrade/post",
+                "only `upgrade.pre.delete` actions are performed",
+            );
+            warn(
+                "/wait/native",
+                "Weft waits with its own readiness rules, not Helm's `--wait`",
+            );
+            warn(
+                "/source/proxy_server",
+                "Weft fetches without a per-chart proxy",
+            );
+            warn("/source/auth_method", "Weft's own git credentials are used");
+            if spec.get("timeout").is_some() {
+                let field = schema::field_path(&format!("{}/timeout", doc.spec_pointer));
+                diags.warning(
+                    Origin { file: doc.origin.file.clone(), pos: doc.positions.find(&format!("{}/timeout", doc.spec_pointer)) },
+                    format!("`{field}` is deprecated: write `wait.timeout` (used as the wait timeout when `wait.timeout` is not set)"),
+                );
+            }
+        }
+        Kind::Group => warn("/test_charts", "Weft does not run Helm tests"),
+        Kind::Manifest => {}
+    }
+}

@@ -1,0 +1,292 @@
+//! Armada documents: `ArmadaChart`/`ArmadaChartGroup`/`ArmadaManifest` CRs and native
+//! `schema: armada/Chart/v1`-style documents (converted to the same CRs), validated against the
+//! CRD schemas with `file:line:col` errors, with their references (manifest → groups → charts,
+//! `dependencies`) checked, and the deployment plan (waves) derived from them.
+//!
+//! Here: the loaded types, the deployment plan and [`load`]; `documents`: one document typed
+//! (a CR, or a native document converted to one) and checked against its CRD schema;
+//! `references`: the checks across documents (references, dependency cycles, per-chart rules).
+
+mod documents;
+mod references;
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::Value;
+
+use super::yaml::Positions;
+use super::{schema, Diagnostics, Origin, RawDoc};
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest, API_VERSION};
+use crate::source::chart::ChartRequest;
+use documents::{doc_key, load_cr, load_native, typed, Kind, Schemas};
+use references::{check_charts, check_references};
+
+/// The Armada API group and version.
+pub const ARMADA_API_VERSION: &str = API_VERSION;
+
+/// Namespace of the CRs that native documents become (Deckhand metadata has no namespace;
+/// a `metadata.namespace` in a native document is honoured).
+pub const NATIVE_NAMESPACE: &str = "default";
+
+/// A typed Armada resource with where it was written.
+#[derive(Clone, Debug)]
+pub struct Loaded<T> {
+    /// The resource (native documents converted to the CR).
+    pub resource: T,
+    /// Where the document starts.
+    pub origin: Origin,
+    /// Positions of the document's nodes.
+    pub positions: Positions,
+    /// `/spec` for a CR, `/data` for a native document: where the spec fields are.
+    pub spec_pointer: &'static str,
+    /// `armada/Chart/v1` etc. for a native document.
+    pub native_schema: Option<String>,
+}
+
+impl<T> Loaded<T> {
+    /// The origin of a spec field, e.g. `/values/overlays/0` → `file:line:col` of that node.
+    pub fn origin_of(&self, spec_field: &str) -> Origin {
+        Origin {
+            file: self.origin.file.clone(),
+            pos: self
+                .positions
+                .find(&format!("{}{spec_field}", self.spec_pointer)),
+        }
+    }
+    /// How a spec field is called in the document as written: `spec.x` or `data.x`.
+    pub fn field_name(&self, spec_field: &str) -> String {
+        schema::field_path(&format!("{}{spec_field}", self.spec_pointer))
+    }
+}
+
+pub use crate::api::ResourceKey;
+
+fn key_of(meta: &kube::api::ObjectMeta) -> ResourceKey {
+    ResourceKey {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+    }
+}
+
+/// Armada documents of the repository, typed and checked.
+#[derive(Clone, Debug, Default)]
+pub struct ArmadaDocs {
+    pub charts: Vec<Loaded<ArmadaChart>>,
+    pub groups: Vec<Loaded<ArmadaChartGroup>>,
+    pub manifests: Vec<Loaded<ArmadaManifest>>,
+}
+
+impl ArmadaDocs {
+    pub fn len(&self) -> usize {
+        self.charts.len() + self.groups.len() + self.manifests.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The chart `name` in `namespace`.
+    pub fn chart(&self, namespace: &str, name: &str) -> Option<&Loaded<ArmadaChart>> {
+        self.charts.iter().find(|c| {
+            c.resource.metadata.namespace.as_deref() == Some(namespace)
+                && c.resource.metadata.name.as_deref() == Some(name)
+        })
+    }
+    /// What the source stage needs to fetch every chart's files: its key, where its `source`
+    /// is written, and the source.
+    pub fn chart_requests(&self) -> Vec<ChartRequest> {
+        self.charts
+            .iter()
+            .map(|c| ChartRequest {
+                chart: key_of(&c.resource.metadata),
+                origin: c.origin_of("/source").to_string(),
+                source: c.resource.spec.source.clone(),
+            })
+            .collect()
+    }
+    /// Index of a chart by key.
+    pub fn chart_index(&self, key: &ResourceKey) -> Option<usize> {
+        self.charts
+            .iter()
+            .position(|c| key_of(&c.resource.metadata) == *key)
+    }
+
+    /// The deployment plan: every chart that is deployed on its own, with its wave and release
+    /// prefix. Waves start at 1 (wave 0 is the sync layer): each manifest (by namespace/name)
+    /// deploys its groups in order; an unsequenced group's charts share one wave, a sequenced
+    /// group's charts get one wave each, in order. Groups that no manifest lists follow, then
+    /// charts that no group lists and no chart depends on (in one wave). Charts that are only
+    /// dependencies are rendered inside the charts that depend on them.
+    pub fn deployment_plan(&self) -> Vec<PlannedChart> {
+        let mut plan = Vec::new();
+        let mut wave = 1u32;
+        let mut grouped: BTreeSet<ResourceKey> = BTreeSet::new();
+        let mut listed_groups: BTreeSet<ResourceKey> = BTreeSet::new();
+        let deploy_group = |g: &Loaded<ArmadaChartGroup>,
+                            prefix: Option<&str>,
+                            manifest: Option<&ResourceKey>,
+                            plan: &mut Vec<PlannedChart>,
+                            wave: &mut u32,
+                            grouped: &mut BTreeSet<ResourceKey>| {
+            let gkey = key_of(&g.resource.metadata);
+            let mut any = false;
+            for name in &g.resource.spec.chart_group {
+                let key = ResourceKey {
+                    namespace: gkey.namespace.clone(),
+                    name: name.clone(),
+                };
+                let Some(chart) = self.chart_index(&key) else {
+                    continue;
+                };
+                grouped.insert(key);
+                plan.push(PlannedChart {
+                    chart,
+                    wave: *wave,
+                    release_prefix: prefix.filter(|p| !p.is_empty()).map(str::to_string),
+                    group: Some(gkey.clone()),
+                    manifest: manifest.cloned(),
+                });
+                any = true;
+                if g.resource.spec.sequenced {
+                    *wave += 1;
+                }
+            }
+            if any && !g.resource.spec.sequenced {
+                *wave += 1;
+            }
+        };
+        let mut manifests: Vec<&Loaded<ArmadaManifest>> = self.manifests.iter().collect();
+        manifests.sort_by_key(|m| key_of(&m.resource.metadata));
+        for m in manifests {
+            let mkey = key_of(&m.resource.metadata);
+            for gname in &m.resource.spec.chart_groups {
+                let gkey = ResourceKey {
+                    namespace: mkey.namespace.clone(),
+                    name: gname.clone(),
+                };
+                let Some(g) = self
+                    .groups
+                    .iter()
+                    .find(|g| key_of(&g.resource.metadata) == gkey)
+                else {
+                    continue;
+                };
+                listed_groups.insert(gkey);
+                deploy_group(
+                    g,
+                    Some(&m.resource.spec.release_prefix),
+                    Some(&mkey),
+                    &mut plan,
+                    &mut wave,
+                    &mut grouped,
+                );
+            }
+        }
+        let mut groups: Vec<&Loaded<ArmadaChartGroup>> = self
+            .groups
+            .iter()
+            .filter(|g| !listed_groups.contains(&key_of(&g.resource.metadata)))
+            .collect();
+        groups.sort_by_key(|g| key_of(&g.resource.metadata));
+        for g in groups {
+            deploy_group(g, None, None, &mut plan, &mut wave, &mut grouped);
+        }
+        let dependencies: BTreeSet<ResourceKey> = self
+            .charts
+            .iter()
+            .flat_map(|c| {
+                let ns = c.resource.metadata.namespace.clone().unwrap_or_default();
+                c.resource
+                    .spec
+                    .dependencies
+                    .iter()
+                    .map(move |d| ResourceKey {
+                        namespace: ns.clone(),
+                        name: d.clone(),
+                    })
+            })
+            .collect();
+        let mut alone: Vec<(ResourceKey, usize)> = self
+            .charts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (key_of(&c.resource.metadata), i))
+            .filter(|(k, _)| !grouped.contains(k) && !dependencies.contains(k))
+            .collect();
+        alone.sort();
+        for (_, chart) in alone {
+            plan.push(PlannedChart {
+                chart,
+                wave,
+                release_prefix: None,
+                group: None,
+                manifest: None,
+            });
+        }
+        plan
+    }
+}
+
+/// One chart of the deployment plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedChart {
+    /// Index into [`ArmadaDocs::charts`].
+    pub chart: usize,
+    /// Deployment wave (1-based; a later wave starts when the earlier one is ready).
+    pub wave: u32,
+    /// The manifest's `release_prefix`, if any and not empty.
+    pub release_prefix: Option<String>,
+    /// The group that lists the chart.
+    pub group: Option<ResourceKey>,
+    /// The manifest that lists the group.
+    pub manifest: Option<ResourceKey>,
+}
+
+/// A native Armada document (`schema: armada/Chart/v1`, …).
+pub fn is_native(value: &Value) -> bool {
+    value
+        .get("schema")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.starts_with("armada/"))
+}
+
+/// One of the Armada CR kinds.
+pub fn is_armada_cr(api_version: &str, kind: &str) -> bool {
+    api_version == ARMADA_API_VERSION
+        && matches!(kind, "ArmadaChart" | "ArmadaChartGroup" | "ArmadaManifest")
+}
+
+/// Type and check the Armada documents.
+pub fn load(docs: Vec<RawDoc>, diags: &mut Diagnostics) -> ArmadaDocs {
+    // Generating the CRD schemas takes milliseconds; once per process is enough.
+    static SCHEMAS: std::sync::OnceLock<Schemas> = std::sync::OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(Schemas::new);
+    let mut out = ArmadaDocs::default();
+    let mut seen: HashMap<(Kind, ResourceKey), Origin> = HashMap::new();
+    for raw in docs {
+        let loaded = if is_native(&raw.value) {
+            load_native(raw, schemas, diags)
+        } else {
+            load_cr(raw, schemas, diags)
+        };
+        let Some((kind, doc)) = loaded else { continue };
+        let key = doc_key(&doc);
+        if let Some(first) = seen.get(&(kind, key.clone())) {
+            diags.error(
+                doc.origin.clone(),
+                format!("{} `{key}` is defined twice: first at {first}", kind.name()),
+            );
+            continue;
+        }
+        seen.insert((kind, key), doc.origin.clone());
+        match kind {
+            Kind::Chart => out.charts.extend(typed(doc, diags)),
+            Kind::Group => out.groups.extend(typed(doc, diags)),
+            Kind::Manifest => out.manifests.extend(typed(doc, diags)),
+        }
+    }
+    check_charts(&out, diags);
+    check_references(&out, diags);
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,354 @@
+//! Loading Armada documents: conversion, schema errors with positions, references, the plan.
+
+use super::*;
+use crate::load::yaml::{parse_documents, YamlLimits};
+use crate::load::Severity;
+
+fn raw_docs(file: &str, text: &str) -> Vec<RawDoc> {
+    parse_documents(text, YamlLimits::default())
+        .unwrap()
+        .into_iter()
+        .filter(|d| !d.value.is_null())
+        .map(|d| RawDoc {
+            origin: Origin {
+                file: file.to_string(),
+                pos: d.positions.get("").unwrap_or(d.start),
+            },
+            value: d.value,
+            positions: d.positions,
+        })
+        .collect()
+}
+
+fn load_text(text: &str) -> (ArmadaDocs, Diagnostics) {
+    let mut diags = Diagnostics::default();
+    let docs = load(raw_docs("armada.yaml", text), &mut diags);
+    diags.0.sort();
+    (docs, diags)
+}
+
+fn errors(d: &Diagnostics) -> Vec<String> {
+    d.0.iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| d.to_string())
+        .collect()
+}
+fn warnings(d: &Diagnostics) -> Vec<String> {
+    d.0.iter()
+        .filter(|d| d.severity == Severity::Warning)
+        .map(|d| d.to_string())
+        .collect()
+}
+
+const NATIVE: &str = r#"
+schema: armada/Manifest/v1
+metadata: {schema: metadata/Document/v1, name: site}
+data:
+  release_prefix: demo
+  chart_groups: [infra, apps]
+---
+schema: armada/ChartGroup/v1
+metadata: {schema: metadata/Document/v1, name: infra}
+data:
+  description: infrastructure
+  chart_group: [db]
+---
+schema: armada/ChartGroup/v2
+metadata: {schema: metadata/Document/v1, name: apps}
+data:
+  sequenced: true
+  chart_group: [api, web]
+---
+schema: armada/Chart/v1
+metadata: {schema: metadata/Document/v1, name: db}
+data:
+  chart_name: db
+  release: db
+  namespace: demo
+  test: false
+  source: {type: local, location: charts/db, subpath: .}
+  dependencies: []
+---
+schema: armada/Chart/v2
+metadata: {schema: metadata/Document/v1, name: api}
+data:
+  release: api
+  namespace: demo
+  wait:
+    timeout: 120
+    resources:
+      deployment: {labels: {app: api}, min_ready: 50%}
+      job: [{labels: {app: migrate}}]
+  source: {type: git, location: ../charts-repo, subpath: api, reference: main}
+---
+schema: armada/Chart/v2
+metadata: {schema: metadata/Document/v1, name: web}
+data:
+  release: web
+  namespace: demo
+  source: {type: local, location: charts/web}
+"#;
+
+#[test]
+fn native_documents_become_crs_and_a_plan() {
+    let (docs, diags) = load_text(NATIVE);
+    assert!(errors(&diags).is_empty(), "{:?}", diags.0);
+    assert_eq!(
+        (docs.charts.len(), docs.groups.len(), docs.manifests.len()),
+        (3, 2, 1)
+    );
+    let api = docs.chart("default", "api").unwrap();
+    let res = &api.resource.spec.wait.as_ref().unwrap().resources;
+    assert_eq!(res.len(), 2);
+    assert_eq!(
+        res[0].type_,
+        crate::api::armada::WaitResourceType::Deployment
+    );
+    assert_eq!(api.native_schema.as_deref(), Some("armada/Chart/v2"));
+    let w = warnings(&diags);
+    assert!(
+        w.iter()
+            .any(|w| w.contains("wait.resources") && w.starts_with("armada.yaml:")),
+        "{w:?}"
+    );
+    assert!(
+        w.iter()
+            .any(|w| w.contains("`test: false` is the deprecated")),
+        "{w:?}"
+    );
+    let plan = docs.deployment_plan();
+    let order: Vec<(String, u32, Option<String>)> = plan
+        .iter()
+        .map(|p| {
+            (
+                docs.charts[p.chart].resource.metadata.name.clone().unwrap(),
+                p.wave,
+                p.release_prefix.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            ("db".to_string(), 1, Some("demo".to_string())),
+            ("api".to_string(), 2, Some("demo".to_string())),
+            ("web".to_string(), 3, Some("demo".to_string())),
+        ]
+    );
+}
+
+#[test]
+fn unknown_and_bad_fields_name_file_line_and_field() {
+    let (_, diags) = load_text(
+            "schema: armada/Chart/v1\nmetadata: {name: db}\ndata:\n  release: db\n  namespace: demo\n  relase_prefix: x\n  wait: {timeout: 0}\n  source: {type: svn, location: x}\n",
+        );
+    let e = errors(&diags);
+    assert!(
+        e.iter().any(|e| e.starts_with("armada.yaml:6:3:")
+            && e.contains("unknown field `relase_prefix` in `data`")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|e| e.starts_with("armada.yaml:7:")
+            && e.contains("`data.wait.timeout` must be at least 1")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter()
+            .any(|e| e.contains("`data.source.type` must be one of local, git, tar, not `svn`")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn min_ready_must_be_a_count_or_percentage() {
+    let cr = |min_ready: &str| {
+        format!(
+                "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: a, namespace: n}}\nspec:\n  release: a\n  namespace: n\n  source: {{type: local, location: c}}\n  wait:\n    resources:\n      - type: deployment\n        min_ready: {min_ready}\n"
+            )
+    };
+    let (_, d) = load_text(&cr("\"80%\""));
+    assert!(errors(&d).is_empty(), "{:?}", d.0);
+    let (_, d) = load_text(&cr("2"));
+    assert!(errors(&d).is_empty(), "{:?}", d.0);
+    let (_, d) = load_text(&cr("most"));
+    let e = errors(&d);
+    assert!(
+        e.iter().any(|e| e.starts_with("armada.yaml:11:9:")
+            && e.contains("min_ready")
+            && e.contains("pattern")),
+        "{e:?}"
+    );
+    let (_, d) = load_text(&cr("\"150%\""));
+    assert!(!errors(&d).is_empty());
+    let (_, d) = load_text(&cr("-1"));
+    assert!(
+        errors(&d)
+            .iter()
+            .any(|e| e.contains("must not be negative")),
+        "{:?}",
+        d.0
+    );
+}
+
+#[test]
+fn dangling_references_name_both_ends() {
+    let (_, diags) = load_text(
+            "schema: armada/Manifest/v1\nmetadata: {name: m}\ndata: {release_prefix: p, chart_groups: [grup]}\n---\nschema: armada/ChartGroup/v1\nmetadata: {name: group}\ndata: {chart_group: [web, ghost]}\n---\nschema: armada/Chart/v2\nmetadata: {name: web}\ndata: {release: web, namespace: x, dependencies: [lib], source: {type: local, location: c}}\n",
+        );
+    let e = errors(&diags);
+    assert!(e.iter().any(|e| e.starts_with("armada.yaml:3:") && e.contains("ArmadaManifest `default/m` lists chart group `grup`, but there is no ArmadaChartGroup `grup`") && e.contains("did you mean `group`")), "{e:?}");
+    assert!(
+        e.iter().any(|e| e.starts_with("armada.yaml:7:")
+            && e.contains("lists chart `ghost`, but there is no ArmadaChart `ghost`")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|e| e.contains(
+            "ArmadaChart `default/web` depends on `lib`, but there is no ArmadaChart `lib`"
+        )),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn dependency_cycles_are_errors() {
+    let chart = |name: &str, deps: &str| {
+        format!("---\nschema: armada/Chart/v2\nmetadata: {{name: {name}}}\ndata: {{release: {name}, namespace: x, dependencies: [{deps}], source: {{type: local, location: c}}}}\n")
+    };
+    let text = format!(
+        "{}{}{}{}",
+        chart("a", "b"),
+        chart("b", "c"),
+        chart("c", "a"),
+        chart("d", "d")
+    );
+    let (_, diags) = load_text(&text);
+    let e = errors(&diags);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e.iter()
+            .any(|e| e.contains("dependency cycle") && e.contains("`a` → `b` → `c` → `a`")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter()
+            .any(|e| e.contains("ArmadaChart `default/d` depends on `d`")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_chart_in_two_groups_and_duplicates_are_errors() {
+    let text = "schema: armada/ChartGroup/v1\nmetadata: {name: g1}\ndata: {chart_group: [a]}\n---\nschema: armada/ChartGroup/v1\nmetadata: {name: g2}\ndata: {chart_group: [a]}\n---\nschema: armada/Chart/v2\nmetadata: {name: a}\ndata: {release: a, namespace: x, source: {type: local, location: c}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: a, namespace: default}\nspec: {release: a, namespace: x, source: {type: local, location: c}}\n";
+    let (_, diags) = load_text(text);
+    let e = errors(&diags);
+    assert!(
+        e.iter().any(|e| e.contains(
+            "is listed by ArmadaChartGroup `default/g2` and by ArmadaChartGroup `default/g1`"
+        )),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().any(|e| e.starts_with("armada.yaml:13:")
+            && e.contains("ArmadaChart `default/a` is defined twice: first at armada.yaml:9:")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn fields_weft_cannot_act_on_are_warnings() {
+    let text = "schema: armada/Chart/v1\nmetadata: {name: a}\ndata:\n  chart_name: a\n  release: a\n  namespace: x\n  timeout: 100\n  test: {enabled: true, options: {cleanup: true}}\n  install: {no_hooks: false}\n  upgrade:\n    no_hooks: false\n    pre:\n      delete: [{type: job, labels: {app: a}}]\n      create: [{type: pod}]\n    options: {force: true}\n  wait: {native: {enabled: true}}\n  source: {type: git, location: https://example.com/r.git, subpath: a, proxy_server: p, auth_method: ssh}\n---\nschema: armada/ChartGroup/v1\nmetadata: {name: g}\ndata: {chart_group: [a], test_charts: true}\n";
+    let (docs, diags) = load_text(text);
+    assert!(errors(&diags).is_empty(), "{:?}", diags.0);
+    let w = warnings(&diags);
+    for (line, field) in [
+        (7, "`data.timeout` is deprecated"),
+        (8, "`data.test` is accepted but ignored"),
+        (9, "`data.install`"),
+        (11, "`data.upgrade.no_hooks`"),
+        (14, "`data.upgrade.pre.create`"),
+        (15, "`data.upgrade.options`"),
+        (16, "`data.wait.native`"),
+        (17, "`data.source.proxy_server`"),
+        (17, "`data.source.auth_method`"),
+        (21, "`data.test_charts`"),
+    ] {
+        assert!(
+            w.iter()
+                .any(|w| w.starts_with(&format!("armada.yaml:{line}:")) && w.contains(field)),
+            "{field} at {line}: {w:?}"
+        );
+    }
+    let up = docs.charts[0].resource.spec.upgrade.as_ref().unwrap();
+    assert_eq!(up.pre.as_ref().unwrap().delete[0].type_, "job");
+}
+
+#[test]
+fn upgrade_delete_types_are_checked() {
+    let (_, d) = load_text("schema: armada/Chart/v2\nmetadata: {name: a}\ndata:\n  release: a\n  namespace: x\n  source: {type: local, location: c}\n  upgrade:\n    pre:\n      delete:\n        - {type: job, labels: {a: b}}\n        - {type: deployment}\n");
+    let e = errors(&d);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("armada.yaml:11:12:")
+            && e[0].contains("`data.upgrade.pre.delete[1].type` `deployment` cannot be deleted"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn local_paths_may_not_leave_the_repository() {
+    let (_, d) = load_text("schema: armada/Chart/v2\nmetadata: {name: a}\ndata: {release: a, namespace: x, source: {type: local, location: ../other, subpath: x}}\n");
+    assert!(
+        errors(&d)
+            .iter()
+            .any(|e| e.contains("`data.source.location`") && e.contains("leaves the repository")),
+        "{:?}",
+        d.0
+    );
+    let (_, d) = load_text("schema: armada/Chart/v2\nmetadata: {name: a}\ndata: {release: a, namespace: x, source: {type: git, location: ../other, subpath: ../../x}}\n");
+    assert!(
+        errors(&d)
+            .iter()
+            .any(|e| e.contains("`data.source.subpath`")),
+        "{:?}",
+        d.0
+    );
+}
+
+#[test]
+fn unknown_schema_and_bad_names() {
+    let (_, d) = load_text("schema: armada/Chart/v3\nmetadata: {name: a}\ndata: {}\n---\nschema: armada/Chart/v1\nmetadata: {name: My_Chart}\ndata: {release: a, namespace: x, source: {type: local, location: c}}\n");
+    let e = errors(&d);
+    assert!(
+        e.iter().any(|e| e.starts_with("armada.yaml:1:")
+            && e.contains("unknown Armada document schema `armada/Chart/v3`")),
+        "{e:?}"
+    );
+    assert!(
+        e.iter()
+            .any(|e| e.contains("`metadata.name` `My_Chart` cannot name a Kubernetes resource")),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn plan_puts_lone_groups_and_charts_after_manifests_and_skips_dependency_only_charts() {
+    let text = "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {name: g, namespace: n}\nspec: {chart_group: [a, b]}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: a, namespace: n}\nspec: {release: a, namespace: n, source: {type: local, location: c}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: b, namespace: n}\nspec: {release: b, namespace: n, dependencies: [lib], source: {type: local, location: c}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: lib, namespace: n}\nspec: {release: lib, namespace: n, source: {type: local, location: c}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: solo, namespace: n}\nspec: {release: solo, namespace: n, source: {type: local, location: c}}\n";
+    let (docs, d) = load_text(text);
+    assert!(errors(&d).is_empty(), "{:?}", d.0);
+    let plan: Vec<(String, u32)> = docs
+        .deployment_plan()
+        .iter()
+        .map(|p| {
+            (
+                docs.charts[p.chart].resource.metadata.name.clone().unwrap(),
+                p.wave,
+            )
+        })
+        .collect();
+    assert_eq!(
+        plan,
+        vec![("a".into(), 1), ("b".into(), 1), ("solo".into(), 2)]
+    );
+}

@@ -1,0 +1,240 @@
+//! Rendering charts: placeholders, values, namespaces, overlays, dependencies, errors.
+
+use super::*;
+use crate::api::armada::OverlayTarget;
+use chart::{check_object, target_matches};
+use serde_json::json;
+
+fn b() -> Builtins {
+    Builtins {
+        release_name: "demo-web".into(),
+        release_namespace: "apps".into(),
+        chart_name: "web".into(),
+        chart_version: "1.2.0".into(),
+    }
+}
+
+#[test]
+fn whole_placeholders_keep_their_type() {
+    let values = json!({"replicas": 3, "debug": true, "ports": [80, 443], "image": {"tag": "1.0"}});
+    let sub = |s: &str| substitute_str(s, &values, &b());
+    assert_eq!(sub("${replicas}").unwrap(), json!(3));
+    assert_eq!(sub("${debug}").unwrap(), json!(true));
+    assert_eq!(sub("${ports}").unwrap(), json!([80, 443]));
+    assert_eq!(sub("${ports.1}").unwrap(), json!(443));
+    assert_eq!(sub("${missing:=5}").unwrap(), json!(5));
+    assert_eq!(sub("${missing:=false}").unwrap(), json!(false));
+    assert_eq!(sub("${missing:=}").unwrap(), json!(""));
+    assert_eq!(sub("${missing:=text here}").unwrap(), json!("text here"));
+    assert_eq!(sub("${release.name}").unwrap(), json!("demo-web"));
+}
+
+#[test]
+fn embedded_placeholders_become_text() {
+    let values = json!({"image": {"repo": "nginx", "tag": 1.27}, "n": null});
+    let sub = |s: &str| substitute_str(s, &values, &b());
+    assert_eq!(
+        sub("${image.repo}:${image.tag}").unwrap(),
+        json!("nginx:1.27")
+    );
+    assert_eq!(sub("x-${missing:=5}").unwrap(), json!("x-5"));
+    assert_eq!(sub("a${n}b").unwrap(), json!("ab"));
+    assert_eq!(
+        sub("echo $${HOME} costs $5").unwrap(),
+        json!("echo ${HOME} costs $5")
+    );
+    assert_eq!(
+        sub("${chart.name}-${chart.version}").unwrap(),
+        json!("web-1.2.0")
+    );
+    assert!(sub("x ${image}")
+        .unwrap_err()
+        .contains("is a mapping and cannot be written inside a string"));
+}
+
+#[test]
+fn unresolved_and_malformed_placeholders_are_errors() {
+    let values = json!({});
+    let sub = |s: &str| substitute_str(s, &values, &b());
+    assert_eq!(
+        sub("${image.tag}").unwrap_err(),
+        "unresolved placeholder `${image.tag}`: no value at `image.tag` and no default"
+    );
+    assert!(sub("${oops")
+        .unwrap_err()
+        .contains("unterminated placeholder"));
+    assert!(sub("${a b}").unwrap_err().contains("is not a placeholder"));
+}
+
+#[test]
+fn deep_merge_merges_maps_and_replaces_the_rest() {
+    let mut base = json!({"a": {"x": 1, "y": [1, 2]}, "b": 1, "c": {"k": "v"}});
+    deep_merge(
+        &mut base,
+        &json!({"a": {"y": [3], "z": true}, "b": {"now": "map"}, "c": null}),
+    );
+    assert_eq!(
+        base,
+        json!({"a": {"x": 1, "y": [3], "z": true}, "b": {"now": "map"}, "c": null})
+    );
+}
+
+#[test]
+fn namespaced_objects_get_the_release_namespace() {
+    let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
+    check_object(&mut cm, "apps").unwrap();
+    assert_eq!(cm["metadata"]["namespace"], "apps");
+    let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}});
+    check_object(&mut ns, "apps").unwrap();
+    assert!(ns["metadata"].get("namespace").is_none());
+    let mut other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}});
+    check_object(&mut other, "apps").unwrap();
+    assert_eq!(other["metadata"]["namespace"], "x");
+    let mut nameless = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}});
+    assert_eq!(
+        check_object(&mut nameless, "apps").unwrap_err().1,
+        "rendered object has no `metadata.name`"
+    );
+}
+
+#[test]
+fn overlay_targets() {
+    let o = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "apps", "labels": {"app": "web"}}});
+    let t = |v: Value| serde_json::from_value::<OverlayTarget>(v).unwrap();
+    assert!(target_matches(
+        &t(json!({"kind": "Deployment", "name": "web"})),
+        &o
+    ));
+    assert!(target_matches(
+        &t(json!({"labelSelector": "app=web", "namespace": "apps"})),
+        &o
+    ));
+    assert!(!target_matches(
+        &t(json!({"kind": "Deployment", "namespace": "other"})),
+        &o
+    ));
+    assert!(!target_matches(
+        &t(json!({"labelSelector": "app!=web"})),
+        &o
+    ));
+    assert!(target_matches(
+        &t(json!({"apiVersion": "apps/v1", "kind": "Deployment"})),
+        &o
+    ));
+}
+
+fn repo(files: &[(&str, &str)]) -> LoadedRepo {
+    let mut snap = Snapshot::default();
+    for (p, c) in files {
+        snap.files.insert(p.to_string(), c.as_bytes().to_vec());
+    }
+    match crate::load::load(std::sync::Arc::new(snap)) {
+        Ok((r, _)) => r,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+const LIB_CHART: &[(&str, &str)] = &[
+        ("charts/lib/Chart.yaml", "name: lib\nversion: 0.1.0\n"),
+        ("charts/lib/values.yaml", "size: small\n"),
+        (
+            "charts/lib/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}-lib\ndata:\n  size: ${size}\n",
+        ),
+        ("charts/app/Chart.yaml", "name: app\nversion: 1.0.0\n"),
+        (
+            "charts/app/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}\ndata:\n  mode: ${mode:=fast}\n",
+        ),
+    ];
+
+fn chart_doc(name: &str, extra: &str) -> String {
+    format!("---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  release: {name}\n  namespace: ns\n  source: {{type: local, location: charts/{name}}}\n{extra}")
+}
+
+#[test]
+fn dependencies_render_inside_the_parent_release_with_the_parents_values() {
+    let charts = format!(
+        "{}{}",
+        chart_doc(
+            "app",
+            "  dependencies: [lib]\n  values:\n    lib: {size: large}\n"
+        ),
+        chart_doc("lib", "")
+    );
+    let mut files = LIB_CHART.to_vec();
+    files.push(("armada.yaml", &charts));
+    let repo = repo(&files);
+    let objects = render(&repo, &ChartSources::default()).unwrap();
+    let names: Vec<(&str, &str)> = objects
+        .iter()
+        .map(|o| {
+            (
+                o.name(),
+                o.object["data"]
+                    .as_object()
+                    .unwrap()
+                    .values()
+                    .next()
+                    .unwrap()
+                    .as_str()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    // `lib` is only a dependency: it is rendered once, inside `app`, with app's values.lib.
+    assert_eq!(names, vec![("app", "fast"), ("app-lib", "large")]);
+    assert!(objects.iter().all(|o| o.owner
+        == Owner::Resource {
+            kind: "ArmadaChart".into(),
+            namespace: "default".into(),
+            name: "app".into()
+        }));
+}
+
+#[test]
+fn overlay_errors_point_at_the_overlay() {
+    let overlays = "  values:\n    overlays:\n      - target: {kind: Deployment}\n        mergePatch: {spec: {}}\n      - target: {kind: ConfigMap}\n        jsonPatch: [{op: replace, path: /data/missing, value: x}]\n";
+    let charts = chart_doc("app", overlays);
+    let mut files = LIB_CHART.to_vec();
+    files.push(("armada.yaml", &charts));
+    let err = render(&repo(&files), &ChartSources::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("armada.yaml:11:9: ArmadaChart `default/app`: `values.overlays[0]` matches no rendered object (target kind=Deployment)"), "{err}");
+    assert!(err.contains("armada.yaml:13:9: ArmadaChart `default/app`: `values.overlays[1]` on ConfigMap `app`: JSON patch failed"), "{err}");
+}
+
+#[test]
+fn two_charts_rendering_the_same_object_is_an_error() {
+    let charts = format!(
+        "{}{}",
+        chart_doc("app", "  release: same\n"),
+        chart_doc("lib", "")
+    );
+    let charts = charts.replace("  release: app\n", "");
+    let mut files = LIB_CHART.to_vec();
+    files.push((
+        "charts/lib/templates/dup.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n",
+    ));
+    files.push(("armada.yaml", &charts));
+    let err = render(&repo(&files), &ChartSources::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ConfigMap `same` is rendered by ArmadaChart `default/lib` and by ArmadaChart `default/app`"), "{err}");
+}
+
+#[test]
+fn git_charts_need_resolved_sources() {
+    let charts = chart_doc("app", "").replace(
+        "{type: local, location: charts/app}",
+        "{type: git, location: https://example.com/charts.git}",
+    );
+    let mut files = LIB_CHART.to_vec();
+    files.push(("armada.yaml", &charts));
+    let err = render(&repo(&files), &ChartSources::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("its git source was not fetched"), "{err}");
+}
