@@ -5,6 +5,7 @@ pub mod channel;
 pub mod chart;
 pub mod credentials;
 pub mod git;
+pub mod helm;
 pub mod local;
 
 use std::collections::BTreeMap;
