@@ -17,20 +17,26 @@
 //! (`RenderRequest`'s `Debug` leaves them out).
 
 pub mod assemble;
+pub mod binary;
+pub mod cache;
 pub mod failure;
 pub mod format;
 pub mod output;
+pub mod renderer;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use binary::{locate_helm, HelmLocation};
+pub use cache::RenderKey;
 pub use failure::{parse_helm_failure, HelmFailure, TemplateLocation};
 pub use format::{chart_format, ChartFormat, HelmEvidence, TEMPLATE_FORMAT_ANNOTATION};
 pub use output::{
     parse_manifests, HelmRender, Hook, HookDeletePolicy, HookPhase, ObjectClass, RenderedObject,
 };
+pub use renderer::{Capabilities, HelmRenderer, RenderOutcome, RenderRequest};
 
 /// The files of one chart directory, as the chart source produced them (source and `subpath`
 /// already resolved): path relative to the chart directory (`Chart.yaml`, `templates/x.yaml`),
