@@ -4,6 +4,7 @@
 pub mod channel;
 pub mod chart;
 pub mod git;
+pub mod helm;
 pub mod local;
 
 /// The git credentials, at the path they had before the git source was split up.
