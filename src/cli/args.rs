@@ -78,7 +78,7 @@ impl RepoArgs {
             .with_context(|| format!("reading {}", dir.display()))?;
         Ok(match &self.path {
             Some(p) => {
-                source::check_relative_path(p).map_err(anyhow::Error::msg)?;
+                source::check_relative_path(p)?;
                 snapshot.subdir(p)
             }
             None => snapshot,

@@ -197,7 +197,7 @@ impl ChannelLocation {
                     "`#` must be followed by the path of the channel file",
                 ));
             }
-            super::check_relative_path(&path).map_err(|e| invalid(&e))?;
+            super::check_relative_path(&path).map_err(|e| invalid(&e.to_string()))?;
             return Ok(ChannelLocation::Git {
                 url: url.to_string(),
                 reference,

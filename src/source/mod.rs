@@ -68,14 +68,23 @@ impl Snapshot {
     }
 }
 
+/// Why a repository-relative path was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("path `{0}` must be relative and use `/`")]
+    NotRelative(String),
+    #[error("path `{0}` leaves the repository (`..`)")]
+    LeavesRepository(String),
+}
+
 /// Check a repository-relative path: no absolute paths, no `..`, no empty components.
-pub fn check_relative_path(path: &str) -> Result<(), String> {
+pub fn check_relative_path(path: &str) -> Result<(), PathError> {
     if path.starts_with('/') || path.contains('\\') {
-        return Err(format!("path `{path}` must be relative and use `/`"));
+        return Err(PathError::NotRelative(path.to_string()));
     }
     for part in path.split('/') {
         if part == ".." {
-            return Err(format!("path `{path}` leaves the repository (`..`)"));
+            return Err(PathError::LeavesRepository(path.to_string()));
         }
     }
     Ok(())

@@ -517,18 +517,34 @@ pub(super) struct AuthState {
     pub(super) host_key_failure: Option<(String, String)>,
 }
 
+/// Why there is no known_hosts text to check an SSH host key against.
+#[derive(Debug, thiserror::Error)]
+enum KnownHostsError {
+    #[error("{path}: {source}")]
+    Unreadable {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no known_hosts configured (set the `known_hosts` credential)")]
+    NotConfigured,
+}
+
 /// The known_hosts text to check SSH host keys against: the credentials', else the user's
 /// `~/.ssh/known_hosts`. Without either, SSH is refused rather than trusting any key.
-fn known_hosts_text(creds: &Credentials) -> Result<String, String> {
+fn known_hosts_text(creds: &Credentials) -> Result<String, KnownHostsError> {
     if let Some(k) = &creds.known_hosts {
         return Ok(k.clone());
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
     match home.map(|h| h.join(".ssh/known_hosts")) {
         Some(p) if p.is_file() => {
-            std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
+            std::fs::read_to_string(&p).map_err(|source| KnownHostsError::Unreadable {
+                path: p.display().to_string(),
+                source,
+            })
         }
-        _ => Err("no known_hosts configured (set the `known_hosts` credential)".to_string()),
+        _ => Err(KnownHostsError::NotConfigured),
     }
 }
 
@@ -601,7 +617,7 @@ pub(super) fn remote_callbacks<'a>(
         };
         let known = match known_hosts_text(creds) {
             Ok(text) => text,
-            Err(message) => return fail(message),
+            Err(e) => return fail(e.to_string()),
         };
         let known = match KnownHosts::parse(&known) {
             Ok(k) => k,

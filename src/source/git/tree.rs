@@ -73,7 +73,7 @@ pub fn read_tree_snapshot(
             check_entry_name(&name).map_err(|reason| GitError::UnsafePath {
                 path: repo_path.clone(),
                 revision: revision.clone(),
-                reason,
+                reason: reason.to_string(),
             })?;
             if name.starts_with('.') {
                 // Like a local directory: dot-files and dot-directories (.git, .github) are not config.
@@ -111,18 +111,27 @@ fn join(dir: &[String], name: &str) -> String {
     }
 }
 
+/// Why a tree entry name was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum EntryNameError {
+    #[error("empty file name")]
+    Empty,
+    #[error("path component `{0}` (`..` and `.` would leave or alias the directory)")]
+    Dots(String),
+    #[error("file name contains a path separator")]
+    Separator,
+}
+
 /// A tree entry name must be one path component (a crafted tree object can hold anything).
-fn check_entry_name(name: &str) -> Result<(), String> {
+fn check_entry_name(name: &str) -> Result<(), EntryNameError> {
     if name.is_empty() {
-        return Err("empty file name".to_string());
+        return Err(EntryNameError::Empty);
     }
     if name == ".." || name == "." {
-        return Err(format!(
-            "path component `{name}` (`..` and `.` would leave or alias the directory)"
-        ));
+        return Err(EntryNameError::Dots(name.to_string()));
     }
     if name.contains('/') || name.contains('\\') || name.contains('\0') {
-        return Err("file name contains a path separator".to_string());
+        return Err(EntryNameError::Separator);
     }
     Ok(())
 }
@@ -254,7 +263,10 @@ mod tests {
     #[test]
     fn entry_names_are_checked() {
         assert!(check_entry_name("ok.yaml").is_ok());
-        assert!(check_entry_name("..").unwrap_err().contains("`..`"));
+        assert!(check_entry_name("..")
+            .unwrap_err()
+            .to_string()
+            .contains("`..`"));
         assert!(check_entry_name("a/b").is_err());
     }
 }

@@ -82,7 +82,7 @@ fn check_path(path: &str) -> Result<(), HelmError> {
         path: path.to_string(),
         reason: reason.to_string(),
     };
-    crate::source::check_relative_path(path).map_err(|e| bad(&e))?;
+    crate::source::check_relative_path(path).map_err(|e| bad(&e.to_string()))?;
     if path.contains('\0') || path.split('/').any(|c| c.is_empty() || c == ".") {
         return Err(bad("empty, `.` or NUL path component"));
     }
