@@ -1,0 +1,321 @@
+//! Bundles: the built-in one, fetched ones, and what a bundle may not hold.
+
+use super::*;
+
+fn builtin_files() -> BTreeMap<String, Vec<u8>> {
+    BUILTIN_FILES
+        .iter()
+        .map(|(p, t)| (p.to_string(), t.as_bytes().to_vec()))
+        .collect()
+}
+
+fn with(mut files: BTreeMap<String, Vec<u8>>, path: &str, text: &str) -> BTreeMap<String, Vec<u8>> {
+    files.insert(path.to_string(), text.as_bytes().to_vec());
+    files
+}
+
+fn replace_in(
+    files: &BTreeMap<String, Vec<u8>>,
+    path: &str,
+    from: &str,
+    to: &str,
+) -> BTreeMap<String, Vec<u8>> {
+    let text = String::from_utf8(files[path].clone()).unwrap();
+    assert!(text.contains(from), "{path} does not contain {from:?}");
+    with(files.clone(), path, &text.replacen(from, to, 1))
+}
+
+#[test]
+fn the_builtin_bundle_parses_with_every_agent() {
+    let b = Bundle::builtin().unwrap();
+    assert_eq!(b.version, semver::Version::new(1, 0, 0));
+    let names = |a: Agent| -> Vec<String> {
+        b.agent(a)
+            .templates
+            .iter()
+            .map(|t| format!("{}/{}", t.kind(), t.name()))
+            .collect()
+    };
+    assert!(names(Agent::Flux).contains(&"Deployment/weave-flux-agent".to_string()));
+    assert!(names(Agent::Flux).contains(&"Deployment/weave-flux-memcached".to_string()));
+    assert!(names(Agent::Scope).contains(&"DaemonSet/weave-scope-agent".to_string()));
+    for n in [
+        "Deployment/weave-cortex-agent",
+        "ConfigMap/weave-cortex-agent-config",
+        "Deployment/weave-cortex-kube-state-metrics",
+        "DaemonSet/weave-cortex-node-exporter",
+    ] {
+        assert!(names(Agent::Prometheus).contains(&n.to_string()), "{n}");
+    }
+    assert!(b.scope.environments.contains_key("openshift"));
+    assert_eq!(b.digest.len(), 64);
+    assert!(b.cluster_role_names().contains("weave-flux"));
+}
+
+/// Every file under `agents/` is embedded, so the built-in bundle is what the directory says.
+#[test]
+fn every_file_of_the_agents_directory_is_embedded() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("agents");
+    let mut on_disk = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                on_disk.push(
+                    path.strip_prefix(&root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .replace('\\', "/"),
+                );
+            }
+        }
+    }
+    on_disk.sort();
+    let mut embedded: Vec<String> = BUILTIN_FILES.iter().map(|(p, _)| p.to_string()).collect();
+    embedded.sort();
+    assert_eq!(on_disk, embedded);
+    for (path, text) in BUILTIN_FILES {
+        assert_eq!(
+            std::fs::read_to_string(root.join(path)).unwrap(),
+            *text,
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn a_bundle_inside_one_directory_with_dot_slash_paths_is_found() {
+    let files: BTreeMap<String, Vec<u8>> = builtin_files()
+        .into_iter()
+        .map(|(p, t)| (format!("./agents/{p}"), t))
+        .collect();
+    let b = Bundle::from_files(files).unwrap();
+    assert_eq!(b.digest, Bundle::builtin().unwrap().digest);
+}
+
+#[test]
+fn the_digest_follows_the_content() {
+    let changed = replace_in(
+        &builtin_files(),
+        "flux/flux.yaml",
+        "fluxcd/flux:1.25.4",
+        "fluxcd/flux:1.25.5",
+    );
+    let b = Bundle::from_files(changed).unwrap();
+    assert_ne!(b.digest, Bundle::builtin().unwrap().digest);
+}
+
+#[test]
+fn a_missing_index_is_refused() {
+    let mut files = builtin_files();
+    files.remove(INDEX_FILE);
+    assert_eq!(
+        Bundle::from_files(files).unwrap_err(),
+        BundleError::MissingIndex
+    );
+}
+
+#[test]
+fn a_file_named_by_the_index_must_exist() {
+    let mut files = builtin_files();
+    files.remove("scope/openshift.yaml");
+    let err = Bundle::from_files(files).unwrap_err();
+    assert_eq!(
+            err.to_string(),
+            "bundle.yaml: `agents.scope.environments.openshift` names `scope/openshift.yaml`, which is not in the bundle"
+        );
+}
+
+#[test]
+fn a_bad_version_is_refused_with_the_field() {
+    let files = replace_in(
+        &builtin_files(),
+        INDEX_FILE,
+        "version: 1.0.0",
+        "version: one",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.starts_with("bundle.yaml: `version: one` is not a semantic version"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_index_field_is_refused() {
+    let files = replace_in(
+        &builtin_files(),
+        INDEX_FILE,
+        "agents:",
+        "agnets: {}\nagents:",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.starts_with("bundle.yaml: ") && err.contains("agnets"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_environment_is_refused() {
+    let files = replace_in(
+        &builtin_files(),
+        INDEX_FILE,
+        "      openshift:\n        - scope",
+        "      openshfit:\n        - scope",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.contains("`agents.scope.environments.openshfit`: unknown environment"),
+        "{err}"
+    );
+}
+
+#[test]
+fn yaml_errors_name_the_file_and_line() {
+    let files = with(
+        builtin_files(),
+        "flux/memcached.yaml",
+        "apiVersion: v1\nkind: [\n",
+    );
+    let err = Bundle::from_files(files).unwrap_err();
+    match err {
+        BundleError::Template { path, pos, .. } => {
+            assert_eq!(path, "flux/memcached.yaml");
+            assert!(pos.line >= 2, "{pos}");
+        }
+        other => panic!("unexpected {other}"),
+    }
+}
+
+#[test]
+fn a_template_with_a_namespace_is_refused() {
+    let files = replace_in(
+        &builtin_files(),
+        "flux/memcached.yaml",
+        "  name: weave-flux-memcached\n",
+        "  name: weave-flux-memcached\n  namespace: weave\n",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "flux/memcached.yaml:2:1: Deployment `weave-flux-memcached` sets `metadata.namespace`"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_template_without_a_name_is_refused() {
+    let files = with(
+        builtin_files(),
+        "flux/memcached.yaml",
+        "# c\napiVersion: v1\nkind: Service\nmetadata: {}\n",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert_eq!(err, "flux/memcached.yaml:2:1: missing `metadata.name`");
+}
+
+#[test]
+fn a_namespace_in_a_bundle_is_refused() {
+    let files = with(
+        builtin_files(),
+        "flux/memcached.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: weave}\n",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.contains("a bundle may not contain a Namespace"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_same_object_twice_is_refused() {
+    let files = with(
+        builtin_files(),
+        "flux/memcached.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: weave-flux}\n",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+            err.starts_with("flux/memcached.yaml:1:1: ServiceAccount `weave-flux` is already defined at flux/rbac.yaml:"),
+            "{err}"
+        );
+}
+
+#[test]
+fn list_documents_are_expanded() {
+    let list = "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: extra-a}\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: extra-b}\n";
+    let files = with(builtin_files(), "flux/extra.yaml", list);
+    let files = replace_in(
+        &files,
+        INDEX_FILE,
+        "      - flux/flux.yaml\n",
+        "      - flux/flux.yaml\n      - flux/extra.yaml\n",
+    );
+    let b = Bundle::from_files(files).unwrap();
+    let extra: Vec<_> = b
+        .flux
+        .templates
+        .iter()
+        .filter(|t| t.file == "flux/extra.yaml")
+        .collect();
+    assert_eq!(extra.len(), 2);
+    assert_eq!(extra[1].name(), "extra-b");
+    assert_eq!(extra[1].pos.line, 7);
+}
+
+#[test]
+fn the_agent_container_must_exist() {
+    let files = replace_in(
+        &builtin_files(),
+        INDEX_FILE,
+        "container: flux-agent",
+        "container: fluxd",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "bundle.yaml: `agents.flux.container`: Deployment `weave-flux-agent` (flux/flux.yaml:"
+        ),
+        "{err}"
+    );
+    assert!(err.ends_with("has no container `fluxd`"), "{err}");
+}
+
+#[test]
+fn the_prometheus_pods_job_must_exist() {
+    let files = replace_in(
+        &builtin_files(),
+        INDEX_FILE,
+        "podsJob: kubernetes-pods",
+        "podsJob: pods",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.starts_with("prometheus/config.yaml:") && err.ends_with("has no scrape job `pods`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn binary_or_huge_files_are_refused() {
+    let mut files = builtin_files();
+    files.insert("flux/flux.yaml".into(), vec![0xff, 0xfe, 0x00]);
+    assert_eq!(
+        Bundle::from_files(files).unwrap_err(),
+        BundleError::NotText {
+            path: "flux/flux.yaml".into()
+        }
+    );
+    let mut files = builtin_files();
+    files.insert("flux/flux.yaml".into(), vec![b'#'; MAX_FILE_BYTES + 1]);
+    assert!(matches!(
+        Bundle::from_files(files).unwrap_err(),
+        BundleError::TooLarge { .. }
+    ));
+}
