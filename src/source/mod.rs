@@ -6,6 +6,7 @@ pub mod chart;
 pub mod credentials;
 pub mod git;
 pub mod local;
+pub mod sops;
 
 use std::collections::BTreeMap;
 
