@@ -2,14 +2,11 @@
 //! `aes/cipher.go`), the walk over a document that decrypts them and feeds the MAC (sops
 //! `Tree.Decrypt`).
 
-use std::sync::LazyLock;
-
 use aes_gcm::aead::consts::{U12, U32};
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::aes::Aes256;
 use aes_gcm::{AesGcm, Nonce};
 use base64::Engine;
-use regex::Regex;
 use sha2::{Digest, Sha512};
 use zeroize::Zeroizing;
 
@@ -18,11 +15,42 @@ use super::scalar;
 use super::tree::{Branch, DisplayPath, Node};
 use super::SopsError;
 
-/// sops's own pattern (`aes.encre`), anchored at the start only, as in Go.
-static ENC_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    // A constant pattern: compiling it cannot fail.
-    Regex::new(r"^ENC\[AES256_GCM,data:(.+),iv:(.+),tag:(.+),type:(.+)\]").expect("valid regex")
-});
+/// The parts of `ENC[AES256_GCM,data:…,iv:…,tag:…,type:…]`, split exactly as sops's pattern
+/// `^ENC\[AES256_GCM,data:(.+),iv:(.+),tag:(.+),type:(.+)\]` matches in Go: anchored at the start
+/// only, within the first line, every group greedy (the longest that lets the rest match).
+/// By hand rather than with that regex: capturing groups make it the slowest step of a Secret.
+pub(crate) fn split_enc(value: &str) -> Option<[&str; 4]> {
+    let rest = value.strip_prefix("ENC[AES256_GCM,data:")?;
+    let line = rest.split('\n').next().unwrap_or(rest);
+    let mut parts = [""; 4];
+    greedy(line, &[",iv:", ",tag:", ",type:"], &mut parts).then_some(parts)
+}
+
+/// `(.+)SEP…(.+)\]` with greedy groups: try each group's end from the last candidate back.
+fn greedy<'a>(s: &'a str, seps: &[&str], parts: &mut [&'a str]) -> bool {
+    let Some((sep, more)) = seps.split_first() else {
+        return match s.rfind(']') {
+            Some(end) if end >= 1 => {
+                parts[0] = &s[..end];
+                true
+            }
+            _ => false,
+        };
+    };
+    let mut search = s.len();
+    while let Some(at) = s[..search].rfind(sep) {
+        if at >= 1 && greedy(&s[at + sep.len()..], more, &mut parts[1..]) {
+            parts[0] = &s[..at];
+            return true;
+        }
+        if at == 0 {
+            break;
+        }
+        // Next: the occurrences that start before this one.
+        search = at + sep.len() - 1;
+    }
+    false
+}
 
 /// AES-256-GCM with the file's data key. sops writes 32-byte IVs (GHASH-derived counter); a
 /// 12-byte IV is accepted too, as Go's `NewGCMWithNonceSize(len(iv))` would.
@@ -54,16 +82,14 @@ impl DataKeyCipher {
         value: &'v str,
         aad: &[u8],
     ) -> Result<(Zeroizing<Vec<u8>>, &'v str), ValueError> {
-        let caps = ENC_VALUE
-            .captures(value)
-            .ok_or(ValueError::Malformed("expected an ENC[AES256_GCM,…] value"))?;
-        let b64 = |i: usize| {
+        let [data, iv, tag, kind] =
+            split_enc(value).ok_or(ValueError::Malformed("expected an ENC[AES256_GCM,…] value"))?;
+        let b64 = |part: &str| {
             base64::engine::general_purpose::STANDARD
-                .decode(&caps[i])
+                .decode(part)
                 .map_err(|_| ValueError::Malformed("invalid base64 in the ENC[…] value"))
         };
-        let (mut sealed, iv, tag) = (b64(1)?, b64(2)?, b64(3)?);
-        let kind = caps.get(4).map_or("", |m| m.as_str());
+        let (mut sealed, iv, tag) = (b64(data)?, b64(iv)?, b64(tag)?);
         // Go's gcm.Open takes the last 16 bytes of data||tag as the tag, as aes-gcm does.
         sealed.extend_from_slice(&tag);
         let payload = Payload { msg: &sealed, aad };

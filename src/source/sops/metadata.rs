@@ -1,6 +1,9 @@
 //! The `sops` metadata of a file (sops `stores/stores.go`): key groups, the encryption rule, the
 //! MAC and `lastmodified`.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
 use regex::Regex;
 
 use super::scalar;
@@ -154,8 +157,8 @@ impl Metadata {
             ));
         }
         let regex = |name: &str, s: &str| {
-            Regex::new(s)
-                .map_err(|_| invalid(format!("`{name}` is not a valid regular expression")))
+            compiled(s)
+                .ok_or_else(|| invalid(format!("`{name}` is not a valid regular expression")))
         };
         let rule = match rules.pop() {
             None => Rule::UnencryptedSuffix("_unencrypted".to_string()),
@@ -200,6 +203,25 @@ impl Metadata {
             mac_only_encrypted,
         })
     }
+}
+
+/// A rule's regex, compiled once per process: a repository holds many files with the same
+/// `encrypted_regex`, and compiling it was a tenth of decrypting a Secret. Bounded, since the
+/// patterns come from files.
+fn compiled(pattern: &str) -> Option<Regex> {
+    static CACHE: LazyLock<Mutex<HashMap<String, Regex>>> = LazyLock::new(Default::default);
+    const MAX_CACHED: usize = 64;
+    // A poisoned lock only means another thread panicked mid-insert; the map is still usable.
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = cache.get(pattern) {
+        return Some(r.clone());
+    }
+    let r = Regex::new(pattern).ok()?;
+    if cache.len() >= MAX_CACHED {
+        cache.clear();
+    }
+    cache.insert(pattern.to_string(), r.clone());
+    Some(r)
 }
 
 fn key_group(map: &[(String, Node)]) -> Result<KeyGroup, MetadataError> {

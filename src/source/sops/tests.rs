@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use super::cipher;
 use super::metadata::Rule;
 use super::scalar::{self, TagKind};
 use super::tree::Node;
@@ -480,4 +481,28 @@ fn several_yaml_documents_share_the_first_metadata() {
     let err = decrypt_yaml(&two).unwrap_err();
     // The second copy's values were sealed under the same paths but the MAC covers one copy.
     assert!(matches!(err, SopsError::MacMismatch { .. }), "{err:?}");
+}
+
+#[test]
+fn enc_values_split_as_sops_regex_matches_them() {
+    // The Go pattern, for comparison: Rust's regex has the same leftmost-first greedy semantics.
+    let pattern =
+        regex::Regex::new(r"^ENC\[AES256_GCM,data:(.+),iv:(.+),tag:(.+),type:(.+)\]").unwrap();
+    for value in [
+        "ENC[AES256_GCM,data:YQ==,iv:aXY=,tag:dGFn,type:str]",
+        "ENC[AES256_GCM,data:a,iv:b,iv:c,tag:d,type:str]",
+        "ENC[AES256_GCM,data:a,iv:b,tag:c,type:str],iv:x,tag:y,type:int]",
+        "ENC[AES256_GCM,data:a,iv:b,tag:c,type:str] trailing",
+        "ENC[AES256_GCM,data:a,iv:b,tag:c,type:s]t]\nmore]",
+        "ENC[AES256_GCM,data:,iv:b,tag:c,type:str]",
+        "ENC[AES256_GCM,data:a,iv:b,tag:c,type:]",
+        "ENC[AES256_GCM,data:a,iv:b\n,tag:c,type:str]",
+        "ENC[AES256_GCM,data:a,iv:,iv:b,tag:c,type:str]",
+        "plain",
+    ] {
+        let expected = pattern
+            .captures(value)
+            .map(|c| [1, 2, 3, 4].map(|i| c.get(i).unwrap().as_str()));
+        assert_eq!(cipher::split_enc(value), expected, "{value}");
+    }
 }
