@@ -467,3 +467,22 @@ fn normalize(v: &Value) -> Value {
         other => other.clone(),
     }
 }
+
+#[test]
+fn yaml_merge_keys_are_applied_like_in_plain_files() {
+    // sops keeps `<<` as a key (prints it back as `!!merge <<`); Weft merges it, as its loader
+    // does for plain YAML.
+    let clear = "base: &base {user: app, pass: p1}\nprod:\n  <<: *base\n  pass: p2\n";
+    let dir = tempfile::tempdir().unwrap();
+    let key = keygen(dir.path(), "k");
+    let encrypted = sops_tools::encrypt(dir.path(), "merge.yaml", clear, &[&key.recipient], &[]);
+    assert!(encrypted.contains("!!merge <<:"), "{encrypted}");
+    let out = weft_decrypt("merge.yaml", &encrypted, &[&key]).unwrap();
+    assert_eq!(
+        out.documents,
+        vec![json!({"base": {"user": "app", "pass": "p1"}, "prod": {"user": "app", "pass": "p2"}})]
+    );
+    // sops's own view, with `<<` as a plain key.
+    let printed = sops_json(dir.path(), "merge.yaml", &encrypted, &key);
+    assert_eq!(printed["prod"]["<<"], json!({"user": "app", "pass": "p1"}));
+}

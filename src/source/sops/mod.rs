@@ -256,7 +256,7 @@ pub fn decrypt(
 
     let documents = branches
         .into_iter()
-        .map(tree::branch_to_value)
+        .map(|branch| tree::branch_to_value(branch, format))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.into_error(file, format))?;
     Ok(DecryptedFile {

@@ -290,17 +290,24 @@ impl<'de> Visitor<'de> for JsonVisitor {
 /// Why a decrypted tree is not a JSON document.
 pub(crate) enum ConvertError {
     DuplicateKey { path: DisplayPath, key: String },
+    BadMerge { path: DisplayPath },
     NotRepresentable { path: DisplayPath },
 }
 
 impl ConvertError {
     pub(crate) fn into_error(self, file: &str, format: Format) -> SopsError {
+        let parse = |message: String| SopsError::Parse {
+            file: file.to_string(),
+            format,
+            message,
+        };
         match self {
-            ConvertError::DuplicateKey { path, key } => SopsError::Parse {
-                file: file.to_string(),
-                format,
-                message: format!("duplicate key `{key}` in the mapping at `{path}`"),
-            },
+            ConvertError::DuplicateKey { path, key } => {
+                parse(format!("duplicate key `{key}` in the mapping at `{path}`"))
+            }
+            ConvertError::BadMerge { path } => parse(format!(
+                "the `<<` merge key at `{path}` needs a mapping or a list of mappings"
+            )),
             ConvertError::NotRepresentable { path } => SopsError::NotRepresentable {
                 file: file.to_string(),
                 path: path.to_string(),
@@ -309,44 +316,73 @@ impl ConvertError {
     }
 }
 
-/// One document as a JSON object.
-pub(crate) fn branch_to_value(branch: Branch) -> Result<Value, ConvertError> {
-    map_to_value(branch, &DisplayPath::default())
+/// One document as a JSON object. For YAML, `<<` merge keys are applied as Weft's loader applies
+/// them to plain files (explicit keys win, earlier sources over later ones): sops keeps `<<` as an
+/// ordinary key (it is one for the MAC and the paths) and prints it back as `!!merge <<`.
+pub(crate) fn branch_to_value(branch: Branch, format: Format) -> Result<Value, ConvertError> {
+    let convert = Convert {
+        merge_keys: format == Format::Yaml,
+    };
+    convert.map(branch, &DisplayPath::default())
 }
 
-fn map_to_value(branch: Branch, path: &DisplayPath) -> Result<Value, ConvertError> {
-    let mut map = Map::new();
-    for (key, node) in branch {
-        let child = path.key(&key);
-        let value = to_value(node, &child)?;
-        if map.contains_key(&key) {
-            return Err(ConvertError::DuplicateKey {
-                path: path.clone(),
-                key,
-            });
+struct Convert {
+    merge_keys: bool,
+}
+
+impl Convert {
+    fn map(&self, branch: Branch, path: &DisplayPath) -> Result<Value, ConvertError> {
+        let mut map = Map::new();
+        let mut merged = Vec::new();
+        for (key, node) in branch {
+            let value = self.value(node, &path.key(&key))?;
+            if self.merge_keys && key == "<<" {
+                merged.push(value);
+                continue;
+            }
+            if map.contains_key(&key) {
+                return Err(ConvertError::DuplicateKey {
+                    path: path.clone(),
+                    key,
+                });
+            }
+            map.insert(key, value);
         }
-        map.insert(key, value);
+        for source in merged {
+            let sources = match source {
+                Value::Array(items) => items,
+                other => vec![other],
+            };
+            for source in sources {
+                let Value::Object(source) = source else {
+                    return Err(ConvertError::BadMerge { path: path.clone() });
+                };
+                for (k, v) in source {
+                    map.entry(k).or_insert(v);
+                }
+            }
+        }
+        Ok(Value::Object(map))
     }
-    Ok(Value::Object(map))
-}
 
-fn to_value(node: Node, path: &DisplayPath) -> Result<Value, ConvertError> {
-    Ok(match node {
-        Node::Null => Value::Null,
-        Node::Bool(b) => Value::Bool(b),
-        Node::Int(i) => Value::Number(i.into()),
-        Node::Float(f) => Value::Number(
-            Number::from_f64(f)
-                .ok_or_else(|| ConvertError::NotRepresentable { path: path.clone() })?,
-        ),
-        Node::Str(s) | Node::Time(s) => Value::String(s),
-        Node::Map(branch) => map_to_value(branch, path)?,
-        Node::Seq(items) => Value::Array(
-            items
-                .into_iter()
-                .enumerate()
-                .map(|(i, item)| to_value(item, &path.index(i)))
-                .collect::<Result<_, _>>()?,
-        ),
-    })
+    fn value(&self, node: Node, path: &DisplayPath) -> Result<Value, ConvertError> {
+        Ok(match node {
+            Node::Null => Value::Null,
+            Node::Bool(b) => Value::Bool(b),
+            Node::Int(i) => Value::Number(i.into()),
+            Node::Float(f) => Value::Number(
+                Number::from_f64(f)
+                    .ok_or_else(|| ConvertError::NotRepresentable { path: path.clone() })?,
+            ),
+            Node::Str(s) | Node::Time(s) => Value::String(s),
+            Node::Map(branch) => self.map(branch, path)?,
+            Node::Seq(items) => Value::Array(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, item)| self.value(item, &path.index(i)))
+                    .collect::<Result<_, _>>()?,
+            ),
+        })
+    }
 }
