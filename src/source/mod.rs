@@ -6,6 +6,7 @@ pub mod chart;
 pub mod git;
 pub mod helm;
 pub mod local;
+pub mod sops;
 
 /// The git credentials, at the path they had before the git source was split up.
 pub use git::auth as credentials;
