@@ -60,7 +60,7 @@ pub struct RunConfig {
     /// Run the custom resource controllers (WeaveCloud, ArmadaChart) and the agent updater.
     pub controllers: bool,
     /// Credentials of the config repository (`--git-secret`, or files); read once at start.
-    pub credentials: crate::source::credentials::Credentials,
+    pub credentials: crate::source::git::auth::Credentials,
 }
 
 fn read_secret(

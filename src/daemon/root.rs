@@ -23,7 +23,7 @@ use crate::apply::changeset::{Action, ChangeSet};
 use crate::pass::{PassOptions, Progress};
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
-use crate::source::credentials::Credentials;
+use crate::source::git::auth::Credentials;
 use crate::source::git::{self, FetchOutcome, GitError, GitRef, GitSource, GitSourceSpec};
 use crate::source::{self, Snapshot, SnapshotLimits};
 

@@ -8,9 +8,6 @@ pub mod helm;
 pub mod local;
 pub mod sops;
 
-/// The git credentials, at the path they had before the git source was split up.
-pub use git::auth as credentials;
-
 use std::collections::BTreeMap;
 
 /// Limits on what a snapshot may hold, so a hostile or broken repository cannot exhaust memory.

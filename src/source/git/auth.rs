@@ -1,4 +1,4 @@
-//! Authentication of the git source (`source::credentials` is this module too).
+//! Authentication of the git source.
 //!
 //! Credentials for the git source: an SSH identity and known_hosts, a username/password, or a
 //! bearer token. They come from files (a mounted Secret, or the CLI's environment) or from a
