@@ -62,11 +62,7 @@ fn bench(c: &mut Criterion) {
     );
     let limits = ChannelLimits::default();
     let base = url::Url::parse("https://example.com/weave/channel.yaml").expect("a URL");
-    let resolve = |u: &str| {
-        base.join(u)
-            .map(|j| j.to_string())
-            .map_err(|e| e.to_string())
-    };
+    let resolve = |u: &str| base.join(u).map(|j| j.to_string());
 
     let small = channel_text(10, &digest);
     c.bench_function("channel_parse_10_versions", |b| {

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 use super::conditions::Condition;
 use super::{DriftPolicy, ObjectRef};
-pub use overlays::{overlays_of, LabelSelector, Overlay, OverlayTarget};
+pub use overlays::{overlays_of, LabelSelector, LabelSelectorError, Overlay, OverlayTarget};
 
 /// The Armada API group.
 pub const GROUP: &str = "armada.airshipit.org";
@@ -239,26 +239,33 @@ pub enum MinReady {
     Text(String),
 }
 
+/// A `min_ready` that is no pod count or percentage.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MinReadyError {
+    #[error("`min_ready` must not be negative, not {0}")]
+    Negative(i64),
+    #[error("`min_ready` `{0}` must be a percentage between 0% and 100%")]
+    PercentOutOfRange(String),
+    #[error("`min_ready` `{0}` must be an integer or a percentage such as \"80%\"")]
+    NotANumber(String),
+}
+
 impl MinReady {
     /// Parse into a [`Threshold`]; the error says what is wrong with the value.
-    pub fn threshold(&self) -> Result<Threshold, String> {
+    pub fn threshold(&self) -> Result<Threshold, MinReadyError> {
         match self {
             MinReady::Count(n) if *n >= 0 => Ok(Threshold::Count(*n as u64)),
-            MinReady::Count(n) => Err(format!("`min_ready` must not be negative, not {n}")),
+            MinReady::Count(n) => Err(MinReadyError::Negative(*n)),
             MinReady::Text(s) => {
                 if let Some(p) = s.strip_suffix('%') {
                     match p.parse::<u32>() {
                         Ok(p) if p <= 100 => Ok(Threshold::Percent(p)),
-                        _ => Err(format!(
-                            "`min_ready` `{s}` must be a percentage between 0% and 100%"
-                        )),
+                        _ => Err(MinReadyError::PercentOutOfRange(s.clone())),
                     }
                 } else {
-                    s.parse::<u64>().map(Threshold::Count).map_err(|_| {
-                        format!(
-                            "`min_ready` `{s}` must be an integer or a percentage such as \"80%\""
-                        )
-                    })
+                    s.parse::<u64>()
+                        .map(Threshold::Count)
+                        .map_err(|_| MinReadyError::NotANumber(s.clone()))
                 }
             }
         }

@@ -85,6 +85,21 @@ pub fn overlays_of(values: &Map<String, Value>) -> Result<Vec<Overlay>, (usize, 
     Ok(out)
 }
 
+/// A label selector that is not in the string syntax of `kubectl -l`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LabelSelectorError {
+    #[error("empty requirement in `{selector}`")]
+    EmptyRequirement { selector: String },
+    #[error("unbalanced `)` in `{selector}`")]
+    UnbalancedClose { selector: String },
+    #[error("unbalanced `(` in `{selector}`")]
+    UnbalancedOpen { selector: String },
+    #[error("`{values}` must be a parenthesised list such as `(a,b)`")]
+    NotAList { values: String },
+    #[error("`{key}` is not a valid label key")]
+    InvalidKey { key: String },
+}
+
 /// A parsed Kubernetes label selector (the string syntax of `kubectl -l`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LabelSelector(Vec<Requirement>);
@@ -101,12 +116,14 @@ enum Requirement {
 
 impl LabelSelector {
     /// Parse `a=b,c!=d,e in (x,y),f notin (z),g,!h`.
-    pub fn parse(text: &str) -> Result<LabelSelector, String> {
+    pub fn parse(text: &str) -> Result<LabelSelector, LabelSelectorError> {
         let mut reqs = Vec::new();
         for part in split_selector(text)? {
             let part = part.trim();
             if part.is_empty() {
-                return Err(format!("empty requirement in `{text}`"));
+                return Err(LabelSelectorError::EmptyRequirement {
+                    selector: text.to_string(),
+                });
             }
             let req = if let Some(key) = part.strip_prefix('!') {
                 Requirement::NotExists(check_key(key.trim())?)
@@ -141,7 +158,7 @@ impl LabelSelector {
 }
 
 /// Split on commas that are not inside parentheses.
-fn split_selector(text: &str) -> Result<Vec<&str>, String> {
+fn split_selector(text: &str) -> Result<Vec<&str>, LabelSelectorError> {
     let mut parts = Vec::new();
     let mut depth = 0i32;
     let mut start = 0;
@@ -151,7 +168,9 @@ fn split_selector(text: &str) -> Result<Vec<&str>, String> {
             ')' => {
                 depth -= 1;
                 if depth < 0 {
-                    return Err(format!("unbalanced `)` in `{text}`"));
+                    return Err(LabelSelectorError::UnbalancedClose {
+                        selector: text.to_string(),
+                    });
                 }
             }
             ',' if depth == 0 => {
@@ -162,7 +181,9 @@ fn split_selector(text: &str) -> Result<Vec<&str>, String> {
         }
     }
     if depth != 0 {
-        return Err(format!("unbalanced `(` in `{text}`"));
+        return Err(LabelSelectorError::UnbalancedOpen {
+            selector: text.to_string(),
+        });
     }
     parts.push(&text[start..]);
     Ok(parts)
@@ -173,11 +194,13 @@ fn split_word<'a>(part: &'a str, word: &str) -> Option<(&'a str, &'a str)> {
         .map(|i| (part[..i].trim(), part[i + word.len()..].trim()))
 }
 
-fn set_values(rest: &str) -> Result<Vec<String>, String> {
+fn set_values(rest: &str) -> Result<Vec<String>, LabelSelectorError> {
     let inner = rest
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
-        .ok_or_else(|| format!("`{rest}` must be a parenthesised list such as `(a,b)`"))?;
+        .ok_or_else(|| LabelSelectorError::NotAList {
+            values: rest.to_string(),
+        })?;
     Ok(inner
         .split(',')
         .map(|v| v.trim().to_string())
@@ -185,7 +208,7 @@ fn set_values(rest: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
-fn check_key(key: &str) -> Result<String, String> {
+fn check_key(key: &str) -> Result<String, LabelSelectorError> {
     let ok = !key.is_empty()
         && key
             .chars()
@@ -193,6 +216,8 @@ fn check_key(key: &str) -> Result<String, String> {
     if ok {
         Ok(key.to_string())
     } else {
-        Err(format!("`{key}` is not a valid label key"))
+        Err(LabelSelectorError::InvalidKey {
+            key: key.to_string(),
+        })
     }
 }

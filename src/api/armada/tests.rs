@@ -99,10 +99,12 @@ fn min_ready_thresholds_round_up() {
     assert_eq!(Threshold::default().required(0), 0);
     assert!(t(json!("120%"))
         .unwrap_err()
+        .to_string()
         .contains("between 0% and 100%"));
-    assert!(t(json!(-1)).unwrap_err().contains("negative"));
+    assert!(t(json!(-1)).unwrap_err().to_string().contains("negative"));
     assert!(t(json!("most"))
         .unwrap_err()
+        .to_string()
         .contains("integer or a percentage"));
 }
 
@@ -119,9 +121,11 @@ fn label_selectors() {
     assert!(!m("app=api"));
     assert!(LabelSelector::parse("env in prod")
         .unwrap_err()
+        .to_string()
         .contains("parenthesised"));
     assert!(LabelSelector::parse("a=b,")
         .unwrap_err()
+        .to_string()
         .contains("empty requirement"));
 }
 

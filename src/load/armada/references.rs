@@ -21,10 +21,10 @@ pub(super) fn check_charts(docs: &ArmadaDocs, diags: &mut Diagnostics) {
             .flat_map(|w| w.resources.iter())
             .enumerate()
         {
-            if let Some(Err(message)) = r.min_ready.as_ref().map(|m| m.threshold()) {
+            if let Some(Err(e)) = r.min_ready.as_ref().map(|m| m.threshold()) {
                 diags.error(
                     c.origin_of(&format!("/wait/resources/{i}/min_ready")),
-                    message,
+                    e.to_string(),
                 );
             }
         }

@@ -14,14 +14,21 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// A bundle whose sha256 is not the one its channel lists; shows the actual digest.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DigestError {
+    #[error("{actual}")]
+    Mismatch { actual: String },
+}
+
 /// Check `bytes` against the expected hex digest; on a mismatch, the actual digest.
-pub fn verify_sha256(bytes: &[u8], expected: &str) -> Result<(), String> {
+pub fn verify_sha256(bytes: &[u8], expected: &str) -> Result<(), DigestError> {
     let actual = sha256_hex(bytes);
     // Both are public digests: no need for a constant-time comparison.
     if actual.eq_ignore_ascii_case(expected.trim()) {
         Ok(())
     } else {
-        Err(actual)
+        Err(DigestError::Mismatch { actual })
     }
 }
 

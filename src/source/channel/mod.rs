@@ -28,7 +28,7 @@ use serde::Deserialize;
 use super::git::auth::redact_url_passwords;
 use super::git::{GitError, GitRef, GitSource, GitSourceSpec};
 use super::{Snapshot, SnapshotLimits};
-pub use archive::{pack_archive, sha256_hex, unpack_archive, verify_sha256};
+pub use archive::{pack_archive, sha256_hex, unpack_archive, verify_sha256, DigestError};
 
 /// Largest file a bundle may hold, in bytes: the unpacking here and the bundle parser of the
 /// render stage (for bundles from anywhere, the built-in one included) both enforce it.
@@ -344,11 +344,13 @@ impl ChannelSource {
                     })?
             }
         };
-        verify_sha256(&archive, &entry.sha256).map_err(|actual| ChannelError::DigestMismatch {
-            version: entry.version.to_string(),
-            url: shown.clone(),
-            expected: entry.sha256.clone(),
-            actual,
+        verify_sha256(&archive, &entry.sha256).map_err(|DigestError::Mismatch { actual }| {
+            ChannelError::DigestMismatch {
+                version: entry.version.to_string(),
+                url: shown.clone(),
+                expected: entry.sha256.clone(),
+                actual,
+            }
         })?;
         let limits = self.opts.limits;
         let unpack_url = shown.clone();
@@ -370,20 +372,20 @@ impl ChannelSource {
     }
 
     /// Resolve a bundle `url` of the channel: absolute as is, relative against the channel.
-    fn resolve(&self, url: &str) -> Result<String, String> {
+    fn resolve(&self, url: &str) -> Result<String, BundleUrlError> {
         match &self.location {
             ChannelLocation::Url(base) => {
-                let joined = base.join(url).map_err(|e| e.to_string())?;
+                let joined = base.join(url)?;
                 match joined.scheme() {
                     "http" | "https" | "file" => Ok(joined.to_string()),
-                    other => Err(format!("scheme `{other}` is not supported")),
+                    other => Err(BundleUrlError::UnsupportedScheme {
+                        scheme: other.to_string(),
+                    }),
                 }
             }
             ChannelLocation::Git { path, .. } => {
                 if url.contains("://") {
-                    return Err(
-                        "a git channel names its bundles by paths inside its repository".into(),
-                    );
+                    return Err(BundleUrlError::UrlInGitChannel);
                 }
                 let dir = Path::new(path).parent().unwrap_or(Path::new(""));
                 join_inside(dir, url)
@@ -398,20 +400,13 @@ impl ChannelSource {
                 url: shown.clone(),
                 message: "not a local file path".into(),
             })?;
-            return tokio::task::spawn_blocking(move || read_file_limited(&path, limit))
+            let read_url = shown.clone();
+            return tokio::task::spawn_blocking(move || read_file_limited(&path, limit, &read_url))
                 .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r)
-                .map_err(|message| {
-                    if message == TOO_LARGE {
-                        ChannelError::TooLarge { url: shown, limit }
-                    } else {
-                        ChannelError::Fetch {
-                            url: shown,
-                            message,
-                        }
-                    }
-                });
+                .map_err(|e| ChannelError::Fetch {
+                    url: shown,
+                    message: e.to_string(),
+                })?;
         }
         let fetch_err = |e: reqwest::Error| ChannelError::Fetch {
             url: shown.clone(),
@@ -488,22 +483,41 @@ impl ChannelSource {
     }
 }
 
-const TOO_LARGE: &str = "too large";
+/// Why a bundle `url` of a channel names no bundle the channel may fetch.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleUrlError {
+    #[error(transparent)]
+    Invalid(#[from] url::ParseError),
+    #[error("scheme `{scheme}` is not supported")]
+    UnsupportedScheme { scheme: String },
+    #[error("a git channel names its bundles by paths inside its repository")]
+    UrlInGitChannel,
+    #[error("`{path}` must be relative to the channel file in the repository")]
+    AbsolutePath { path: String },
+    #[error("`{path}` leaves the repository")]
+    LeavesRepository { path: String },
+}
 
-fn read_file_limited(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+/// Read a local file of at most `limit` bytes; `shown` is its URL for the error.
+fn read_file_limited(path: &Path, limit: u64, shown: &str) -> Result<Vec<u8>, ChannelError> {
+    let io_err = |e: std::io::Error| ChannelError::Fetch {
+        url: shown.to_string(),
+        message: e.to_string(),
+    };
+    let file = std::fs::File::open(path).map_err(io_err)?;
     let mut out = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| e.to_string())?;
+    file.take(limit + 1).read_to_end(&mut out).map_err(io_err)?;
     if out.len() as u64 > limit {
-        return Err(TOO_LARGE.to_string());
+        return Err(ChannelError::TooLarge {
+            url: shown.to_string(),
+            limit,
+        });
     }
     Ok(out)
 }
 
 /// Join a relative path to a directory inside a repository, refusing anything that leaves it.
-fn join_inside(dir: &Path, rel: &str) -> Result<String, String> {
+fn join_inside(dir: &Path, rel: &str) -> Result<String, BundleUrlError> {
     let mut parts: Vec<String> = dir
         .components()
         .filter_map(|c| match c {
@@ -512,16 +526,18 @@ fn join_inside(dir: &Path, rel: &str) -> Result<String, String> {
         })
         .collect();
     if rel.starts_with('/') {
-        return Err(format!(
-            "`{rel}` must be relative to the channel file in the repository"
-        ));
+        return Err(BundleUrlError::AbsolutePath {
+            path: rel.to_string(),
+        });
     }
     for part in rel.split('/') {
         match part {
             "" | "." => {}
             ".." => {
                 if parts.pop().is_none() {
-                    return Err(format!("`{rel}` leaves the repository"));
+                    return Err(BundleUrlError::LeavesRepository {
+                        path: rel.to_string(),
+                    });
                 }
             }
             p => parts.push(p.to_string()),
@@ -530,11 +546,12 @@ fn join_inside(dir: &Path, rel: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
-/// Parse a channel index; `resolve` turns each bundle `url` into an absolute location.
-pub fn parse_channel(
+/// Parse a channel index; `resolve` turns each bundle `url` into an absolute location (its
+/// error is shown after the field and the url).
+pub fn parse_channel<E: std::error::Error>(
     text: &str,
     channel_url: &str,
-    resolve: impl Fn(&str) -> Result<String, String>,
+    resolve: impl Fn(&str) -> Result<String, E>,
 ) -> Result<Channel, ChannelError> {
     let err = |message: String| ChannelError::Index {
         url: channel_url.to_string(),

@@ -9,13 +9,9 @@ fn files(pairs: &[(&str, &str)]) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
-fn http_resolver(base: &str) -> impl Fn(&str) -> Result<String, String> {
+fn http_resolver(base: &str) -> impl Fn(&str) -> Result<String, url::ParseError> {
     let base = url::Url::parse(base).unwrap();
-    move |u: &str| {
-        base.join(u)
-            .map(|j| j.to_string())
-            .map_err(|e| e.to_string())
-    }
+    move |u: &str| base.join(u).map(|j| j.to_string())
 }
 
 const DIGEST: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -132,8 +128,19 @@ fn the_digest_check_refuses_a_mismatch_and_reports_the_actual_digest() {
     let good = sha256_hex(data);
     assert_eq!(verify_sha256(data, &good), Ok(()));
     assert_eq!(verify_sha256(data, &good.to_uppercase()), Ok(()));
-    assert_eq!(verify_sha256(data, DIGEST), Err(good.clone()));
-    assert_eq!(verify_sha256(b"bundle bytez", &good).unwrap_err().len(), 64);
+    assert_eq!(
+        verify_sha256(data, DIGEST),
+        Err(DigestError::Mismatch {
+            actual: good.clone()
+        })
+    );
+    assert_eq!(
+        verify_sha256(b"bundle bytez", &good)
+            .unwrap_err()
+            .to_string()
+            .len(),
+        64
+    );
 }
 
 #[test]

@@ -199,7 +199,7 @@ pub fn decrypt(
         Format::Yaml => tree::parse_yaml(text),
         Format::Json => tree::parse_json(text),
     }
-    .map_err(parse_err)?;
+    .map_err(|e| parse_err(e.to_string()))?;
 
     // As sops's ExtractMetadata: the metadata of the first document counts; every document
     // carries a copy, removed from all.

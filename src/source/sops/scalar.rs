@@ -50,8 +50,21 @@ impl TagKind {
     }
 }
 
+/// A YAML scalar sops could not decode. Never quotes the text (it may be a secret).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ScalarError {
+    #[error("a !!binary value that is not valid base64")]
+    BinaryNotBase64,
+    #[error("a !!binary value that is not UTF-8 text")]
+    BinaryNotUtf8,
+    #[error("a scalar that cannot be decoded as its tag {tag:?}")]
+    TagMismatch { tag: TagKind },
+    #[error("an integer beyond the 64-bit signed range")]
+    IntegerTooLarge,
+}
+
 /// Resolve one YAML scalar. Errors never quote the text (it may be a secret).
-pub(crate) fn resolve_yaml(text: &str, plain: bool, tag: TagKind) -> Result<Node, String> {
+pub(crate) fn resolve_yaml(text: &str, plain: bool, tag: TagKind) -> Result<Node, ScalarError> {
     // yaml.v3 `indicatedString`: `!!str`, or a quoted/block scalar without a specific tag.
     if tag == TagKind::Str || (!plain && tag == TagKind::None) || tag == TagKind::Other {
         return Ok(Node::Str(text.to_string()));
@@ -60,10 +73,10 @@ pub(crate) fn resolve_yaml(text: &str, plain: bool, tag: TagKind) -> Result<Node
         let compact: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(compact)
-            .map_err(|_| "a !!binary value that is not valid base64".to_string())?;
+            .map_err(|_| ScalarError::BinaryNotBase64)?;
         return String::from_utf8(bytes)
             .map(Node::Str)
-            .map_err(|_| "a !!binary value that is not UTF-8 text".to_string());
+            .map_err(|_| ScalarError::BinaryNotUtf8);
     }
     let node = resolve_plain(text, matches!(tag, TagKind::None | TagKind::Timestamp))?;
     let ok = match (tag, &node) {
@@ -80,14 +93,12 @@ pub(crate) fn resolve_yaml(text: &str, plain: bool, tag: TagKind) -> Result<Node
     if ok {
         Ok(node)
     } else {
-        Err(format!(
-            "a scalar that cannot be decoded as its tag {tag:?}"
-        ))
+        Err(ScalarError::TagMismatch { tag })
     }
 }
 
 /// yaml.v3 `resolve("", in)` for a plain scalar.
-fn resolve_plain(input: &str, allow_timestamp: bool) -> Result<Node, String> {
+fn resolve_plain(input: &str, allow_timestamp: bool) -> Result<Node, ScalarError> {
     let hint = match input.as_bytes().first() {
         None => b'N',
         Some(b'+' | b'-') => b'S',
@@ -123,9 +134,7 @@ fn resolve_plain(input: &str, allow_timestamp: bool) -> Result<Node, String> {
             match go_parse_int(&plain) {
                 Some(IntParse::Fits(i)) => return Ok(Node::Int(i)),
                 // A uint64 beyond i64: sops cannot walk such a value (Go type uint64).
-                Some(IntParse::Unsigned) => {
-                    return Err("an integer beyond the 64-bit signed range".to_string())
-                }
+                Some(IntParse::Unsigned) => return Err(ScalarError::IntegerTooLarge),
                 None => {}
             }
             if is_yaml_style_float(&plain) {

@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use saphyr_parser::{Event, Parser, ScalarStyle, Span};
+use saphyr_parser::{Event, Marker, Parser, ScalarStyle, ScanError, Span};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use super::scalar::{self, TagKind};
+use super::scalar::{self, ScalarError, TagKind};
 use super::{Format, SopsError};
 
 /// A value of a sops tree. `Time` holds the text Go's `time.Time.MarshalText` gives, which is
@@ -57,11 +57,71 @@ impl fmt::Display for DisplayPath {
     }
 }
 
+/// A line and column (both from 1) of the YAML text, for error messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Position {
+    line: usize,
+    col: usize,
+}
+
+impl Position {
+    fn of(marker: &Marker) -> Position {
+        Position {
+            line: marker.line(),
+            col: marker.col() + 1,
+        }
+    }
+
+    fn start(span: Span) -> Position {
+        Position::of(&span.start)
+    }
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+/// Why the cleartext of a sops file is not a document sops can walk. Never quotes a value (it
+/// may be a secret).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TreeError {
+    #[error("{}: {}", Position::of(.0.marker()), .0.info())]
+    Syntax(ScanError),
+    #[error("unexpected end of the YAML stream")]
+    UnexpectedEnd,
+    #[error("{at}: unexpected YAML event")]
+    UnexpectedEvent { at: Position },
+    #[error("{at}: a YAML document that is a sequence (sops needs a mapping)")]
+    SequenceDocument { at: Position },
+    #[error("{at}: a YAML document that is a scalar (sops needs a mapping)")]
+    ScalarDocument { at: Position },
+    #[error("{at}: expected the end of the document")]
+    ExpectedDocumentEnd { at: Position },
+    #[error("{at}: nesting deeper than {max} levels")]
+    TooDeep { at: Position, max: usize },
+    #[error("{at}: {reason}")]
+    Scalar { at: Position, reason: ScalarError },
+    #[error("{at}: alias to an unknown anchor")]
+    UnknownAnchor { at: Position },
+    #[error("{at}: aliases expand to more than {max} nodes (an alias bomb?)")]
+    AliasBomb { at: Position, max: usize },
+    #[error("{at}: a mapping key that is not a scalar")]
+    KeyNotScalar { at: Position },
+    #[error("{at}: a mapping key that is not a string (quote it: sops supports string keys only)")]
+    KeyNotString { at: Position },
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("sops only supports JSON files with a top-level object")]
+    JsonNotObject,
+}
+
 /// Parse every YAML document as sops's YAML store does (`stores/yaml`): each document is a
 /// mapping (an empty document is an empty mapping); aliases are expanded; keys are strings.
 /// Comments are not read: they are neither hashed nor needed for values (sops encrypts them as
 /// `type:comment`, which only the comment regexes, refused by `metadata`, would make matter).
-pub(crate) fn parse_yaml(text: &str) -> Result<Vec<Branch>, String> {
+pub(crate) fn parse_yaml(text: &str) -> Result<Vec<Branch>, TreeError> {
     let mut reader = YamlReader {
         parser: Parser::new_from_str(text),
         anchors: HashMap::new(),
@@ -81,31 +141,33 @@ pub(crate) fn parse_yaml(text: &str) -> Result<Vec<Branch>, String> {
                     Node::Map(branch) => branch,
                     Node::Null => Vec::new(),
                     Node::Seq(_) => {
-                        return Err(at(
-                            span,
-                            "a YAML document that is a sequence (sops needs a mapping)",
-                        ))
+                        return Err(TreeError::SequenceDocument {
+                            at: Position::start(span),
+                        })
                     }
                     _ => {
-                        return Err(at(
-                            span,
-                            "a YAML document that is a scalar (sops needs a mapping)",
-                        ))
+                        return Err(TreeError::ScalarDocument {
+                            at: Position::start(span),
+                        })
                     }
                 });
                 match reader.next()? {
                     (Event::DocumentEnd, _) => {}
-                    (_, span) => return Err(at(span, "expected the end of the document")),
+                    (_, span) => {
+                        return Err(TreeError::ExpectedDocumentEnd {
+                            at: Position::start(span),
+                        })
+                    }
                 }
             }
-            _ => return Err(at(span, "unexpected YAML event")),
+            _ => {
+                return Err(TreeError::UnexpectedEvent {
+                    at: Position::start(span),
+                })
+            }
         }
     }
     Ok(branches)
-}
-
-fn at(span: Span, message: &str) -> String {
-    format!("{}:{}: {message}", span.start.line(), span.start.col() + 1)
 }
 
 struct YamlReader<'a> {
@@ -116,47 +178,49 @@ struct YamlReader<'a> {
 }
 
 impl<'a> YamlReader<'a> {
-    fn next(&mut self) -> Result<(Event<'a>, Span), String> {
+    fn next(&mut self) -> Result<(Event<'a>, Span), TreeError> {
         match self.parser.next_event() {
             Some(Ok(ev)) => Ok(ev),
-            Some(Err(e)) => Err(format!(
-                "{}:{}: {}",
-                e.marker().line(),
-                e.marker().col() + 1,
-                e.info()
-            )),
-            None => Err("unexpected end of the YAML stream".to_string()),
+            Some(Err(e)) => Err(TreeError::Syntax(e)),
+            None => Err(TreeError::UnexpectedEnd),
         }
     }
 
-    fn node(&mut self, event: Event<'a>, span: Span, depth: usize) -> Result<Node, String> {
+    fn node(&mut self, event: Event<'a>, span: Span, depth: usize) -> Result<Node, TreeError> {
         if depth >= MAX_DEPTH {
-            return Err(at(span, &format!("nesting deeper than {MAX_DEPTH} levels")));
+            return Err(TreeError::TooDeep {
+                at: Position::start(span),
+                max: MAX_DEPTH,
+            });
         }
         match event {
             Event::Scalar(text, style, anchor, tag) => {
                 let kind = TagKind::from_tag(tag.as_deref());
-                let node = scalar::resolve_yaml(&text, style == ScalarStyle::Plain, kind)
-                    .map_err(|e| at(span, &e))?;
+                let node = scalar::resolve_yaml(&text, style == ScalarStyle::Plain, kind).map_err(
+                    |reason| TreeError::Scalar {
+                        at: Position::start(span),
+                        reason,
+                    },
+                )?;
                 if anchor > 0 {
                     self.anchors.insert(anchor, (node.clone(), 1));
                 }
                 Ok(node)
             }
             Event::Alias(id) => {
-                let (node, count) = self
-                    .anchors
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| at(span, "alias to an unknown anchor"))?;
+                let (node, count) =
+                    self.anchors
+                        .get(&id)
+                        .cloned()
+                        .ok_or_else(|| TreeError::UnknownAnchor {
+                            at: Position::start(span),
+                        })?;
                 self.alias_nodes += count;
                 if self.alias_nodes > MAX_ALIAS_NODES {
-                    return Err(at(
-                        span,
-                        &format!(
-                            "aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias bomb?)"
-                        ),
-                    ));
+                    return Err(TreeError::AliasBomb {
+                        at: Position::start(span),
+                        max: MAX_ALIAS_NODES,
+                    });
                 }
                 Ok(node)
             }
@@ -190,13 +254,14 @@ impl<'a> YamlReader<'a> {
                     let key = match self.node(event, key_span, depth + 1)? {
                         Node::Str(key) => key,
                         Node::Map(_) | Node::Seq(_) => {
-                            return Err(at(key_span, "a mapping key that is not a scalar"))
+                            return Err(TreeError::KeyNotScalar {
+                                at: Position::start(key_span),
+                            })
                         }
                         _ => {
-                            return Err(at(
-                                key_span,
-                                "a mapping key that is not a string (quote it: sops supports string keys only)",
-                            ))
+                            return Err(TreeError::KeyNotString {
+                                at: Position::start(key_span),
+                            })
                         }
                     };
                     let (event, span) = self.next()?;
@@ -210,7 +275,9 @@ impl<'a> YamlReader<'a> {
                 }
                 Ok(node)
             }
-            _ => Err(at(span, "unexpected YAML event")),
+            _ => Err(TreeError::UnexpectedEvent {
+                at: Position::start(span),
+            }),
         }
     }
 }
@@ -225,11 +292,11 @@ fn node_count(node: &Node) -> usize {
 
 /// Parse a JSON file as sops's JSON store does: one top-level object; integers that fit an i64
 /// are ints, every other number a float (Go's `json.Number` → `int` or `float64`).
-pub(crate) fn parse_json(text: &str) -> Result<Vec<Branch>, String> {
-    let node: JsonNode = serde_json::from_str(text).map_err(|e| e.to_string())?;
+pub(crate) fn parse_json(text: &str) -> Result<Vec<Branch>, TreeError> {
+    let node: JsonNode = serde_json::from_str(text)?;
     match node.0 {
         Node::Map(branch) => Ok(vec![branch]),
-        _ => Err("sops only supports JSON files with a top-level object".to_string()),
+        _ => Err(TreeError::JsonNotObject),
     }
 }
 
