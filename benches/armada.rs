@@ -37,7 +37,7 @@ fn repository() -> Snapshot {
         let dir = format!("charts/chart-{i}");
         files.insert(
             format!("{dir}/Chart.yaml"),
-            format!("name: chart-{i}\nversion: 1.0.{i}\n").into_bytes(),
+            format!("name: chart-{i}\nversion: 1.0.{i}\nannotations:\n  weft.io/template-format: substitution\n").into_bytes(),
         );
         let mut values = String::from("image: {repository: example/app, tag: \"1.0\"}\nreplicas: 2\nport: 8080\nresources: {requests: {cpu: 10m, memory: 16Mi}}\n");
         for k in 0..20 {
@@ -73,9 +73,10 @@ fn repository() -> Snapshot {
 fn bench(c: &mut Criterion) {
     let snapshot = Arc::new(repository());
     let (repo, _) = weft::load::load(snapshot.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let objects = weft::render::armada::render(&repo, &ChartSources::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(objects.len(), CHARTS * 3);
+    let objects =
+        weft::render::armada::render(&repo, &ChartSources::default(), &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(objects.objects.len(), CHARTS * 3);
 
     let mut group = c.benchmark_group("armada");
     group.sample_size(20);
@@ -88,8 +89,8 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("render 100 charts (300 objects)", |b| {
         b.iter(|| {
-            weft::render::armada::render(&repo, &ChartSources::default())
-                .map(|o| o.len())
+            weft::render::armada::render(&repo, &ChartSources::default(), &Default::default())
+                .map(|o| o.objects.len())
                 .unwrap_or(0)
         })
     });

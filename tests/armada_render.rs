@@ -13,8 +13,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use weft::load::{self, LoadedRepo};
-use weft::render::{self, DesiredObject, Owner, RenderOptions};
+use weft::render::armada::HelmRenders;
+use weft::render::{self, DesiredObject, Owner, RenderInputs, RenderOptions};
 use weft::source::chart::{self, ChartCache};
+use weft::source::helm::{HelmLocation, HelmRenderer};
 use weft::source::{local, Snapshot, SnapshotLimits};
 
 fn root() -> PathBuf {
@@ -45,11 +47,50 @@ fn resolve(
     )
 }
 
+/// The pinned helm: `$WEFT_HELM` (scripts/test sets it), else built by `tests/helm/ensure`.
+fn helm() -> PathBuf {
+    if let Some(p) = std::env::var_os("WEFT_HELM").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let out = Command::new(root().join("tests/helm/ensure"))
+        .output()
+        .expect("tests/helm/ensure runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// The helm step of a pass (`pass::helm`), offline: the Helm charts of `repo` rendered by helm.
+fn helm_renders(repo: &LoadedRepo, sources: &chart::ChartSources) -> HelmRenders {
+    let renderer = Arc::new(HelmRenderer::new(HelmLocation::Binary(helm())));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(weft::pass::helm::render_helm_charts(
+            repo, sources, &renderer, None,
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Render as a pass does: chart sources, helm for the Helm charts, then the pure render.
+fn render_sources(repo: &LoadedRepo, sources: chart::ChartSources) -> Vec<DesiredObject> {
+    let inputs = RenderInputs {
+        helm: helm_renders(repo, &sources),
+        charts: sources,
+        ..RenderInputs::default()
+    };
+    render::render_desired(repo, &inputs, &RenderOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn render_with(repo: &LoadedRepo, location: &Path, cache: &ChartCache) -> Vec<DesiredObject> {
     let sources =
         resolve(repo, &location.display().to_string(), cache).unwrap_or_else(|e| panic!("{e}"));
-    render::render_all_with_charts(repo, &sources, &RenderOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"))
+    render_sources(repo, sources)
 }
 
 /// The Armada part of a render: the CRs of the sync layer and the charts' objects, in order.
@@ -179,15 +220,21 @@ fn values_substitution_and_overlays_reach_the_objects() {
     assert_eq!(config["data"]["REDIS_ADDR"], "demo-redis:6379");
     assert_eq!(config["data"]["STARTUP"], "echo starting ${HOSTNAME}");
     assert_eq!(
-        find("Job", "demo-api-migrate")["spec"]["ttlSecondsAfterFinished"],
-        3600,
+        config["data"]["FEATURES"], "cache,metrics",
         "JSON patch overlay"
     );
-    assert_eq!(
-        find("Job", "demo-api-migrate")["spec"]["backoffLimit"],
-        2,
-        "default of a whole placeholder keeps its type"
-    );
+    // The migration Job is a pre-install/pre-upgrade hook, and the test Pods are Helm tests:
+    // neither is a plain object of the set.
+    for (kind, name) in [
+        ("Job", "demo-api-migrate"),
+        ("Pod", "demo-api-test"),
+        ("Pod", "demo-web-test"),
+    ] {
+        assert!(
+            !objects.iter().any(|o| o.kind() == kind && o.name() == name),
+            "{kind} {name} is in the set"
+        );
+    }
     assert_eq!(find("Service", "demo-web")["spec"]["type"], "NodePort");
     let redis = find("StatefulSet", "demo-redis");
     assert_eq!(
@@ -214,7 +261,7 @@ fn native_snapshot() -> Snapshot {
 fn native_armada_documents_render_the_same_objects() {
     let (_, from_crs) = examples_repo();
     let (repo, diags) = load::load(Arc::new(native_snapshot())).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(repo.armada.charts.len(), 3);
+    assert_eq!(repo.armada.charts.len(), 4);
     assert!(repo.armada.charts.iter().all(|c| c.native_schema.is_some()));
     // The v2 map form of wait.resources is converted, with a warning that says where.
     assert!(
@@ -300,8 +347,7 @@ fn git_chart_source_from_a_real_repository_next_to_the_config_repository() {
         "{}",
         redis.root
     );
-    let from_git =
-        render::render_all_with_charts(&repo, &sources, &RenderOptions::default()).unwrap();
+    let from_git = render_sources(&repo, sources.clone());
     let objects = |objs: &[DesiredObject]| -> Vec<Value> {
         armada_part(objs)
             .into_iter()
@@ -385,9 +431,22 @@ fn repo_with_tar_chart(url: &str, reference: Option<&str>) -> LoadedRepo {
     load_snapshot(snap)
 }
 
+/// The `web` chart as `helm package` makes it after `helm dependency build`: the library chart
+/// inside, under `charts/demo-lib`.
+fn packaged_web() -> Vec<u8> {
+    let work = tempfile::tempdir().unwrap();
+    let web = work.path().join("web");
+    copy_dir(&root().join("examples-repo/charts/web"), &web);
+    copy_dir(
+        &root().join("examples-repo/charts/demo-lib"),
+        &web.join("charts/demo-lib"),
+    );
+    tgz_of(&web, "web")
+}
+
 #[test]
 fn tar_chart_source_over_http_with_digest_pinning_and_cache() {
-    let bytes = tgz_of(&root().join("examples-repo/charts/web"), "web");
+    let bytes = packaged_web();
     let digest = {
         use sha2::Digest;
         hex::encode(sha2::Sha256::digest(&bytes))
@@ -407,8 +466,7 @@ fn tar_chart_source_over_http_with_digest_pinning_and_cache() {
         files.files.contains_key("templates/deployment.yaml"),
         "the top-level chart directory is entered"
     );
-    let objects =
-        render::render_all_with_charts(&repo, &sources, &RenderOptions::default()).unwrap();
+    let objects = render_sources(&repo, sources.clone());
     let deploy = objects.iter().find(|o| o.kind() == "Deployment").unwrap();
     assert_eq!(deploy.name(), "web");
     assert_eq!(
@@ -440,7 +498,7 @@ fn tar_chart_source_over_http_with_digest_pinning_and_cache() {
 
 #[test]
 fn tar_archives_over_the_size_limit_are_refused() {
-    let bytes = tgz_of(&root().join("examples-repo/charts/web"), "web");
+    let bytes = packaged_web();
     let (url, _) = serve(bytes);
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = ChartCache::new(cache_dir.path()).with_archive_limits(chart::ArchiveLimits {
@@ -473,7 +531,7 @@ fn repo_with_unresolved_placeholder() -> tempfile::TempDir {
     std::fs::create_dir_all(config.join("charts/cache/templates")).unwrap();
     std::fs::write(
         config.join("charts/cache/Chart.yaml"),
-        "name: cache\nversion: 0.1.0\n",
+        "name: cache\nversion: 0.1.0\nannotations: {weft.io/template-format: substitution}\n",
     )
     .unwrap();
     std::fs::write(

@@ -22,7 +22,8 @@ use weft::apply::changeset::Action;
 use weft::pass::{self, PassOptions, PassResult, Progress};
 use weft::source::Snapshot;
 
-const CHART: &str = "name: app\nversion: 1.0.0\n";
+const CHART: &str =
+    "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n";
 const VALUES: &str = "replicas: 1\nversion: \"1\"\nnodeSelector: {}\nports: []\n";
 const DEPLOYMENT: &str = r#"apiVersion: apps/v1
 kind: Deployment

@@ -162,7 +162,10 @@ fn symlink_leaving_the_repository_is_refused() {
 #[test]
 fn chart_directories_are_not_loaded_as_manifests() {
     let (code, out) = validate(&[
-        ("charts/x/Chart.yaml", "name: x\nversion: 0.1.0\n"),
+        (
+            "charts/x/Chart.yaml",
+            "name: x\nversion: 0.1.0\nannotations: {weft.io/template-format: substitution}\n",
+        ),
         (
             "charts/x/templates/cm.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}\n",

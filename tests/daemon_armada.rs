@@ -75,7 +75,10 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
-    work.write("charts/app/Chart.yaml", "name: app\nversion: 1.0.0\n");
+    work.write(
+        "charts/app/Chart.yaml",
+        "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n",
+    );
     work.write("charts/app/values.yaml", "nodeSelector: {}\n");
     work.write("charts/app/templates/deployment.yaml", TEMPLATE);
     let mut docs = String::new();
@@ -254,7 +257,10 @@ async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
-    work.write("charts/app/Chart.yaml", "name: app\nversion: 1.0.0\n");
+    work.write(
+        "charts/app/Chart.yaml",
+        "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n",
+    );
     work.write("charts/app/values.yaml", "nodeSelector: {}\n");
     work.write("charts/app/templates/deployment.yaml", TEMPLATE);
     let mut docs = String::new();

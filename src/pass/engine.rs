@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use kube::api::ApiResource;
 use kube::Client;
 
+use super::hooks::{self, Release};
 use super::{Observer, PassError, PassOptions, Progress};
 use crate::api::ObjectRef;
 use crate::apply::apply::{apply_batch, ApplyOptions};
@@ -26,7 +27,7 @@ use crate::apply::policy::{ApplyPolicy, WaitRule};
 use crate::apply::prune::{self, PruneOptions};
 use crate::apply::wait::{self, NotReady, WaitOptions, WaitTarget};
 use crate::apply::ApplyError;
-use crate::render::{order, DesiredObject, DesiredSet, Owner};
+use crate::render::{order, DesiredHook, DesiredObject, DesiredSet, Owner};
 
 /// How the pass reports an owner that did not become ready by its wait rule.
 pub type DescribeFailure = fn(&Owner, &WaitRule, NotReady) -> PassError;
@@ -42,6 +43,10 @@ pub struct Engine<'a> {
     /// Failures of owners whose rule says to continue: the pass went on, but they are reported
     /// at the end.
     deferred: Vec<PassError>,
+    /// The Armada charts' Helm hooks of the set (run on install or upgrade only).
+    hooks: Vec<DesiredHook>,
+    /// Post-hooks of the last wave, run after it is ready: (owner, wave, release).
+    pending_post: Vec<(Owner, u32, Release)>,
 }
 
 impl<'a> Engine<'a> {
@@ -60,6 +65,8 @@ impl<'a> Engine<'a> {
             describe_failure,
             changes: ChangeSet::default(),
             deferred: Vec::new(),
+            hooks: Vec::new(),
+            pending_post: Vec::new(),
         }
     }
 
@@ -74,6 +81,7 @@ impl<'a> Engine<'a> {
 
     async fn run_inner(&mut self, set: &DesiredSet) -> Result<(), Vec<PassError>> {
         let one = |e: ApplyError| vec![PassError::Apply(e)];
+        self.hooks = set.hooks().to_vec();
         let mut catalog = Catalog::discover(self.client).await.map_err(one)?;
         self.read_applied_before(&catalog).await;
         // Inventories are written whatever happens below, so that objects created by a pass that
@@ -98,8 +106,17 @@ impl<'a> Engine<'a> {
             }
         }
         if let Some(last) = last {
-            if let Err(e) = self.wait_wave(&last).await {
-                errors.push(e);
+            match self.wait_wave(&last).await {
+                Ok(()) => {
+                    for (owner, wave, release) in std::mem::take(&mut self.pending_post) {
+                        if let Err(e) = self.run_phase(&catalog, &owner, wave, false, release).await
+                        {
+                            errors.push(e);
+                            break;
+                        }
+                    }
+                }
+                Err(e) => errors.push(e),
             }
         }
         errors.append(&mut self.deferred);
@@ -326,15 +343,89 @@ impl<'a> Engine<'a> {
             } else {
                 "objects".to_string()
             };
+            let releases = self.releases(&objects).await?;
+            for (owner, release) in &releases {
+                self.run_phase(catalog, owner, *wave, true, *release)
+                    .await?;
+            }
             self.deletes_before_update(&objects, catalog).await?;
             self.apply(&objects, &label).await?;
             if Some(*wave) == last_wave {
                 last = objects;
+                self.pending_post = releases
+                    .into_iter()
+                    .map(|(owner, release)| (owner, *wave, release))
+                    .collect();
             } else {
                 self.wait_wave(&objects).await?;
+                for (owner, release) in &releases {
+                    self.run_phase(catalog, owner, *wave, false, *release)
+                        .await?;
+                }
             }
         }
         Ok(last)
+    }
+
+    /// The owners of `objects` that have hooks and are installed or upgraded by this wave.
+    async fn releases(
+        &self,
+        objects: &[PlannedObject],
+    ) -> Result<Vec<(Owner, Release)>, ApplyError> {
+        let hooked: BTreeSet<&Owner> = Self::owners_of(objects)
+            .into_iter()
+            .filter(|o| self.hooks.iter().any(|h| &h.object.owner == *o))
+            .collect();
+        let mut out = Vec::new();
+        for owner in hooked {
+            let mine: Vec<PlannedObject> = objects
+                .iter()
+                .filter(|p| &p.desired.owner == owner)
+                .cloned()
+                .collect();
+            let live = plan::read_live(self.client, &mine, self.opts.concurrency).await?;
+            if let Some(release) = hooks::release_of(&live, owner, &mine) {
+                out.push((owner.clone(), release));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Run `owner`'s pre- or post-hooks of `wave` for `release`, within its wait timeout.
+    async fn run_phase(
+        &mut self,
+        catalog: &Catalog,
+        owner: &Owner,
+        wave: u32,
+        pre: bool,
+        release: Release,
+    ) -> Result<(), PassError> {
+        let hooks = hooks::hooks_for(&self.hooks, owner, wave, pre, release);
+        let phase = match (pre, release) {
+            (true, Release::Install) => "pre-install",
+            (true, Release::Upgrade) => "pre-upgrade",
+            (false, Release::Install) => "post-install",
+            (false, Release::Upgrade) => "post-upgrade",
+        };
+        let timeout = self
+            .policy
+            .waits
+            .get(owner)
+            .map_or(self.opts.timeout, |r| r.timeout);
+        let mut changes = Vec::new();
+        let result = hooks::run_hooks(
+            self.client,
+            catalog,
+            &hooks,
+            phase,
+            timeout,
+            self.opts,
+            self.observer,
+            &mut changes,
+        )
+        .await;
+        self.changes.entries.extend(changes);
+        result
     }
 
     async fn apply(&mut self, objects: &[PlannedObject], label: &str) -> Result<(), ApplyError> {

@@ -6,6 +6,8 @@
 //! - [`prepare`]: the single load → charts → agents' inputs → render, shared by every command;
 //! - [`armada`]: Armada's semantics (chart waits, `protected`, `upgrade.pre.delete`,
 //!   `driftPolicy: report`) turned into the engine's policy, and the reports of chart failures;
+//! - [`helm`](mod@helm): the Helm charts rendered by helm, before the pure render;
+//! - [`hooks`]: Helm hooks run on a chart's install or upgrade;
 //! - [`engine`]: the staged run of the generic apply engine (stages, waves, prune, inventories);
 //! - [`diff`](mod@diff): `weft diff`;
 //! - [`agents`]: the WeaveClouds' inputs read from the cluster.
@@ -16,8 +18,11 @@ pub mod agents;
 pub mod armada;
 pub mod diff;
 pub mod engine;
+pub mod helm;
+pub mod hooks;
 pub mod prepare;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -29,6 +34,7 @@ use crate::apply::ApplyError;
 use crate::load::{Diagnostics, LoadError};
 use crate::render::{AgentLayer, DesiredSet, RenderError, RenderOptions, OWNER_KINDS};
 use crate::source::chart;
+use crate::source::helm::{HelmLocation, HelmRenderer};
 use crate::source::Snapshot;
 use agents::AgentBundles;
 pub use diff::diff_pass;
@@ -58,6 +64,10 @@ pub struct PassOptions {
     pub repo_location: String,
     /// Cache of fetched chart sources (default: the user's cache directory).
     pub chart_cache_dir: Option<std::path::PathBuf>,
+    /// Renders Helm charts (`$WEFT_HELM`, else `helm` on `PATH`); shared by every pass made with
+    /// clones of these options, so that its render cache lives across passes (an unchanged pass
+    /// starts no helm).
+    pub helm: Arc<HelmRenderer>,
 }
 
 impl Default for PassOptions {
@@ -74,6 +84,7 @@ impl Default for PassOptions {
             poll_interval: Duration::from_secs(1),
             repo_location: String::new(),
             chart_cache_dir: None,
+            helm: Arc::new(HelmRenderer::new(HelmLocation::Environment)),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The first half of every pass, the same for `weft render`, `validate`, `diff`, `sync` and the
-//! daemon: load the snapshot, fetch the chart sources, read the WeaveClouds' inputs from the
-//! cluster (when there is one), and render the desired set with [`DesiredSet::render`]. A failure
+//! daemon: load the snapshot, fetch the chart sources, render the Helm charts with helm
+//! ([`super::helm`]), read the WeaveClouds' inputs from the cluster (when there is one), and render the desired set with [`DesiredSet::render`]. A failure
 //! of any step is an error of the pass: nothing is applied or pruned.
 
 use std::sync::Arc;
@@ -48,8 +48,16 @@ pub async fn prepare(
             PassError::Render(RenderError::Other(format!("the loader panicked: {e}")))
         })??;
     let charts = resolve_charts(&repo, opts).await?;
+    let capabilities = match cluster {
+        Some(c) if !repo.armada.charts.is_empty() => {
+            Some(super::helm::cluster_capabilities(c.client).await)
+        }
+        _ => None,
+    };
+    let helm = super::helm::render_helm_charts(&repo, &charts, &opts.helm, capabilities).await?;
     let mut inputs = RenderInputs {
         charts,
+        helm,
         agent_layer,
         ..RenderInputs::default()
     };
@@ -78,6 +86,9 @@ pub async fn prepare(
         root_name: opts.root_name.clone(),
     };
     let set = DesiredSet::render(&repo, &inputs, &render_opts)?;
+    for (origin, message) in set.warnings() {
+        diagnostics.warning(origin.clone(), message.clone());
+    }
     Ok(Prepared {
         revision,
         diagnostics,

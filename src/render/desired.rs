@@ -3,10 +3,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use super::armada::HelmRenders;
 use super::bundle::Bundle;
 use super::weavecloud::AgentInputs;
-use super::{DesiredObject, Owner, RenderError, RenderOptions};
+use super::{DesiredHook, DesiredObject, Owner, RenderError, RenderOptions};
 use crate::load::LoadedRepo;
+use crate::load::Origin;
 use crate::source::chart::ChartSources;
 
 /// Which layers a render produces. The sync root's documents and the Armada charts' objects are
@@ -32,6 +34,17 @@ pub struct RenderInputs {
     /// A WeaveCloud missing here is rendered with the built-in bundle and no cluster inputs.
     pub agents: BTreeMap<(String, String), (Arc<Bundle>, AgentInputs)>,
     pub agent_layer: AgentLayer,
+    /// helm's output for every Helm chart of the plan (by ArmadaChart namespace/name), rendered
+    /// by `pass::prepare`. A Helm chart missing here is a render error.
+    pub helm: HelmRenders,
+}
+
+/// A complete render: objects in apply order, the Armada charts' hooks, and warnings.
+#[derive(Clone, Debug, Default)]
+pub struct RenderedParts {
+    pub objects: Vec<DesiredObject>,
+    pub hooks: Vec<DesiredHook>,
+    pub warnings: Vec<(Origin, String)>,
 }
 
 /// The one render of a repository, used by every command and by the daemon: the sync root's
@@ -42,6 +55,15 @@ pub fn render_desired(
     inputs: &RenderInputs,
     opts: &RenderOptions,
 ) -> Result<Vec<DesiredObject>, RenderError> {
+    render_parts(repo, inputs, opts).map(|p| p.objects)
+}
+
+/// [`render_desired`] with the charts' hooks and the render's warnings.
+pub fn render_parts(
+    repo: &LoadedRepo,
+    inputs: &RenderInputs,
+    opts: &RenderOptions,
+) -> Result<RenderedParts, RenderError> {
     let mut out = super::render_sync_layer(repo, opts)?;
     if inputs.agent_layer == AgentLayer::Included && !repo.weaveclouds.is_empty() {
         let offline = AgentInputs::default();
@@ -68,9 +90,14 @@ pub fn render_desired(
             out.extend(children);
         }
     }
-    out.extend(super::armada::render(repo, &inputs.charts)?);
+    let charts = super::armada::render(repo, &inputs.charts, &inputs.helm)?;
+    out.extend(charts.objects);
     super::order::sort(&mut out);
-    Ok(out)
+    Ok(RenderedParts {
+        objects: out,
+        hooks: charts.hooks,
+        warnings: charts.warnings,
+    })
 }
 
 /// Kinds of custom resource that own children (and so keep an inventory in their status).
@@ -92,6 +119,8 @@ pub const OWNER_KINDS: &[&str] = &[
 pub struct DesiredSet {
     objects: Vec<DesiredObject>,
     owners: BTreeSet<Owner>,
+    hooks: Vec<DesiredHook>,
+    warnings: Vec<(Origin, String)>,
 }
 
 impl DesiredSet {
@@ -103,7 +132,11 @@ impl DesiredSet {
         inputs: &RenderInputs,
         opts: &RenderOptions,
     ) -> Result<DesiredSet, RenderError> {
-        let objects = render_desired(repo, inputs, opts)?;
+        let RenderedParts {
+            objects,
+            hooks,
+            warnings,
+        } = render_parts(repo, inputs, opts)?;
         let mut owners = BTreeSet::new();
         owners.insert(Owner::SyncRoot {
             name: opts.root_name.clone(),
@@ -122,7 +155,12 @@ impl DesiredSet {
                 });
             }
         }
-        Ok(DesiredSet { objects, owners })
+        Ok(DesiredSet {
+            objects,
+            owners,
+            hooks,
+            warnings,
+        })
     }
 
     /// One layer of a complete render, for exactly `owners` (the daemon applies the sync layer
@@ -133,7 +171,33 @@ impl DesiredSet {
             .filter(|o| owners.contains(&o.owner))
             .collect();
         super::order::sort(&mut objects);
-        DesiredSet { objects, owners }
+        DesiredSet {
+            objects,
+            owners,
+            hooks: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// With the hooks of its owners (e.g. from the complete render this layer came from).
+    pub fn with_hooks(mut self, hooks: impl IntoIterator<Item = DesiredHook>) -> DesiredSet {
+        let owners = &self.owners;
+        self.hooks.extend(
+            hooks
+                .into_iter()
+                .filter(|h| owners.contains(&h.object.owner)),
+        );
+        self
+    }
+
+    /// The Armada charts' Helm hooks (not objects: run only on install or upgrade).
+    pub fn hooks(&self) -> &[DesiredHook] {
+        &self.hooks
+    }
+
+    /// The render's warnings (dropped test hooks, helm's warnings).
+    pub fn warnings(&self) -> &[(Origin, String)] {
+        &self.warnings
     }
 
     /// The objects, in apply order.

@@ -12,7 +12,9 @@ pub mod weavecloud;
 use serde_json::Value;
 
 use crate::load::{LoadedRepo, Origin};
-pub use desired::{render_desired, AgentLayer, DesiredSet, RenderInputs, OWNER_KINDS};
+pub use desired::{
+    render_desired, render_parts, AgentLayer, DesiredSet, RenderInputs, RenderedParts, OWNER_KINDS,
+};
 pub use ownership::{Owner, OwnerId};
 
 /// One object Weft wants in the cluster.
@@ -63,6 +65,42 @@ impl DesiredObject {
         }
     }
 }
+
+/// A Helm hook of an Armada chart (`helm.sh/hook`): never applied as a plain object and not in
+/// any inventory. The pass runs it only when its chart is installed or upgraded (a pre-hook before
+/// the chart's objects are applied, a post-hook after they are ready), waits for it, and deletes
+/// it per its `helm.sh/hook-delete-policy`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesiredHook {
+    /// The hook object, with the chart's ownership labels and wave.
+    pub object: DesiredObject,
+    /// Its phases (only those Weft runs, see [`RUN_HOOK_PHASES`]), weight and delete policies.
+    pub hook: crate::source::helm::Hook,
+}
+
+impl DesiredHook {
+    /// Does the hook run before its chart's objects (`pre-install`/`pre-upgrade`) on an install
+    /// (`upgrade` false) or an upgrade?
+    pub fn runs(&self, pre: bool, upgrade: bool) -> bool {
+        use crate::source::helm::HookPhase as P;
+        let want = match (pre, upgrade) {
+            (true, false) => P::PreInstall,
+            (true, true) => P::PreUpgrade,
+            (false, false) => P::PostInstall,
+            (false, true) => P::PostUpgrade,
+        };
+        self.hook.phases.contains(&want)
+    }
+}
+
+/// The hook phases Weft runs; other hooks (`pre-delete`, rollback) are dropped with a warning and
+/// test hooks too (Weft runs no Helm tests).
+pub const RUN_HOOK_PHASES: &[crate::source::helm::HookPhase] = &[
+    crate::source::helm::HookPhase::PreInstall,
+    crate::source::helm::HookPhase::PreUpgrade,
+    crate::source::helm::HookPhase::PostInstall,
+    crate::source::helm::HookPhase::PostUpgrade,
+];
 
 /// Why rendering failed. Nothing is applied or pruned after a render error.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@ use kube::CustomResourceExt;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
-use super::{Loaded, ResourceKey, ARMADA_API_VERSION, NATIVE_NAMESPACE};
+use super::{Loaded, ResourceKey, ARMADA_API_VERSION, KELEUSTES_FIELDS, NATIVE_NAMESPACE};
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
 use crate::load::schema::{self, SchemaIssue};
 use crate::load::yaml::Positions;
@@ -109,6 +109,38 @@ pub(super) fn load_cr(
     diags: &mut Diagnostics,
 ) -> Option<(Kind, Doc)> {
     let kind = Kind::from_kind(raw.value.get("kind").and_then(Value::as_str).unwrap_or(""))?;
+    // Documents of the other Armada operators: `armada.airshipit.org/v1` (airshipit) is read as
+    // Weft's version; the keleustes operator's extra fields are dropped with a warning, and its
+    // documents may leave out the namespace (it defaults as for a native document).
+    let api_version = raw
+        .value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if api_version != ARMADA_API_VERSION {
+        if let Some(map) = raw.value.as_object_mut() {
+            map.insert(
+                "apiVersion".into(),
+                Value::String(ARMADA_API_VERSION.into()),
+            );
+        }
+    }
+    for field in KELEUSTES_FIELDS {
+        let removed = raw
+            .value
+            .get_mut("spec")
+            .and_then(Value::as_object_mut)
+            .and_then(|spec| spec.remove(*field));
+        if removed.is_some() {
+            diags.warning(
+                raw.origin_of(&format!("/spec/{field}")),
+                format!(
+                    "`spec.{field}` (an armada-operator field) is ignored: Weft deploys every chart it is given"
+                ),
+            );
+        }
+    }
     if raw
         .value
         .pointer("/metadata/namespace")
@@ -116,11 +148,9 @@ pub(super) fn load_cr(
         .unwrap_or("")
         .is_empty()
     {
-        diags.error(
-            raw.origin_of("/metadata"),
-            format!("an {} must set `metadata.namespace`", kind.name()),
-        );
-        return None;
+        if let Some(meta) = raw.value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("namespace".into(), Value::String(NATIVE_NAMESPACE.into()));
+        }
     }
     if let Some(spec) = raw.value.get_mut("spec") {
         let file = raw.origin.file.clone();

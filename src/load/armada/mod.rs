@@ -248,9 +248,17 @@ pub fn is_native(value: &Value) -> bool {
         .is_some_and(|s| s.starts_with("armada/"))
 }
 
-/// One of the Armada CR kinds.
+/// `apiVersion`s of other Armada operators whose documents Weft reads as its own: the current
+/// airshipit armada-operator (`v1`); the keleustes operator's `v1alpha1` is Weft's own version.
+pub const COMPATIBLE_API_VERSIONS: &[&str] = &["armada.airshipit.org/v1"];
+
+/// Fields of the keleustes armada-operator's `v1alpha1` specs that Weft accepts and ignores, with
+/// a warning (they drive that operator's own state machine).
+pub const KELEUSTES_FIELDS: &[&str] = &["target_state", "admin_state", "revisionHistoryLimit"];
+
+/// One of the Armada CR kinds (Weft's `v1alpha1`, or a compatible operator's version).
 pub fn is_armada_cr(api_version: &str, kind: &str) -> bool {
-    api_version == ARMADA_API_VERSION
+    (api_version == ARMADA_API_VERSION || COMPATIBLE_API_VERSIONS.contains(&api_version))
         && matches!(kind, "ArmadaChart" | "ArmadaChartGroup" | "ArmadaManifest")
 }
 

@@ -352,3 +352,27 @@ fn plan_puts_lone_groups_and_charts_after_manifests_and_skips_dependency_only_ch
         vec![("a".into(), 1), ("b".into(), 1), ("solo".into(), 2)]
     );
 }
+
+#[test]
+fn airshipit_v1_and_keleustes_documents_are_read_as_weft_s_own() {
+    let text = "apiVersion: armada.airshipit.org/v1\nkind: ArmadaChart\nmetadata: {name: blog-1, namespace: n}\nspec: {release: blog-1, namespace: blog, source: {type: local, location: c}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: blog-2}\nspec:\n  release: blog-2\n  namespace: blog\n  target_state: deployed\n  source: {type: local, location: c}\n";
+    let (docs, diags) = load_text(text);
+    assert_eq!(errors(&diags), Vec::<String>::new());
+    let keys: Vec<String> = docs
+        .charts
+        .iter()
+        .map(|c| {
+            format!(
+                "{}/{}",
+                c.resource.metadata.namespace.as_deref().unwrap_or(""),
+                c.resource.metadata.name.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    // Without a namespace, a document defaults as a native one does.
+    assert_eq!(keys, ["n/blog-1", &format!("{NATIVE_NAMESPACE}/blog-2")]);
+    assert_eq!(
+        warnings(&diags),
+        ["armada.yaml:12:3: warning: `spec.target_state` (an armada-operator field) is ignored: Weft deploys every chart it is given"]
+    );
+}

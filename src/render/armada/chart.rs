@@ -270,6 +270,12 @@ impl Renderer<'_> {
         }
     }
 
+    /// The ArmadaChart's own `values.overlays` on a Helm chart's objects.
+    pub(super) fn chart_overlays(&mut self, chart: &Loaded<ArmadaChart>, objects: &mut [Rendered]) {
+        let values = Value::Object(chart.resource.spec.values.clone());
+        self.overlays(&values, &OverlaySource::Chart(chart), objects);
+    }
+
     fn overlays(&mut self, values: &Value, source: &OverlaySource<'_>, objects: &mut [Rendered]) {
         let Some(map) = values.as_object() else {
             return;

@@ -1,9 +1,17 @@
 //! Armada charts → desired objects. Pure: the chart files come in as a value
-//! ([`ChartSources`], resolved by the source stage); local charts can also be read straight from
-//! the snapshot.
+//! ([`ChartSources`], resolved by the source stage) and so does helm's output for Helm charts
+//! ([`HelmRenders`], produced by `pass::prepare` with `source::helm`); local charts can also be
+//! read straight from the snapshot.
 //!
-//! A chart is a directory with `Chart.yaml` (name, version), `values.yaml` (defaults) and
-//! `templates/` of plain YAML. Rendering, with no template engine:
+//! A chart is a Helm chart, rendered by the real `helm template` before this module sees it:
+//! here its output gets Weft's own steps (namespace defaulting, `values.overlays`, ownership,
+//! waves), its `crds/` objects stay in the set (stage 0 applies CRDs first), its hooks become
+//! [`DesiredHook`]s (run by the pass only on install or upgrade), and its `test` hooks are dropped
+//! with a warning.
+//!
+//! A chart that opts into Weft's `${}` format (`weft.io/template-format: substitution` in its
+//! `Chart.yaml` annotations) is a directory with `Chart.yaml` (name, version), `values.yaml`
+//! (defaults) and `templates/` of plain YAML. Rendering, with no template engine:
 //! 1. values = `values.yaml` deep-merged with the ArmadaChart's `values` (maps merge, scalars and
 //!    lists replace);
 //! 2. `${path.to.value}` / `${path.to.value:=default}` in template strings are replaced from the
@@ -26,13 +34,30 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{order, DesiredObject, Owner, RenderError};
+use std::sync::Arc;
+
+use super::{order, DesiredHook, DesiredObject, Owner, RenderError};
 use crate::api::armada::{ArmadaChart, SourceType};
 use crate::load::armada::{ArmadaDocs, Loaded, ResourceKey};
 use crate::load::{LoadedRepo, Origin};
 use crate::source::chart::{local_files, ChartFiles, ChartSources};
+use crate::source::helm::{self, ChartFormat, HelmRender, HookPhase, ObjectClass};
 use crate::source::Snapshot;
 use chart::Renderer;
+
+/// helm's output per Helm chart (by the ArmadaChart's namespace/name), from `pass::prepare`.
+pub type HelmRenders = BTreeMap<ResourceKey, Arc<HelmRender>>;
+
+/// Every chart of the deployment plan rendered.
+#[derive(Clone, Debug, Default)]
+pub struct RenderedCharts {
+    /// Their objects, in deployment order.
+    pub objects: Vec<DesiredObject>,
+    /// Their Helm hooks (run only on install or upgrade of their chart).
+    pub hooks: Vec<DesiredHook>,
+    /// What the user should know (a dropped test hook, helm's own warnings).
+    pub warnings: Vec<(Origin, String)>,
+}
 pub use values::{deep_merge, substitute, substitute_str, Builtins};
 
 /// The owner kind of chart objects.
@@ -68,23 +93,30 @@ pub fn sync_documents(docs: &ArmadaDocs) -> Result<Vec<(Value, Origin)>, RenderE
     Ok(out)
 }
 
-/// The objects of every chart of the deployment plan, in deployment order.
+/// The objects of every chart of the deployment plan, in deployment order (Helm charts from
+/// `helm`, which must hold every Helm chart of the plan).
 pub fn render(
     repo: &LoadedRepo,
     sources: &ChartSources,
-) -> Result<Vec<DesiredObject>, RenderError> {
+    helm: &HelmRenders,
+) -> Result<RenderedCharts, RenderError> {
     let mut out = Vec::new();
+    let mut hooks = Vec::new();
+    let mut warnings = Vec::new();
     let mut errors = Vec::new();
     let mut seen: BTreeMap<(String, String, String, String), ResourceKey> = BTreeMap::new();
     for planned in repo.armada.deployment_plan() {
         match render_chart(
             repo,
             sources,
+            helm,
             planned.chart,
             planned.release_prefix.as_deref(),
             planned.wave,
         ) {
-            Ok(rendered) => {
+            Ok(mut rendered) => {
+                hooks.append(&mut rendered.hooks);
+                warnings.append(&mut rendered.warnings);
                 let chart = chart_key(&repo.armada.charts[planned.chart]);
                 for o in rendered.objects {
                     let id = identity(&o.object);
@@ -110,7 +142,11 @@ pub fn render(
         return Err(combine(errors));
     }
     order::sort(&mut out);
-    Ok(out)
+    Ok(RenderedCharts {
+        objects: out,
+        hooks,
+        warnings,
+    })
 }
 
 /// Several render errors as one (each on its own line).
@@ -146,7 +182,8 @@ fn identity(o: &Value) -> (String, String, String, String) {
     )
 }
 
-fn chart_key(c: &Loaded<ArmadaChart>) -> ResourceKey {
+/// The namespace/name of an ArmadaChart.
+pub fn chart_key(c: &Loaded<ArmadaChart>) -> ResourceKey {
     ResourceKey {
         namespace: c.resource.metadata.namespace.clone().unwrap_or_default(),
         name: c.resource.metadata.name.clone().unwrap_or_default(),
@@ -158,6 +195,10 @@ fn chart_key(c: &Loaded<ArmadaChart>) -> ResourceKey {
 pub struct RenderedChart {
     /// Its objects, owned by the ArmadaChart, in apply order.
     pub objects: Vec<DesiredObject>,
+    /// Its Helm hooks (not test hooks), owned by the ArmadaChart.
+    pub hooks: Vec<DesiredHook>,
+    /// Dropped test hooks, hooks Weft does not run, helm's warnings.
+    pub warnings: Vec<(Origin, String)>,
     /// The release name (`{prefix}-{release}`).
     pub release: String,
     /// sha256 of the merged values (for `status.appliedValuesChecksum`).
@@ -166,10 +207,34 @@ pub struct RenderedChart {
     pub revision: Option<String>,
 }
 
+/// The release name of a chart: `{release_prefix}-{release}`, or the release without a prefix.
+pub fn release_name(spec: &crate::api::armada::ArmadaChartSpec, prefix: Option<&str>) -> String {
+    match prefix.filter(|p| !p.is_empty()) {
+        Some(p) => format!("{p}-{}", spec.release),
+        None => spec.release.clone(),
+    }
+}
+
+/// The format of a chart's files: a Helm chart unless it opts into Weft's `${}` format.
+pub fn format_of(files: &ChartFiles) -> Result<ChartFormat, helm::HelmError> {
+    // `chart_format` reads only `Chart.yaml`, `*.tpl` names and templates.
+    helm::chart_format(&helm::ChartFiles {
+        files: files
+            .files
+            .iter()
+            .filter(|(p, _)| {
+                p.as_str() == "Chart.yaml" || p.ends_with(".tpl") || p.starts_with("templates/")
+            })
+            .map(|(p, c)| (p.clone(), c.clone()))
+            .collect(),
+    })
+}
+
 /// Render one chart of `repo.armada.charts`.
 pub fn render_chart(
     repo: &LoadedRepo,
     sources: &ChartSources,
+    helm: &HelmRenders,
     index: usize,
     release_prefix: Option<&str>,
     wave: u32,
@@ -178,11 +243,36 @@ pub fn render_chart(
     let chart = &docs.charts[index];
     let key = chart_key(chart);
     let spec = &chart.resource.spec;
-    let release = match release_prefix.filter(|p| !p.is_empty()) {
-        Some(p) => format!("{p}-{}", spec.release),
-        None => spec.release.clone(),
-    };
+    let release = release_name(spec, release_prefix);
     let files = files_of(&repo.snapshot, sources, chart).map_err(|e| vec![e])?;
+    let owner = Owner::Resource {
+        kind: OWNER_KIND.to_string(),
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+    };
+    if let Some(render) = helm.get(&key) {
+        return from_helm(docs, chart, &files, render, &owner, release, wave);
+    }
+    match format_of(&files) {
+        Ok(ChartFormat::Substitution) => {}
+        Ok(ChartFormat::Helm(evidence)) => {
+            return Err(vec![RenderError::At {
+                origin: chart.origin.clone(),
+                message: format!(
+                    "ArmadaChart {key}: a Helm chart ({evidence}) that was not rendered with helm; it is rendered by `weft render`, `validate`, `sync` and the daemon, which run helm"
+                ),
+            }])
+        }
+        Err(e) => {
+            return Err(vec![RenderError::At {
+                origin: Origin {
+                    file: files.display_path("Chart.yaml"),
+                    pos: Default::default(),
+                },
+                message: format!("ArmadaChart {key}: {e}"),
+            }])
+        }
+    }
     let mut errors = Vec::new();
     let mut ctx = Renderer {
         docs,
@@ -202,11 +292,6 @@ pub fn render_chart(
             "ArmadaChart `{key}` could not be rendered"
         ))]);
     };
-    let owner = Owner::Resource {
-        kind: OWNER_KIND.to_string(),
-        namespace: key.namespace.clone(),
-        name: key.name.clone(),
-    };
     let mut objects: Vec<DesiredObject> = objects
         .into_iter()
         .map(|o| owner.adopt(o.value, wave, Some(o.origin)))
@@ -214,6 +299,8 @@ pub fn render_chart(
     order::sort(&mut objects);
     Ok(RenderedChart {
         objects,
+        hooks: Vec::new(),
+        warnings: Vec::new(),
         release,
         values_checksum: values_checksum(&values),
         revision: files.revision.clone(),
@@ -226,7 +313,122 @@ pub fn values_checksum(values: &Value) -> String {
     hex::encode(Sha256::digest(&bytes))
 }
 
-fn files_of(
+/// A Helm chart's render: helm's objects with Weft's own steps (namespace defaulting, the
+/// ArmadaChart's `values.overlays`, ownership, the chart's wave); hooks apart; test hooks and
+/// hooks of phases Weft does not run dropped with a warning.
+fn from_helm(
+    docs: &ArmadaDocs,
+    chart: &Loaded<ArmadaChart>,
+    files: &ChartFiles,
+    render: &HelmRender,
+    owner: &Owner,
+    release: String,
+    wave: u32,
+) -> Result<RenderedChart, Vec<RenderError>> {
+    let key = chart_key(chart);
+    let spec = &chart.resource.spec;
+    let mut errors = Vec::new();
+    let mut warnings: Vec<(Origin, String)> = render
+        .warnings
+        .iter()
+        .map(|w| {
+            (
+                chart.origin.clone(),
+                format!("ArmadaChart {key}: helm: {w}"),
+            )
+        })
+        .collect();
+    let mut plain = Vec::new();
+    let mut hooks = Vec::new();
+    for o in &render.objects {
+        // helm names templates `<chart name>/templates/x.yaml`; errors name the chart directory.
+        let template = o
+            .source_template
+            .split_once('/')
+            .map_or(o.source_template.as_str(), |(_, rest)| rest);
+        let origin = Origin {
+            file: files.display_path(template),
+            pos: Default::default(),
+        };
+        let mut value = o.value.clone();
+        if let Err((pointer, message)) = chart::check_object(&mut value, &spec.namespace) {
+            errors.push(RenderError::At {
+                origin,
+                message: format!("ArmadaChart {key}: {} {pointer}: {message}", o.describe()),
+            });
+            continue;
+        }
+        match &o.class {
+            ObjectClass::Plain | ObjectClass::Crd => plain.push(chart::Rendered { value, origin }),
+            ObjectClass::Hook(hook) if hook.is_test() => warnings.push((
+                origin,
+                format!(
+                    "ArmadaChart {key}: test hook {} ({template}) is not applied: Weft runs no Helm tests",
+                    o.describe()
+                ),
+            )),
+            ObjectClass::Hook(hook) => {
+                let run: Vec<HookPhase> = hook
+                    .phases
+                    .iter()
+                    .copied()
+                    .filter(|p| crate::render::RUN_HOOK_PHASES.contains(p))
+                    .collect();
+                if run.is_empty() {
+                    let phases: Vec<&str> = hook.phases.iter().map(|p| p.as_str()).collect();
+                    warnings.push((
+                        origin,
+                        format!(
+                            "ArmadaChart {key}: {} hook {} ({template}) is not run: Weft runs only pre-/post-install and pre-/post-upgrade hooks",
+                            phases.join(","),
+                            o.describe()
+                        ),
+                    ));
+                    continue;
+                }
+                let mut hook = hook.clone();
+                hook.phases = run;
+                hooks.push((value, origin, hook));
+            }
+        }
+    }
+    let mut renderer = Renderer {
+        docs,
+        snapshot: &Snapshot::default(),
+        sources: &ChartSources::default(),
+        owner_chart: &key,
+        release: &release,
+        namespace: &spec.namespace,
+        errors: &mut errors,
+    };
+    renderer.chart_overlays(chart, &mut plain);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut objects: Vec<DesiredObject> = plain
+        .into_iter()
+        .map(|o| owner.adopt(o.value, wave, Some(o.origin)))
+        .collect();
+    order::sort(&mut objects);
+    let hooks = hooks
+        .into_iter()
+        .map(|(value, origin, hook)| DesiredHook {
+            object: owner.adopt(value, wave, Some(origin)),
+            hook,
+        })
+        .collect();
+    Ok(RenderedChart {
+        objects,
+        hooks,
+        warnings,
+        release,
+        values_checksum: values_checksum(&Value::Object(spec.values.clone())),
+        revision: files.revision.clone(),
+    })
+}
+
+/// The files of a chart: fetched by the source stage, or (local charts) read from the snapshot.
+pub fn files_of(
     snapshot: &Snapshot,
     sources: &ChartSources,
     chart: &Loaded<ArmadaChart>,

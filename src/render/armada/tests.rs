@@ -135,13 +135,13 @@ fn repo(files: &[(&str, &str)]) -> LoadedRepo {
 }
 
 const LIB_CHART: &[(&str, &str)] = &[
-        ("charts/lib/Chart.yaml", "name: lib\nversion: 0.1.0\n"),
+        ("charts/lib/Chart.yaml", "name: lib\nversion: 0.1.0\nannotations: {weft.io/template-format: substitution}\n"),
         ("charts/lib/values.yaml", "size: small\n"),
         (
             "charts/lib/templates/cm.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}-lib\ndata:\n  size: ${size}\n",
         ),
-        ("charts/app/Chart.yaml", "name: app\nversion: 1.0.0\n"),
+        ("charts/app/Chart.yaml", "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n"),
         (
             "charts/app/templates/cm.yaml",
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}\ndata:\n  mode: ${mode:=fast}\n",
@@ -165,7 +165,9 @@ fn dependencies_render_inside_the_parent_release_with_the_parents_values() {
     let mut files = LIB_CHART.to_vec();
     files.push(("armada.yaml", &charts));
     let repo = repo(&files);
-    let objects = render(&repo, &ChartSources::default()).unwrap();
+    let objects = render(&repo, &ChartSources::default(), &HelmRenders::new())
+        .unwrap()
+        .objects;
     let names: Vec<(&str, &str)> = objects
         .iter()
         .map(|o| {
@@ -198,7 +200,7 @@ fn overlay_errors_point_at_the_overlay() {
     let charts = chart_doc("app", overlays);
     let mut files = LIB_CHART.to_vec();
     files.push(("armada.yaml", &charts));
-    let err = render(&repo(&files), &ChartSources::default())
+    let err = render(&repo(&files), &ChartSources::default(), &HelmRenders::new())
         .unwrap_err()
         .to_string();
     assert!(err.contains("armada.yaml:11:9: ArmadaChart `default/app`: `values.overlays[0]` matches no rendered object (target kind=Deployment)"), "{err}");
@@ -219,7 +221,7 @@ fn two_charts_rendering_the_same_object_is_an_error() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n",
     ));
     files.push(("armada.yaml", &charts));
-    let err = render(&repo(&files), &ChartSources::default())
+    let err = render(&repo(&files), &ChartSources::default(), &HelmRenders::new())
         .unwrap_err()
         .to_string();
     assert!(err.contains("ConfigMap `same` is rendered by ArmadaChart `default/lib` and by ArmadaChart `default/app`"), "{err}");
@@ -233,7 +235,7 @@ fn git_charts_need_resolved_sources() {
     );
     let mut files = LIB_CHART.to_vec();
     files.push(("armada.yaml", &charts));
-    let err = render(&repo(&files), &ChartSources::default())
+    let err = render(&repo(&files), &ChartSources::default(), &HelmRenders::new())
         .unwrap_err()
         .to_string();
     assert!(err.contains("its git source was not fetched"), "{err}");

@@ -1,0 +1,4 @@
+{{- define "api.labels" -}}
+{{ include "demo-lib.labels" . }}
+app.kubernetes.io/component: api
+{{- end -}}

@@ -1,0 +1,219 @@
+//! The helm step of [`prepare`](super::prepare::prepare): every Helm chart of the deployment plan
+//! rendered by the real `helm template` (through one shared [`HelmRenderer`], whose cache lives as
+//! long as it does), so that `render::armada` stays pure and only adds Weft's own steps.
+//!
+//! Per chart: the chart's files with its Armada `dependencies` (each resolved the same way) as
+//! subcharts, the ArmadaChart's `values` (without Weft's own `overlays`) as the values file,
+//! release `{release_prefix}-{release}`, `--namespace` = the chart's namespace, and
+//! `.Capabilities` from the target cluster when there is one (its version and served API
+//! versions); offline, helm's defaults (Kubernetes v1.37.0 for the pinned helm 3.22).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use serde_json::Value;
+
+use super::PassError;
+use crate::api::armada::ArmadaChart;
+use crate::api::ResourceKey;
+use crate::load::armada::Loaded;
+use crate::load::{LoadedRepo, Origin};
+use crate::render::armada::{chart_key, files_of, format_of, release_name, HelmRenders};
+use crate::render::RenderError;
+use crate::source::chart::ChartSources;
+use crate::source::helm::{
+    Capabilities, ChartFiles, ChartFormat, ChartTree, HelmError, HelmRenderer, RenderRequest,
+};
+
+/// How long one `helm template` may take.
+pub const HELM_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One Helm chart to render, as plain data (moved into the blocking task).
+struct HelmJob {
+    key: ResourceKey,
+    origin: Origin,
+    tree: ChartTree,
+    release: String,
+    namespace: String,
+    values: Value,
+}
+
+/// What the cluster's `.Capabilities` are: its version and every served group/version. `None`
+/// (helm's defaults) when they cannot be read; the pass reads the cluster again later anyway.
+pub async fn cluster_capabilities(client: &Client) -> Capabilities {
+    let mut caps = Capabilities::default();
+    match client.apiserver_version().await {
+        Ok(info) => caps.kube_version = Some(info.git_version),
+        Err(e) => tracing::warn!("reading the cluster's version for helm: {e}"),
+    }
+    let mut versions = BTreeSet::new();
+    if let Ok(core) = client.list_core_api_versions().await {
+        versions.extend(core.versions);
+    }
+    match client.list_api_groups().await {
+        Ok(groups) => {
+            for g in groups.groups {
+                versions.extend(g.versions.into_iter().map(|v| v.group_version));
+            }
+        }
+        Err(e) => tracing::warn!("reading the cluster's API versions for helm: {e}"),
+    }
+    caps.api_versions = versions.into_iter().collect();
+    caps
+}
+
+/// Render every Helm chart of `repo`'s deployment plan. Errors (each naming `ArmadaChart ns/name`
+/// and, for helm's own, the template file and line) are returned together; helm's warnings travel
+/// with each render and become diagnostics in `render::armada`.
+pub async fn render_helm_charts(
+    repo: &LoadedRepo,
+    sources: &ChartSources,
+    renderer: &Arc<HelmRenderer>,
+    capabilities: Option<Capabilities>,
+) -> Result<HelmRenders, PassError> {
+    let (jobs, mut errors) = helm_jobs(repo, sources);
+    if jobs.is_empty() && errors.is_empty() {
+        return Ok(HelmRenders::new());
+    }
+    let renderer = Arc::clone(renderer);
+    let capabilities = capabilities.unwrap_or_default();
+    let rendered = tokio::task::spawn_blocking(move || {
+        let mut out = HelmRenders::new();
+        let mut errors = Vec::new();
+        for job in jobs {
+            let mut request =
+                RenderRequest::new(&job.tree, &job.release, &job.namespace, &job.values);
+            request.capabilities = capabilities.clone();
+            request.timeout = HELM_TIMEOUT;
+            match renderer.render(&request) {
+                Ok(outcome) => {
+                    out.insert(job.key, outcome.render);
+                }
+                Err(e) => errors.push(helm_error(&job.key, job.origin, &e)),
+            }
+        }
+        (out, errors)
+    })
+    .await
+    .map_err(|e| PassError::Render(RenderError::Other(format!("helm rendering panicked: {e}"))))?;
+    let (out, mut helm_errors) = rendered;
+    errors.append(&mut helm_errors);
+    if !errors.is_empty() {
+        return Err(PassError::Render(combine(errors)));
+    }
+    Ok(out)
+}
+
+/// A helm failure as a Weft error: the chart, then helm's words (template file:line for a
+/// template error, how to get helm when it is missing).
+fn helm_error(key: &ResourceKey, origin: Origin, e: &HelmError) -> RenderError {
+    RenderError::At {
+        origin,
+        message: format!("ArmadaChart {key}: {e}"),
+    }
+}
+
+fn combine(mut errors: Vec<RenderError>) -> RenderError {
+    if errors.len() == 1 {
+        return errors.remove(0);
+    }
+    RenderError::Other(
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// The Helm charts of the plan as render jobs; charts in Weft's `${}` format are left to the
+/// renderer. Charts whose files cannot be read are left too: the render reports them.
+fn helm_jobs(repo: &LoadedRepo, sources: &ChartSources) -> (Vec<HelmJob>, Vec<RenderError>) {
+    let mut jobs = Vec::new();
+    let mut errors = Vec::new();
+    let mut seen = BTreeSet::new();
+    for planned in repo.armada.deployment_plan() {
+        let chart = &repo.armada.charts[planned.chart];
+        let key = chart_key(chart);
+        if !seen.insert(key.clone()) {
+            continue;
+        }
+        let Ok(files) = files_of(&repo.snapshot, sources, chart) else {
+            continue;
+        };
+        match format_of(&files) {
+            Ok(ChartFormat::Substitution) | Err(_) => continue,
+            Ok(ChartFormat::Helm(_)) => {}
+        }
+        let tree = match chart_tree(repo, sources, chart, files.files, &mut BTreeSet::new()) {
+            Ok(t) => t,
+            Err(message) => {
+                errors.push(RenderError::At {
+                    origin: chart.origin_of("/dependencies"),
+                    message: format!("ArmadaChart {key}: {message}"),
+                });
+                continue;
+            }
+        };
+        let spec = &chart.resource.spec;
+        let mut values = spec.values.clone();
+        // Weft's own key, applied after helm (see docs/armada.md).
+        values.remove("overlays");
+        jobs.push(HelmJob {
+            origin: chart.origin.clone(),
+            release: release_name(spec, planned.release_prefix.as_deref()),
+            namespace: spec.namespace.clone(),
+            values: Value::Object(values),
+            tree,
+            key,
+        });
+    }
+    (jobs, errors)
+}
+
+/// A chart with its Armada `dependencies` (ArmadaCharts of the same namespace, by name), each
+/// built the same way, as Armada's chart builder does.
+fn chart_tree(
+    repo: &LoadedRepo,
+    sources: &ChartSources,
+    chart: &Loaded<ArmadaChart>,
+    files: BTreeMap<String, Vec<u8>>,
+    visiting: &mut BTreeSet<ResourceKey>,
+) -> Result<ChartTree, String> {
+    let key = chart_key(chart);
+    if !visiting.insert(key.clone()) {
+        return Err(format!("dependency cycle through `{key}`"));
+    }
+    let tree = ChartTree::new(ChartFiles { files });
+    let deps = &chart.resource.spec.dependencies;
+    if deps.is_empty() {
+        visiting.remove(&key);
+        return Ok(tree);
+    }
+    let mut built = Vec::with_capacity(deps.len());
+    for dep in deps {
+        let dep_key = ResourceKey {
+            namespace: key.namespace.clone(),
+            name: dep.clone(),
+        };
+        let Some(dep_chart) = repo.armada.charts.iter().find(|c| chart_key(c) == dep_key) else {
+            return Err(format!(
+                "dependency `{dep}` is not an ArmadaChart in namespace `{}`",
+                key.namespace
+            ));
+        };
+        let dep_files = files_of(&repo.snapshot, sources, dep_chart)
+            .map_err(|e| format!("dependency `{dep}`: {e}"))?;
+        built.push(chart_tree(
+            repo,
+            sources,
+            dep_chart,
+            dep_files.files,
+            visiting,
+        )?);
+    }
+    visiting.remove(&key);
+    Ok(tree.with_dependencies(built))
+}
