@@ -11,7 +11,7 @@ use kube::ResourceExt;
 
 use super::{event, owner_of, Context, WeaveCloudError, TOKEN_MISSING};
 use crate::api::conditions::{Condition, ConditionStatus, DRIFTED, READY, STALLED};
-use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
+use crate::api::weavecloud::{FluxStatus, WeaveCloud, WeaveCloudStatus};
 use crate::api::{DriftPolicy, ObjectRef};
 use crate::apply::changeset::{Action as ChangeAction, ChangeSet};
 use crate::apply::ApplyError;
@@ -28,7 +28,7 @@ pub(super) struct Outcome {
     pub drifted: Option<Condition>,
     /// The bundle version rendered (`None` when nothing was rendered).
     pub agent_version: Option<String>,
-    pub preserved: Option<Vec<String>>,
+    pub preserved: Option<FluxStatus>,
     pub objects: usize,
     pub requeue: Duration,
     /// Still rolling out (`Reconciling=True`).
@@ -61,7 +61,7 @@ impl Outcome {
             stalled: Condition::new(STALLED, ConditionStatus::False, "Reconciled", ""),
             drifted,
             agent_version: Some(rendered.bundle.version().to_string()),
-            preserved: Some(rendered.agents.preserved_flux_args.clone()),
+            preserved: Some(rendered.preserved()),
             objects: rendered.objects,
             requeue: Duration::from_secs(600),
             reconciling: false,
@@ -75,6 +75,16 @@ struct Rendered {
     agents: RenderedAgents,
     set: DesiredSet,
     objects: usize,
+}
+
+impl Rendered {
+    /// What was kept from the agents that ran before, for `status.flux`.
+    fn preserved(&self) -> FluxStatus {
+        FluxStatus {
+            preserved_args: self.agents.preserved_flux_args.clone(),
+            preserved_memcached_args: self.agents.preserved_memcached_args.clone(),
+        }
+    }
 }
 
 /// Objects of a change set that were drift (edited or deleted outside Weft), given the
@@ -318,7 +328,7 @@ async fn apply_agents(
             let message = format!("agents applied, waiting for them to become ready: {e}");
             let mut o = Outcome::not_ready("Progressing", message, false, rendered.objects);
             o.agent_version = Some(rendered.bundle.version().to_string());
-            o.preserved = Some(rendered.agents.preserved_flux_args);
+            o.preserved = Some(rendered.preserved());
             o.drifted = drift_condition;
             o.requeue = Duration::from_secs(5);
             o.reconciling = true;

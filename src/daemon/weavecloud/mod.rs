@@ -31,7 +31,7 @@ use serde_json::json;
 use super::state::{DaemonState, Shutdown};
 use super::status::now_rfc3339;
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY, RECONCILING};
-use crate::api::weavecloud::{FluxStatus, WeaveCloud, WeaveCloudStatus};
+use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
 use crate::apply::changeset::Action as ChangeAction;
 use crate::pass::agents::AgentsError;
 use crate::pass::{PassOptions, SyncError};
@@ -302,9 +302,7 @@ fn next_status(
     }
     status.observed_generation = generation;
     if let Some(p) = &outcome.preserved {
-        status.flux = Some(FluxStatus {
-            preserved_args: p.clone(),
-        });
+        status.flux = Some(p.clone());
     }
     status
 }
