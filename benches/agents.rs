@@ -50,6 +50,7 @@ fn bench(c: &mut Criterion) {
     let inputs = AgentInputs {
         token_hash: Some("0123456789abcdef0123456789abcdef".into()),
         preserved_flux_args: BTreeMap::from([("git-poll-interval".to_string(), "5m".to_string())]),
+        ..Default::default()
     };
     c.bench_function("render_one_weavecloud", |b| {
         b.iter(|| render_agents(&wc, bundle, &inputs).expect("render"))

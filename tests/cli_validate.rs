@@ -225,3 +225,27 @@ fn logs_to_a_pipe_have_no_colour_escapes() {
         "no ANSI escapes on a pipe: {stderr:?}"
     );
 }
+
+/// The seed's example (kebab-case, no `token-secret-ref`) validates: the token Secret defaults
+/// to the launcher's `weave-cloud`/`token`, and each old spelling is a warning, not an error.
+#[test]
+fn the_seed_example_validates_with_kebab_case_warnings() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/weavecloud-seed");
+    let (code, out) = run(&dir);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("no errors"), "{out}");
+    assert!(!out.contains("tokenSecretRef"), "{out}");
+    for (line, key) in [
+        (12, "auto-update"),
+        (15, "wc-hostname"),
+        (21, "git-url"),
+        (27, "read-only"),
+        (33, "pod-scrape-policy"),
+    ] {
+        assert!(
+            out.contains(&format!("weave-cloud.yaml:{line}:"))
+                && out.contains(&format!("warning: `{key}`")),
+            "no warning for `{key}` at line {line}: {out}"
+        );
+    }
+}

@@ -224,9 +224,9 @@ async fn invalid_weavecloud_is_rejected_with_the_schema_message() {
                 o["spec"]["general"]
                     .as_object_mut()
                     .unwrap()
-                    .remove("tokenSecretRef");
+                    .remove("environment");
             },
-            &["spec.general.tokenSecretRef", "Required value"],
+            &["spec.general.environment", "Required value"],
         ),
     ];
 

@@ -101,8 +101,15 @@ pub struct General {
     /// bundle built into Weft.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wc_poll_url: Option<String>,
-    /// The Secret (in this namespace) that holds the Weave Cloud service token.
+    /// The Secret (in this namespace) that holds the Weave Cloud service token; default
+    /// `{name: weave-cloud, key: token}`, the Secret the launcher created.
+    #[serde(default)]
     pub token_secret_ref: SecretKeyRef,
+    /// Take over a cluster the Weave Cloud launcher manages: remove its `weave-agent` and the
+    /// launcher objects Weft's agents replace, adopt the same-named ones (docs/migrating-from-launcher.md).
+    /// `false` leaves them alone (agents may then run twice).
+    #[serde(default = "default_true")]
+    pub takeover: bool,
 }
 
 fn default_true() -> bool {
@@ -128,6 +135,22 @@ pub struct SecretKeyRef {
     /// Key in the Secret's data (default `token`).
     #[serde(default = "default_token_key")]
     pub key: String,
+}
+
+impl SecretKeyRef {
+    /// The launcher's token Secret: `weave-cloud`, key `token`.
+    pub fn launcher() -> SecretKeyRef {
+        SecretKeyRef {
+            name: "weave-cloud".to_string(),
+            key: default_token_key(),
+        }
+    }
+}
+
+impl Default for SecretKeyRef {
+    fn default() -> Self {
+        SecretKeyRef::launcher()
+    }
 }
 
 /// The flux agent.
@@ -170,8 +193,9 @@ pub struct Scope {
     /// Do not run this agent (its objects are pruned).
     #[serde(default)]
     pub disable: bool,
-    /// Disable controls (`--probe.no-controls=true`): scope only observes.
-    #[serde(default = "default_true")]
+    /// Disable controls (`--probe.no-controls=true`): scope only observes. Default `false`,
+    /// as a launcher install.
+    #[serde(default)]
     pub read_only: bool,
     /// Path of the container runtime socket, e.g. `/var/run/crio.sock` (enables the CRI probe).
     /// An absolute path, optionally written `unix:///…`: it is mounted from the host.
@@ -190,7 +214,7 @@ impl Default for Scope {
     fn default() -> Self {
         Scope {
             disable: false,
-            read_only: true,
+            read_only: false,
             container_runtime_endpoint: None,
             kubernetes_probe: true,
             append_args: Vec::new(),
@@ -203,9 +227,10 @@ impl Default for Scope {
 #[serde(rename_all = "camelCase")]
 pub enum PodScrapePolicy {
     /// Only pods annotated `prometheus.io/scrape: "true"`.
-    #[default]
     OptIn,
-    /// Every pod except those annotated `prometheus.io/scrape: "false"`.
+    /// Every pod except those annotated `prometheus.io/scrape: "false"` (the default, as a
+    /// launcher install).
+    #[default]
     OptOut,
 }
 
@@ -216,7 +241,7 @@ pub struct Prometheus {
     /// Do not run this agent (its objects are pruned).
     #[serde(default)]
     pub disable: bool,
-    /// `optIn` or `optOut`.
+    /// `optIn` or `optOut` (default, as a launcher install).
     #[serde(default)]
     pub pod_scrape_policy: PodScrapePolicy,
     /// Extra arguments appended verbatim after the generated ones.
@@ -249,6 +274,9 @@ pub struct WeaveCloudStatus {
     /// What Weft learnt from an already running flux agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flux: Option<FluxStatus>,
+    /// What the takeover of a launcher-managed cluster did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeover: Option<TakeoverStatus>,
     /// The objects this WeaveCloud applied (its inventory, for pruning).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<ObjectRef>,
@@ -261,4 +289,21 @@ pub struct FluxStatus {
     /// Arguments kept from the flux agent that ran before Weft (`--git-url=…`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preserved_args: Vec<String>,
+    /// memcached arguments kept from the memcached that ran before Weft (`-m 512`, `-I 5m`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preserved_memcached_args: Vec<String>,
+}
+
+/// What Weft did to the launcher's objects (docs/migrating-from-launcher.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TakeoverStatus {
+    /// Launcher objects deleted (`Kind/namespace/name`): `weave-agent` and its RBAC, objects
+    /// Weft replaces under another name or namespace, and same-named workloads recreated
+    /// because their selector cannot change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+    /// Launcher objects found and left alone because `spec.general.takeover` is false.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<String>,
 }

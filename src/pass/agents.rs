@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use k8s_openapi::ByteString;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -19,7 +19,10 @@ use crate::render::bundle::{Bundle, BundleError};
 use crate::render::ownership::{
     MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL, OWNER_REF_ANNOTATION,
 };
-use crate::render::weavecloud::{parse_flux_args, secret_data_hash, AgentInputs};
+use crate::render::weavecloud::{
+    parse_flux_args, parse_memcached_args, runtime_socket, secret_data_hash, AgentInputs,
+    MEMCACHED_CONTAINER, MEMCACHED_DEPLOYMENT,
+};
 use crate::render::Owner;
 use crate::source::channel::{sha256_hex, unpack_archive, ChannelLimits};
 
@@ -326,6 +329,52 @@ pub async fn token_data(
     Ok(data.contains_key(&r.key).then_some(data))
 }
 
+/// The namespace of the launcher's installs before 2018 (docs/migrating-from-launcher.md).
+pub const LAUNCHER_LEGACY_NAMESPACE: &str = "kube-system";
+
+/// The args of container `container` (else the first container, as the launcher read it) of
+/// Deployment `name` running now: in the WeaveCloud's namespace, else (with takeover) a
+/// launcher-labelled one in `kube-system`; and whether Weft (this WeaveCloud) owns it.
+async fn running_container_args(
+    client: &Client,
+    wc: &WeaveCloud,
+    name: &str,
+    container: &str,
+    launcher_app: &str,
+) -> Result<Option<(Vec<String>, bool)>, kube::Error> {
+    let ns = wc.namespace().unwrap_or_default();
+    let mut found = Api::<Deployment>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await?;
+    if found.is_none() && wc.spec.general.takeover && ns != LAUNCHER_LEGACY_NAMESPACE {
+        // A kube-system install is read only if the launcher labelled it so (never by name alone).
+        found = Api::<Deployment>::namespaced(client.clone(), LAUNCHER_LEGACY_NAMESPACE)
+            .get_opt(name)
+            .await?
+            .filter(|d| d.labels().get("app").map(String::as_str) == Some(launcher_app));
+    }
+    let Some(d) = found else {
+        return Ok(None);
+    };
+    let ours = d.labels().get(OWNER_LABEL).map(String::as_str)
+        == Some(owner_of(&ns, &wc.name_any()).id().0.as_str());
+    let containers = d
+        .spec
+        .and_then(|s| s.template.spec)
+        .map(|p| p.containers)
+        .unwrap_or_default();
+    let index = containers
+        .iter()
+        .position(|c| c.name == container)
+        .unwrap_or(0);
+    let args = containers
+        .into_iter()
+        .nth(index)
+        .and_then(|c| c.args)
+        .unwrap_or_default();
+    Ok(Some((args, ours)))
+}
+
 /// The args of the flux container running now, and whether Weft (this WeaveCloud) owns it.
 pub async fn running_flux(
     client: &Client,
@@ -337,24 +386,47 @@ pub async fn running_flux(
     if kind != "Deployment" || wc.spec.flux.disable {
         return Ok(None);
     }
-    let api: Api<Deployment> = Api::namespaced(client.clone(), &wc.namespace().unwrap_or_default());
-    let Some(d) = api.get_opt(name).await? else {
+    running_container_args(client, wc, name, container, "weave-flux").await
+}
+
+/// The args of the memcached running now (Weft's, or the launcher's).
+pub async fn running_memcached(
+    client: &Client,
+    wc: &WeaveCloud,
+) -> Result<Option<Vec<String>>, kube::Error> {
+    if wc.spec.flux.disable {
         return Ok(None);
-    };
-    let ours = d.labels().get(OWNER_LABEL).map(String::as_str)
-        == Some(
-            owner_of(&wc.namespace().unwrap_or_default(), &wc.name_any())
-                .id()
-                .0
-                .as_str(),
-        );
-    let args = d
-        .spec
-        .and_then(|s| s.template.spec)
-        .and_then(|p| p.containers.into_iter().find(|c| c.name == container))
-        .and_then(|c| c.args)
-        .unwrap_or_default();
-    Ok(Some((args, ours)))
+    }
+    Ok(running_container_args(
+        client,
+        wc,
+        MEMCACHED_DEPLOYMENT,
+        MEMCACHED_CONTAINER,
+        "weave-flux",
+    )
+    .await?
+    .map(|(args, _)| args))
+}
+
+/// The CRI socket of the cluster's runtime, from the first node's `containerRuntimeVersion`
+/// (as the launcher's installer chose it); `None` for Docker, or when there is no node.
+/// Read only when scope runs without `containerRuntimeEndpoint`.
+pub async fn detected_cri_socket(
+    client: &Client,
+    wc: &WeaveCloud,
+) -> Result<Option<String>, kube::Error> {
+    if wc.spec.scope.disable || wc.spec.scope.container_runtime_endpoint.is_some() {
+        return Ok(None);
+    }
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default().limit(1))
+        .await?;
+    Ok(nodes
+        .items
+        .first()
+        .and_then(|n| n.status.as_ref()?.node_info.as_ref())
+        .and_then(|i| runtime_socket(&i.container_runtime_version))
+        .map(str::to_string))
 }
 
 /// What `wc`'s agents are rendered from: the bundle it runs and the cluster inputs.
@@ -389,12 +461,23 @@ pub async fn inputs(
     let running = running_flux(client, wc, &flux.kind, &flux.name, &flux.container)
         .await
         .map_err(|e| kube_err(format!("reading the running flux agent in {ns}"), e))?;
+    let memcached = running_memcached(client, wc)
+        .await
+        .map_err(|e| kube_err(format!("reading the running memcached in {ns}"), e))?;
+    let detected_cri_socket = detected_cri_socket(client, wc)
+        .await
+        .map_err(|e| kube_err("reading the nodes' container runtime", e))?;
     let inputs = AgentInputs {
         token_hash: Some(secret_data_hash(&token)),
         preserved_flux_args: running
             .as_ref()
             .map(|(args, _)| parse_flux_args(args))
             .unwrap_or_default(),
+        preserved_memcached_args: memcached
+            .as_deref()
+            .map(parse_memcached_args)
+            .unwrap_or_default(),
+        detected_cri_socket,
     };
     Ok((inputs, running))
 }

@@ -9,9 +9,12 @@ use std::time::Duration;
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 
-use super::{event, owner_of, Context, WeaveCloudError, TOKEN_MISSING};
+use super::takeover::{self, Decision, Found, Takeover};
+use super::{
+    event, owner_of, Context, WeaveCloudError, LAUNCHER_OBJECTS, TAKEOVER_DISABLED, TOKEN_MISSING,
+};
 use crate::api::conditions::{Condition, ConditionStatus, DRIFTED, READY, STALLED};
-use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
+use crate::api::weavecloud::{FluxStatus, WeaveCloud, WeaveCloudStatus};
 use crate::api::{DriftPolicy, ObjectRef};
 use crate::apply::changeset::{Action as ChangeAction, ChangeSet};
 use crate::apply::ApplyError;
@@ -19,7 +22,7 @@ use crate::daemon::EngineRun;
 use crate::pass::agents::{ActiveBundle, AgentsError};
 use crate::pass::{PassOptions, SyncError};
 use crate::render::weavecloud::{render_agents, RenderedAgents};
-use crate::render::DesiredSet;
+use crate::render::{DesiredObject, DesiredSet};
 
 /// What one reconcile of the agents found.
 pub(super) struct Outcome {
@@ -28,11 +31,13 @@ pub(super) struct Outcome {
     pub drifted: Option<Condition>,
     /// The bundle version rendered (`None` when nothing was rendered).
     pub agent_version: Option<String>,
-    pub preserved: Option<Vec<String>>,
+    pub preserved: Option<FluxStatus>,
     pub objects: usize,
     pub requeue: Duration,
     /// Still rolling out (`Reconciling=True`).
     pub reconciling: bool,
+    /// What the takeover of launcher objects did this reconcile, and its condition.
+    pub takeover: Option<(Takeover, Condition)>,
 }
 
 impl Outcome {
@@ -51,6 +56,7 @@ impl Outcome {
             objects,
             requeue: Duration::from_secs(60),
             reconciling: false,
+            takeover: None,
         }
     }
 
@@ -61,10 +67,11 @@ impl Outcome {
             stalled: Condition::new(STALLED, ConditionStatus::False, "Reconciled", ""),
             drifted,
             agent_version: Some(rendered.bundle.version().to_string()),
-            preserved: Some(rendered.agents.preserved_flux_args.clone()),
+            preserved: Some(rendered.preserved()),
             objects: rendered.objects,
             requeue: Duration::from_secs(600),
             reconciling: false,
+            takeover: None,
         }
     }
 }
@@ -75,6 +82,16 @@ struct Rendered {
     agents: RenderedAgents,
     set: DesiredSet,
     objects: usize,
+}
+
+impl Rendered {
+    /// What was kept from the agents that ran before, for `status.flux`.
+    fn preserved(&self) -> FluxStatus {
+        FluxStatus {
+            preserved_args: self.agents.preserved_flux_args.clone(),
+            preserved_memcached_args: self.agents.preserved_memcached_args.clone(),
+        }
+    }
 }
 
 /// Objects of a change set that were drift (edited or deleted outside Weft), given the
@@ -138,10 +155,144 @@ pub(super) async fn reconcile_agents(
         timeout: Duration::from_secs(2),
         ..ctx.pass_options.clone()
     };
+    let taken = take_over(wc, ctx, rendered.set.objects()).await?;
+    let mut rendered = rendered;
+    if let Some((t, _)) = &taken {
+        if !wc.spec.general.takeover && !t.left.is_empty() {
+            // Leave the launcher's objects as they are: do not apply Weft's same-named ones over them.
+            let keep: Vec<DesiredObject> = rendered
+                .set
+                .objects()
+                .iter()
+                .filter(|d| !t.left.contains(&reference_of(d)))
+                .cloned()
+                .collect();
+            rendered.objects = keep.len();
+            rendered.set = DesiredSet::for_owners(keep, [owner_of(wc)].into());
+        }
+    }
     let inventory: BTreeSet<ObjectRef> = status.inventory.iter().cloned().collect();
+    let mut outcome = apply_or_report(wc, ctx, rendered, &opts, &inventory, status, known).await?;
+    outcome.takeover = taken;
+    Ok(outcome)
+}
+
+/// The launcher's objects next to these agents: with `takeover` (the default) remove those Weft
+/// replaces, one event each; without it, list them and say that agents may run twice.
+async fn take_over(
+    wc: &WeaveCloud,
+    ctx: &Context,
+    desired: &[DesiredObject],
+) -> Result<Option<(Takeover, Condition)>, WeaveCloudError> {
+    let ns = wc.namespace().unwrap_or_default();
+    let client = &ctx.state.client;
+    let kube = |source| WeaveCloudError::Kube {
+        weavecloud: reference(wc),
+        action: "taking over the launcher's objects",
+        source,
+    };
+    let found = takeover::find(client, &ns, desired).await.map_err(kube)?;
+    let mut result = Takeover::default();
+    if !wc.spec.general.takeover {
+        if found.is_empty() {
+            return Ok(None);
+        }
+        result.left = found.iter().map(Found::reference).collect();
+        let message = format!(
+            "spec.general.takeover is false: the launcher's objects are left in place, so its agents may run beside Weft's (two flux, two node exporters on port 9100, two prometheus): {}",
+            result.left.join(", ")
+        );
+        let known = wc.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == LAUNCHER_OBJECTS && c.message == message)
+        });
+        if !known {
+            event(
+                ctx,
+                wc,
+                EventType::Warning,
+                TAKEOVER_DISABLED,
+                message.clone(),
+            )
+            .await;
+        }
+        let c = Condition::new(
+            LAUNCHER_OBJECTS,
+            ConditionStatus::True,
+            TAKEOVER_DISABLED,
+            message,
+        );
+        return Ok(Some((result, c)));
+    }
+    let copied = takeover::carry_deploy_key(client, &ns)
+        .await
+        .map_err(kube)?;
+    if copied {
+        let note = format!(
+            "copied the flux deploy key from Secret {}/flux-git-deploy into {ns}/flux-git-deploy (the original is kept)",
+            crate::pass::agents::LAUNCHER_LEGACY_NAMESPACE
+        );
+        event(ctx, wc, EventType::Normal, "DeployKeyCopied", note).await;
+    }
+    if found.is_empty() {
+        return Ok(None);
+    }
+    for (object, why) in takeover::remove_all(client, &found).await.map_err(kube)? {
+        event(
+            ctx,
+            wc,
+            EventType::Normal,
+            "LauncherObjectRemoved",
+            format!("deleted {object}: {why}"),
+        )
+        .await;
+        result.removed.push(object);
+    }
+    result.adopted = found
+        .iter()
+        .filter(|f| f.action == Decision::Adopt)
+        .map(Found::reference)
+        .collect();
+    if !result.adopted.is_empty() {
+        let note = format!("adopting the launcher's {}", result.adopted.join(", "));
+        event(ctx, wc, EventType::Normal, "LauncherObjectAdopted", note).await;
+    }
+    let message = format!(
+        "removed {} launcher objects, adopted {}",
+        result.removed.len(),
+        result.adopted.len()
+    );
+    let c = Condition::new(
+        LAUNCHER_OBJECTS,
+        ConditionStatus::False,
+        "TakenOver",
+        message,
+    );
+    Ok(Some((result, c)))
+}
+
+/// `Kind/namespace/name` of a desired object, as [`Found::reference`] writes it.
+fn reference_of(d: &DesiredObject) -> String {
+    match d.namespace() {
+        Some(ns) => format!("{}/{ns}/{}", d.kind(), d.name()),
+        None => format!("{}/{}", d.kind(), d.name()),
+    }
+}
+
+/// `driftPolicy: report` (plan, maybe apply) or apply.
+async fn apply_or_report(
+    wc: &WeaveCloud,
+    ctx: &Context,
+    rendered: Rendered,
+    opts: &PassOptions,
+    inventory: &BTreeSet<ObjectRef>,
+    status: &WeaveCloudStatus,
+    known: usize,
+) -> Result<Outcome, WeaveCloudError> {
     let mut drift_condition = None;
     if wc.spec.drift_policy == DriftPolicy::Report {
-        match report_only(wc, ctx, &rendered, &opts, &inventory, status).await? {
+        match report_only(wc, ctx, &rendered, opts, inventory, status).await? {
             ReportOnly::InSync(outcome) => return Ok(*outcome),
             ReportOnly::Failed(message) => {
                 return Ok(Outcome::not_ready("ReconcileFailed", message, false, known))
@@ -156,7 +307,7 @@ pub(super) async fn reconcile_agents(
             }
         }
     }
-    apply_agents(wc, ctx, rendered, &opts, &inventory, drift_condition, known).await
+    apply_agents(wc, ctx, rendered, opts, inventory, drift_condition, known).await
 }
 
 /// Gather the inputs and render; `Ok(Err(outcome))` when the agents cannot be rendered (the
@@ -318,7 +469,7 @@ async fn apply_agents(
             let message = format!("agents applied, waiting for them to become ready: {e}");
             let mut o = Outcome::not_ready("Progressing", message, false, rendered.objects);
             o.agent_version = Some(rendered.bundle.version().to_string());
-            o.preserved = Some(rendered.agents.preserved_flux_args);
+            o.preserved = Some(rendered.preserved());
             o.drifted = drift_condition;
             o.requeue = Duration::from_secs(5);
             o.reconciling = true;

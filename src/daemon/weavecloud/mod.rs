@@ -9,6 +9,7 @@
 //! seconds; and Secrets, so a changed token rolls the agents and a deleted one is `TokenMissing`.
 
 mod agents;
+mod takeover;
 #[cfg(test)]
 mod tests;
 
@@ -31,7 +32,7 @@ use serde_json::json;
 use super::state::{DaemonState, Shutdown};
 use super::status::now_rfc3339;
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY, RECONCILING};
-use crate::api::weavecloud::{FluxStatus, WeaveCloud, WeaveCloudStatus};
+use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
 use crate::apply::changeset::Action as ChangeAction;
 use crate::pass::agents::AgentsError;
 use crate::pass::{PassOptions, SyncError};
@@ -44,6 +45,10 @@ use agents::{reconcile_agents, reference, Outcome};
 pub const FINALIZER: &str = "weft.io/agents";
 /// Condition reason: the token Secret or its key is missing.
 pub const TOKEN_MISSING: &str = "TokenMissing";
+/// Condition type: launcher objects were found next to the agents (`True`: left in place).
+pub const LAUNCHER_OBJECTS: &str = "LauncherObjects";
+/// Condition reason (and event): launcher objects left alone because `takeover` is false.
+pub const TAKEOVER_DISABLED: &str = "TakeoverDisabled";
 
 /// Why a WeaveCloud reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -302,9 +307,19 @@ fn next_status(
     }
     status.observed_generation = generation;
     if let Some(p) = &outcome.preserved {
-        status.flux = Some(FluxStatus {
-            preserved_args: p.clone(),
-        });
+        status.flux = Some(p.clone());
+    }
+    if let Some((taken, condition)) = &outcome.takeover {
+        set_condition(&mut status.conditions, with_generation(condition), now);
+        let mut t = status.takeover.clone().unwrap_or_default();
+        // Removals add up over reconciles (a second pass finds nothing left to remove).
+        for r in &taken.removed {
+            if !t.removed.contains(r) {
+                t.removed.push(r.clone());
+            }
+        }
+        t.left = taken.left.clone();
+        status.takeover = Some(t);
     }
     status
 }
@@ -361,6 +376,7 @@ async fn patch_status(
         "conditions": status.conditions,
         "observedGeneration": status.observed_generation,
         "flux": status.flux,
+        "takeover": status.takeover,
     }});
     api.patch_status(
         &wc.name_any(),

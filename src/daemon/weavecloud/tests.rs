@@ -133,7 +133,10 @@ mod against_a_fake_api_server {
                     let status = &seen.body["status"];
                     let fields: Vec<&String> =
                         status.as_object().expect("a status").keys().collect();
-                    assert_eq!(fields, ["conditions", "flux", "observedGeneration"]);
+                    assert_eq!(
+                        fields,
+                        ["conditions", "flux", "observedGeneration", "takeover"]
+                    );
                     let ready = status["conditions"]
                         .as_array()
                         .expect("conditions")

@@ -142,7 +142,7 @@ pub(super) fn scope_args(wc: &WeaveCloud, ctx: &Context) -> Vec<String> {
     if scope.read_only {
         args.push("--probe.no-controls=true".to_string());
     }
-    if let Some(endpoint) = cri_socket(wc) {
+    if let Some(endpoint) = &ctx.cri {
         args.push("--probe.cri=true".to_string());
         args.push(format!("--probe.cri.endpoint=unix://{endpoint}"));
     }
@@ -151,9 +151,122 @@ pub(super) fn scope_args(wc: &WeaveCloud, ctx: &Context) -> Vec<String> {
     args
 }
 
-/// The container runtime socket path, without a `unix://` a user may have written.
-pub(super) fn cri_socket(wc: &WeaveCloud) -> Option<String> {
-    let endpoint = wc.spec.scope.container_runtime_endpoint.as_deref()?.trim();
+/// The container runtime socket path, without a `unix://` a user may have written: the
+/// WeaveCloud's `containerRuntimeEndpoint`, else the socket of the runtime detected on the nodes
+/// (`detected`, see [`runtime_socket`]); `None` is Docker.
+pub(super) fn cri_socket(wc: &WeaveCloud, detected: Option<&str>) -> Option<String> {
+    let endpoint = match wc.spec.scope.container_runtime_endpoint.as_deref() {
+        Some(e) => e.trim(),
+        None => detected?.trim(),
+    };
     let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
     (!path.is_empty()).then(|| path.to_string())
+}
+
+/// The CRI socket of a node's `status.nodeInfo.containerRuntimeVersion` (`containerd://1.7.2`),
+/// as the launcher's installer chose it: cri-o → `/var/run/crio/crio.sock`, containerd →
+/// `/run/containerd/containerd.sock`, anything else (docker) → `None` (the Docker socket).
+pub fn runtime_socket(container_runtime_version: &str) -> Option<&'static str> {
+    let runtime = container_runtime_version
+        .split_once("://")
+        .map_or(container_runtime_version, |(r, _)| r);
+    match runtime.trim() {
+        "cri-o" => Some("/var/run/crio/crio.sock"),
+        "containerd" => Some("/run/containerd/containerd.sock"),
+        _ => None,
+    }
+}
+
+/// The memcached flags kept from a running memcached: `-m` (memory, MB) and `-I` (item size).
+pub const PRESERVABLE_MEMCACHED_FLAGS: &[&str] = &["m", "I"];
+
+/// Read `-m`/`-I` from a memcached container's args, in every shape they were written: one
+/// element (`-m 512`, the launcher's shape, or `-m512`), two elements (`-m`, `512`), or the
+/// long names `--memory-limit=512` / `--max-item-size=5m`. Later values win, as with getopt.
+pub fn parse_memcached_args(args: &[String]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].trim();
+        i += 1;
+        let long = [("--memory-limit", "m"), ("--max-item-size", "I")]
+            .into_iter()
+            .find_map(|(name, short)| {
+                let rest = arg.strip_prefix(name)?;
+                Some((short, rest.strip_prefix('=').unwrap_or(rest)))
+            });
+        let (flag, inline) = match long {
+            Some(found) => found,
+            None => {
+                let Some(flag) = PRESERVABLE_MEMCACHED_FLAGS
+                    .iter()
+                    .find(|f| arg.strip_prefix('-').is_some_and(|r| r.starts_with(**f)))
+                else {
+                    continue;
+                };
+                (*flag, &arg[1 + flag.len()..])
+            }
+        };
+        let inline = inline.trim();
+        let value = if inline.is_empty() {
+            match args.get(i) {
+                Some(next) if !next.starts_with('-') => {
+                    i += 1;
+                    next.trim().to_string()
+                }
+                _ => continue,
+            }
+        } else {
+            inline.to_string()
+        };
+        if !value.is_empty() {
+            out.insert(flag.to_string(), value);
+        }
+    }
+    out
+}
+
+/// The memcached args of the bundle's template with `-m`/`-I` taken from `preserved`, in the
+/// template's shape (`-m 512`); a preserved flag the template lacks is appended. Returns the
+/// args and the preserved ones, for status.
+pub(super) fn memcached_args(
+    template_args: &[String],
+    preserved: &BTreeMap<String, String>,
+) -> (Vec<String>, Vec<String>) {
+    let mut args = Vec::new();
+    let mut kept = Vec::new();
+    let mut done = BTreeSet::new();
+    let mut i = 0;
+    while i < template_args.len() {
+        let arg = &template_args[i];
+        i += 1;
+        let found = parse_memcached_args(std::slice::from_ref(arg));
+        let flag = found.keys().next().cloned().or_else(|| {
+            // `-m` alone, its value in the next element.
+            PRESERVABLE_MEMCACHED_FLAGS
+                .iter()
+                .find(|f| arg.trim() == format!("-{f}"))
+                .map(|f| f.to_string())
+        });
+        match flag.and_then(|f| preserved.get(&f).map(|v| (f, v))) {
+            Some((flag, value)) => {
+                if found.is_empty() {
+                    i += 1; // skip the template's value element
+                }
+                let a = format!("-{flag} {value}");
+                kept.push(a.clone());
+                args.push(a);
+                done.insert(flag);
+            }
+            None => args.push(arg.clone()),
+        }
+    }
+    for (flag, value) in preserved {
+        if !done.contains(flag) {
+            let a = format!("-{flag} {value}");
+            kept.push(a.clone());
+            args.push(a);
+        }
+    }
+    (args, kept)
 }

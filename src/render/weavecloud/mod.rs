@@ -19,10 +19,13 @@ use sha2::{Digest, Sha256};
 
 use crate::api::weavecloud::WeaveCloud;
 
-use super::bundle::{pod_template_pointer, Agent, Bundle};
+use super::bundle::{container_index, pod_template_pointer, Agent, Bundle};
 use super::{order, DesiredObject, Owner, RenderError};
-use args::{cri_socket, flag_name, flux_args, scope_args};
-pub use args::{parse_flux_args, PRESERVABLE_FLUX_ARGS};
+use args::{cri_socket, flag_name, flux_args, memcached_args, scope_args};
+pub use args::{
+    parse_flux_args, parse_memcached_args, runtime_socket, PRESERVABLE_FLUX_ARGS,
+    PRESERVABLE_MEMCACHED_FLAGS,
+};
 use patches::Context;
 
 /// Pod-template annotation: hash of the token Secret's data, so that a new token rolls the agents.
@@ -52,7 +55,18 @@ pub struct AgentInputs {
     /// Arguments of the flux agent running now (flag name without `--` → value), as
     /// [`parse_flux_args`] reads them. Only [`PRESERVABLE_FLUX_ARGS`] are used.
     pub preserved_flux_args: BTreeMap<String, String>,
+    /// `-m`/`-I` of the memcached running now (flag without `-` → value), as
+    /// [`parse_memcached_args`] reads them; they replace the bundle's values.
+    pub preserved_memcached_args: BTreeMap<String, String>,
+    /// The CRI socket of the runtime detected on the nodes ([`runtime_socket`]), used when
+    /// `scope.containerRuntimeEndpoint` is unset; `None`: Docker (or not read, offline).
+    pub detected_cri_socket: Option<String>,
 }
+
+/// The memcached Deployment of the flux agent and its container, whose `-m`/`-I` are kept.
+pub const MEMCACHED_DEPLOYMENT: &str = "weave-flux-memcached";
+/// The container of [`MEMCACHED_DEPLOYMENT`].
+pub const MEMCACHED_CONTAINER: &str = "memcached";
 
 /// The agents of one WeaveCloud.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,6 +76,8 @@ pub struct RenderedAgents {
     /// The flux arguments taken from `AgentInputs::preserved_flux_args` (`--git-url=…`), for
     /// `status.flux.preservedArgs` and an event. Empty when flux is disabled.
     pub preserved_flux_args: Vec<String>,
+    /// The memcached arguments taken from `AgentInputs::preserved_memcached_args` (`-m 512`).
+    pub preserved_memcached_args: Vec<String>,
     /// The bundle version rendered, for `status.agentVersion`.
     pub bundle_version: semver::Version,
 }
@@ -93,7 +109,8 @@ pub fn render_agents(
         .map_err(|m| RenderError::Other(format!("WeaveCloud `{namespace}/{name}`: {m}")))?;
     check_no_token_in_append_args(wc)
         .map_err(|m| RenderError::Other(format!("WeaveCloud `{namespace}/{name}`: {m}")))?;
-    if let Some(socket) = cri_socket(wc) {
+    let cri = cri_socket(wc, inputs.detected_cri_socket.as_deref());
+    if let Some(socket) = &cri {
         if !socket.starts_with('/') {
             return Err(RenderError::Other(format!(
                 "WeaveCloud `{namespace}/{name}`: `spec.scope.containerRuntimeEndpoint: {socket}` must be an absolute path (it is mounted from the host)"
@@ -107,6 +124,7 @@ pub fn render_agents(
         hostname,
         token_hash: inputs.token_hash.as_deref().unwrap_or(TOKEN_HASH_OFFLINE),
         cluster_roles: bundle.cluster_role_names(),
+        cri,
     };
     let owner = Owner::Resource {
         kind: "WeaveCloud".to_string(),
@@ -116,6 +134,7 @@ pub fn render_agents(
 
     let mut objects = Vec::new();
     let mut preserved = Vec::new();
+    let mut preserved_memcached = Vec::new();
     for agent in Agent::ALL {
         if agent_disabled(wc, agent) {
             continue;
@@ -125,6 +144,16 @@ pub fn render_agents(
         for template in templates.for_environment(general.environment) {
             let mut object = template.object.clone();
             ctx.common_patches(template, &mut object)?;
+            if agent == Agent::Flux
+                && template.kind() == "Deployment"
+                && template.name() == MEMCACHED_DEPLOYMENT
+                && !inputs.preserved_memcached_args.is_empty()
+            {
+                preserved_memcached.extend(memcached_patch(
+                    &mut object,
+                    &inputs.preserved_memcached_args,
+                ));
+            }
             if template.kind() == agent_container.kind && template.name() == agent_container.name {
                 let (args, kept) = match agent {
                     Agent::Flux => flux_args(wc, &ctx, &inputs.preserved_flux_args),
@@ -172,8 +201,32 @@ pub fn render_agents(
     Ok(RenderedAgents {
         objects,
         preserved_flux_args: preserved,
+        preserved_memcached_args: preserved_memcached,
         bundle_version: bundle.version.clone(),
     })
+}
+
+/// Replace `-m`/`-I` in the memcached container's args with the preserved values; the
+/// preserved args, for status. A template without that container is left as it is.
+fn memcached_patch(object: &mut Value, preserved: &BTreeMap<String, String>) -> Vec<String> {
+    let Some(index) = container_index(object, "Deployment", MEMCACHED_CONTAINER) else {
+        return Vec::new();
+    };
+    let pointer = format!("/spec/template/spec/containers/{index}/args");
+    let current: Vec<String> = object
+        .pointer(&pointer)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (args, kept) = memcached_args(&current, preserved);
+    if let Some(slot) = object.pointer_mut(&format!("/spec/template/spec/containers/{index}")) {
+        slot["args"] = json!(args);
+    }
+    kept
 }
 
 /// The value of [`TOKEN_HASH_ANNOTATION`] for a Secret's data: sha256 over the sorted keys and

@@ -13,7 +13,6 @@ use crate::render::bundle::{
 };
 use crate::render::RenderError;
 
-use super::args::cri_socket;
 use super::{
     escape, merge_at, CRI_VOLUME, REPORT_ERRORS_ENV, TOKEN_ENV, TOKEN_FILE, TOKEN_HASH_ANNOTATION,
     TOKEN_MOUNT_DIR, TOKEN_VOLUME,
@@ -29,6 +28,8 @@ pub(super) struct Context<'a> {
     pub(super) token_hash: &'a str,
     /// The bundle's ClusterRoles, renamed per WeaveCloud.
     pub(super) cluster_roles: BTreeSet<String>,
+    /// The CRI socket scope mounts (configured or detected); `None`: Docker.
+    pub(super) cri: Option<String>,
 }
 
 impl Context<'_> {
@@ -199,7 +200,7 @@ impl Context<'_> {
 
         let mut volume = None;
         if agent == Agent::Scope {
-            if let Some(socket) = cri_socket(self.wc) {
+            if let Some(socket) = &self.cri {
                 // With a CRI runtime there is no Docker: switch the Docker probe off (as the
                 // launcher's CRI manifests did) and drop the Docker socket mount, whose host
                 // path would not exist. Removals go last-index-first so indexes stay valid.

@@ -159,6 +159,7 @@ fn running_flux_args_fill_unset_fields_and_are_reported() {
     let inputs = AgentInputs {
         token_hash: None,
         preserved_flux_args: parse_flux_args(&running),
+        ..Default::default()
     };
     let r = render_with(&wc, &inputs);
     let a = flux_args_of(&r.objects);
@@ -190,6 +191,7 @@ fn nothing_is_preserved_when_flux_is_disabled() {
     let inputs = AgentInputs {
         token_hash: None,
         preserved_flux_args: BTreeMap::from([("git-url".to_string(), "u".to_string())]),
+        ..Default::default()
     };
     assert!(render_with(&wc, &inputs).preserved_flux_args.is_empty());
 }
@@ -478,6 +480,7 @@ fn a_token_from_an_old_manifest_never_appears_in_the_output() {
             format!("--token={secret}"),
             "--git-url=u".to_string(),
         ]),
+        ..Default::default()
     };
     let objs = render_with(&example(), &inputs).objects;
     let all = super::super::output::to_yaml_stream(&objs).unwrap();
@@ -770,6 +773,7 @@ fn a_flag_in_append_args_is_not_also_preserved() {
             ("git-poll-interval".to_string(), "1m".to_string()),
             ("git-timeout".to_string(), "30s".to_string()),
         ]),
+        ..Default::default()
     };
     let r = render_with(&wc, &inputs);
     let a = flux_args_of(&r.objects);
@@ -780,6 +784,7 @@ fn a_flag_in_append_args_is_not_also_preserved() {
     let again = AgentInputs {
         token_hash: None,
         preserved_flux_args: parse_flux_args(&a),
+        ..Default::default()
     };
     assert_eq!(flux_args_of(&render_with(&wc, &again).objects), a);
 }
@@ -878,4 +883,140 @@ fn a_relative_container_runtime_endpoint_is_refused_by_the_crd_and_the_renderer(
         ),
         "{err}"
     );
+}
+
+// ---- launcher defaults and what is kept from a launcher install ----
+
+const MINIMAL: &str = r#"
+apiVersion: cloud.weave.works/v1beta1
+kind: WeaveCloud
+metadata: {name: weave-cloud, namespace: weave}
+spec:
+  general: {environment: generic}
+"#;
+
+#[test]
+fn defaults_are_those_of_a_launcher_install() {
+    let wc: WeaveCloud = serde_saphyr::from_str(MINIMAL).unwrap();
+    assert_eq!(
+        wc.spec.general.token_secret_ref,
+        crate::api::weavecloud::SecretKeyRef {
+            name: "weave-cloud".into(),
+            key: "token".into()
+        }
+    );
+    assert!(wc.spec.general.takeover);
+    assert!(!wc.spec.scope.read_only);
+    assert_eq!(
+        wc.spec.prometheus.pod_scrape_policy,
+        PodScrapePolicy::OptOut
+    );
+    let objs = render(&wc);
+    // Scope controls on, as the launcher's default `-agent.read-only=false`.
+    assert!(!scope_args_of(&objs)
+        .iter()
+        .any(|a| a.starts_with("--probe.no-controls")));
+    // The token comes from the launcher's Secret.
+    let flux = find(&objs, "Deployment", "weave-flux-agent");
+    assert!(flux
+        .to_string()
+        .contains(r#"{"key":"token","name":"weave-cloud"}"#));
+}
+
+#[test]
+fn memcached_flags_are_read_in_every_shape_the_launcher_and_users_wrote() {
+    let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let want = BTreeMap::from([
+        ("I".to_string(), "5m".to_string()),
+        ("m".to_string(), "512".to_string()),
+    ]);
+    assert_eq!(
+        parse_memcached_args(&s(&["-m 512", "-I 5m", "-p 11211"])),
+        want
+    );
+    assert_eq!(
+        parse_memcached_args(&s(&["-m", "512", "-I", "5m", "-vv"])),
+        want
+    );
+    assert_eq!(parse_memcached_args(&s(&["-m512", "-I5m"])), want);
+    assert_eq!(
+        parse_memcached_args(&s(&["--memory-limit=512", "--max-item-size=5m"])),
+        want
+    );
+    // getopt: the last one wins; unrelated flags are ignored.
+    assert_eq!(
+        parse_memcached_args(&s(&["-m 64", "-p 11211", "-m 1024"])),
+        BTreeMap::from([("m".to_string(), "1024".to_string())])
+    );
+    assert!(parse_memcached_args(&s(&["-p 11211", "-vv", "-m"])).is_empty());
+}
+
+#[test]
+fn running_memcached_flags_replace_the_bundle_values_and_are_reported() {
+    let inputs = AgentInputs {
+        preserved_memcached_args: BTreeMap::from([
+            ("m".to_string(), "2048".to_string()),
+            ("I".to_string(), "10m".to_string()),
+        ]),
+        ..Default::default()
+    };
+    let r = render_with(&example(), &inputs);
+    let d = find(&r.objects, "Deployment", "weave-flux-memcached");
+    assert_eq!(args(d, "memcached"), vec!["-m 2048", "-p 11211", "-I 10m"]);
+    assert_eq!(r.preserved_memcached_args, vec!["-m 2048", "-I 10m"]);
+    // Rendering again from what this produced keeps the same args: no drift loop.
+    let again = AgentInputs {
+        preserved_memcached_args: parse_memcached_args(&args(d, "memcached")),
+        ..Default::default()
+    };
+    let r2 = render_with(&example(), &again);
+    assert_eq!(
+        args(
+            find(&r2.objects, "Deployment", "weave-flux-memcached"),
+            "memcached"
+        ),
+        vec!["-m 2048", "-p 11211", "-I 10m"]
+    );
+    // Nothing running: the bundle's flags, nothing reported.
+    let plain = render_with(&example(), &AgentInputs::default());
+    assert_eq!(
+        args(
+            find(&plain.objects, "Deployment", "weave-flux-memcached"),
+            "memcached"
+        ),
+        vec!["-m 512", "-p 11211", "-I 5m"]
+    );
+    assert!(plain.preserved_memcached_args.is_empty());
+}
+
+#[test]
+fn the_runtime_is_detected_from_the_node_as_the_launcher_did() {
+    assert_eq!(
+        runtime_socket("cri-o://1.28.1"),
+        Some("/var/run/crio/crio.sock")
+    );
+    assert_eq!(
+        runtime_socket("containerd://1.7.2"),
+        Some("/run/containerd/containerd.sock")
+    );
+    assert_eq!(runtime_socket("docker://24.0.5"), None);
+    assert_eq!(runtime_socket("kwok-v0.6.0"), None);
+
+    let mut wc = example();
+    wc.spec.scope.container_runtime_endpoint = None;
+    let detected = AgentInputs {
+        detected_cri_socket: Some("/run/containerd/containerd.sock".into()),
+        ..Default::default()
+    };
+    let objs = render_with(&wc, &detected).objects;
+    let a = scope_args_of(&objs);
+    assert!(a.contains(&"--probe.cri.endpoint=unix:///run/containerd/containerd.sock".to_string()));
+    assert!(a.contains(&"--probe.docker=false".to_string()));
+    let ds = find(&objs, "DaemonSet", "weave-scope-agent");
+    assert!(!ds.to_string().contains("docker.sock"));
+    // An explicit endpoint wins over the detected runtime.
+    wc.spec.scope.container_runtime_endpoint = Some("/var/run/crio.sock".into());
+    let a = scope_args_of(&render_with(&wc, &detected).objects);
+    assert!(a.contains(&"--probe.cri.endpoint=unix:///var/run/crio.sock".to_string()));
+    assert!(!a.iter().any(|x| x.contains("containerd")));
 }

@@ -1,0 +1,452 @@
+//! Takeover of a cluster the Weave Cloud launcher manages (docs/migrating-from-launcher.md).
+//!
+//! Before a WeaveCloud's agents are applied, the launcher's objects are looked up by their exact
+//! names *and* the launcher's labels (never by a generic name alone), in the WeaveCloud's
+//! namespace and in `kube-system` (installs before 2018). Then, in this order:
+//! 1. `weave-agent` (Deployment, then its ClusterRoleBinding, ClusterRole, ServiceAccount) is
+//!    deleted, so it stops re-applying the launcher's manifest;
+//! 2. launcher workloads Weft replaces under another name (`prometheus`, `kube-state-metrics`,
+//!    `prom-node-exporter`, which holds host port 9100) or another namespace (kube-system) are
+//!    deleted, and same-named workloads whose selector differs from Weft's are deleted so that
+//!    Weft recreates them (a selector is immutable);
+//! 3. the launcher's other objects Weft does not render under that name are deleted (Services,
+//!    ConfigMaps, ServiceAccounts in kube-system; the `*`-granting ClusterRoles and bindings,
+//!    which Weft renders as `<name>-<namespace>`).
+//!
+//! Same-named objects left (Services, ServiceAccounts, the prometheus ConfigMap, Deployments
+//! whose selector already fits) are adopted by the server-side apply that follows. Secrets are
+//! never deleted: a `flux-git-deploy` key found only in kube-system is copied into the
+//! WeaveCloud's namespace. Standalone Scope (`weave-scope-app`) is not a launcher install.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::{json, Value};
+
+use crate::apply::FIELD_MANAGER;
+use crate::pass::agents::LAUNCHER_LEGACY_NAMESPACE;
+use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::render::DesiredObject;
+
+/// The launcher's own agent and the namespace it always ran in.
+const WEAVE_AGENT: &str = "weave-agent";
+/// The Secret fluxd keeps its deploy key in.
+const FLUX_DEPLOY_SECRET: &str = "flux-git-deploy";
+/// Standalone Scope's app: its presence means the scope objects are not the launcher's.
+const STANDALONE_SCOPE_APP: &str = "weave-scope-app";
+
+/// Namespaced launcher agent objects: kind, name, and the `app` label they must carry.
+const LAUNCHER_AGENT_OBJECTS: &[(&str, &str, &str)] = &[
+    ("Deployment", "weave-flux-agent", "weave-flux"),
+    ("Deployment", "weave-flux-memcached", "weave-flux"),
+    ("Service", "weave-flux-memcached", "weave-flux"),
+    ("DaemonSet", "weave-scope-agent", "weave-scope"),
+    ("Deployment", "weave-scope-cluster-agent", "weave-scope"),
+    ("ConfigMap", "weave-cortex-agent-config", "weave-cortex"),
+    // namespace `weave` (2018 on)
+    ("Deployment", "prometheus", "weave-cortex"),
+    ("Deployment", "kube-state-metrics", "weave-cortex"),
+    ("DaemonSet", "prom-node-exporter", "weave-cortex"),
+    // kube-system (before 2018)
+    ("Deployment", "weave-cortex-agent", "weave-cortex"),
+    ("Service", "weave-cortex-agent", "weave-cortex"),
+    ("Deployment", "weave-cortex-state-metrics", "weave-cortex"),
+    ("DaemonSet", "weave-cortex-node-exporter", "weave-cortex"),
+];
+
+/// The launcher's per-agent RBAC names (ServiceAccount, ClusterRole, ClusterRoleBinding), each
+/// labelled only `name: <same>`.
+const LAUNCHER_RBAC: &[&str] = &["weave-flux", "weave-scope", "weave-cortex"];
+
+/// What the takeover found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Takeover {
+    /// Deleted (`Kind/namespace/name`, with why), in the order of deletion.
+    pub removed: Vec<String>,
+    /// Found and left alone (`takeover: false`).
+    pub left: Vec<String>,
+    /// Same-named objects the apply will adopt.
+    pub adopted: Vec<String>,
+}
+
+/// One launcher object found, and what to do with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Found {
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub action: Decision,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Decision {
+    /// Delete; the reason is said in the event.
+    Remove(&'static str),
+    /// Leave it to the server-side apply, which adopts it.
+    Adopt,
+}
+
+impl Found {
+    pub(super) fn reference(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{}/{ns}/{}", self.kind, self.name),
+            None => format!("{}/{}", self.kind, self.name),
+        }
+    }
+
+    /// Deletion order: weave-agent first, then workloads, then the rest, cluster RBAC last.
+    fn rank(&self) -> u8 {
+        if self.name == WEAVE_AGENT {
+            return match self.kind {
+                "Deployment" => 0,
+                _ => 1,
+            };
+        }
+        match self.kind {
+            "Deployment" | "DaemonSet" => 2,
+            "ClusterRoleBinding" => 4,
+            "ClusterRole" => 5,
+            _ => 3,
+        }
+    }
+}
+
+fn api_resource(kind: &str) -> ApiResource {
+    match kind {
+        "Deployment" => ApiResource::erase::<Deployment>(&()),
+        "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
+        "Service" => ApiResource::erase::<Service>(&()),
+        "ServiceAccount" => ApiResource::erase::<ServiceAccount>(&()),
+        "ConfigMap" => ApiResource::erase::<ConfigMap>(&()),
+        "ClusterRole" => ApiResource::erase::<ClusterRole>(&()),
+        _ => ApiResource::erase::<ClusterRoleBinding>(&()),
+    }
+}
+
+fn api(client: &Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+    let ar = api_resource(kind);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
+    o.labels().get(key).map(String::as_str)
+}
+
+fn managed_by_weft(o: &DynamicObject) -> bool {
+    label(o, MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
+}
+
+/// A launcher agent object: the launcher's `app` and `weave-cloud-component` labels.
+pub(super) fn is_launcher_agent(o: &DynamicObject, app: &str) -> bool {
+    let component = app.strip_prefix("weave-").unwrap_or(app);
+    !managed_by_weft(o)
+        && label(o, "app") == Some(app)
+        && label(o, "weave-cloud-component") == Some(component)
+        && label(o, "name") == Some(o.name_any().as_str())
+}
+
+/// A launcher ClusterRole: labelled `name: <same>` and granting `*` (standalone Scope's
+/// `weave-scope` role is narrow).
+pub(super) fn is_launcher_cluster_role(o: &DynamicObject) -> bool {
+    let grants_all = o.data["rules"].as_array().is_some_and(|rules| {
+        rules.iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .is_some_and(|a| a.contains(&json!("*")))
+        })
+    });
+    !managed_by_weft(o) && label(o, "name") == Some(o.name_any().as_str()) && grants_all
+}
+
+/// A launcher ClusterRoleBinding: labelled `name: <same>`, bound to the role of that name, and
+/// every subject a ServiceAccount of that name in one of `namespaces`.
+pub(super) fn is_launcher_binding(o: &DynamicObject, namespaces: &[&str]) -> bool {
+    let name = o.name_any();
+    let subjects_ok = o.data["subjects"].as_array().is_some_and(|s| {
+        !s.is_empty()
+            && s.iter().all(|s| {
+                s["kind"] == "ServiceAccount"
+                    && s["name"] == json!(name)
+                    && s["namespace"]
+                        .as_str()
+                        .is_some_and(|ns| namespaces.contains(&ns))
+            })
+    });
+    !managed_by_weft(o)
+        && label(o, "name") == Some(name.as_str())
+        && o.data["roleRef"]["name"] == json!(name)
+        && subjects_ok
+}
+
+/// The selector of a workload (`spec.selector.matchLabels`).
+fn selector(object: &Value) -> Option<&Value> {
+    object.pointer("/spec/selector")
+}
+
+/// Find the launcher's objects for a WeaveCloud in `namespace` whose desired agents are
+/// `desired`, and decide for each: remove or adopt.
+pub(super) async fn find(
+    client: &Client,
+    namespace: &str,
+    desired: &[DesiredObject],
+) -> Result<Vec<Found>, kube::Error> {
+    let mut found = Vec::new();
+    let mut namespaces = vec![namespace];
+    if namespace != LAUNCHER_LEGACY_NAMESPACE {
+        namespaces.push(LAUNCHER_LEGACY_NAMESPACE);
+    }
+    let desired_of = |kind: &str, name: &str| {
+        desired
+            .iter()
+            .find(|d| d.kind() == kind && d.name() == name && d.namespace() == Some(namespace))
+    };
+
+    // 1. weave-agent: only ever in the namespace the launcher installed (never kube-system).
+    if let Some(d) = api(client, "Deployment", Some(namespace))
+        .get_opt(WEAVE_AGENT)
+        .await?
+    {
+        let selects_agent =
+            d.data.pointer("/spec/selector/matchLabels") == Some(&json!({"name": WEAVE_AGENT}));
+        if selects_agent && !managed_by_weft(&d) {
+            found.push(remove(
+                "Deployment",
+                Some(namespace),
+                WEAVE_AGENT,
+                "the launcher's agent",
+            ));
+            if api(client, "ServiceAccount", Some(namespace))
+                .get_opt(WEAVE_AGENT)
+                .await?
+                .is_some_and(|sa| !managed_by_weft(&sa))
+            {
+                found.push(remove(
+                    "ServiceAccount",
+                    Some(namespace),
+                    WEAVE_AGENT,
+                    "the launcher's agent",
+                ));
+            }
+            if let Some(b) = api(client, "ClusterRoleBinding", None)
+                .get_opt(WEAVE_AGENT)
+                .await?
+            {
+                if is_launcher_binding(&b, &[namespace]) {
+                    found.push(remove(
+                        "ClusterRoleBinding",
+                        None,
+                        WEAVE_AGENT,
+                        "the launcher's agent",
+                    ));
+                }
+            }
+            if let Some(r) = api(client, "ClusterRole", None)
+                .get_opt(WEAVE_AGENT)
+                .await?
+            {
+                if is_launcher_cluster_role(&r) {
+                    found.push(remove(
+                        "ClusterRole",
+                        None,
+                        WEAVE_AGENT,
+                        "the launcher's agent",
+                    ));
+                }
+            }
+        }
+    }
+
+    // 2. the agents, in this namespace and in kube-system.
+    for ns in &namespaces {
+        let standalone_scope = api(client, "Deployment", Some(ns))
+            .get_opt(STANDALONE_SCOPE_APP)
+            .await?
+            .is_some();
+        let here = *ns == namespace;
+        for (kind, name, app) in LAUNCHER_AGENT_OBJECTS {
+            if standalone_scope && *app == "weave-scope" {
+                continue;
+            }
+            let Some(live) = api(client, kind, Some(ns)).get_opt(name).await? else {
+                continue;
+            };
+            if !is_launcher_agent(&live, app) {
+                continue;
+            }
+            let action = match (here, desired_of(kind, name)) {
+                (false, _) => {
+                    Decision::Remove("replaced by Weft's agent in the WeaveCloud's namespace")
+                }
+                (true, None) => Decision::Remove("replaced by Weft's agent under another name"),
+                (true, Some(d))
+                    if matches!(*kind, "Deployment" | "DaemonSet")
+                        && selector(&live.data) != selector(&d.object) =>
+                {
+                    Decision::Remove("recreated by Weft: its selector cannot change")
+                }
+                (true, Some(_)) => Decision::Adopt,
+            };
+            found.push(Found {
+                kind,
+                namespace: Some(ns.to_string()),
+                name: name.to_string(),
+                action,
+            });
+        }
+        for name in LAUNCHER_RBAC {
+            if standalone_scope && *name == "weave-scope" {
+                continue;
+            }
+            let Some(sa) = api(client, "ServiceAccount", Some(ns))
+                .get_opt(name)
+                .await?
+            else {
+                continue;
+            };
+            if managed_by_weft(&sa) || label(&sa, "name") != Some(name) {
+                continue;
+            }
+            let action = if here && desired_of("ServiceAccount", name).is_some() {
+                Decision::Adopt
+            } else {
+                Decision::Remove("replaced by Weft's agent in the WeaveCloud's namespace")
+            };
+            found.push(Found {
+                kind: "ServiceAccount",
+                namespace: Some(ns.to_string()),
+                name: name.to_string(),
+                action,
+            });
+        }
+    }
+
+    // 3. the launcher's cluster-wide roles (`*` on everything): Weft's are `<name>-<namespace>`.
+    let scope_standalone_here = api(client, "Deployment", Some(namespace))
+        .get_opt(STANDALONE_SCOPE_APP)
+        .await?
+        .is_some();
+    for name in LAUNCHER_RBAC {
+        if scope_standalone_here && *name == "weave-scope" {
+            continue;
+        }
+        let binding = api(client, "ClusterRoleBinding", None)
+            .get_opt(name)
+            .await?;
+        let bound = binding
+            .as_ref()
+            .is_some_and(|b| is_launcher_binding(b, &namespaces));
+        if bound {
+            found.push(remove(
+                "ClusterRoleBinding",
+                None,
+                name,
+                "replaced by Weft's per-namespace binding",
+            ));
+        }
+        if let Some(role) = api(client, "ClusterRole", None).get_opt(name).await? {
+            // Only a role whose binding is the launcher's (or gone): never one another tool binds.
+            if is_launcher_cluster_role(&role) && (bound || binding.is_none()) {
+                found.push(remove(
+                    "ClusterRole",
+                    None,
+                    name,
+                    "replaced by Weft's per-namespace role",
+                ));
+            }
+        }
+    }
+    found.sort_by_key(Found::rank);
+    Ok(found)
+}
+
+fn remove(kind: &'static str, namespace: Option<&str>, name: &str, why: &'static str) -> Found {
+    Found {
+        kind,
+        namespace: namespace.map(str::to_string),
+        name: name.to_string(),
+        action: Decision::Remove(why),
+    }
+}
+
+/// Delete `found` (its removals, in order), waiting until each workload is gone so that a
+/// recreated one starts clean and host port 9100 is free. Returns what was deleted.
+pub(super) async fn remove_all(
+    client: &Client,
+    found: &[Found],
+) -> Result<Vec<(String, &'static str)>, kube::Error> {
+    let mut removed = Vec::new();
+    for f in found {
+        let Decision::Remove(why) = f.action else {
+            continue;
+        };
+        let api = api(client, f.kind, f.namespace.as_deref());
+        match api.delete(&f.name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(e) if crate::apply::is_not_found(&e) => continue,
+            Err(e) => return Err(e),
+        }
+        // Background deletion removes the object itself at once unless it has finalizers; wait
+        // (bounded) so that the apply does not meet a terminating object.
+        for _ in 0..60 {
+            if api.get_opt(&f.name).await?.is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        tracing::info!(object = %f.reference(), reason = why, "takeover: deleted a launcher object");
+        removed.push((f.reference(), why));
+    }
+    Ok(removed)
+}
+
+/// The deploy key must survive a move out of kube-system: when the WeaveCloud's namespace has
+/// no `flux-git-deploy` data and kube-system's launcher copy has some, copy it (kube-system's
+/// Secret is left as it is). Returns whether it copied.
+pub(super) async fn carry_deploy_key(
+    client: &Client,
+    namespace: &str,
+) -> Result<bool, kube::Error> {
+    if namespace == LAUNCHER_LEGACY_NAMESPACE {
+        return Ok(false);
+    }
+    let here: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let has_data = |s: &Secret| s.data.as_ref().is_some_and(|d| !d.is_empty());
+    if here
+        .get_opt(FLUX_DEPLOY_SECRET)
+        .await?
+        .is_some_and(|s| has_data(&s))
+    {
+        return Ok(false);
+    }
+    let legacy: Api<Secret> = Api::namespaced(client.clone(), LAUNCHER_LEGACY_NAMESPACE);
+    let Some(old) = legacy.get_opt(FLUX_DEPLOY_SECRET).await? else {
+        return Ok(false);
+    };
+    // Only the launcher's flux has this Secret in kube-system next to its flux Deployment.
+    if !has_data(&old) {
+        return Ok(false);
+    }
+    let data: BTreeMap<_, _> = old.data.unwrap_or_default();
+    // A separate field manager: this data is fluxd's, never Weft's to change or remove.
+    let patch = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": FLUX_DEPLOY_SECRET, "namespace": namespace},
+        "data": data,
+    });
+    here.patch(
+        FLUX_DEPLOY_SECRET,
+        &PatchParams::apply(&format!("{FIELD_MANAGER}-takeover")),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(true)
+}
