@@ -173,6 +173,21 @@ fn helm_jobs(repo: &LoadedRepo, sources: &ChartSources) -> (Vec<HelmJob>, Vec<Re
     (jobs, errors)
 }
 
+/// Why a chart's dependency tree could not be built.
+#[derive(Debug, thiserror::Error)]
+enum TreeError {
+    #[error("dependency cycle through `{0}`")]
+    Cycle(ResourceKey),
+    #[error("dependency `{dep}` is not an ArmadaChart in namespace `{namespace}`")]
+    NotAChart { dep: String, namespace: String },
+    #[error("dependency `{dep}`: {source}")]
+    Files {
+        dep: String,
+        #[source]
+        source: RenderError,
+    },
+}
+
 /// A chart with its Armada `dependencies` (ArmadaCharts of the same namespace, by name), each
 /// built the same way, as Armada's chart builder does.
 fn chart_tree(
@@ -181,10 +196,10 @@ fn chart_tree(
     chart: &Loaded<ArmadaChart>,
     files: BTreeMap<String, Vec<u8>>,
     visiting: &mut BTreeSet<ResourceKey>,
-) -> Result<ChartTree, String> {
+) -> Result<ChartTree, TreeError> {
     let key = chart_key(chart);
     if !visiting.insert(key.clone()) {
-        return Err(format!("dependency cycle through `{key}`"));
+        return Err(TreeError::Cycle(key));
     }
     let tree = ChartTree::new(ChartFiles { files });
     let deps = &chart.resource.spec.dependencies;
@@ -199,13 +214,16 @@ fn chart_tree(
             name: dep.clone(),
         };
         let Some(dep_chart) = repo.armada.charts.iter().find(|c| chart_key(c) == dep_key) else {
-            return Err(format!(
-                "dependency `{dep}` is not an ArmadaChart in namespace `{}`",
-                key.namespace
-            ));
+            return Err(TreeError::NotAChart {
+                dep: dep.clone(),
+                namespace: key.namespace.clone(),
+            });
         };
-        let dep_files = files_of(&repo.snapshot, sources, dep_chart)
-            .map_err(|e| format!("dependency `{dep}`: {e}"))?;
+        let dep_files =
+            files_of(&repo.snapshot, sources, dep_chart).map_err(|source| TreeError::Files {
+                dep: dep.clone(),
+                source,
+            })?;
         built.push(chart_tree(
             repo,
             sources,

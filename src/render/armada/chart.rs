@@ -460,12 +460,17 @@ fn describe_target(t: &OverlayTarget) -> String {
     parts.join(" ")
 }
 
-fn apply_overlay(overlay: &Overlay, object: &mut Value) -> Result<(), String> {
+/// Why an overlay could not be applied to an object.
+#[derive(Debug, thiserror::Error)]
+#[error("JSON patch failed: {0}")]
+struct OverlayError(#[source] json_patch::PatchError);
+
+fn apply_overlay(overlay: &Overlay, object: &mut Value) -> Result<(), OverlayError> {
     if let Some(p) = &overlay.merge_patch {
         json_patch::merge(object, p);
     }
     if let Some(p) = &overlay.json_patch {
-        json_patch::patch(object, p).map_err(|e| format!("JSON patch failed: {e}"))?;
+        json_patch::patch(object, p).map_err(OverlayError)?;
     }
     Ok(())
 }

@@ -49,6 +49,7 @@ fn embedded_placeholders_become_text() {
     );
     assert!(sub("x ${image}")
         .unwrap_err()
+        .to_string()
         .contains("is a mapping and cannot be written inside a string"));
 }
 
@@ -57,13 +58,17 @@ fn unresolved_and_malformed_placeholders_are_errors() {
     let values = json!({});
     let sub = |s: &str| substitute_str(s, &values, &b());
     assert_eq!(
-        sub("${image.tag}").unwrap_err(),
+        sub("${image.tag}").unwrap_err().to_string(),
         "unresolved placeholder `${image.tag}`: no value at `image.tag` and no default"
     );
     assert!(sub("${oops")
         .unwrap_err()
+        .to_string()
         .contains("unterminated placeholder"));
-    assert!(sub("${a b}").unwrap_err().contains("is not a placeholder"));
+    assert!(sub("${a b}")
+        .unwrap_err()
+        .to_string()
+        .contains("is not a placeholder"));
 }
 
 #[test]

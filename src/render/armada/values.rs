@@ -82,7 +82,7 @@ pub fn substitute(
     match value {
         Value::String(s) if s.contains('$') => match substitute_str(s, values, builtins) {
             Ok(v) => *value = v,
-            Err(message) => problems.push((pointer, message)),
+            Err(e) => problems.push((pointer, e.to_string())),
         },
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
@@ -99,9 +99,28 @@ pub fn substitute(
     }
 }
 
+/// Why a `${…}` placeholder could not be substituted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceholderError {
+    #[error(
+        "unterminated placeholder `{0}`: a `${{` needs a `}}` (write `$${{` for a literal `${{`)"
+    )]
+    Unterminated(String),
+    #[error("`${{{0}}}` is not a placeholder: write `${{path.to.value}}` or `${{path.to.value:=default}}` (or `$${{` for a literal `${{`)")]
+    NotAPlaceholder(String),
+    #[error("unresolved placeholder `${{{inner}}}`: no value at `{path}` and no default")]
+    Unresolved { inner: String, path: String },
+    #[error("placeholder `${{{inner}}}` is a {what} and cannot be written inside a string; make it the whole value")]
+    NotAScalar { inner: String, what: &'static str },
+}
+
 /// Substitute one string. A string that is exactly one placeholder becomes the value itself
 /// (number, boolean, list, mapping…); otherwise values are written into the text.
-pub fn substitute_str(s: &str, values: &Value, builtins: &Builtins) -> Result<Value, String> {
+pub fn substitute_str(
+    s: &str,
+    values: &Value,
+    builtins: &Builtins,
+) -> Result<Value, PlaceholderError> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(at) = rest.find('$') {
@@ -118,7 +137,7 @@ pub fn substitute_str(s: &str, values: &Value, builtins: &Builtins) -> Result<Va
             continue;
         };
         let Some(close) = body.find('}') else {
-            return Err(format!("unterminated placeholder `{tail}`: a `${{` needs a `}}` (write `$${{` for a literal `${{`)"));
+            return Err(PlaceholderError::Unterminated(tail.to_string()));
         };
         let inner = &body[..close];
         let (path, default) = match inner.split_once(":=") {
@@ -126,7 +145,7 @@ pub fn substitute_str(s: &str, values: &Value, builtins: &Builtins) -> Result<Va
             None => (inner.trim(), None),
         };
         if !valid_path(path) {
-            return Err(format!("`${{{inner}}}` is not a placeholder: write `${{path.to.value}}` or `${{path.to.value:=default}}` (or `$${{` for a literal `${{`)"));
+            return Err(PlaceholderError::NotAPlaceholder(inner.to_string()));
         }
         let whole = out.is_empty() && at == 0 && close + 1 == body.len();
         let found = lookup(values, builtins, path);
@@ -135,9 +154,10 @@ pub fn substitute_str(s: &str, values: &Value, builtins: &Builtins) -> Result<Va
             (None, Some(d)) if whole => parse_default(d),
             (None, Some(d)) => Value::String(d.to_string()),
             (None, None) => {
-                return Err(format!(
-                    "unresolved placeholder `${{{inner}}}`: no value at `{path}` and no default"
-                ))
+                return Err(PlaceholderError::Unresolved {
+                    inner: inner.to_string(),
+                    path: path.to_string(),
+                })
             }
         };
         if whole {
@@ -149,10 +169,10 @@ pub fn substitute_str(s: &str, values: &Value, builtins: &Builtins) -> Result<Va
             Value::Bool(b) => out.push_str(&b.to_string()),
             Value::Number(n) => out.push_str(&n.to_string()),
             Value::Array(_) | Value::Object(_) => {
-                return Err(format!(
-                    "placeholder `${{{inner}}}` is a {} and cannot be written inside a string; make it the whole value",
-                    if value.is_array() { "list" } else { "mapping" }
-                ))
+                return Err(PlaceholderError::NotAScalar {
+                    inner: inner.to_string(),
+                    what: if value.is_array() { "list" } else { "mapping" },
+                })
             }
         }
         rest = &body[close + 1..];

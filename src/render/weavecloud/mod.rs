@@ -255,7 +255,18 @@ fn agent_disabled(wc: &WeaveCloud, agent: Agent) -> bool {
 /// would be written into the manifest.
 const TOKEN_FLAGS: &[&str] = &["token", "probe.token", "service-token"];
 
-fn check_no_token_in_append_args(wc: &WeaveCloud) -> Result<(), String> {
+/// Why a WeaveCloud's spec cannot be rendered (checked before any agent is).
+#[derive(Debug, thiserror::Error)]
+enum SpecError {
+    #[error("`spec.{agent}.appendArgs` sets `--{flag}`: the token must not be written into a manifest; Weft passes it from the Secret named by `spec.general.tokenSecretRef`")]
+    TokenInAppendArgs { agent: &'static str, flag: String },
+    #[error(
+        "`spec.general.wcHostname: {0}` must be a host name such as `cloud.weave.works`, not a URL"
+    )]
+    HostnameNotAHost(String),
+}
+
+fn check_no_token_in_append_args(wc: &WeaveCloud) -> Result<(), SpecError> {
     let lists = [
         ("flux", &wc.spec.flux.append_args),
         ("scope", &wc.spec.scope.append_args),
@@ -267,24 +278,22 @@ fn check_no_token_in_append_args(wc: &WeaveCloud) -> Result<(), String> {
             .filter_map(|a| flag_name(a))
             .find(|f| TOKEN_FLAGS.contains(f))
         {
-            return Err(format!(
-                "`spec.{agent}.appendArgs` sets `--{flag}`: the token must not be written into a manifest; \
-                 Weft passes it from the Secret named by `spec.general.tokenSecretRef`"
-            ));
+            return Err(SpecError::TokenInAppendArgs {
+                agent,
+                flag: flag.to_string(),
+            });
         }
     }
     Ok(())
 }
 
 /// `wcHostname` is a host (optionally `:port`): it goes into `https://…` and `wss://…` URLs.
-fn check_hostname(hostname: &str) -> Result<&str, String> {
+fn check_hostname(hostname: &str) -> Result<&str, SpecError> {
     let h = hostname.trim();
     let bad =
         h.is_empty() || h.contains("://") || h.contains('/') || h.contains(char::is_whitespace);
     if bad {
-        return Err(format!(
-            "`spec.general.wcHostname: {hostname}` must be a host name such as `cloud.weave.works`, not a URL"
-        ));
+        return Err(SpecError::HostnameNotAHost(hostname.to_string()));
     }
     Ok(h)
 }

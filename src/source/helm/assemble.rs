@@ -40,7 +40,7 @@ fn assemble_into<'a>(
         let name = dependency_name(&dependency.chart).map_err(|reason| HelmError::Dependency {
             index: i + 1,
             parent: label.to_string(),
-            reason,
+            reason: reason.to_string(),
         })?;
         if !seen.insert(name.clone()) {
             return Err(HelmError::DuplicateDependency { name });
@@ -55,23 +55,37 @@ fn assemble_into<'a>(
     Ok(())
 }
 
+/// Why a dependency chart has no usable name.
+#[derive(Debug, thiserror::Error)]
+pub enum DependencyNameError {
+    #[error("it has no Chart.yaml")]
+    NoChartYaml,
+    #[error("its Chart.yaml is not UTF-8")]
+    NotUtf8,
+    #[error("its Chart.yaml: {0}")]
+    Parse(String),
+    #[error("its Chart.yaml has no `name`")]
+    NoName,
+    #[error("its Chart.yaml name `{0}` cannot be a directory name under charts/")]
+    BadName(String),
+}
+
 /// The `name` in a dependency's `Chart.yaml`: the directory it goes to under `charts/`.
-pub fn dependency_name(chart: &ChartFiles) -> Result<String, String> {
+pub fn dependency_name(chart: &ChartFiles) -> Result<String, DependencyNameError> {
     let bytes = chart
         .files
         .get("Chart.yaml")
-        .ok_or("it has no Chart.yaml")?;
-    let text = std::str::from_utf8(bytes).map_err(|_| "its Chart.yaml is not UTF-8")?;
-    let meta: Value = serde_saphyr::from_str(text).map_err(|e| format!("its Chart.yaml: {e}"))?;
+        .ok_or(DependencyNameError::NoChartYaml)?;
+    let text = std::str::from_utf8(bytes).map_err(|_| DependencyNameError::NotUtf8)?;
+    let meta: Value =
+        serde_saphyr::from_str(text).map_err(|e| DependencyNameError::Parse(e.to_string()))?;
     let name = meta
         .get("name")
         .and_then(Value::as_str)
         .map(str::trim)
-        .ok_or("its Chart.yaml has no `name`")?;
+        .ok_or(DependencyNameError::NoName)?;
     if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {
-        return Err(format!(
-            "its Chart.yaml name `{name}` cannot be a directory name under charts/"
-        ));
+        return Err(DependencyNameError::BadName(name.to_string()));
     }
     Ok(name.to_string())
 }

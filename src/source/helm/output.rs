@@ -179,7 +179,7 @@ pub fn parse_manifests(stdout: &str) -> Result<HelmRender, HelmError> {
         }
         check_object(&value).map_err(|reason| HelmError::NotAnObject {
             template: source.to_string(),
-            reason,
+            reason: reason.to_string(),
         })?;
         let class = classify(&value, source, &mut render.warnings);
         render.objects.push(RenderedObject {
@@ -246,14 +246,23 @@ fn has_content(text: &str) -> bool {
     })
 }
 
-fn check_object(value: &Value) -> Result<(), String> {
+/// Why one document of helm's output is not a Kubernetes object.
+#[derive(Debug, thiserror::Error)]
+enum NotAnObject {
+    #[error("a YAML {0} instead of a mapping")]
+    NotAMapping(&'static str),
+    #[error("`{0}` is missing or not a string")]
+    MissingField(&'static str),
+}
+
+fn check_object(value: &Value) -> Result<(), NotAnObject> {
     let Some(map) = value.as_object() else {
-        return Err(format!("a YAML {} instead of a mapping", json_type(value)));
+        return Err(NotAnObject::NotAMapping(json_type(value)));
     };
     for field in ["apiVersion", "kind"] {
         match map.get(field) {
             Some(Value::String(s)) if !s.is_empty() => {}
-            _ => return Err(format!("`{field}` is missing or not a string")),
+            _ => return Err(NotAnObject::MissingField(field)),
         }
     }
     Ok(())
