@@ -14,28 +14,29 @@ use serde_json::{json, Value};
 
 use support::cluster::TestNamespace;
 use weft::pass::armada;
-use weft::render::{self, DesiredObject, RenderOptions};
-use weft::source::chart::{self as chart_source, ChartCache};
+use weft::pass::prepare::prepare;
+use weft::pass::PassOptions;
+use weft::render::{self, AgentLayer, DesiredObject};
 use weft::source::{local, SnapshotLimits};
 
 const FIELD_MANAGER: &str = "weft-armada-test";
 const WAIT: Duration = Duration::from_secs(120);
 
-fn examples_objects() -> Vec<DesiredObject> {
+/// What `weft render examples-repo` prints: the one pipeline of every command (helm included,
+/// with the pinned helm of `$WEFT_HELM`), offline.
+async fn examples_objects() -> Vec<DesiredObject> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo");
     let snapshot = local::read_dir(&dir, SnapshotLimits::default()).unwrap();
-    let (repo, _) =
-        weft::load::load(std::sync::Arc::new(snapshot)).unwrap_or_else(|e| panic!("{e}"));
     let cache = tempfile::tempdir().unwrap();
-    let sources = chart_source::resolve(
-        &repo.armada.chart_requests(),
-        &repo.snapshot,
-        &dir.display().to_string(),
-        &ChartCache::new(cache.path()),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    render::render_all_with_charts(&repo, &sources, &RenderOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"))
+    let opts = PassOptions {
+        repo_location: dir.display().to_string(),
+        chart_cache_dir: Some(cache.path().to_path_buf()),
+        ..PassOptions::default()
+    };
+    let prepared = prepare(snapshot, None, AgentLayer::Included, &opts)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    prepared.set.objects().to_vec()
 }
 
 fn gvk_of(object: &Value) -> GroupVersionKind {
@@ -78,13 +79,17 @@ async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a
     let ns = TestNamespace::new("armada").await;
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let objects = examples_objects();
+    let objects = examples_objects().await;
 
     let crs: Vec<&DesiredObject> = objects
         .iter()
         .filter(|o| o.kind().starts_with("Armada"))
         .collect();
-    assert_eq!(crs.len(), 6, "3 charts, 2 groups, 1 manifest");
+    assert_eq!(
+        crs.len(),
+        7,
+        "4 charts (demo-lib is the library dependency of api and web), 2 groups, 1 manifest"
+    );
     for o in &crs {
         apply(&client, ns.name(), o.object.clone(), false)
             .await
@@ -102,7 +107,7 @@ async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a
     let api_chart = serde_json::to_value(charts.get("api").await.unwrap()).unwrap();
     assert_eq!(
         api_chart["spec"]["values"]["overlays"][1]["jsonPatch"][0]["value"],
-        3600
+        "cache,metrics"
     );
     assert_eq!(
         api_chart["spec"]["wait"]["resources"][0]["min_ready"],
@@ -117,7 +122,7 @@ async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a
             |o| matches!(&o.owner, render::Owner::Resource { kind, .. } if kind == "ArmadaChart"),
         )
         .collect();
-    assert_eq!(children.len(), 10);
+    assert_eq!(children.len(), 9, "the charts' objects, test Pods dropped");
     for o in &children {
         apply(&client, ns.name(), o.object.clone(), true)
             .await
