@@ -301,6 +301,12 @@ async fn examples_repo_first_pass_wave_by_wave_then_a_no_op_pass() {
     assert!(at("created    StatefulSet/demo/demo-redis") < redis_ready);
     assert!(redis_ready < api_created, "{stdout}");
     assert!(api_ready < web_created, "{stdout}");
+    // The api chart's pre-install hook (its migration Job, a Helm hook) ran before its objects.
+    let hook_created = stdout
+        .lines()
+        .position(|l| l.starts_with("created    Job/demo/demo-api-migrate"))
+        .unwrap_or_else(|| panic!("no hook Job in:\n{stdout}"));
+    assert!(redis_ready < hook_created && hook_created < api_created, "{stdout}");
     assert!(at("created    WeaveCloud/weave/weave-cloud") < redis_ready);
     assert!(
         stdout.contains("created    Deployment/weave/weave-flux-agent"),
