@@ -306,7 +306,10 @@ async fn examples_repo_first_pass_wave_by_wave_then_a_no_op_pass() {
         .lines()
         .position(|l| l.starts_with("created    Job/demo/demo-api-migrate"))
         .unwrap_or_else(|| panic!("no hook Job in:\n{stdout}"));
-    assert!(redis_ready < hook_created && hook_created < api_created, "{stdout}");
+    assert!(
+        redis_ready < hook_created && hook_created < api_created,
+        "{stdout}"
+    );
     assert!(at("created    WeaveCloud/weave/weave-cloud") < redis_ready);
     assert!(
         stdout.contains("created    Deployment/weave/weave-flux-agent"),
