@@ -73,9 +73,13 @@ fn repository() -> Snapshot {
 fn bench(c: &mut Criterion) {
     let snapshot = Arc::new(repository());
     let (repo, _) = weft::load::load(snapshot.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let objects =
-        weft::render::armada::render(&repo, &ChartSources::default(), &Default::default())
-            .unwrap_or_else(|e| panic!("{e}"));
+    let objects = weft::render::armada::render(
+        &repo,
+        &ChartSources::default(),
+        &Default::default(),
+        &Default::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(objects.objects.len(), CHARTS * 3);
 
     let mut group = c.benchmark_group("armada");
@@ -89,9 +93,14 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("render 100 charts (300 objects)", |b| {
         b.iter(|| {
-            weft::render::armada::render(&repo, &ChartSources::default(), &Default::default())
-                .map(|o| o.objects.len())
-                .unwrap_or(0)
+            weft::render::armada::render(
+                &repo,
+                &ChartSources::default(),
+                &Default::default(),
+                &Default::default(),
+            )
+            .map(|o| o.objects.len())
+            .unwrap_or(0)
         })
     });
     let values = json!({"a": {"b": {"c": "deep"}}, "n": 3, "list": [1, 2, 3], "map": {"x": 1}});

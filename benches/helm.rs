@@ -25,20 +25,10 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn helm() -> PathBuf {
-    if let Some(p) = std::env::var_os("WEFT_HELM").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let out = Command::new(root().join("tests/helm/ensure"))
-        .output()
-        .expect("tests/helm/ensure runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
+/// The pinned helm (shared with the tests).
+#[path = "../tests/support/helm.rs"]
+mod pinned;
+use pinned::helm;
 
 fn read_dir(dir: &Path, rel: &str, out: &mut BTreeMap<String, Vec<u8>>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -96,7 +86,7 @@ fn render_all(renderer: &HelmRenderer, charts: &[(ChartTree, Value)]) -> usize {
 }
 
 fn bench(c: &mut Criterion) {
-    let helm = helm();
+    let helm = helm().to_path_buf();
     let mut api = BTreeMap::new();
     read_dir(&root().join("examples-repo/charts/api"), "", &mut api);
     let mut lib = BTreeMap::new();

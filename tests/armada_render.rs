@@ -4,6 +4,8 @@
 //! Regenerate the golden file after an intended change with
 //! `UPDATE_GOLDEN=1 cargo test --test armada_render`.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -12,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::Value;
+use support::helm::helm;
 use weft::load::{self, LoadedRepo};
 use weft::render::armada::HelmRenders;
 use weft::render::{self, DesiredObject, Owner, RenderInputs, RenderOptions};
@@ -47,25 +50,11 @@ fn resolve(
     )
 }
 
-/// The pinned helm: `$WEFT_HELM` (scripts/test sets it), else built by `tests/helm/ensure`.
-fn helm() -> PathBuf {
-    if let Some(p) = std::env::var_os("WEFT_HELM").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let out = Command::new(root().join("tests/helm/ensure"))
-        .output()
-        .expect("tests/helm/ensure runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
 /// The helm step of a pass (`pass::helm`), offline: the Helm charts of `repo` rendered by helm.
 fn helm_renders(repo: &LoadedRepo, sources: &chart::ChartSources) -> HelmRenders {
-    let renderer = Arc::new(HelmRenderer::new(HelmLocation::Binary(helm())));
+    let renderer = Arc::new(HelmRenderer::new(HelmLocation::Binary(
+        helm().to_path_buf(),
+    )));
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -73,6 +62,11 @@ fn helm_renders(repo: &LoadedRepo, sources: &chart::ChartSources) -> HelmRenders
         .block_on(weft::pass::helm::render_helm_charts(
             repo, sources, &renderer, None,
         ))
+        .map(|outcome| {
+            let failed: Vec<String> = outcome.failures.values().map(|e| e.to_string()).collect();
+            assert!(failed.is_empty(), "{failed:#?}");
+            outcome.renders
+        })
         .unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -249,3 +249,36 @@ fn the_seed_example_validates_with_kebab_case_warnings() {
         );
     }
 }
+
+/// helm's output may contain `{{` on purpose (Prometheus alert templates): refused unless the
+/// ArmadaChart says so, and the error says how.
+#[test]
+fn a_chart_printing_literal_braces_needs_the_annotation() {
+    let chart_yaml = "apiVersion: v2\nname: rules\nversion: 1.0.0\n";
+    let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rules\ndata:\n  summary: {{ \"{{ $labels.instance }} is down\" | quote }}\n";
+    let doc = |annotations: &str| {
+        format!(
+            "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata:\n  name: rules\n  namespace: monitoring\n{annotations}spec:\n  release: rules\n  namespace: monitoring\n  source: {{type: local, location: charts/rules}}\n"
+        )
+    };
+    let refused = doc("");
+    let (code, out) = validate(&[
+        ("charts/rules/Chart.yaml", chart_yaml),
+        ("charts/rules/templates/cm.yaml", template),
+        ("armada.yaml", &refused),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("ArmadaChart monitoring/rules")
+            && out.contains("still contains `{{` at /data/summary")
+            && out.contains("`weft.io/literal-braces: allow`"),
+        "{out}"
+    );
+    let allowed = doc("  annotations: {weft.io/literal-braces: allow}\n");
+    let (code, out) = validate(&[
+        ("charts/rules/Chart.yaml", chart_yaml),
+        ("charts/rules/templates/cm.yaml", template),
+        ("armada.yaml", &allowed),
+    ]);
+    assert_eq!(code, 0, "{out}");
+}

@@ -3,10 +3,12 @@
 //! dependency), helm's errors with file and line, Helm's `null` semantics, hooks, and the render
 //! cache. No cluster. These tests fail, never skip, when helm cannot be built.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, OnceLock};
+
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 use weft::source::helm::{
@@ -18,31 +20,7 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The pinned helm, built on first use by `tests/helm/ensure`.
-fn helm() -> &'static Path {
-    static HELM: OnceLock<PathBuf> = OnceLock::new();
-    HELM.get_or_init(|| {
-        let script = root().join("tests/helm/ensure");
-        let out = Command::new(&script)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} failed ({}): the pinned helm is required by these tests\n{}",
-            script.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        assert!(
-            path.is_file(),
-            "{} printed `{}`",
-            script.display(),
-            path.display()
-        );
-        path
-    })
-}
+use support::helm::helm;
 
 fn renderer() -> HelmRenderer {
     HelmRenderer::new(HelmLocation::Binary(helm().to_path_buf()))

@@ -9,8 +9,8 @@
 //!   Weft's labels and annotations (and the namespace helm leaves out);
 //! - a second pass writes nothing and starts no helm; changed values update the objects and run the
 //!   pre-upgrade hook; a removed template's object is pruned;
-//! - a `required` failure is reported by `validate` and `sync` with the template file and line,
-//!   and nothing is applied or pruned.
+//! - a `required` failure is reported by `validate` and `sync` with the template file and line;
+//!   in a pass it fails its chart alone: the group before it is deployed, and nothing is pruned.
 
 mod support;
 
@@ -28,6 +28,7 @@ use kube::Client;
 use serde_json::Value;
 
 use support::cluster::TestNamespace;
+use support::helm::helm;
 use weft::apply::changeset::Action;
 use weft::pass::{self, PassOptions, PassResult, Progress};
 use weft::render::AgentLayer;
@@ -36,22 +37,6 @@ use weft::source::Snapshot;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The pinned helm: `$WEFT_HELM` (scripts/test sets it), else built by `tests/helm/ensure`.
-fn helm() -> PathBuf {
-    if let Some(p) = std::env::var_os("WEFT_HELM").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let out = Command::new(root().join("tests/helm/ensure"))
-        .output()
-        .expect("tests/helm/ensure runs");
-    assert!(
-        out.status.success(),
-        "tests/helm/ensure failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// The files of a fixture chart, under `prefix` (without `crds/` unless `crds`: the CRD is
@@ -272,7 +257,9 @@ async fn a_helm_chart_with_a_library_dependency_deploys_upgrades_and_prunes() {
     let name = ns.name().to_string();
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let renderer = Arc::new(HelmRenderer::new(HelmLocation::Binary(helm())));
+    let renderer = Arc::new(HelmRenderer::new(HelmLocation::Binary(
+        helm().to_path_buf(),
+    )));
     let opts = options(&name, &renderer);
     let values = r#"{image: {repository: registry.example/web, tag: "1.0"}, replicaCount: 2}"#;
     let mut files = repo(&name, values, false);
@@ -394,31 +381,105 @@ async fn a_helm_chart_with_a_library_dependency_deploys_upgrades_and_prunes() {
     ns.delete().await;
 }
 
+/// `repo` with a group `base` before `apps`: chart `early` (the same chart, release `early`,
+/// with `early_values`) deployed before `web`.
+fn two_groups(ns: &str, early_values: &str, web_values: &str) -> BTreeMap<String, String> {
+    let mut files = repo(ns, web_values, false);
+    let early = format!(
+        r#"apiVersion: armada.airshipit.org/v1alpha1
+kind: ArmadaChart
+metadata: {{name: early, namespace: {ns}}}
+spec:
+  release: early
+  namespace: {ns}
+  source: {{type: local, location: charts/web}}
+  dependencies: [weft-lib]
+  values: {early_values}
+  wait:
+    timeout: 60
+    labels: {{app.kubernetes.io/instance: site-early}}
+---
+apiVersion: armada.airshipit.org/v1alpha1
+kind: ArmadaChartGroup
+metadata: {{name: base, namespace: {ns}}}
+spec:
+  chart_group: [early]
+---
+"#
+    );
+    let docs = files.get_mut("armada.yaml").unwrap();
+    *docs = format!(
+        "{early}{}",
+        docs.replace("chart_groups: [apps]", "chart_groups: [base, apps]")
+    );
+    files
+}
+
 #[tokio::test]
-async fn a_required_value_missing_is_reported_by_validate_and_sync_with_the_template() {
+async fn a_required_value_missing_fails_its_chart_alone_and_is_reported_by_validate() {
     let ns = TestNamespace::new("helm-required").await;
     let name = ns.name().to_string();
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let renderer = Arc::new(HelmRenderer::new(HelmLocation::Binary(helm())));
+    let renderer = Arc::new(HelmRenderer::new(HelmLocation::Binary(
+        helm().to_path_buf(),
+    )));
     let opts = options(&name, &renderer);
-    // A null removes the chart's default, as in Helm: `required` fails.
-    let files = repo(
+    let image = "image: {repository: registry.example/web}";
+
+    // 1. Both groups deploy.
+    let good = two_groups(&name, &format!("{{{image}}}"), &format!("{{{image}}}"));
+    let (r, events) = pass(&client, &good, &opts).await;
+    assert!(r.succeeded(), "{}\n{events:#?}", error_text(&r));
+
+    // 2. A null removes the chart's default, as in Helm: `required` fails for `web` only. The
+    //    group before it is still deployed (its changed greeting applied), `web` keeps what it
+    //    had, and nothing is pruned.
+    let files = two_groups(
         &name,
-        r#"{image: {repository: registry.example/web}, config: {greeting: null}}"#,
-        false,
+        &format!("{{{image}, config: {{greeting: bonjour}}}}"),
+        &format!("{{{image}, config: {{greeting: null}}}}"),
     );
     let (r, events) = pass(&client, &files, &opts).await;
     let text = error_text(&r);
-    assert!(!r.succeeded());
-    assert!(text.contains(&format!("ArmadaChart {name}/web")), "{text}");
+    assert!(!r.succeeded(), "{events:#?}");
+    assert!(
+        text.contains(&format!("ArmadaChart {name}/web could not be rendered")),
+        "{text}"
+    );
     assert!(
         text.contains("web/templates/configmap.yaml:8:")
             && text.contains("config.greeting is required"),
         "{text}"
     );
-    assert!(text.contains("nothing was applied or pruned"), "{text}");
-    assert_eq!(writes(&r), Vec::<String>::new(), "{events:#?}");
+    assert!(text.contains("nothing was pruned"), "{text}");
+    let written = writes(&r);
+    assert!(
+        written.contains(&format!("configured ConfigMap/{name}/site-early-web")),
+        "{written:#?}"
+    );
+    // The only deletion is the upgraded `early`'s hook Job (`hook-succeeded`): nothing pruned,
+    // nothing of `web` written.
+    let deleted: Vec<&String> = written
+        .iter()
+        .filter(|w| w.starts_with("deleted"))
+        .collect();
+    assert_eq!(
+        deleted,
+        vec![&format!("deleted Job/{name}/site-early-web-migrate")],
+        "{written:#?}"
+    );
+    assert!(
+        written.iter().all(|w| !w.contains("/site-web")),
+        "{written:#?}"
+    );
+    let config_maps: kube::Api<ConfigMap> = ns.api();
+    let early = config_maps.get("site-early-web").await.unwrap();
+    assert_eq!(early.data.unwrap()["greeting"], "bonjour");
+    let web = config_maps.get("site-web").await.unwrap();
+    assert_eq!(web.data.unwrap()["greeting"], "hello");
+    let deployments: kube::Api<Deployment> = ns.api();
+    deployments.get("site-web").await.unwrap();
 
     // `weft validate`, offline, says the same and exits 1.
     let dir = tempfile::tempdir().unwrap();

@@ -31,7 +31,14 @@ fn prepare_offline(args: &RepoArgs) -> anyhow::Result<Outcome> {
     let runtime = tokio::runtime::Runtime::new()?;
     Ok(
         match runtime.block_on(prepare(snapshot, None, AgentLayer::Included, &opts)) {
-            Ok(prepared) => Outcome::Rendered(prepared),
+            // A chart that fails alone stops only its group in a pass; offline it is an error.
+            Ok(prepared) => match prepared.set.failure_error() {
+                Some(e) => {
+                    print_diagnostics(&prepared.diagnostics);
+                    Outcome::Failed(Box::new(e))
+                }
+                None => Outcome::Rendered(prepared),
+            },
             Err(SyncError::Load(load)) => {
                 print_diagnostics(&load.0);
                 Outcome::NotLoaded

@@ -344,10 +344,15 @@ impl RootReconciler {
             return Ok(self.rendered.is_some());
         };
         // The WeaveClouds' agents are left to their controller, which renders them with the
-        // same function and the cluster's inputs.
+        // same function and the cluster's inputs; the cluster is still read for the Helm
+        // charts' `.Capabilities`.
+        let cluster = crate::pass::prepare::ClusterInputs {
+            client: &self.state.client,
+            bundles: &self.state.bundles,
+        };
         let prepared = crate::pass::prepare::prepare(
             snapshot.clone(),
-            None,
+            Some(cluster),
             AgentLayer::Excluded,
             &self.pass_options,
         )

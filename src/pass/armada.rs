@@ -27,7 +27,7 @@ use crate::apply::policy::{ApplyPolicy, DeleteTarget, PreUpdateDelete, ReportDri
 use crate::apply::readiness::{self, MinReady, Selection, Selector};
 use crate::apply::wait::NotReady;
 use crate::apply::ApplyError;
-use crate::render::armada::OWNER_KIND;
+use crate::render::armada::{ChartFailure, OWNER_KIND};
 use crate::render::{DesiredSet, Owner};
 
 /// The drift rule of a chart that reports drift, as it appears in skip reasons.
@@ -220,6 +220,23 @@ pub fn failure(owner: &Owner, rule: &WaitRule, why: NotReady) -> PassError {
         }));
     }
     PassError::Many(all)
+}
+
+/// A chart that could not be rendered, as the pass reports it: like a chart that failed, plus
+/// helm's (or the renderer's) words.
+pub fn render_failure(f: &ChartFailure, continue_on_failure: bool) -> PassError {
+    PassError::Chart {
+        chart: chart_name(&f.owner),
+        summary: format!(
+            "could not be rendered{}; nothing was pruned: {}",
+            if continue_on_failure {
+                "; it is protected with continue_processing, so the charts after it were deployed"
+            } else {
+                ", so the charts after it were not deployed"
+            },
+            f.error
+        ),
+    }
 }
 
 /// Judge a chart's `wait` block against live objects (e.g. everything listed in the chart's

@@ -33,6 +33,10 @@ pub async fn diff_pass(
     let set = prepare(snapshot, Some(cluster), AgentLayer::Included, opts)
         .await?
         .set;
+    // A diff shows the whole pass or nothing: a chart that did not render cannot be shown.
+    if let Some(e) = set.failure_error() {
+        return Err(PassError::Render(e));
+    }
     let catalog = Catalog::discover(client).await?;
     let default_ns = &opts.default_namespace;
     let resolved = resolve_set(client, set.objects(), &set, &catalog, default_ns).await?;

@@ -8,6 +8,11 @@
 //!    wave waited for before the next starts (objects of an owner with a wait rule by that
 //!    rule, the rest by the readiness table and `--timeout`);
 //! 3. prune (only when every object applied), inventories, and the wait for the last wave.
+//!
+//! An Armada chart that could not be rendered ([`ChartFailure`]) fails in its wave, after the
+//! wave's other objects were applied (and, but for the last wave, waited for), like a chart that
+//! did not become ready: the pass stops there unless its rule says to continue, and a pass with
+//! such a chart prunes nothing (its old objects are not in the set, but must stay).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -27,6 +32,7 @@ use crate::apply::policy::{ApplyPolicy, WaitRule};
 use crate::apply::prune::{self, PruneOptions};
 use crate::apply::wait::{self, NotReady, WaitOptions, WaitTarget};
 use crate::apply::ApplyError;
+use crate::render::armada::ChartFailure;
 use crate::render::{order, DesiredHook, DesiredObject, DesiredSet, Owner};
 
 /// How the pass reports an owner that did not become ready by its wait rule.
@@ -47,6 +53,8 @@ pub struct Engine<'a> {
     hooks: Vec<DesiredHook>,
     /// Post-hooks of the last wave, run after it is ready: (owner, wave, release).
     pending_post: Vec<(Owner, u32, Release)>,
+    /// The set's charts that could not be rendered.
+    failures: Vec<ChartFailure>,
 }
 
 impl<'a> Engine<'a> {
@@ -67,6 +75,7 @@ impl<'a> Engine<'a> {
             deferred: Vec::new(),
             hooks: Vec::new(),
             pending_post: Vec::new(),
+            failures: Vec::new(),
         }
     }
 
@@ -82,6 +91,7 @@ impl<'a> Engine<'a> {
     async fn run_inner(&mut self, set: &DesiredSet) -> Result<(), Vec<PassError>> {
         let one = |e: ApplyError| vec![PassError::Apply(e)];
         self.hooks = set.hooks().to_vec();
+        self.failures = set.failures().to_vec();
         let mut catalog = Catalog::discover(self.client).await.map_err(one)?;
         self.read_applied_before(&catalog).await;
         // Inventories are written whatever happens below, so that objects created by a pass that
@@ -95,7 +105,8 @@ impl<'a> Engine<'a> {
                 None
             }
         };
-        match self.prune_and_record(set, &catalog, last.is_some()).await {
+        let complete = last.is_some() && self.failures.is_empty();
+        match self.prune_and_record(set, &catalog, complete).await {
             Ok(more) => errors.extend(more),
             Err(fatal) => {
                 // Without every inventory, prune cannot be judged (the guard is per inventory),
@@ -329,7 +340,11 @@ impl<'a> Engine<'a> {
         rest: Vec<PlannedObject>,
         catalog: &Catalog,
     ) -> Result<Vec<PlannedObject>, PassError> {
-        let waves: BTreeSet<u32> = rest.iter().map(|p| p.desired.wave).collect();
+        let waves: BTreeSet<u32> = rest
+            .iter()
+            .map(|p| p.desired.wave)
+            .chain(self.failures.iter().map(|f| f.wave))
+            .collect();
         let last_wave = waves.iter().next_back().copied();
         let mut last: Vec<PlannedObject> = Vec::new();
         for wave in &waves {
@@ -363,8 +378,26 @@ impl<'a> Engine<'a> {
                         .await?;
                 }
             }
+            self.failed_charts(*wave)?;
         }
         Ok(last)
+    }
+
+    /// The charts of `wave` that could not be rendered, as failed charts: each whose rule says
+    /// to continue goes to `deferred`; any other stops the pass here.
+    fn failed_charts(&mut self, wave: u32) -> Result<(), PassError> {
+        let mut stop = Vec::new();
+        for f in self.failures.iter().filter(|f| f.wave == wave) {
+            let rule = self.policy.waits.get(&f.owner);
+            let go_on = rule.is_some_and(|r| r.continue_on_failure);
+            let e = super::armada::render_failure(f, go_on);
+            if go_on {
+                self.deferred.push(e);
+            } else {
+                stop.push(e);
+            }
+        }
+        PassError::from_list(stop).map_or(Ok(()), Err)
     }
 
     /// The owners of `objects` that have hooks and are installed or upgraded by this wave.

@@ -20,7 +20,9 @@ use crate::api::armada::ArmadaChart;
 use crate::api::ResourceKey;
 use crate::load::armada::Loaded;
 use crate::load::{LoadedRepo, Origin};
-use crate::render::armada::{chart_key, files_of, format_of, release_name, HelmRenders};
+use crate::render::armada::{
+    chart_key, files_of, format_of, release_name, HelmFailures, HelmRenders,
+};
 use crate::render::RenderError;
 use crate::source::chart::ChartSources;
 use crate::source::helm::{
@@ -30,6 +32,10 @@ use crate::source::helm::{
 /// How long one `helm template` may take.
 pub const HELM_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// The ArmadaChart annotation with which a chart may output `{{` literally (Prometheus alert
+/// templates, Grafana dashboards): `weft.io/literal-braces: allow`.
+pub const LITERAL_BRACES_ANNOTATION: &str = "weft.io/literal-braces";
+
 /// One Helm chart to render, as plain data (moved into the blocking task).
 struct HelmJob {
     key: ResourceKey,
@@ -38,6 +44,15 @@ struct HelmJob {
     release: String,
     namespace: String,
     values: Value,
+    allow_literal_braces: bool,
+}
+
+/// What the helm step produced: a render per Helm chart that helm rendered, and why each other
+/// Helm chart failed (it fails alone: the pass deploys the groups before it and stops there).
+#[derive(Debug, Default)]
+pub struct HelmOutcome {
+    pub renders: HelmRenders,
+    pub failures: HelmFailures,
 }
 
 /// What the cluster's `.Capabilities` are: its version and every served group/version. `None`
@@ -64,75 +79,97 @@ pub async fn cluster_capabilities(client: &Client) -> Capabilities {
     caps
 }
 
-/// Render every Helm chart of `repo`'s deployment plan. Errors (each naming `ArmadaChart ns/name`
-/// and, for helm's own, the template file and line) are returned together; helm's warnings travel
-/// with each render and become diagnostics in `render::armada`.
+/// How many `helm template` processes run at once: one per core (each is CPU-bound Go).
+fn helm_parallelism(jobs: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, jobs.max(1))
+}
+
+/// Render every Helm chart of `repo`'s deployment plan, one helm process per core. A chart that
+/// fails (each error naming `ArmadaChart ns/name` and, for helm's own, the template file and
+/// line) is returned among the failures, not as an error of the pass: like a chart that does not
+/// become ready, it stops its group (see `pass::engine`); helm's warnings travel with each render
+/// and become diagnostics in `render::armada`.
 pub async fn render_helm_charts(
     repo: &LoadedRepo,
     sources: &ChartSources,
     renderer: &Arc<HelmRenderer>,
     capabilities: Option<Capabilities>,
-) -> Result<HelmRenders, PassError> {
-    let (jobs, mut errors) = helm_jobs(repo, sources);
-    if jobs.is_empty() && errors.is_empty() {
-        return Ok(HelmRenders::new());
+) -> Result<HelmOutcome, PassError> {
+    let (jobs, failures) = helm_jobs(repo, sources);
+    let mut outcome = HelmOutcome {
+        renders: HelmRenders::new(),
+        failures,
+    };
+    if jobs.is_empty() {
+        return Ok(outcome);
     }
     let renderer = Arc::clone(renderer);
     let capabilities = capabilities.unwrap_or_default();
-    let rendered = tokio::task::spawn_blocking(move || {
-        let mut out = HelmRenders::new();
-        let mut errors = Vec::new();
-        for job in jobs {
-            let mut request =
-                RenderRequest::new(&job.tree, &job.release, &job.namespace, &job.values);
-            request.capabilities = capabilities.clone();
-            request.timeout = HELM_TIMEOUT;
-            match renderer.render(&request) {
-                Ok(outcome) => {
-                    out.insert(job.key, outcome.render);
-                }
-                Err(e) => errors.push(helm_error(&job.key, job.origin, &e)),
+    let results = tokio::task::spawn_blocking(move || {
+        let workers = helm_parallelism(jobs.len());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results = std::sync::Mutex::new(Vec::with_capacity(jobs.len()));
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    let mut request =
+                        RenderRequest::new(&job.tree, &job.release, &job.namespace, &job.values);
+                    request.capabilities = capabilities.clone();
+                    request.timeout = HELM_TIMEOUT;
+                    request.allow_literal_braces = job.allow_literal_braces;
+                    let result = renderer
+                        .render(&request)
+                        .map(|o| o.render)
+                        .map_err(|e| helm_error(&job.key, job.origin.clone(), &e));
+                    results
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((job.key.clone(), result));
+                });
             }
-        }
-        (out, errors)
+        });
+        results.into_inner().unwrap_or_else(|p| p.into_inner())
     })
     .await
     .map_err(|e| PassError::Render(RenderError::Other(format!("helm rendering panicked: {e}"))))?;
-    let (out, mut helm_errors) = rendered;
-    errors.append(&mut helm_errors);
-    if !errors.is_empty() {
-        return Err(PassError::Render(combine(errors)));
+    for (key, result) in results {
+        match result {
+            Ok(render) => {
+                outcome.renders.insert(key, render);
+            }
+            Err(e) => {
+                outcome.failures.insert(key, e);
+            }
+        }
     }
-    Ok(out)
+    Ok(outcome)
 }
 
 /// A helm failure as a Weft error: the chart, then helm's words (template file:line for a
 /// template error, how to get helm when it is missing).
 fn helm_error(key: &ResourceKey, origin: Origin, e: &HelmError) -> RenderError {
+    let hint = if matches!(e, HelmError::UnrenderedAction { .. }) {
+        format!(
+            "; if the chart means to output `{{{{` literally (e.g. Prometheus alert templates), annotate the ArmadaChart with `{LITERAL_BRACES_ANNOTATION}: allow`"
+        )
+    } else {
+        String::new()
+    };
     RenderError::At {
         origin,
-        message: format!("ArmadaChart {key}: {e}"),
+        message: format!("ArmadaChart {key}: {e}{hint}"),
     }
-}
-
-fn combine(mut errors: Vec<RenderError>) -> RenderError {
-    if errors.len() == 1 {
-        return errors.remove(0);
-    }
-    RenderError::Other(
-        errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    )
 }
 
 /// The Helm charts of the plan as render jobs; charts in Weft's `${}` format are left to the
 /// renderer. Charts whose files cannot be read are left too: the render reports them.
-fn helm_jobs(repo: &LoadedRepo, sources: &ChartSources) -> (Vec<HelmJob>, Vec<RenderError>) {
+fn helm_jobs(repo: &LoadedRepo, sources: &ChartSources) -> (Vec<HelmJob>, HelmFailures) {
     let mut jobs = Vec::new();
-    let mut errors = Vec::new();
+    let mut errors = HelmFailures::new();
     let mut seen = BTreeSet::new();
     for planned in repo.armada.deployment_plan() {
         let chart = &repo.armada.charts[planned.chart];
@@ -150,10 +187,13 @@ fn helm_jobs(repo: &LoadedRepo, sources: &ChartSources) -> (Vec<HelmJob>, Vec<Re
         let tree = match chart_tree(repo, sources, chart, files.files, &mut BTreeSet::new()) {
             Ok(t) => t,
             Err(message) => {
-                errors.push(RenderError::At {
-                    origin: chart.origin_of("/dependencies"),
-                    message: format!("ArmadaChart {key}: {message}"),
-                });
+                errors.insert(
+                    key.clone(),
+                    RenderError::At {
+                        origin: chart.origin_of("/dependencies"),
+                        message: format!("ArmadaChart {key}: {message}"),
+                    },
+                );
                 continue;
             }
         };
@@ -161,7 +201,15 @@ fn helm_jobs(repo: &LoadedRepo, sources: &ChartSources) -> (Vec<HelmJob>, Vec<Re
         let mut values = spec.values.clone();
         // Weft's own key, applied after helm (see docs/armada.md).
         values.remove("overlays");
+        let allow_literal_braces = chart
+            .resource
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(LITERAL_BRACES_ANNOTATION))
+            .is_some_and(|v| v == "allow");
         jobs.push(HelmJob {
+            allow_literal_braces,
             origin: chart.origin.clone(),
             release: release_name(spec, planned.release_prefix.as_deref()),
             namespace: spec.namespace.clone(),

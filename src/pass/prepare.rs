@@ -57,7 +57,8 @@ pub async fn prepare(
     let helm = super::helm::render_helm_charts(&repo, &charts, &opts.helm, capabilities).await?;
     let mut inputs = RenderInputs {
         charts,
-        helm,
+        helm: helm.renders,
+        helm_failures: helm.failures,
         agent_layer,
         ..RenderInputs::default()
     };

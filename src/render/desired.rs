@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::armada::HelmRenders;
+use super::armada::{ChartFailure, HelmFailures, HelmRenders};
 use super::bundle::Bundle;
 use super::weavecloud::AgentInputs;
 use super::{DesiredHook, DesiredObject, Owner, RenderError, RenderOptions};
@@ -35,8 +35,10 @@ pub struct RenderInputs {
     pub agents: BTreeMap<(String, String), (Arc<Bundle>, AgentInputs)>,
     pub agent_layer: AgentLayer,
     /// helm's output for every Helm chart of the plan (by ArmadaChart namespace/name), rendered
-    /// by `pass::prepare`. A Helm chart missing here is a render error.
+    /// by `pass::prepare`. A Helm chart missing here and in `helm_failures` is a render error.
     pub helm: HelmRenders,
+    /// Why helm could not render the other Helm charts of the plan: each is a [`ChartFailure`].
+    pub helm_failures: HelmFailures,
 }
 
 /// A complete render: objects in apply order, the Armada charts' hooks, and warnings.
@@ -45,6 +47,8 @@ pub struct RenderedParts {
     pub objects: Vec<DesiredObject>,
     pub hooks: Vec<DesiredHook>,
     pub warnings: Vec<(Origin, String)>,
+    /// The Armada charts that could not be rendered.
+    pub failures: Vec<ChartFailure>,
 }
 
 /// The one render of a repository, used by every command and by the daemon: the sync root's
@@ -90,13 +94,14 @@ pub fn render_parts(
             out.extend(children);
         }
     }
-    let charts = super::armada::render(repo, &inputs.charts, &inputs.helm)?;
+    let charts = super::armada::render(repo, &inputs.charts, &inputs.helm, &inputs.helm_failures)?;
     out.extend(charts.objects);
     super::order::sort(&mut out);
     Ok(RenderedParts {
         objects: out,
         hooks: charts.hooks,
         warnings: charts.warnings,
+        failures: charts.failures,
     })
 }
 
@@ -114,13 +119,18 @@ pub const OWNER_KINDS: &[&str] = &[
 /// It is made from the output of a render that succeeded: [`DesiredSet::render`] (both layers of
 /// a repository that loaded without errors) or [`DesiredSet::for_owners`] (one layer, from the
 /// `Ok` value of a render). Pruning takes a `&DesiredSet`, so nothing can be pruned after a failed
-/// fetch, load or render — there is no value to prune against.
+/// fetch, load or render — there is no value to prune against. A set with [`failures`]
+/// (Armada charts that could not be rendered) is applied up to the first failed chart's group
+/// and never pruned.
+///
+/// [`failures`]: DesiredSet::failures
 #[derive(Clone, Debug)]
 pub struct DesiredSet {
     objects: Vec<DesiredObject>,
     owners: BTreeSet<Owner>,
     hooks: Vec<DesiredHook>,
     warnings: Vec<(Origin, String)>,
+    failures: Vec<ChartFailure>,
 }
 
 impl DesiredSet {
@@ -136,6 +146,7 @@ impl DesiredSet {
             objects,
             hooks,
             warnings,
+            failures,
         } = render_parts(repo, inputs, opts)?;
         let mut owners = BTreeSet::new();
         owners.insert(Owner::SyncRoot {
@@ -155,11 +166,13 @@ impl DesiredSet {
                 });
             }
         }
+        owners.extend(failures.iter().map(|f| f.owner.clone()));
         Ok(DesiredSet {
             objects,
             owners,
             hooks,
             warnings,
+            failures,
         })
     }
 
@@ -176,6 +189,7 @@ impl DesiredSet {
             owners,
             hooks: Vec::new(),
             warnings: Vec::new(),
+            failures: Vec::new(),
         }
     }
 
@@ -198,6 +212,26 @@ impl DesiredSet {
     /// The render's warnings (dropped test hooks, helm's warnings).
     pub fn warnings(&self) -> &[(Origin, String)] {
         &self.warnings
+    }
+
+    /// The Armada charts that could not be rendered, in plan order.
+    pub fn failures(&self) -> &[ChartFailure] {
+        &self.failures
+    }
+
+    /// The failed charts as one error, for the commands that need a complete render (`render`,
+    /// `validate`, `diff`); `None` when every chart rendered.
+    pub fn failure_error(&self) -> Option<RenderError> {
+        match self.failures.as_slice() {
+            [] => None,
+            [one] => Some(one.error.clone()),
+            all => Some(RenderError::Other(
+                all.iter()
+                    .map(|f| f.error.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            )),
+        }
     }
 
     /// The objects, in apply order.

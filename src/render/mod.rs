@@ -102,8 +102,9 @@ pub const RUN_HOOK_PHASES: &[crate::source::helm::HookPhase] = &[
     crate::source::helm::HookPhase::PostUpgrade,
 ];
 
-/// Why rendering failed. Nothing is applied or pruned after a render error.
-#[derive(Debug, thiserror::Error)]
+/// Why rendering failed. Nothing is applied or pruned after a render error (an Armada chart's
+/// own error is a [`ChartFailure`] of the set instead: it stops its group, and nothing is pruned).
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum RenderError {
     #[error("{origin}: {message}")]
     At { origin: Origin, message: String },

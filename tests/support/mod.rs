@@ -1,3 +1,4 @@
 pub mod cluster;
 pub mod daemon;
 pub mod git_servers;
+pub mod helm;

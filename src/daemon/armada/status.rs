@@ -11,7 +11,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource};
 use serde_json::json;
 
-use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest, Phase};
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaGroupStatus, ArmadaManifest, Phase};
 use crate::api::conditions::{
     set_condition, Condition, ConditionStatus, READY, RECONCILING, STALLED,
 };
@@ -87,7 +87,15 @@ pub fn chart_outcomes(
             }
         }
         let applying_failed = objects.iter().any(|o| error_text.contains(&o.to_string()));
-        let outcome = if error.is_none() {
+        let render_failure = set.failures().iter().find(|f| &f.owner == owner);
+        let outcome = if let Some(f) = render_failure {
+            ChartOutcome {
+                phase: Phase::Failed,
+                reason: "RenderFailed".into(),
+                message: f.error.to_string(),
+                not_ready: Vec::new(),
+            }
+        } else if error.is_none() {
             ChartOutcome {
                 phase: Phase::Deployed,
                 reason: "Deployed".into(),
@@ -276,8 +284,9 @@ pub async fn record_pass(
     // Groups and manifests named by the sync layer.
     let namespaces: BTreeSet<String> = phases.keys().map(|(ns, _)| ns.clone()).collect();
     for ns in &namespaces {
-        let group_phases = record_groups(client, recorder, ns, &phases).await;
-        record_manifests(client, recorder, ns, &group_phases).await;
+        let group_phases =
+            record_aggregates::<ArmadaChartGroup>(client, recorder, ns, &phases).await;
+        record_aggregates::<ArmadaManifest>(client, recorder, ns, &group_phases).await;
     }
 }
 
@@ -386,67 +395,64 @@ fn aggregate(
     }
 }
 
-/// Write the phase of every ArmadaChartGroup of `namespace`; their phases.
-async fn record_groups(
-    client: &Client,
-    recorder: &Recorder,
-    ns: &str,
-    charts: &BTreeMap<(String, String), Phase>,
-) -> BTreeMap<(String, String), Phase> {
-    let mut group_phases = BTreeMap::new();
-    let groups: Api<ArmadaChartGroup> = Api::namespaced(client.clone(), ns);
-    let Ok(list) = groups.list(&Default::default()).await else {
-        return group_phases;
-    };
-    for g in list.items {
-        let name = g.metadata.name.clone().unwrap_or_default();
-        let a = aggregate(ns, &g.spec.chart_group, charts, "chart", "ChartFailed");
-        group_phases.insert((ns.to_string(), name.clone()), a.phase);
-        let before = g.status.clone().unwrap_or_default();
-        let generation = g.metadata.generation;
-        let conditions = conditions_for(
-            &before.conditions,
-            a.phase == Phase::Deployed,
-            a.reason,
-            &a.message,
-            generation,
-        );
-        if before.phase == Some(a.phase)
-            && before.deployed == a.deployed
-            && before.conditions == conditions
-            && before.observed_generation == generation
-        {
-            continue;
-        }
-        let patch = json!({"status": {"phase": a.phase, "deployed": a.deployed, "conditions": conditions, "observedGeneration": generation}});
-        if let Err(e) = groups
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::warn!(group = %format!("{ns}/{name}"), error = %e, "cannot write ArmadaChartGroup status");
-        } else if before.phase != Some(a.phase) {
-            event(recorder, &g, a.phase == Phase::Failed, a.reason, &a.message).await;
-        }
-    }
-    group_phases
+/// A resource whose phase aggregates its members' (an ArmadaChartGroup of charts, an
+/// ArmadaManifest of groups).
+trait Aggregated:
+    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + serde::Serialize
+{
+    /// What a member is, in messages (`chart`, `group`).
+    const MEMBER: &'static str;
+    /// The reason of its `Ready` condition when a member failed.
+    const FAILED_REASON: &'static str;
+    fn members(&self) -> &[String];
+    fn group_status(&self) -> Option<&ArmadaGroupStatus>;
 }
 
-/// Write the phase of every ArmadaManifest of `namespace`.
-async fn record_manifests(
+impl Aggregated for ArmadaChartGroup {
+    const MEMBER: &'static str = "chart";
+    const FAILED_REASON: &'static str = "ChartFailed";
+    fn members(&self) -> &[String] {
+        &self.spec.chart_group
+    }
+    fn group_status(&self) -> Option<&ArmadaGroupStatus> {
+        self.status.as_ref()
+    }
+}
+
+impl Aggregated for ArmadaManifest {
+    const MEMBER: &'static str = "group";
+    const FAILED_REASON: &'static str = "GroupFailed";
+    fn members(&self) -> &[String] {
+        &self.spec.chart_groups
+    }
+    fn group_status(&self) -> Option<&ArmadaGroupStatus> {
+        self.status.as_ref()
+    }
+}
+
+/// Write the phase of every `K` of `ns` from its members' `phases`, unless its status already
+/// says so (an event on every phase change); the phases written.
+async fn record_aggregates<K: Aggregated>(
     client: &Client,
     recorder: &Recorder,
     ns: &str,
-    groups: &BTreeMap<(String, String), Phase>,
-) {
-    let manifests: Api<ArmadaManifest> = Api::namespaced(client.clone(), ns);
-    let Ok(list) = manifests.list(&Default::default()).await else {
-        return;
+    phases: &BTreeMap<(String, String), Phase>,
+) -> BTreeMap<(String, String), Phase> {
+    let mut out = BTreeMap::new();
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let Ok(list) = api.list(&Default::default()).await else {
+        return out;
     };
-    for m in list.items {
-        let name = m.metadata.name.clone().unwrap_or_default();
-        let a = aggregate(ns, &m.spec.chart_groups, groups, "group", "GroupFailed");
-        let before = m.status.clone().unwrap_or_default();
-        let generation = m.metadata.generation;
+    for item in list.items {
+        let name = item.meta().name.clone().unwrap_or_default();
+        let a = aggregate(ns, item.members(), phases, K::MEMBER, K::FAILED_REASON);
+        out.insert((ns.to_string(), name.clone()), a.phase);
+        let before = item.group_status().cloned().unwrap_or_default();
+        let generation = item.meta().generation;
         let conditions = conditions_for(
             &before.conditions,
             a.phase == Phase::Deployed,
@@ -462,15 +468,23 @@ async fn record_manifests(
             continue;
         }
         let patch = json!({"status": {"phase": a.phase, "deployed": a.deployed, "conditions": conditions, "observedGeneration": generation}});
-        if let Err(e) = manifests
+        if let Err(e) = api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            tracing::warn!(manifest = %format!("{ns}/{name}"), error = %e, "cannot write ArmadaManifest status");
+            tracing::warn!(kind = %K::kind(&()), object = %format!("{ns}/{name}"), error = %e, "cannot write status");
         } else if before.phase != Some(a.phase) {
-            event(recorder, &m, a.phase == Phase::Failed, a.reason, &a.message).await;
+            event(
+                recorder,
+                &item,
+                a.phase == Phase::Failed,
+                a.reason,
+                &a.message,
+            )
+            .await;
         }
     }
+    out
 }
 
 /// A chart's entry in the daemon status (`GET /api/v1/status`), from a pass's outcome.

@@ -48,6 +48,23 @@ use chart::Renderer;
 /// helm's output per Helm chart (by the ArmadaChart's namespace/name), from `pass::prepare`.
 pub type HelmRenders = BTreeMap<ResourceKey, Arc<HelmRender>>;
 
+/// Why helm could not render a Helm chart (by the ArmadaChart's namespace/name), from
+/// `pass::prepare`: the chart fails alone.
+pub type HelmFailures = BTreeMap<ResourceKey, RenderError>;
+
+/// An Armada chart that could not be rendered. It is not an error of the whole render: as a
+/// chart that does not become ready, it stops its group (the groups before it are deployed), and
+/// the pass prunes nothing. Offline commands (`render`, `validate`, `diff`) report it as an error.
+#[derive(Clone, Debug)]
+pub struct ChartFailure {
+    /// The ArmadaChart.
+    pub owner: Owner,
+    /// Its deployment wave: the waves before it are deployed.
+    pub wave: u32,
+    /// Why (naming the chart, and the template file and line for helm's errors).
+    pub error: RenderError,
+}
+
 /// Every chart of the deployment plan rendered.
 #[derive(Clone, Debug, Default)]
 pub struct RenderedCharts {
@@ -57,6 +74,8 @@ pub struct RenderedCharts {
     pub hooks: Vec<DesiredHook>,
     /// What the user should know (a dropped test hook, helm's own warnings).
     pub warnings: Vec<(Origin, String)>,
+    /// The charts that could not be rendered, in plan order.
+    pub failures: Vec<ChartFailure>,
 }
 pub use values::{deep_merge, substitute, substitute_str, Builtins};
 
@@ -94,30 +113,46 @@ pub fn sync_documents(docs: &ArmadaDocs) -> Result<Vec<(Value, Origin)>, RenderE
 }
 
 /// The objects of every chart of the deployment plan, in deployment order (Helm charts from
-/// `helm`, which must hold every Helm chart of the plan).
+/// `helm`, which must hold every Helm chart of the plan that is not in `failed`). A chart that
+/// cannot be rendered is a [`ChartFailure`]; the error is for what involves several charts.
 pub fn render(
     repo: &LoadedRepo,
     sources: &ChartSources,
     helm: &HelmRenders,
+    failed: &HelmFailures,
 ) -> Result<RenderedCharts, RenderError> {
     let mut out = Vec::new();
     let mut hooks = Vec::new();
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
+    let mut failures: Vec<ChartFailure> = Vec::new();
     let mut seen: BTreeMap<(String, String, String, String), ResourceKey> = BTreeMap::new();
     for planned in repo.armada.deployment_plan() {
-        match render_chart(
-            repo,
-            sources,
-            helm,
-            planned.chart,
-            planned.release_prefix.as_deref(),
-            planned.wave,
-        ) {
+        let key = chart_key(&repo.armada.charts[planned.chart]);
+        let owner = Owner::Resource {
+            kind: OWNER_KIND.to_string(),
+            namespace: key.namespace.clone(),
+            name: key.name.clone(),
+        };
+        if failures.iter().any(|f| f.owner == owner) {
+            continue;
+        }
+        let rendered = match failed.get(&key) {
+            Some(e) => Err(vec![e.clone()]),
+            None => render_chart(
+                repo,
+                sources,
+                helm,
+                planned.chart,
+                planned.release_prefix.as_deref(),
+                planned.wave,
+            ),
+        };
+        match rendered {
             Ok(mut rendered) => {
                 hooks.append(&mut rendered.hooks);
                 warnings.append(&mut rendered.warnings);
-                let chart = chart_key(&repo.armada.charts[planned.chart]);
+                let chart = key;
                 for o in rendered.objects {
                     let id = identity(&o.object);
                     if let Some(other) = seen.get(&id) {
@@ -135,7 +170,11 @@ pub fn render(
                     out.push(o);
                 }
             }
-            Err(mut e) => errors.append(&mut e),
+            Err(e) => failures.push(ChartFailure {
+                owner,
+                wave: planned.wave,
+                error: combine(e),
+            }),
         }
     }
     if !errors.is_empty() {
@@ -146,6 +185,7 @@ pub fn render(
         objects: out,
         hooks,
         warnings,
+        failures,
     })
 }
 

@@ -170,9 +170,14 @@ fn dependencies_render_inside_the_parent_release_with_the_parents_values() {
     let mut files = LIB_CHART.to_vec();
     files.push(("armada.yaml", &charts));
     let repo = repo(&files);
-    let objects = render(&repo, &ChartSources::default(), &HelmRenders::new())
-        .unwrap()
-        .objects;
+    let objects = render(
+        &repo,
+        &ChartSources::default(),
+        &HelmRenders::new(),
+        &HelmFailures::new(),
+    )
+    .unwrap()
+    .objects;
     let names: Vec<(&str, &str)> = objects
         .iter()
         .map(|o| {
@@ -205,9 +210,7 @@ fn overlay_errors_point_at_the_overlay() {
     let charts = chart_doc("app", overlays);
     let mut files = LIB_CHART.to_vec();
     files.push(("armada.yaml", &charts));
-    let err = render(&repo(&files), &ChartSources::default(), &HelmRenders::new())
-        .unwrap_err()
-        .to_string();
+    let err = failures(&files);
     assert!(err.contains("armada.yaml:11:9: ArmadaChart `default/app`: `values.overlays[0]` matches no rendered object (target kind=Deployment)"), "{err}");
     assert!(err.contains("armada.yaml:13:9: ArmadaChart `default/app`: `values.overlays[1]` on ConfigMap `app`: JSON patch failed"), "{err}");
 }
@@ -226,9 +229,14 @@ fn two_charts_rendering_the_same_object_is_an_error() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n",
     ));
     files.push(("armada.yaml", &charts));
-    let err = render(&repo(&files), &ChartSources::default(), &HelmRenders::new())
-        .unwrap_err()
-        .to_string();
+    let err = render(
+        &repo(&files),
+        &ChartSources::default(),
+        &HelmRenders::new(),
+        &HelmFailures::new(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("ConfigMap `same` is rendered by ArmadaChart `default/lib` and by ArmadaChart `default/app`"), "{err}");
 }
 
@@ -240,8 +248,70 @@ fn git_charts_need_resolved_sources() {
     );
     let mut files = LIB_CHART.to_vec();
     files.push(("armada.yaml", &charts));
-    let err = render(&repo(&files), &ChartSources::default(), &HelmRenders::new())
-        .unwrap_err()
-        .to_string();
+    let err = failures(&files);
     assert!(err.contains("its git source was not fetched"), "{err}");
+}
+
+/// The charts of `files` that failed to render, as one text (the render itself succeeds).
+fn failures(files: &[(&str, &str)]) -> String {
+    let out = render(
+        &repo(files),
+        &ChartSources::default(),
+        &HelmRenders::new(),
+        &HelmFailures::new(),
+    )
+    .unwrap();
+    assert!(!out.failures.is_empty(), "no chart failed");
+    out.failures
+        .iter()
+        .map(|f| f.error.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_chart_helm_could_not_render_fails_alone_in_its_wave() {
+    // `app` and `lib` are two charts of one group (wave 0); helm failed for `lib` only.
+    let charts = format!("{}{}", chart_doc("app", ""), chart_doc("lib", ""));
+    let mut files = LIB_CHART.to_vec();
+    files.push(("armada.yaml", &charts));
+    let repo = repo(&files);
+    let lib = ResourceKey {
+        namespace: "default".into(),
+        name: "lib".into(),
+    };
+    let failed = HelmFailures::from([(
+        lib,
+        RenderError::Other(
+            "ArmadaChart default/lib: helm template failed: lib/templates/x.yaml:3:4: boom".into(),
+        ),
+    )]);
+    let out = render(
+        &repo,
+        &ChartSources::default(),
+        &HelmRenders::new(),
+        &failed,
+    )
+    .unwrap();
+    assert_eq!(out.failures.len(), 1);
+    let f = &out.failures[0];
+    assert_eq!(
+        f.owner,
+        Owner::Resource {
+            kind: "ArmadaChart".into(),
+            namespace: "default".into(),
+            name: "lib".into()
+        }
+    );
+    assert!(
+        f.error.to_string().contains("x.yaml:3:4: boom"),
+        "{}",
+        f.error
+    );
+    // `app` still rendered; nothing of `lib`.
+    assert!(!out.objects.is_empty());
+    assert!(out.objects.iter().all(|o| match &o.owner {
+        Owner::Resource { name, .. } => name == "app",
+        _ => false,
+    }));
 }
