@@ -1,13 +1,15 @@
 //! Armada in `weft run`: a sequenced group whose second chart never becomes ready. The first
 //! chart is deployed, the second fails (its Deployment named in `status.notReady`), the third is
 //! never started (`pending`, reason `Blocked`), and the group is `failed` — all in the charts'
-//! status, written from the daemon's pass, with events.
+//! status, written from the daemon's pass, with events. Helm charts in the daemon: rendered with
+//! the cluster's `.Capabilities`, and a chart helm cannot render fails alone (`RenderFailed`).
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
 
@@ -471,6 +473,108 @@ async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_
         "{}",
         d.logs()
     );
+    drop(server);
+    ns.delete().await;
+}
+
+/// A Helm chart printing what helm knows of the cluster, and one whose `required` value is
+/// missing, in two groups of a manifest: the first deploys with the control plane's version in
+/// `.Capabilities`, the second fails alone with helm's template file and line in its status.
+#[tokio::test]
+async fn helm_charts_in_the_daemon_see_the_cluster_and_fail_alone() {
+    let _one = ONE_DAEMON.lock().await;
+    let ns = TestNamespace::new("daemon-helm").await;
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write(
+        "charts/caps/Chart.yaml",
+        "apiVersion: v2\nname: caps\nversion: 1.0.0\n",
+    );
+    work.write(
+        "charts/caps/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n  leases: {{ .Capabilities.APIVersions.Has \"coordination.k8s.io/v1\" | quote }}\n",
+    );
+    work.write(
+        "charts/needy/Chart.yaml",
+        "apiVersion: v2\nname: needy\nversion: 1.0.0\n",
+    );
+    work.write(
+        "charts/needy/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: needy\ndata:\n  x: {{ required \"needy.value is required\" .Values.value | quote }}\n",
+    );
+    let n = ns.name();
+    work.write(
+        "armada.yaml",
+        format!(
+            "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: caps, namespace: {n}}}\nspec:\n  release: caps\n  namespace: {n}\n  source: {{type: local, location: charts/caps}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: needy, namespace: {n}}}\nspec:\n  release: needy\n  namespace: {n}\n  source: {{type: local, location: charts/needy}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: first, namespace: {n}}}\nspec:\n  chart_group: [caps]\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: second, namespace: {n}}}\nspec:\n  chart_group: [needy]\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaManifest\nmetadata: {{name: site, namespace: {n}}}\nspec:\n  release_prefix: site\n  chart_groups: [first, second]\n"
+        ),
+    );
+    work.commit("helm charts");
+    work.push();
+    let url = server.url("config.git");
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        ..DaemonOptions::new(&url, n)
+    });
+
+    let charts: Api<ArmadaChart> = Api::namespaced(client.clone(), n);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let phases = (
+            chart_phase(&charts, "caps").await,
+            chart_phase(&charts, "needy").await,
+        );
+        if phases == (Some(Phase::Deployed), Some(Phase::Failed)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "phases are {phases:?}\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // `.Capabilities` are the control plane's, not helm's offline default (v1.37.0).
+    let version = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/control-plane/KUBERNETES_VERSION"),
+    )
+    .expect("KUBERNETES_VERSION");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), n);
+    let caps = config_maps
+        .get("site-caps")
+        .await
+        .expect("site-caps")
+        .data
+        .expect("data");
+    assert_eq!(caps["kube"], version.trim(), "{caps:?}");
+    assert_eq!(caps["leases"], "true", "{caps:?}");
+    // `needy` failed alone: its status names helm's template and line; nothing of it exists.
+    let needy = charts
+        .get("needy")
+        .await
+        .expect("needy")
+        .status
+        .expect("status");
+    let ready = needy
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert_eq!(ready.reason, "RenderFailed", "{ready:?}");
+    assert!(
+        ready.message.contains("needy/templates/cm.yaml:6:")
+            && ready.message.contains("needy.value is required"),
+        "{}",
+        ready.message
+    );
+    assert!(config_maps.get_opt("needy").await.expect("GET").is_none());
+    let report = d.status().await;
+    assert_eq!(report["lastPass"]["result"], "failed", "{report:#}");
     drop(server);
     ns.delete().await;
 }

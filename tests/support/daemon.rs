@@ -76,6 +76,7 @@ impl Daemon {
             .args(cluster::cluster().kube_args())
             .args(&opts.extra)
             .env("WEFT_LOG", "info,weft=debug")
+            .env("WEFT_HELM", super::helm::helm())
             .env_remove("WEFT_REPO")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("log"))
