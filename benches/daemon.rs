@@ -16,6 +16,8 @@ mod cluster;
 mod daemon;
 #[path = "../tests/support/git_servers.rs"]
 mod git_servers;
+#[path = "../tests/support/helm.rs"]
+mod helm;
 
 use std::time::{Duration, Instant};
 

@@ -27,8 +27,8 @@ fn root() -> PathBuf {
 
 /// The pinned helm (shared with the tests).
 #[path = "../tests/support/helm.rs"]
-mod pinned;
-use pinned::helm;
+mod pinned_helm;
+use pinned_helm::helm;
 
 fn read_dir(dir: &Path, rel: &str, out: &mut BTreeMap<String, Vec<u8>>) {
     for entry in std::fs::read_dir(dir).unwrap() {
