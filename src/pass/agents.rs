@@ -457,7 +457,7 @@ pub async fn inputs(
             name: secret_ref.name.clone(),
             key: secret_ref.key.clone(),
         })?;
-    let flux = &bundle.flux.container;
+    let flux = bundle.flux.container();
     let running = running_flux(client, wc, &flux.kind, &flux.name, &flux.container)
         .await
         .map_err(|e| kube_err(format!("reading the running flux agent in {ns}"), e))?;

@@ -21,6 +21,7 @@ pub mod engine;
 pub mod helm;
 pub mod hooks;
 pub mod prepare;
+pub mod takeover;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -127,6 +128,10 @@ pub enum PassError {
     /// pruned.
     #[error("reading the agents' inputs, nothing was applied or pruned: {0}")]
     Agents(#[source] agents::AgentsError),
+    /// The launcher's objects could not be taken over (docs/migrating-from-launcher.md);
+    /// nothing was applied or pruned.
+    #[error("taking over the Weave Cloud launcher's objects, nothing was applied or pruned: {}", crate::apply::describe(.0).0)]
+    Takeover(#[source] kube::Error),
     /// Several things failed (e.g. an apply error and an inventory error).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Many(Vec<PassError>),
@@ -193,9 +198,27 @@ pub async fn run_pass(
     match prepare(snapshot, Some(cluster), AgentLayer::Included, opts).await {
         Ok(prepared) => {
             result.diagnostics = prepared.diagnostics;
-            let (changes, error) = reconcile(client, &prepared.set, opts, observer).await;
-            result.changes = changes;
-            result.error = error;
+            // As the WeaveCloud controller does before it applies agents: no doubled agents.
+            let taken = match opts.dry_run {
+                true => Ok((prepared.set, Vec::new())),
+                false => takeover::before_pass(client, prepared.set).await,
+            };
+            match taken {
+                Ok((set, removed)) => {
+                    if !removed.is_empty() {
+                        observer(Progress::Phase {
+                            message: "taking over the Weave Cloud launcher's objects".to_string(),
+                            objects: removed.len(),
+                        });
+                        removed.iter().for_each(|c| observer(Progress::Change(c)));
+                    }
+                    let (mut changes, error) = reconcile(client, &set, opts, observer).await;
+                    changes.entries.splice(0..0, removed);
+                    result.changes = changes;
+                    result.error = error;
+                }
+                Err(e) => result.error = Some(PassError::Takeover(e)),
+            }
         }
         Err(e) => {
             if let PassError::Load(l) = &e {

@@ -9,9 +9,9 @@ use std::time::Duration;
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 
-use super::takeover::{self, Decision, Found, Takeover};
 use super::{
-    event, owner_of, Context, WeaveCloudError, LAUNCHER_OBJECTS, TAKEOVER_DISABLED, TOKEN_MISSING,
+    event, event_about, owner_of, Context, WeaveCloudError, LAUNCHER_OBJECTS, TAKEOVER_DISABLED,
+    TOKEN_MISSING,
 };
 use crate::api::conditions::{Condition, ConditionStatus, DRIFTED, READY, STALLED};
 use crate::api::weavecloud::{FluxStatus, WeaveCloud, WeaveCloudStatus};
@@ -20,6 +20,7 @@ use crate::apply::changeset::{Action as ChangeAction, ChangeSet};
 use crate::apply::ApplyError;
 use crate::daemon::EngineRun;
 use crate::pass::agents::{ActiveBundle, AgentsError};
+use crate::pass::takeover::{self, Decision, Found, Takeover};
 use crate::pass::{PassOptions, SyncError};
 use crate::render::weavecloud::{render_agents, RenderedAgents};
 use crate::render::{DesiredObject, DesiredSet};
@@ -164,7 +165,7 @@ pub(super) async fn reconcile_agents(
                 .set
                 .objects()
                 .iter()
-                .filter(|d| !t.left.contains(&reference_of(d)))
+                .filter(|d| !t.left.contains(&takeover::desired_reference(d)))
                 .cloned()
                 .collect();
             rendered.objects = keep.len();
@@ -239,12 +240,17 @@ async fn take_over(
         return Ok(None);
     }
     for (object, why) in takeover::remove_all(client, &found).await.map_err(kube)? {
-        event(
+        let related = found
+            .iter()
+            .find(|f| f.reference() == object)
+            .map(Found::object_reference);
+        event_about(
             ctx,
             wc,
             EventType::Normal,
             "LauncherObjectRemoved",
             format!("deleted {object}: {why}"),
+            related,
         )
         .await;
         result.removed.push(object);
@@ -270,14 +276,6 @@ async fn take_over(
         message,
     );
     Ok(Some((result, c)))
-}
-
-/// `Kind/namespace/name` of a desired object, as [`Found::reference`] writes it.
-fn reference_of(d: &DesiredObject) -> String {
-    match d.namespace() {
-        Some(ns) => format!("{}/{ns}/{}", d.kind(), d.name()),
-        None => format!("{}/{}", d.kind(), d.name()),
-    }
 }
 
 /// `driftPolicy: report` (plan, maybe apply) or apply.

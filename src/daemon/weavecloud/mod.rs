@@ -9,7 +9,6 @@
 //! seconds; and Secrets, so a changed token rolls the agents and a deleted one is `TokenMissing`.
 
 mod agents;
-mod takeover;
 #[cfg(test)]
 mod tests;
 
@@ -219,12 +218,36 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
 }
 
 async fn event(ctx: &Context, wc: &WeaveCloud, type_: EventType, reason: &str, note: String) {
+    event_about(ctx, wc, type_, reason, note, None).await
+}
+
+/// The API server refuses an event whose note is longer than 1 kB.
+const MAX_EVENT_NOTE: usize = 1000;
+
+/// An event about `wc`, related to `secondary` (the recorder keeps one event series per
+/// regarding/related pair and reason: events of one reason about different objects need it).
+async fn event_about(
+    ctx: &Context,
+    wc: &WeaveCloud,
+    type_: EventType,
+    reason: &str,
+    mut note: String,
+    secondary: Option<k8s_openapi::api::core::v1::ObjectReference>,
+) {
+    if note.len() > MAX_EVENT_NOTE {
+        let mut end = MAX_EVENT_NOTE;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push('…');
+    }
     let e = Event {
         type_,
         reason: reason.to_string(),
         note: Some(note),
         action: "Reconcile".to_string(),
-        secondary: None,
+        secondary,
     };
     if let Err(err) = ctx.state.recorder.publish(&e, &wc.object_ref(&())).await {
         tracing::debug!(error = %err, "cannot publish event");
@@ -372,12 +395,16 @@ async fn patch_status(
     );
     // Only the fields this controller owns (see `daemon::state`): the inventory is the apply
     // engine's, the version fields are the updater's.
-    let patch = json!({"status": {
+    let mut patch = json!({"status": {
         "conditions": status.conditions,
         "observedGeneration": status.observed_generation,
         "flux": status.flux,
-        "takeover": status.takeover,
     }});
+    // Only a takeover that happened is written: a reconcile that started from a cached copy
+    // older than the takeover's status write must not erase it (a merge patch's null would).
+    if let Some(t) = &status.takeover {
+        patch["status"]["takeover"] = json!(t);
+    }
     api.patch_status(
         &wc.name_any(),
         &PatchParams::default(),

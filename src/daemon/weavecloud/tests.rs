@@ -135,7 +135,8 @@ mod against_a_fake_api_server {
                         status.as_object().expect("a status").keys().collect();
                     assert_eq!(
                         fields,
-                        ["conditions", "flux", "observedGeneration", "takeover"]
+                        ["conditions", "flux", "observedGeneration"],
+                        "no takeover happened: status.takeover is not written (nor erased)"
                     );
                     let ready = status["conditions"]
                         .as_array()

@@ -68,6 +68,10 @@ const BUILTIN_FILES: &[(&str, &str)] = &[
         include_str!("../../../agents/scope/scope.yaml"),
     ),
     (
+        "scope/cluster-agent.yaml",
+        include_str!("../../../agents/scope/cluster-agent.yaml"),
+    ),
+    (
         "scope/openshift.yaml",
         include_str!("../../../agents/scope/openshift.yaml"),
     ),
@@ -176,7 +180,9 @@ impl Template {
     }
 }
 
-/// The container of an agent that receives the generated arguments, the token and `appendArgs`.
+/// A container of an agent that receives the token and generated arguments: the agent's own
+/// container (the first of [`AgentTemplates::containers`], which also gets `appendArgs`), or
+/// another one of the same agent (scope's cluster agent beside its per-node probe).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContainerRef {
@@ -207,11 +213,27 @@ pub struct AgentTemplates {
     pub templates: Vec<Template>,
     /// Extra objects per environment (`openshift`, …), keyed by the environment's name.
     pub environments: BTreeMap<String, Vec<Template>>,
-    /// The agent's own container.
-    pub container: ContainerRef,
+    /// The containers Weft configures, never empty: the agent's own container first (generated
+    /// arguments, the arguments kept from a running agent, `appendArgs`), then any others
+    /// (the token, the target, the agent's shared flags; see docs/agents.md).
+    pub containers: Vec<ContainerRef>,
 }
 
 impl AgentTemplates {
+    /// The agent's own container (the first of [`AgentTemplates::containers`]).
+    pub fn container(&self) -> &ContainerRef {
+        // `from_files` refuses an agent without a container, and nothing else builds one.
+        &self.containers[0]
+    }
+
+    /// The position of `kind`/`name` among the configured workloads (0: the agent's own).
+    pub fn container_of(&self, kind: &str, name: &str) -> Option<(usize, &ContainerRef)> {
+        self.containers
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.kind == kind && c.name == name)
+    }
+
     /// The templates rendered for `environment`: the common ones, then the environment's.
     pub fn for_environment(&self, environment: Environment) -> impl Iterator<Item = &Template> {
         let extra = self.environments.get(&environment_name(environment));
@@ -261,7 +283,12 @@ struct IndexAgents {
 #[serde(deny_unknown_fields)]
 struct IndexAgent {
     files: Vec<String>,
-    container: ContainerRef,
+    /// One container (every bundle before the second one existed) …
+    #[serde(default)]
+    container: Option<ContainerRef>,
+    /// … or several, the agent's own first.
+    #[serde(default)]
+    containers: Vec<ContainerRef>,
     #[serde(default)]
     environments: BTreeMap<String, Vec<String>>,
     #[serde(default)]
@@ -340,10 +367,30 @@ impl Bundle {
                     load_files(&files, &field, env_files, &mut digest, &mut seen)?,
                 );
             }
+            let containers = match (&spec.container, spec.containers.as_slice()) {
+                (Some(one), []) => vec![one.clone()],
+                (None, [_, ..]) => spec.containers.clone(),
+                (Some(_), [_, ..]) => {
+                    return Err(BundleError::Index {
+                        file: INDEX_FILE.to_string(),
+                        message: format!(
+                            "`agents.{agent}`: write either `container` or `containers`, not both"
+                        ),
+                    })
+                }
+                (None, []) => {
+                    return Err(BundleError::Index {
+                        file: INDEX_FILE.to_string(),
+                        message: format!(
+                            "`agents.{agent}`: `container` (or a non-empty `containers`) is missing: it names the container Weft configures"
+                        ),
+                    })
+                }
+            };
             let templates = AgentTemplates {
                 templates,
                 environments,
-                container: spec.container.clone(),
+                containers,
             };
             check_container(agent, &templates)?;
             if spec.config.is_some() && agent != Agent::Prometheus {
@@ -574,31 +621,43 @@ pub fn container_index(object: &Value, kind: &str, name: &str) -> Option<usize> 
 }
 
 fn check_container(agent: Agent, templates: &AgentTemplates) -> Result<(), BundleError> {
-    let c = &templates.container;
-    let field = format!("agents.{agent}.container");
-    let fail = |message: String| BundleError::Index {
-        file: INDEX_FILE.to_string(),
-        message: format!("`{field}`: {message}"),
-    };
-    if pod_template_pointer(&c.kind).is_none() {
-        return Err(fail(format!(
-            "{} is not a workload kind with a pod template",
-            c.kind
-        )));
-    }
-    let workload = templates
-        .templates
-        .iter()
-        .find(|t| t.kind() == c.kind && t.name() == c.name)
-        .ok_or_else(|| fail(format!("no {} `{}` in the agent's files", c.kind, c.name)))?;
-    if container_index(&workload.object, &c.kind, &c.container).is_none() {
-        return Err(fail(format!(
-            "{} `{}` ({}) has no container `{}`",
-            c.kind,
-            c.name,
-            workload.location(),
-            c.container
-        )));
+    let mut seen = BTreeSet::new();
+    for (i, c) in templates.containers.iter().enumerate() {
+        let field = if templates.containers.len() == 1 {
+            format!("agents.{agent}.container")
+        } else {
+            format!("agents.{agent}.containers[{i}]")
+        };
+        let fail = |message: String| BundleError::Index {
+            file: INDEX_FILE.to_string(),
+            message: format!("`{field}`: {message}"),
+        };
+        if pod_template_pointer(&c.kind).is_none() {
+            return Err(fail(format!(
+                "{} is not a workload kind with a pod template",
+                c.kind
+            )));
+        }
+        if !seen.insert((c.kind.as_str(), c.name.as_str())) {
+            return Err(fail(format!(
+                "{} `{}` is named twice: one configured container per workload",
+                c.kind, c.name
+            )));
+        }
+        let workload = templates
+            .templates
+            .iter()
+            .find(|t| t.kind() == c.kind && t.name() == c.name)
+            .ok_or_else(|| fail(format!("no {} `{}` in the agent's files", c.kind, c.name)))?;
+        if container_index(&workload.object, &c.kind, &c.container).is_none() {
+            return Err(fail(format!(
+                "{} `{}` ({}) has no container `{}`",
+                c.kind,
+                c.name,
+                workload.location(),
+                c.container
+            )));
+        }
     }
     Ok(())
 }

@@ -39,6 +39,15 @@ fn the_builtin_bundle_parses_with_every_agent() {
     assert!(names(Agent::Flux).contains(&"Deployment/weave-flux-agent".to_string()));
     assert!(names(Agent::Flux).contains(&"Deployment/weave-flux-memcached".to_string()));
     assert!(names(Agent::Scope).contains(&"DaemonSet/weave-scope-agent".to_string()));
+    assert!(names(Agent::Scope).contains(&"Deployment/weave-scope-cluster-agent".to_string()));
+    assert_eq!(b.scope.container().name, "weave-scope-agent");
+    assert_eq!(
+        b.scope
+            .container_of("Deployment", "weave-scope-cluster-agent")
+            .map(|(i, c)| (i, c.container.as_str())),
+        Some((1, "scope-cluster-agent"))
+    );
+    assert_eq!(b.flux.containers.len(), 1);
     for n in [
         "Deployment/weave-cortex-agent",
         "ConfigMap/weave-cortex-agent-config",
@@ -285,6 +294,57 @@ fn the_agent_container_must_exist() {
         "{err}"
     );
     assert!(err.ends_with("has no container `fluxd`"), "{err}");
+}
+
+#[test]
+fn every_listed_container_must_exist_and_container_and_containers_exclude_each_other() {
+    let files = replace_in(
+        &builtin_files(),
+        INDEX_FILE,
+        "container: scope-cluster-agent",
+        "container: cluster-probe",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.starts_with("bundle.yaml: `agents.scope.containers[1]`: Deployment `weave-scope-cluster-agent` (scope/cluster-agent.yaml:")
+            && err.ends_with("has no container `cluster-probe`"),
+        "{err}"
+    );
+    let files = replace_in(
+        &builtin_files(),
+        INDEX_FILE,
+        "    containers:\n",
+        "    container: {kind: DaemonSet, name: weave-scope-agent, container: scope-agent}\n    containers:\n",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "bundle.yaml: `agents.scope`: write either `container` or `containers`, not both"
+    );
+    let files = replace_in(
+        &builtin_files(),
+        INDEX_FILE,
+        "    container: {kind: Deployment, name: weave-flux-agent, container: flux-agent}\n",
+        "",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "bundle.yaml: `agents.flux`: `container` (or a non-empty `containers`) is missing"
+        ),
+        "{err}"
+    );
+    let files = replace_in(
+        &builtin_files(),
+        INDEX_FILE,
+        "{kind: Deployment, name: weave-scope-cluster-agent, container: scope-cluster-agent}",
+        "{kind: DaemonSet, name: weave-scope-agent, container: scope-agent}",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.contains("DaemonSet `weave-scope-agent` is named twice"),
+        "{err}"
+    );
 }
 
 #[test]

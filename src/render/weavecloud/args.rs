@@ -151,6 +151,22 @@ pub(super) fn scope_args(wc: &WeaveCloud, ctx: &Context) -> Vec<String> {
     args
 }
 
+/// scope's cluster agent (`--probe.kubernetes.role=cluster`): the token, `--probe.kubernetes`
+/// and `--probe.no-controls` as the per-node probe has them, then the target. No CRI flags (it
+/// reads the API server, not a node's runtime) and no `appendArgs` (those are the node probe's).
+pub(super) fn scope_cluster_args(wc: &WeaveCloud, ctx: &Context) -> Vec<String> {
+    let scope = &wc.spec.scope;
+    let mut args = vec![
+        format!("--probe.token=$({TOKEN_ENV})"),
+        format!("--probe.kubernetes={}", scope.kubernetes_probe),
+    ];
+    if scope.read_only {
+        args.push("--probe.no-controls=true".to_string());
+    }
+    args.push(format!("https://{}", ctx.hostname));
+    args
+}
+
 /// The container runtime socket path, without a `unix://` a user may have written: the
 /// WeaveCloud's `containerRuntimeEndpoint`, else the socket of the runtime detected on the nodes
 /// (`detected`, see [`runtime_socket`]); `None` is Docker.

@@ -21,7 +21,7 @@ use crate::api::weavecloud::WeaveCloud;
 
 use super::bundle::{container_index, pod_template_pointer, Agent, Bundle};
 use super::{order, DesiredObject, Owner, RenderError};
-use args::{cri_socket, flag_name, flux_args, memcached_args, scope_args};
+use args::{cri_socket, flag_name, flux_args, memcached_args, scope_args, scope_cluster_args};
 pub use args::{
     parse_flux_args, parse_memcached_args, runtime_socket, PRESERVABLE_FLUX_ARGS,
     PRESERVABLE_MEMCACHED_FLAGS,
@@ -140,7 +140,6 @@ pub fn render_agents(
             continue;
         }
         let templates = bundle.agent(agent);
-        let agent_container = &templates.container;
         for template in templates.for_environment(general.environment) {
             let mut object = template.object.clone();
             ctx.common_patches(template, &mut object)?;
@@ -154,14 +153,31 @@ pub fn render_agents(
                     &inputs.preserved_memcached_args,
                 ));
             }
-            if template.kind() == agent_container.kind && template.name() == agent_container.name {
-                let (args, kept) = match agent {
-                    Agent::Flux => flux_args(wc, &ctx, &inputs.preserved_flux_args),
-                    Agent::Scope => (scope_args(wc, &ctx), Vec::new()),
-                    Agent::Prometheus => (wc.spec.prometheus.append_args.clone(), Vec::new()),
-                };
-                preserved.extend(kept);
-                ctx.agent_container_patches(agent, template, &mut object, &args)?;
+            match templates.container_of(template.kind(), template.name()) {
+                Some((0, target)) => {
+                    let (args, kept) = match agent {
+                        Agent::Flux => flux_args(wc, &ctx, &inputs.preserved_flux_args),
+                        Agent::Scope => (scope_args(wc, &ctx), Vec::new()),
+                        Agent::Prometheus => (wc.spec.prometheus.append_args.clone(), Vec::new()),
+                    };
+                    preserved.extend(kept);
+                    ctx.agent_container_patches(agent, target, true, template, &mut object, &args)?;
+                }
+                Some((_, target)) => {
+                    let args = match agent {
+                        Agent::Scope => scope_cluster_args(wc, &ctx),
+                        Agent::Flux | Agent::Prometheus => Vec::new(),
+                    };
+                    ctx.agent_container_patches(
+                        agent,
+                        target,
+                        false,
+                        template,
+                        &mut object,
+                        &args,
+                    )?;
+                }
+                None => {}
             }
             if agent == Agent::Prometheus
                 && template.kind() == "ConfigMap"
@@ -178,7 +194,7 @@ pub fn render_agents(
         .find(|(_, o)| kind_name(o) == ("ConfigMap", bundle.prometheus_config.config_map.as_str()))
         .map(|(_, o)| short_hash(o.get("data").unwrap_or(&Value::Null).to_string().as_bytes()))
     {
-        let target = &bundle.prometheus.container;
+        let target = bundle.prometheus.container();
         for (agent, object) in objects.iter_mut() {
             if *agent == Agent::Prometheus
                 && kind_name(object) == (target.kind.as_str(), target.name.as_str())

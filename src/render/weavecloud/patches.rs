@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::api::weavecloud::{Environment, PodScrapePolicy, WeaveCloud};
 use crate::render::bundle::{
     container_index, pod_template_pointer, prometheus_config_of, scrape_job_index, Agent, Bundle,
-    Template, CLUSTER_SCOPED_KINDS,
+    ContainerRef, Template, CLUSTER_SCOPED_KINDS,
 };
 use crate::render::RenderError;
 
@@ -154,16 +154,18 @@ impl Context<'_> {
         self.json_patch(template, object, Value::Array(ops))
     }
 
-    /// The agent's own container: arguments appended after the template's, the token from the
-    /// Secret, `wcReportErrors`; for scope the CRI socket, for prometheus the token volume.
+    /// A configured container of an agent (`target`): arguments appended after the template's,
+    /// the token from the Secret, `wcReportErrors`; in the agent's own container (`own`) also,
+    /// for scope, the CRI socket, and for prometheus the token volume.
     pub(super) fn agent_container_patches(
         &self,
         agent: Agent,
+        target: &ContainerRef,
+        own: bool,
         template: &Template,
         object: &mut Value,
         args: &[String],
     ) -> Result<(), RenderError> {
-        let target = &self.bundle.agent(agent).container;
         let pod = pod_template_pointer(&target.kind).unwrap_or("/spec/template");
         let index = container_index(object, &target.kind, &target.container).ok_or_else(|| {
             RenderError::Other(format!(
@@ -199,7 +201,7 @@ impl Context<'_> {
         }}));
 
         let mut volume = None;
-        if agent == Agent::Scope {
+        if agent == Agent::Scope && own {
             if let Some(socket) = &self.cri {
                 // With a CRI runtime there is no Docker: switch the Docker probe off (as the
                 // launcher's CRI manifests did) and drop the Docker socket mount, whose host
@@ -255,7 +257,7 @@ impl Context<'_> {
                 ));
             }
         }
-        if agent == Agent::Prometheus {
+        if agent == Agent::Prometheus && own {
             volume = Some((
                 json!({"name": TOKEN_VOLUME, "secret": {
                     "secretName": secret.name,

@@ -271,6 +271,95 @@ fn scope_kubernetes_probe_true_and_false() {
 }
 
 #[test]
+fn scope_has_one_cluster_agent_with_its_own_rbac_beside_the_node_probe() {
+    let mut wc = example();
+    wc.spec.scope.append_args = vec!["--probe.spy.interval=5s".into()];
+    let objs = render(&wc);
+    let dep = find(&objs, "Deployment", "weave-scope-cluster-agent");
+    assert_eq!(dep["spec"]["replicas"], 1);
+    assert_eq!(
+        dep.pointer("/spec/template/spec/serviceAccountName")
+            .unwrap(),
+        "weave-scope-cluster-agent"
+    );
+    let a = args(dep, "scope-cluster-agent");
+    assert_eq!(
+        a,
+        vec![
+            "--mode=probe",
+            "--probe-only",
+            "--probe.kubernetes.role=cluster",
+            "--probe.token=$(WEAVE_CLOUD_TOKEN)",
+            "--probe.kubernetes=true",
+            "--probe.no-controls=true",
+            "https://cloud.weave.works",
+        ],
+        "no CRI flags, no appendArgs (those are the node probe's), the target last"
+    );
+    assert!(!dep.to_string().contains("cri-socket"), "{dep}");
+    let env = container(dep, "scope-cluster-agent")["env"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(env.contains(&json!({"name": "WEAVE_CLOUD_TOKEN", "valueFrom": {"secretKeyRef": {"name": "weave-cloud", "key": "token"}}})));
+    assert!(dep
+        .pointer(&format!(
+            "/spec/template/metadata/annotations/{}",
+            TOKEN_HASH_ANNOTATION.replace('/', "~1")
+        ))
+        .is_some());
+    // Its RBAC: a ServiceAccount, a ClusterRole that lists and watches what Scope shows, and a
+    // binding of the two in this WeaveCloud's namespace.
+    let role = find(&objs, "ClusterRole", "weave-scope-cluster-agent-weave");
+    let rules = role["rules"].as_array().unwrap();
+    for (group, resource) in [
+        ("", "pods"),
+        ("", "services"),
+        ("", "nodes"),
+        ("apps", "deployments"),
+        ("batch", "jobs"),
+    ] {
+        assert!(
+            rules.iter().any(
+                |r| r["apiGroups"].as_array().unwrap().contains(&json!(group))
+                    && r["resources"]
+                        .as_array()
+                        .unwrap()
+                        .contains(&json!(resource))
+                    && r["verbs"].as_array().unwrap().contains(&json!("list"))
+                    && r["verbs"].as_array().unwrap().contains(&json!("watch"))
+            ),
+            "list/watch {group}/{resource}"
+        );
+    }
+    let binding = find(
+        &objs,
+        "ClusterRoleBinding",
+        "weave-scope-cluster-agent-weave",
+    );
+    assert_eq!(
+        binding["roleRef"]["name"],
+        "weave-scope-cluster-agent-weave"
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "weave-scope-cluster-agent", "namespace": "weave"}])
+    );
+    find(&objs, "ServiceAccount", "weave-scope-cluster-agent");
+
+    // readOnly false: controls on, in both probes.
+    wc.spec.scope.read_only = false;
+    let objs = render(&wc);
+    let dep = find(&objs, "Deployment", "weave-scope-cluster-agent");
+    assert!(!args(dep, "scope-cluster-agent").contains(&"--probe.no-controls=true".to_string()));
+    // scope disabled: none of it.
+    wc.spec.scope.disable = true;
+    assert!(!names(&render(&wc))
+        .iter()
+        .any(|n| n.contains("weave-scope")));
+}
+
+#[test]
 fn scope_reports_to_the_weave_cloud_hostname_as_its_last_argument() {
     let mut wc = example();
     wc.spec.general.wc_hostname = "frontend.dev.weave.works".into();
@@ -443,6 +532,11 @@ fn the_token_comes_only_from_the_secret() {
     for (kind, name, c) in [
         ("Deployment", "weave-flux-agent", "flux-agent"),
         ("DaemonSet", "weave-scope-agent", "scope-agent"),
+        (
+            "Deployment",
+            "weave-scope-cluster-agent",
+            "scope-cluster-agent",
+        ),
     ] {
         let env = container(find(&objs, kind, name), c)["env"]
             .as_array()
@@ -509,7 +603,7 @@ fn every_pod_template_carries_the_token_hash() {
             assert_eq!(got, Some(&json!(expected)), "{} {}", o.kind(), o.name());
         }
     }
-    assert_eq!(workloads, 6);
+    assert_eq!(workloads, 7, "flux, memcached, scope probe and cluster agent, prometheus, kube-state-metrics, node exporter");
     // Offline, the annotation says the Secret was not read.
     let offline = render(&example());
     let flux = find(&offline, "Deployment", "weave-flux-agent");
@@ -540,6 +634,11 @@ fn report_errors_reaches_every_agent_container() {
     for (kind, name, c) in [
         ("Deployment", "weave-flux-agent", "flux-agent"),
         ("DaemonSet", "weave-scope-agent", "scope-agent"),
+        (
+            "Deployment",
+            "weave-scope-cluster-agent",
+            "scope-cluster-agent",
+        ),
         ("Deployment", "weave-cortex-agent", "prometheus"),
     ] {
         let env = container(find(&objs, kind, name), c)["env"]

@@ -18,7 +18,7 @@
 //! never deleted: a `flux-git-deploy` key found only in kube-system is copied into the
 //! WeaveCloud's namespace. Standalone Scope (`weave-scope-app`) is not a launcher install.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -28,10 +28,13 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 
+use super::agents::{owner_of, LAUNCHER_LEGACY_NAMESPACE};
+use crate::api::weavecloud::WeaveCloud;
+use crate::api::ObjectRef;
+use crate::apply::changeset::{Action, Change};
 use crate::apply::FIELD_MANAGER;
-use crate::pass::agents::LAUNCHER_LEGACY_NAMESPACE;
 use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-use crate::render::DesiredObject;
+use crate::render::{DesiredObject, DesiredSet};
 
 /// The launcher's own agent and the namespace it always ran in.
 const WEAVE_AGENT: &str = "weave-agent";
@@ -65,7 +68,7 @@ const LAUNCHER_RBAC: &[&str] = &["weave-flux", "weave-scope", "weave-cortex"];
 
 /// What the takeover found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Takeover {
+pub struct Takeover {
     /// Deleted (`Kind/namespace/name`, with why), in the order of deletion.
     pub removed: Vec<String>,
     /// Found and left alone (`takeover: false`).
@@ -76,7 +79,7 @@ pub(super) struct Takeover {
 
 /// One launcher object found, and what to do with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Found {
+pub struct Found {
     pub kind: &'static str,
     pub namespace: Option<String>,
     pub name: String,
@@ -84,7 +87,7 @@ pub(super) struct Found {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Decision {
+pub enum Decision {
     /// Delete; the reason is said in the event.
     Remove(&'static str),
     /// Leave it to the server-side apply, which adopts it.
@@ -92,10 +95,21 @@ pub(super) enum Decision {
 }
 
 impl Found {
-    pub(super) fn reference(&self) -> String {
+    pub fn reference(&self) -> String {
         match &self.namespace {
             Some(ns) => format!("{}/{ns}/{}", self.kind, self.name),
             None => format!("{}/{}", self.kind, self.name),
+        }
+    }
+
+    /// A reference to the object, for an event's `related` field.
+    pub fn object_reference(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+        k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(api_resource(self.kind).api_version),
+            kind: Some(self.kind.to_string()),
+            namespace: self.namespace.clone(),
+            name: Some(self.name.clone()),
+            ..Default::default()
         }
     }
 
@@ -116,13 +130,14 @@ impl Found {
     }
 }
 
-fn api_resource(kind: &str) -> ApiResource {
+pub fn api_resource(kind: &str) -> ApiResource {
     match kind {
         "Deployment" => ApiResource::erase::<Deployment>(&()),
         "DaemonSet" => ApiResource::erase::<DaemonSet>(&()),
         "Service" => ApiResource::erase::<Service>(&()),
         "ServiceAccount" => ApiResource::erase::<ServiceAccount>(&()),
         "ConfigMap" => ApiResource::erase::<ConfigMap>(&()),
+        "Secret" => ApiResource::erase::<Secret>(&()),
         "ClusterRole" => ApiResource::erase::<ClusterRole>(&()),
         _ => ApiResource::erase::<ClusterRoleBinding>(&()),
     }
@@ -145,7 +160,7 @@ fn managed_by_weft(o: &DynamicObject) -> bool {
 }
 
 /// A launcher agent object: the launcher's `app` and `weave-cloud-component` labels.
-pub(super) fn is_launcher_agent(o: &DynamicObject, app: &str) -> bool {
+pub fn is_launcher_agent(o: &DynamicObject, app: &str) -> bool {
     let component = app.strip_prefix("weave-").unwrap_or(app);
     !managed_by_weft(o)
         && label(o, "app") == Some(app)
@@ -155,7 +170,7 @@ pub(super) fn is_launcher_agent(o: &DynamicObject, app: &str) -> bool {
 
 /// A launcher ClusterRole: labelled `name: <same>` and granting `*` (standalone Scope's
 /// `weave-scope` role is narrow).
-pub(super) fn is_launcher_cluster_role(o: &DynamicObject) -> bool {
+pub fn is_launcher_cluster_role(o: &DynamicObject) -> bool {
     let grants_all = o.data["rules"].as_array().is_some_and(|rules| {
         rules.iter().any(|r| {
             r["resources"]
@@ -168,7 +183,7 @@ pub(super) fn is_launcher_cluster_role(o: &DynamicObject) -> bool {
 
 /// A launcher ClusterRoleBinding: labelled `name: <same>`, bound to the role of that name, and
 /// every subject a ServiceAccount of that name in one of `namespaces`.
-pub(super) fn is_launcher_binding(o: &DynamicObject, namespaces: &[&str]) -> bool {
+pub fn is_launcher_binding(o: &DynamicObject, namespaces: &[&str]) -> bool {
     let name = o.name_any();
     let subjects_ok = o.data["subjects"].as_array().is_some_and(|s| {
         !s.is_empty()
@@ -193,7 +208,7 @@ fn selector(object: &Value) -> Option<&Value> {
 
 /// Find the launcher's objects for a WeaveCloud in `namespace` whose desired agents are
 /// `desired`, and decide for each: remove or adopt.
-pub(super) async fn find(
+pub async fn find(
     client: &Client,
     namespace: &str,
     desired: &[DesiredObject],
@@ -328,6 +343,27 @@ pub(super) async fn find(
         }
     }
 
+    // The deploy key next to a launcher flux in this namespace: adopted with takeover (its data
+    // is never written), left alone without it like the flux that mounts it.
+    let launcher_flux_here = found.iter().any(|f| {
+        f.kind == "Deployment"
+            && f.name == "weave-flux-agent"
+            && f.namespace.as_deref() == Some(namespace)
+    });
+    if launcher_flux_here && desired_of("Secret", FLUX_DEPLOY_SECRET).is_some() {
+        let key = api(client, "Secret", Some(namespace))
+            .get_opt(FLUX_DEPLOY_SECRET)
+            .await?;
+        if key.is_some_and(|k| !managed_by_weft(&k)) {
+            found.push(Found {
+                kind: "Secret",
+                namespace: Some(namespace.to_string()),
+                name: FLUX_DEPLOY_SECRET.to_string(),
+                action: Decision::Adopt,
+            });
+        }
+    }
+
     // 3. the launcher's cluster-wide roles (`*` on everything): Weft's are `<name>-<namespace>`.
     let scope_standalone_here = api(client, "Deployment", Some(namespace))
         .get_opt(STANDALONE_SCOPE_APP)
@@ -378,7 +414,7 @@ fn remove(kind: &'static str, namespace: Option<&str>, name: &str, why: &'static
 
 /// Delete `found` (its removals, in order), waiting until each workload is gone so that a
 /// recreated one starts clean and host port 9100 is free. Returns what was deleted.
-pub(super) async fn remove_all(
+pub async fn remove_all(
     client: &Client,
     found: &[Found],
 ) -> Result<Vec<(String, &'static str)>, kube::Error> {
@@ -410,10 +446,7 @@ pub(super) async fn remove_all(
 /// The deploy key must survive a move out of kube-system: when the WeaveCloud's namespace has
 /// no `flux-git-deploy` data and kube-system's launcher copy has some, copy it (kube-system's
 /// Secret is left as it is). Returns whether it copied.
-pub(super) async fn carry_deploy_key(
-    client: &Client,
-    namespace: &str,
-) -> Result<bool, kube::Error> {
+pub async fn carry_deploy_key(client: &Client, namespace: &str) -> Result<bool, kube::Error> {
     if namespace == LAUNCHER_LEGACY_NAMESPACE {
         return Ok(false);
     }
@@ -449,4 +482,84 @@ pub(super) async fn carry_deploy_key(
     )
     .await?;
     Ok(true)
+}
+
+/// `Kind/namespace/name` of a desired object, as [`Found::reference`] writes it.
+pub fn desired_reference(d: &DesiredObject) -> String {
+    match d.namespace() {
+        Some(ns) => format!("{}/{ns}/{}", d.kind(), d.name()),
+        None => format!("{}/{}", d.kind(), d.name()),
+    }
+}
+
+/// One pass of `weft sync`: the takeover the WeaveCloud controller does ([`find`],
+/// [`carry_deploy_key`], [`remove_all`]), for every WeaveCloud whose agents `set` holds, before
+/// they are applied. Returns the set to apply and the removals, as deleted changes of that
+/// WeaveCloud. A WeaveCloud with `takeover: false` keeps the launcher's objects: they are logged,
+/// and its same-named agents are left out of the set (as the controller does), so nothing is
+/// applied over them.
+pub async fn before_pass(
+    client: &Client,
+    set: DesiredSet,
+) -> Result<(DesiredSet, Vec<Change>), kube::Error> {
+    let weaveclouds: Vec<WeaveCloud> = set
+        .objects()
+        .iter()
+        .filter(|o| o.kind() == "WeaveCloud")
+        .filter_map(|o| serde_json::from_value(o.object.clone()).ok())
+        .collect();
+    let mut changes = Vec::new();
+    let mut left = BTreeSet::new();
+    for wc in &weaveclouds {
+        let ns = wc.namespace().unwrap_or_default();
+        let owner = owner_of(&ns, &wc.name_any());
+        if !set.owners().contains(&owner) {
+            continue;
+        }
+        let desired: Vec<DesiredObject> = set
+            .objects()
+            .iter()
+            .filter(|o| o.owner == owner)
+            .cloned()
+            .collect();
+        let found = find(client, &ns, &desired).await?;
+        if !wc.spec.general.takeover {
+            for f in &found {
+                tracing::warn!(weavecloud = %owner.reference(), object = %f.reference(), "spec.general.takeover is false: the launcher's object is left in place, so its agent may run beside Weft's");
+                left.insert(f.reference());
+            }
+            continue;
+        }
+        if carry_deploy_key(client, &ns).await? {
+            tracing::info!(weavecloud = %owner.reference(), "takeover: copied the flux deploy key from kube-system");
+        }
+        for (reference, why) in remove_all(client, &found).await? {
+            let Some(f) = found.iter().find(|f| f.reference() == reference) else {
+                continue;
+            };
+            changes.push(Change {
+                object: ObjectRef {
+                    api_version: api_resource(f.kind).api_version,
+                    kind: f.kind.to_string(),
+                    namespace: f.namespace.clone().unwrap_or_default(),
+                    name: f.name.clone(),
+                },
+                owner: owner.clone(),
+                action: Action::Deleted,
+                reason: Some(format!("launcher takeover: {why}")),
+            });
+        }
+    }
+    if left.is_empty() {
+        return Ok((set, changes));
+    }
+    let kept: Vec<DesiredObject> = set
+        .objects()
+        .iter()
+        .filter(|d| !left.contains(&desired_reference(d)))
+        .cloned()
+        .collect();
+    let hooks = set.hooks().to_vec();
+    let set = DesiredSet::for_owners(kept, set.owners().clone()).with_hooks(hooks);
+    Ok((set, changes))
 }
