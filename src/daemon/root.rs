@@ -24,6 +24,7 @@ use crate::pass::{PassOptions, Progress};
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
 use crate::source::git::auth::Credentials;
+use crate::source::git::redact_url_passwords;
 use crate::source::git::{self, FetchOutcome, GitError, GitRef, GitSource, GitSourceSpec};
 use crate::source::{self, Snapshot, SnapshotLimits};
 
@@ -236,8 +237,10 @@ impl RootReconciler {
         match self.prepare().await {
             Ok(unchanged) => report.head_unchanged = unchanged,
             Err(e) => {
-                tracing::warn!(pass = ticket.pass, error = %e, "pass failed before apply; nothing was applied or pruned");
-                report.error = Some(e.to_string());
+                // Status and logs never show a password of a URL inside an error.
+                let text = redact_url_passwords(&e.to_string());
+                tracing::warn!(pass = ticket.pass, error = %text, "pass failed before apply; nothing was applied or pruned");
+                report.error = Some(text);
                 report.revision = self
                     .rendered
                     .as_ref()
@@ -325,7 +328,7 @@ impl RootReconciler {
         });
         match error {
             None => report.result = PassResultKind::Succeeded,
-            Some(e) => report.error = Some(e.to_string()),
+            Some(e) => report.error = Some(redact_url_passwords(&e.to_string())),
         }
     }
 

@@ -150,9 +150,10 @@ impl ChartCache {
     }
 }
 
-/// Why a chart's source could not be resolved. Names the chart and where its `source` is written.
+/// Why a chart's source could not be resolved. Names the chart and where its `source` is written;
+/// a password of any URL in it (a git or tar location, the config repository's) is redacted.
 #[derive(Debug, thiserror::Error)]
-#[error("{origin}: ArmadaChart `{chart}`: {reason}")]
+#[error("{origin}: ArmadaChart `{chart}`: {}", git::redact_url_passwords(&reason.to_string()))]
 pub struct ChartSourceError {
     /// `file:line:col` of the chart's `source`.
     pub origin: String,
@@ -317,11 +318,13 @@ fn git_files(
     let url = git::resolve_relative_location(repo_location, &source.location)?;
     let local = Path::new(&url);
     if !git::is_git_url(&url) && !local.exists() {
+        // Shown in logs and status: never the config repository's password.
         return Err(SourceFailure::Directory {
-            path: url.clone(),
+            path: git::redact_url_passwords(&url),
             message: format!(
-                "no such directory or repository (location `{}` relative to `{repo_location}`)",
-                source.location
+                "no such directory or repository (location `{}` relative to `{}`)",
+                source.location,
+                git::redact_url_passwords(repo_location)
             ),
         });
     }
@@ -601,6 +604,45 @@ pub fn unpack(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A git location without a scheme resolves against the config repository's URL; the error
+    /// (shown in logs and `/api/v1/status`) never carries that URL's password.
+    #[test]
+    fn a_missing_git_location_never_shows_the_repository_password() {
+        let source: ChartSource = serde_json::from_value(serde_json::json!({
+            "type": "git",
+            "location": "charts-that-do-not-exist"
+        }))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ChartCache::new(dir.path());
+        let err = git_files(
+            &source,
+            "https://deploy:s3cr3t-token@git.example.com/org/config.git",
+            &cache,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(!err.contains("s3cr3t-token"), "{err}");
+        assert!(err.contains("no such directory or repository"), "{err}");
+        // Every chart source error, e.g. a tar URL with credentials.
+        let err = ChartSourceError {
+            origin: "armada.yaml:3:1".into(),
+            chart: ResourceKey {
+                namespace: "ns".into(),
+                name: "web".into(),
+            },
+            reason: Box::new(SourceFailure::Http {
+                url: "https://user:tarpass@charts.example.com/web.tgz".into(),
+                message: "404".into(),
+            }),
+        }
+        .to_string();
+        assert!(
+            !err.contains("tarpass") && err.contains("user:***@"),
+            "{err}"
+        );
+    }
 
     fn tgz(entries: &[(&str, &[u8])]) -> Vec<u8> {
         let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(

@@ -22,6 +22,7 @@ use crate::daemon::status::{now_rfc3339, OwnerStatus};
 use crate::pass::SyncError;
 use crate::render::DesiredSet;
 use crate::render::Owner;
+use crate::source::git::redact_url_passwords;
 
 /// What a pass did to one chart.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +61,9 @@ pub fn chart_outcomes(
     if let Some(e) = error {
         not_ready_objects(e, &mut not_ready);
     }
-    let error_text = error.map(|e| e.to_string()).unwrap_or_default();
+    let error_text = error
+        .map(|e| redact_url_passwords(&e.to_string()))
+        .unwrap_or_default();
     let mut out = BTreeMap::new();
     for owner in set.owners() {
         let Owner::Resource { kind, .. } = owner else {
@@ -92,7 +95,7 @@ pub fn chart_outcomes(
             ChartOutcome {
                 phase: Phase::Failed,
                 reason: "RenderFailed".into(),
-                message: f.error.to_string(),
+                message: redact_url_passwords(&f.error.to_string()),
                 not_ready: Vec::new(),
             }
         } else if error.is_none() {

@@ -26,7 +26,8 @@ mod url;
 use std::fmt;
 use std::path::PathBuf;
 
-use auth::{redact_url_passwords, Credentials};
+pub use auth::redact_url_passwords;
+use auth::Credentials;
 pub use cache::GitSource;
 pub use tree::read_tree_snapshot;
 pub use url::{is_git_url, resolve_relative_location, RelativeLocationError};
