@@ -456,6 +456,9 @@ async fn check_takeover(
         async || {
             let wc = wcs.get("weave-cloud").await.ok()?;
             let ready = condition(&wc, "Ready")?;
+            // The takeover's condition is written by the reconcile that took over, or (if a
+            // later reconcile started from an older copy) by the next one.
+            condition(&wc, "LauncherObjects")?;
             (ready.0 == "True" && wc.status.as_ref()?.observed_generation == wc.metadata.generation)
                 .then_some(wc)
         },

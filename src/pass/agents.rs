@@ -467,19 +467,47 @@ pub async fn inputs(
     let detected_cri_socket = detected_cri_socket(client, wc)
         .await
         .map_err(|e| kube_err("reading the nodes' container runtime", e))?;
+    // What was preserved from the agents that ran before is kept in `status.flux` before a
+    // takeover removes them: when they are gone and Weft's own are not there (yet, or any more),
+    // the status is the record, so that a takeover interrupted half-way loses nothing.
+    let recorded = if running.is_none() || memcached.is_none() {
+        recorded_flux_status(client, wc)
+            .await
+            .map_err(|e| kube_err(format!("reading WeaveCloud {ns}/{}", wc.name_any()), e))?
+    } else {
+        None
+    };
+    let recorded = recorded.unwrap_or_default();
     let inputs = AgentInputs {
         token_hash: Some(secret_data_hash(&token)),
-        preserved_flux_args: running
-            .as_ref()
-            .map(|(args, _)| parse_flux_args(args))
-            .unwrap_or_default(),
-        preserved_memcached_args: memcached
-            .as_deref()
-            .map(parse_memcached_args)
-            .unwrap_or_default(),
+        preserved_flux_args: match &running {
+            Some((args, _)) => parse_flux_args(args),
+            None => parse_flux_args(&recorded.preserved_args),
+        },
+        preserved_memcached_args: match &memcached {
+            Some(args) => parse_memcached_args(args),
+            None => parse_memcached_args(&recorded.preserved_memcached_args),
+        },
         detected_cri_socket,
     };
     Ok((inputs, running))
+}
+
+/// `status.flux` of `wc` as the API server has it now (a controller's copy may be older than
+/// the write made just before a takeover); `None` when the WeaveCloud is gone or has none.
+async fn recorded_flux_status(
+    client: &Client,
+    wc: &WeaveCloud,
+) -> Result<Option<crate::api::weavecloud::FluxStatus>, kube::Error> {
+    if wc.spec.flux.disable {
+        return Ok(None);
+    }
+    let api: Api<WeaveCloud> = Api::namespaced(client.clone(), &wc.namespace().unwrap_or_default());
+    Ok(api
+        .get_opt(&wc.name_any())
+        .await?
+        .and_then(|w| w.status)
+        .and_then(|s| s.flux))
 }
 
 /// Everything `wc`'s agents are rendered from: its active bundle and [`inputs`].

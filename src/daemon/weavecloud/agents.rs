@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 
@@ -156,7 +157,7 @@ pub(super) async fn reconcile_agents(
         timeout: Duration::from_secs(2),
         ..ctx.pass_options.clone()
     };
-    let taken = take_over(wc, ctx, rendered.set.objects()).await?;
+    let taken = take_over(wc, ctx, rendered.set.objects(), &rendered.preserved()).await?;
     let mut rendered = rendered;
     if let Some((t, _)) = &taken {
         if !wc.spec.general.takeover && !t.left.is_empty() {
@@ -184,6 +185,7 @@ async fn take_over(
     wc: &WeaveCloud,
     ctx: &Context,
     desired: &[DesiredObject],
+    preserved: &FluxStatus,
 ) -> Result<Option<(Takeover, Condition)>, WeaveCloudError> {
     let ns = wc.namespace().unwrap_or_default();
     let client = &ctx.state.client;
@@ -239,6 +241,19 @@ async fn take_over(
     if found.is_empty() {
         return Ok(None);
     }
+    // Record what is kept from the launcher's agents before removing them: if this reconcile
+    // stops before Weft's agents run, the next one renders them from this record
+    // (`pass::agents::inputs`).
+    if *preserved != FluxStatus::default() {
+        let api: Api<WeaveCloud> = Api::namespaced(client.clone(), &ns);
+        api.patch_status(
+            &wc.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"status": {"flux": preserved}})),
+        )
+        .await
+        .map_err(kube)?;
+    }
     for (object, why) in takeover::remove_all(client, &found).await.map_err(kube)? {
         let related = found
             .iter()
@@ -272,7 +287,7 @@ async fn take_over(
     let c = Condition::new(
         LAUNCHER_OBJECTS,
         ConditionStatus::False,
-        "TakenOver",
+        super::TAKEN_OVER,
         message,
     );
     Ok(Some((result, c)))

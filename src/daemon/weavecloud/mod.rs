@@ -48,6 +48,8 @@ pub const TOKEN_MISSING: &str = "TokenMissing";
 pub const LAUNCHER_OBJECTS: &str = "LauncherObjects";
 /// Condition reason (and event): launcher objects left alone because `takeover` is false.
 pub const TAKEOVER_DISABLED: &str = "TakeoverDisabled";
+/// Condition reason: the launcher's objects were taken over (removed or adopted).
+pub const TAKEN_OVER: &str = "TakenOver";
 
 /// Why a WeaveCloud reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -343,6 +345,24 @@ fn next_status(
         }
         t.left = taken.left.clone();
         status.takeover = Some(t);
+    } else if status
+        .takeover
+        .as_ref()
+        .is_some_and(|t| !t.removed.is_empty())
+        && !status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == LAUNCHER_OBJECTS)
+    {
+        // A reconcile that started from a copy older than the takeover's status write finds
+        // nothing left to take over; the condition follows the recorded takeover.
+        let c = Condition::new(
+            LAUNCHER_OBJECTS,
+            ConditionStatus::False,
+            TAKEN_OVER,
+            "the launcher's objects were taken over (see status.takeover)",
+        );
+        set_condition(&mut status.conditions, with_generation(&c), now);
     }
     status
 }
