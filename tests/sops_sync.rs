@@ -337,9 +337,23 @@ stringData:
   password: {{ .Values.password | quote }}
 "#;
 
-/// A repository with an encrypted Secret manifest and an Armada chart whose `values.yaml` is
-/// encrypted (all its values), both for `recipient`.
-fn chart_repo(scratch: &Path, repo: &Path, recipient: &str, password: &str, chart_pw: &str) {
+/// A repository with an encrypted Secret manifest, an Armada chart whose `values.yaml` is
+/// encrypted (all its values), an encrypted ArmadaChart and an encrypted WeaveCloud, all for
+/// `recipient`.
+struct ChartRepoValues<'a> {
+    password: &'a str,
+    chart_pw: &'a str,
+    armada_user: &'a str,
+    git_url: &'a str,
+}
+
+fn chart_repo(scratch: &Path, repo: &Path, recipient: &str, v: &ChartRepoValues<'_>) {
+    let ChartRepoValues {
+        password,
+        chart_pw,
+        armada_user,
+        git_url,
+    } = v;
     write(
         repo,
         "apps/db.enc.yaml",
@@ -363,13 +377,32 @@ fn chart_repo(scratch: &Path, repo: &Path, recipient: &str, password: &str, char
         &[],
     );
     write(repo, "charts/vault/values.yaml", &values);
-    write(
-        repo,
-        "armada/vault.yaml",
-        "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata:\n  name: vault\n  \
-         namespace: default\nspec:\n  chart_name: vault\n  release: vault\n  namespace: vault\n  \
-         source:\n    type: local\n    location: charts/vault\n",
+    // The ArmadaChart itself encrypted (its `values` only): they override the chart's `user`.
+    let armada = sops_tools::encrypt(
+        scratch,
+        "vault-chart.yaml",
+        &format!(
+            "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata:\n  name: vault\n  \
+             namespace: default\nspec:\n  chart_name: vault\n  release: vault\n  namespace: vault\n  \
+             source:\n    type: local\n    location: charts/vault\n  values:\n    user: {armada_user}\n"
+        ),
+        &[recipient],
+        &["--encrypted-regex", "^values$"],
     );
+    write(repo, "armada/vault.yaml", &armada);
+    // A WeaveCloud with its flux git URL encrypted.
+    let weavecloud = sops_tools::encrypt(
+        scratch,
+        "wc.yaml",
+        &format!(
+            "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: wc\n  \
+             namespace: weave\nspec:\n  general:\n    environment: gke\n    \
+             tokenSecretRef: {{name: weave-cloud}}\n  flux:\n    config:\n      gitUrl: {git_url}\n"
+        ),
+        &[recipient],
+        &["--encrypted-regex", "^gitUrl$"],
+    );
+    write(repo, "weave/wc.yaml", &weavecloud);
 }
 
 #[test]
@@ -380,12 +413,18 @@ fn render_masks_secrets_unless_asked_and_a_chart_values_file_reaches_helm_in_cle
     let other = keygen(scratch.path(), "other");
     let password = unique("pw");
     let chart_pw = unique("chartpw");
+    let armada_user = unique("armada-user");
+    let git_url = format!("ssh://git@{}.example.com/config.git", unique("host"));
     chart_repo(
         scratch.path(),
         repo.path(),
         &key.recipient,
-        &password,
-        &chart_pw,
+        &ChartRepoValues {
+            password: &password,
+            chart_pw: &chart_pw,
+            armada_user: &armada_user,
+            git_url: &git_url,
+        },
     );
     let helm = helm();
     let dir = repo.path().to_str().unwrap();
@@ -423,7 +462,12 @@ fn render_masks_secrets_unless_asked_and_a_chart_values_file_reaches_helm_in_cle
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains(&password), "{text}");
     assert!(text.contains(&chart_pw), "{text}");
-    assert!(text.contains("vault-admin"), "{text}");
+    // The encrypted ArmadaChart's values reached helm; the chart's own `user` is overridden.
+    assert!(text.contains(&armada_user), "{text}");
+    assert!(!text.contains("vault-admin"), "{text}");
+    // The encrypted WeaveCloud's git URL is in the flux agent's arguments (not a Secret: shown
+    // as it is, see docs/secrets.md).
+    assert!(text.contains(&format!("--git-url={git_url}")), "{text}");
     assert!(!text.contains("ENC[AES256_GCM"), "{text}");
 
     // SOPS_AGE_KEY_FILE works as --age-key-file does.
@@ -440,6 +484,8 @@ fn render_masks_secrets_unless_asked_and_a_chart_values_file_reaches_helm_in_cle
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("apps/db.enc.yaml:1:1: "), "{text}");
     assert!(text.contains("charts/vault/values.yaml:1:1: "), "{text}");
+    assert!(text.contains("armada/vault.yaml:1:1: "), "{text}");
+    assert!(text.contains("weave/wc.yaml:1:1: "), "{text}");
     assert!(text.contains(&key.recipient), "{text}");
     assert_no_leak("weft validate with a wrong key", &text, &leaks);
 }
