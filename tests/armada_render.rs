@@ -26,8 +26,16 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The age identity of the examples repository's encrypted Secret (docs/secrets.md).
+fn examples_key() -> load::LoadOptions {
+    let file = root().join("examples-repo/TEST-ONLY-age.agekey");
+    load::LoadOptions {
+        identities: Arc::new(weft::source::sops::identities_from_key_file(&file).unwrap()),
+    }
+}
+
 fn load_snapshot(snapshot: Snapshot) -> LoadedRepo {
-    match load::load(Arc::new(snapshot)) {
+    match load::load_with(Arc::new(snapshot), &examples_key()) {
         Ok((repo, _)) => repo,
         Err(load::LoadError(d)) => panic!(
             "load failed: {:?}",
@@ -254,7 +262,8 @@ fn native_snapshot() -> Snapshot {
 #[test]
 fn native_armada_documents_render_the_same_objects() {
     let (_, from_crs) = examples_repo();
-    let (repo, diags) = load::load(Arc::new(native_snapshot())).unwrap_or_else(|e| panic!("{e}"));
+    let (repo, diags) = load::load_with(Arc::new(native_snapshot()), &examples_key())
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(repo.armada.charts.len(), 4);
     assert!(repo.armada.charts.iter().all(|c| c.native_schema.is_some()));
     // The v2 map form of wait.resources is converted, with a warning that says where.
@@ -509,6 +518,10 @@ fn weft(args: &[&str], dir: &Path) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(args)
         .current_dir(dir)
+        .env(
+            "SOPS_AGE_KEY_FILE",
+            root().join("examples-repo/TEST-ONLY-age.agekey"),
+        )
         .output()
         .unwrap();
     (

@@ -17,6 +17,11 @@ fn run(dir: &Path) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
         .arg("validate")
         .arg(dir)
+        // The examples repository's encrypted Secret (docs/secrets.md).
+        .env(
+            "SOPS_AGE_KEY_FILE",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo/TEST-ONLY-age.agekey"),
+        )
         .output()
         .expect("weft runs");
     let text = format!(

@@ -841,6 +841,8 @@ fn cli_render_of_a_remote_repository_matches_the_local_directory() {
             .args(args)
             .env("XDG_CACHE_HOME", cache.path())
             .env_remove("WEFT_GIT_CREDENTIALS_DIR")
+            // The example's encrypted Secret (docs/secrets.md).
+            .env("SOPS_AGE_KEY_FILE", examples.join("TEST-ONLY-age.agekey"))
             .output()
             .unwrap();
         (

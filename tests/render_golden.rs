@@ -8,6 +8,8 @@ fn weft(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
+        // The example's encrypted Secret (docs/secrets.md); render masks its values.
+        .env("SOPS_AGE_KEY_FILE", "examples-repo/TEST-ONLY-age.agekey")
         .output()
         .expect("weft runs");
     (

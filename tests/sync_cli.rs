@@ -51,6 +51,11 @@ fn weft(sub: &str, repo: &Path, ns: &str, extra: &[&str]) -> Output {
         .args(["--namespace", ns, "--root-name", ns])
         .args(extra)
         .env_remove("KUBECONFIG")
+        // The examples repository's encrypted Secret (docs/secrets.md).
+        .env(
+            "SOPS_AGE_KEY_FILE",
+            examples_repo().join("TEST-ONLY-age.agekey"),
+        )
         .env("WEFT_LOG", "warn");
     cmd.output().expect("run weft")
 }

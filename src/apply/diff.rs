@@ -54,6 +54,72 @@ pub fn normalize(obj: &Value) -> Value {
     v
 }
 
+/// What a Secret's value is shown as in a diff or a render.
+pub const SECRET_MASK: &str = "***";
+
+/// The maps of a Secret whose values are secret.
+const SECRET_VALUE_FIELDS: [&str; 2] = ["data", "stringData"];
+
+fn is_secret(obj: &Value) -> bool {
+    obj.get("kind").and_then(Value::as_str) == Some("Secret")
+        && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
+}
+
+/// Replace every value of a Secret's `data` and `stringData` with [`SECRET_MASK`]; other objects
+/// are left as they are.
+pub fn mask_secret(obj: &mut Value) {
+    if !is_secret(obj) {
+        return;
+    }
+    for field in SECRET_VALUE_FIELDS {
+        if let Some(Value::Object(map)) = obj.get_mut(field) {
+            for v in map.values_mut() {
+                *v = Value::String(SECRET_MASK.to_string());
+            }
+        }
+    }
+}
+
+/// Mask two versions of a Secret so that a diff still shows which keys changed (as `kubectl
+/// diff` does): equal values as `***`, changed ones as `*** (before)` and `*** (after)`.
+fn mask_secret_pair(old: Option<&mut Value>, new: Option<&mut Value>) {
+    let (old, new) = match (old, new) {
+        (Some(o), Some(n)) if is_secret(o) || is_secret(n) => (o, n),
+        (Some(o), None) => return mask_secret(o),
+        (None, Some(n)) => return mask_secret(n),
+        _ => return,
+    };
+    for field in SECRET_VALUE_FIELDS {
+        let old_map = old.get(field).and_then(Value::as_object).cloned();
+        let new_map = new.get(field).and_then(Value::as_object).cloned();
+        let shown = |this: &Option<serde_json::Map<String, Value>>,
+                     other: &Option<serde_json::Map<String, Value>>,
+                     label: &str| {
+            this.as_ref().map(|m| {
+                m.iter()
+                    .map(|(k, v)| {
+                        let same = other.as_ref().and_then(|o| o.get(k)) == Some(v);
+                        let text = if same {
+                            SECRET_MASK.to_string()
+                        } else {
+                            format!("{SECRET_MASK} ({label})")
+                        };
+                        (k.clone(), Value::String(text))
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+            })
+        };
+        let old_shown = shown(&old_map, &new_map, "before");
+        let new_shown = shown(&new_map, &old_map, "after");
+        if let (Some(m), Value::Object(o)) = (old_shown, &mut *old) {
+            o.insert(field.to_string(), Value::Object(m));
+        }
+        if let (Some(m), Value::Object(n)) = (new_shown, &mut *new) {
+            n.insert(field.to_string(), Value::Object(m));
+        }
+    }
+}
+
 fn yaml(v: &Value) -> String {
     to_yaml(v).unwrap_or_else(|e| format!("# cannot print: {e}\n"))
 }
@@ -64,11 +130,15 @@ pub fn unified(
     live: Option<&Value>,
     desired: Option<&Value>,
 ) -> Option<String> {
-    let old = live.map(|l| yaml(&normalize(l))).unwrap_or_default();
-    let new = desired.map(|d| yaml(&normalize(d))).unwrap_or_default();
-    if old == new {
+    let mut old = live.map(normalize);
+    let mut new = desired.map(normalize);
+    // Decided on the real values, shown masked: a Secret's values never reach a diff.
+    if old.as_ref().map(yaml) == new.as_ref().map(yaml) {
         return None;
     }
+    mask_secret_pair(old.as_mut(), new.as_mut());
+    let old = old.as_ref().map(yaml).unwrap_or_default();
+    let new = new.as_ref().map(yaml).unwrap_or_default();
     let diff = similar::TextDiff::from_lines(&old, &new);
     let text = diff
         .unified_diff()
@@ -188,5 +258,45 @@ mod tests {
         assert!(text.contains("-  k: old\n"), "{text}");
         assert!(text.contains("+  k: new\n"), "{text}");
         assert!(!text.contains("resourceVersion"));
+    }
+
+    #[test]
+    fn secret_values_are_masked_and_changed_keys_marked() {
+        let r = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: "a".into(),
+            name: "s".into(),
+        };
+        let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"same": "c2FtZQ==", "old": "b2xkLXZhbHVl", "gone": "Z29uZQ=="}});
+        let desired = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"same": "c2FtZQ==", "old": "bmV3LXZhbHVl", "added": "YWRkZWQ="}});
+        let text = unified(&r, Some(&live), Some(&desired)).unwrap();
+        for value in [
+            "c2FtZQ==",
+            "b2xkLXZhbHVl",
+            "bmV3LXZhbHVl",
+            "Z29uZQ==",
+            "YWRkZWQ=",
+        ] {
+            assert!(!text.contains(value), "{value} in\n{text}");
+        }
+        assert!(text.contains("-  old: \"*** (before)\"\n"), "{text}");
+        assert!(text.contains("+  old: \"*** (after)\"\n"), "{text}");
+        assert!(text.contains("   same: \"***\"\n"), "{text}");
+        assert!(text.contains("-  gone: "), "{text}");
+        assert!(text.contains("+  added: "), "{text}");
+        // Equal Secrets give no diff; a created or pruned one is masked whole.
+        assert_eq!(unified(&r, Some(&live), Some(&live)), None);
+        let created = unified(&r, None, Some(&desired)).unwrap();
+        assert!(
+            !created.contains("bmV3LXZhbHVl") && created.contains("old: \"***\""),
+            "{created}"
+        );
+        let mut cm = desired.clone();
+        cm["kind"] = json!("ConfigMap");
+        mask_secret(&mut cm);
+        assert_eq!(cm["data"]["old"], json!("bmV3LXZhbHVl"));
     }
 }

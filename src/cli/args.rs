@@ -1,9 +1,11 @@
 //! The flag groups shared by several commands, each defined once (as carvel kapp's
-//! `*_flags.go`): where the repository is ([`RepoArgs`]), which cluster ([`ClusterArgs`]), and how
-//! a pass applies ([`ApplyArgs`]). A command flattens the groups it needs; names, environment
+//! `*_flags.go`): where the repository is ([`RepoArgs`]), which cluster ([`ClusterArgs`]), how
+//! a pass applies ([`ApplyArgs`]), and which age identities decrypt its SOPS files
+//! ([`AgeKeyArgs`], [`DecryptionArgs`]). A command flattens the groups it needs; names, environment
 //! variables and defaults live only here.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,6 +15,7 @@ use kube::Client;
 use crate::apply::calls::{self, CallCounts};
 use crate::pass::PassOptions;
 use crate::source::git::auth::{self as credentials, Credentials};
+use crate::source::sops::{self, Decryption, DecryptionSecret, Identity};
 use crate::source::{self, Snapshot, SnapshotLimits};
 
 /// Where the desired state comes from: `PATH`, `--repo`, `--ref`, `--path`.
@@ -166,5 +169,63 @@ impl ApplyArgs {
             repo_location,
             ..PassOptions::default()
         }
+    }
+}
+
+/// Age identities from a key file: the offline commands' (`render`, `validate`) only source.
+#[derive(Args, Debug, Clone, Default)]
+pub struct AgeKeyArgs {
+    /// File of age identities (`AGE-SECRET-KEY-1…` lines, as age-keygen writes them) that decrypt
+    /// the repository's SOPS files; several are tried in turn.
+    #[arg(long, env = "SOPS_AGE_KEY_FILE")]
+    pub age_key_file: Option<PathBuf>,
+}
+
+impl AgeKeyArgs {
+    /// The key file's identities (none without `--age-key-file`).
+    pub fn identities(&self) -> anyhow::Result<Arc<Vec<Identity>>> {
+        let Some(file) = &self.age_key_file else {
+            return Ok(Arc::default());
+        };
+        let identities = sops::identities_from_key_file(file)?;
+        if identities.is_empty() {
+            anyhow::bail!("{}: holds no age identity", file.display());
+        }
+        Ok(Arc::new(identities))
+    }
+
+    /// The decryption of an offline pass: the key file only.
+    pub fn decryption(&self) -> anyhow::Result<Decryption> {
+        Ok(Decryption {
+            key_file: self.identities()?,
+            secret: None,
+        })
+    }
+}
+
+/// Age identities for the commands that reach the cluster (`sync`, `diff`, `run`): a key file
+/// and a Secret in Weft's namespace.
+#[derive(Args, Debug, Clone, Default)]
+pub struct DecryptionArgs {
+    #[command(flatten)]
+    pub key: AgeKeyArgs,
+    /// Secret in Weft's namespace whose keys ending in `.agekey` hold age identities (as Flux's
+    /// kustomize-controller reads them). Read when a revision with SOPS files is loaded, so a
+    /// rotated key is used without a restart.
+    #[arg(long, env = "WEFT_DECRYPTION_SECRET")]
+    pub decryption_secret: Option<String>,
+}
+
+impl DecryptionArgs {
+    /// The decryption of a pass in Weft's namespace `namespace`: the key file's identities, read
+    /// now, and the Secret, read through `client` when a pass needs it.
+    pub fn decryption(&self, client: &Client, namespace: &str) -> anyhow::Result<Decryption> {
+        Ok(Decryption {
+            key_file: self.key.identities()?,
+            secret: self
+                .decryption_secret
+                .as_deref()
+                .map(|name| Arc::new(DecryptionSecret::new(client.clone(), namespace, name))),
+        })
     }
 }

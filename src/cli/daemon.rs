@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use super::args::{ApplyArgs, ClusterArgs, RepoArgs};
+use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs};
 use super::run::{self as wiring, RunConfig};
 use crate::daemon::leader;
 use crate::source::git::auth::Credentials;
@@ -22,6 +22,8 @@ pub struct RunArgs {
     pub cluster: ClusterArgs,
     #[command(flatten)]
     pub apply: ApplyArgs,
+    #[command(flatten)]
+    pub decryption: DecryptionArgs,
     /// How often to check the repository for a new revision (`30s`, `1m`, `5m`).
     #[arg(long, env = "WEFT_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
     pub interval: Duration,
@@ -80,10 +82,14 @@ impl RunArgs {
 
 /// `weft run`: exit 0 after SIGTERM, 1 when leadership is lost or the daemon fails.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let config = args.config()?;
+    let mut config = args.config()?;
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
+        // The Secret is read again on every revision loaded (see docs/secrets.md).
+        config.pass_options.decryption = args
+            .decryption
+            .decryption(&client, &args.cluster.namespace)?;
         wiring::run(config, client)
             .await
             .map_err(anyhow::Error::from)

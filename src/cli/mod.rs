@@ -40,9 +40,9 @@ enum LogFormat {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Load and render a repository and print every final object as multi-document YAML, in apply order. No cluster.
-    Render(args::RepoArgs),
+    Render(render::RenderArgs),
     /// Load and validate a repository; print every problem as `file:line:col: message`; exit 1 on any error. No cluster.
-    Validate(args::RepoArgs),
+    Validate(render::ValidateArgs),
     /// Print the CustomResourceDefinitions of Weft's resources as YAML.
     Crds,
     /// One pass against the cluster: fetch, render, apply, prune, wait. Exit 0 only if every

@@ -4,12 +4,37 @@
 
 use std::process::ExitCode;
 
+use clap::Args;
+
+use crate::apply::diff::mask_secret;
 use crate::pass::prepare::{prepare, Prepared};
 use crate::pass::{PassOptions, SyncError};
-use crate::render::{output, AgentLayer, Owner};
+use crate::render::{output, AgentLayer, DesiredObject, Owner};
 
-use super::args::RepoArgs;
+use super::args::{AgeKeyArgs, RepoArgs};
 use super::print_diagnostics;
+
+/// The flags of `weft render`.
+#[derive(Args, Debug, Clone)]
+pub struct RenderArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    #[command(flatten)]
+    pub key: AgeKeyArgs,
+    /// Print the values of Secrets' `data` and `stringData` (masked as `***` by default: they
+    /// may come from SOPS-encrypted files).
+    #[arg(long, env = "WEFT_SHOW_SECRETS")]
+    pub show_secrets: bool,
+}
+
+/// The flags of `weft validate`.
+#[derive(Args, Debug, Clone)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    #[command(flatten)]
+    pub key: AgeKeyArgs,
+}
 
 /// How an offline preparation ended.
 enum Outcome {
@@ -22,10 +47,11 @@ enum Outcome {
 
 /// Read `args`' repository, then load it, fetch its charts and render it, offline. Reading the
 /// repository is an `Err` (exit 2, as for every command); what the pipeline says is the outcome.
-fn prepare_offline(args: &RepoArgs) -> anyhow::Result<Outcome> {
+fn prepare_offline(args: &RepoArgs, key: &AgeKeyArgs) -> anyhow::Result<Outcome> {
     let snapshot = args.read_snapshot(None)?;
     let opts = PassOptions {
         repo_location: args.location(),
+        decryption: key.decryption()?,
         ..PassOptions::default()
     };
     let runtime = tokio::runtime::Runtime::new()?;
@@ -52,12 +78,18 @@ fn prepare_offline(args: &RepoArgs) -> anyhow::Result<Outcome> {
 }
 
 /// `weft render`: print every object of the desired set as multi-document YAML, in apply order.
+/// Secrets' values are masked unless `--show-secrets`.
 /// Exit 1 when the repository does not load, 2 when a chart or the render fails.
-pub fn render(args: RepoArgs) -> anyhow::Result<ExitCode> {
-    match prepare_offline(&args)? {
+pub fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
+    match prepare_offline(&args.repo, &args.key)? {
         Outcome::Rendered(prepared) => {
             print_diagnostics(&prepared.diagnostics);
-            print!("{}", output::to_yaml_stream(prepared.set.objects())?);
+            let objects = if args.show_secrets {
+                prepared.set.objects().to_vec()
+            } else {
+                masked(prepared.set.objects())
+            };
+            print!("{}", output::to_yaml_stream(&objects)?);
             Ok(ExitCode::SUCCESS)
         }
         Outcome::NotLoaded => Ok(ExitCode::from(1)),
@@ -70,8 +102,8 @@ pub fn render(args: RepoArgs) -> anyhow::Result<ExitCode> {
 
 /// `weft validate`: print every problem as `file:line:col: message`; exit 1 when the repository
 /// does not load, or when its charts or agents do not render.
-pub fn validate(args: RepoArgs) -> anyhow::Result<ExitCode> {
-    match prepare_offline(&args)? {
+pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    match prepare_offline(&args.repo, &args.key)? {
         Outcome::Rendered(prepared) => {
             print_diagnostics(&prepared.diagnostics);
             // The sync root owns exactly the repository's own documents, one object each.
@@ -90,4 +122,16 @@ pub fn validate(args: RepoArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// The objects with every Secret's values masked.
+fn masked(objects: &[DesiredObject]) -> Vec<DesiredObject> {
+    objects
+        .iter()
+        .map(|o| {
+            let mut o = o.clone();
+            mask_secret(&mut o.object);
+            o
+        })
+        .collect()
 }

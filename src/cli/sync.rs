@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::args::{ApplyArgs, ClusterArgs, RepoArgs};
+use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs};
 use super::print_diagnostics;
 use super::progress::ProgressPrinter;
 use crate::pass::{self, PassOptions};
@@ -19,6 +19,8 @@ pub struct SyncArgs {
     pub cluster: ClusterArgs,
     #[command(flatten)]
     pub apply: ApplyArgs,
+    #[command(flatten)]
+    pub decryption: DecryptionArgs,
     /// Print the plan (create / update / unchanged / prune per object); change nothing.
     #[arg(long, env = "WEFT_DRY_RUN")]
     pub dry_run: bool,
@@ -40,10 +42,13 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
     let snapshot = args
         .repo
         .read_snapshot(args.cluster.secret_credentials()?)?;
-    let opts = args.pass_options();
+    let mut opts = args.pass_options();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, calls) = args.cluster.connect().await?;
+        opts.decryption = args
+            .decryption
+            .decryption(&client, &args.cluster.namespace)?;
         let printer = ProgressPrinter::new(std::io::stdout().is_terminal(), opts.dry_run);
         let result = pass::run_pass(&client, snapshot, &opts, &|p| printer.observe(p)).await;
         printer.finish();
@@ -73,10 +78,13 @@ pub fn diff(args: SyncArgs) -> anyhow::Result<ExitCode> {
     let snapshot = args
         .repo
         .read_snapshot(args.cluster.secret_credentials()?)?;
-    let opts = args.pass_options();
+    let mut opts = args.pass_options();
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
+        opts.decryption = args
+            .decryption
+            .decryption(&client, &args.cluster.namespace)?;
         let diffs = pass::diff_pass(&client, snapshot, &opts).await?;
         for d in &diffs {
             print!("{}", d.text);

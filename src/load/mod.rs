@@ -4,6 +4,7 @@
 
 pub mod armada;
 pub mod schema;
+pub mod sops;
 pub mod yaml;
 
 use std::collections::HashMap;
@@ -14,6 +15,7 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 
 use crate::api::WeaveCloud;
+use crate::source::sops::Identity as AgeIdentity;
 use crate::source::Snapshot;
 use yaml::{Pos, Positions, YamlLimits};
 
@@ -163,11 +165,44 @@ fn chart_dirs(snapshot: &Snapshot) -> Vec<String> {
         .collect()
 }
 
-/// Load every `*.yaml`/`*.yml` of the snapshot. Returns the typed repository and its warnings,
-/// or every error found (not just the first).
+/// What a load needs besides the snapshot: an input of the pass, never read by the loader.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// The age identities that decrypt the repository's SOPS files, tried in turn.
+    pub identities: Arc<Vec<AgeIdentity>>,
+}
+
+/// sops's own configuration (creation rules), not a manifest.
+fn is_sops_config(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name == ".sops.yaml" || name == ".sops.yml"
+}
+
+/// Load every `*.yaml`/`*.yml` of the snapshot, without decryption keys. See [`load_with`].
 pub fn load(snapshot: Arc<Snapshot>) -> Result<(LoadedRepo, Diagnostics), LoadError> {
+    load_with(snapshot, &LoadOptions::default())
+}
+
+/// Load every `*.yaml`/`*.yml` of the snapshot (SOPS files decrypted with `opts`' identities).
+/// Returns the typed repository and its warnings, or every error found (not just the first).
+pub fn load_with(
+    snapshot: Arc<Snapshot>,
+    opts: &LoadOptions,
+) -> Result<(LoadedRepo, Diagnostics), LoadError> {
     let mut diags = Diagnostics::default();
+    let mut cleartexts = sops::Cleartexts::default();
     let charts = chart_dirs(&snapshot);
+    // Charts read their files from the repository's snapshot: encrypted ones in cleartext.
+    let snapshot = match sops::decrypt_chart_files(
+        &snapshot,
+        &charts,
+        &opts.identities,
+        &mut cleartexts,
+        &mut diags,
+    ) {
+        Some(decrypted) => Arc::new(decrypted),
+        None => snapshot,
+    };
     let mut repo = LoadedRepo {
         revision: snapshot.revision.clone(),
         snapshot: snapshot.clone(),
@@ -179,6 +214,7 @@ pub fn load(snapshot: Arc<Snapshot>) -> Result<(LoadedRepo, Diagnostics), LoadEr
 
     for (path, bytes) in snapshot.files.iter() {
         if !is_yaml(path)
+            || is_sops_config(path)
             || charts
                 .iter()
                 .any(|c| c.is_empty() || path.starts_with(c.as_str()))
@@ -193,7 +229,7 @@ pub fn load(snapshot: Arc<Snapshot>) -> Result<(LoadedRepo, Diagnostics), LoadEr
             diags.error(file_origin, "file is not valid UTF-8");
             continue;
         };
-        let docs = match yaml::parse_documents(text, YamlLimits::default()) {
+        let mut docs = match yaml::parse_documents(text, YamlLimits::default()) {
             Ok(d) => d,
             Err(e) => {
                 diags.error(
@@ -206,6 +242,17 @@ pub fn load(snapshot: Arc<Snapshot>) -> Result<(LoadedRepo, Diagnostics), LoadEr
                 continue;
             }
         };
+        let decryption = sops::decrypt_documents(
+            path,
+            bytes,
+            &mut docs,
+            &opts.identities,
+            &mut cleartexts,
+            &mut diags,
+        );
+        if decryption == sops::FileDecryption::Failed {
+            continue;
+        }
         for doc in docs {
             let raw = RawDoc {
                 origin: Origin {
@@ -260,6 +307,9 @@ pub fn load(snapshot: Arc<Snapshot>) -> Result<(LoadedRepo, Diagnostics), LoadEr
     }
     repo.armada = armada::load(armada_docs, &mut diags);
     check_one_weavecloud_per_namespace(&repo, &mut diags);
+    for d in &mut diags.0 {
+        d.message = cleartexts.redact(&d.message);
+    }
     diags.0.sort();
     if diags.has_errors() {
         return Err(LoadError(diags));

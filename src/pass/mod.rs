@@ -36,6 +36,7 @@ use crate::load::{Diagnostics, LoadError};
 use crate::render::{AgentLayer, DesiredSet, RenderError, RenderOptions, OWNER_KINDS};
 use crate::source::chart;
 use crate::source::helm::{HelmLocation, HelmRenderer};
+use crate::source::sops::{Decryption, SopsError};
 use crate::source::Snapshot;
 use agents::AgentBundles;
 pub use diff::diff_pass;
@@ -69,6 +70,9 @@ pub struct PassOptions {
     /// clones of these options, so that its render cache lives across passes (an unchanged pass
     /// starts no helm).
     pub helm: Arc<HelmRenderer>,
+    /// The age identities that decrypt the repository's SOPS files (a key file, a decryption
+    /// Secret read when a revision is loaded).
+    pub decryption: Decryption,
 }
 
 impl Default for PassOptions {
@@ -86,6 +90,7 @@ impl Default for PassOptions {
             repo_location: String::new(),
             chart_cache_dir: None,
             helm: Arc::new(HelmRenderer::new(HelmLocation::Environment)),
+            decryption: Decryption::default(),
         }
     }
 }
@@ -132,6 +137,10 @@ pub enum PassError {
     /// nothing was applied or pruned.
     #[error("taking over the Weave Cloud launcher's objects, nothing was applied or pruned: {}", crate::apply::describe(.0).0)]
     Takeover(#[source] kube::Error),
+    /// The age identities could not be read (the decryption Secret, …); nothing was applied or
+    /// pruned.
+    #[error("decryption keys, nothing was applied or pruned: {0}")]
+    Decryption(#[source] SopsError),
     /// Several things failed (e.g. an apply error and an inventory error).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Many(Vec<PassError>),

@@ -41,12 +41,26 @@ pub async fn prepare(
     opts: &PassOptions,
 ) -> Result<Prepared, PassError> {
     let revision = snapshot.revision_label();
+    // The keys are read only for a revision that has SOPS files (a decryption Secret that is
+    // missing does not stop a repository without any).
+    let load_opts = if load::sops::needs_decryption(&snapshot) {
+        load::LoadOptions {
+            identities: opts
+                .decryption
+                .identities()
+                .await
+                .map_err(PassError::Decryption)?,
+        }
+    } else {
+        load::LoadOptions::default()
+    };
     let snapshot = Arc::new(snapshot);
-    let (repo, mut diagnostics) = tokio::task::spawn_blocking(move || load::load(snapshot))
-        .await
-        .map_err(|e| {
-            PassError::Render(RenderError::Other(format!("the loader panicked: {e}")))
-        })??;
+    let (repo, mut diagnostics) =
+        tokio::task::spawn_blocking(move || load::load_with(snapshot, &load_opts))
+            .await
+            .map_err(|e| {
+                PassError::Render(RenderError::Other(format!("the loader panicked: {e}")))
+            })??;
     let charts = resolve_charts(&repo, opts).await?;
     let capabilities = match cluster {
         Some(c) if !repo.armada.charts.is_empty() => {

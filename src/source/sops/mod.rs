@@ -19,6 +19,7 @@ mod cipher;
 mod keys;
 mod metadata;
 mod scalar;
+mod secret;
 mod tree;
 
 #[cfg(test)]
@@ -32,6 +33,7 @@ use subtle::ConstantTimeEq;
 
 pub use keys::{identities_from_key_file, identities_from_key_text, identities_from_secret_data};
 pub use keys::{Identity, AGE_KEY_SUFFIX};
+pub use secret::{Decryption, DecryptionSecret};
 
 /// The syntax of a SOPS file, as sops's `--input-type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,6 +171,18 @@ impl fmt::Debug for DecryptedFile {
             .field("recipient", &self.recipient)
             .finish()
     }
+}
+
+/// What every file sops encrypted contains (at least its MAC is such a value): a cheap test that
+/// tells which files may need [`decrypt`] before any parsing.
+pub const ENCRYPTED_VALUE_MARKER: &[u8] = b"ENC[AES256_GCM,";
+
+/// Whether `bytes` may be a SOPS file: it holds an encrypted value ([`ENCRYPTED_VALUE_MARKER`]).
+/// A file without one is certainly not; one with it is when [`has_sops_metadata`] says so.
+pub fn may_be_encrypted(bytes: &[u8]) -> bool {
+    bytes
+        .windows(ENCRYPTED_VALUE_MARKER.len())
+        .any(|w| w == ENCRYPTED_VALUE_MARKER)
 }
 
 /// Whether a parsed document carries SOPS metadata: a top-level `sops` mapping with a `mac`, as
