@@ -65,12 +65,26 @@ fn is_secret(obj: &Value) -> bool {
         && obj.get("apiVersion").and_then(Value::as_str) == Some("v1")
 }
 
-/// Replace every value of a Secret's `data` and `stringData` with [`SECRET_MASK`]; other objects
-/// are left as they are.
+/// The annotation `kubectl apply` (client-side) writes: the whole object as last applied, a
+/// Secret's values included.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A Secret's `kubectl apply` annotation, which repeats its values, as [`SECRET_MASK`].
+fn mask_last_applied(obj: &mut Value) {
+    if let Some(Value::Object(annotations)) = obj.pointer_mut("/metadata/annotations") {
+        if let Some(v) = annotations.get_mut(LAST_APPLIED) {
+            *v = Value::String(SECRET_MASK.to_string());
+        }
+    }
+}
+
+/// Replace every value of a Secret's `data` and `stringData` (and the copy of them in its
+/// `kubectl apply` annotation) with [`SECRET_MASK`]; other objects are left as they are.
 pub fn mask_secret(obj: &mut Value) {
     if !is_secret(obj) {
         return;
     }
+    mask_last_applied(obj);
     for field in SECRET_VALUE_FIELDS {
         if let Some(Value::Object(map)) = obj.get_mut(field) {
             for v in map.values_mut() {
@@ -89,6 +103,8 @@ fn mask_secret_pair(old: Option<&mut Value>, new: Option<&mut Value>) {
         (None, Some(n)) => return mask_secret(n),
         _ => return,
     };
+    mask_last_applied(old);
+    mask_last_applied(new);
     for field in SECRET_VALUE_FIELDS {
         let old_map = old.get(field).and_then(Value::as_object).cloned();
         let new_map = new.get(field).and_then(Value::as_object).cloned();
@@ -298,5 +314,29 @@ mod tests {
         cm["kind"] = json!("ConfigMap");
         mask_secret(&mut cm);
         assert_eq!(cm["data"]["old"], json!("bmV3LXZhbHVl"));
+    }
+
+    /// A Secret once applied with client-side `kubectl apply` (as the Weave Cloud launcher did)
+    /// repeats its values in an annotation: masked too, live or pruned.
+    #[test]
+    fn a_secrets_kubectl_annotation_is_masked() {
+        let r = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: "a".into(),
+            name: "s".into(),
+        };
+        let last = r#"{"apiVersion":"v1","data":{"token":"c2VjcmV0LXRva2Vu"},"kind":"Secret"}"#;
+        let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s",
+            "annotations": {LAST_APPLIED: last}}, "data": {"token": "c2VjcmV0LXRva2Vu"}});
+        let desired = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"token": "bmV3"}});
+        for text in [
+            unified(&r, Some(&live), Some(&desired)).unwrap(),
+            unified(&r, Some(&live), None).unwrap(),
+        ] {
+            assert!(!text.contains("c2VjcmV0LXRva2Vu"), "{text}");
+            assert!(text.contains(LAST_APPLIED), "{text}");
+        }
     }
 }
