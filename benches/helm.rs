@@ -6,7 +6,9 @@
 //! - first: by a fresh `HelmRenderer` (one `helm template` per chart, plus one `helm version`);
 //! - cached: by a renderer that rendered them before (what an unchanged pass costs: assembly and
 //!   digests, no process);
-//! - beside `helm template` run directly on the same charts (already assembled on disk).
+//! - beside `helm template` run directly on the same charts (already assembled on disk);
+//! - as a pass renders them: `pass::helm::render_helm_charts` over 100 ArmadaCharts (with
+//!   `demo-lib` as their Armada dependency) of a loaded repository, one helm process per core.
 //!
 //! Run: `WEFT_HELM="$(tests/helm/ensure)" cargo bench --bench helm`
 
@@ -66,6 +68,34 @@ fn values(i: usize) -> Value {
         "image": {"tag": format!("1.4.{i}")},
         "resources": {"limits": {"memory": format!("{}Mi", 128 + i)}},
     })
+}
+
+/// The same 100 charts as ArmadaCharts of a loaded config repository.
+fn repository(api: &BTreeMap<String, Vec<u8>>, lib: &ChartFiles) -> weft::load::LoadedRepo {
+    let mut files = BTreeMap::new();
+    for (p, c) in &lib.files {
+        files.insert(format!("charts/demo-lib/{p}"), c.clone());
+    }
+    let mut docs = String::from(
+        "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: demo-lib, namespace: apps}\nspec:\n  release: demo-lib\n  namespace: apps\n  source: {type: local, location: charts/demo-lib}\n",
+    );
+    for i in 0..CHARTS {
+        for (p, c) in &chart(i, api, lib).chart.files {
+            files.insert(format!("charts/app-{i}/{p}"), c.clone());
+        }
+        docs.push_str(&format!(
+            "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: app-{i}, namespace: apps}}\nspec:\n  release: site-app-{i}\n  namespace: apps\n  source: {{type: local, location: charts/app-{i}}}\n  dependencies: [demo-lib]\n  values: {}\n",
+            values(i)
+        ));
+    }
+    files.insert("armada.yaml".into(), docs.into_bytes());
+    let snapshot = weft::source::Snapshot {
+        revision: None,
+        files,
+    };
+    let (repo, _) =
+        weft::load::load(std::sync::Arc::new(snapshot)).unwrap_or_else(|e| panic!("{e}"));
+    repo
 }
 
 fn render_all(renderer: &HelmRenderer, charts: &[(ChartTree, Value)]) -> usize {
@@ -139,6 +169,27 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    let repo = repository(&api, &lib);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    group.bench_function(
+        "100 charts, first render of a pass (pass::helm, one helm per core)",
+        |b| {
+            b.iter(|| {
+                let fresh =
+                    std::sync::Arc::new(HelmRenderer::new(HelmLocation::Binary(helm.clone())));
+                let out = runtime
+                    .block_on(weft::pass::helm::render_helm_charts(
+                        &repo,
+                        &weft::source::chart::ChartSources::default(),
+                        &fresh,
+                        None,
+                    ))
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert!(out.failures.is_empty(), "{:?}", out.failures);
+                assert_eq!(out.renders.len(), CHARTS);
+            })
+        },
+    );
     group.sample_size(20);
     group.measurement_time(Duration::from_secs(5));
     group.bench_function("100 charts, cached render (no helm)", |b| {
