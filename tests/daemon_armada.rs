@@ -63,6 +63,34 @@ spec:
     )
 }
 
+/// A test namespace with Weft's CRDs, and an empty config repository served by git daemon.
+struct Fixture {
+    ns: TestNamespace,
+    client: kube::Client,
+    _host: RepoHost,
+    server: GitDaemon,
+    work: WorkTree,
+}
+
+impl Fixture {
+    async fn new(prefix: &str) -> Fixture {
+        let ns = TestNamespace::new(prefix).await;
+        let client = ns.client();
+        support::cluster::install_crds(&client).await;
+        let host = RepoHost::new();
+        let bare = host.create("config.git");
+        let server = GitDaemon::start(&host);
+        let work = WorkTree::new(&bare.display().to_string());
+        Fixture {
+            ns,
+            client,
+            _host: host,
+            server,
+            work,
+        }
+    }
+}
+
 async fn chart_phase(api: &Api<ArmadaChart>, name: &str) -> Option<Phase> {
     api.get(name).await.ok()?.status?.phase
 }
@@ -70,13 +98,13 @@ async fn chart_phase(api: &Api<ArmadaChart>, name: &str) -> Option<Phase> {
 #[tokio::test]
 async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
     let _one = ONE_DAEMON.lock().await;
-    let ns = TestNamespace::new("daemon-armada").await;
-    let client = ns.client();
-    support::cluster::install_crds(&client).await;
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
+    let Fixture {
+        ns,
+        client,
+        _host,
+        server,
+        work,
+    } = Fixture::new("daemon-armada").await;
     work.write(
         "charts/app/Chart.yaml",
         "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n",
@@ -252,13 +280,13 @@ async fn replicas(api: &Api<Deployment>, name: &str) -> Option<i32> {
 #[tokio::test]
 async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_children() {
     let _one = ONE_DAEMON.lock().await;
-    let ns = TestNamespace::new("daemon-armada-drift").await;
-    let client = ns.client();
-    support::cluster::install_crds(&client).await;
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
+    let Fixture {
+        ns,
+        client,
+        _host,
+        server,
+        work,
+    } = Fixture::new("daemon-armada-drift").await;
     work.write(
         "charts/app/Chart.yaml",
         "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n",
@@ -483,13 +511,13 @@ async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_
 #[tokio::test]
 async fn helm_charts_in_the_daemon_see_the_cluster_and_fail_alone() {
     let _one = ONE_DAEMON.lock().await;
-    let ns = TestNamespace::new("daemon-helm").await;
-    let client = ns.client();
-    support::cluster::install_crds(&client).await;
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
+    let Fixture {
+        ns,
+        client,
+        _host,
+        server,
+        work,
+    } = Fixture::new("daemon-helm").await;
     work.write(
         "charts/caps/Chart.yaml",
         "apiVersion: v2\nname: caps\nversion: 1.0.0\n",
@@ -573,8 +601,16 @@ async fn helm_charts_in_the_daemon_see_the_cluster_and_fail_alone() {
         ready.message
     );
     assert!(config_maps.get_opt("needy").await.expect("GET").is_none());
-    let report = d.status().await;
-    assert_eq!(report["lastPass"]["result"], "failed", "{report:#}");
+    // The charts' status is written during the pass, its report when it ends.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let report = d.status().await;
+        if report["lastPass"]["result"] == "failed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{report:#}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     drop(server);
     ns.delete().await;
 }

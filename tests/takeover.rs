@@ -22,12 +22,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{PodTemplateSpec, Secret};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-    PostParams,
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
 };
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
@@ -145,28 +142,6 @@ async fn remove_outside(client: &Client, objects: &[Value], ns: &str) {
                 .delete(name, &DeleteParams::background())
                 .await;
         }
-    }
-}
-
-/// Weft's CRDs, as `kubectl apply -f deploy/` would install them.
-async fn install_crds(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in weft::api::crds() {
-        let name = crd.metadata.name.clone().expect("CRD name");
-        api.patch(
-            &name,
-            &PatchParams::apply("weft-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("CRD {name} not Established"))
-        .expect("watch CRD");
     }
 }
 
@@ -664,7 +639,7 @@ async fn weft_run_takes_over_a_launcher_install_in_the_weavecloud_namespace() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let ns = TestNamespace::new("takeover").await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let launcher = launcher_objects("weave-ns.yaml", ns.name());
     remove_outside(&client, &launcher, ns.name()).await;
     install(&client, &launcher).await;
@@ -733,7 +708,7 @@ async fn takeover_false_leaves_every_launcher_object_in_place() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let ns = TestNamespace::new("takeover-off").await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let launcher = launcher_objects("weave-ns.yaml", ns.name());
     remove_outside(&client, &launcher, ns.name()).await;
     install(&client, &launcher).await;
@@ -821,7 +796,7 @@ async fn weft_run_takes_over_an_older_install_in_kube_system() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let ns = TestNamespace::new("takeover-ks").await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let launcher = launcher_objects("kube-system.yaml", ns.name());
     assert!(
         launcher.iter().all(|o| o["metadata"]["namespace"]
@@ -924,7 +899,7 @@ async fn weft_sync_takes_over_in_its_one_pass_too() {
     let ns = TestNamespace::new("takeover-sync").await;
     let n = ns.name().to_string();
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let launcher = launcher_objects("weave-ns.yaml", &n);
     remove_outside(&client, &launcher, &n).await;
     install(&client, &launcher).await;
