@@ -65,6 +65,18 @@ impl std::fmt::Display for ResourceKey {
     }
 }
 
+/// A Secret's `data` as bytes by key (what every reader of a Secret in Weft wants).
+pub fn secret_bytes(
+    secret: k8s_openapi::api::core::v1::Secret,
+) -> std::collections::BTreeMap<String, Vec<u8>> {
+    secret
+        .data
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect()
+}
+
 /// Every CRD Weft defines, in the order `weft crds` prints them.
 pub fn crds(
 ) -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>

@@ -320,12 +320,7 @@ pub async fn token_data(
     let Some(secret) = api.get_opt(&r.name).await? else {
         return Ok(None);
     };
-    let data: BTreeMap<String, Vec<u8>> = secret
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
+    let data = crate::api::secret_bytes(secret);
     Ok(data.contains_key(&r.key).then_some(data))
 }
 

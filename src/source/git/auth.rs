@@ -260,12 +260,7 @@ pub async fn from_kube_secret(
         // kube errors carry the API status message, never the Secret's data.
         message: e.to_string(),
     })?;
-    let data: BTreeMap<String, Vec<u8>> = secret
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(k, v)| (k, v.0))
-        .collect();
+    let data = crate::api::secret_bytes(secret);
     let creds = Credentials::from_secret_data(&data)?;
     if creds.is_empty() {
         return Err(CredentialsError::EmptySecret {

@@ -3,7 +3,6 @@
 //! kustomize-controller reads them), read from the cluster when a pass needs it and parsed again
 //! only when its `resourceVersion` changed, so a rotated key is used without a restart.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -72,12 +71,7 @@ impl DecryptionSecret {
                 return Ok(Arc::clone(identities));
             }
         }
-        let data: BTreeMap<String, Vec<u8>> = secret
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
+        let data = crate::api::secret_bytes(secret);
         let parsed = identities_from_secret_data(&data);
         // The key material is wiped from memory once parsed.
         for (_, value) in data {
