@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
+use weft::load::budget::Budget;
 use weft::render::armada::{substitute, Builtins};
 use weft::source::chart::ChartSources;
 use weft::source::Snapshot;
@@ -115,7 +116,15 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let mut t = template.clone();
             let mut problems = Vec::new();
-            substitute(&mut t, String::new(), &values, &builtins, &mut problems);
+            let mut budget = Budget::default();
+            substitute(
+                &mut t,
+                String::new(),
+                &values,
+                &builtins,
+                &mut budget,
+                &mut problems,
+            );
             problems.len()
         })
     });

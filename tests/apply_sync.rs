@@ -219,7 +219,7 @@ async fn removed_file_is_pruned_but_foreign_and_protected_objects_survive() {
     assert_ok(&first);
 
     // A foreign object with the owner labels copied from one of ours.
-    let owner_id = Owner::SyncRoot { name: name.clone() }.id().0;
+    let owner_id = Owner::root(&name, &name).id().0;
     let labels = json!({"app.kubernetes.io/managed-by": "weft", "weft.io/owner": owner_id});
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
     let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -375,7 +375,7 @@ async fn a_lost_inventory_is_rebuilt_from_labels_weft_set() {
     let opts = options(&name);
     let mut files = small_repo(&name);
     assert_ok(&pass(&client, &files, &opts).await);
-    let owner = Owner::SyncRoot { name: name.clone() };
+    let owner = Owner::root(&name, &name);
     let owner_id = owner.id().0;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
     let foreign = json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -412,6 +412,50 @@ async fn a_lost_inventory_is_rebuilt_from_labels_weft_set() {
         .await
     );
     ns.delete().await;
+}
+
+/// Issue 14 item 6: two installations with the default `--root-name` in different namespaces
+/// used to share one owner id, so one whose inventory was lost adopted (and pruned) the other's
+/// objects. The root identity now includes Weft's namespace.
+#[tokio::test]
+async fn two_installations_with_the_same_root_name_never_adopt_each_other_s_objects() {
+    let a_ns = TestNamespace::new("apply-inst-a").await;
+    let b_ns = TestNamespace::new("apply-inst-b").await;
+    let (a, b) = (a_ns.name().to_string(), b_ns.name().to_string());
+    let (client, _) = counting_client().await;
+    let opts_a = PassOptions {
+        root_name: "weft".into(),
+        ..options(&a)
+    };
+    let opts_b = PassOptions {
+        root_name: "weft".into(),
+        force_prune: true,
+        ..options(&b)
+    };
+    assert_ne!(
+        Owner::root(&a, "weft").id(),
+        Owner::root(&b, "weft").id(),
+        "the same root name in two namespaces must be two owners"
+    );
+    assert_ok(&pass(&client, &small_repo(&a), &opts_a).await);
+    // Installation B has never stored an inventory: it is rebuilt from the cluster, and must not
+    // find A's objects; with --force-prune and a repository of its own, it prunes none of them.
+    let mut b_files = BTreeMap::new();
+    b_files.insert("config/b.yaml".to_string(), configmap(&b, "b-only", "x"));
+    let r = pass(&client, &b_files, &opts_b).await;
+    assert_ok(&r);
+    assert!(
+        !actions(&r)
+            .values()
+            .any(|(action, _)| *action == Action::Deleted),
+        "B pruned something: {:?}",
+        actions(&r)
+    );
+    for i in 0..6 {
+        assert!(configmap_exists(&client, &a, &format!("cm-{i}")).await);
+    }
+    a_ns.delete().await;
+    b_ns.delete().await;
 }
 
 #[tokio::test]

@@ -39,6 +39,9 @@ async fn kubectl_apply_of_deploy_creates_everything() {
         "clusterrole.rbac.authorization.k8s.io/weft-apply",
         "clusterrolebinding.rbac.authorization.k8s.io/weft-controller",
         "clusterrolebinding.rbac.authorization.k8s.io/weft-apply",
+        "clusterrole.rbac.authorization.k8s.io/weft-agents",
+        "clusterrolebinding.rbac.authorization.k8s.io/weft-agents",
+        "networkpolicy.networking.k8s.io/weft",
         "deployment.apps/weft",
         "service/weft",
         "customresourcedefinition.apiextensions.k8s.io/weaveclouds.cloud.weave.works",
@@ -67,7 +70,7 @@ async fn kubectl_apply_of_deploy_creates_everything() {
         .get("weft")
         .await
         .expect("rolebinding");
-    for name in ["weft-controller", "weft-apply"] {
+    for name in ["weft-controller", "weft-agents", "weft-apply"] {
         Api::<ClusterRole>::all(client.clone())
             .get(name)
             .await
@@ -132,6 +135,63 @@ async fn kubectl_apply_of_deploy_creates_everything() {
         .limits
         .as_ref()
         .is_some_and(|r| r.contains_key("memory")));
+
+    // What the installed ServiceAccount may do, asked of the API server's own RBAC authorizer.
+    let can_i = |args: &[&str]| -> bool {
+        let out = Command::new("kubectl")
+            .args(c.kube_args())
+            .args([
+                "auth",
+                "can-i",
+                "--as=system:serviceaccount:weft-system:weft",
+            ])
+            .args(args)
+            .output()
+            .expect("kubectl auth can-i");
+        let answer = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(
+            answer == "yes" || answer == "no",
+            "kubectl auth can-i {args:?}: {answer}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        answer == "yes"
+    };
+    // Issue 14: the install is not cluster-admin in disguise.
+    for (args, allowed) in [
+        // The agents' own roles, by name, in the launcher's namespace.
+        (&["escalate", "clusterroles/weave-flux-weave"][..], true),
+        (&["bind", "clusterroles/weave-scope-weave"][..], true),
+        // Anything else: no escalate, no bind, no wildcard.
+        (&["bind", "clusterroles/cluster-admin"][..], false),
+        (&["escalate", "clusterroles/cluster-admin"][..], false),
+        (&["escalate", "clusterroles/my-own-role"][..], false),
+        (&["bind", "roles/admin", "-n", "default"][..], false),
+        (&["*", "*"][..], false),
+        (&["impersonate", "users"][..], false),
+        // What it needs.
+        (&["create", "leases", "-n", "weft-system"][..], true),
+        (
+            &["update", "leases/weft-leader", "-n", "weft-system"][..],
+            true,
+        ),
+        (
+            &["update", "leases/someone-else", "-n", "weft-system"][..],
+            false,
+        ),
+        (
+            &[
+                "patch",
+                "weaveclouds.cloud.weave.works/status",
+                "-n",
+                "weave",
+            ][..],
+            true,
+        ),
+        (&["create", "deployments", "-n", "weave"][..], true),
+        (&["create", "rolebindings", "-n", "default"][..], true),
+    ] {
+        assert_eq!(can_i(args), allowed, "can-i {args:?}");
+    }
 
     // Applying again changes nothing.
     let again = Command::new("kubectl")

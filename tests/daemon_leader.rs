@@ -76,7 +76,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     assert_eq!(status, 503, "{body}");
     let leases: Api<Lease> = Api::namespaced(ns.client(), ns.name());
     let holder = leases
-        .get("weft-leader")
+        .get(&weft::daemon::leader::lease_name(ns.name()))
         .await
         .expect("lease")
         .spec
@@ -104,7 +104,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     assert_eq!(status, 202, "{body}");
     wait_value(&api, "two", Duration::from_secs(15), &|| second.logs()).await;
     let holder = leases
-        .get("weft-leader")
+        .get(&weft::daemon::leader::lease_name(ns.name()))
         .await
         .expect("lease")
         .spec
@@ -141,6 +141,83 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
         "takeover after SIGTERM of the leader: {:?}",
         stopped.elapsed()
     );
+    drop(server);
+    ns.delete().await;
+}
+
+/// Issue 14 item 6: a second installation that syncs another repository into the same root (same
+/// namespace, same `--root-name`) used to take turns with the first, each pruning the other's
+/// objects. It now refuses to start while the first one lives, and says why.
+#[tokio::test]
+async fn an_installation_of_another_repository_refuses_to_share_a_live_root() {
+    let ns = TestNamespace::new("daemon-claim").await;
+    let host = RepoHost::new();
+    let server = GitDaemon::start(&host);
+    for repo in ["mine.git", "theirs.git"] {
+        let bare = host.create(repo);
+        let work = WorkTree::new(&bare.display().to_string());
+        work.write("cm.yaml", configmap(ns.name(), repo));
+        work.commit("one");
+        work.push();
+    }
+    let mine = server.url("mine.git");
+    let first = Daemon::start(DaemonOptions {
+        lease_duration: "30s",
+        ..DaemonOptions::new(&mine, ns.name())
+    });
+    first
+        .wait_status("first leads", Duration::from_secs(20), |s| {
+            s["leader"] == true
+        })
+        .await;
+    let leases: Api<Lease> = Api::namespaced(ns.client(), ns.name());
+    let lease = leases
+        .get(&weft::daemon::leader::lease_name(ns.name()))
+        .await
+        .expect("lease");
+    assert_eq!(
+        lease.metadata.annotations.unwrap_or_default()[weft::daemon::leader::SOURCE_ANNOTATION],
+        mine
+    );
+
+    // The other repository, same root: refused, exit 1, nothing applied.
+    let theirs = server.url("theirs.git");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg("run")
+        .args([
+            "--repo",
+            &theirs,
+            "--namespace",
+            ns.name(),
+            "--root-name",
+            ns.name(),
+        ])
+        .args(["--listen", "127.0.0.1:0", "--lease-duration", "30s"])
+        .args(support::cluster::cluster().kube_args())
+        .env_remove("WEFT_REPO")
+        .env("WEFT_HOOKS_LISTEN", "127.0.0.1:0")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("weft run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refusing to start"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "a live installation that syncs `{mine}` (this one syncs `{theirs}`)"
+        )),
+        "{stderr}"
+    );
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    assert_eq!(value(&api).await.as_deref(), Some("mine.git"));
+
+    // A replica of the same installation stands by, as before.
+    let replica = Daemon::start(DaemonOptions {
+        lease_duration: "30s",
+        ..DaemonOptions::new(&mine, ns.name())
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!leader_of(&replica).await, "{}", replica.logs());
     drop(server);
     ns.delete().await;
 }

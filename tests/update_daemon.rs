@@ -139,6 +139,8 @@ async fn weft_run_rolls_back_a_broken_bundle_then_takes_the_newest_good_one() {
     work.push();
     let d = Daemon::start(DaemonOptions {
         controllers: true,
+        // The test channel is plain HTTP on loopback: allowed by the operator, as it must be.
+        extra: vec!["--allowed-channels".into(), channel.url("")],
         ..DaemonOptions::new(&git.url("config.git"), ns.name())
     });
 

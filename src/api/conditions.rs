@@ -63,9 +63,11 @@ impl Condition {
     }
 }
 
-/// Insert or replace `new` in `conditions` by type, keeping the old transition time when the
+/// Insert or replace `new` in `conditions` by type (its message with URL passwords redacted), keeping the old transition time when the
 /// status did not change (as `meta.SetStatusCondition` does), and stamping `now` otherwise.
 pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition, now: &str) {
+    // A condition is read by anyone who may read the resource: no password of a URL in it.
+    new.message = super::redact::redact_url_passwords(&new.message);
     match conditions.iter_mut().find(|c| c.type_ == new.type_) {
         Some(old) => {
             new.last_transition_time = if old.status == new.status {

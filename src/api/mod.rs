@@ -6,6 +6,7 @@
 
 pub mod armada;
 pub mod conditions;
+pub mod redact;
 pub mod weavecloud;
 
 use kube::CustomResourceExt;

@@ -18,7 +18,7 @@ pub const CRON_PATTERN: &str =
 pub const HOSTNAME_PATTERN: &str = r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?\.?(:[0-9]{1,5})?$";
 
 /// An absolute socket path, optionally with the `unix://` scheme.
-pub const CRI_ENDPOINT_PATTERN: &str = r"^(unix://)?/\S+$";
+pub const CRI_ENDPOINT_PATTERN: &str = r"^(unix://)?(/var/run/docker\.sock|/run/docker\.sock|/run/containerd/containerd\.sock|/var/run/containerd/containerd\.sock|/run/k3s/containerd/containerd\.sock|/var/snap/microk8s/common/run/containerd\.sock|/var/run/crio/crio\.sock|/run/crio/crio\.sock|/var/run/crio\.sock|/var/run/cri-dockerd\.sock|/run/cri-dockerd\.sock|/var/run/dockershim\.sock)$";
 
 /// Desired configuration of one Weave Cloud instance; its agents run in its namespace.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -197,8 +197,10 @@ pub struct Scope {
     /// as a launcher install.
     #[serde(default)]
     pub read_only: bool,
-    /// Path of the container runtime socket, e.g. `/var/run/crio.sock` (enables the CRI probe).
-    /// An absolute path, optionally written `unix:///…`: it is mounted from the host.
+    /// Path of the container runtime socket, e.g. `/var/run/crio/crio.sock` (enables the CRI
+    /// probe), optionally written `unix:///…`. It is mounted from the host into scope's
+    /// privileged probe, so it must be one of the known runtime sockets
+    /// ([`KNOWN_RUNTIME_SOCKETS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = CRI_ENDPOINT_PATTERN))]
     pub container_runtime_endpoint: Option<String>,
@@ -306,4 +308,30 @@ pub struct TakeoverStatus {
     /// Launcher objects found and left alone because `spec.general.takeover` is false.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left: Vec<String>,
+}
+
+/// The container runtime sockets `spec.scope.containerRuntimeEndpoint` may name: the standard
+/// paths of Docker, containerd (also k3s's and microk8s's), CRI-O and cri-dockerd. Anything else is
+/// refused, because the path is mounted from the host into a privileged pod: a WeaveCloud must not
+/// be a way to mount `/` or `/etc`.
+pub const KNOWN_RUNTIME_SOCKETS: &[&str] = &[
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/var/run/containerd/containerd.sock",
+    "/run/k3s/containerd/containerd.sock",
+    "/var/snap/microk8s/common/run/containerd.sock",
+    "/var/run/crio/crio.sock",
+    "/run/crio/crio.sock",
+    "/var/run/crio.sock",
+    "/var/run/cri-dockerd.sock",
+    "/run/cri-dockerd.sock",
+    "/var/run/dockershim.sock",
+];
+
+/// `containerRuntimeEndpoint` as a socket path (without `unix://`), if it is a known one.
+pub fn known_runtime_socket(endpoint: &str) -> Option<&'static str> {
+    let e = endpoint.trim();
+    let path = e.strip_prefix("unix://").unwrap_or(e);
+    KNOWN_RUNTIME_SOCKETS.iter().copied().find(|s| *s == path)
 }

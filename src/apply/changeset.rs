@@ -49,7 +49,7 @@ impl Action {
 pub struct Change {
     pub object: ObjectRef,
     /// Who applied (or pruned) it; `owner.reference()` is the readable form
-    /// (`root/weft`, `WeaveCloud/weave/weave-cloud`).
+    /// (`root/weft-system/weft`, `WeaveCloud/weave/weave-cloud`).
     pub owner: Owner,
     pub action: Action,
     /// Why, when it is not obvious: `drifted`, `adopted`, `prune disabled`, …
@@ -168,27 +168,21 @@ mod tests {
         let mut cs = ChangeSet::default();
         cs.push(Change {
             object: r("ConfigMap", "a", "x"),
-            owner: Owner::SyncRoot {
-                name: "weft".into(),
-            },
+            owner: Owner::root("weft-system", "weft"),
             action: Action::Unchanged,
             reason: None,
         });
         assert!(!cs.has_changes());
         cs.push(Change {
             object: r("Namespace", "", "a"),
-            owner: Owner::SyncRoot {
-                name: "weft".into(),
-            },
+            owner: Owner::root("weft-system", "weft"),
             action: Action::Skipped,
             reason: Some("Namespaces are pruned only with weft.io/prune: enabled".into()),
         });
         assert!(!cs.has_changes());
         cs.push(Change {
             object: r("Secret", "a", "s"),
-            owner: Owner::SyncRoot {
-                name: "weft".into(),
-            },
+            owner: Owner::root("weft-system", "weft"),
             action: Action::Deleted,
             reason: None,
         });

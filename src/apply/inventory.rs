@@ -353,9 +353,7 @@ mod tests {
 
     #[test]
     fn next_inventory_keeps_what_could_not_be_pruned() {
-        let root = Owner::SyncRoot {
-            name: "weft".into(),
-        };
+        let root = Owner::root("weft-system", "weft");
         let desired = BTreeMap::from([(
             root.clone(),
             BTreeSet::from([r("v1", "ConfigMap", "a", "x")]),

@@ -69,9 +69,7 @@ mod tests {
     use serde_json::json;
 
     fn root() -> Owner {
-        Owner::SyncRoot {
-            name: "weft".into(),
-        }
+        Owner::root("weft-system", "weft")
     }
 
     fn live(labels: Value, annotations: Value, managed: Value) -> Value {
@@ -101,9 +99,7 @@ mod tests {
                 .to_string(),
             "its weft.io/owner label was not set by weft (copied from another object?)"
         );
-        let other = Owner::SyncRoot {
-            name: "other".into(),
-        };
+        let other = Owner::root("weft-system", "other");
         assert!(proof_of_ownership(
             &live(
                 json!({OWNER_LABEL: other.id().0}),

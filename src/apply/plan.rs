@@ -581,10 +581,7 @@ mod tests {
     }
 
     fn obj(v: Value) -> DesiredObject {
-        Owner::SyncRoot {
-            name: "weft".into(),
-        }
-        .adopt(v, 0, None)
+        Owner::root("weft-system", "weft").adopt(v, 0, None)
     }
 
     #[test]
@@ -672,9 +669,7 @@ mod tests {
 
     #[test]
     fn owner_selector_lists_every_owner_once() {
-        let a = Owner::SyncRoot {
-            name: "weft".into(),
-        };
+        let a = Owner::root("weft-system", "weft");
         let s = owner_selector([&a, &a]);
         assert_eq!(s, format!("weft.io/owner in ({})", a.id()));
     }

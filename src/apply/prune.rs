@@ -319,9 +319,7 @@ mod tests {
     }
 
     fn root() -> Owner {
-        Owner::SyncRoot {
-            name: "weft".into(),
-        }
+        Owner::root("weft-system", "weft")
     }
 
     fn live(labels: Value, annotations: Value, managed: Value) -> Value {
@@ -372,7 +370,7 @@ mod tests {
         let errs = guard(std::slice::from_ref(&inv), &c, &PruneOptions::default());
         assert_eq!(
             errs[0].to_string(),
-            "refusing to prune 3 of 3 objects of root/weft (100% > 50% allowed by --max-prune-fraction); nothing was pruned. Check the repository, or rerun with --force-prune"
+            "refusing to prune 3 of 3 objects of root/weft-system/weft (100% > 50% allowed by --max-prune-fraction); nothing was pruned. Check the repository, or rerun with --force-prune"
         );
         let forced = PruneOptions {
             force: true,

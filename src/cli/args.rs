@@ -13,8 +13,12 @@ use clap::Args;
 use kube::Client;
 
 use crate::apply::calls::{self, CallCounts};
+use crate::daemon::state::WatchNamespaces;
 use crate::pass::PassOptions;
 use crate::source::git::auth::{self as credentials, Credentials};
+use crate::source::policy::{
+    ChannelPolicy, ChartSourcePolicy, UrlAllowList, DEFAULT_CHART_SOURCES,
+};
 use crate::source::sops::{self, Decryption, DecryptionSecret, Identity};
 use crate::source::{self, Snapshot, SnapshotLimits};
 
@@ -226,6 +230,56 @@ impl DecryptionArgs {
                 .decryption_secret
                 .as_deref()
                 .map(|name| Arc::new(DecryptionSecret::new(client.clone(), namespace, name))),
+        })
+    }
+}
+
+/// What the daemon's custom resources may reach (`weft run`): whose WeaveClouds and Armada
+/// resources it acts on, which agent channels and chart sources they may name. See
+/// docs/security.md.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TrustArgs {
+    /// Namespaces whose WeaveClouds and Armada resources the controllers act on
+    /// (comma-separated; default: every namespace).
+    #[arg(long, env = "WEFT_WATCH_NAMESPACES", value_delimiter = ',')]
+    pub watch_namespaces: Vec<String>,
+    /// URL prefixes a WeaveCloud's `wcPollUrl` may name (comma-separated). Default: only
+    /// `https://<wcHostname>/` of that WeaveCloud (no channel at all uses the built-in bundle).
+    #[arg(long, env = "WEFT_ALLOWED_CHANNELS")]
+    pub allowed_channels: Option<String>,
+    /// URL prefixes git and tar chart sources may name (comma-separated). Never `file://` nor a
+    /// path of the pod's filesystem; `type: local` charts in the config repository are always
+    /// allowed.
+    #[arg(long, env = "WEFT_ALLOWED_CHART_SOURCES", default_value = DEFAULT_CHART_SOURCES)]
+    pub allowed_chart_sources: String,
+}
+
+/// The daemon's trust settings, checked.
+#[derive(Clone, Debug, Default)]
+pub struct Trust {
+    pub watch_namespaces: WatchNamespaces,
+    pub allowed_channels: ChannelPolicy,
+    pub chart_sources: ChartSourcePolicy,
+}
+
+impl TrustArgs {
+    /// The settings, or an error naming the flag whose prefix is not a URL prefix.
+    pub fn trust(&self) -> anyhow::Result<Trust> {
+        let allowed_channels = ChannelPolicy {
+            allowed: self
+                .allowed_channels
+                .as_deref()
+                .map(UrlAllowList::parse)
+                .transpose()
+                .context("--allowed-channels")?,
+        };
+        let chart_sources = ChartSourcePolicy::Remote(
+            UrlAllowList::parse(&self.allowed_chart_sources).context("--allowed-chart-sources")?,
+        );
+        Ok(Trust {
+            watch_namespaces: WatchNamespaces::only(self.watch_namespaces.iter().cloned()),
+            allowed_channels,
+            chart_sources,
         })
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs};
+use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs, TrustArgs};
 use super::run::{self as wiring, RunConfig};
 use crate::daemon::leader;
 use crate::source::git::auth::Credentials;
@@ -24,6 +24,8 @@ pub struct RunArgs {
     pub apply: ApplyArgs,
     #[command(flatten)]
     pub decryption: DecryptionArgs,
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// How often to check the repository for a new revision (`30s`, `1m`, `5m`).
     #[arg(long, env = "WEFT_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
     pub interval: Duration,
@@ -60,7 +62,13 @@ impl RunArgs {
             Some(c) => c,
             None => Credentials::from_env().context("reading git credentials")?,
         };
+        let trust = self.trust.trust()?;
+        let mut pass_options = self
+            .apply
+            .pass_options(&self.cluster.namespace, repo.clone());
+        pass_options.chart_sources = trust.chart_sources.clone();
         Ok(RunConfig {
+            trust,
             credentials,
             repo: repo.clone(),
             git_ref: self.repo.git_ref.clone(),
@@ -70,7 +78,7 @@ impl RunArgs {
             listen: self.listen.clone(),
             sync_token_file: self.sync_token_file.clone(),
             webhook_secret_file: self.webhook_secret_file.clone(),
-            pass_options: self.apply.pass_options(&self.cluster.namespace, repo),
+            pass_options,
             lease_duration: self.lease_duration,
             cache_dir: self.cache_dir.clone(),
             shutdown_grace: self.shutdown_grace,

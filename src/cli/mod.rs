@@ -52,7 +52,7 @@ enum Command {
     /// changes, 1 changes, 2 error.
     Diff(sync::SyncArgs),
     /// The daemon: poll and sync the repository, reconcile Weft's resources, serve the HTTP API, until SIGTERM.
-    Run(daemon::RunArgs),
+    Run(Box<daemon::RunArgs>),
     /// Ask a running daemon to sync now (`POST /api/v1/sync`); `--wait` waits for the pass and prints its result.
     Trigger(trigger::TriggerArgs),
 }
@@ -94,7 +94,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Sync(args) => sync::sync(args),
         Command::Diff(args) => sync::diff(args),
-        Command::Run(args) => daemon::run(args),
+        Command::Run(args) => daemon::run(*args),
         Command::Trigger(args) => trigger::trigger(args),
     }
 }

@@ -61,6 +61,9 @@ pub struct RunConfig {
     pub controllers: bool,
     /// Credentials of the config repository (`--git-secret`, or files); read once at start.
     pub credentials: crate::source::git::auth::Credentials,
+    /// Whose custom resources the controllers act on, which channels and chart sources they
+    /// may name.
+    pub trust: super::args::Trust,
 }
 
 fn read_secret(
@@ -89,6 +92,17 @@ fn read_secret(
             path: path.display().to_string(),
             source,
         }),
+    }
+}
+
+/// What this installation syncs, as recorded on its Lease: the repository (password redacted)
+/// and `--path`. The ref is left out: following another branch of the same repository is the
+/// same installation.
+fn claim(cfg: &RunConfig) -> String {
+    let repo = crate::source::git::redact_url_passwords(&cfg.repo);
+    match cfg.path.as_deref().map(|p| p.trim_matches('/')) {
+        Some(path) if !path.is_empty() => format!("{repo}//{path}"),
+        _ => repo,
     }
 }
 
@@ -137,7 +151,8 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
             identity: cfg.identity.clone(),
             ..Default::default()
         },
-    );
+    )
+    .with_watch_namespaces(cfg.trust.watch_namespaces.clone());
     let (ready_tx, ready_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
 
@@ -181,6 +196,8 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
             identity: cfg.identity.clone(),
             controllers: cfg.controllers,
             pass_options: cfg.pass_options.clone(),
+            allowed_channels: cfg.trust.allowed_channels.clone(),
+            claim: Some(claim(&cfg)),
         },
         state.clone(),
         source,

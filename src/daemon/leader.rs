@@ -30,6 +30,15 @@ pub enum LeaderError {
     /// Another replica holds the Lease now.
     #[error("another replica took the leader Lease")]
     TakenOver,
+    /// A live installation that syncs another repository holds this root's Lease.
+    #[error("the sync root's Lease {namespace}/{name} is held by `{holder}`, a live installation that syncs `{theirs}` (this one syncs `{ours}`): two installations must not share a root. Give this one its own --root-name or --namespace")]
+    Claimed {
+        namespace: String,
+        name: String,
+        holder: String,
+        theirs: String,
+        ours: String,
+    },
     /// Renewing failed for longer than the renew deadline.
     #[error("could not renew the leader Lease for {}s: {source}", .deadline.as_secs())]
     NotRenewed {
@@ -54,6 +63,24 @@ pub struct LeaseConfig {
     pub renew_deadline: Duration,
     /// How often candidates retry and leaders renew.
     pub retry_period: Duration,
+    /// What this installation syncs (its repository, redacted, and path): recorded on the Lease
+    /// ([`SOURCE_ANNOTATION`]) so that an installation of another repository that would share
+    /// the root refuses to start instead of taking turns with this one.
+    pub claim: Option<String>,
+}
+
+/// The annotation of the Lease that says which repository its holder syncs.
+pub const SOURCE_ANNOTATION: &str = "weft.io/source";
+
+/// The Lease of the sync root `root_name`: `weft-leader` for the default root (as every release
+/// before named it), `weft-leader-<root>` for the others, so that two roots in one namespace are
+/// elected apart.
+pub fn lease_name(root_name: &str) -> String {
+    if root_name == "weft" {
+        "weft-leader".to_string()
+    } else {
+        format!("weft-leader-{root_name}")
+    }
 }
 
 impl LeaseConfig {
@@ -67,7 +94,20 @@ impl LeaseConfig {
             lease_duration,
             renew_deadline: lease_duration.mul_f64(2.0 / 3.0),
             retry_period: (lease_duration / 7).max(Duration::from_millis(200)),
+            claim: None,
         }
+    }
+
+    /// The Lease of the sync root `root_name` (see [`lease_name`]).
+    pub fn for_root(mut self, root_name: &str) -> Self {
+        self.name = lease_name(root_name);
+        self
+    }
+
+    /// Record (and check) what this installation syncs.
+    pub fn claiming(mut self, claim: Option<String>) -> Self {
+        self.claim = claim;
+        self
     }
 }
 
@@ -116,6 +156,35 @@ impl LeaderElector {
         }
     }
 
+    fn claim_annotations(&self) -> Option<std::collections::BTreeMap<String, String>> {
+        let claim = self.cfg.claim.clone()?;
+        Some([(SOURCE_ANNOTATION.to_string(), claim)].into())
+    }
+
+    /// A live holder that syncs another repository: this installation must not run beside it.
+    fn check_claim(&self, lease: &Lease, holder: &str) -> Result<(), LeaderError> {
+        let (Some(ours), Some(theirs)) = (
+            self.cfg.claim.as_deref(),
+            lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SOURCE_ANNOTATION)),
+        ) else {
+            return Ok(());
+        };
+        if ours == theirs {
+            return Ok(());
+        }
+        Err(LeaderError::Claimed {
+            namespace: self.cfg.namespace.clone(),
+            name: self.cfg.name.clone(),
+            holder: holder.to_string(),
+            theirs: theirs.clone(),
+            ours: ours.to_string(),
+        })
+    }
+
     /// One attempt: take the Lease if it is free or expired, renew it if we hold it. `Ok(true)`
     /// when we hold it afterwards; `Ok(false)` when someone else does (or won a race).
     pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaderError> {
@@ -131,6 +200,7 @@ impl LeaderElector {
                 metadata: ObjectMeta {
                     name: Some(self.cfg.name.clone()),
                     namespace: Some(self.cfg.namespace.clone()),
+                    annotations: self.claim_annotations(),
                     ..Default::default()
                 },
                 spec: Some(LeaseSpec {
@@ -167,6 +237,7 @@ impl LeaderElector {
                 .map(Duration::from_secs)
                 .unwrap_or(self.cfg.lease_duration);
             if observed_at.elapsed() < their_duration {
+                self.check_claim(&lease, other)?;
                 tracing::debug!(
                     holder = other,
                     "the leader Lease is held by another replica"
@@ -187,6 +258,13 @@ impl LeaderElector {
             lease_transitions: Some(spec.lease_transitions.unwrap_or(0) + i32::from(!held_by_me)),
             ..spec
         });
+        if let Some(annotations) = self.claim_annotations() {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .extend(annotations);
+        }
         // replace() sends our resourceVersion: a concurrent writer makes this a 409.
         match self
             .api
@@ -199,15 +277,17 @@ impl LeaderElector {
         }
     }
 
-    /// Wait until we are the leader (`true`) or `stop` turns true (`false`).
-    pub async fn acquire(&mut self, stop: &mut watch::Receiver<bool>) -> bool {
+    /// Wait until we are the leader (`true`) or `stop` turns true (`false`); `Err` when a live
+    /// installation of another repository holds the Lease ([`LeaderError::Claimed`]).
+    pub async fn acquire(&mut self, stop: &mut watch::Receiver<bool>) -> Result<bool, LeaderError> {
         let mut announced = false;
         loop {
             if *stop.borrow() {
-                return false;
+                return Ok(false);
             }
             match self.try_acquire_or_renew().await {
-                Ok(true) => return true,
+                Ok(true) => return Ok(true),
+                Err(e @ LeaderError::Claimed { .. }) => return Err(e),
                 Ok(false) => {
                     if !announced {
                         tracing::info!(lease = %self.cfg.name, "standing by: another replica leads");

@@ -24,6 +24,8 @@ use crate::pass::PassOptions;
 pub enum DaemonError {
     #[error("leadership lost: {0}; stopping so that only one replica works")]
     LeadershipLost(#[source] LeaderError),
+    #[error("refusing to start: {0}")]
+    Claimed(#[source] Box<LeaderError>),
     #[error("leadership lost: the Lease holder task failed: {0}")]
     LeaseTask(#[source] tokio::task::JoinError),
 }
@@ -43,6 +45,10 @@ pub struct DaemonConfig {
     /// Run the custom resource controllers (WeaveCloud, ArmadaChart) and the agent updater.
     pub controllers: bool,
     pub pass_options: PassOptions,
+    /// Which agent channels a WeaveCloud may name (`--allowed-channels`).
+    pub allowed_channels: crate::source::policy::ChannelPolicy,
+    /// What this installation syncs, recorded on its Lease (see [`LeaseConfig::claim`]).
+    pub claim: Option<String>,
 }
 
 /// The daemon: the sync root, the controllers and the updater over one [`DaemonState`].
@@ -73,9 +79,15 @@ impl Daemon {
             state,
             source,
         } = self;
-        let lease = LeaseConfig::new(&config.namespace, &config.identity, config.lease_duration);
+        let lease = LeaseConfig::new(&config.namespace, &config.identity, config.lease_duration)
+            .for_root(&config.pass_options.root_name)
+            .claiming(config.claim.clone());
         let mut elector = LeaderElector::new(state.client.clone(), lease);
-        if !elector.acquire(&mut stop).await {
+        if !elector
+            .acquire(&mut stop)
+            .await
+            .map_err(|e| DaemonError::Claimed(Box::new(e)))?
+        {
             return Ok(());
         }
         tracing::info!(identity = %config.identity, "acquired the leader Lease; reconciling");
@@ -99,7 +111,7 @@ impl Daemon {
         let poll_task = tokio::spawn(poll(state.clone(), config.interval));
         let controllers = config
             .controllers
-            .then(|| start_controllers(&state, &config.pass_options, &shutdown));
+            .then(|| start_controllers(&state, &config, &shutdown));
 
         // Wait for the stop request or for the Lease holder to give up.
         let lost = tokio::select! {
@@ -145,14 +157,16 @@ impl Daemon {
 /// they run until `shutdown` says stop.
 fn start_controllers(
     state: &DaemonState,
-    pass_options: &PassOptions,
+    config: &DaemonConfig,
     shutdown: &Shutdown,
 ) -> Vec<JoinHandle<()>> {
+    let pass_options = &config.pass_options;
     let updater = Updater::new(
         state.clone(),
         UpdateOptions {
             weft_namespace: pass_options.weft_namespace.clone(),
             health_timeout: pass_options.timeout,
+            allowed_channels: config.allowed_channels.clone(),
             ..UpdateOptions::default()
         },
     )

@@ -3,6 +3,7 @@
 //! Pure: no I/O, no cluster.
 
 pub mod armada;
+pub mod budget;
 pub mod schema;
 pub mod sops;
 pub mod yaml;
@@ -185,13 +186,69 @@ pub fn load(snapshot: Arc<Snapshot>) -> Result<(LoadedRepo, Diagnostics), LoadEr
 
 /// Load every `*.yaml`/`*.yml` of the snapshot (SOPS files decrypted with `opts`' identities).
 /// Returns the typed repository and its warnings, or every error found (not just the first).
+///
+/// A directory holding a `Chart.yaml` is skipped only when an Armada chart names it as its
+/// `local` source: a stray `Chart.yaml` gets a warning and its directory is loaded like any other,
+/// so adding one can never make manifests vanish from git (and be pruned).
 pub fn load_with(
     snapshot: Arc<Snapshot>,
     opts: &LoadOptions,
 ) -> Result<(LoadedRepo, Diagnostics), LoadError> {
-    let mut diags = Diagnostics::default();
-    let mut cleartexts = sops::Cleartexts::default();
-    let charts = chart_dirs(&snapshot);
+    let candidates = chart_dirs(&snapshot);
+    let mut loader = Loader {
+        opts,
+        diags: Diagnostics::default(),
+        cleartexts: sops::Cleartexts::default(),
+        wc_schema: crd_schema(WeaveCloud::crd()),
+        seen: HashMap::new(),
+        armada_docs: Vec::new(),
+        weaveclouds: Vec::new(),
+        manifests: Vec::new(),
+    };
+    // Outside every chart directory first: the Armada documents say which ones are charts.
+    for (path, bytes) in snapshot.files.iter() {
+        if !under_any(path, &candidates) {
+            loader.file(path, bytes);
+        }
+    }
+    let referenced = armada::local_chart_dirs(&loader.armada_docs);
+    let (charts, stray): (Vec<String>, Vec<String>) = candidates
+        .into_iter()
+        .partition(|dir| under_any(dir, &referenced));
+    for dir in &stray {
+        loader.diags.warning(
+            Origin {
+                file: format!("{dir}Chart.yaml"),
+                pos: Pos { line: 1, col: 1 },
+            },
+            format!(
+                "no Armada chart has `{}` as its local source, so this directory is loaded as \
+                 manifests; reference it from a chart (`source.type: local`) or move it out of the \
+                 synced path",
+                if dir.is_empty() {
+                    "."
+                } else {
+                    dir.trim_end_matches('/')
+                }
+            ),
+        );
+    }
+    for (path, bytes) in snapshot.files.iter() {
+        if under_any(path, &stray)
+            && !under_any(path, &referenced)
+            && !is_chart_metadata(path, &stray)
+        {
+            loader.file(path, bytes);
+        }
+    }
+    let Loader {
+        mut diags,
+        mut cleartexts,
+        armada_docs,
+        weaveclouds,
+        manifests,
+        ..
+    } = loader;
     // Charts read their files from the repository's snapshot: encrypted ones in cleartext.
     let snapshot = match sops::decrypt_chart_files(
         &snapshot,
@@ -203,109 +260,13 @@ pub fn load_with(
         Some(decrypted) => Arc::new(decrypted),
         None => snapshot,
     };
-    let mut repo = LoadedRepo {
+    let repo = LoadedRepo {
         revision: snapshot.revision.clone(),
-        snapshot: snapshot.clone(),
-        ..LoadedRepo::default()
+        snapshot,
+        weaveclouds,
+        manifests,
+        armada: armada::load(armada_docs, &mut diags),
     };
-    let wc_schema = crd_schema(WeaveCloud::crd());
-    let mut seen: HashMap<String, Origin> = HashMap::new();
-    let mut armada_docs = Vec::new();
-
-    for (path, bytes) in snapshot.files.iter() {
-        if !is_yaml(path)
-            || is_sops_config(path)
-            || charts
-                .iter()
-                .any(|c| c.is_empty() || path.starts_with(c.as_str()))
-        {
-            continue;
-        }
-        let file_origin = Origin {
-            file: path.clone(),
-            pos: Pos { line: 1, col: 1 },
-        };
-        let Ok(text) = std::str::from_utf8(bytes) else {
-            diags.error(file_origin, "file is not valid UTF-8");
-            continue;
-        };
-        let mut docs = match yaml::parse_documents(text, YamlLimits::default()) {
-            Ok(d) => d,
-            Err(e) => {
-                diags.error(
-                    Origin {
-                        file: path.clone(),
-                        pos: e.pos,
-                    },
-                    e.message,
-                );
-                continue;
-            }
-        };
-        let decryption = sops::decrypt_documents(
-            path,
-            bytes,
-            &mut docs,
-            &opts.identities,
-            &mut cleartexts,
-            &mut diags,
-        );
-        if decryption == sops::FileDecryption::Failed {
-            continue;
-        }
-        for doc in docs {
-            let raw = RawDoc {
-                origin: Origin {
-                    file: path.clone(),
-                    pos: doc.positions.get("").unwrap_or(doc.start),
-                },
-                value: doc.value,
-                positions: doc.positions,
-            };
-            match &raw.value {
-                Value::Null => continue,
-                Value::Object(_) => {}
-                other => {
-                    diags.error(
-                        raw.origin.clone(),
-                        format!(
-                            "a document must be a mapping (an object), not {}",
-                            schema_type(other)
-                        ),
-                    );
-                    continue;
-                }
-            }
-            if armada::is_native(&raw.value) {
-                armada_docs.push(raw);
-                continue;
-            }
-            let Some(identity) = identify(&raw, &mut diags) else {
-                continue;
-            };
-            if let Some(first) = seen.get(&identity.key) {
-                diags.error(
-                    raw.origin.clone(),
-                    format!("{} is defined twice: first at {first}", identity.display),
-                );
-                continue;
-            }
-            seen.insert(identity.key.clone(), raw.origin.clone());
-            if identity.api_version == WEAVECLOUD_API_VERSION && identity.kind == "WeaveCloud" {
-                if let Some(wc) = load_weavecloud(raw, &wc_schema, &mut diags) {
-                    repo.weaveclouds.push(wc);
-                }
-            } else if armada::is_armada_cr(&identity.api_version, &identity.kind) {
-                armada_docs.push(raw);
-            } else {
-                repo.manifests.push(Sourced {
-                    value: raw.value,
-                    origin: raw.origin,
-                });
-            }
-        }
-    }
-    repo.armada = armada::load(armada_docs, &mut diags);
     check_one_weavecloud_per_namespace(&repo, &mut diags);
     for d in &mut diags.0 {
         d.message = cleartexts.redact(&d.message);
@@ -315,6 +276,132 @@ pub fn load_with(
         return Err(LoadError(diags));
     }
     Ok((repo, diags))
+}
+
+/// A chart's own description (`Chart.yaml`, `values.yaml`, `requirements.yaml` directly in a
+/// chart directory of `dirs`): never a manifest, even in a chart no Armada chart names.
+fn is_chart_metadata(path: &str, dirs: &[String]) -> bool {
+    const METADATA: &[&str] = &["Chart.yaml", "values.yaml", "requirements.yaml"];
+    dirs.iter().any(|d| {
+        path.strip_prefix(d.as_str())
+            .is_some_and(|rest| METADATA.contains(&rest))
+    })
+}
+
+/// `path` lies in one of `dirs` (directory prefixes ending in `/`, `""` for the root).
+fn under_any(path: &str, dirs: &[String]) -> bool {
+    dirs.iter()
+        .any(|d| d.is_empty() || path.starts_with(d.as_str()))
+}
+
+/// The state of one load while it goes through the files.
+struct Loader<'a> {
+    opts: &'a LoadOptions,
+    diags: Diagnostics,
+    cleartexts: sops::Cleartexts,
+    wc_schema: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    seen: HashMap<String, Origin>,
+    armada_docs: Vec<RawDoc>,
+    weaveclouds: Vec<Sourced<WeaveCloud>>,
+    manifests: Vec<Sourced<Value>>,
+}
+
+impl Loader<'_> {
+    /// Parse, decrypt and classify the documents of one file.
+    fn file(&mut self, path: &str, bytes: &[u8]) {
+        if !is_yaml(path) || is_sops_config(path) {
+            return;
+        }
+        let diags = &mut self.diags;
+        let file_origin = Origin {
+            file: path.to_string(),
+            pos: Pos { line: 1, col: 1 },
+        };
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            diags.error(file_origin, "file is not valid UTF-8");
+            return;
+        };
+        let mut docs = match yaml::parse_documents(text, YamlLimits::default()) {
+            Ok(d) => d,
+            Err(e) => {
+                diags.error(
+                    Origin {
+                        file: path.to_string(),
+                        pos: e.pos,
+                    },
+                    e.message,
+                );
+                return;
+            }
+        };
+        let decryption = sops::decrypt_documents(
+            path,
+            bytes,
+            &mut docs,
+            &self.opts.identities,
+            &mut self.cleartexts,
+            diags,
+        );
+        if decryption == sops::FileDecryption::Failed {
+            return;
+        }
+        for doc in docs {
+            let raw = RawDoc {
+                origin: Origin {
+                    file: path.to_string(),
+                    pos: doc.positions.get("").unwrap_or(doc.start),
+                },
+                value: doc.value,
+                positions: doc.positions,
+            };
+            self.document(raw);
+        }
+    }
+
+    fn document(&mut self, raw: RawDoc) {
+        let diags = &mut self.diags;
+        match &raw.value {
+            Value::Null => return,
+            Value::Object(_) => {}
+            other => {
+                diags.error(
+                    raw.origin.clone(),
+                    format!(
+                        "a document must be a mapping (an object), not {}",
+                        schema_type(other)
+                    ),
+                );
+                return;
+            }
+        }
+        if armada::is_native(&raw.value) {
+            self.armada_docs.push(raw);
+            return;
+        }
+        let Some(identity) = identify(&raw, diags) else {
+            return;
+        };
+        if let Some(first) = self.seen.get(&identity.key) {
+            diags.error(
+                raw.origin.clone(),
+                format!("{} is defined twice: first at {first}", identity.display),
+            );
+            return;
+        }
+        self.seen.insert(identity.key.clone(), raw.origin.clone());
+        if identity.api_version == WEAVECLOUD_API_VERSION && identity.kind == "WeaveCloud" {
+            if let Some(wc) = load_weavecloud(raw, &self.wc_schema, diags) {
+                self.weaveclouds.push(wc);
+            }
+        } else if armada::is_armada_cr(&identity.api_version, &identity.kind) {
+            self.armada_docs.push(raw);
+        } else {
+            self.manifests.push(Sourced {
+                value: raw.value,
+                origin: raw.origin,
+            });
+        }
+    }
 }
 
 struct Identity {
@@ -505,6 +592,18 @@ fn load_weavecloud(
             ok = false;
         }
     }
+    if let Some(endpoint) = wc.spec.scope.container_runtime_endpoint.as_deref() {
+        if crate::api::weavecloud::known_runtime_socket(endpoint).is_none() {
+            diags.error(
+                raw.origin_of("/spec/scope/containerRuntimeEndpoint"),
+                format!(
+                    "`spec.scope.containerRuntimeEndpoint: {endpoint}` is not a known container runtime socket: it is mounted from the host into scope's privileged probe, so only {} are accepted",
+                    crate::api::weavecloud::KNOWN_RUNTIME_SOCKETS.join(", ")
+                ),
+            );
+            ok = false;
+        }
+    }
     if wc.metadata.namespace.as_deref().unwrap_or("").is_empty() {
         diags.error(
             raw.origin_of("/metadata"),
@@ -536,3 +635,6 @@ fn check_one_weavecloud_per_namespace(repo: &LoadedRepo, diags: &mut Diagnostics
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

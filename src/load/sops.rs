@@ -275,6 +275,11 @@ mod tests {
                 "apiVersion: v2\nname: c\nversion: 0.1.0\n",
             ),
             ("charts/c/values.yaml", KAT_YAML),
+            // The chart directory is a chart because a chart names it.
+            (
+                "armada.yaml",
+                "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: c, namespace: default}\nspec:\n  release: c\n  namespace: default\n  source: {type: local, location: charts/c}\n",
+            ),
             (
                 "charts/c/templates/cm.yaml",
                 "kind: ConfigMap # ENC[AES256_GCM, in a comment\n",

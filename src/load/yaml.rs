@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 use serde_json::{Map, Number, Value};
 
+use super::budget::{self, Budget, Limits, Size};
+
 /// A 1-based line and column in a file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pos {
@@ -85,8 +87,10 @@ pub struct YamlError {
 /// Limits that keep parsing bounded.
 #[derive(Clone, Copy, Debug)]
 pub struct YamlLimits {
-    /// Maximum nodes created by alias expansion in one file, beyond the file's own nodes.
+    /// Maximum nodes copied by anchors and aliases in one file, beyond the file's own nodes.
     pub max_alias_nodes: usize,
+    /// Maximum bytes of text (strings and keys) copied by anchors and aliases in one file.
+    pub max_alias_bytes: usize,
     /// Maximum nesting depth.
     pub max_depth: usize,
 }
@@ -95,6 +99,7 @@ impl Default for YamlLimits {
     fn default() -> Self {
         YamlLimits {
             max_alias_nodes: 100_000,
+            max_alias_bytes: 16 * 1024 * 1024,
             max_depth: 256,
         }
     }
@@ -105,7 +110,11 @@ pub fn parse_documents(text: &str, limits: YamlLimits) -> Result<Vec<YamlDoc>, Y
     let mut builder = Builder {
         limits,
         anchors: HashMap::new(),
-        alias_nodes: 0,
+        copies: Budget::new(Limits {
+            max_nodes: limits.max_alias_nodes,
+            max_bytes: limits.max_alias_bytes,
+            max_depth: usize::MAX,
+        }),
         docs: Vec::new(),
         stack: Vec::new(),
         positions: Positions::default(),
@@ -145,8 +154,9 @@ enum Frame {
 struct Builder {
     limits: YamlLimits,
     /// anchor id → (value, node count)
-    anchors: HashMap<usize, (Value, usize)>,
-    alias_nodes: usize,
+    anchors: HashMap<usize, (Value, Size)>,
+    /// What anchors and aliases copied so far in this file.
+    copies: Budget,
     docs: Vec<YamlDoc>,
     stack: Vec<Frame>,
     positions: Positions,
@@ -193,26 +203,24 @@ impl Builder {
                 let value =
                     resolve_scalar(&text, style, tag.as_deref().map(|t| t.suffix.as_str()), pos)?;
                 if anchor > 0 {
-                    self.anchors.insert(anchor, (value.clone(), 1));
+                    self.anchor(anchor, &value, pos)?;
                 }
                 self.push_value(value, 1, pos)
             }
             Event::Alias(id) => {
-                let (value, nodes) = self.anchors.get(&id).cloned().ok_or_else(|| YamlError {
-                    pos,
-                    message: "alias refers to an unknown anchor".into(),
-                })?;
-                self.alias_nodes += nodes;
-                if self.alias_nodes > self.limits.max_alias_nodes {
-                    return Err(YamlError {
-                        pos,
-                        message: format!(
-                            "YAML aliases expand to more than {} nodes (an alias bomb?); refusing to expand further",
-                            self.limits.max_alias_nodes
-                        ),
-                    });
-                }
-                self.push_value(value, nodes, pos)
+                let size = match self.anchors.get(&id) {
+                    Some((_, size)) => *size,
+                    None => {
+                        return Err(YamlError {
+                            pos,
+                            message: "alias refers to an unknown anchor".into(),
+                        })
+                    }
+                };
+                // Charge before cloning: a refused alias never copies.
+                self.charge_copy(size, pos)?;
+                let value = self.anchors[&id].0.clone();
+                self.push_value(value, size.nodes, pos)
             }
             Event::SequenceStart(anchor, _) => {
                 self.check_depth(pos)?;
@@ -249,7 +257,7 @@ impl Builder {
                 }) => {
                     let value = Value::Array(items);
                     if anchor > 0 {
-                        self.anchors.insert(anchor, (value.clone(), nodes));
+                        self.anchor(anchor, &value, pos)?;
                     }
                     self.attach(value, nodes, pos)
                 }
@@ -287,7 +295,7 @@ impl Builder {
                     }
                     let value = Value::Object(map);
                     if anchor > 0 {
-                        self.anchors.insert(anchor, (value.clone(), nodes));
+                        self.anchor(anchor, &value, pos)?;
                     }
                     self.attach(value, nodes, pos)
                 }
@@ -297,6 +305,26 @@ impl Builder {
                 }),
             },
         }
+    }
+
+    /// Keep a copy of an anchored collection for its aliases. The copy is charged to the alias
+    /// budget like an alias: anchors nested in anchors would otherwise copy each subtree once
+    /// per enclosing anchor (a file of nested anchors costs depth × size without one alias).
+    fn anchor(&mut self, id: usize, value: &Value, pos: Pos) -> Result<(), YamlError> {
+        let size = budget::measure(value, self.copies.limits());
+        self.charge_copy(size, pos)?;
+        self.anchors.insert(id, (value.clone(), size));
+        Ok(())
+    }
+
+    fn charge_copy(&mut self, size: Size, pos: Pos) -> Result<(), YamlError> {
+        self.copies
+            .nodes(size.nodes)
+            .and_then(|()| self.copies.bytes(size.bytes))
+            .map_err(|e| YamlError {
+                pos,
+                message: format!("YAML anchors and aliases {e} (an alias bomb?)"),
+            })
     }
 
     fn check_depth(&self, pos: Pos) -> Result<(), YamlError> {
@@ -562,6 +590,34 @@ mod tests {
         assert!(err.message.contains("alias bomb"), "{err}");
         // 10^12 nodes if expanded; refusing must not take long (a generous bound, not a benchmark).
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn nested_anchors_are_charged_like_aliases() {
+        // No alias at all: 200 nested anchored lists around 1,000 scalars would copy 200,000
+        // nodes if each anchor's copy were free.
+        let depth = 200;
+        let mut text = String::new();
+        for i in 0..depth {
+            text.push_str(&format!("{}- &n{i}\n", "  ".repeat(i)));
+        }
+        for j in 0..1000 {
+            text.push_str(&format!("{}- {j}\n", "  ".repeat(depth)));
+        }
+        let err = parse_documents(&text, YamlLimits::default()).unwrap_err();
+        assert!(err.message.contains("anchors and aliases"), "{err}");
+        assert!(err.pos.line >= 1, "{err}");
+    }
+
+    #[test]
+    fn a_long_string_aliased_many_times_is_refused_by_bytes() {
+        // 1 MiB aliased 100 times: few nodes, 100 MiB of text.
+        let mut text = format!("s: &s {}\nl: [", "x".repeat(1 << 20));
+        text.push_str(&vec!["*s"; 100].join(", "));
+        text.push_str("]\n");
+        let err = parse_documents(&text, YamlLimits::default()).unwrap_err();
+        assert!(err.message.contains("bytes"), "{err}");
+        assert_eq!(err.pos.line, 2, "{err}");
     }
 
     #[test]

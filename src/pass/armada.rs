@@ -89,7 +89,7 @@ fn chart_name(owner: &Owner) -> String {
         Owner::Resource {
             namespace, name, ..
         } => format!("{namespace}/{name}"),
-        Owner::SyncRoot { name } => name.clone(),
+        Owner::SyncRoot { name, .. } => name.clone(),
     }
 }
 

@@ -218,9 +218,7 @@ fn chart_cr(name: &str, api_version: &str, extra: Value) -> Value {
 
 #[test]
 fn the_policy_of_a_set_has_every_charts_rules() {
-    let root = Owner::SyncRoot {
-        name: "weft".into(),
-    };
+    let root = Owner::root("weft-system", "weft");
     let objects = vec![
         root.adopt(
             chart_cr(

@@ -18,7 +18,8 @@ use serde_json::Value;
 use super::PassError;
 use crate::api::armada::ArmadaChart;
 use crate::api::ResourceKey;
-use crate::load::armada::Loaded;
+use crate::load::armada::{Loaded, MAX_DEPENDENCY_DEPTH, MAX_DEPENDENCY_TREE};
+use crate::load::budget::{Budget, Exceeded};
 use crate::load::{LoadedRepo, Origin};
 use crate::render::armada::{
     chart_key, files_of, format_of, release_name, HelmFailures, HelmRenders,
@@ -184,7 +185,8 @@ fn helm_jobs(repo: &LoadedRepo, sources: &ChartSources) -> (Vec<HelmJob>, HelmFa
             Ok(ChartFormat::Substitution) | Err(_) => continue,
             Ok(ChartFormat::Helm(_)) => {}
         }
-        let tree = match chart_tree(repo, sources, chart, files.files, &mut BTreeSet::new()) {
+        let mut walk = TreeWalk::default();
+        let tree = match chart_tree(repo, sources, chart, files.files, &mut walk) {
             Ok(t) => t,
             Err(message) => {
                 errors.insert(
@@ -228,6 +230,12 @@ enum TreeError {
     Cycle(ResourceKey),
     #[error("dependency `{dep}` is not an ArmadaChart in namespace `{namespace}`")]
     NotAChart { dep: String, namespace: String },
+    #[error("dependencies nested deeper than {MAX_DEPENDENCY_DEPTH} levels")]
+    TooDeep,
+    #[error("the dependency tree expands to more than {MAX_DEPENDENCY_TREE} charts")]
+    TooManyCharts,
+    #[error("the dependency tree's files {0} (see docs/security.md)")]
+    TooLarge(#[source] Exceeded),
     #[error("dependency `{dep}`: {source}")]
     Files {
         dep: String,
@@ -236,23 +244,43 @@ enum TreeError {
     },
 }
 
+/// What building one chart's tree has taken so far: the charts on the current path, the
+/// charts built, the bytes of their files (a dependency reached by two paths is copied twice).
+#[derive(Default)]
+struct TreeWalk {
+    visiting: BTreeSet<ResourceKey>,
+    charts: usize,
+    files: Budget,
+}
+
 /// A chart with its Armada `dependencies` (ArmadaCharts of the same namespace, by name), each
-/// built the same way, as Armada's chart builder does.
+/// built the same way, as Armada's chart builder does. The loader bounds the tree's depth and
+/// size; the walk checks both again, and the bytes copied, whatever it is given.
 fn chart_tree(
     repo: &LoadedRepo,
     sources: &ChartSources,
     chart: &Loaded<ArmadaChart>,
     files: BTreeMap<String, Vec<u8>>,
-    visiting: &mut BTreeSet<ResourceKey>,
+    walk: &mut TreeWalk,
 ) -> Result<ChartTree, TreeError> {
     let key = chart_key(chart);
-    if !visiting.insert(key.clone()) {
+    if walk.visiting.len() >= MAX_DEPENDENCY_DEPTH {
+        return Err(TreeError::TooDeep);
+    }
+    walk.charts += 1;
+    if walk.charts > MAX_DEPENDENCY_TREE {
+        return Err(TreeError::TooManyCharts);
+    }
+    walk.files
+        .bytes(files.values().map(Vec::len).sum())
+        .map_err(TreeError::TooLarge)?;
+    if !walk.visiting.insert(key.clone()) {
         return Err(TreeError::Cycle(key));
     }
     let tree = ChartTree::new(ChartFiles { files });
     let deps = &chart.resource.spec.dependencies;
     if deps.is_empty() {
-        visiting.remove(&key);
+        walk.visiting.remove(&key);
         return Ok(tree);
     }
     let mut built = Vec::with_capacity(deps.len());
@@ -272,14 +300,8 @@ fn chart_tree(
                 dep: dep.clone(),
                 source,
             })?;
-        built.push(chart_tree(
-            repo,
-            sources,
-            dep_chart,
-            dep_files.files,
-            visiting,
-        )?);
+        built.push(chart_tree(repo, sources, dep_chart, dep_files.files, walk)?);
     }
-    visiting.remove(&key);
+    walk.visiting.remove(&key);
     Ok(tree.with_dependencies(built))
 }

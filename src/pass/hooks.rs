@@ -193,7 +193,7 @@ async fn run_one(
                     Owner::Resource {
                         namespace, name, ..
                     } => format!("{namespace}/{name}"),
-                    Owner::SyncRoot { name } => name.clone(),
+                    Owner::SyncRoot { name, .. } => name.clone(),
                 },
                 summary: format!(
                     "{phase} hook {} failed; the chart's objects after it were not applied",

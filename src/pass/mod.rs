@@ -66,6 +66,8 @@ pub struct PassOptions {
     pub repo_location: String,
     /// Cache of fetched chart sources (default: the user's cache directory).
     pub chart_cache_dir: Option<std::path::PathBuf>,
+    /// What git and tar chart locations may be (the daemon: `--allowed-chart-sources`).
+    pub chart_sources: crate::source::policy::ChartSourcePolicy,
     /// Renders Helm charts (`$WEFT_HELM`, else `helm` on `PATH`); shared by every pass made with
     /// clones of these options, so that its render cache lives across passes (an unchanged pass
     /// starts no helm).
@@ -89,6 +91,7 @@ impl Default for PassOptions {
             poll_interval: Duration::from_secs(1),
             repo_location: String::new(),
             chart_cache_dir: None,
+            chart_sources: Default::default(),
             helm: Arc::new(HelmRenderer::new(HelmLocation::Environment)),
             decryption: Decryption::default(),
         }
@@ -290,9 +293,7 @@ mod tests {
 
     #[test]
     fn weft_s_own_resources_are_not_waited_for() {
-        let root = crate::render::Owner::SyncRoot {
-            name: "weft".into(),
-        };
+        let root = crate::render::Owner::root("weft-system", "weft");
         let p = policy(&DesiredSet::for_owners(Vec::new(), BTreeSet::from([root])));
         for kind in [
             "WeaveCloud",

@@ -99,6 +99,7 @@ pub async fn prepare(
     }
     let render_opts = RenderOptions {
         root_name: opts.root_name.clone(),
+        weft_namespace: opts.weft_namespace.clone(),
     };
     let set = DesiredSet::render(&repo, &inputs, &render_opts)?;
     for (origin, message) in set.warnings() {
@@ -126,8 +127,10 @@ pub async fn resolve_charts(
         .chart_cache_dir
         .clone()
         .unwrap_or_else(ChartCache::default_dir);
+    let policy = opts.chart_sources.clone();
     tokio::task::spawn_blocking(move || {
-        chart::resolve(&charts, &snapshot, &location, &ChartCache::new(cache_dir))
+        let cache = ChartCache::new(cache_dir).with_policy(policy);
+        chart::resolve(&charts, &snapshot, &location, &cache)
     })
     .await
     .map_err(|e| PassError::Render(RenderError::Other(format!("chart fetch panicked: {e}"))))?

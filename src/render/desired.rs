@@ -149,9 +149,7 @@ impl DesiredSet {
             failures,
         } = render_parts(repo, inputs, opts)?;
         let mut owners = BTreeSet::new();
-        owners.insert(Owner::SyncRoot {
-            name: opts.root_name.clone(),
-        });
+        owners.insert(Owner::root(&opts.weft_namespace, &opts.root_name));
         let agents = inputs.agent_layer == AgentLayer::Included;
         for o in &objects {
             owners.insert(o.owner.clone());

@@ -7,6 +7,7 @@ pub mod desired;
 pub mod order;
 pub mod output;
 pub mod ownership;
+pub mod patch;
 pub mod weavecloud;
 
 use serde_json::Value;
@@ -117,12 +118,15 @@ pub enum RenderError {
 pub struct RenderOptions {
     /// Name of the sync root (the owner of the repository's own documents).
     pub root_name: String,
+    /// Weft's own namespace: part of the sync root's identity.
+    pub weft_namespace: String,
 }
 
 impl Default for RenderOptions {
     fn default() -> Self {
         RenderOptions {
             root_name: "weft".to_string(),
+            weft_namespace: "weft-system".to_string(),
         }
     }
 }
@@ -133,9 +137,7 @@ pub fn render_sync_layer(
     repo: &LoadedRepo,
     opts: &RenderOptions,
 ) -> Result<Vec<DesiredObject>, RenderError> {
-    let owner = Owner::SyncRoot {
-        name: opts.root_name.clone(),
-    };
+    let owner = Owner::root(&opts.weft_namespace, &opts.root_name);
     let mut out = Vec::with_capacity(repo.len());
     for m in &repo.manifests {
         out.push(owner.adopt(m.value.clone(), 0, Some(m.origin.clone())));

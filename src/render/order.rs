@@ -76,7 +76,7 @@ mod tests {
 
     #[test]
     fn crds_and_namespaces_first_then_waves_then_kinds() {
-        let owner = Owner::SyncRoot { name: "r".into() };
+        let owner = Owner::root("weft-system", "r");
         let mk = |kind: &str, name: &str, wave| {
             owner.adopt(
                 json!({"apiVersion":"v1","kind":kind,"metadata":{"name":name}}),

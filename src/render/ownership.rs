@@ -25,8 +25,10 @@ pub const REQUESTED_AT_ANNOTATION: &str = "weft.io/requested-at";
 /// Who applied an object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Owner {
-    /// The repository itself (its plain manifests and CRs).
-    SyncRoot { name: String },
+    /// The repository itself (its plain manifests and CRs), named by `--root-name` and Weft's
+    /// own namespace (`--namespace`): two installations in different namespaces never share an
+    /// owner id, even with the default root name.
+    SyncRoot { namespace: String, name: String },
     /// A custom resource (WeaveCloud, ArmadaChart, …) that renders children.
     Resource {
         kind: String,
@@ -46,10 +48,18 @@ impl std::fmt::Display for OwnerId {
 }
 
 impl Owner {
-    /// Readable form: `root/weft` or `WeaveCloud/weave/weave-cloud`.
+    /// The sync root `name` of the installation in Weft's namespace `namespace`.
+    pub fn root(namespace: impl Into<String>, name: impl Into<String>) -> Owner {
+        Owner::SyncRoot {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// Readable form: `root/weft-system/weft` or `WeaveCloud/weave/weave-cloud`.
     pub fn reference(&self) -> String {
         match self {
-            Owner::SyncRoot { name } => format!("root/{name}"),
+            Owner::SyncRoot { namespace, name } => format!("root/{namespace}/{name}"),
             Owner::Resource {
                 kind,
                 namespace,
@@ -160,9 +170,7 @@ mod tests {
 
     #[test]
     fn adopt_adds_labels_annotations_and_a_stable_hash() {
-        let owner = Owner::SyncRoot {
-            name: "weft".into(),
-        };
+        let owner = Owner::root("weft-system", "weft");
         let obj = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"y"}}});
         let d = owner.adopt(obj.clone(), 0, None);
         let labels = &d.object["metadata"]["labels"];
@@ -171,7 +179,7 @@ mod tests {
         assert_eq!(labels[OWNER_LABEL], owner.id().0.as_str());
         assert_eq!(
             d.object["metadata"]["annotations"][OWNER_REF_ANNOTATION],
-            "root/weft"
+            "root/weft-system/weft"
         );
         let hash = d.object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION]
             .as_str()

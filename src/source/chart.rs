@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::git::auth::Credentials;
 use super::git::{self, GitError, GitRef, GitSource, GitSourceSpec};
+use super::policy::{ChartSourcePolicy, SourceRefused};
 use super::{Snapshot, SnapshotLimits};
 use crate::api::armada::{ChartSource, SourceType};
 use crate::api::ResourceKey;
@@ -108,6 +109,8 @@ pub struct ChartCache {
     credentials: Credentials,
     archive_limits: ArchiveLimits,
     snapshot_limits: SnapshotLimits,
+    /// What git and tar locations may be (the daemon's `--allowed-chart-sources`).
+    policy: ChartSourcePolicy,
     /// (url, reference) → the git source that keeps the last good snapshot.
     git: Mutex<HashMap<(String, String), GitSource>>,
 }
@@ -128,8 +131,14 @@ impl ChartCache {
             credentials: Credentials::default(),
             archive_limits: ArchiveLimits::default(),
             snapshot_limits: SnapshotLimits::default(),
+            policy: ChartSourcePolicy::Any,
             git: Mutex::new(HashMap::new()),
         }
+    }
+    /// What git and tar locations may be.
+    pub fn with_policy(mut self, policy: ChartSourcePolicy) -> Self {
+        self.policy = policy;
+        self
     }
     /// Credentials for git chart sources (the config repository's, typically).
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
@@ -206,6 +215,8 @@ pub enum SourceFailure {
         expected: String,
         actual: String,
     },
+    #[error("{0}")]
+    Refused(#[from] SourceRefused),
     #[error("tar `reference` `{reference}` must be `sha256:<64 hex digits>`")]
     BadDigest { reference: String },
     #[error("chart cache {path}: {message}")]
@@ -284,12 +295,18 @@ fn subtree(snapshot: &Snapshot, dir: &str) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
-/// The files of a `local` chart: `location`/`subpath` of the config repository. Pure.
-pub fn local_files(snapshot: &Snapshot, source: &ChartSource) -> Result<ChartFiles, SourceFailure> {
-    let dir = join(
+/// The directory of a `local` chart inside the config repository (`location`/`subpath`,
+/// cleaned; `""` is the root). Refuses absolute paths and `..`.
+pub fn local_dir(source: &ChartSource) -> Result<String, SourceFailure> {
+    Ok(join(
         &clean_relative(&source.location)?,
         &clean_relative(source.subpath.as_deref().unwrap_or(""))?,
-    );
+    ))
+}
+
+/// The files of a `local` chart: `location`/`subpath` of the config repository. Pure.
+pub fn local_files(snapshot: &Snapshot, source: &ChartSource) -> Result<ChartFiles, SourceFailure> {
+    let dir = local_dir(source)?;
     let files = subtree(snapshot, &dir);
     if files.is_empty() {
         return Err(SourceFailure::LocalMissing { path: dir });
@@ -316,6 +333,7 @@ fn git_files(
 ) -> Result<ChartFiles, SourceFailure> {
     let subpath = clean_relative(source.subpath.as_deref().unwrap_or(""))?;
     let url = git::resolve_relative_location(repo_location, &source.location)?;
+    cache.policy.check(&url)?;
     let local = Path::new(&url);
     if !git::is_git_url(&url) && !local.exists() {
         // Shown in logs and status: never the config repository's password.
@@ -406,6 +424,7 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         return Err(SourceFailure::NotHttp { url });
     }
+    cache.policy.check(&url)?;
     let subpath = clean_relative(source.subpath.as_deref().unwrap_or(""))?;
     let pinned = match source.reference.as_deref().filter(|r| !r.is_empty()) {
         None => None,
@@ -497,12 +516,13 @@ fn download(url: &str, limits: ArchiveLimits) -> Result<Vec<u8>, SourceFailure> 
     };
     let client = reqwest::blocking::Client::builder()
         .timeout(limits.timeout)
+        .redirect(super::policy::same_host_redirects())
         .build()
         .map_err(|e| http(e.to_string()))?;
     let response = client
         .get(url)
         .send()
-        .map_err(|e| http(e.without_url().to_string()))?;
+        .map_err(|e| http(super::policy::describe_http_error(e)))?;
     let status = response.status();
     if !status.is_success() {
         return Err(http(format!("HTTP {status}")));

@@ -6,6 +6,7 @@ pub mod chart;
 pub mod git;
 pub mod helm;
 pub mod local;
+pub mod policy;
 pub mod sops;
 
 use std::collections::BTreeMap;

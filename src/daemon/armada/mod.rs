@@ -369,10 +369,12 @@ fn error_policy(chart: Arc<ArmadaChart>, err: &ChartError, ctx: Arc<Context>) ->
 
 /// Apply or clean up one chart, through the finalizer helper.
 pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Action, ChartError> {
-    let api: Api<ArmadaChart> = Api::namespaced(
-        ctx.state.client.clone(),
-        &chart.namespace().unwrap_or_default(),
-    );
+    let namespace = chart.namespace().unwrap_or_default();
+    if !ctx.state.namespaces.contains(&namespace) {
+        // Not ours to act on (`--watch-namespaces`).
+        return Ok(Action::await_change());
+    }
+    let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client.clone(), &namespace);
     finalizer(&api, FINALIZER, chart, |event| async move {
         match event {
             Finalizer::Apply(chart) => apply(&chart, &ctx).await,

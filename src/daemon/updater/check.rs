@@ -201,6 +201,9 @@ impl Updater {
             .filter(|u| !u.trim().is_empty())
         {
             Some(url) => {
+                self.opts
+                    .allowed_channels
+                    .check(url, &general.wc_hostname)?;
                 let source = self.channel(url)?;
                 let channel = source.fetch_index().await?;
                 Ok(Candidates {

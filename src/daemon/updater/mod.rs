@@ -62,6 +62,8 @@ pub enum UpdateError {
     Range { range: String, message: String },
     #[error("{0}")]
     Channel(#[from] ChannelError),
+    #[error("{0}")]
+    ChannelRefused(#[from] crate::source::policy::ChannelRefused),
     #[error("agent bundle {version} from {source_url}: {error}")]
     Bundle {
         version: String,
@@ -152,6 +154,8 @@ pub struct UpdateOptions {
     pub poll_interval: Duration,
     /// How channels are reached.
     pub channel: ChannelOptions,
+    /// Which channels a WeaveCloud may name (`--allowed-channels`).
+    pub allowed_channels: crate::source::policy::ChannelPolicy,
     /// Upper bound of the scheduler's sleep (it also wakes for each WeaveCloud's next check).
     pub rescan_interval: Duration,
 }
@@ -163,6 +167,7 @@ impl Default for UpdateOptions {
             health_timeout: Duration::from_secs(300),
             poll_interval: Duration::from_secs(1),
             channel: ChannelOptions::default(),
+            allowed_channels: Default::default(),
             // One LIST of WeaveClouds: a new one gets its `nextUpdateCheck` within seconds.
             rescan_interval: Duration::from_secs(10),
         }
@@ -266,7 +271,12 @@ impl Updater {
         let ev = Event {
             type_,
             reason: reason.to_string(),
-            note: Some(note.chars().take(1000).collect()),
+            note: Some(
+                crate::api::redact::redact_url_passwords(&note)
+                    .chars()
+                    .take(1000)
+                    .collect(),
+            ),
             action: "AgentUpdate".to_string(),
             secondary: None,
         };

@@ -50,7 +50,12 @@ impl Updater {
         let mut earliest: Option<DateTime<Utc>> = None;
         let mut seen = Vec::new();
         for wc in list.items {
-            if wc.metadata.deletion_timestamp.is_some() {
+            if wc.metadata.deletion_timestamp.is_some()
+                || !self
+                    .state
+                    .namespaces
+                    .contains(wc.metadata.namespace.as_deref().unwrap_or_default())
+            {
                 continue;
             }
             seen.push((wc.namespace().unwrap_or_default(), wc.name_any()));

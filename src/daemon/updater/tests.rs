@@ -98,6 +98,28 @@ mod against_a_fake_api_server {
     }
 
     #[tokio::test]
+    async fn a_channel_the_operator_did_not_allow_is_never_fetched() {
+        // Issue 14: a WeaveCloud names its channel; by default only https://<wcHostname>/ is
+        // allowed, so a cloud metadata endpoint (or any other host) is refused before any fetch.
+        let (client, api) = mock_client();
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        let updater = Updater::new(state, UpdateOptions::default());
+        let mut wc = weavecloud(json!({}));
+        wc.spec.general.wc_poll_url = Some("http://169.254.169.254/latest/meta-data".into());
+        // The refusal is reported (event, daemon status); nothing is fetched or written.
+        let server = api.run(Scenario::new().then(cache()).then(Expect::event("weave")));
+        let report = updater.check(&wc).await;
+        match &report.outcome {
+            UpdateOutcome::Failed { reason } => assert!(
+                reason.contains("`spec.general.wcPollUrl: http://169.254.169.254/latest/meta-data` is not an allowed agent channel (by default only https://cloud.weave.works/)"),
+                "{reason}"
+            ),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        server.await.expect("no fetch, nothing applied");
+    }
+
+    #[tokio::test]
     async fn the_scheduler_records_the_next_check_and_checks_only_when_due() {
         let (client, api) = mock_client();
         let state = DaemonState::new(client, "weft-system", DaemonStatus::default());

@@ -144,7 +144,7 @@ pub async fn run(ctx: Context) {
     );
     let store = controller.store();
     let shutdown = ctx.shutdown.clone();
-    controller
+    let controller = controller
         .watches(
             Api::<Deployment>::all(client.clone()),
             children.clone(),
@@ -180,13 +180,26 @@ pub async fn run(ctx: Context) {
         )
         .watches(Api::<RoleBinding>::all(client.clone()), children, |o| {
             owner_ref_of(&o)
-        })
-        // Every Secret: the token Secrets are the user's (no label).
-        .watches(
+        });
+    // The token Secrets are the user's (no label): every Secret of the namespaces WeaveClouds
+    // are acted on in. With `--watch-namespaces`, one watch per namespace, so the agents tier
+    // may read Secrets through a Role in each instead of cluster-wide (docs/security.md).
+    let of_secret = move |s: Secret| weaveclouds_of_secret(&store, &s);
+    let controller = match ctx.state.namespaces.listed() {
+        None => controller.watches(
             Api::<Secret>::all(client),
             watcher::Config::default(),
-            move |s: Secret| weaveclouds_of_secret(&store, &s),
-        )
+            of_secret,
+        ),
+        Some(namespaces) => namespaces.fold(controller, |c, ns| {
+            c.watches(
+                Api::<Secret>::namespaced(client.clone(), ns),
+                watcher::Config::default(),
+                of_secret.clone(),
+            )
+        }),
+    };
+    controller
         .graceful_shutdown_on(async move { shutdown.stopped().await })
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|r| async move {
@@ -205,10 +218,13 @@ fn error_policy(wc: Arc<WeaveCloud>, err: &WeaveCloudError, ctx: Arc<Context>) -
 
 /// Apply or clean up one WeaveCloud, through the finalizer helper.
 pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, WeaveCloudError> {
-    let api: Api<WeaveCloud> = Api::namespaced(
-        ctx.state.client.clone(),
-        &wc.namespace().unwrap_or_default(),
-    );
+    let namespace = wc.namespace().unwrap_or_default();
+    if !ctx.state.namespaces.contains(&namespace) {
+        // Not ours to act on (`--watch-namespaces`): no agents, no finalizer, no status.
+        tracing::debug!(weavecloud = %reference(&wc), "outside --watch-namespaces; ignored");
+        return Ok(Action::await_change());
+    }
+    let api: Api<WeaveCloud> = Api::namespaced(ctx.state.client.clone(), &namespace);
     finalizer(&api, FINALIZER, wc, |event| async move {
         match event {
             Finalizer::Apply(wc) => apply(&wc, &ctx).await,
@@ -236,6 +252,8 @@ async fn event_about(
     mut note: String,
     secondary: Option<k8s_openapi::api::core::v1::ObjectReference>,
 ) {
+    // Events are read by anyone who may read events in the namespace.
+    note = crate::api::redact::redact_url_passwords(&note);
     if note.len() > MAX_EVENT_NOTE {
         let mut end = MAX_EVENT_NOTE;
         while !note.is_char_boundary(end) {

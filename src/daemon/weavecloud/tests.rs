@@ -72,8 +72,13 @@ fn children_map_to_their_weavecloud_by_annotation() {
     let r = owner_ref_of(&d).unwrap();
     assert_eq!(r.name, "wc");
     assert_eq!(r.namespace.as_deref(), Some("weave"));
-    d.metadata.annotations =
-        Some([(OWNER_REF_ANNOTATION.to_string(), "root/weft".to_string())].into());
+    d.metadata.annotations = Some(
+        [(
+            OWNER_REF_ANNOTATION.to_string(),
+            "root/weft-system/weft".to_string(),
+        )]
+        .into(),
+    );
     assert!(owner_ref_of(&d).is_none());
 }
 

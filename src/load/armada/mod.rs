@@ -28,6 +28,12 @@ pub const ARMADA_API_VERSION: &str = API_VERSION;
 /// a `metadata.namespace` in a native document is honoured).
 pub const NATIVE_NAMESPACE: &str = "default";
 
+/// Deepest chain of Armada `dependencies` from one chart (a chart alone is 1).
+pub const MAX_DEPENDENCY_DEPTH: usize = 32;
+/// Most charts in one chart's expanded dependency tree (a chart alone is 1; a dependency
+/// reached by two paths counts twice, as Armada renders it twice).
+pub const MAX_DEPENDENCY_TREE: usize = 256;
+
 /// A typed Armada resource with where it was written.
 #[derive(Clone, Debug)]
 pub struct Loaded<T> {
@@ -260,6 +266,38 @@ pub const KELEUSTES_FIELDS: &[&str] = &["target_state", "admin_state", "revision
 pub fn is_armada_cr(api_version: &str, kind: &str) -> bool {
     (api_version == ARMADA_API_VERSION || COMPATIBLE_API_VERSIONS.contains(&api_version))
         && matches!(kind, "ArmadaChart" | "ArmadaChartGroup" | "ArmadaManifest")
+}
+
+/// The config-repository directories that Armada charts among `docs` (raw, before typing) read
+/// as `local` sources, each ending in `/` (`""` for the repository root). A chart whose source is
+/// malformed is left out here; typing reports it.
+pub fn local_chart_dirs(docs: &[RawDoc]) -> Vec<String> {
+    let mut dirs = BTreeSet::new();
+    for raw in docs {
+        let pointer = if is_native(&raw.value) {
+            "/data/source"
+        } else {
+            "/spec/source"
+        };
+        let Some(source) = raw.value.pointer(pointer) else {
+            continue;
+        };
+        let Ok(source) = serde_json::from_value::<crate::api::armada::ChartSource>(source.clone())
+        else {
+            continue;
+        };
+        if source.type_ != crate::api::armada::SourceType::Local {
+            continue;
+        }
+        if let Ok(dir) = crate::source::chart::local_dir(&source) {
+            dirs.insert(if dir.is_empty() {
+                dir
+            } else {
+                format!("{dir}/")
+            });
+        }
+    }
+    dirs.into_iter().collect()
 }
 
 /// Type and check the Armada documents.

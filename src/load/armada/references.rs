@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{key_of, ArmadaDocs, ResourceKey};
+use super::{key_of, ArmadaDocs, ResourceKey, MAX_DEPENDENCY_DEPTH, MAX_DEPENDENCY_TREE};
 use crate::api::armada::{overlays_of, SourceType};
 use crate::load::schema;
 use crate::load::{Diagnostics, Origin};
@@ -202,7 +202,12 @@ fn names_by_namespace<'a>(
     out
 }
 
-/// Depth-first search; each cycle is reported once, at the dependency entry that closes it.
+/// Depth-first search without recursion (a chain of thousands of charts must not overflow the
+/// stack). Each cycle is reported once, at the dependency entry that closes it. On the way
+/// back, each chart's expanded dependency tree is measured: Armada renders a dependency once
+/// per path to it, so a diamond repeated at each level doubles the tree per level. A tree
+/// deeper than [`MAX_DEPENDENCY_DEPTH`] or larger than [`MAX_DEPENDENCY_TREE`] charts is
+/// reported at the chart where it first passes the bound.
 fn report_cycles(
     edges: &BTreeMap<ResourceKey, Vec<(ResourceKey, Origin)>>,
     diags: &mut Diagnostics,
@@ -210,46 +215,81 @@ fn report_cycles(
     #[derive(Clone, Copy, PartialEq)]
     enum State {
         Visiting,
-        Done,
+        /// Expanded tree: charts, depth (both saturate past their bound).
+        Done {
+            size: usize,
+            depth: usize,
+        },
     }
-    fn visit(
-        node: &ResourceKey,
-        edges: &BTreeMap<ResourceKey, Vec<(ResourceKey, Origin)>>,
-        state: &mut HashMap<ResourceKey, State>,
-        path: &mut Vec<ResourceKey>,
-        diags: &mut Diagnostics,
-    ) {
-        state.insert(node.clone(), State::Visiting);
-        path.push(node.clone());
-        for (dep, at) in edges.get(node).map(Vec::as_slice).unwrap_or(&[]) {
-            match state.get(dep) {
-                Some(State::Visiting) => {
-                    let start = path.iter().position(|p| p == dep).unwrap_or(0);
-                    let mut names: Vec<String> = path[start..]
-                        .iter()
-                        .map(|k| format!("`{}`", k.name))
-                        .collect();
-                    names.push(format!("`{}`", dep.name));
-                    diags.error(
-                        at.clone(),
-                        format!(
-                            "dependency cycle: ArmadaChart `{node}` depends on `{}`, which leads back to it ({})",
-                            dep.name,
-                            names.join(" → ")
-                        ),
-                    );
-                }
-                Some(State::Done) => {}
-                None => visit(dep, edges, state, path, diags),
-            }
+    let no_edges: &[(ResourceKey, Origin)] = &[];
+    let deps_of = |n: &ResourceKey| edges.get(n).map(Vec::as_slice).unwrap_or(no_edges);
+    let mut state: HashMap<&ResourceKey, State> = HashMap::new();
+    for root in edges.keys() {
+        if state.contains_key(root) {
+            continue;
         }
-        path.pop();
-        state.insert(node.clone(), State::Done);
-    }
-    let mut state = HashMap::new();
-    for node in edges.keys() {
-        if !state.contains_key(node) {
-            visit(node, edges, &mut state, &mut Vec::new(), diags);
+        // (node, index of the next dependency to look at)
+        let mut path: Vec<(&ResourceKey, usize)> = vec![(root, 0)];
+        state.insert(root, State::Visiting);
+        while let Some((node, next)) = path.last_mut() {
+            let node: &ResourceKey = node;
+            let deps = deps_of(node);
+            if let Some((dep, at)) = deps.get(*next) {
+                *next += 1;
+                match state.get(dep) {
+                    Some(State::Visiting) => {
+                        let start = path.iter().position(|(p, _)| *p == dep).unwrap_or(0);
+                        let mut names: Vec<String> = path[start..]
+                            .iter()
+                            .map(|(k, _)| format!("`{}`", k.name))
+                            .collect();
+                        names.push(format!("`{}`", dep.name));
+                        if names.len() > 8 {
+                            // A cycle through thousands of charts: its ends name it well enough.
+                            let hidden = names.len() - 6;
+                            names.splice(3..names.len() - 3, [format!("… {hidden} more …")]);
+                        }
+                        diags.error(
+                            at.clone(),
+                            format!(
+                                "dependency cycle: ArmadaChart `{node}` depends on `{}`, which leads back to it ({})",
+                                dep.name,
+                                names.join(" → ")
+                            ),
+                        );
+                    }
+                    Some(State::Done { .. }) => {}
+                    None => {
+                        state.insert(dep, State::Visiting);
+                        path.push((dep, 0));
+                    }
+                }
+                continue;
+            }
+            // Every dependency is done (or closes a cycle, reported above): measure the tree.
+            let (mut size, mut depth, mut deps_within) = (1usize, 1usize, true);
+            for (dep, _) in deps {
+                if let Some(State::Done { size: s, depth: d }) = state.get(dep) {
+                    size = size.saturating_add(*s);
+                    depth = depth.max(d + 1);
+                    deps_within &= *s <= MAX_DEPENDENCY_TREE && *d <= MAX_DEPENDENCY_DEPTH;
+                }
+            }
+            let size = size.min(MAX_DEPENDENCY_TREE + 1);
+            let depth = depth.min(MAX_DEPENDENCY_DEPTH + 1);
+            if deps_within && (size > MAX_DEPENDENCY_TREE || depth > MAX_DEPENDENCY_DEPTH) {
+                let at = deps[0].1.clone();
+                diags.error(
+                    at,
+                    if depth > MAX_DEPENDENCY_DEPTH {
+                        format!("ArmadaChart `{node}`: dependencies nested deeper than {MAX_DEPENDENCY_DEPTH} levels")
+                    } else {
+                        format!("ArmadaChart `{node}`: its dependency tree expands to more than {MAX_DEPENDENCY_TREE} charts (each dependency is rendered once per path to it; is a shared dependency repeated at every level?)")
+                    },
+                );
+            }
+            state.insert(node, State::Done { size, depth });
+            path.pop();
         }
     }
 }

@@ -376,3 +376,94 @@ fn airshipit_v1_and_keleustes_documents_are_read_as_weft_s_own() {
         ["armada.yaml:12:3: warning: `spec.target_state` (an armada-operator field) is ignored: Weft deploys every chart it is given"]
     );
 }
+
+fn native_chart(name: &str, deps: &[String]) -> String {
+    format!(
+        "---\nschema: armada/Chart/v2\nmetadata: {{name: {name}}}\ndata: {{release: {name}, namespace: x, dependencies: [{}], source: {{type: local, location: c}}}}\n",
+        deps.join(", ")
+    )
+}
+
+/// Load `text` on a thread with a small stack: the graph walks must not recurse per chart.
+fn load_on_small_stack(text: String) -> Vec<String> {
+    std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || errors(&load_text(&text).1))
+        .unwrap()
+        .join()
+        .expect("loading overflowed a 256 KiB stack")
+}
+
+#[test]
+fn a_long_dependency_chain_is_refused_at_its_bound_without_deep_recursion() {
+    let n = 5_000;
+    let text: String = (0..n)
+        .map(|i| {
+            let deps = if i + 1 < n {
+                vec![format!("c{}", i + 1)]
+            } else {
+                vec![]
+            };
+            native_chart(&format!("c{i}"), &deps)
+        })
+        .collect();
+    let e = load_on_small_stack(text);
+    // Reported once, where the chain first passes the bound (the 33rd chart from the end).
+    assert_eq!(e.len(), 1, "{e:?}");
+    let at = n - MAX_DEPENDENCY_DEPTH - 1;
+    assert!(
+        e[0].contains(&format!("ArmadaChart `default/c{at}`"))
+            && e[0].contains("nested deeper than 32 levels")
+            && e[0].starts_with("armada.yaml:"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_long_dependency_cycle_is_found_without_deep_recursion() {
+    let n = 5_000;
+    let text: String = (0..n)
+        .map(|i| native_chart(&format!("c{i}"), &[format!("c{}", (i + 1) % n)]))
+        .collect();
+    let e = load_on_small_stack(text);
+    let cycles: Vec<&String> = e
+        .iter()
+        .filter(|e| e.contains("dependency cycle"))
+        .collect();
+    assert_eq!(cycles.len(), 1, "{}", e.len());
+    // Named by its ends, not by all 5,000 charts.
+    assert!(
+        cycles[0].contains("(`c0` → `c1` → `c2` → … 4995 more … → `c4998` → `c4999` → `c0`)"),
+        "{}",
+        &cycles[0][..cycles[0].len().min(400)]
+    );
+}
+
+#[test]
+fn a_dependency_diamond_repeated_per_level_is_refused_by_tree_size() {
+    // d0 → {l1, r1} → d1 → {l2, r2} → d2 …: 2^levels paths to the last chart.
+    let levels = 20;
+    let mut text = String::new();
+    for i in 0..levels {
+        let d = |j: usize| format!("d{j}");
+        text.push_str(&native_chart(&d(i), &[format!("l{i}"), format!("r{i}")]));
+        text.push_str(&native_chart(&format!("l{i}"), &[d(i + 1)]));
+        text.push_str(&native_chart(&format!("r{i}"), &[d(i + 1)]));
+    }
+    text.push_str(&native_chart(&format!("d{levels}"), &[]));
+    let e = load_on_small_stack(text);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("dependency tree expands to more than 256 charts"),
+        "{e:?}"
+    );
+    // A shared dependency alone (one diamond) is fine.
+    let one = [
+        native_chart("top", &["l".into(), "r".into()]),
+        native_chart("l", &["base".into()]),
+        native_chart("r", &["base".into()]),
+        native_chart("base", &[]),
+    ]
+    .concat();
+    assert_eq!(load_on_small_stack(one), Vec::<String>::new());
+}

@@ -10,9 +10,11 @@ use super::values::{deep_merge, substitute, Builtins};
 use super::{chart_key, files_of};
 use crate::api::armada::{overlays_of, ArmadaChart, LabelSelector, Overlay, OverlayTarget};
 use crate::api::ResourceKey;
-use crate::load::armada::{ArmadaDocs, Loaded};
+use crate::load::armada::{ArmadaDocs, Loaded, MAX_DEPENDENCY_DEPTH};
+use crate::load::budget::{Budget, Exceeded};
 use crate::load::yaml::{self, Positions, YamlLimits};
 use crate::load::Origin;
+use crate::render::patch::{self, PatchFailure};
 use crate::render::RenderError;
 use crate::source::chart::{ChartFiles, ChartSources};
 use crate::source::Snapshot;
@@ -31,6 +33,8 @@ pub(super) struct Renderer<'a> {
     pub(super) release: &'a str,
     pub(super) namespace: &'a str,
     pub(super) errors: &'a mut Vec<RenderError>,
+    /// What this chart's render (its dependencies and overlays included) may produce.
+    pub(super) budget: Budget,
 }
 
 /// Where a chart's overlays were written (the ArmadaChart, or the chart's values.yaml).
@@ -77,6 +81,29 @@ impl Renderer<'_> {
             );
             return None;
         }
+        // The loader bounds depth and tree size too; this keeps the recursion bounded whatever
+        // it is given.
+        if visiting.len() > MAX_DEPENDENCY_DEPTH {
+            self.error(
+                chart.origin_of("/dependencies"),
+                format!("dependencies nested deeper than {MAX_DEPENDENCY_DEPTH} levels"),
+            );
+            visiting.remove(&key);
+            return None;
+        }
+        let rendered = self.chart_body(chart, files, parent_values, visiting, &key);
+        visiting.remove(&key);
+        rendered
+    }
+
+    fn chart_body(
+        &mut self,
+        chart: &Loaded<ArmadaChart>,
+        files: &ChartFiles,
+        parent_values: Option<&Value>,
+        visiting: &mut BTreeSet<ResourceKey>,
+        key: &ResourceKey,
+    ) -> Option<(Vec<Rendered>, Value)> {
         let meta = self.chart_yaml(files)?;
         let (defaults, values_positions) = self.values_yaml(files)?;
         let chart_name = chart
@@ -146,7 +173,6 @@ impl Renderer<'_> {
             }
         };
         self.overlays(&values, &overlay_source, &mut objects);
-        visiting.remove(&key);
         Some((objects, values))
     }
 
@@ -255,7 +281,14 @@ impl Renderer<'_> {
             };
             let mut value = doc.value;
             let mut problems = Vec::new();
-            substitute(&mut value, String::new(), values, builtins, &mut problems);
+            substitute(
+                &mut value,
+                String::new(),
+                values,
+                builtins,
+                &mut self.budget,
+                &mut problems,
+            );
             if !problems.is_empty() {
                 for (pointer, message) in problems {
                     self.error(origin_at(&pointer), message);
@@ -263,6 +296,15 @@ impl Renderer<'_> {
                 continue;
             }
             let origin = origin_at("");
+            // Every rendered object counts: a dependency diamond renders its charts once per
+            // path, and the budget is what stops 2^depth renders.
+            if let Err(e) = self.budget.copy(&value, 0) {
+                self.error(
+                    origin,
+                    format!("rendering this object {e} (see docs/security.md)"),
+                );
+                return;
+            }
             match check_object(&mut value, self.namespace) {
                 Ok(()) => out.push(Rendered { value, origin }),
                 Err((pointer, message)) => self.error(origin_at(&pointer), message),
@@ -294,7 +336,7 @@ impl Renderer<'_> {
                     continue;
                 }
                 matched += 1;
-                if let Err(message) = apply_overlay(overlay, &mut o.value) {
+                if let Err(message) = apply_overlay(overlay, &mut o.value, &mut self.budget) {
                     let name = o
                         .value
                         .pointer("/metadata/name")
@@ -462,15 +504,24 @@ fn describe_target(t: &OverlayTarget) -> String {
 
 /// Why an overlay could not be applied to an object.
 #[derive(Debug, thiserror::Error)]
-#[error("JSON patch failed: {0}")]
-struct OverlayError(#[source] json_patch::PatchError);
+enum OverlayError {
+    #[error(transparent)]
+    Patch(#[from] PatchFailure),
+    #[error("the merge patch would exceed the render budget: it {0} (see docs/security.md)")]
+    MergeBudget(#[source] Exceeded),
+}
 
-fn apply_overlay(overlay: &Overlay, object: &mut Value) -> Result<(), OverlayError> {
+/// Apply an overlay, charging `budget` for what it adds (see [`crate::render::patch`]).
+fn apply_overlay(
+    overlay: &Overlay,
+    object: &mut Value,
+    budget: &mut Budget,
+) -> Result<(), OverlayError> {
     if let Some(p) = &overlay.merge_patch {
-        json_patch::merge(object, p);
+        patch::merge_within(object, p, budget).map_err(OverlayError::MergeBudget)?;
     }
     if let Some(p) = &overlay.json_patch {
-        json_patch::patch(object, p).map_err(OverlayError)?;
+        patch::apply_within(object, p, budget)?;
     }
     Ok(())
 }

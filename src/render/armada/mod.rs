@@ -77,6 +77,7 @@ pub struct RenderedCharts {
     /// The charts that could not be rendered, in plan order.
     pub failures: Vec<ChartFailure>,
 }
+use crate::load::budget::Budget;
 pub use values::{deep_merge, substitute, substitute_str, Builtins};
 
 /// The owner kind of chart objects.
@@ -322,6 +323,7 @@ pub fn render_chart(
         release: &release,
         namespace: &spec.namespace,
         errors: &mut errors,
+        budget: Budget::default(),
     };
     let rendered = ctx.chart(chart, &files, None, &mut BTreeSet::new());
     if !errors.is_empty() {
@@ -440,6 +442,7 @@ fn from_helm(
         release: &release,
         namespace: &spec.namespace,
         errors: &mut errors,
+        budget: Budget::default(),
     };
     renderer.chart_overlays(chart, &mut plain);
     if !errors.is_empty() {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::api::armada::OverlayTarget;
+use crate::load::budget::Budget;
 use chart::{check_object, target_matches};
 use serde_json::json;
 
@@ -17,7 +18,7 @@ fn b() -> Builtins {
 #[test]
 fn whole_placeholders_keep_their_type() {
     let values = json!({"replicas": 3, "debug": true, "ports": [80, 443], "image": {"tag": "1.0"}});
-    let sub = |s: &str| substitute_str(s, &values, &b());
+    let sub = |s: &str| substitute_str(s, &values, &b(), &mut Budget::default());
     assert_eq!(sub("${replicas}").unwrap(), json!(3));
     assert_eq!(sub("${debug}").unwrap(), json!(true));
     assert_eq!(sub("${ports}").unwrap(), json!([80, 443]));
@@ -32,7 +33,7 @@ fn whole_placeholders_keep_their_type() {
 #[test]
 fn embedded_placeholders_become_text() {
     let values = json!({"image": {"repo": "nginx", "tag": 1.27}, "n": null});
-    let sub = |s: &str| substitute_str(s, &values, &b());
+    let sub = |s: &str| substitute_str(s, &values, &b(), &mut Budget::default());
     assert_eq!(
         sub("${image.repo}:${image.tag}").unwrap(),
         json!("nginx:1.27")
@@ -56,7 +57,7 @@ fn embedded_placeholders_become_text() {
 #[test]
 fn unresolved_and_malformed_placeholders_are_errors() {
     let values = json!({});
-    let sub = |s: &str| substitute_str(s, &values, &b());
+    let sub = |s: &str| substitute_str(s, &values, &b(), &mut Budget::default());
     assert_eq!(
         sub("${image.tag}").unwrap_err().to_string(),
         "unresolved placeholder `${image.tag}`: no value at `image.tag` and no default"
@@ -314,4 +315,98 @@ fn a_chart_helm_could_not_render_fails_alone_in_its_wave() {
         Owner::Resource { name, .. } => name == "app",
         _ => false,
     }));
+}
+
+/// `failures` on a thread with a small stack, for the cases that would blow up.
+fn failures_on_small_stack(files: Vec<(&'static str, String)>) -> String {
+    std::thread::Builder::new()
+        .stack_size(1024 * 1024)
+        .spawn(move || {
+            let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
+            failures(&files)
+        })
+        .unwrap()
+        .join()
+        .expect("rendering overflowed a 1 MiB stack")
+}
+
+fn lib_chart_with(armada: String) -> Vec<(&'static str, String)> {
+    let mut files: Vec<(&'static str, String)> =
+        LIB_CHART.iter().map(|(p, t)| (*p, t.to_string())).collect();
+    files.push(("armada.yaml", armada));
+    files
+}
+
+#[test]
+fn a_json_patch_copying_an_object_into_itself_stops_at_the_budget() {
+    // Each `copy` of /data into /data/dN doubles the ConfigMap: 40 would need 2^40 nodes.
+    let ops: String = (0..40)
+        .map(|i| format!("          - {{op: copy, from: /data, path: /data/d{i}}}\n"))
+        .collect();
+    let overlays = format!(
+        "  values:\n    overlays:\n      - target: {{kind: ConfigMap}}\n        jsonPatch:\n{ops}"
+    );
+    let err = failures_on_small_stack(lib_chart_with(chart_doc("app", &overlays)));
+    assert!(
+        err.contains("armada.yaml:11:9: ArmadaChart `default/app`: `values.overlays[0]` on ConfigMap `app`: operation")
+            && err.contains("would exceed the render budget"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_json_patch_nesting_an_object_ever_deeper_stops_at_the_depth_bound() {
+    // Each `copy` of /data into /data/x/…/x nests it one level deeper per operation.
+    let ops: String = (1..400)
+        .map(|i| {
+            let path = "/x".repeat(i);
+            format!("          - {{op: add, path: /data{path}, value: {{}}}}\n")
+        })
+        .collect();
+    let overlays = format!(
+        "  values:\n    overlays:\n      - target: {{kind: ConfigMap}}\n        jsonPatch:\n{ops}"
+    );
+    let err = failures_on_small_stack(lib_chart_with(chart_doc("app", &overlays)));
+    assert!(
+        err.contains("would nest values deeper than 256 levels"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_whole_value_placeholder_copied_many_times_stops_at_the_budget() {
+    // values.big: 10,000 nodes; the template uses it 200 times (2,000,000 nodes).
+    let big: String = (0..10_000).map(|i| format!("{i}, ")).collect();
+    let uses: String = (0..200).map(|i| format!("  k{i}: ${{big}}\n")).collect();
+    let mut files = lib_chart_with(chart_doc("app", &format!("  values:\n    big: [{big}]\n")));
+    files.push((
+        "charts/app/templates/many.yaml",
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: many\ndata:\n{uses}"),
+    ));
+    let err = failures_on_small_stack(files);
+    assert!(
+        err.contains("charts/app/templates/many.yaml:")
+            && err.contains(
+                "substitution of `${big}` would produce more than 1000000 YAML/JSON nodes"
+            ),
+        "{err}"
+    );
+    // One error, not one per remaining placeholder.
+    assert_eq!(err.matches("substitution of").count(), 1, "{err}");
+}
+
+#[test]
+fn a_string_placeholder_repeated_many_times_stops_at_the_byte_budget() {
+    // 1 MiB of text interpolated 100 times into one string.
+    let text = "x".repeat(1 << 20);
+    let uses = "-${s}".repeat(100);
+    let mut files = lib_chart_with(chart_doc("app", &format!("  values:\n    s: {text}\n")));
+    files.push((
+        "charts/app/templates/long.yaml",
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: long\ndata:\n  v: \"{uses}\"\n"
+        ),
+    ));
+    let err = failures_on_small_stack(files);
+    assert!(err.contains("bytes of text"), "{err}");
 }

@@ -1,8 +1,12 @@
 //! Chart values: deep merge, the built-in values (`release.*`, `chart.*`), and `${path}` /
 //! `${path:=default}` placeholder substitution.
 
+use std::borrow::Cow;
+use std::ops::ControlFlow;
+
 use serde_json::Value;
 
+use crate::load::budget::{pointer_depth, Budget, Exceeded};
 use crate::load::yaml::{self, YamlLimits};
 
 /// Deep merge: maps merge key by key, everything else (scalars, lists, null) replaces.
@@ -46,9 +50,9 @@ impl Builtins {
     }
 }
 
-fn lookup(values: &Value, builtins: &Builtins, path: &str) -> Option<Value> {
+fn lookup<'v>(values: &'v Value, builtins: &Builtins, path: &str) -> Option<Cow<'v, Value>> {
     if let Some(v) = builtins.lookup(path) {
-        return Some(v);
+        return Some(Cow::Owned(v));
     }
     let mut node = values;
     for part in path.split('.') {
@@ -58,7 +62,7 @@ fn lookup(values: &Value, builtins: &Builtins, path: &str) -> Option<Value> {
             _ => return None,
         };
     }
-    Some(node.clone())
+    Some(Cow::Borrowed(node))
 }
 
 fn valid_path(path: &str) -> bool {
@@ -71,32 +75,63 @@ fn valid_path(path: &str) -> bool {
 }
 
 /// Replace placeholders in every string of `value` (not in mapping keys). Problems are
-/// collected as (pointer, message).
+/// collected as (pointer, message). What substitution produces (whole values copied, text
+/// written) is charged to `budget`; once it is spent, the rest of `value` is left alone and the
+/// placeholder that passed it is the one problem reported.
 pub fn substitute(
     value: &mut Value,
     pointer: String,
     values: &Value,
     builtins: &Builtins,
+    budget: &mut Budget,
     problems: &mut Vec<(String, String)>,
 ) {
+    let _ = walk(value, pointer, values, builtins, budget, problems);
+}
+
+fn walk(
+    value: &mut Value,
+    pointer: String,
+    values: &Value,
+    builtins: &Builtins,
+    budget: &mut Budget,
+    problems: &mut Vec<(String, String)>,
+) -> ControlFlow<()> {
     match value {
-        Value::String(s) if s.contains('$') => match substitute_str(s, values, builtins) {
-            Ok(v) => *value = v,
-            Err(e) => problems.push((pointer, e.to_string())),
-        },
+        Value::String(s) if s.contains('$') => {
+            let depth = pointer_depth(&pointer);
+            match substitute_at(s, values, builtins, budget, depth) {
+                Ok(v) => *value = v,
+                Err(e) => {
+                    let spent = matches!(e, PlaceholderError::Budget { .. });
+                    problems.push((pointer, e.to_string()));
+                    if spent {
+                        return ControlFlow::Break(());
+                    }
+                }
+            }
+        }
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
-                substitute(item, format!("{pointer}/{i}"), values, builtins, problems);
+                walk(
+                    item,
+                    format!("{pointer}/{i}"),
+                    values,
+                    builtins,
+                    budget,
+                    problems,
+                )?;
             }
         }
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
                 let child = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
-                substitute(v, child, values, builtins, problems);
+                walk(v, child, values, builtins, budget, problems)?;
             }
         }
         _ => {}
     }
+    ControlFlow::Continue(())
 }
 
 /// Why a `${…}` placeholder could not be substituted.
@@ -112,15 +147,38 @@ pub enum PlaceholderError {
     Unresolved { inner: String, path: String },
     #[error("placeholder `${{{inner}}}` is a {what} and cannot be written inside a string; make it the whole value")]
     NotAScalar { inner: String, what: &'static str },
+    #[error("substitution of `${{{inner}}}` {source} (see docs/security.md)")]
+    Budget {
+        inner: String,
+        #[source]
+        source: Exceeded,
+    },
 }
 
 /// Substitute one string. A string that is exactly one placeholder becomes the value itself
-/// (number, boolean, list, mapping…); otherwise values are written into the text.
+/// (number, boolean, list, mapping…); otherwise values are written into the text. What it
+/// produces is charged to `budget`.
 pub fn substitute_str(
     s: &str,
     values: &Value,
     builtins: &Builtins,
+    budget: &mut Budget,
 ) -> Result<Value, PlaceholderError> {
+    substitute_at(s, values, builtins, budget, 0)
+}
+
+/// [`substitute_str`] for a string `at_depth` levels below its document's root.
+fn substitute_at(
+    s: &str,
+    values: &Value,
+    builtins: &Builtins,
+    budget: &mut Budget,
+    at_depth: usize,
+) -> Result<Value, PlaceholderError> {
+    let over = |inner: &str, source| PlaceholderError::Budget {
+        inner: inner.to_string(),
+        source,
+    };
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(at) = rest.find('$') {
@@ -149,8 +207,12 @@ pub fn substitute_str(
         }
         let whole = out.is_empty() && at == 0 && close + 1 == body.len();
         let found = lookup(values, builtins, path);
+        if let Some(v) = &found {
+            // Charged before the copy is made: a refused `${big}` never clones.
+            budget.copy(v, at_depth).map_err(|e| over(inner, e))?;
+        }
         let value = match (found, default) {
-            (Some(v), _) => v,
+            (Some(v), _) => v.into_owned(),
             (None, Some(d)) if whole => parse_default(d),
             (None, Some(d)) => Value::String(d.to_string()),
             (None, None) => {

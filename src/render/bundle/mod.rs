@@ -21,6 +21,9 @@ use sha2::{Digest, Sha256};
 use crate::api::weavecloud::Environment;
 use crate::load::yaml::{parse_documents, Pos, YamlLimits};
 
+mod policy;
+pub use policy::ALLOWED_KINDS;
+
 /// The index file at the root of a bundle.
 pub const INDEX_FILE: &str = "bundle.yaml";
 
@@ -39,10 +42,6 @@ pub const CLUSTER_SCOPED_KINDS: &[&str] = &[
     "ValidatingWebhookConfiguration",
     "MutatingWebhookConfiguration",
 ];
-
-/// Kinds a bundle may not contain: they belong to the cluster or to the user, not to one
-/// WeaveCloud's agents.
-const REFUSED_KINDS: &[&str] = &["Namespace", "CustomResourceDefinition", "APIService"];
 
 /// The built-in bundle's files, relative to `agents/`.
 const BUILTIN_FILES: &[(&str, &str)] = &[
@@ -412,14 +411,16 @@ impl Bundle {
         })?;
         check_prometheus_config(&prometheus, &prometheus_config)?;
 
-        Ok(Bundle {
+        let bundle = Bundle {
             version,
             flux,
             scope,
             prometheus,
             prometheus_config,
             digest: hex::encode(digest.finalize()),
-        })
+        };
+        policy::check_rbac(&bundle)?;
+        Ok(bundle)
     }
 
     /// The templates of one agent.
@@ -585,12 +586,7 @@ fn check_template(path: &str, object: Value, pos: Pos) -> Result<Template, Bundl
         file: path.to_string(),
         pos,
     };
-    if REFUSED_KINDS.contains(&template.kind()) {
-        return Err(fail(format!(
-            "a bundle may not contain a {}: agents only get objects in their WeaveCloud's namespace and the RBAC they need",
-            template.kind()
-        )));
-    }
+    policy::check_kind(&template).map_err(fail)?;
     if template.object.pointer("/metadata/namespace").is_some() {
         return Err(fail(format!(
             "{} `{}` sets `metadata.namespace`: bundle objects have none, they are rendered into the WeaveCloud's namespace",

@@ -379,3 +379,111 @@ fn binary_or_huge_files_are_refused() {
         BundleError::TooLarge { .. }
     ));
 }
+
+// ---- what a bundle may grant (issue 14: creating a WeaveCloud must not be cluster-admin) ----
+
+fn refusal(path: &str, text: &str) -> String {
+    let files = with(builtin_files(), path, text);
+    Bundle::from_files(files).unwrap_err().to_string()
+}
+
+#[test]
+fn a_bundle_binding_cluster_admin_to_everyone_is_refused() {
+    let evil = "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: weave-flux}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: everyone-admin}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects:\n  - {kind: Group, name: 'system:authenticated', apiGroup: rbac.authorization.k8s.io}\n";
+    let files = replace_in(
+        &builtin_files(),
+        "flux/rbac.yaml",
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole",
+        &format!(
+            "---\n{}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole",
+            &evil[evil.find("apiVersion: rbac").unwrap()..]
+        ),
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(err.starts_with("flux/rbac.yaml:"), "{err}");
+    assert!(
+        err.contains("ClusterRoleBinding `everyone-admin`: `roleRef` ClusterRole `cluster-admin` is not a role of this bundle"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_binding_of_the_bundle_s_own_role_to_a_group_or_a_foreign_account_is_refused() {
+    for (subject, shown) in [
+        (
+            "{kind: Group, name: 'system:authenticated', apiGroup: rbac.authorization.k8s.io}",
+            "Group `system:authenticated`",
+        ),
+        (
+            "{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}",
+            "User `alice`",
+        ),
+        (
+            "{kind: ServiceAccount, name: default}",
+            "ServiceAccount `default`",
+        ),
+    ] {
+        let files = replace_in(
+            &builtin_files(),
+            "flux/rbac.yaml",
+            "subjects:\n  - kind: ServiceAccount\n    name: weave-flux",
+            &format!("subjects:\n  - {subject}"),
+        );
+        let err = Bundle::from_files(files).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "`subjects[0]` {shown} is not a ServiceAccount of this bundle"
+            )),
+            "{err}"
+        );
+    }
+    // A ServiceAccount of another namespace (kube-system's, say) is not the bundle's either.
+    let files = replace_in(
+        &builtin_files(),
+        "flux/rbac.yaml",
+        "  - kind: ServiceAccount\n    name: weave-flux\n",
+        "  - kind: ServiceAccount\n    name: weave-flux\n    namespace: kube-system\n",
+    );
+    let text = String::from_utf8(files["flux/rbac.yaml"].clone()).unwrap();
+    assert!(text.contains("namespace: kube-system"));
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(err.contains("sets a `namespace`"), "{err}");
+}
+
+#[test]
+fn aggregated_roles_are_refused() {
+    let files = replace_in(
+        &builtin_files(),
+        "flux/rbac.yaml",
+        "    weave-cloud-component: flux\nrules:",
+        "    weave-cloud-component: flux\n    rbac.authorization.k8s.io/aggregate-to-admin: \"true\"\nrules:",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.contains("label `rbac.authorization.k8s.io/aggregate-to-admin` is not allowed"),
+        "{err}"
+    );
+    let files = replace_in(
+        &builtin_files(),
+        "flux/rbac.yaml",
+        "    weave-cloud-component: flux\nrules:",
+        "    weave-cloud-component: flux\naggregationRule:\n  clusterRoleSelectors: [{matchLabels: {x: y}}]\nrules:",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(err.contains("`aggregationRule` is not allowed"), "{err}");
+}
+
+#[test]
+fn only_the_kinds_agents_are_made_of_are_allowed() {
+    for (doc, kind) in [
+        ("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n", "Pod (v1)"),
+        ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\n", "Job (batch/v1)"),
+        ("apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: x}\n", "MutatingWebhookConfiguration (admissionregistration.k8s.io/v1)"),
+        // The right kind in someone else's API group is not the kind agents need.
+        ("apiVersion: evil.example/v1\nkind: Deployment\nmetadata: {name: x}\n", "Deployment (evil.example/v1)"),
+    ] {
+        let err = refusal("flux/memcached.yaml", doc);
+        assert!(err.contains(&format!("a bundle may not contain a {kind}")), "{err}");
+        assert!(err.starts_with("flux/memcached.yaml:1:1:"), "{err}");
+    }
+}

@@ -111,9 +111,10 @@ pub fn render_agents(
         .map_err(|m| RenderError::Other(format!("WeaveCloud `{namespace}/{name}`: {m}")))?;
     let cri = cri_socket(wc, inputs.detected_cri_socket.as_deref());
     if let Some(socket) = &cri {
-        if !socket.starts_with('/') {
+        if crate::api::weavecloud::known_runtime_socket(socket).is_none() {
             return Err(RenderError::Other(format!(
-                "WeaveCloud `{namespace}/{name}`: `spec.scope.containerRuntimeEndpoint: {socket}` must be an absolute path (it is mounted from the host)"
+                "WeaveCloud `{namespace}/{name}`: `spec.scope.containerRuntimeEndpoint: {socket}` {}",
+                RUNTIME_SOCKET_RULE
             )));
         }
     }
@@ -270,6 +271,9 @@ fn agent_disabled(wc: &WeaveCloud, agent: Agent) -> bool {
 /// name `--service-token`): Weft passes the token from the Secret, and a token in `appendArgs`
 /// would be written into the manifest.
 const TOKEN_FLAGS: &[&str] = &["token", "probe.token", "service-token"];
+
+/// Why a `containerRuntimeEndpoint` is refused (shared with the loader's file:line error).
+pub const RUNTIME_SOCKET_RULE: &str = "is not a known container runtime socket: it is mounted from the host into scope's privileged probe, so only the standard sockets of Docker, containerd, CRI-O and cri-dockerd are accepted (see docs/agents.md)";
 
 /// Why a WeaveCloud's spec cannot be rendered (checked before any agent is).
 #[derive(Debug, thiserror::Error)]

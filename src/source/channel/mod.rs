@@ -247,6 +247,7 @@ impl ChannelSource {
         let display = redact_url_passwords(poll_url.trim());
         let http = reqwest::Client::builder()
             .timeout(opts.http_timeout)
+            .redirect(crate::source::policy::same_host_redirects())
             .user_agent(concat!("weft/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ChannelError::Fetch {
@@ -411,7 +412,7 @@ impl ChannelSource {
         let fetch_err = |e: reqwest::Error| ChannelError::Fetch {
             url: shown.clone(),
             // reqwest's message names the URL it was given; ours has the password removed.
-            message: redact_url_passwords(&e.without_url().to_string()),
+            message: crate::source::policy::describe_http_error(e),
         };
         let mut response = self.http.get(url.clone()).send().await.map_err(fetch_err)?;
         if !response.status().is_success() {

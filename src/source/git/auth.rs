@@ -271,37 +271,7 @@ pub async fn from_kube_secret(
     Ok(creds)
 }
 
-/// Replace the password of every `scheme://user:password@host` inside `text` with `***`.
-pub fn redact_url_passwords(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(pos) = rest.find("://") {
-        let (before, after) = rest.split_at(pos + 3);
-        out.push_str(before);
-        // The authority ends at the first `/`, whitespace or quote; userinfo ends at its last `@`.
-        let end = after
-            .find(|c: char| c == '/' || c.is_whitespace() || c == '"' || c == '\'' || c == '`')
-            .unwrap_or(after.len());
-        let authority = &after[..end];
-        match authority.rfind('@') {
-            Some(at) => {
-                let userinfo = &authority[..at];
-                match userinfo.find(':') {
-                    Some(colon) => {
-                        out.push_str(&userinfo[..colon]);
-                        out.push_str(":***");
-                    }
-                    None => out.push_str(userinfo),
-                }
-                out.push_str(&authority[at..]);
-            }
-            None => out.push_str(authority),
-        }
-        rest = &after[end..];
-    }
-    out.push_str(rest);
-    out
-}
+pub use crate::api::redact::redact_url_passwords;
 
 /// Parsed OpenSSH known_hosts: which host keys are trusted for which hosts.
 #[derive(Clone, Debug, Default)]
@@ -463,16 +433,34 @@ fn host_matches(patterns: &[String], name: &str) -> bool {
     matched
 }
 
+/// `*` (any run) and `?` (any one byte) wildcards, in O(pattern × text) at worst: on a mismatch
+/// only the last `*` is retried one byte further (a recursive matcher is exponential on patterns
+/// such as `*a*a*a*a*b` against a long host name, and a known_hosts file is input).
 fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    match (pattern.first(), text.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => {
-            glob(&pattern[1..], text) || (!text.is_empty() && glob(pattern, &text[1..]))
+    let (mut p, mut t) = (0, 0);
+    // Where the last `*` was (the pattern index after it) and the text index it has eaten to.
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p + 1, t));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                Some((after, eaten)) => {
+                    p = after;
+                    t = eaten + 1;
+                    star = Some((after, eaten + 1));
+                }
+                None => return false,
+            },
         }
-        (Some(b'?'), Some(_)) => glob(&pattern[1..], &text[1..]),
-        (Some(p), Some(t)) if p == t => glob(&pattern[1..], &text[1..]),
-        _ => false,
     }
+    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 /// Standard base64 (with or without padding); `None` when malformed.

@@ -160,6 +160,16 @@ impl ScpUrl {
     }
 }
 
+/// An scp-style location (`git@host:org/repo.git`) written as the `ssh://` URL git reads it as
+/// (`ssh://git@host/org/repo.git`); `None` when `location` is not scp-style.
+pub fn scp_as_ssh_url(location: &str) -> Option<String> {
+    let scp = ScpUrl::parse(location)?;
+    let user = scp.user.map(|u| format!("{u}@")).unwrap_or_default();
+    let port = scp.port.map(|p| format!(":{p}")).unwrap_or_default();
+    let path = scp.path.trim_start_matches('/');
+    Some(format!("ssh://{user}{}{port}/{path}", scp.host))
+}
+
 /// Whether `repo` (a `--repo` value) names a git remote rather than a local directory:
 /// a URL with a scheme, or scp-style `user@host:path` that is not an existing local path.
 pub fn is_git_url(repo: &str) -> bool {

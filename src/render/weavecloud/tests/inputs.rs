@@ -203,31 +203,47 @@ fn a_token_in_append_args_is_refused() {
     }
 }
 #[test]
-fn a_relative_container_runtime_endpoint_is_refused_by_the_crd_and_the_renderer() {
+fn only_known_container_runtime_sockets_pass_the_crd_and_the_renderer() {
+    // The path is mounted from the host into scope's privileged probe: a tenant's WeaveCloud must
+    // not mount `/` or `/etc` through it.
     let re = regex::Regex::new(crate::api::weavecloud::CRI_ENDPOINT_PATTERN).unwrap();
-    for good in [
-        "/var/run/crio.sock",
-        "unix:///run/containerd/containerd.sock",
-    ] {
+    for good in crate::api::weavecloud::KNOWN_RUNTIME_SOCKETS {
         assert!(re.is_match(good), "{good}");
+        assert!(re.is_match(&format!("unix://{good}")), "{good}");
     }
     for bad in [
         "var/run/crio.sock",
         "unix://var/run/crio.sock",
         "tcp://10.0.0.1:2375",
+        "/",
+        "/etc",
+        "/var/run/docker.sock/../../../etc",
+        "/var/run/docker.sock\n",
+        "/var/run/dockerXsock",
         "",
     ] {
         assert!(!re.is_match(bad), "{bad}");
+        // The renderer trims what it mounts: a trailing newline names the same socket.
+        if bad.trim() != "/var/run/docker.sock" {
+            assert!(
+                crate::api::weavecloud::known_runtime_socket(bad).is_none(),
+                "{bad}"
+            );
+        }
     }
-    let mut wc = example();
-    wc.spec.scope.container_runtime_endpoint = Some("run/crio.sock".into());
-    let err = render_agents(&wc, Bundle::builtin().unwrap(), &AgentInputs::default()).unwrap_err();
-    assert!(
-        err.to_string().contains(
-            "`spec.scope.containerRuntimeEndpoint: run/crio.sock` must be an absolute path"
-        ),
-        "{err}"
-    );
+    for bad in ["run/crio.sock", "/etc", "/"] {
+        let mut wc = example();
+        wc.spec.scope.container_runtime_endpoint = Some(bad.into());
+        let err = render_agents(&wc, Bundle::builtin().unwrap(), &AgentInputs::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "`spec.scope.containerRuntimeEndpoint: {bad}` is not a known container runtime socket"
+            )),
+            "{err}"
+        );
+    }
 }
 
 // ---- launcher defaults and what is kept from a launcher install ----

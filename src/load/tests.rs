@@ -1,0 +1,121 @@
+//! `load_with` over whole snapshots: which directories are charts and which are manifests.
+
+use std::sync::Arc;
+
+use super::*;
+
+fn snapshot(files: &[(&str, &str)]) -> Arc<Snapshot> {
+    Arc::new(Snapshot {
+        revision: None,
+        files: files
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.as_bytes().to_vec()))
+            .collect(),
+    })
+}
+
+const CONFIG_MAP: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: default\n";
+const CHART_CR: &str = "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata:\n  name: web\n  namespace: default\nspec:\n  chart_name: web\n  release: web\n  namespace: default\n  source:\n    type: local\n    location: charts/web\n";
+const TEMPLATE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n";
+
+fn names(repo: &LoadedRepo) -> Vec<String> {
+    repo.manifests
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{}",
+                m.origin.file,
+                m.value["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_stray_chart_yaml_at_the_root_hides_nothing() {
+    // Before: this one file removed every manifest of the repository from the sync (and they were
+    // pruned). Now the directory is loaded and the file is named in a warning.
+    let snap = snapshot(&[
+        ("Chart.yaml", "name: oops\n"),
+        ("apps/app.yaml", CONFIG_MAP),
+    ]);
+    let (repo, diags) = load(snap).expect("loads");
+    assert_eq!(names(&repo), vec!["apps/app.yaml:app"]);
+    let warnings: Vec<String> = diags.warnings().map(|d| d.to_string()).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .starts_with("Chart.yaml:1:1: warning: no Armada chart has `.` as its local source"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_stray_chart_directory_is_loaded_and_its_templates_are_errors_not_silence() {
+    let snap = snapshot(&[
+        ("apps/Chart.yaml", "name: apps\n"),
+        ("apps/values.yaml", "replicas: 2\n"),
+        ("apps/app.yaml", CONFIG_MAP),
+        ("apps/templates/cm.yaml", TEMPLATE),
+    ]);
+    let err = load(snap).expect_err("a template is not a manifest");
+    let text = err.to_string();
+    assert!(text.contains("apps/templates/cm.yaml:4:"), "{text}");
+    // The chart's own description is not a manifest and is not reported as one.
+    assert!(!text.contains("apps/values.yaml"), "{text}");
+    assert!(!text.contains("apps/Chart.yaml"), "{text}");
+    let warning = err
+        .0
+        .warnings()
+        .next()
+        .expect("the stray Chart.yaml is named")
+        .to_string();
+    assert!(
+        warning.starts_with("apps/Chart.yaml:1:1: warning:"),
+        "{warning}"
+    );
+    assert!(warning.contains("`apps`"), "{warning}");
+}
+
+#[test]
+fn only_referenced_chart_directories_are_skipped() {
+    let snap = snapshot(&[
+        ("armada/web.yaml", CHART_CR),
+        ("charts/web/Chart.yaml", "name: web\n"),
+        ("charts/web/templates/cm.yaml", TEMPLATE),
+        // A subchart of the referenced chart is part of it.
+        ("charts/web/charts/lib/Chart.yaml", "name: lib\n"),
+        ("charts/web/charts/lib/templates/x.yaml", TEMPLATE),
+        // A sibling nobody references.
+        ("charts/other/Chart.yaml", "name: other\n"),
+        ("charts/other/extra.yaml", CONFIG_MAP),
+    ]);
+    let (repo, diags) = load(snap).expect("loads");
+    assert_eq!(names(&repo), vec!["charts/other/extra.yaml:app"]);
+    assert_eq!(repo.armada.len(), 1);
+    let warnings: Vec<String> = diags.warnings().map(|d| d.to_string()).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("charts/other/Chart.yaml:1:1: warning:")),
+        "{warnings:?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("charts/web")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn native_armada_documents_reference_chart_directories_too() {
+    let native = "schema: armada/Chart/v1\nmetadata:\n  schema: metadata/Document/v1\n  name: web\ndata:\n  chart_name: web\n  release: web\n  namespace: default\n  source:\n    type: local\n    location: ./charts\n    subpath: web\n";
+    let snap = snapshot(&[
+        ("armada.yaml", native),
+        ("charts/web/Chart.yaml", "name: web\n"),
+        ("charts/web/templates/cm.yaml", TEMPLATE),
+    ]);
+    let (repo, diags) = load(snap).expect("loads");
+    assert!(repo.manifests.is_empty());
+    assert_eq!(diags.warnings().count(), 0, "{:?}", diags.0);
+}
