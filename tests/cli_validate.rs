@@ -164,25 +164,56 @@ fn symlink_leaving_the_repository_is_refused() {
     );
 }
 
+const CHART_X: [(&str, &str); 3] = [
+    (
+        "charts/x/Chart.yaml",
+        "name: x\nversion: 0.1.0\nannotations: {weft.io/template-format: substitution}\n",
+    ),
+    (
+        "charts/x/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}\n",
+    ),
+    ("charts/x/values.yaml", "a: 1\n"),
+];
+
+const PLAIN_CM: (&str, &str) = (
+    "cm.yaml",
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n",
+);
+
 #[test]
-fn chart_directories_are_not_loaded_as_manifests() {
-    let (code, out) = validate(&[
-        (
-            "charts/x/Chart.yaml",
-            "name: x\nversion: 0.1.0\nannotations: {weft.io/template-format: substitution}\n",
-        ),
-        (
-            "charts/x/templates/cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}\n",
-        ),
-        ("charts/x/values.yaml", "a: 1\n"),
-        (
-            "cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n",
-        ),
-    ]);
+fn chart_directories_a_chart_names_are_not_loaded_as_manifests() {
+    let mut files = CHART_X.to_vec();
+    files.push(PLAIN_CM);
+    files.push((
+        "armada.yaml",
+        "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {name: x, namespace: default}\nspec:\n  release: x\n  namespace: apps\n  source: {type: local, location: charts/x}\n",
+    ));
+    let (code, out) = validate(&files);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("ok: 1 documents"), "{out}");
+    // The plain ConfigMap and the ArmadaChart; the chart's template is rendered, not loaded.
+    assert!(out.contains("ok: 2 documents"), "{out}");
+    assert!(!out.contains("warning"), "{out}");
+}
+
+/// Issue 14: a stray `Chart.yaml` used to drop its whole directory from the sync (and the
+/// objects that vanished were pruned). Now only charts' sources are skipped; a stray one is
+/// loaded and named in a warning.
+#[test]
+fn a_chart_directory_no_chart_names_is_loaded_with_a_warning() {
+    let mut files = CHART_X.to_vec();
+    files.push(PLAIN_CM);
+    let (code, out) = validate(&files);
+    assert_eq!(code, 0, "{out}");
+    // The plain ConfigMap and the template, loaded as a manifest; Chart.yaml and values.yaml
+    // are chart metadata, never manifests.
+    assert!(out.contains("ok: 2 documents"), "{out}");
+    assert!(
+        out.contains(
+            "charts/x/Chart.yaml:1:1: warning: no Armada chart has `charts/x` as its local source"
+        ),
+        "{out}"
+    );
 }
 
 /// Logs written to a pipe (a log collector, a CI job) carry no colour escapes: `weft render
