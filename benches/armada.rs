@@ -117,7 +117,7 @@ fn bench(c: &mut Criterion) {
             let mut t = template.clone();
             let mut problems = Vec::new();
             let mut budget = Budget::default();
-            substitute(
+            let _ = substitute(
                 &mut t,
                 String::new(),
                 &values,

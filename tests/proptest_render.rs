@@ -164,8 +164,12 @@ proptest! {
         picks in prop::collection::vec((any::<u8>(), any::<usize>(), any::<usize>(), json_value()), 1..8),
     ) {
         let ops = operations(&doc, &picks);
+        // The reference applies the same operations one call each: json-patch's own atomic
+        // multi-operation patch panics when undoing some failures (see render::patch's tests).
         let mut reference = doc.clone();
-        let expected = json_patch::patch(&mut reference, &ops);
+        let expected = ops
+            .iter()
+            .try_for_each(|op| json_patch::patch(&mut reference, std::slice::from_ref(op)));
         let mut ours = doc.clone();
         let got = apply_within(&mut ours, &ops, &mut Budget::default());
         prop_assert_eq!(got.is_ok(), expected.is_ok(), "{:?} vs {:?}", got, expected);

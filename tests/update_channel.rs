@@ -32,6 +32,7 @@ use weft::daemon::updater::{
     REASON_ROLLED_BACK, VERSION_KEY,
 };
 use weft::server::{self, ServerState};
+use weft::source::policy::{ChannelPolicy, UrlAllowList};
 
 const FLUX: &str = "weave-flux-agent";
 
@@ -83,6 +84,11 @@ fn updater_with(state: DaemonState, ns: &TestNamespace, health_timeout: Duration
         health_timeout,
         poll_interval: Duration::from_millis(500),
         rescan_interval: Duration::from_secs(2),
+        // The channels are plain-http servers on loopback, not `https://<wcHostname>/`: allowed
+        // as an operator would with --allowed-channels (the refusal has its own tests).
+        allowed_channels: ChannelPolicy {
+            allowed: Some(UrlAllowList::parse("http://").expect("prefix")),
+        },
         ..Default::default()
     };
     Updater::new(state, opts)

@@ -212,9 +212,13 @@ pub fn load_with(
         }
     }
     let referenced = armada::local_chart_dirs(&loader.armada_docs);
+    // A document that failed (an undecryptable Armada file, say) may be the chart naming a
+    // directory: then no directory is called stray, every one is treated as a chart (its SOPS
+    // files decrypted, their errors reported too), and the load fails on the errors found.
+    let undecided = loader.diags.has_errors();
     let (charts, stray): (Vec<String>, Vec<String>) = candidates
         .into_iter()
-        .partition(|dir| under_any(dir, &referenced));
+        .partition(|dir| undecided || under_any(dir, &referenced));
     for dir in &stray {
         loader.diags.warning(
             Origin {

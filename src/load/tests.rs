@@ -119,3 +119,20 @@ fn native_armada_documents_reference_chart_directories_too() {
     assert!(repo.manifests.is_empty());
     assert_eq!(diags.warnings().count(), 0, "{:?}", diags.0);
 }
+
+#[test]
+fn when_a_document_fails_no_chart_directory_is_called_stray() {
+    // The broken document may be the chart that names `charts/web`: its templates are not
+    // loaded as manifests, no misleading warning, and the load fails on the real error.
+    let broken = CHART_CR.replace("  release: web\n", "  release: [web]\n");
+    let snap = snapshot(&[
+        ("armada.yaml", &broken),
+        ("charts/web/Chart.yaml", "name: web\nversion: 0.1.0\n"),
+        ("charts/web/templates/cm.yaml", TEMPLATE),
+    ]);
+    let err = load_with(snap, &LoadOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("armada.yaml:"), "{text}");
+    assert!(!text.contains("charts/web/templates"), "{text}");
+    assert!(!text.contains("no Armada chart has"), "{text}");
+}

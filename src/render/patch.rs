@@ -65,3 +65,46 @@ pub fn merge_within(
     json_patch::merge(object, patch);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ops(v: Value) -> Vec<PatchOperation> {
+        serde_json::from_value::<json_patch::Patch>(v).unwrap().0
+    }
+
+    #[test]
+    fn a_failing_operation_after_a_replace_is_an_error_not_a_panic() {
+        // Found by tests/proptest_render.rs: json-patch 4.2 applies a whole patch atomically and
+        // panics ("unable to undo applied patches") when this second operation fails. One
+        // operation at a time, nothing needs undoing: the overlay fails with an error.
+        let mut doc = json!({"a": null, "a0": [null, null, null, null], "aa": null});
+        let patch = ops(json!([
+            {"op": "replace", "path": "/aa", "value": false},
+            {"op": "move", "from": "/aa", "path": "/a/k1"},
+        ]));
+        let err = apply_within(&mut doc, &patch, &mut Budget::default()).unwrap_err();
+        assert!(matches!(err, PatchFailure::Patch(_)), "{err}");
+    }
+
+    #[test]
+    fn each_operation_is_charged_before_it_runs() {
+        let mut doc = json!({"spec": {"a": [1, 2, 3]}});
+        let doubling: Vec<Value> = (0..40)
+            .map(|i| json!({"op": "copy", "from": "/spec", "path": format!("/spec/c{i}")}))
+            .collect();
+        let mut budget = Budget::new(crate::load::budget::Limits {
+            max_nodes: 10_000,
+            ..Default::default()
+        });
+        let err = apply_within(&mut doc, &ops(Value::Array(doubling)), &mut budget).unwrap_err();
+        // 5 nodes doubling: operation 11 would pass 10,000 nodes in all.
+        match err {
+            PatchFailure::Budget { op, .. } => assert!((8..=12).contains(&op), "op {op}"),
+            other => panic!("{other}"),
+        }
+        assert!(measure(&doc, &Default::default()).nodes <= 10_000 + 5);
+    }
+}

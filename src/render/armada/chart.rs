@@ -281,7 +281,7 @@ impl Renderer<'_> {
             };
             let mut value = doc.value;
             let mut problems = Vec::new();
-            substitute(
+            let _ = substitute(
                 &mut value,
                 String::new(),
                 values,

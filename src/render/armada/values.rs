@@ -76,20 +76,9 @@ fn valid_path(path: &str) -> bool {
 
 /// Replace placeholders in every string of `value` (not in mapping keys). Problems are
 /// collected as (pointer, message). What substitution produces (whole values copied, text
-/// written) is charged to `budget`; once it is spent, the rest of `value` is left alone and the
-/// placeholder that passed it is the one problem reported.
+/// written) is charged to `budget`; once it is spent, the rest of `value` is left alone, the
+/// placeholder that passed it is the one problem reported, and the walk breaks.
 pub fn substitute(
-    value: &mut Value,
-    pointer: String,
-    values: &Value,
-    builtins: &Builtins,
-    budget: &mut Budget,
-    problems: &mut Vec<(String, String)>,
-) {
-    let _ = walk(value, pointer, values, builtins, budget, problems);
-}
-
-fn walk(
     value: &mut Value,
     pointer: String,
     values: &Value,
@@ -113,7 +102,7 @@ fn walk(
         }
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
-                walk(
+                substitute(
                     item,
                     format!("{pointer}/{i}"),
                     values,
@@ -126,7 +115,7 @@ fn walk(
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
                 let child = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
-                walk(v, child, values, builtins, budget, problems)?;
+                substitute(v, child, values, builtins, budget, problems)?;
             }
         }
         _ => {}
