@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 
 use crate::api::weavecloud::{Environment, PodScrapePolicy, WeaveCloud};
+use crate::load::budget::Budget;
 use crate::render::bundle::{
     container_index, pod_template_pointer, prometheus_config_of, scrape_job_index, Agent, Bundle,
     ContainerRef, Template, CLUSTER_SCOPED_KINDS,
@@ -50,7 +51,9 @@ impl Context<'_> {
                 template.location()
             ))
         })?;
-        json_patch::patch(object, &patch).map_err(|e| {
+        // One operation per call, as overlays: a fetched bundle's template that makes a later
+        // operation fail must give an error, not json-patch's undo panic.
+        crate::render::patch::apply_within(object, &patch.0, &mut Budget::default()).map_err(|e| {
             RenderError::Other(format!(
                 "agent bundle {}: cannot render {} `{}` ({}): {e}",
                 self.bundle.version,
