@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod args;
 mod daemon;
+mod get;
 pub mod progress;
 mod render;
 pub mod run;
@@ -55,6 +56,9 @@ enum Command {
     Run(Box<daemon::RunArgs>),
     /// Ask a running daemon to sync now (`POST /api/v1/sync`); `--wait` waits for the pass and prints its result.
     Trigger(trigger::TriggerArgs),
+    /// Weft's resources in the cluster with their Ready condition, as `flux get` shows: exit 0
+    /// when all are ready, 1 when one is not (`--wait` waits first), 2 on error.
+    Get(get::GetArgs),
 }
 
 /// Parse the command line, run the command, and give the exit code.
@@ -96,6 +100,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => sync::diff(args),
         Command::Run(args) => daemon::run(*args),
         Command::Trigger(args) => trigger::trigger(args),
+        Command::Get(args) => get::get(args),
     }
 }
 

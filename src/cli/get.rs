@@ -1,0 +1,303 @@
+//! `weft get`: Weft's resources at a glance, read from the cluster as `flux get` does: one row
+//! per WeaveCloud, ArmadaChart, ArmadaChartGroup and ArmadaManifest with its `Ready` condition,
+//! what it runs (agent version, chart revision, phase), since when, and why when it is not ready.
+//! Exit 0 when every row is ready, 1 when one is not (`--wait` waits for them first), 2 on error.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use serde::Serialize;
+
+use super::args::ClusterArgs;
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest, Phase};
+use crate::api::conditions::{Condition, ConditionStatus};
+use crate::api::WeaveCloud;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum What {
+    Weaveclouds,
+    Charts,
+    Groups,
+    Manifests,
+    All,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// What to list.
+    #[arg(value_enum, default_value = "all")]
+    pub what: What,
+    /// Only this namespace (default: every namespace).
+    #[arg(long = "in-namespace", short = 'n')]
+    pub in_namespace: Option<String>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value = "table")]
+    pub output: Output,
+    /// Wait until every listed resource is ready (or `--timeout` passes), then print.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long `--wait` waits.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// One resource's state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
+    /// The `Ready` condition's status (`Unknown` until the controller reported one).
+    pub ready: ConditionStatus,
+    /// Agent version (WeaveCloud), source revision (ArmadaChart) or phase (groups, manifests).
+    pub revision: String,
+    /// When `Ready` last changed.
+    pub since: String,
+    /// `reason: message` of `Ready` when it is not `True`.
+    pub message: String,
+}
+
+impl Row {
+    fn new(
+        kind: &'static str,
+        meta: &impl ResourceExt,
+        conditions: &[Condition],
+        revision: String,
+    ) -> Row {
+        let ready = conditions.iter().find(|c| c.type_ == "Ready");
+        let status = ready.map(|c| c.status).unwrap_or_default();
+        let message = match ready {
+            Some(c) if c.status != ConditionStatus::True => {
+                format!("{}: {}", c.reason, c.message)
+            }
+            None => "no Ready condition yet (not reconciled)".to_string(),
+            _ => String::new(),
+        };
+        Row {
+            kind,
+            namespace: meta.namespace().unwrap_or_default(),
+            name: meta.name_any(),
+            ready: status,
+            revision,
+            since: ready
+                .and_then(|c| c.last_transition_time.clone())
+                .unwrap_or_default(),
+            message,
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready == ConditionStatus::True
+    }
+}
+
+fn phase(p: Option<Phase>) -> String {
+    p.map(|p| format!("{p:?}").to_lowercase())
+        .unwrap_or_default()
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// The rows of `what`, sorted by kind, namespace and name.
+pub async fn rows(
+    client: &Client,
+    what: What,
+    namespace: Option<&str>,
+) -> Result<Vec<Row>, kube::Error> {
+    let lp = ListParams::default();
+    let wants = |w: What| what == w || what == What::All;
+    let mut rows = Vec::new();
+    if wants(What::Weaveclouds) {
+        for wc in api::<WeaveCloud>(client, namespace).list(&lp).await? {
+            let status = wc.status.clone().unwrap_or_default();
+            let version = status.agent_version.clone().unwrap_or_default();
+            rows.push(Row::new("WeaveCloud", &wc, &status.conditions, version));
+        }
+    }
+    if wants(What::Charts) {
+        for c in api::<ArmadaChart>(client, namespace).list(&lp).await? {
+            let status = c.status.clone().unwrap_or_default();
+            let revision = status
+                .revision
+                .clone()
+                .unwrap_or_else(|| phase(status.phase));
+            rows.push(Row::new("ArmadaChart", &c, &status.conditions, revision));
+        }
+    }
+    if wants(What::Groups) {
+        for g in api::<ArmadaChartGroup>(client, namespace).list(&lp).await? {
+            let status = g.status.clone().unwrap_or_default();
+            rows.push(Row::new(
+                "ArmadaChartGroup",
+                &g,
+                &status.conditions,
+                phase(status.phase),
+            ));
+        }
+    }
+    if wants(What::Manifests) {
+        for m in api::<ArmadaManifest>(client, namespace).list(&lp).await? {
+            let status = m.status.clone().unwrap_or_default();
+            rows.push(Row::new(
+                "ArmadaManifest",
+                &m,
+                &status.conditions,
+                phase(status.phase),
+            ));
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows as a table with a header, columns padded to their widest cell.
+pub fn table(rows: &[Row]) -> String {
+    let header = [
+        "KIND",
+        "NAMESPACE",
+        "NAME",
+        "READY",
+        "REVISION",
+        "SINCE",
+        "MESSAGE",
+    ];
+    let cells: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.kind.to_string(),
+                r.namespace.clone(),
+                r.name.clone(),
+                format!("{:?}", r.ready),
+                r.revision.clone(),
+                r.since.clone(),
+                r.message.replace('\n', " "),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cols: Vec<&str>| {
+        let mut out = String::new();
+        for (i, (c, w)) in cols.iter().zip(widths).enumerate() {
+            if i + 1 == cols.len() {
+                out.push_str(c);
+            } else {
+                out.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        out.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in &cells {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let (client, _) = args.cluster.connect().await?;
+        let namespace = args.in_namespace.as_deref();
+        let deadline = Instant::now() + args.timeout;
+        let rows = loop {
+            let rows = rows(&client, args.what, namespace).await?;
+            if !args.wait || rows.iter().all(Row::is_ready) || Instant::now() >= deadline {
+                break rows;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        };
+        match args.output {
+            Output::Table if rows.is_empty() => eprintln!("no resources found"),
+            Output::Table => print!("{}", table(&rows)),
+            Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+            Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
+        }
+        Ok(if rows.iter().all(Row::is_ready) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, ready: ConditionStatus, message: &str) -> Row {
+        Row {
+            kind: "ArmadaChart",
+            namespace: "apps".into(),
+            name: name.into(),
+            ready,
+            revision: "abc123".into(),
+            since: "2026-12-02T01:00:00Z".into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn the_table_pads_every_column_but_the_last() {
+        let t = table(&[
+            row("web", ConditionStatus::True, ""),
+            row(
+                "database",
+                ConditionStatus::False,
+                "Failed: armada.yaml:3:1: oops",
+            ),
+        ]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "KIND         NAMESPACE  NAME      READY  REVISION  SINCE                 MESSAGE"
+        );
+        assert_eq!(
+            lines[1],
+            "ArmadaChart  apps       web       True   abc123    2026-12-02T01:00:00Z"
+        );
+        assert!(lines[2]
+            .ends_with("False  abc123    2026-12-02T01:00:00Z  Failed: armada.yaml:3:1: oops"));
+    }
+
+    #[test]
+    fn a_resource_without_a_ready_condition_is_not_ready_and_says_why() {
+        let chart: ArmadaChart = serde_json::from_value(serde_json::json!({
+            "apiVersion": "armada.airshipit.org/v1alpha1",
+            "kind": "ArmadaChart",
+            "metadata": {"name": "x", "namespace": "apps"},
+            "spec": {"release": "x", "namespace": "apps", "source": {"type": "local", "location": "c"}},
+        }))
+        .unwrap();
+        let r = Row::new("ArmadaChart", &chart, &[], String::new());
+        assert!(!r.is_ready());
+        assert_eq!(r.ready, ConditionStatus::Unknown);
+        assert!(r.message.contains("not reconciled"), "{}", r.message);
+    }
+}
