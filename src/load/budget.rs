@@ -26,11 +26,12 @@ pub struct Limits {
 
 impl Default for Limits {
     /// Far above any real chart or manifest (the largest openstack-helm chart renders a few
-    /// thousand nodes per object), far below what would hurt a 256 MiB pod.
+    /// thousand nodes per object), far below what would hurt the daemon's 512 MiB limit: a
+    /// render that spends it all peaks near 60 MiB (scripts/hostile-inputs, docs/benchmarks.md).
     fn default() -> Self {
         Limits {
-            max_nodes: 1_000_000,
-            max_bytes: 64 * 1024 * 1024,
+            max_nodes: 250_000,
+            max_bytes: 16 * 1024 * 1024,
             max_depth: 256,
         }
     }

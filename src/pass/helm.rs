@@ -19,7 +19,7 @@ use super::PassError;
 use crate::api::armada::ArmadaChart;
 use crate::api::ResourceKey;
 use crate::load::armada::{Loaded, MAX_DEPENDENCY_DEPTH, MAX_DEPENDENCY_TREE};
-use crate::load::budget::{Budget, Exceeded};
+use crate::load::budget::{Budget, Exceeded, Limits};
 use crate::load::{LoadedRepo, Origin};
 use crate::render::armada::{
     chart_key, files_of, format_of, release_name, HelmFailures, HelmRenders,
@@ -246,11 +246,25 @@ enum TreeError {
 
 /// What building one chart's tree has taken so far: the charts on the current path, the
 /// charts built, the bytes of their files (a dependency reached by two paths is copied twice).
-#[derive(Default)]
 struct TreeWalk {
     visiting: BTreeSet<ResourceKey>,
     charts: usize,
     files: Budget,
+}
+
+impl Default for TreeWalk {
+    /// Chart files are input, not produce: a tree may copy up to 64 MiB of them (a chart with
+    /// large CRDs or dashboards, times the paths to it).
+    fn default() -> Self {
+        TreeWalk {
+            visiting: BTreeSet::new(),
+            charts: 0,
+            files: Budget::new(Limits {
+                max_bytes: 64 * 1024 * 1024,
+                ..Limits::default()
+            }),
+        }
+    }
 }
 
 /// A chart with its Armada `dependencies` (ArmadaCharts of the same namespace, by name), each

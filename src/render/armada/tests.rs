@@ -387,7 +387,7 @@ fn a_whole_value_placeholder_copied_many_times_stops_at_the_budget() {
     assert!(
         err.contains("charts/app/templates/many.yaml:")
             && err.contains(
-                "substitution of `${big}` would produce more than 1000000 YAML/JSON nodes"
+                "substitution of `${big}` would produce more than 250000 YAML/JSON nodes"
             ),
         "{err}"
     );
