@@ -12,7 +12,7 @@ use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
 
 use super::args::ClusterArgs;
-use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest, Phase};
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaGroupStatus, ArmadaManifest, Phase};
 use crate::api::conditions::{Condition, ConditionStatus};
 use crate::api::WeaveCloud;
 
@@ -147,28 +147,30 @@ pub async fn rows(
         }
     }
     if wants(What::Groups) {
-        for g in api::<ArmadaChartGroup>(client, namespace).list(&lp).await? {
-            let status = g.status.clone().unwrap_or_default();
-            rows.push(Row::new(
-                "ArmadaChartGroup",
-                &g,
-                &status.conditions,
-                phase(status.phase),
-            ));
-        }
+        let list = api::<ArmadaChartGroup>(client, namespace).list(&lp).await?;
+        rows.extend(
+            list.iter()
+                .map(|g| group_row("ArmadaChartGroup", g, &g.status)),
+        );
     }
     if wants(What::Manifests) {
-        for m in api::<ArmadaManifest>(client, namespace).list(&lp).await? {
-            let status = m.status.clone().unwrap_or_default();
-            rows.push(Row::new(
-                "ArmadaManifest",
-                &m,
-                &status.conditions,
-                phase(status.phase),
-            ));
-        }
+        let list = api::<ArmadaManifest>(client, namespace).list(&lp).await?;
+        rows.extend(
+            list.iter()
+                .map(|m| group_row("ArmadaManifest", m, &m.status)),
+        );
     }
     Ok(rows)
+}
+
+/// A group's or manifest's row: its phase stands for a revision.
+fn group_row(
+    kind: &'static str,
+    meta: &impl ResourceExt,
+    status: &Option<ArmadaGroupStatus>,
+) -> Row {
+    let status = status.clone().unwrap_or_default();
+    Row::new(kind, meta, &status.conditions, phase(status.phase))
 }
 
 /// The rows as a table with a header, columns padded to their widest cell.
