@@ -1,11 +1,15 @@
 //! Serving a router on a listener with the bounds `axum::serve` does not offer: a connection
-//! limit, a header read timeout, and a small per-connection read buffer, with graceful shutdown
-//! (in-flight requests finish; idle connections close).
+//! limit, a header read timeout, a write stall timeout (a client that never reads its answers),
+//! and a small per-connection read buffer, with graceful shutdown (in-flight requests finish;
+//! idle connections close).
 //!
 //! Connections past `max_connections` are not accepted: they wait in the kernel's accept queue
 //! until a slot frees, so a flood of sockets costs the daemon no file descriptor and no task.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -31,7 +35,8 @@ pub struct HttpLimits {
     /// A request's body must arrive within this (`--http-body-timeout`): 408.
     pub body_read_timeout: Duration,
     /// A request must be answered within this (`--http-request-timeout`), except
-    /// `POST /api/v1/sync?wait=true`, which waits for its pass: 408.
+    /// `POST /api/v1/sync?wait=true`, which waits for its pass: 408. A write to a client that
+    /// does not read stalls at most this long before the connection is closed.
     pub request_timeout: Duration,
     /// Bytes of request bodies held by all requests together: 503 past it.
     pub body_budget_bytes: usize,
@@ -110,7 +115,9 @@ pub async fn serve_listener(
             // A Router is always ready; calling it without poll_ready is what axum::serve does.
             router.clone().call(req)
         });
-        let conn = http.serve_connection(TokioIo::new(stream), svc);
+        // A client that does not read its answers is cut like one that does not send its request.
+        let io = WriteDeadline::new(TokioIo::new(stream), limits.request_timeout);
+        let conn = http.serve_connection(io, svc);
         let stop = shutdown.clone();
         tokio::spawn(async move {
             let _slot = slot;
@@ -144,5 +151,104 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
         if stop.changed().await.is_err() {
             return std::future::pending().await;
         }
+    }
+}
+
+/// A connection whose writes may not stall longer than `limit`: a client that sends requests but
+/// never reads the answers fills the socket buffers, and then hyper neither writes nor reads
+/// (so no header timeout runs) — without this the connection would hold its slot for ever.
+struct WriteDeadline<T> {
+    inner: T,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    fn new(inner: T, limit: Duration) -> Self {
+        WriteDeadline {
+            inner,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// A write is pending: start (or keep) the stall clock; an error once it runs out.
+    fn stall<R>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<R>> {
+        let limit = self.limit;
+        let clock = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match clock.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the client did not read the answer within {}s",
+                    limit.as_secs()
+                ),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn settle<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        p: Poll<std::io::Result<R>>,
+    ) -> Poll<std::io::Result<R>> {
+        match p {
+            Poll::Pending => self.stall(cx),
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WriteDeadline<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WriteDeadline<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.settle(cx, p)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_flush(cx);
+        this.settle(cx, p)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.settle(cx, p)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.settle(cx, p)
     }
 }

@@ -595,3 +595,39 @@ async fn shutdown_lets_an_in_flight_request_finish() {
     q.finish(t.pass, report(t.pass));
     assert_eq!(waiting.await.unwrap().unwrap(), 200);
 }
+
+#[tokio::test]
+async fn a_client_that_never_reads_its_answers_is_cut() {
+    let srv = start_with(true, per_hook_secrets(), short_limits()).await;
+    let addr: SocketAddr = srv.base.trim_start_matches("http://").parse().unwrap();
+    // Every slot of port `http` pipelines requests for the metrics and never reads: the socket
+    // buffers fill, then hyper can neither write nor read.
+    let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(20_000);
+    let stuck: Vec<_> = (0..4)
+        .map(|_| {
+            let request = request.clone();
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
+                let _ = s.write_all(&request);
+                // Keep the connection open, unread, until the server gives up on it.
+                std::thread::sleep(Duration::from_secs(8));
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The next client is served once the write stall timeout (2 s here) frees a slot.
+    let started = Instant::now();
+    let resp = tokio::time::timeout(
+        Duration::from_secs(6),
+        reqwest::get(format!("{}/healthz", srv.base)),
+    )
+    .await
+    .expect("a slot was freed by the write stall timeout")
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(started.elapsed() < Duration::from_secs(6));
+    for t in stuck {
+        let _ = t.join();
+    }
+}
