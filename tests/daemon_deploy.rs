@@ -91,7 +91,28 @@ async fn kubectl_apply_of_deploy_creates_everything() {
         .get("weft")
         .await
         .expect("service");
-    assert_eq!(svc.spec.and_then(|s| s.ports).expect("ports")[0].port, 8080);
+    // Two ports, named as the NetworkPolicy names them: `http` (metrics, health, status) and
+    // `hooks` (webhooks, sync), each to the container port of the same name.
+    let ports: Vec<(String, i32, String)> = svc
+        .spec
+        .and_then(|s| s.ports)
+        .expect("ports")
+        .into_iter()
+        .map(|p| {
+            let target = match p.target_port {
+                Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s)) => s,
+                other => format!("{other:?}"),
+            };
+            (p.name.unwrap_or_default(), p.port, target)
+        })
+        .collect();
+    assert_eq!(
+        ports,
+        vec![
+            ("http".to_string(), 8080, "http".to_string()),
+            ("hooks".to_string(), 8081, "hooks".to_string())
+        ]
+    );
 
     let d = Api::<Deployment>::namespaced(client.clone(), ns)
         .get("weft")
@@ -107,6 +128,27 @@ async fn kubectl_apply_of_deploy_creates_everything() {
     );
     let container = &pod.containers[0];
     assert_eq!(container.args.as_ref().expect("args")[0], "run");
+    let container_ports: Vec<(Option<String>, i32)> = container
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone(), p.container_port))
+        .collect();
+    assert_eq!(
+        container_ports,
+        vec![(Some("http".into()), 8080), (Some("hooks".into()), 8081)]
+    );
+    // The per-provider webhook secrets are a directory: the Secret weft-webhooks, mounted.
+    assert!(container
+        .args
+        .iter()
+        .flatten()
+        .any(|a| a == "--webhook-secret-file=/etc/weft/webhooks"));
+    assert!(pod.volumes.iter().flatten().any(|v| v
+        .secret
+        .as_ref()
+        .and_then(|s| s.secret_name.as_deref())
+        == Some("weft-webhooks")));
     let sc = container
         .security_context
         .as_ref()

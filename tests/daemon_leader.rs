@@ -165,9 +165,10 @@ async fn an_installation_of_another_repository_refuses_to_share_a_live_root() {
         lease_duration: "30s",
         ..DaemonOptions::new(&mine, ns.name())
     });
-    // Leading and done with its first pass (its ConfigMap is applied).
+    // Leading and done with its first pass: the check below that nothing else was applied
+    // must not race the first apply.
     first
-        .wait_status("first leads and applies", Duration::from_secs(30), |s| {
+        .wait_status("first leads and applied", Duration::from_secs(30), |s| {
             s["leader"] == true && s["lastPass"]["result"] == "succeeded"
         })
         .await;

@@ -165,7 +165,13 @@ async fn weft_trigger_wait_returns_the_new_revision_and_sigterm_exits_0() {
     let sha = repo.work.commit("three");
     repo.work.push();
     let out = tokio::process::Command::new(support::daemon::weft_bin())
-        .args(["trigger", "--wait", "--url", &d.base(), "--sync-token-file"])
+        .args([
+            "trigger",
+            "--wait",
+            "--url",
+            &d.hooks_base(),
+            "--sync-token-file",
+        ])
         .arg(d.token_file())
         .output()
         .await
@@ -190,7 +196,7 @@ async fn weft_trigger_wait_returns_the_new_revision_and_sigterm_exits_0() {
     let bad = tempfile::NamedTempFile::new().expect("tmp");
     std::fs::write(bad.path(), "wrong").expect("write");
     let out = tokio::process::Command::new(support::daemon::weft_bin())
-        .args(["trigger", "--url", &d.base(), "--sync-token-file"])
+        .args(["trigger", "--url", &d.hooks_base(), "--sync-token-file"])
         .arg(bad.path())
         .output()
         .await

@@ -472,18 +472,15 @@ async fn a_restarted_weft_keeps_the_version_from_the_cluster() {
 /// and the update request handle) with the updater; returns its base URL and a stop handle.
 async fn http_server(daemon: DaemonState) -> (String, tokio::sync::oneshot::Sender<()>) {
     let (_ready_tx, ready) = tokio::sync::watch::channel(true);
-    let state = ServerState {
-        daemon,
-        sync_token: Some(Arc::new(b"sync-token".to_vec())),
-        webhook_secret: None,
-        followed_ref: "main".into(),
-        ready,
-        wait_timeout: Duration::from_secs(5),
-    };
-    let listener = server::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
+    let mut state = ServerState::new(daemon, "main", ready, Duration::from_secs(5));
+    state.sync_token = Some(Arc::new(b"sync-token".to_vec()));
+    let listeners = server::Listeners::bind("127.0.0.1:0", "127.0.0.1:0")
+        .await
+        .unwrap();
+    // The sync endpoint is on the hooks port.
+    let base = format!("http://{}", listeners.hooks.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(server::serve(listener, state, async move {
+    tokio::spawn(server::serve(listeners, state, async move {
         let _ = rx.await;
         // Keep the ready sender alive as long as the server.
         drop(_ready_tx);

@@ -96,7 +96,7 @@ fn ready_of(wc: &WeaveCloud) -> Option<(String, String)> {
 
 async fn request_update(d: &Daemon) {
     let resp = reqwest::Client::new()
-        .post(format!("{}/api/v1/sync?update=true", d.base()))
+        .post(format!("{}/api/v1/sync?update=true", d.hooks_base()))
         .bearer_auth(SYNC_TOKEN)
         .send()
         .await

@@ -29,15 +29,32 @@ pub struct RunArgs {
     /// How often to check the repository for a new revision (`30s`, `1m`, `5m`).
     #[arg(long, env = "WEFT_INTERVAL", default_value = "1m", value_parser = humantime::parse_duration)]
     pub interval: Duration,
-    /// Address of the HTTP API (webhooks, sync, status, health, metrics).
+    /// Address of the read-only HTTP API: status, health, metrics (port `http`).
     #[arg(long, env = "WEFT_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: String,
+    /// Address of the webhooks and `POST /api/v1/sync` (port `hooks`).
+    #[arg(long, env = "WEFT_HOOKS_LISTEN", default_value = "0.0.0.0:8081")]
+    pub hooks_listen: String,
     /// File with the bearer token of `POST /api/v1/sync` (without it the endpoint is closed).
     #[arg(long, env = "WEFT_SYNC_TOKEN_FILE")]
     pub sync_token_file: Option<PathBuf>,
-    /// File with the shared secret of the webhooks (without it they are closed).
+    /// The webhook secrets: a directory with files `github`, `gitlab`, `generic` (a missing one
+    /// closes that hook), or one file whose secret keys the GitHub and generic HMACs (GitLab,
+    /// whose token travels in plaintext, is then closed).
     #[arg(long, env = "WEFT_WEBHOOK_SECRET_FILE")]
     pub webhook_secret_file: Option<PathBuf>,
+    /// Connections served at once on each HTTP listener; more wait in the accept queue.
+    #[arg(long, env = "WEFT_MAX_CONNECTIONS", default_value = "256", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// A client must send a request's headers within this (also the idle keep-alive limit).
+    #[arg(long, env = "WEFT_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub http_header_timeout: Duration,
+    /// A request's body must arrive within this (408).
+    #[arg(long, env = "WEFT_HTTP_BODY_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub http_body_timeout: Duration,
+    /// A request must be answered within this (408), `POST /api/v1/sync?wait=true` excepted.
+    #[arg(long, env = "WEFT_HTTP_REQUEST_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub http_request_timeout: Duration,
     /// How long the leader Lease stays valid without renewal (a standby takes over after this).
     #[arg(long, env = "WEFT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
     pub lease_duration: Duration,
@@ -76,6 +93,14 @@ impl RunArgs {
             namespace: self.cluster.namespace.clone(),
             interval: self.interval,
             listen: self.listen.clone(),
+            hooks_listen: self.hooks_listen.clone(),
+            http_limits: crate::server::HttpLimits {
+                max_connections: self.max_connections as usize,
+                header_read_timeout: self.http_header_timeout,
+                body_read_timeout: self.http_body_timeout,
+                request_timeout: self.http_request_timeout,
+                ..Default::default()
+            },
             sync_token_file: self.sync_token_file.clone(),
             webhook_secret_file: self.webhook_secret_file.clone(),
             pass_options,

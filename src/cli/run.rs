@@ -14,7 +14,7 @@ use crate::daemon::run::{Daemon, DaemonConfig, DaemonError};
 use crate::daemon::state::DaemonState;
 use crate::daemon::status::DaemonStatus;
 use crate::pass::PassOptions;
-use crate::server::{self, signature, ServerState};
+use crate::server::{self, signature, ServerState, WebhookSecrets};
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +27,8 @@ pub enum RunError {
     },
     #[error("{flag} {path} is empty")]
     EmptySecret { flag: &'static str, path: String },
+    #[error(transparent)]
+    WebhookSecrets(#[from] server::secrets::SecretsError),
     #[error(transparent)]
     Source(#[from] OpenError),
     #[error(transparent)]
@@ -48,6 +50,10 @@ pub struct RunConfig {
     pub namespace: String,
     pub interval: Duration,
     pub listen: String,
+    /// Address of the webhooks and the sync endpoint.
+    pub hooks_listen: String,
+    /// Bounds of the HTTP server.
+    pub http_limits: server::HttpLimits,
     pub sync_token_file: Option<PathBuf>,
     pub webhook_secret_file: Option<PathBuf>,
     pub pass_options: PassOptions,
@@ -132,7 +138,10 @@ async fn termination_signal() {
 /// Run the daemon until SIGTERM (`Ok`) or a fatal error.
 pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     let sync_token = read_secret("--sync-token-file", &cfg.sync_token_file)?;
-    let webhook_secret = read_secret("--webhook-secret-file", &cfg.webhook_secret_file)?;
+    let webhooks = match &cfg.webhook_secret_file {
+        Some(path) => WebhookSecrets::load(path)?,
+        None => WebhookSecrets::none(),
+    };
     let source = RootSource::open(
         &cfg.repo,
         cfg.git_ref.as_deref(),
@@ -166,18 +175,19 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         });
     }
 
-    let listener = server::bind(&cfg.listen).await?;
-    tracing::info!(listen = %cfg.listen, repo = %source.display(), "weft daemon starting");
+    let listeners = server::Listeners::bind(&cfg.listen, &cfg.hooks_listen).await?;
+    tracing::info!(listen = %cfg.listen, hooks_listen = %cfg.hooks_listen, repo = %source.display(), "weft daemon starting");
     let (server_stop_tx, server_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server_state = ServerState {
-        daemon: state.clone(),
-        sync_token,
-        webhook_secret,
+    let mut server_state = ServerState::with_limits(
+        state.clone(),
         followed_ref,
-        ready: ready_rx,
-        wait_timeout: cfg.pass_options.timeout + Duration::from_secs(120),
-    };
-    let server_task = tokio::spawn(server::serve(listener, server_state, async move {
+        ready_rx,
+        cfg.pass_options.timeout + Duration::from_secs(120),
+        cfg.http_limits,
+    );
+    server_state.sync_token = sync_token;
+    server_state.webhooks = webhooks;
+    let server_task = tokio::spawn(server::serve(listeners, server_state, async move {
         let _ = server_stop_rx.await;
     }));
 

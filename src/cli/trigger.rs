@@ -12,8 +12,8 @@ use crate::server::signature;
 /// The flags of `weft trigger`.
 #[derive(Args, Debug, Clone)]
 pub struct TriggerArgs {
-    /// Base URL of the daemon's HTTP API.
-    #[arg(long, env = "WEFT_URL", default_value = "http://127.0.0.1:8080")]
+    /// Base URL of the daemon's hooks port (`weft run --hooks-listen`), where the sync endpoint is.
+    #[arg(long, env = "WEFT_URL", default_value = "http://127.0.0.1:8081")]
     pub url: String,
     /// File with the bearer token (the daemon's --sync-token-file).
     #[arg(long, env = "WEFT_SYNC_TOKEN_FILE")]

@@ -1,4 +1,7 @@
-//! The daemon's HTTP API (axum): the sync endpoint, push webhooks, status, health and metrics.
+//! The daemon's HTTP API (axum on hyper), on two listeners.
+//!
+//! Port `hooks` (`--hooks-listen`, default `0.0.0.0:8081`): the only input Weft takes over the
+//! network, every request authenticated.
 //!
 //! | route | what |
 //! |---|---|
@@ -6,35 +9,59 @@
 //! | `POST /hooks/github` | `X-Hub-Signature-256` HMAC; a push to the followed ref queues a pass |
 //! | `POST /hooks/gitlab` | `X-Gitlab-Token`; same |
 //! | `POST /hooks/generic` | `X-Weft-Signature: sha256=<hmac>`; same (a JSON `ref` field is filtered) |
+//!
+//! Port `http` (`--listen`, default `0.0.0.0:8080`): read-only, for the cluster.
+//!
+//! | route | what |
+//! |---|---|
 //! | `GET /api/v1/status` | [`DaemonStatus`] as JSON |
 //! | `GET /healthz`, `GET /readyz` | liveness, readiness |
 //! | `GET /metrics` | Prometheus text |
+//!
+//! Hostile clients are bounded by [`HttpLimits`]: connections per listener, header, body and
+//! request timeouts ([`listen`]), body caps and one body budget ([`body`]), and credentials in
+//! headers are checked before a body is read. Webhook deliveries are refused when replayed
+//! ([`replay`]); each provider has its own secret ([`secrets`]).
 
+pub mod body;
 pub mod client;
 pub mod hooks;
+pub mod listen;
+pub mod replay;
+pub mod secrets;
 pub mod signature;
+mod webhooks;
+
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Query, State};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::json;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::daemon::state::DaemonState;
 use crate::daemon::status::DaemonStatus;
 use crate::daemon::trigger::TriggerReason;
+pub use body::BodyBudget;
+pub use listen::HttpLimits;
+pub use replay::ReplayCache;
+pub use secrets::WebhookSecrets;
 use signature::SignatureError;
 
 /// Largest webhook body accepted (GitHub caps its payloads at 25 MB, but push events of a config
-/// repository are far smaller; a bigger body is refused with 413 before it is read).
+/// repository are far smaller; a bigger body is refused with 413 before it is buffered).
 pub const MAX_HOOK_BODY_BYTES: usize = 1024 * 1024;
 /// Largest body of `POST /api/v1/sync` (it has none; leave room for a small JSON).
 pub const MAX_SYNC_BODY_BYTES: usize = 16 * 1024;
@@ -59,45 +86,121 @@ pub struct ServerState {
     pub daemon: DaemonState,
     /// Bearer token of the sync endpoint (`--sync-token-file`); `None` closes the endpoint.
     pub sync_token: Option<Arc<Vec<u8>>>,
-    /// Shared secret of the webhooks (`--webhook-secret-file`); `None` closes them.
-    pub webhook_secret: Option<Arc<Vec<u8>>>,
+    /// The webhooks' secrets, one per provider (`--webhook-secret-file`).
+    pub webhooks: WebhookSecrets,
     /// The ref Weft follows (`--ref`), for the webhooks' branch filter.
     pub followed_ref: String,
     /// True once the daemon is initialised (API server reachable); false again when stopping.
     pub ready: watch::Receiver<bool>,
     /// How long `?wait=true` waits for its pass.
     pub wait_timeout: Duration,
+    /// Connection, timeout and body bounds.
+    pub limits: HttpLimits,
+    /// Bytes of bodies being read, all requests of both listeners together.
+    pub body_budget: BodyBudget,
+    /// Webhook deliveries seen within the replay window.
+    pub deliveries: Arc<ReplayCache>,
 }
 
 impl ServerState {
+    /// A state with every endpoint closed (no token, no webhook secret) and default limits; set
+    /// `sync_token` and `webhooks` to open them.
+    pub fn new(
+        daemon: DaemonState,
+        followed_ref: impl Into<String>,
+        ready: watch::Receiver<bool>,
+        wait_timeout: Duration,
+    ) -> ServerState {
+        ServerState::with_limits(
+            daemon,
+            followed_ref,
+            ready,
+            wait_timeout,
+            HttpLimits::default(),
+        )
+    }
+
+    /// [`ServerState::new`] with other limits.
+    pub fn with_limits(
+        daemon: DaemonState,
+        followed_ref: impl Into<String>,
+        ready: watch::Receiver<bool>,
+        wait_timeout: Duration,
+        limits: HttpLimits,
+    ) -> ServerState {
+        ServerState {
+            daemon,
+            sync_token: None,
+            webhooks: WebhookSecrets::none(),
+            followed_ref: followed_ref.into(),
+            ready,
+            wait_timeout,
+            body_budget: BodyBudget::new(limits.body_budget_bytes),
+            limits,
+            deliveries: Arc::new(ReplayCache::default()),
+        }
+    }
+
     fn is_leader(&self) -> bool {
         self.daemon.is_leader()
     }
 }
 
-/// The router with every route, the body limits and the shared state.
-pub fn router(state: ServerState) -> Router {
-    let hooks = Router::new()
-        .route("/hooks/github", post(github_hook))
-        .route("/hooks/gitlab", post(gitlab_hook))
-        .route("/hooks/generic", post(generic_hook))
-        .layer(DefaultBodyLimit::max(MAX_HOOK_BODY_BYTES));
-    let api = Router::new()
-        .route("/api/v1/sync", post(sync))
-        .layer(DefaultBodyLimit::max(MAX_SYNC_BODY_BYTES));
+/// The routes of port `hooks`: webhooks and the sync endpoint.
+pub fn hooks_router(state: ServerState) -> Router {
+    let timeout = state.limits.request_timeout;
     Router::new()
-        .merge(hooks)
-        .merge(api)
+        .route("/hooks/github", post(webhooks::github))
+        .route("/hooks/gitlab", post(webhooks::gitlab))
+        .route("/hooks/generic", post(webhooks::generic))
+        .layer(middleware::from_fn_with_state(
+            timeout,
+            whole_request_timeout,
+        ))
+        // Not under the request timeout: `?wait=true` waits for a pass (bounded by
+        // `wait_timeout`); its body read has the body timeout.
+        .route("/api/v1/sync", post(sync))
+        .with_state(state)
+}
+
+/// The routes of port `http`: status, health, metrics. The hooks' paths answer 404 with a hint.
+pub fn http_router(state: ServerState) -> Router {
+    let timeout = state.limits.request_timeout;
+    Router::new()
         .route("/api/v1/status", get(status))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .route("/api/v1/sync", any(on_the_hooks_port))
+        .route("/hooks/{*hook}", any(on_the_hooks_port))
+        .layer(middleware::from_fn_with_state(
+            timeout,
+            whole_request_timeout,
+        ))
         .with_state(state)
 }
 
+/// The two listeners of the server.
+pub struct Listeners {
+    /// Port `http` (`--listen`).
+    pub http: TcpListener,
+    /// Port `hooks` (`--hooks-listen`).
+    pub hooks: TcpListener,
+}
+
+impl Listeners {
+    /// Bind both addresses.
+    pub async fn bind(http: &str, hooks: &str) -> Result<Listeners, ServerError> {
+        Ok(Listeners {
+            http: bind(http).await?,
+            hooks: bind(hooks).await?,
+        })
+    }
+}
+
 /// Bind `addr` (e.g. `0.0.0.0:8080`).
-pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, ServerError> {
-    tokio::net::TcpListener::bind(addr)
+pub async fn bind(addr: &str) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind {
             addr: addr.to_string(),
@@ -105,17 +208,64 @@ pub async fn bind(addr: &str) -> Result<tokio::net::TcpListener, ServerError> {
         })
 }
 
-/// Serve until `shutdown` resolves; in-flight requests finish first.
+/// Serve both listeners until `shutdown` resolves; then stop accepting, let in-flight requests
+/// finish and return once every connection is closed.
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    listeners: Listeners,
     state: ServerState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(ServerError::Serve)
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let limits = state.limits;
+    let http = listen::serve_listener(
+        "http",
+        listeners.http,
+        http_router(state.clone()),
+        limits,
+        stop_rx.clone(),
+    );
+    let hooks = listen::serve_listener(
+        "hooks",
+        listeners.hooks,
+        hooks_router(state),
+        limits,
+        stop_rx,
+    );
+    let stop = async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    };
+    let (http, hooks, ()) = tokio::join!(http, hooks, stop);
+    http.and(hooks).map_err(ServerError::Serve)
+}
+
+/// 408 for a request not answered within `limit`.
+async fn whole_request_timeout(
+    State(limit): State<Duration>,
+    req: Request,
+    next: Next,
+) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => {
+            let mut resp = error_body(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the request was not completed within {}s", limit.as_secs()),
+            );
+            resp.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+            resp
+        }
+    }
+}
+
+async fn on_the_hooks_port() -> Response {
+    error_body(
+        StatusCode::NOT_FOUND,
+        "POST /api/v1/sync and /hooks/* are served on the hooks port (--hooks-listen, default 8081), not on this one",
+    )
 }
 
 fn error_body(status: StatusCode, message: impl Into<String>) -> Response {
@@ -126,15 +276,36 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// 401 for a failed check, with a log line that says why (never the secret or presented value).
+/// 401 (403 for a closed endpoint) for a failed check, with a log line that says why (never the
+/// secret or the presented value).
 fn refused(state: &ServerState, endpoint: &str, peer: SocketAddr, err: SignatureError) -> Response {
     tracing::warn!(endpoint, peer = %peer, reason = %err, "request refused: authentication failed");
-    state.daemon.metrics.count_request(endpoint, "unauthorized");
-    let status = match err {
-        SignatureError::NotConfigured => StatusCode::FORBIDDEN,
-        _ => StatusCode::UNAUTHORIZED,
+    let (status, outcome) = match err {
+        SignatureError::NotConfigured | SignatureError::Closed(_) => {
+            (StatusCode::FORBIDDEN, "closed")
+        }
+        _ => (StatusCode::UNAUTHORIZED, "unauthorized"),
     };
+    state.daemon.metrics.count_request(endpoint, outcome);
     error_body(status, err.to_string())
+}
+
+/// The answer to a body that could not be read; the connection is closed after it (the rest of
+/// the body is not read).
+fn body_refused(
+    state: &ServerState,
+    endpoint: &str,
+    peer: SocketAddr,
+    err: body::BodyError,
+) -> Response {
+    tracing::warn!(endpoint, peer = %peer, reason = %err, "request refused: body not read");
+    state.daemon.metrics.count_request(endpoint, err.outcome());
+    let mut resp = error_body(err.status(), err.to_string());
+    resp.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    resp
 }
 
 fn standby(state: &ServerState, endpoint: &str) -> Response {
@@ -159,14 +330,20 @@ async fn sync(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Query(q): Query<SyncQuery>,
     headers: HeaderMap,
-    _body: Bytes,
+    body: Body,
 ) -> Response {
     const ENDPOINT: &str = "sync";
+    // The token is in the headers: a wrong one is refused before a byte of the body is read.
     if let Err(e) = signature::verify_bearer(
         state.sync_token.as_deref().map(Vec::as_slice),
         header_str(&headers, header::AUTHORIZATION.as_str()),
     ) {
         return refused(&state, ENDPOINT, peer, e);
+    }
+    // The endpoint takes no body; one is read (within its cap) only to keep the connection usable.
+    let limit = state.limits.body(MAX_SYNC_BODY_BYTES);
+    if let Err(e) = body::read(body, &headers, limit, &state.body_budget).await {
+        return body_refused(&state, ENDPOINT, peer, e);
     }
     if !state.is_leader() {
         return standby(&state, ENDPOINT);
@@ -209,127 +386,6 @@ async fn sync(
     }
 }
 
-/// Queue a pass for a verified hook, or say why not.
-fn act_on_hook(state: &ServerState, endpoint: &str, decision: hooks::HookDecision) -> Response {
-    match decision {
-        hooks::HookDecision::Ignore(why) => {
-            tracing::info!(endpoint, reason = %why, "webhook ignored");
-            state.daemon.metrics.count_request(endpoint, "ignored");
-            (
-                StatusCode::OK,
-                Json(json!({"status": "ignored", "reason": why})),
-            )
-                .into_response()
-        }
-        hooks::HookDecision::Trigger { pushed_ref } => {
-            if !state.is_leader() {
-                return standby(state, endpoint);
-            }
-            match state
-                .daemon
-                .queue
-                .trigger(TriggerReason::Webhook(endpoint.to_string()))
-            {
-                Ok(ticket) => {
-                    tracing::info!(
-                        endpoint,
-                        pushed_ref = pushed_ref.as_deref().unwrap_or("-"),
-                        pass = ticket.0,
-                        "webhook queued a pass"
-                    );
-                    state.daemon.metrics.count_request(endpoint, "queued");
-                    (
-                        StatusCode::ACCEPTED,
-                        Json(json!({"status": "queued", "pass": ticket.0})),
-                    )
-                        .into_response()
-                }
-                Err(_) => standby(state, endpoint),
-            }
-        }
-    }
-}
-
-fn bad_payload(state: &ServerState, endpoint: &str, e: hooks::HookError) -> Response {
-    tracing::warn!(endpoint, reason = %e, "webhook refused: bad payload");
-    state.daemon.metrics.count_request(endpoint, "bad_request");
-    error_body(StatusCode::BAD_REQUEST, e.to_string())
-}
-
-async fn github_hook(
-    State(state): State<ServerState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    const ENDPOINT: &str = "github";
-    if let Err(e) = signature::verify_hmac_sha256(
-        signature::GITHUB_SIGNATURE_HEADER,
-        state.webhook_secret.as_deref().map(Vec::as_slice),
-        header_str(&headers, signature::GITHUB_SIGNATURE_HEADER),
-        &body,
-    ) {
-        return refused(&state, ENDPOINT, peer, e);
-    }
-    let payload = match hooks::payload_json(&body) {
-        Ok(p) => p,
-        Err(e) => return bad_payload(&state, ENDPOINT, e),
-    };
-    let decision = hooks::github(
-        &state.followed_ref,
-        header_str(&headers, "X-GitHub-Event"),
-        &payload,
-    );
-    act_on_hook(&state, ENDPOINT, decision)
-}
-
-async fn gitlab_hook(
-    State(state): State<ServerState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    const ENDPOINT: &str = "gitlab";
-    if let Err(e) = signature::verify_token(
-        signature::GITLAB_TOKEN_HEADER,
-        state.webhook_secret.as_deref().map(Vec::as_slice),
-        header_str(&headers, signature::GITLAB_TOKEN_HEADER),
-    ) {
-        return refused(&state, ENDPOINT, peer, e);
-    }
-    let payload = match hooks::payload_json(&body) {
-        Ok(p) => p,
-        Err(e) => return bad_payload(&state, ENDPOINT, e),
-    };
-    let decision = hooks::gitlab(
-        &state.followed_ref,
-        header_str(&headers, "X-Gitlab-Event"),
-        &payload,
-    );
-    act_on_hook(&state, ENDPOINT, decision)
-}
-
-async fn generic_hook(
-    State(state): State<ServerState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    const ENDPOINT: &str = "generic";
-    if let Err(e) = signature::verify_hmac_sha256(
-        signature::GENERIC_SIGNATURE_HEADER,
-        state.webhook_secret.as_deref().map(Vec::as_slice),
-        header_str(&headers, signature::GENERIC_SIGNATURE_HEADER),
-        &body,
-    ) {
-        return refused(&state, ENDPOINT, peer, e);
-    }
-    // The generic hook's body is free-form: only a JSON object with a `ref` is filtered.
-    let payload = hooks::payload_json(&body).unwrap_or(serde_json::Value::Null);
-    let decision = hooks::generic(&state.followed_ref, &payload);
-    act_on_hook(&state, ENDPOINT, decision)
-}
-
 async fn status(State(state): State<ServerState>) -> Response {
     let status: DaemonStatus = state.daemon.status_snapshot();
     Json(status).into_response()
@@ -358,268 +414,5 @@ async fn metrics_text(State(state): State<ServerState>) -> Response {
         )
             .into_response(),
         Err(_) => error_body(StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::daemon::status::{ChangeSummary, PassReport, PassResultKind};
-
-    struct Running {
-        base: String,
-        state: ServerState,
-        _ready_tx: watch::Sender<bool>,
-        stop: Option<tokio::sync::oneshot::Sender<()>>,
-    }
-
-    impl Drop for Running {
-        fn drop(&mut self) {
-            if let Some(s) = self.stop.take() {
-                let _ = s.send(());
-            }
-        }
-    }
-
-    async fn start(leader: bool) -> Running {
-        let (ready_tx, ready) = watch::channel(true);
-        let status = DaemonStatus {
-            leader,
-            git_ref: "main".into(),
-            ..Default::default()
-        };
-        let (client, _api) = crate::daemon::fixtures::mock_client();
-        let state = ServerState {
-            daemon: DaemonState::new(client, "weft-system", status),
-            sync_token: Some(Arc::new(b"sync-token".to_vec())),
-            webhook_secret: Some(Arc::new(b"hook-secret".to_vec())),
-            followed_ref: "main".into(),
-            ready,
-            wait_timeout: Duration::from_secs(5),
-        };
-        let listener = bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-        let s = state.clone();
-        tokio::spawn(async move {
-            serve(listener, s, async {
-                let _ = stop_rx.await;
-            })
-            .await
-        });
-        Running {
-            base,
-            state,
-            _ready_tx: ready_tx,
-            stop: Some(stop_tx),
-        }
-    }
-
-    fn report(pass: u64) -> PassReport {
-        PassReport {
-            pass,
-            reasons: vec!["api".into()],
-            started_at: "2026-01-01T00:00:00Z".into(),
-            duration_seconds: 0.1,
-            revision: Some("abc123".into()),
-            result: PassResultKind::Succeeded,
-            error: None,
-            head_unchanged: false,
-            summary: ChangeSummary::default(),
-            changes: vec![],
-        }
-    }
-
-    #[tokio::test]
-    async fn github_push_with_a_good_signature_queues_one_pass() {
-        let srv = start(true).await;
-        let body = br#"{"ref":"refs/heads/main","after":"abc"}"#;
-        let resp = reqwest::Client::new()
-            .post(format!("{}/hooks/github", srv.base))
-            .header("X-GitHub-Event", "push")
-            .header("X-Hub-Signature-256", signature::sign(b"hook-secret", body))
-            .body(body.to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 202);
-        let v: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
-        assert_eq!(v["status"], "queued");
-        assert!(srv.state.daemon.queue.has_pending());
-    }
-
-    #[tokio::test]
-    async fn a_bad_signature_is_401_and_queues_nothing() {
-        let srv = start(true).await;
-        let body = br#"{"ref":"refs/heads/main"}"#;
-        let c = reqwest::Client::new();
-        let resp = c
-            .post(format!("{}/hooks/github", srv.base))
-            .header("X-GitHub-Event", "push")
-            .header(
-                "X-Hub-Signature-256",
-                signature::sign(b"wrong-secret", body),
-            )
-            .body(body.to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 401);
-        let text = resp.text().await.unwrap();
-        assert!(text.contains("does not match"), "{text}");
-        let resp = c
-            .post(format!("{}/hooks/gitlab", srv.base))
-            .header("X-Gitlab-Event", "Push Hook")
-            .header("X-Gitlab-Token", "nope")
-            .body(body.to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 401);
-        let resp = c
-            .post(format!("{}/hooks/generic", srv.base))
-            .body(body.to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 401);
-        assert!(resp.text().await.unwrap().contains("X-Weft-Signature"));
-        assert!(!srv.state.daemon.queue.has_pending());
-    }
-
-    #[tokio::test]
-    async fn a_push_to_another_branch_is_ignored() {
-        let srv = start(true).await;
-        let body = br#"{"ref":"refs/heads/feature","object_kind":"push"}"#;
-        let resp = reqwest::Client::new()
-            .post(format!("{}/hooks/gitlab", srv.base))
-            .header("X-Gitlab-Event", "Push Hook")
-            .header("X-Gitlab-Token", "hook-secret")
-            .body(body.to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        let v: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
-        assert_eq!(v["status"], "ignored");
-        assert!(!srv.state.daemon.queue.has_pending());
-    }
-
-    #[tokio::test]
-    async fn an_oversized_body_is_413_before_any_work() {
-        let srv = start(true).await;
-        let body = vec![b' '; MAX_HOOK_BODY_BYTES + 1];
-        let resp = reqwest::Client::new()
-            .post(format!("{}/hooks/generic", srv.base))
-            .header("X-Weft-Signature", signature::sign(b"hook-secret", &body))
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 413);
-        assert!(!srv.state.daemon.queue.has_pending());
-        // Just under the limit is accepted.
-        let body = vec![b' '; MAX_HOOK_BODY_BYTES - 1];
-        let resp = reqwest::Client::new()
-            .post(format!("{}/hooks/generic", srv.base))
-            .header("X-Weft-Signature", signature::sign(b"hook-secret", &body))
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 202);
-    }
-
-    #[tokio::test]
-    async fn sync_needs_the_bearer_token_and_wait_returns_the_pass_report() {
-        let srv = start(true).await;
-        let c = reqwest::Client::new();
-        let resp = c
-            .post(format!("{}/api/v1/sync", srv.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 401);
-        let resp = c
-            .post(format!("{}/api/v1/sync", srv.base))
-            .bearer_auth("wrong")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 401);
-        assert!(!srv.state.daemon.queue.has_pending());
-
-        // A worker that serves one pass.
-        let q = srv.state.daemon.queue.clone();
-        tokio::spawn(async move {
-            let t = q.next_pass().await.unwrap();
-            q.finish(t.pass, report(t.pass));
-        });
-        let resp = c
-            .post(format!("{}/api/v1/sync?wait=true", srv.base))
-            .bearer_auth("sync-token")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        let r: PassReport = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
-        assert_eq!(r.pass, 1);
-        assert_eq!(r.revision.as_deref(), Some("abc123"));
-    }
-
-    #[tokio::test]
-    async fn a_standby_replica_refuses_work_with_503() {
-        let srv = start(false).await;
-        let resp = reqwest::Client::new()
-            .post(format!("{}/api/v1/sync", srv.base))
-            .bearer_auth("sync-token")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 503);
-        assert!(!srv.state.daemon.queue.has_pending());
-    }
-
-    #[tokio::test]
-    async fn status_health_and_metrics_answer() {
-        let srv = start(true).await;
-        let c = reqwest::Client::new();
-        let s = c
-            .get(format!("{}/api/v1/status", srv.base))
-            .send()
-            .await
-            .unwrap();
-        let s: serde_json::Value = serde_json::from_str(&s.text().await.unwrap()).unwrap();
-        assert_eq!(s["leader"], true);
-        assert_eq!(s["ref"], "main");
-        assert_eq!(
-            c.get(format!("{}/healthz", srv.base))
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
-        assert_eq!(
-            c.get(format!("{}/readyz", srv.base))
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
-        let text = c
-            .get(format!("{}/metrics", srv.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        assert!(
-            text.contains("# TYPE weft_git_fetch_duration_seconds histogram"),
-            "{text}"
-        );
-        assert!(text.contains("# TYPE weft_leader gauge"), "{text}");
     }
 }

@@ -24,6 +24,9 @@ pub enum SignatureError {
     Mismatch(&'static str),
     #[error("no secret is configured on the daemon (--webhook-secret-file / --sync-token-file), so this endpoint is closed")]
     NotConfigured,
+    /// The endpoint is closed, and why (e.g. GitLab with a single shared webhook secret).
+    #[error("{0}")]
+    Closed(String),
 }
 
 /// GitHub's header: `sha256=<hex HMAC-SHA256 of the body>`.
@@ -44,14 +47,12 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// Check a `sha256=<hex>` HMAC header value (GitHub's and the generic hook's) against the body.
-pub fn verify_hmac_sha256(
+/// The digest of a `sha256=<hex>` HMAC header (GitHub's and the generic hook's), checked for form
+/// only: what can be refused before the body is read.
+pub fn parse_hmac_header(
     header: &'static str,
-    secret: Option<&[u8]>,
     value: Option<&str>,
-    body: &[u8],
-) -> Result<(), SignatureError> {
-    let secret = secret.ok_or(SignatureError::NotConfigured)?;
+) -> Result<[u8; 32], SignatureError> {
     let value = value.ok_or(SignatureError::MissingHeader(header))?;
     let hex_digest = value
         .trim()
@@ -64,17 +65,36 @@ pub fn verify_hmac_sha256(
         header,
         why: "the digest is not hexadecimal",
     })?;
-    if given.len() != 32 {
-        return Err(SignatureError::Malformed {
-            header,
-            why: "the digest is not 32 bytes (SHA-256)",
-        });
-    }
+    given.try_into().map_err(|_| SignatureError::Malformed {
+        header,
+        why: "the digest is not 32 bytes (SHA-256)",
+    })
+}
+
+/// Check a digest from [`parse_hmac_header`] against the body.
+pub fn verify_hmac_digest(
+    header: &'static str,
+    secret: &[u8],
+    given: &[u8; 32],
+    body: &[u8],
+) -> Result<(), SignatureError> {
     let mut mac = HmacSha256::new_from_slice(secret).map_err(|_| SignatureError::NotConfigured)?;
     mac.update(body);
     // verify_slice compares in constant time.
-    mac.verify_slice(&given)
+    mac.verify_slice(given)
         .map_err(|_| SignatureError::Mismatch(header))
+}
+
+/// Check a `sha256=<hex>` HMAC header value (GitHub's and the generic hook's) against the body.
+pub fn verify_hmac_sha256(
+    header: &'static str,
+    secret: Option<&[u8]>,
+    value: Option<&str>,
+    body: &[u8],
+) -> Result<(), SignatureError> {
+    let secret = secret.ok_or(SignatureError::NotConfigured)?;
+    let given = parse_hmac_header(header, value)?;
+    verify_hmac_digest(header, secret, &given, body)
 }
 
 /// Check a header that carries the shared secret itself (GitLab's token, the bearer token).

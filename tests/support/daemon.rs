@@ -10,14 +10,20 @@ use std::time::{Duration, Instant};
 use super::cluster;
 use super::git_servers::free_port;
 
-/// The sync token and webhook secret every test daemon uses.
+/// The sync token and webhook secrets every test daemon uses (one per hook, in a directory as the
+/// Secret `weft-webhooks` is mounted).
 pub const SYNC_TOKEN: &str = "test-sync-token";
 pub const WEBHOOK_SECRET: &str = "test-webhook-secret";
+pub const GITLAB_TOKEN: &str = "test-gitlab-token";
+pub const GENERIC_SECRET: &str = "test-generic-secret";
 
 /// A `weft run` process; killed (SIGKILL) when dropped if still running.
 pub struct Daemon {
     child: Option<Child>,
+    /// Port `http` (`--listen`): status, health, metrics.
     pub port: u16,
+    /// Port `hooks` (`--hooks-listen`): webhooks and the sync endpoint.
+    pub hooks_port: u16,
     pub log: PathBuf,
     dir: tempfile::TempDir,
 }
@@ -51,10 +57,18 @@ impl Daemon {
     pub fn start(opts: DaemonOptions<'_>) -> Daemon {
         let dir = tempfile::tempdir().expect("tempdir");
         let token = dir.path().join("sync-token");
-        let secret = dir.path().join("webhook-secret");
+        let secret = dir.path().join("webhooks");
         std::fs::write(&token, format!("{SYNC_TOKEN}\n")).expect("write token");
-        std::fs::write(&secret, format!("{WEBHOOK_SECRET}\n")).expect("write secret");
+        std::fs::create_dir(&secret).expect("webhooks dir");
+        for (hook, value) in [
+            ("github", WEBHOOK_SECRET),
+            ("gitlab", GITLAB_TOKEN),
+            ("generic", GENERIC_SECRET),
+        ] {
+            std::fs::write(secret.join(hook), format!("{value}\n")).expect("write secret");
+        }
         let port = free_port();
+        let hooks_port = free_port();
         let log = dir.path().join("weft.log");
         let log_file = std::fs::File::create(&log).expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
@@ -66,6 +80,7 @@ impl Daemon {
             .args(["--interval", opts.interval])
             .args(["--lease-duration", opts.lease_duration])
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--hooks-listen", &format!("127.0.0.1:{hooks_port}")])
             .arg("--sync-token-file")
             .arg(&token)
             .arg("--webhook-secret-file")
@@ -88,6 +103,7 @@ impl Daemon {
         let mut d = Daemon {
             child: Some(child),
             port,
+            hooks_port,
             log,
             dir,
         };
@@ -114,9 +130,14 @@ impl Daemon {
         );
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` of port `http`: status, health, metrics.
     pub fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// `http://127.0.0.1:PORT` of port `hooks`: webhooks and `POST /api/v1/sync` (`weft trigger`).
+    pub fn hooks_base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.hooks_port)
     }
 
     /// The sync token file (for `weft trigger`).
@@ -234,13 +255,19 @@ pub fn github_signature(body: &[u8]) -> String {
 
 /// POST a GitHub push event for `git_ref` to the daemon; returns (status, body).
 pub async fn github_push(d: &Daemon, git_ref: &str, signature: Option<String>) -> (u16, String) {
-    let body =
-        serde_json::json!({"ref": git_ref, "after": "0000000000000000000000000000000000000000"})
-            .to_string();
+    // Each delivery is new (its own id and body, as GitHub's are): a copy would be a replay (409).
+    let delivery = delivery_id();
+    let body = serde_json::json!({
+        "ref": git_ref,
+        "after": "0000000000000000000000000000000000000000",
+        "delivery": delivery,
+    })
+    .to_string();
     let sig = signature.unwrap_or_else(|| github_signature(body.as_bytes()));
     let r = reqwest::Client::new()
-        .post(format!("{}/hooks/github", d.base()))
+        .post(format!("{}/hooks/github", d.hooks_base()))
         .header("X-GitHub-Event", "push")
+        .header("X-GitHub-Delivery", &delivery)
         .header("X-Hub-Signature-256", sig)
         .header("Content-Type", "application/json")
         .body(body)
@@ -249,6 +276,17 @@ pub async fn github_push(d: &Daemon, git_ref: &str, signature: Option<String>) -
         .expect("POST /hooks/github");
     let status = r.status().as_u16();
     (status, r.text().await.unwrap_or_default())
+}
+
+/// A fresh delivery id, as GitHub sends one per delivery.
+pub fn delivery_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "test-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// The path of the `weft` binary.

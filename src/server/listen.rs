@@ -1,0 +1,254 @@
+//! Serving a router on a listener with the bounds `axum::serve` does not offer: a connection
+//! limit, a header read timeout, a write stall timeout (a client that never reads its answers),
+//! and a small per-connection read buffer, with graceful shutdown (in-flight requests finish;
+//! idle connections close).
+//!
+//! Connections past `max_connections` are not accepted: they wait in the kernel's accept queue
+//! until a slot frees, so a flood of sockets costs the daemon no file descriptor and no task.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::Request;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tower::Service;
+
+use super::body::BodyLimit;
+
+/// The bounds of the HTTP server, per listener (connections) or across both (body budget).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Connections served at once on each listener (`--max-connections`).
+    pub max_connections: usize,
+    /// A client must send a request's headers within this (`--http-header-timeout`); it also
+    /// closes a keep-alive connection that stays idle that long.
+    pub header_read_timeout: Duration,
+    /// A request's body must arrive within this (`--http-body-timeout`): 408.
+    pub body_read_timeout: Duration,
+    /// A request must be answered within this (`--http-request-timeout`), except
+    /// `POST /api/v1/sync?wait=true`, which waits for its pass: 408. A write to a client that
+    /// does not read stalls at most this long before the connection is closed.
+    pub request_timeout: Duration,
+    /// Bytes of request bodies held by all requests together: 503 past it.
+    pub body_budget_bytes: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_connections: 256,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(60),
+            body_budget_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+impl HttpLimits {
+    /// The body limit of an endpoint whose largest body is `max_bytes`.
+    pub fn body(&self, max_bytes: usize) -> BodyLimit {
+        BodyLimit {
+            max_bytes,
+            timeout: self.body_read_timeout.min(self.request_timeout),
+        }
+    }
+}
+
+/// hyper's read buffer per connection (its minimum is 8 KiB; its default, about 400 KiB, times a
+/// few hundred connections would be more than the body budget). Request headers must fit in it.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Serve `router` on `listener` until `shutdown` turns true, then stop accepting, let in-flight
+/// requests finish and close idle connections; returns when every connection is closed.
+pub async fn serve_listener(
+    name: &'static str,
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(READ_BUFFER_BYTES);
+    loop {
+        if *shutdown.borrow_and_update() {
+            break;
+        }
+        // A slot first, then accept: past the limit, clients wait in the accept queue.
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => match s {
+                Ok(s) => s,
+                Err(_) => break, // closed: never happens, the semaphore is ours
+            },
+            _ = shutdown.changed() => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and friends: the process is out of descriptors; back off a little
+                    // rather than spin, and keep serving the connections we have.
+                    tracing::warn!(listener = name, error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+            let mut req = req.map(Body::new);
+            req.extensions_mut().insert(ConnectInfo(peer));
+            // A Router is always ready; calling it without poll_ready is what axum::serve does.
+            router.clone().call(req)
+        });
+        // A client that does not read its answers is cut like one that does not send its request.
+        let io = WriteDeadline::new(TokioIo::new(stream), limits.request_timeout);
+        let conn = http.serve_connection(io, svc);
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let mut conn = std::pin::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                () = stopped(stop) => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                // Timeouts of slow clients and resets land here: normal on a public port.
+                tracing::debug!(listener = name, peer = %peer, error = %e, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
+    // Every connection holds a slot: all slots back means all connections closed.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let _ = slots.acquire_many(all).await;
+    Ok(())
+}
+
+/// Resolves once `stop` is true (never, if its sender is gone without saying so).
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    loop {
+        if *stop.borrow_and_update() {
+            return;
+        }
+        if stop.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// A connection whose writes may not stall longer than `limit`: a client that sends requests but
+/// never reads the answers fills the socket buffers, and then hyper neither writes nor reads
+/// (so no header timeout runs) — without this the connection would hold its slot for ever.
+struct WriteDeadline<T> {
+    inner: T,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    fn new(inner: T, limit: Duration) -> Self {
+        WriteDeadline {
+            inner,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// A write is pending: start (or keep) the stall clock; an error once it runs out.
+    fn stall<R>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<R>> {
+        let limit = self.limit;
+        let clock = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match clock.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "the client did not read the answer within {}s",
+                    limit.as_secs()
+                ),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn settle<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        p: Poll<std::io::Result<R>>,
+    ) -> Poll<std::io::Result<R>> {
+        match p {
+            Poll::Pending => self.stall(cx),
+            ready => {
+                self.stalled = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WriteDeadline<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WriteDeadline<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.settle(cx, p)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_flush(cx);
+        this.settle(cx, p)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.settle(cx, p)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let p = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.settle(cx, p)
+    }
+}

@@ -1,0 +1,297 @@
+//! The webhook handlers. Each checks, in order, what costs least: the hook is open (403), the
+//! credential header is there and well-formed — for GitLab, the token itself (401) —, the body's
+//! declared length (413), the delivery was not seen before (409); only then is the body read,
+//! within its cap, timeout and the shared budget; then the HMAC (401), then the delivery is
+//! recorded (409 for a concurrent copy), then the payload decides.
+//!
+//! Replay keys: GitHub's `X-GitHub-Delivery` and the signature itself (the HMAC covers only the
+//! body, so a replayer could change the id header, not the body and its signature); GitLab's
+//! `X-Gitlab-Event-UUID` when present; the generic hook's `X-Weft-Delivery` when present (not its
+//! signature: a script may post the same body every time).
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use super::replay::{DeliveryKey, Replayed};
+use super::signature::{self, SignatureError};
+use super::MAX_HOOK_BODY_BYTES;
+use super::{body, body_refused, error_body, header_str, hooks, refused, standby, ServerState};
+use crate::daemon::trigger::TriggerReason;
+
+/// GitHub's id of a delivery.
+pub const GITHUB_DELIVERY_HEADER: &str = "X-GitHub-Delivery";
+/// GitLab's id of an event delivery (GitLab 14.8 and later).
+pub const GITLAB_EVENT_UUID_HEADER: &str = "X-Gitlab-Event-UUID";
+/// The generic hook's optional delivery id.
+pub const GENERIC_DELIVERY_HEADER: &str = "X-Weft-Delivery";
+
+fn replayed(state: &ServerState, endpoint: &str, peer: SocketAddr, r: Replayed) -> Response {
+    tracing::warn!(endpoint, peer = %peer, reason = %r, "webhook refused: replayed delivery");
+    state.daemon.metrics.count_request(endpoint, "replayed");
+    error_body(StatusCode::CONFLICT, r.to_string())
+}
+
+fn bad_payload(state: &ServerState, endpoint: &str, e: hooks::HookError) -> Response {
+    tracing::warn!(endpoint, reason = %e, "webhook refused: bad payload");
+    state.daemon.metrics.count_request(endpoint, "bad_request");
+    error_body(StatusCode::BAD_REQUEST, e.to_string())
+}
+
+/// The delivery keys of a request: its id header (if any) and, for HMAC hooks, its signature.
+fn keys<'a>(
+    hook: &'static str,
+    id_header: &'static str,
+    headers: &'a HeaderMap,
+    signature: Option<&'a [u8; 32]>,
+) -> Vec<DeliveryKey<'a>> {
+    let mut keys = Vec::with_capacity(2);
+    if let Some(id) = headers.get(id_header).map(|v| v.as_bytes()) {
+        keys.push(DeliveryKey {
+            hook,
+            kind: id_header,
+            value: id,
+        });
+    }
+    if let Some(sig) = signature {
+        keys.push(DeliveryKey {
+            hook,
+            kind: "signature",
+            value: sig,
+        });
+    }
+    keys
+}
+
+/// Queue a pass for a verified hook, or say why not.
+fn act_on_hook(state: &ServerState, endpoint: &str, decision: hooks::HookDecision) -> Response {
+    match decision {
+        hooks::HookDecision::Ignore(why) => {
+            tracing::info!(endpoint, reason = %why, "webhook ignored");
+            state.daemon.metrics.count_request(endpoint, "ignored");
+            (
+                StatusCode::OK,
+                Json(json!({"status": "ignored", "reason": why})),
+            )
+                .into_response()
+        }
+        hooks::HookDecision::Trigger { pushed_ref } => {
+            if !state.is_leader() {
+                return standby(state, endpoint);
+            }
+            match state
+                .daemon
+                .queue
+                .trigger(TriggerReason::Webhook(endpoint.to_string()))
+            {
+                Ok(ticket) => {
+                    tracing::info!(
+                        endpoint,
+                        pushed_ref = pushed_ref.as_deref().unwrap_or("-"),
+                        pass = ticket.0,
+                        "webhook queued a pass"
+                    );
+                    state.daemon.metrics.count_request(endpoint, "queued");
+                    (
+                        StatusCode::ACCEPTED,
+                        Json(json!({"status": "queued", "pass": ticket.0})),
+                    )
+                        .into_response()
+                }
+                Err(_) => standby(state, endpoint),
+            }
+        }
+    }
+}
+
+/// What differs between the HMAC hooks.
+#[derive(Clone, Copy)]
+struct HmacHook {
+    endpoint: &'static str,
+    signature_header: &'static str,
+    id_header: &'static str,
+    /// Whether the signature itself identifies a delivery (GitHub: yes, every push body differs;
+    /// generic: no, a script may send the same body every time).
+    signature_is_key: bool,
+}
+
+const GITHUB: HmacHook = HmacHook {
+    endpoint: "github",
+    signature_header: signature::GITHUB_SIGNATURE_HEADER,
+    id_header: GITHUB_DELIVERY_HEADER,
+    signature_is_key: true,
+};
+
+const GENERIC: HmacHook = HmacHook {
+    endpoint: "generic",
+    signature_header: signature::GENERIC_SIGNATURE_HEADER,
+    id_header: GENERIC_DELIVERY_HEADER,
+    signature_is_key: false,
+};
+
+/// An HMAC hook (GitHub, generic): the body read and verified, the delivery recorded.
+async fn verified_hmac_body(
+    state: &ServerState,
+    hook: HmacHook,
+    key: &super::secrets::HookKey,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<body::BufferedBody, Response> {
+    let HmacHook {
+        endpoint,
+        signature_header: sig_header,
+        id_header,
+        signature_is_key,
+    } = hook;
+    let secret = key.key().map_err(|why| {
+        refused(
+            state,
+            endpoint,
+            peer,
+            SignatureError::Closed(why.to_string()),
+        )
+    })?;
+    let given = signature::parse_hmac_header(sig_header, header_str(headers, sig_header))
+        .map_err(|e| refused(state, endpoint, peer, e))?;
+    let limit = state.limits.body(MAX_HOOK_BODY_BYTES);
+    body::check_declared(headers, limit).map_err(|e| body_refused(state, endpoint, peer, e))?;
+    let keys = keys(
+        endpoint,
+        id_header,
+        headers,
+        signature_is_key.then_some(&given),
+    );
+    state
+        .deliveries
+        .check(&keys, Instant::now())
+        .map_err(|r| replayed(state, endpoint, peer, r))?;
+    let bytes = body::read(body, headers, limit, &state.body_budget)
+        .await
+        .map_err(|e| body_refused(state, endpoint, peer, e))?;
+    signature::verify_hmac_digest(sig_header, secret, &given, &bytes)
+        .map_err(|e| refused(state, endpoint, peer, e))?;
+    // Only a verified delivery is remembered: a forger cannot fill the cache.
+    state
+        .deliveries
+        .record(&keys, Instant::now())
+        .map_err(|r| replayed(state, endpoint, peer, r))?;
+    Ok(bytes)
+}
+
+pub(super) async fn github(
+    State(state): State<ServerState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    const ENDPOINT: &str = "github";
+    let bytes = match verified_hmac_body(
+        &state,
+        GITHUB,
+        &state.webhooks.github,
+        peer,
+        &headers,
+        body,
+    )
+    .await
+    {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let payload = match hooks::payload_json(&bytes) {
+        Ok(p) => p,
+        Err(e) => return bad_payload(&state, ENDPOINT, e),
+    };
+    let decision = hooks::github(
+        &state.followed_ref,
+        header_str(&headers, "X-GitHub-Event"),
+        &payload,
+    );
+    act_on_hook(&state, ENDPOINT, decision)
+}
+
+pub(super) async fn gitlab(
+    State(state): State<ServerState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    const ENDPOINT: &str = "gitlab";
+    let secret = match state.webhooks.gitlab.key() {
+        Ok(k) => k,
+        Err(why) => {
+            return refused(
+                &state,
+                ENDPOINT,
+                peer,
+                SignatureError::Closed(why.to_string()),
+            )
+        }
+    };
+    // The token is a header: a wrong one is refused before a byte of the body is read.
+    if let Err(e) = signature::verify_token(
+        signature::GITLAB_TOKEN_HEADER,
+        Some(secret),
+        header_str(&headers, signature::GITLAB_TOKEN_HEADER),
+    ) {
+        return refused(&state, ENDPOINT, peer, e);
+    }
+    let limit = state.limits.body(MAX_HOOK_BODY_BYTES);
+    if let Err(e) = body::check_declared(&headers, limit) {
+        return body_refused(&state, ENDPOINT, peer, e);
+    }
+    let keys = keys(ENDPOINT, GITLAB_EVENT_UUID_HEADER, &headers, None);
+    if let Err(r) = state.deliveries.check(&keys, Instant::now()) {
+        return replayed(&state, ENDPOINT, peer, r);
+    }
+    let bytes = match body::read(body, &headers, limit, &state.body_budget).await {
+        Ok(b) => b,
+        Err(e) => return body_refused(&state, ENDPOINT, peer, e),
+    };
+    if let Err(r) = state.deliveries.record(&keys, Instant::now()) {
+        return replayed(&state, ENDPOINT, peer, r);
+    }
+    let payload = match hooks::payload_json(&bytes) {
+        Ok(p) => p,
+        Err(e) => return bad_payload(&state, ENDPOINT, e),
+    };
+    let decision = hooks::gitlab(
+        &state.followed_ref,
+        header_str(&headers, "X-Gitlab-Event"),
+        &payload,
+    );
+    act_on_hook(&state, ENDPOINT, decision)
+}
+
+pub(super) async fn generic(
+    State(state): State<ServerState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    const ENDPOINT: &str = "generic";
+    let bytes = match verified_hmac_body(
+        &state,
+        GENERIC,
+        &state.webhooks.generic,
+        peer,
+        &headers,
+        body,
+    )
+    .await
+    {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    // The generic hook's body is free-form: only a JSON object with a `ref` is filtered.
+    let payload = hooks::payload_json(&bytes).unwrap_or(serde_json::Value::Null);
+    let decision = hooks::generic(&state.followed_ref, &payload);
+    act_on_hook(&state, ENDPOINT, decision)
+}
