@@ -470,22 +470,24 @@ async fn a_restarted_weft_keeps_the_version_from_the_cluster() {
 
 /// The daemon's HTTP server (real axum on 127.0.0.1) sharing the daemon state (status, metrics
 /// and the update request handle) with the updater; returns its base URL and a stop handle.
-async fn http_server(daemon: DaemonState) -> (String, tokio::sync::oneshot::Sender<()>) {
+/// The daemon's HTTP server on loopback: (base of port `http`, base of port `hooks`, stop).
+async fn http_server(daemon: DaemonState) -> (String, String, tokio::sync::oneshot::Sender<()>) {
     let (_ready_tx, ready) = tokio::sync::watch::channel(true);
     let mut state = ServerState::new(daemon, "main", ready, Duration::from_secs(5));
     state.sync_token = Some(Arc::new(b"sync-token".to_vec()));
     let listeners = server::Listeners::bind("127.0.0.1:0", "127.0.0.1:0")
         .await
         .unwrap();
-    // The sync endpoint is on the hooks port.
-    let base = format!("http://{}", listeners.hooks.local_addr().unwrap());
+    // The sync endpoint is on the hooks port; status and metrics on the http port.
+    let base = format!("http://{}", listeners.http.local_addr().unwrap());
+    let hooks = format!("http://{}", listeners.hooks.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(server::serve(listeners, state, async move {
         let _ = rx.await;
         // Keep the ready sender alive as long as the server.
         drop(_ready_tx);
     }));
-    (base, tx)
+    (base, hooks, tx)
 }
 
 #[tokio::test]
@@ -518,7 +520,7 @@ async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
         })
     });
     let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(120)));
-    let (base, http_stop) = http_server(state).await;
+    let (base, hooks, http_stop) = http_server(state).await;
     updater.apply_active(&wc).await.unwrap();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let runner = {
@@ -552,7 +554,7 @@ async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
 
     let http = reqwest::Client::new();
     let resp = http
-        .post(format!("{base}/api/v1/sync?update=true"))
+        .post(format!("{hooks}/api/v1/sync?update=true"))
         .bearer_auth("sync-token")
         .send()
         .await
