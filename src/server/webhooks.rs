@@ -185,36 +185,75 @@ async fn verified_hmac_body(
     Ok(bytes)
 }
 
+/// The GitLab hook: its token is a header, so a wrong one is refused before a byte of the body
+/// is read; the body read, the delivery recorded.
+async fn verified_token_body(
+    state: &ServerState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<body::BufferedBody, Response> {
+    const ENDPOINT: &str = "gitlab";
+    let secret = state.webhooks.gitlab.key().map_err(|why| {
+        refused(
+            state,
+            ENDPOINT,
+            peer,
+            SignatureError::Closed(why.to_string()),
+        )
+    })?;
+    signature::verify_token(
+        signature::GITLAB_TOKEN_HEADER,
+        Some(secret),
+        header_str(headers, signature::GITLAB_TOKEN_HEADER),
+    )
+    .map_err(|e| refused(state, ENDPOINT, peer, e))?;
+    let limit = state.limits.body(MAX_HOOK_BODY_BYTES);
+    body::check_declared(headers, limit).map_err(|e| body_refused(state, ENDPOINT, peer, e))?;
+    let keys = keys(ENDPOINT, GITLAB_EVENT_UUID_HEADER, headers, None);
+    state
+        .deliveries
+        .check(&keys, Instant::now())
+        .map_err(|r| replayed(state, ENDPOINT, peer, r))?;
+    let bytes = body::read(body, headers, limit, &state.body_budget)
+        .await
+        .map_err(|e| body_refused(state, ENDPOINT, peer, e))?;
+    state
+        .deliveries
+        .record(&keys, Instant::now())
+        .map_err(|r| replayed(state, ENDPOINT, peer, r))?;
+    Ok(bytes)
+}
+
+/// A verified push hook's body: parsed as JSON, turned into a decision, acted on.
+fn on_push(
+    state: &ServerState,
+    endpoint: &str,
+    verified: Result<body::BufferedBody, Response>,
+    decide: impl FnOnce(&serde_json::Value) -> hooks::HookDecision,
+) -> Response {
+    let bytes = match verified {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    match hooks::payload_json(&bytes) {
+        Ok(payload) => act_on_hook(state, endpoint, decide(&payload)),
+        Err(e) => bad_payload(state, endpoint, e),
+    }
+}
+
 pub(super) async fn github(
     State(state): State<ServerState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    const ENDPOINT: &str = "github";
-    let bytes = match verified_hmac_body(
-        &state,
-        GITHUB,
-        &state.webhooks.github,
-        peer,
-        &headers,
-        body,
-    )
-    .await
-    {
-        Ok(b) => b,
-        Err(resp) => return resp,
-    };
-    let payload = match hooks::payload_json(&bytes) {
-        Ok(p) => p,
-        Err(e) => return bad_payload(&state, ENDPOINT, e),
-    };
-    let decision = hooks::github(
-        &state.followed_ref,
-        header_str(&headers, "X-GitHub-Event"),
-        &payload,
-    );
-    act_on_hook(&state, ENDPOINT, decision)
+    let key = &state.webhooks.github;
+    let verified = verified_hmac_body(&state, GITHUB, key, peer, &headers, body).await;
+    on_push(&state, GITHUB.endpoint, verified, |payload| {
+        let event = header_str(&headers, "X-GitHub-Event");
+        hooks::github(&state.followed_ref, event, payload)
+    })
 }
 
 pub(super) async fn gitlab(
@@ -223,51 +262,11 @@ pub(super) async fn gitlab(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    const ENDPOINT: &str = "gitlab";
-    let secret = match state.webhooks.gitlab.key() {
-        Ok(k) => k,
-        Err(why) => {
-            return refused(
-                &state,
-                ENDPOINT,
-                peer,
-                SignatureError::Closed(why.to_string()),
-            )
-        }
-    };
-    // The token is a header: a wrong one is refused before a byte of the body is read.
-    if let Err(e) = signature::verify_token(
-        signature::GITLAB_TOKEN_HEADER,
-        Some(secret),
-        header_str(&headers, signature::GITLAB_TOKEN_HEADER),
-    ) {
-        return refused(&state, ENDPOINT, peer, e);
-    }
-    let limit = state.limits.body(MAX_HOOK_BODY_BYTES);
-    if let Err(e) = body::check_declared(&headers, limit) {
-        return body_refused(&state, ENDPOINT, peer, e);
-    }
-    let keys = keys(ENDPOINT, GITLAB_EVENT_UUID_HEADER, &headers, None);
-    if let Err(r) = state.deliveries.check(&keys, Instant::now()) {
-        return replayed(&state, ENDPOINT, peer, r);
-    }
-    let bytes = match body::read(body, &headers, limit, &state.body_budget).await {
-        Ok(b) => b,
-        Err(e) => return body_refused(&state, ENDPOINT, peer, e),
-    };
-    if let Err(r) = state.deliveries.record(&keys, Instant::now()) {
-        return replayed(&state, ENDPOINT, peer, r);
-    }
-    let payload = match hooks::payload_json(&bytes) {
-        Ok(p) => p,
-        Err(e) => return bad_payload(&state, ENDPOINT, e),
-    };
-    let decision = hooks::gitlab(
-        &state.followed_ref,
-        header_str(&headers, "X-Gitlab-Event"),
-        &payload,
-    );
-    act_on_hook(&state, ENDPOINT, decision)
+    let verified = verified_token_body(&state, peer, &headers, body).await;
+    on_push(&state, "gitlab", verified, |payload| {
+        let event = header_str(&headers, "X-Gitlab-Event");
+        hooks::gitlab(&state.followed_ref, event, payload)
+    })
 }
 
 pub(super) async fn generic(
@@ -276,22 +275,16 @@ pub(super) async fn generic(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    const ENDPOINT: &str = "generic";
-    let bytes = match verified_hmac_body(
-        &state,
-        GENERIC,
-        &state.webhooks.generic,
-        peer,
-        &headers,
-        body,
-    )
-    .await
-    {
+    let key = &state.webhooks.generic;
+    let bytes = match verified_hmac_body(&state, GENERIC, key, peer, &headers, body).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
     // The generic hook's body is free-form: only a JSON object with a `ref` is filtered.
     let payload = hooks::payload_json(&bytes).unwrap_or(serde_json::Value::Null);
-    let decision = hooks::generic(&state.followed_ref, &payload);
-    act_on_hook(&state, ENDPOINT, decision)
+    act_on_hook(
+        &state,
+        GENERIC.endpoint,
+        hooks::generic(&state.followed_ref, &payload),
+    )
 }
