@@ -220,7 +220,12 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
     };
     assert_eq!(group.phase, Some(Phase::Failed));
     assert_eq!(group.deployed, vec!["first".to_string()]);
-    let report = d.status().await;
+    // The group's status is written during the pass; the pass report when it ends.
+    let report = d
+        .wait_status("the pass is reported", Duration::from_secs(30), |s| {
+            !s["lastPass"]["result"].is_null()
+        })
+        .await;
     assert_eq!(report["lastPass"]["result"], "failed", "{report:#}");
     let owner = &report["owners"][format!("ArmadaChart/{}/stuck", ns.name())];
     assert_eq!(owner["ready"], "False", "{report:#}");
