@@ -63,7 +63,7 @@ fn chart(i: usize, api: &BTreeMap<String, Vec<u8>>, lib: &ChartFiles) -> ChartTr
 fn values(i: usize) -> Value {
     json!({
         "replicas": 1 + i % 3,
-        "logLevel": if i % 2 == 0 { "debug" } else { "info" },
+        "logLevel": if i.is_multiple_of(2) { "debug" } else { "info" },
         "redis": {"host": format!("redis-{}", i % 5)},
         "image": {"tag": format!("1.4.{i}")},
         "resources": {"limits": {"memory": format!("{}Mi", 128 + i)}},

@@ -285,37 +285,237 @@ async fn removed_file_is_pruned_but_foreign_and_protected_objects_survive() {
     ns.delete().await;
 }
 
+/// `small_repo` and 20 more ConfigMaps `bulk-<i>` (28 objects).
+fn bulk_repo(ns: &str) -> BTreeMap<String, String> {
+    let mut files = small_repo(ns);
+    for i in 0..20 {
+        files.insert(
+            format!("bulk/bulk-{i}.yaml"),
+            configmap(ns, &format!("bulk-{i}"), "one"),
+        );
+    }
+    files
+}
+
+fn without_bulk(files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    files
+        .iter()
+        .filter(|(k, _)| !k.starts_with("bulk/"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// A pass over `files` as git revision `revision`.
+async fn pass_at(
+    client: &Client,
+    files: &BTreeMap<String, String>,
+    revision: &str,
+    opts: &PassOptions,
+) -> PassResult {
+    let snapshot = Snapshot {
+        revision: Some(revision.to_string()),
+        ..snapshot(files)
+    };
+    pass::run_pass(client, snapshot, opts, &|_| {}).await
+}
+
 #[tokio::test]
-async fn the_prune_guard_stops_a_pass_that_would_prune_most_objects() {
+async fn the_prune_guard_stops_a_mass_deletion_and_each_override_allows_it_once() {
     let ns = TestNamespace::new("apply-guard").await;
     let name = ns.name().to_string();
     let (client, _) = counting_client().await;
     let opts = options(&name);
-    let files = small_repo(&name);
-    assert_ok(&pass(&client, &files, &opts).await);
+    let files = bulk_repo(&name);
+    let rev1 = "1111111111111111111111111111111111111111";
+    let rev2 = "2222222222222222222222222222222222222222";
+    assert_ok(&pass_at(&client, &files, rev1, &opts).await);
 
-    let only_one: BTreeMap<String, String> = files
-        .iter()
-        .take(1)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let r = pass(&client, &only_one, &opts).await;
+    // 20 of the pass's 28 objects: refused, nothing deleted, and the error says how to allow it.
+    let r = pass_at(&client, &without_bulk(&files), rev2, &opts).await;
     let err = r
         .error
         .as_ref()
         .expect("the guard must stop the pass")
         .to_string();
-    assert!(err.contains("refusing to prune 7 of 8 objects"), "{err}");
-    assert!(configmap_exists(&client, &name, "cm-5").await);
+    assert!(
+        err.contains("refusing to prune 20 of the 28 objects in this pass's inventories"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("weft.io/force-prune: {rev2}")),
+        "{err}"
+    );
+    assert_eq!(r.changes.summary().deleted, 0, "{:#?}", r.changes);
+    assert!(configmap_exists(&client, &name, "bulk-0").await);
 
+    // A small change in the same state is never blocked: one object leaves git, bulk stays.
+    let mut one_less = files.clone();
+    one_less.remove("config/cm-5.yaml");
+    let r = pass_at(&client, &one_less, rev2, &opts).await;
+    assert_ok(&r);
+    assert_eq!(r.changes.summary().deleted, 1, "{:#?}", r.changes);
+
+    // The annotation allows the revision it names, and no other.
+    let inventories: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    let inventory = weft::apply::inventory::configmap_name(&Owner::root(&name, &name));
+    let annotate =
+        |value: &str| json!({"metadata": {"annotations": {"weft.io/force-prune": value}}});
+    inventories
+        .patch(
+            &inventory,
+            &PatchParams::default(),
+            &Patch::Merge(annotate(&rev1[..7])),
+        )
+        .await
+        .expect("annotate");
+    let r = pass_at(&client, &without_bulk(&one_less), rev2, &opts).await;
+    assert!(
+        r.error.is_some(),
+        "an annotation for another revision allowed the pass"
+    );
+    assert!(configmap_exists(&client, &name, "bulk-0").await);
+    inventories
+        .patch(
+            &inventory,
+            &PatchParams::default(),
+            &Patch::Merge(annotate(&rev2[..8])),
+        )
+        .await
+        .expect("annotate");
+    let r = pass_at(&client, &without_bulk(&one_less), rev2, &opts).await;
+    assert_ok(&r);
+    assert_eq!(r.changes.summary().deleted, 20, "{:#?}", r.changes);
+    assert!(!configmap_exists(&client, &name, "bulk-0").await);
+
+    // The bulk comes back; 15 of it are deleted by hand, then it leaves git: only the 5 that
+    // still exist would be deleted, and that small change passes the guard.
+    let back = pass_at(&client, &files, rev1, &opts).await;
+    assert_ok(&back);
+    for i in 0..15 {
+        inventories
+            .delete(&format!("bulk-{i}"), &DeleteParams::default())
+            .await
+            .expect("delete by hand");
+    }
+    let r = pass_at(&client, &without_bulk(&files), "3333333", &opts).await;
+    assert_ok(&r);
+    assert_eq!(r.changes.summary().deleted, 5, "{:#?}", r.changes);
+
+    // --force-prune (the one-shot `weft trigger --force-prune` sets it for one pass).
+    assert_ok(&pass_at(&client, &files, rev1, &opts).await);
     let forced = PassOptions {
         force_prune: true,
         ..opts.clone()
     };
-    let r = pass(&client, &only_one, &forced).await;
+    let r = pass_at(&client, &without_bulk(&files), "4444444", &forced).await;
     assert_ok(&r);
-    assert_eq!(r.changes.summary().deleted, 7, "{:#?}", r.changes);
-    assert!(!configmap_exists(&client, &name, "cm-5").await);
+    assert_eq!(r.changes.summary().deleted, 20, "{:#?}", r.changes);
+    ns.delete().await;
+}
+
+/// A kind that is not served for a while (an aggregated API down, a CRD version switched off)
+/// keeps its objects in the inventory: they are pruned once it is served again.
+#[tokio::test]
+async fn an_unserved_kind_keeps_its_objects_in_the_inventory() {
+    let ns = TestNamespace::new("apply-unserved").await;
+    let name = ns.name().to_string();
+    let (client, _) = counting_client().await;
+    let opts = options(&name);
+    let group = format!("{name}.weft.test");
+    let crd_name = format!("gizmos.{group}");
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd_name},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": "Gizmo", "plural": "gizmos", "singular": "gizmo", "listKind": "GizmoList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .expect("CRD");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let served = |on: bool| {
+        json!({"spec": {"versions": [{"name": "v1", "served": on, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
+    };
+    crds.patch(
+        &crd_name,
+        &PatchParams::apply("weft-test").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("CRD created outside Weft");
+    let mut files = small_repo(&name);
+    files.insert(
+        "gizmo.yaml".into(),
+        format!("apiVersion: {group}/v1\nkind: Gizmo\nmetadata:\n  name: g\n  namespace: {name}\n"),
+    );
+    // The CRD needs a moment to be established.
+    let mut first = pass(&client, &files, &opts).await;
+    for _ in 0..20 {
+        if first.succeeded() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        first = pass(&client, &files, &opts).await;
+    }
+    assert_ok(&first);
+
+    crds.patch(
+        &crd_name,
+        &PatchParams::default(),
+        &Patch::Merge(served(false)),
+    )
+    .await
+    .expect("stop serving");
+    files.remove("gizmo.yaml");
+    let gizmo = format!("Gizmo/{name}/g");
+    // Discovery may lag the CRD change for a moment; wait until the pass sees the kind gone.
+    let mut kept = None;
+    for _ in 0..30 {
+        let r = pass(&client, &files, &opts).await;
+        assert_ok(&r);
+        if let Some((Action::Skipped, Some(why))) = actions(&r).get(&gizmo).cloned() {
+            kept = Some(why);
+            break;
+        }
+        assert!(
+            !actions(&r).contains_key(&gizmo),
+            "the gizmo was pruned while its kind was still served: {:#?}",
+            r.changes
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let why = kept.expect("the pass never saw the kind unserved");
+    assert!(why.contains("kept in the inventory"), "{why}");
+
+    crds.patch(
+        &crd_name,
+        &PatchParams::default(),
+        &Patch::Merge(served(true)),
+    )
+    .await
+    .expect("serve again");
+    let mut deleted = false;
+    for _ in 0..30 {
+        let r = pass(&client, &files, &opts).await;
+        assert_ok(&r);
+        if actions(&r).get(&gizmo).map(|a| a.0) == Some(Action::Deleted) {
+            deleted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        deleted,
+        "the gizmo was never pruned once its kind was served again"
+    );
+    crds.delete(&crd_name, &DeleteParams::default())
+        .await
+        .expect("delete CRD");
     ns.delete().await;
 }
 
@@ -631,6 +831,24 @@ async fn a_removed_weavecloud_takes_its_children_with_it() {
         .collect();
     assert!(!cluster_roles.is_empty(), "{:#?}", r.changes);
 
+    // A daemon that once ran put its finalizer on the WeaveCloud; none runs now (`weft sync`
+    // alone). The pass prunes the children itself, so it releases the finalizer: the WeaveCloud
+    // must not stay Terminating for a daemon that never comes.
+    let wc_ar = ApiResource {
+        group: "cloud.weave.works".into(),
+        version: "v1beta1".into(),
+        api_version: "cloud.weave.works/v1beta1".into(),
+        kind: "WeaveCloud".into(),
+        plural: "weaveclouds".into(),
+    };
+    let wcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, &wc_ar);
+    wcs.patch(
+        "wc",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["weft.io/agents", "example.com/keep"]}})),
+    )
+    .await
+    .expect("add finalizers");
     files.remove("weave/wc.yaml");
     let r = pass(&client, &files, &opts).await;
     assert_ok(&r);
@@ -640,6 +858,23 @@ async fn a_removed_weavecloud_takes_its_children_with_it() {
         Action::Deleted,
         "{a:#?}"
     );
+    // Only Weft's finalizer went: another controller's stays, and holds the object.
+    let left = wcs
+        .get("wc")
+        .await
+        .expect("still held by the other finalizer");
+    assert_eq!(
+        left.metadata.finalizers,
+        Some(vec!["example.com/keep".to_string()])
+    );
+    assert!(left.metadata.deletion_timestamp.is_some());
+    wcs.patch(
+        "wc",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("drop the other finalizer");
     assert_eq!(a[&flux].0, Action::Deleted, "{a:#?}");
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(client.clone(), &name);

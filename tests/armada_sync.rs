@@ -443,6 +443,26 @@ async fn upgrade_pre_delete_removes_the_charts_own_job_but_not_a_foreign_one() {
         .create(&PostParams::default(), &foreign)
         .await
         .expect("create foreign Job");
+    // And one whose owner label was copied from the chart's: selected by the labels, but not
+    // proven Weft's (no apply of that label by Weft), so it is not deleted either.
+    let chart_owner = weft::render::Owner::Resource {
+        kind: "ArmadaChart".into(),
+        namespace: name.clone(),
+        name: "api".into(),
+    };
+    let copied: Job = serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "copied-migrate", "labels": {"app.kubernetes.io/name": "migrate",
+            "weft.io/owner": chart_owner.id().0}},
+        "spec": {"template": {"metadata": {"labels": {"app.kubernetes.io/name": "migrate"}},
+            "spec": {"restartPolicy": "Never", "nodeSelector": {"weft.test/no-such-node": "true"},
+                "containers": [{"name": "m", "image": "registry.example/migrate:1"}]}}}
+    }))
+    .expect("job");
+    let copied = jobs
+        .create(&PostParams::default(), &copied)
+        .await
+        .expect("create Job with a copied label");
 
     // A pass with nothing changed is not an upgrade: nothing is deleted.
     let (r, _) = pass(&client, &repo(&docs("1"), true), &options(&name)).await;
@@ -480,6 +500,23 @@ async fn upgrade_pre_delete_removes_the_charts_own_job_but_not_a_foreign_one() {
             .expect("foreign Job")
             .uid(),
         foreign.uid()
+    );
+    assert_eq!(
+        jobs.get("copied-migrate").await.expect("copied Job").uid(),
+        copied.uid()
+    );
+    let skipped: Vec<_> = r
+        .changes
+        .with_action(Action::Skipped)
+        .filter(|c| c.object.name == "copied-migrate")
+        .collect();
+    assert_eq!(skipped.len(), 1, "{:#?}", r.changes);
+    assert!(
+        skipped[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("not deleted by upgrade.pre.delete: ")),
+        "{skipped:#?}"
     );
     ns.delete().await;
 }

@@ -71,9 +71,50 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!leader_of(&second).await, "two leaders:\n{}", second.logs());
     assert!(leader_of(&first).await);
-    // The standby refuses work instead of queueing it where nobody reconciles.
+    // The standby forwards work to the leader (GitHub does not retry a 503): the leader queues
+    // the pass and its answer comes back through the standby.
+    let before = first.status().await["lastPass"]["pass"]
+        .as_u64()
+        .unwrap_or(0);
     let (status, body) = github_push(&second, "refs/heads/main", None).await;
-    assert_eq!(status, 503, "{body}");
+    assert_eq!(status, 202, "{body}\n{}", second.logs());
+    let queued: serde_json::Value = serde_json::from_str(&body).expect("JSON answer");
+    assert!(queued["pass"].as_u64().unwrap_or(0) > before, "{body}");
+    first
+        .wait_status(
+            "the forwarded webhook's pass",
+            Duration::from_secs(20),
+            |s| {
+                s["lastPass"]["pass"].as_u64().unwrap_or(0) > before
+                    && s["lastPass"]["reasons"]
+                        .as_array()
+                        .is_some_and(|r| r.iter().any(|r| r == "webhook/github"))
+            },
+        )
+        .await;
+    assert!(
+        second.logs().contains("forwarded to the leader"),
+        "{}",
+        second.logs()
+    );
+    // A sync request too, with its bearer token, and its `?wait=true` answer.
+    let answer = reqwest::Client::new()
+        .post(format!("{}/api/v1/sync?wait=true", second.hooks_base()))
+        .bearer_auth(support::daemon::SYNC_TOKEN)
+        .send()
+        .await
+        .expect("POST sync to the standby");
+    assert_eq!(
+        answer
+            .headers()
+            .get("x-weft-forwarded-to")
+            .and_then(|v| v.to_str().ok()),
+        first.status().await["identity"].as_str()
+    );
+    assert_eq!(answer.status().as_u16(), 200);
+    let report: serde_json::Value =
+        serde_json::from_str(&answer.text().await.expect("body")).expect("pass report");
+    assert_eq!(report["result"], "succeeded", "{report}");
     let leases: Api<Lease> = Api::namespaced(ns.client(), ns.name());
     let holder = leases
         .get(&weft::daemon::leader::lease_name(ns.name()))

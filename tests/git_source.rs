@@ -1107,3 +1107,47 @@ fn lock_files_left_by_a_crashed_fetch_do_not_block_later_fetches() {
     assert_eq!(snap.revision.as_deref(), Some(second.as_str()));
     assert!(!refs.join("main.lock").exists());
 }
+
+/// Another process fetching into the same cache holds its file lock: this fetch waits for it
+/// (at most its deadline) and never takes that fetch's lock files for stale ones.
+#[test]
+fn a_fetch_waits_for_another_process_fetching_into_the_same_cache() {
+    let (host, _work, _) = repo_with_commit(&[("a.yaml", "a: 1\n")]);
+    let daemon = GitDaemon::start(&host);
+    let cache = cache_dir();
+    let mut first = GitSource::new(spec(&daemon.url("config.git"), &cache)).unwrap();
+    new_snapshot(first.fetch().unwrap());
+    // The other process: a child that holds the cache's file lock, mid-fetch, with a lock file
+    // of its own in the cache.
+    let live_lock = first.cache_path().join("packed-refs.lock");
+    std::fs::write(&live_lock, "").unwrap();
+    let lock_file = first.cache_path().with_extension("git.lock");
+    // `-o`: only flock(1) itself holds the lock, not its `sleep`.
+    let mut holder = Command::new("flock")
+        .arg("-o")
+        .arg(&lock_file)
+        .args(["sleep", "30"])
+        .spawn()
+        .expect("flock(1)");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut other = GitSource::new(GitSourceSpec {
+        fetch_timeout: std::time::Duration::from_secs(2),
+        ..spec(&daemon.url("config.git"), &cache)
+    })
+    .unwrap();
+    let started = std::time::Instant::now();
+    let err = other
+        .fetch()
+        .expect_err("the cache is locked by another process");
+    assert!(matches!(err, GitError::Timeout { .. }), "{err}");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(2));
+    assert!(
+        live_lock.exists(),
+        "another process's lock file was removed"
+    );
+    // Once it is done, the fetch goes on (and a lock file left then is stale).
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    new_snapshot(other.fetch().unwrap());
+    assert!(!live_lock.exists());
+}

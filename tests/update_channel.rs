@@ -473,8 +473,8 @@ async fn a_restarted_weft_keeps_the_version_from_the_cluster() {
 /// The daemon's HTTP server on loopback: (base of port `http`, base of port `hooks`, stop).
 async fn http_server(daemon: DaemonState) -> (String, String, tokio::sync::oneshot::Sender<()>) {
     let (_ready_tx, ready) = tokio::sync::watch::channel(true);
-    let mut state = ServerState::new(daemon, "main", ready, Duration::from_secs(5));
-    state.sync_token = Some(Arc::new(b"sync-token".to_vec()));
+    let state = ServerState::new(daemon, "main", ready, Duration::from_secs(5));
+    state.set_sync_token(Some(Arc::new(b"sync-token".to_vec())));
     let listeners = server::Listeners::bind("127.0.0.1:0", "127.0.0.1:0")
         .await
         .unwrap();

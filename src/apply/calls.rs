@@ -6,10 +6,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+
+use super::fence::{FenceLayer, WriteFence};
 
 /// Counters shared by every clone of the client.
 #[derive(Clone, Debug, Default)]
@@ -152,22 +155,42 @@ pub async fn config(
     }
 }
 
-/// A client for `config` whose calls are counted in the returned [`CallCounts`].
+/// How long an API call may go without an answer by default (`--api-timeout`).
+pub const DEFAULT_API_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A client for `config` whose calls are counted in the returned [`CallCounts`], with the default
+/// API deadline and no write fence.
 pub fn counting_client(config: Config) -> Result<(Client, CallCounts), ConnectError> {
+    counting_client_with(
+        config,
+        FenceLayer {
+            fence: WriteFence::unenforced(),
+            timeout: DEFAULT_API_TIMEOUT,
+        },
+    )
+}
+
+/// A client for `config` whose calls are counted, each bounded and fenced by `fence`.
+pub fn counting_client_with(
+    config: Config,
+    fence: FenceLayer,
+) -> Result<(Client, CallCounts), ConnectError> {
     let counts = CallCounts::default();
     let client = ClientBuilder::try_from(config)
         .map_err(ConnectError::Client)?
+        .with_layer(&fence)
         .with_layer(&CountingLayer(counts.clone()))
         .build();
     Ok((client, counts))
 }
 
-/// [`config`] then [`counting_client`].
+/// [`config`] then [`counting_client_with`].
 pub async fn connect(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
+    fence: FenceLayer,
 ) -> Result<(Client, CallCounts), ConnectError> {
-    counting_client(config(kubeconfig, context).await?)
+    counting_client_with(config(kubeconfig, context).await?, fence)
 }
 
 #[cfg(test)]

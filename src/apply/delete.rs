@@ -1,14 +1,16 @@
 //! Deletes before an update ([`PreUpdateDelete`]): when an owner's objects are about to be
 //! updated (one of them exists, is this owner's, and was applied from another render), the
-//! objects its rule selects (kind and labels, in a namespace) that carry this owner's label are
-//! deleted, and the verb waits until they are gone. A first install deletes nothing.
+//! objects its rule selects (kind and labels, in a namespace) that carry this owner's label set by
+//! Weft's own apply (managedFields, as for a prune) are deleted with their UID as precondition,
+//! and the verb waits until they are gone. A first install deletes nothing.
 
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::Client;
 
 use super::changeset::{Action, Change};
+use super::ownership::proof_of_ownership;
 use super::plan::{Catalog, Decision, LiveState, PlannedObject, UpdateReason};
 use super::policy::{DeleteTarget, PreUpdateDelete};
 use super::{is_not_found, ApplyError};
@@ -71,21 +73,37 @@ pub async fn delete_before_update(
                 object: format!("{} in {} ({selector})", target.kind, rule.namespace),
                 source,
             })?;
-        for name in listed.items.into_iter().filter_map(|i| i.metadata.name) {
+        for item in listed.items {
+            let Some(name) = item.metadata.name.clone() else {
+                continue;
+            };
             let object = ObjectRef {
                 api_version: target.api_version.clone(),
                 kind: target.kind.clone(),
                 namespace: rule.namespace.clone(),
                 name,
             };
-            if !opts.dry_run {
-                delete_and_wait(&api, &object, rule, opts.poll_interval).await?;
-            }
+            // The label selected it; only Weft's own apply of that label makes it this owner's
+            // (a label copied onto a foreign object does not), as for a prune.
+            let live = serde_json::to_value(&item).unwrap_or_default();
+            let (action, reason) = match proof_of_ownership(&live, owner) {
+                Err(why) => (
+                    Action::Skipped,
+                    format!("not deleted by {}: {why}", rule.reason),
+                ),
+                Ok(()) => {
+                    if !opts.dry_run {
+                        let uid = item.metadata.uid.clone();
+                        delete_and_wait(&api, &object, uid, rule, opts.poll_interval).await?;
+                    }
+                    (Action::Deleted, rule.reason.clone())
+                }
+            };
             let c = Change {
                 object,
                 owner: owner.clone(),
-                action: Action::Deleted,
-                reason: Some(rule.reason.clone()),
+                action,
+                reason: Some(reason),
             };
             on_change(&c);
             changes.push(c);
@@ -94,21 +112,34 @@ pub async fn delete_before_update(
     Ok(changes)
 }
 
+/// Delete the object read with `uid` (a precondition: one re-created since is left alone) and
+/// wait until that one is gone.
 async fn delete_and_wait(
     api: &Api<DynamicObject>,
     object: &ObjectRef,
+    uid: Option<String>,
     rule: &PreUpdateDelete,
     poll_interval: Duration,
 ) -> Result<(), ApplyError> {
-    match api.delete(&object.name, &DeleteParams::background()).await {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&object.name, &params).await {
         Ok(_) => {}
         Err(e) if is_not_found(&e) => {}
+        // 409: the UID changed, so the object we read is gone already.
+        Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
         Err(e) => return Err(ApplyError::api("delete", object, e)),
     }
     let deadline = Instant::now() + rule.timeout;
     loop {
         match api.get_opt(&object.name).await {
             Ok(None) => return Ok(()),
+            Ok(Some(now)) if now.metadata.uid != uid => return Ok(()),
             Ok(Some(_)) if Instant::now() < deadline => tokio::time::sleep(poll_interval).await,
             Ok(Some(_)) => {
                 return Err(ApplyError::WaitTimeout {

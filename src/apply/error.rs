@@ -47,14 +47,17 @@ pub enum ApplyError {
         #[source]
         problem: InventoryProblem,
     },
-    /// Pruning would delete more than the allowed fraction of an inventory.
-    #[error("refusing to prune {count} of {total} objects of {owner} ({percent:.0}% > {limit:.0}% allowed by --max-prune-fraction); nothing was pruned. Check the repository, or rerun with --force-prune")]
+    /// Pruning would delete more than the allowed fraction of the pass's inventories.
+    #[error("refusing to prune {count} of the {total} objects in this pass's inventories ({owners}: {percent:.0}% > {limit:.0}% allowed by --max-prune-fraction); nothing was pruned. Check the repository. If the deletion is intended, allow it once: `weft sync --force-prune`; for a running daemon `weft trigger --force-prune` (POST /api/v1/sync?forcePrune=true); or annotate each owner (the root's inventory ConfigMap weft-inventory-<id>, or the custom resource) with `{annotation}: {}`", .revision.as_deref().unwrap_or("<revision>"), annotation = crate::apply::prune::FORCE_PRUNE_ANNOTATION)]
     PruneGuard {
-        owner: String,
+        /// Which owners would lose how many objects (`3 of root/weft-system/weft`).
+        owners: String,
         count: usize,
         total: usize,
         percent: f64,
         limit: f64,
+        /// The revision the pass applies.
+        revision: Option<String>,
     },
     /// Objects did not become ready in time.
     #[error("timed out after {timeout:?} waiting for {} object(s) to become ready:\n{}", .not_ready.len(), .not_ready.iter().map(|(o, why)| format!("  {o}: {why}")).collect::<Vec<_>>().join("\n"))]

@@ -47,6 +47,20 @@ pub struct Inventory {
     pub owner: Owner,
     pub entries: BTreeSet<ObjectRef>,
     pub source: InventorySource,
+    /// The revision whose pass may prune past the fraction guard: the value of
+    /// [`FORCE_PRUNE_ANNOTATION`](super::prune::FORCE_PRUNE_ANNOTATION) on the inventory
+    /// ConfigMap or the owner custom resource.
+    pub force_prune: Option<String>,
+}
+
+/// A stored inventory: its entries and the owner's force-prune annotation.
+pub type Stored = (BTreeSet<ObjectRef>, Option<String>);
+
+fn force_prune_of(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
+    annotations?
+        .get(super::prune::FORCE_PRUNE_ANNOTATION)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
 }
 
 /// The identity of a reference across API versions: (group, kind, namespace, name).
@@ -95,7 +109,7 @@ pub async fn read_stored(
     catalog: &Catalog,
     owner: &Owner,
     weft_namespace: &str,
-) -> Result<Option<BTreeSet<ObjectRef>>, ApplyError> {
+) -> Result<Option<Stored>, ApplyError> {
     match owner {
         Owner::SyncRoot { .. } => {
             let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
@@ -117,7 +131,8 @@ pub async fn read_stored(
                 );
                 inventory_error(owner, InventoryProblem::Invalid { what, source })
             })?;
-            Ok(Some(entries.into_iter().collect()))
+            let force = force_prune_of(cm.metadata.annotations.as_ref());
+            Ok(Some((entries.into_iter().collect(), force)))
         }
         Owner::Resource {
             kind,
@@ -131,14 +146,16 @@ pub async fn read_stored(
                 .get_opt(name)
                 .await
                 .map_err(|e| inventory_error(owner, InventoryProblem::Read(e)))?;
-            let Some(inv) = cr.and_then(|cr| cr.data.pointer("/status/inventory").cloned()) else {
+            let Some(cr) = cr else { return Ok(None) };
+            let Some(inv) = cr.data.pointer("/status/inventory").cloned() else {
                 return Ok(None);
             };
             let entries: Vec<ObjectRef> = serde_json::from_value(inv).map_err(|source| {
                 let what = "status.inventory".to_string();
                 inventory_error(owner, InventoryProblem::Invalid { what, source })
             })?;
-            Ok(Some(entries.into_iter().collect()))
+            let force = force_prune_of(cr.metadata.annotations.as_ref());
+            Ok(Some((entries.into_iter().collect(), force)))
         }
     }
 }
@@ -183,11 +200,14 @@ pub async fn read(
     weft_namespace: &str,
     kinds: &[(ApiResource, bool)],
 ) -> Result<Inventory, ApplyError> {
-    if let Some(entries) = read_stored(client, catalog, owner, weft_namespace).await? {
+    if let Some((entries, force_prune)) =
+        read_stored(client, catalog, owner, weft_namespace).await?
+    {
         return Ok(Inventory {
             owner: owner.clone(),
             entries,
             source: InventorySource::Stored,
+            force_prune,
         });
     }
     let entries = rebuild(client, owner, kinds).await?;
@@ -195,6 +215,7 @@ pub async fn read(
         owner: owner.clone(),
         entries,
         source: InventorySource::Rebuilt,
+        force_prune: None,
     })
 }
 

@@ -28,6 +28,7 @@ pub mod delete;
 pub mod diff;
 pub mod drift;
 mod error;
+pub mod fence;
 pub mod inventory;
 pub mod ownership;
 pub mod plan;

@@ -20,7 +20,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use futures::{FutureExt, StreamExt};
-use kube::api::{Api, DeleteParams, DynamicObject, Preconditions, PropagationPolicy};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
 use kube::Client;
 use serde_json::Value;
 
@@ -38,14 +40,17 @@ use crate::render::{DesiredSet, OWNER_KINDS};
 /// How to prune.
 #[derive(Clone, Debug)]
 pub struct PruneOptions {
-    /// Largest fraction of one inventory a pass may prune (`--max-prune-fraction`).
+    /// Largest fraction of the pass's inventories one pass may delete (`--max-prune-fraction`).
     pub max_fraction: f64,
-    /// Prune past the fraction guard (`--force-prune`).
+    /// Prune past the fraction guard (`--force-prune`, `POST /api/v1/sync?forcePrune=true`).
     pub force: bool,
     /// Report what would be pruned, delete nothing.
     pub dry_run: bool,
     /// Deletes at the same time.
     pub concurrency: usize,
+    /// The revision this pass applies: an inventory annotated [`FORCE_PRUNE_ANNOTATION`] with it
+    /// lets this pass past the guard.
+    pub revision: Option<String>,
 }
 
 impl Default for PruneOptions {
@@ -55,16 +60,26 @@ impl Default for PruneOptions {
             force: false,
             dry_run: false,
             concurrency: 10,
+            revision: None,
         }
     }
 }
+
+/// The annotation (on the root's inventory ConfigMap, or on an owner custom resource) that lets
+/// the pass of one revision past the fraction guard: `weft.io/force-prune: <revision>`. It allows
+/// that revision only, so it cannot silently disarm the guard for later pushes.
+pub const FORCE_PRUNE_ANNOTATION: &str = "weft.io/force-prune";
+
+/// Deletes that the fraction guard never blocks: a small change (a chart of two objects that
+/// moves namespace, say) is not a mass deletion, whatever fraction of a small owner it is.
+pub const GUARD_FLOOR: usize = 10;
 
 /// The result of a prune.
 #[derive(Debug, Default)]
 pub struct PruneOutcome {
     pub changes: ChangeSet,
     /// Inventory entries to keep although they are not desired (not pruned yet: the guard held
-    /// them back or the delete failed), per owner.
+    /// them back, their kind is not served right now, or the delete failed), per owner.
     pub kept: BTreeMap<Owner, BTreeSet<ObjectRef>>,
     pub errors: Vec<ApplyError>,
 }
@@ -106,34 +121,73 @@ pub fn candidates(
         .collect()
 }
 
-/// The fraction guard: an error per owner that would lose too much of its inventory.
+/// The fraction guard over a whole pass: `deletions` are the objects that exist, are provably
+/// the pass's owners' and would be deleted, per owner. Deleting more than [`GUARD_FLOOR`] objects
+/// and more than `max_fraction` of every inventory of the pass together is refused, unless
+/// forced — by the options, or by every owner that would lose objects carrying
+/// [`FORCE_PRUNE_ANNOTATION`] with this pass's revision.
 pub fn guard(
     inventories: &[Inventory],
-    candidates: &BTreeMap<Owner, Vec<ObjectRef>>,
+    deletions: &BTreeMap<Owner, usize>,
     opts: &PruneOptions,
-) -> Vec<ApplyError> {
-    if opts.force {
-        return Vec::new();
+) -> Option<ApplyError> {
+    let count: usize = deletions.values().sum();
+    let total: usize = inventories.iter().map(|i| i.entries.len()).sum();
+    if opts.force || count <= GUARD_FLOOR || total == 0 {
+        return None;
     }
-    let mut out = Vec::new();
-    for inv in inventories {
-        let count = candidates.get(&inv.owner).map_or(0, Vec::len);
-        let total = inv.entries.len();
-        if count == 0 || total == 0 {
-            continue;
-        }
-        let fraction = count as f64 / total as f64;
-        if fraction > opts.max_fraction {
-            out.push(ApplyError::PruneGuard {
-                owner: inv.owner.reference(),
-                count,
-                total,
-                percent: fraction * 100.0,
-                limit: opts.max_fraction * 100.0,
-            });
-        }
+    let fraction = count as f64 / total as f64;
+    // Written so that a NaN limit (refused by the flag parser anyway) keeps the guard on.
+    if fraction <= opts.max_fraction {
+        return None;
     }
-    out
+    let allowed_by_annotation = opts.revision.as_deref().is_some_and(|rev| {
+        deletions.iter().filter(|(_, n)| **n > 0).all(|(owner, _)| {
+            inventories
+                .iter()
+                .find(|i| &i.owner == owner)
+                .and_then(|i| i.force_prune.as_deref())
+                .is_some_and(|allowed| revision_allows(allowed, rev))
+        })
+    });
+    if allowed_by_annotation {
+        return None;
+    }
+    let owners = deletions
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(o, n)| format!("{n} of {}", o.reference()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(ApplyError::PruneGuard {
+        count,
+        total,
+        owners,
+        percent: fraction * 100.0,
+        limit: opts.max_fraction * 100.0,
+        revision: opts.revision.clone(),
+    })
+}
+
+/// Whether the annotation value `allowed` names `revision`: the whole commit SHA, or an
+/// abbreviation of at least 7 characters as `git log --oneline` prints it.
+fn revision_allows(allowed: &str, revision: &str) -> bool {
+    allowed == revision || (allowed.len() >= 7 && revision.starts_with(allowed))
+}
+
+/// What [`survey`] found out about one candidate.
+enum Survey {
+    /// Provably ours and unprotected: delete it (with this UID as precondition), after its own
+    /// children if it is an owner custom resource.
+    Delete {
+        api: Api<DynamicObject>,
+        uid: Option<String>,
+        live: Value,
+    },
+    /// It leaves the inventory (gone, not ours, protected), with this change to report.
+    Drop(Option<Change>),
+    /// It stays in the inventory (its kind is not served right now), with this change to report.
+    Keep(Change),
 }
 
 /// Prune the objects of `inventories` that `desired` (every object of this complete render, with
@@ -147,59 +201,82 @@ pub async fn prune(
     opts: &PruneOptions,
     on_change: &(dyn Fn(&Change) + Send + Sync),
 ) -> PruneOutcome {
-    let candidates = candidates(inventories, desired);
-    let mut outcome = PruneOutcome::default();
-    let guard_errors = guard(inventories, &candidates, opts);
-    if !guard_errors.is_empty() {
-        for (owner, refs) in candidates {
-            outcome.kept.entry(owner).or_default().extend(refs);
-        }
-        outcome.errors = guard_errors;
-        return outcome;
-    }
-    // Reverse apply order: workloads before the Namespaces and CRDs they live in.
-    let mut work: Vec<(Owner, ObjectRef)> = candidates
+    let candidates: Vec<(Owner, ObjectRef)> = candidates(inventories, desired)
         .into_iter()
         .flat_map(|(o, refs)| refs.into_iter().map(move |r| (o.clone(), r)))
         .collect();
-    work.sort_by_key(|(_, r)| {
+    let mut outcome = PruneOutcome::default();
+    let report = |outcome: &mut PruneOutcome, c: Change| {
+        on_change(&c);
+        outcome.changes.push(c);
+    };
+
+    // First find out which candidates would really be deleted: only those count for the guard.
+    let surveyed: Vec<(Owner, ObjectRef, Result<Survey, ApplyError>)> =
+        futures::stream::iter(candidates.into_iter().map(|(owner, r)| async move {
+            let s = survey(client, catalog, &owner, &r).await;
+            (owner, r, s)
+        }))
+        .buffer_unordered(opts.concurrency.max(1))
+        .collect()
+        .await;
+    let mut work: Vec<(Owner, ObjectRef, Deletion)> = Vec::new();
+    for (owner, r, s) in surveyed {
+        match s {
+            Ok(Survey::Delete { api, uid, live }) => work.push((owner, r, (api, uid, live))),
+            Ok(Survey::Drop(change)) => change.into_iter().for_each(|c| report(&mut outcome, c)),
+            Ok(Survey::Keep(change)) => {
+                outcome.kept.entry(owner).or_default().insert(r);
+                report(&mut outcome, change);
+            }
+            Err(e) => {
+                outcome.kept.entry(owner).or_default().insert(r);
+                outcome.errors.push(e);
+            }
+        }
+    }
+    let mut deletions: BTreeMap<Owner, usize> = BTreeMap::new();
+    for (owner, ..) in &work {
+        *deletions.entry(owner.clone()).or_default() += 1;
+    }
+    if let Some(refused) = guard(inventories, &deletions, opts) {
+        for (owner, r, ..) in work {
+            outcome.kept.entry(owner).or_default().insert(r);
+        }
+        outcome.errors.push(refused);
+        return outcome;
+    }
+
+    // Reverse apply order: workloads before the Namespaces and CRDs they live in.
+    work.sort_by_key(|(_, r, ..)| {
         std::cmp::Reverse((order::stage(&r.kind), order::kind_rank(&r.kind)))
     });
-    let batches = [
-        work.iter()
-            .filter(|(_, r)| order::stage(&r.kind) != 0)
-            .collect::<Vec<_>>(),
-        work.iter()
-            .filter(|(_, r)| order::stage(&r.kind) == 0)
-            .collect::<Vec<_>>(),
-    ];
-    for batch in batches {
+    let (later, stage0): (Vec<_>, Vec<_>) = work
+        .into_iter()
+        .partition(|(_, r, ..)| order::stage(&r.kind) != 0);
+    for batch in [later, stage0] {
         let results: Vec<(Owner, ObjectRef, Result<Vec<Change>, ApplyError>)> =
-            futures::stream::iter(
-                batch
-                    .into_iter()
-                    .map(|(owner, r)| {
-                        async move {
-                            let res =
-                                prune_one(client, catalog, owner.clone(), r.clone(), opts.clone())
-                                    .await;
-                            (owner.clone(), r.clone(), res)
-                        }
-                        .boxed()
-                    })
-                    .collect::<Vec<_>>(),
-            )
+            futures::stream::iter(batch.into_iter().map(|(owner, r, deletion)| {
+                async move {
+                    let res = delete_surveyed(
+                        client.clone(),
+                        catalog.clone(),
+                        owner.clone(),
+                        r.clone(),
+                        deletion,
+                        opts.clone(),
+                    )
+                    .await;
+                    (owner, r, res)
+                }
+                .boxed()
+            }))
             .buffer_unordered(opts.concurrency.max(1))
             .collect()
             .await;
         for (owner, r, res) in results {
             match res {
-                Ok(changes) => {
-                    for c in changes {
-                        on_change(&c);
-                        outcome.changes.push(c);
-                    }
-                }
+                Ok(changes) => changes.into_iter().for_each(|c| report(&mut outcome, c)),
                 Err(e) => {
                     outcome.kept.entry(owner).or_default().insert(r);
                     outcome.errors.push(e);
@@ -212,58 +289,133 @@ pub async fn prune(
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// Prune one object of `owner` (and first its own children, if it is an owner CR).
-fn prune_one(
+/// What deleting a surveyed object takes: its API, its UID (the precondition) and the object read.
+type Deletion = (Api<DynamicObject>, Option<String>, Value);
+
+/// The API of `r`'s kind, if the cluster serves it.
+fn api_for(client: &Client, catalog: &Catalog, r: &ObjectRef) -> Option<Api<DynamicObject>> {
+    let (ar, namespaced) = catalog
+        .resolve(&r.api_version, &r.kind)
+        .or_else(|| catalog.resolve_kind(Some(split_api_version(&r.api_version).0), &r.kind))
+        .cloned()?;
+    Some(if namespaced {
+        Api::namespaced_with(client.clone(), &r.namespace, &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    })
+}
+
+/// Read one candidate and decide what pruning it means.
+async fn survey(
     client: &Client,
     catalog: &Catalog,
+    owner: &Owner,
+    r: &ObjectRef,
+) -> Result<Survey, ApplyError> {
+    let skipped = |why: String| Change {
+        object: r.clone(),
+        owner: owner.clone(),
+        action: Action::Skipped,
+        reason: Some(why),
+    };
+    let Some(api) = api_for(client, catalog, r) else {
+        // An aggregated API that is down for a minute must not make Weft forget what it owns.
+        return Ok(Survey::Keep(skipped(format!(
+            "not pruned yet: the cluster does not serve kind {} ({}) right now; kept in the inventory",
+            r.kind, r.api_version
+        ))));
+    };
+    let live = match api.get_opt(&r.name).await {
+        Ok(Some(l)) => l,
+        // Already gone: nothing to do, and it leaves the inventory.
+        Ok(None) => return Ok(Survey::Drop(None)),
+        Err(e) => return Err(ApplyError::api("read", r, e)),
+    };
+    let uid = live.metadata.uid.clone();
+    let live = serde_json::to_value(&live).map_err(|source| ApplyError::Decode {
+        object: r.to_string(),
+        what: "the live object",
+        source,
+    })?;
+    if let Err(why) = proof_of_ownership(&live, owner) {
+        return Ok(Survey::Drop(Some(skipped(format!("not pruned: {why}")))));
+    }
+    if let Some(why) = protection(&r.kind, &live) {
+        return Ok(Survey::Drop(Some(skipped(format!("not pruned: {why}")))));
+    }
+    Ok(Survey::Delete { api, uid, live })
+}
+
+/// Prune one object of `owner` (a child of a pruned owner custom resource): survey it, then
+/// delete it if that is what the survey says.
+fn prune_child(
+    client: Client,
+    catalog: Catalog,
     owner: Owner,
     r: ObjectRef,
     opts: PruneOptions,
 ) -> BoxFuture<Result<Vec<Change>, ApplyError>> {
-    let client = client.clone();
-    let catalog = catalog.clone();
     Box::pin(async move {
-        let skipped = |why: String| Change {
-            object: r.clone(),
-            owner: owner.clone(),
-            action: Action::Skipped,
-            reason: Some(why),
-        };
-        let resolved = catalog
-            .resolve(&r.api_version, &r.kind)
-            .or_else(|| catalog.resolve_kind(Some(split_api_version(&r.api_version).0), &r.kind));
-        let Some((ar, namespaced)) = resolved.cloned() else {
-            return Ok(vec![skipped(format!(
-                "the cluster no longer serves kind {} ({})",
-                r.kind, r.api_version
-            ))]);
-        };
-        let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(client.clone(), &r.namespace, &ar)
-        } else {
-            Api::all_with(client.clone(), &ar)
-        };
-        let live = match api.get_opt(&r.name).await {
-            Ok(Some(l)) => l,
-            // Already gone: nothing to do, and it leaves the inventory.
-            Ok(None) => return Ok(Vec::new()),
-            Err(e) => return Err(ApplyError::api("read", &r, e)),
-        };
-        let uid = live.metadata.uid.clone();
-        let live_value = serde_json::to_value(&live).map_err(|source| ApplyError::Decode {
-            object: r.to_string(),
-            what: "the live object",
-            source,
-        })?;
-        if let Err(why) = proof_of_ownership(&live_value, &owner) {
-            return Ok(vec![skipped(format!("not pruned: {why}"))]);
+        match survey(&client, &catalog, &owner, &r).await? {
+            Survey::Delete { api, uid, live } => {
+                delete_surveyed(client, catalog, owner, r, (api, uid, live), opts).await
+            }
+            Survey::Drop(change) => Ok(change.into_iter().collect()),
+            Survey::Keep(change) => Ok(vec![change]),
         }
-        if let Some(why) = protection(&r.kind, &live_value) {
-            return Ok(vec![skipped(format!("not pruned: {why}"))]);
-        }
+    })
+}
+
+/// The prefix of Weft's finalizers (`weft.io/agents`, `weft.io/armada-chart`).
+pub const FINALIZER_PREFIX: &str = "weft.io/";
+
+/// Remove Weft's finalizers from `live` (an owner custom resource whose children were pruned),
+/// guarded by its resourceVersion; others' finalizers stay.
+async fn release_finalizers(
+    api: &Api<DynamicObject>,
+    r: &ObjectRef,
+    live: &Value,
+) -> Result<(), ApplyError> {
+    let finalizers: Vec<&str> = live
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|f| f.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !finalizers.iter().any(|f| f.starts_with(FINALIZER_PREFIX)) {
+        return Ok(());
+    }
+    let kept: Vec<&str> = finalizers
+        .into_iter()
+        .filter(|f| !f.starts_with(FINALIZER_PREFIX))
+        .collect();
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": kept,
+        "resourceVersion": live.pointer("/metadata/resourceVersion"),
+    }});
+    match api
+        .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(ApplyError::api("release the finalizer of", r, e)),
+    }
+}
+
+/// Delete a surveyed object (its own children first, if it is an owner custom resource), with its
+/// UID as precondition: an object re-created since it was read is left alone.
+fn delete_surveyed(
+    client: Client,
+    catalog: Catalog,
+    owner: Owner,
+    r: ObjectRef,
+    (api, uid, live): Deletion,
+    opts: PruneOptions,
+) -> BoxFuture<Result<Vec<Change>, ApplyError>> {
+    Box::pin(async move {
         let mut changes = Vec::new();
         if OWNER_KINDS.contains(&r.kind.as_str()) {
-            if let Some(children) = live_value.pointer("/status/inventory").cloned() {
+            if let Some(children) = live.pointer("/status/inventory").cloned() {
                 let children: Vec<ObjectRef> = serde_json::from_value(children).unwrap_or_default();
                 let child_owner = Owner::Resource {
                     kind: r.kind.clone(),
@@ -271,11 +423,20 @@ fn prune_one(
                     name: r.name.clone(),
                 };
                 for child in children {
-                    changes.extend(
-                        prune_one(&client, &catalog, child_owner.clone(), child, opts.clone())
-                            .await?,
+                    let pruned = prune_child(
+                        client.clone(),
+                        catalog.clone(),
+                        child_owner.clone(),
+                        child,
+                        opts.clone(),
                     );
+                    changes.extend(pruned.await?);
                 }
+            }
+            // Its children are pruned: that was the job of Weft's finalizer on it, which only a
+            // running daemon would remove (`weft sync` alone would leave it Terminating).
+            if !opts.dry_run {
+                release_finalizers(&api, &r, &live).await?;
             }
         }
         if !opts.dry_run {
@@ -349,33 +510,115 @@ mod tests {
         );
     }
 
-    #[test]
-    fn candidates_and_the_fraction_guard() {
-        let inv = Inventory {
-            owner: root(),
-            entries: BTreeSet::from([
-                r("ConfigMap", "a", "1"),
-                r("ConfigMap", "a", "2"),
-                r("ConfigMap", "a", "3"),
-            ]),
+    fn inventory(owner: Owner, n: usize, force_prune: Option<&str>) -> Inventory {
+        Inventory {
+            owner,
+            entries: (0..n)
+                .map(|i| r("ConfigMap", "a", &i.to_string()))
+                .collect(),
             source: InventorySource::Stored,
-        };
-        let desired = BTreeSet::from([r("ConfigMap", "a", "1"), r("ConfigMap", "a", "2")]);
-        let c = candidates(std::slice::from_ref(&inv), &desired);
-        assert_eq!(c[&root()], vec![r("ConfigMap", "a", "3")]);
-        assert!(guard(std::slice::from_ref(&inv), &c, &PruneOptions::default()).is_empty());
+            force_prune: force_prune.map(str::to_string),
+        }
+    }
 
-        let nothing = BTreeSet::new();
-        let c = candidates(std::slice::from_ref(&inv), &nothing);
-        let errs = guard(std::slice::from_ref(&inv), &c, &PruneOptions::default());
-        assert_eq!(
-            errs[0].to_string(),
-            "refusing to prune 3 of 3 objects of root/weft-system/weft (100% > 50% allowed by --max-prune-fraction); nothing was pruned. Check the repository, or rerun with --force-prune"
-        );
-        let forced = PruneOptions {
-            force: true,
+    fn chart(name: &str) -> Owner {
+        Owner::Resource {
+            kind: "ArmadaChart".into(),
+            namespace: "a".into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn candidates_are_the_entries_nobody_desires() {
+        let inv = inventory(root(), 3, None);
+        let desired = BTreeSet::from([r("ConfigMap", "a", "0"), r("ConfigMap", "a", "1")]);
+        let c = candidates(std::slice::from_ref(&inv), &desired);
+        assert_eq!(c[&root()], vec![r("ConfigMap", "a", "2")]);
+    }
+
+    #[test]
+    fn small_changes_pass_the_guard_whatever_their_fraction() {
+        // A chart of two objects whose namespace changes: 100% of that owner, 2 deletions.
+        let invs = [inventory(chart("small"), 2, None)];
+        let deletions = BTreeMap::from([(chart("small"), 2)]);
+        assert!(guard(&invs, &deletions, &PruneOptions::default()).is_none());
+        let at_floor = [inventory(root(), GUARD_FLOOR, None)];
+        let deletions = BTreeMap::from([(root(), GUARD_FLOOR)]);
+        assert!(guard(&at_floor, &deletions, &PruneOptions::default()).is_none());
+    }
+
+    #[test]
+    fn the_fraction_is_of_the_whole_pass() {
+        // 12 of one owner's 12 objects, but 12 of the pass's 100: allowed.
+        let invs = [
+            inventory(chart("gone"), 12, None),
+            inventory(root(), 88, None),
+        ];
+        let deletions = BTreeMap::from([(chart("gone"), 12)]);
+        assert!(guard(&invs, &deletions, &PruneOptions::default()).is_none());
+        // 60 of 100: refused, and the error says how to allow it once.
+        let deletions = BTreeMap::from([(chart("gone"), 12), (root(), 48)]);
+        let opts = PruneOptions {
+            revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
             ..PruneOptions::default()
         };
-        assert!(guard(std::slice::from_ref(&inv), &c, &forced).is_empty());
+        let err = guard(&invs, &deletions, &opts).expect("refused");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("refusing to prune 60 of the 100 objects in this pass's inventories (48 of root/weft-system/weft, 12 of ArmadaChart/a/gone: 60% > 50% allowed by --max-prune-fraction); nothing was pruned."),
+            "{text}"
+        );
+        for hint in [
+            "`weft sync --force-prune`",
+            "`weft trigger --force-prune`",
+            "POST /api/v1/sync?forcePrune=true",
+            "`weft.io/force-prune: 0123456789abcdef0123456789abcdef01234567`",
+        ] {
+            assert!(text.contains(hint), "{hint} missing from: {text}");
+        }
+        let forced = PruneOptions {
+            force: true,
+            ..opts.clone()
+        };
+        assert!(guard(&invs, &deletions, &forced).is_none());
+        let nan = PruneOptions {
+            max_fraction: f64::NAN,
+            ..opts.clone()
+        };
+        assert!(
+            guard(&invs, &deletions, &nan).is_some(),
+            "NaN must not disarm the guard"
+        );
+    }
+
+    #[test]
+    fn the_annotation_allows_one_revision_for_every_owner_that_loses_objects() {
+        let rev = "0123456789abcdef0123456789abcdef01234567";
+        let opts = PruneOptions {
+            revision: Some(rev.into()),
+            ..PruneOptions::default()
+        };
+        let deletions = BTreeMap::from([(chart("gone"), 12), (root(), 48)]);
+        let both = [
+            inventory(chart("gone"), 12, Some("0123456")),
+            inventory(root(), 88, Some(rev)),
+        ];
+        assert!(guard(&both, &deletions, &opts).is_none());
+        let one = [
+            inventory(chart("gone"), 12, None),
+            inventory(root(), 88, Some(rev)),
+        ];
+        assert!(guard(&one, &deletions, &opts).is_some());
+        let stale = [
+            inventory(chart("gone"), 12, Some("fedcba9")),
+            inventory(root(), 88, Some("fedcba9876")),
+        ];
+        assert!(guard(&stale, &deletions, &opts).is_some());
+        let too_short = [
+            inventory(chart("gone"), 12, Some("0123")),
+            inventory(root(), 88, Some("0123")),
+        ];
+        assert!(guard(&too_short, &deletions, &opts).is_some());
     }
 }

@@ -13,6 +13,7 @@ use clap::Args;
 use kube::Client;
 
 use crate::apply::calls::{self, CallCounts};
+use crate::apply::fence::{FenceLayer, WriteFence};
 use crate::daemon::state::WatchNamespaces;
 use crate::pass::PassOptions;
 use crate::source::git::auth::{self as credentials, Credentials};
@@ -37,6 +38,10 @@ pub struct RepoArgs {
     /// Subdirectory of the repository that holds the configuration.
     #[arg(long, env = "WEFT_PATH")]
     pub path: Option<String>,
+    /// The most one git fetch may take, whatever the server does (accepts and never answers,
+    /// trickles): the fetch fails and the last good revision stays applied.
+    #[arg(long, env = "WEFT_FETCH_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub fetch_timeout: Duration,
 }
 
 impl RepoArgs {
@@ -74,6 +79,7 @@ impl RepoArgs {
                 self.git_ref.as_deref(),
                 self.path.as_deref(),
                 credentials,
+                self.fetch_timeout,
             )?);
         }
         let dir = match (&self.dir, &self.repo) {
@@ -109,12 +115,26 @@ pub struct ClusterArgs {
     /// `username`, `password`, `bearerToken`). Without it: files in `WEFT_GIT_CREDENTIALS_DIR`.
     #[arg(long, env = "WEFT_GIT_SECRET")]
     pub git_secret: Option<String>,
+    /// How long one API call may go without an answer before it fails (a hung API server must
+    /// not hold a pass, or the leader Lease, forever).
+    #[arg(long, env = "WEFT_API_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub api_timeout: Duration,
 }
 
 impl ClusterArgs {
-    /// A client of the cluster whose API calls are counted.
+    /// A client of the cluster whose API calls are counted and bounded by `--api-timeout`.
     pub async fn connect(&self) -> anyhow::Result<(Client, CallCounts)> {
-        Ok(calls::connect(self.kubeconfig.as_deref(), self.context.as_deref()).await?)
+        self.connect_fenced(WriteFence::unenforced()).await
+    }
+
+    /// [`connect`](Self::connect), with writes allowed only while `fence` is open (the daemon:
+    /// while it holds a fresh leader Lease).
+    pub async fn connect_fenced(&self, fence: WriteFence) -> anyhow::Result<(Client, CallCounts)> {
+        let layer = FenceLayer {
+            fence,
+            timeout: self.api_timeout.max(Duration::from_secs(1)),
+        };
+        Ok(calls::connect(self.kubeconfig.as_deref(), self.context.as_deref(), layer).await?)
     }
 
     /// The git credentials of `--git-secret` (read from the cluster once), or `None` without it.
@@ -144,10 +164,12 @@ pub struct ApplyArgs {
     /// Bound of each readiness wait (`90s`, `5m`).
     #[arg(long, env = "WEFT_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
-    /// Largest fraction of an inventory one pass may prune.
-    #[arg(long, env = "WEFT_MAX_PRUNE_FRACTION", default_value_t = 0.5)]
+    /// Largest fraction of the pass's inventories one pass may prune (0 to 1); deleting up to
+    /// 10 objects is never refused.
+    #[arg(long, env = "WEFT_MAX_PRUNE_FRACTION", default_value_t = 0.5, value_parser = parse_fraction)]
     pub max_prune_fraction: f64,
-    /// Prune even past --max-prune-fraction.
+    /// Prune even past --max-prune-fraction (for `weft run`: every pass; prefer the one-shot
+    /// `weft trigger --force-prune`).
     #[arg(long, env = "WEFT_FORCE_PRUNE")]
     pub force_prune: bool,
     /// API calls at the same time within a stage.
@@ -157,6 +179,18 @@ pub struct ApplyArgs {
     /// different repositories into one cluster need different names.
     #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
     pub root_name: String,
+}
+
+/// A fraction from 0 to 1 (NaN would disarm a comparison, so it is refused).
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    let v: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("`{text}` is not a fraction from 0 to 1"));
+    }
+    Ok(v)
 }
 
 impl ApplyArgs {
@@ -281,5 +315,20 @@ impl TrustArgs {
             allowed_channels,
             chart_sources,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_fraction;
+
+    #[test]
+    fn fractions_are_numbers_from_zero_to_one() {
+        assert_eq!(parse_fraction("0.5"), Ok(0.5));
+        assert_eq!(parse_fraction("1"), Ok(1.0));
+        assert_eq!(parse_fraction("0"), Ok(0.0));
+        for bad in ["NaN", "nan", "-0.1", "1.5", "inf", "half"] {
+            assert!(parse_fraction(bad).is_err(), "{bad} accepted");
+        }
     }
 }

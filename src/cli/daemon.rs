@@ -89,6 +89,7 @@ impl RunArgs {
             credentials,
             repo: repo.clone(),
             git_ref: self.repo.git_ref.clone(),
+            fetch_timeout: self.repo.fetch_timeout,
             path: self.repo.path.clone(),
             namespace: self.cluster.namespace.clone(),
             interval: self.interval,
@@ -109,6 +110,8 @@ impl RunArgs {
             shutdown_grace: self.shutdown_grace,
             identity: leader::default_identity(),
             controllers: !self.no_controllers,
+            // Closed until this replica holds the leader Lease.
+            fence: crate::apply::fence::WriteFence::closed(),
         })
     }
 }
@@ -118,7 +121,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut config = args.config()?;
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {
-        let (client, _) = args.cluster.connect().await?;
+        let (client, _) = args.cluster.connect_fenced(config.fence.clone()).await?;
         // The Secret is read again on every revision loaded (see docs/secrets.md).
         config.pass_options.decryption = args
             .decryption

@@ -15,6 +15,7 @@ mod render;
 pub mod run;
 mod sync;
 mod trigger;
+mod uninstall;
 
 use crate::load::Diagnostics;
 
@@ -59,6 +60,9 @@ enum Command {
     /// Weft's resources in the cluster with their Ready condition, as `flux get` shows: exit 0
     /// when all are ready, 1 when one is not (`--wait` waits first), 2 on error.
     Get(get::GetArgs),
+    /// Take Weft out of the cluster: remove its finalizers from WeaveClouds and ArmadaCharts so
+    /// nothing is stuck terminating; `--prune` also deletes what it created. Stop the daemon first.
+    Uninstall(uninstall::UninstallArgs),
 }
 
 /// Parse the command line, run the command, and give the exit code.
@@ -101,6 +105,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => daemon::run(*args),
         Command::Trigger(args) => trigger::trigger(args),
         Command::Get(args) => get::get(args),
+        Command::Uninstall(args) => uninstall::uninstall(args),
     }
 }
 

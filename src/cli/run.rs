@@ -42,6 +42,10 @@ pub enum RunError {
 /// Everything `weft run` is configured with.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
+    /// `--fetch-timeout`.
+    pub fetch_timeout: Duration,
+    /// The write fence the client was built with (see [`crate::apply::fence`]).
+    pub fence: crate::apply::fence::WriteFence,
     /// A git URL or a local directory.
     pub repo: String,
     pub git_ref: Option<String>,
@@ -70,6 +74,54 @@ pub struct RunConfig {
     /// Whose custom resources the controllers act on, which channels and chart sources they
     /// may name.
     pub trust: super::args::Trust,
+}
+
+/// How often the secret files are read again.
+pub const SECRET_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Read the sync token and webhook secret files every [`SECRET_RELOAD_INTERVAL`] and swap what
+/// changed into the server's state: a rotated Secret takes effect within a minute (the kubelet's
+/// update of a mounted Secret) plus this interval, and the old values stop working at once. A
+/// file that cannot be read (or is empty) keeps the values in use, with a warning.
+async fn reload_secrets(
+    state: ServerState,
+    sync_token_file: Option<PathBuf>,
+    webhook_secret_file: Option<PathBuf>,
+) {
+    let mut timer = tokio::time::interval(SECRET_RELOAD_INTERVAL);
+    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A file that is not there (an optional Secret not created) is not read again: nothing to
+    // rotate, and no warning every few seconds.
+    let exists = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.exists());
+    loop {
+        timer.tick().await;
+        if exists(&sync_token_file) {
+            match read_secret("--sync-token-file", &sync_token_file) {
+                Ok(token) => {
+                    if state.set_sync_token(token) {
+                        tracing::info!("the sync token changed in its file; the new one is in use");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the sync token again; keeping the one in use")
+                }
+            }
+        }
+        if let Some(path) = webhook_secret_file.as_ref().filter(|p| p.exists()) {
+            match WebhookSecrets::load(path) {
+                Ok(hooks) => {
+                    if state.set_webhooks(hooks) {
+                        tracing::info!(
+                            "the webhook secrets changed in their files; the new ones are in use"
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the webhook secrets again; keeping the ones in use")
+                }
+            }
+        }
+    }
 }
 
 fn read_secret(
@@ -148,6 +200,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         cfg.path.as_deref(),
         cfg.cache_dir.clone(),
         cfg.credentials.clone(),
+        cfg.fetch_timeout,
     )?;
     let followed_ref = cfg.git_ref.clone().unwrap_or_else(|| "main".to_string());
     let state = DaemonState::new(
@@ -161,7 +214,8 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
             ..Default::default()
         },
     )
-    .with_watch_namespaces(cfg.trust.watch_namespaces.clone());
+    .with_watch_namespaces(cfg.trust.watch_namespaces.clone())
+    .with_fence(cfg.fence.clone());
     let (ready_tx, ready_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
 
@@ -185,8 +239,25 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         cfg.pass_options.timeout + Duration::from_secs(120),
         cfg.http_limits,
     );
-    server_state.sync_token = sync_token;
-    server_state.webhooks = webhooks;
+    server_state.set_sync_token(sync_token);
+    server_state.set_webhooks(webhooks);
+    // Rotated secrets (a mounted Secret is updated in place) take effect without a restart.
+    tokio::spawn(reload_secrets(
+        server_state.clone(),
+        cfg.sync_token_file.clone(),
+        cfg.webhook_secret_file.clone(),
+    ));
+    // A standby forwards webhooks and sync requests to the leader's published hooks URL.
+    let hooks_url = crate::server::forward::advertised_hooks_url(
+        &cfg.hooks_listen,
+        std::env::var("POD_IP").ok().as_deref(),
+    );
+    server_state.leader_link = Some(crate::server::forward::LeaderLink::new(
+        client.clone(),
+        &cfg.namespace,
+        &crate::daemon::leader::lease_name(&cfg.pass_options.root_name),
+        &cfg.identity,
+    ));
     let server_task = tokio::spawn(server::serve(listeners, server_state, async move {
         let _ = server_stop_rx.await;
     }));
@@ -196,6 +267,10 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         .await
         .map_err(RunError::Unreachable)?;
     let _ = ready_tx.send(true);
+    let probe = tokio::spawn(crate::daemon::health::probe_api_server(
+        state.clone(),
+        crate::daemon::health::PROBE_INTERVAL,
+    ));
 
     let daemon = Daemon::new(
         DaemonConfig {
@@ -208,6 +283,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
             pass_options: cfg.pass_options.clone(),
             allowed_channels: cfg.trust.allowed_channels.clone(),
             claim: Some(claim(&cfg)),
+            hooks_url: hooks_url.clone(),
         },
         state.clone(),
         source,
@@ -215,6 +291,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     let result = daemon.run(stop_rx).await;
 
     // Stopping: not ready any more, then the HTTP server (in-flight requests finish).
+    probe.abort();
     let _ = ready_tx.send(false);
     state.queue.close();
     let _ = server_stop_tx.send(());

@@ -21,6 +21,10 @@ pub struct TriggerArgs {
     /// Wait for the pass to finish and print its result; exit 1 if it failed.
     #[arg(long)]
     pub wait: bool,
+    /// Let this one pass prune past --max-prune-fraction (after checking that the deletion is
+    /// intended).
+    #[arg(long)]
+    pub force_prune: bool,
     /// How long to wait for the answer.
     #[arg(long, env = "WEFT_TIMEOUT", default_value = "10m", value_parser = humantime::parse_duration)]
     pub timeout: std::time::Duration,
@@ -37,7 +41,13 @@ pub fn trigger(args: TriggerArgs) -> anyhow::Result<ExitCode> {
     })?;
     let token = String::from_utf8_lossy(&signature::secret_from_file_contents(&token)).into_owned();
     let runtime = tokio::runtime::Runtime::new()?;
-    let answer = runtime.block_on(client::trigger(&args.url, &token, args.wait, args.timeout))?;
+    let answer = runtime.block_on(client::trigger(
+        &args.url,
+        &token,
+        args.wait,
+        args.force_prune,
+        args.timeout,
+    ))?;
     match answer {
         TriggerAnswer::Queued { pass } => {
             println!("queued: pass {pass}");

@@ -17,6 +17,8 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
+use crate::apply::fence::WriteFence;
+
 /// Why leader election failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
@@ -39,6 +41,9 @@ pub enum LeaderError {
         theirs: String,
         ours: String,
     },
+    /// The API server did not answer a Lease call in time.
+    #[error("no answer about the Lease within {}ms", .0.as_millis())]
+    Timeout(Duration),
     /// Renewing failed for longer than the renew deadline.
     #[error("could not renew the leader Lease for {}s: {source}", .deadline.as_secs())]
     NotRenewed {
@@ -67,6 +72,9 @@ pub struct LeaseConfig {
     /// ([`SOURCE_ANNOTATION`]) so that an installation of another repository that would share
     /// the root refuses to start instead of taking turns with this one.
     pub claim: Option<String>,
+    /// The URL of this replica's hooks port, published on the Lease while it leads so that
+    /// standbys forward webhooks and sync requests to it (see [`crate::server::forward`]).
+    pub hooks_url: Option<String>,
 }
 
 /// The annotation of the Lease that says which repository its holder syncs.
@@ -95,6 +103,7 @@ impl LeaseConfig {
             renew_deadline: lease_duration.mul_f64(2.0 / 3.0),
             retry_period: (lease_duration / 7).max(Duration::from_millis(200)),
             claim: None,
+            hooks_url: None,
         }
     }
 
@@ -107,6 +116,12 @@ impl LeaseConfig {
     /// Record (and check) what this installation syncs.
     pub fn claiming(mut self, claim: Option<String>) -> Self {
         self.claim = claim;
+        self
+    }
+
+    /// Publish this URL of the hooks port while leading.
+    pub fn publishing(mut self, hooks_url: Option<String>) -> Self {
+        self.hooks_url = hooks_url;
         self
     }
 }
@@ -133,6 +148,8 @@ pub struct LeaderElector {
     cfg: LeaseConfig,
     /// The holder and renew time we last saw, and when we first saw them.
     observed: Option<(Option<String>, Option<MicroTime>, Instant)>,
+    /// Opened until `sent + renew deadline` by each renewal, closed when leadership ends.
+    fence: WriteFence,
 }
 
 impl LeaderElector {
@@ -141,7 +158,29 @@ impl LeaderElector {
             api: Api::namespaced(client, &cfg.namespace),
             cfg,
             observed: None,
+            fence: WriteFence::unenforced(),
         }
+    }
+
+    /// Keep `fence` open exactly while this elector holds a fresh Lease.
+    pub fn with_fence(mut self, fence: WriteFence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// One attempt bounded by `limit` (a Lease call must not hang past the renew deadline); when
+    /// it takes the Lease, the fence opens until `sent + renew deadline`.
+    async fn attempt(&mut self, limit: Duration) -> Result<bool, LeaderError> {
+        let sent = Instant::now();
+        let held = tokio::time::timeout(limit, self.try_acquire_or_renew())
+            .await
+            .map_err(|_| LeaderError::Timeout(limit))??;
+        if held {
+            self.fence.open_until(sent + self.cfg.renew_deadline);
+        } else {
+            self.fence.close();
+        }
+        Ok(held)
     }
 
     pub fn config(&self) -> &LeaseConfig {
@@ -156,9 +195,18 @@ impl LeaderElector {
         }
     }
 
+    /// What the holder records on the Lease: what it syncs, and where its hooks port is (empty
+    /// when it publishes none, so that a predecessor's URL does not linger).
     fn claim_annotations(&self) -> Option<std::collections::BTreeMap<String, String>> {
-        let claim = self.cfg.claim.clone()?;
-        Some([(SOURCE_ANNOTATION.to_string(), claim)].into())
+        let mut a = std::collections::BTreeMap::new();
+        if let Some(claim) = &self.cfg.claim {
+            a.insert(SOURCE_ANNOTATION.to_string(), claim.clone());
+        }
+        a.insert(
+            crate::server::forward::HOOKS_URL_ANNOTATION.to_string(),
+            self.cfg.hooks_url.clone().unwrap_or_default(),
+        );
+        Some(a)
     }
 
     /// A live holder that syncs another repository: this installation must not run beside it.
@@ -285,7 +333,7 @@ impl LeaderElector {
             if *stop.borrow() {
                 return Ok(false);
             }
-            match self.try_acquire_or_renew().await {
+            match self.attempt(self.cfg.renew_deadline).await {
                 Ok(true) => return Ok(true),
                 Err(e @ LeaderError::Claimed { .. }) => return Err(e),
                 Ok(false) => {
@@ -316,12 +364,20 @@ impl LeaderElector {
             if *stop.borrow() {
                 return Ok(());
             }
-            match self.try_acquire_or_renew().await {
-                Ok(true) => last_renew = Instant::now(),
+            // No attempt may outlive the renew deadline: past it, leadership is over anyway.
+            let left = self
+                .cfg
+                .renew_deadline
+                .saturating_sub(last_renew.elapsed())
+                .max(Duration::from_millis(100));
+            let sent = Instant::now();
+            match self.attempt(left).await {
+                Ok(true) => last_renew = sent,
                 Ok(false) => return Err(LeaderError::TakenOver),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot renew the leader Lease");
                     if last_renew.elapsed() >= self.cfg.renew_deadline {
+                        self.fence.close();
                         return Err(LeaderError::NotRenewed {
                             deadline: self.cfg.renew_deadline,
                             source: Box::new(e),
@@ -334,6 +390,8 @@ impl LeaderElector {
 
     /// Give the Lease up (if we hold it), so a standby does not wait for it to expire.
     pub async fn release(&mut self) {
+        // Nothing may be written once a standby can take over.
+        self.fence.close();
         let Ok(Some(mut lease)) = self.api.get_opt(&self.cfg.name).await else {
             return;
         };

@@ -30,6 +30,7 @@ pub struct Metrics {
     agent_available_versions: Mutex<HashMap<(String, String), String>>,
     webhooks: Family<Labels, Counter>,
     leader: Gauge,
+    leadership_lost: Counter,
     reconciles: Family<Labels, Counter>,
 }
 
@@ -141,6 +142,12 @@ impl Metrics {
             "1 when this replica holds the leader Lease",
             leader.clone(),
         );
+        let leadership_lost = Counter::default();
+        registry.register(
+            "leadership_lost",
+            "Terms as leader that ended because the Lease could not be renewed or was taken",
+            leadership_lost.clone(),
+        );
         let reconciles = Family::<Labels, Counter>::default();
         registry.register(
             "reconciles",
@@ -160,6 +167,7 @@ impl Metrics {
             agent_available_versions: Mutex::new(HashMap::new()),
             webhooks,
             leader,
+            leadership_lost,
             reconciles,
         }
     }
@@ -242,6 +250,11 @@ impl Metrics {
     }
 
     /// Whether this replica leads.
+    /// A term as leader ended with the Lease lost.
+    pub fn count_leadership_lost(&self) {
+        self.leadership_lost.inc();
+    }
+
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
     }

@@ -8,6 +8,7 @@
 pub mod armada;
 #[cfg(test)]
 pub mod fixtures;
+pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod root;
@@ -15,6 +16,7 @@ pub mod run;
 pub mod state;
 pub mod status;
 pub mod trigger;
+pub mod uninstall;
 pub mod updater;
 pub mod weavecloud;
 

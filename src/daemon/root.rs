@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use tokio::task::JoinHandle;
@@ -19,6 +19,7 @@ use super::state::{DaemonState, Shutdown};
 use super::status::{now_rfc3339, ChangeSummary, ObjectChange, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
 use super::EngineRun;
+use crate::api::conditions::{set_condition, Condition, ConditionStatus};
 use crate::apply::changeset::{Action, ChangeSet};
 use crate::pass::{PassOptions, Progress};
 use crate::render::DesiredSet;
@@ -59,10 +60,19 @@ pub enum OpenError {
     NotFound(String),
 }
 
-/// Where the sync root's documents come from.
+/// The root condition that says whether the repository can be fetched.
+pub const SOURCE_READY: &str = "SourceReady";
+
+/// Where the sync root's documents come from. Clones share the git source (and its cache).
+#[derive(Clone)]
 pub enum RootSource {
-    /// A git repository (fetched incrementally into a cache).
-    Git(Arc<Mutex<GitSource>>),
+    /// A git repository (fetched incrementally into a cache), its URL as shown (passwords
+    /// redacted) and its fetch deadline: both readable while a fetch holds the source.
+    Git {
+        source: Arc<Mutex<GitSource>>,
+        url: String,
+        timeout: Duration,
+    },
     /// A local directory (development): read on every pass.
     Dir { dir: PathBuf, path: Option<String> },
 }
@@ -76,6 +86,7 @@ impl RootSource {
         path: Option<&str>,
         cache_dir: Option<PathBuf>,
         credentials: Credentials,
+        fetch_timeout: Duration,
     ) -> Result<RootSource, OpenError> {
         if git::is_git_url(repo) {
             let cache_dir = cache_dir.unwrap_or_else(git::default_cache_dir);
@@ -85,8 +96,14 @@ impl RootSource {
             }
             spec.path = path.map(str::to_string);
             spec.credentials = credentials;
+            spec.fetch_timeout = fetch_timeout;
+            let timeout = spec.fetch_timeout;
             let source = GitSource::new(spec).map_err(OpenError::Git)?;
-            Ok(RootSource::Git(Arc::new(Mutex::new(source))))
+            Ok(RootSource::Git {
+                url: source.display_url().to_string(),
+                source: Arc::new(Mutex::new(source)),
+                timeout,
+            })
         } else {
             let dir = PathBuf::from(repo);
             if !dir.is_dir() {
@@ -102,10 +119,7 @@ impl RootSource {
     /// The repository as shown in status and logs (passwords redacted).
     pub fn display(&self) -> String {
         match self {
-            RootSource::Git(g) => g
-                .lock()
-                .map(|g| g.display_url().to_string())
-                .unwrap_or_default(),
+            RootSource::Git { url, .. } => url.clone(),
             RootSource::Dir { dir, .. } => dir.display().to_string(),
         }
     }
@@ -113,17 +127,42 @@ impl RootSource {
     /// Fetch: `Ok(None)` when the revision is the one we rendered last (`last`).
     async fn fetch(&self, last: Option<&Snapshot>) -> Result<Option<Snapshot>, RootError> {
         match self {
-            RootSource::Git(g) => {
-                let g = g.clone();
-                let (url, outcome, last_good) = tokio::task::spawn_blocking(move || {
-                    let mut g = g.lock().unwrap_or_else(|p| p.into_inner());
+            RootSource::Git {
+                source: g,
+                url,
+                timeout,
+            } => {
+                let (g, timeout) = (g.clone(), *timeout);
+                let fetching = tokio::task::spawn_blocking(move || {
+                    // A fetch still stuck in a server that never ends its answer holds the
+                    // source: this pass fails at once instead of queueing behind it.
+                    let mut g = match g.try_lock() {
+                        Ok(g) => g,
+                        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                        Err(std::sync::TryLockError::WouldBlock) => return None,
+                    };
                     let url = g.display_url().to_string();
                     let outcome = g.fetch();
                     let last_good = g.last_good().cloned();
-                    (url, outcome, last_good)
-                })
-                .await
-                .map_err(RootError::Task)?;
+                    Some((url, outcome, last_good))
+                });
+                // libgit2 honours the deadline while data flows and cuts a silent server; this
+                // bounds what it cannot see (a ref advertisement that never ends).
+                let overrun = || RootError::Fetch {
+                    url: url.clone(),
+                    source: GitError::Timeout {
+                        url: url.clone(),
+                        timeout,
+                    },
+                };
+                let (url, outcome, last_good) =
+                    match tokio::time::timeout(timeout + Duration::from_secs(5), fetching).await {
+                        Ok(joined) => match joined.map_err(RootError::Task)? {
+                            Some(done) => done,
+                            None => return Err(overrun()),
+                        },
+                        Err(_) => return Err(overrun()),
+                    };
                 match outcome {
                     Ok(FetchOutcome::New(s)) => Ok(Some(s)),
                     // Unchanged since the source's last good snapshot; if we never rendered it
@@ -266,7 +305,14 @@ impl RootReconciler {
             return report;
         }
         let set = rendered.set.clone();
-        self.apply(&set, &mut report).await;
+        // `weft trigger --force-prune` allows this one pass past the prune guard.
+        let opts = PassOptions {
+            revision: rendered.snapshot.revision.clone(),
+            force_prune: self.pass_options.force_prune
+                || ticket.reasons.contains(&TriggerReason::ApiForcePrune),
+            ..self.pass_options.clone()
+        };
+        self.apply(&set, &opts, &mut report).await;
         report.duration_seconds = start.elapsed().as_secs_f64();
         log_outcome(&report);
         report
@@ -274,7 +320,7 @@ impl RootReconciler {
 
     /// Apply, prune and wait for `set`, and record the outcome in `report`, the Armada
     /// resources' status and the daemon status.
-    async fn apply(&self, set: &DesiredSet, report: &mut PassReport) {
+    async fn apply(&self, set: &DesiredSet, opts: &PassOptions, report: &mut PassReport) {
         let pass = report.pass;
         // Charts whose objects this pass changes are marked `deploying` as it goes; the writes
         // are awaited before the pass's outcome is recorded (see `armada::status::mark_deploying`).
@@ -288,14 +334,8 @@ impl RootReconciler {
             Progress::Change(_) => {}
             Progress::Ready(r) => tracing::debug!(pass, object = %r, "ready"),
         };
-        let outcome = super::run_engine(
-            &self.state.client,
-            set,
-            &self.pass_options,
-            &observer,
-            &self.shutdown,
-        )
-        .await;
+        let outcome =
+            super::run_engine(&self.state.client, set, opts, &observer, &self.shutdown).await;
         let (changes, error) = match outcome {
             EngineRun::Abandoned => {
                 report.result = PassResultKind::Abandoned;
@@ -334,6 +374,36 @@ impl RootReconciler {
 
     /// Fetch and, when the revision is new, load and render it. `Ok(true)` when the head was
     /// unchanged (the cached render is used).
+    /// The root's `SourceReady` condition (shown in the status, and by `/readyz` while false):
+    /// why the repository cannot be fetched, if it cannot.
+    fn record_source(&self, failed: Option<&RootError>) {
+        let condition = match failed {
+            None => Condition {
+                type_: SOURCE_READY.into(),
+                status: ConditionStatus::True,
+                reason: "Fetched".into(),
+                message: "the repository was fetched".into(),
+                ..Default::default()
+            },
+            Some(e) => Condition {
+                type_: SOURCE_READY.into(),
+                status: ConditionStatus::False,
+                reason: match e {
+                    RootError::Fetch {
+                        source: GitError::Timeout { .. },
+                        ..
+                    } => "FetchTimeout".into(),
+                    _ => "FetchFailed".into(),
+                },
+                message: format!("{e}; the last good revision stays applied"),
+                ..Default::default()
+            },
+        };
+        let now = now_rfc3339();
+        self.state
+            .update_status(|s| set_condition(&mut s.conditions, condition, &now));
+    }
+
     async fn prepare(&mut self) -> Result<bool, RootError> {
         let t = Instant::now();
         let fetched = self
@@ -343,6 +413,7 @@ impl RootReconciler {
         self.state
             .metrics
             .observe_git_fetch(t.elapsed().as_secs_f64());
+        self.record_source(fetched.as_ref().err());
         let Some(snapshot) = fetched? else {
             return Ok(self.rendered.is_some());
         };

@@ -49,6 +49,8 @@ pub struct DaemonConfig {
     pub allowed_channels: crate::source::policy::ChannelPolicy,
     /// What this installation syncs, recorded on its Lease (see [`LeaseConfig::claim`]).
     pub claim: Option<String>,
+    /// The URL of the hooks port, published on the Lease while leading.
+    pub hooks_url: Option<String>,
 }
 
 /// The daemon: the sync root, the controllers and the updater over one [`DaemonState`].
@@ -72,7 +74,10 @@ impl Daemon {
         &self.state
     }
 
-    /// Wait for the Lease, then work until `stop` turns true (`Ok`) or leadership is lost.
+    /// Wait for the Lease, then work until `stop` turns true (`Ok`). Leadership lost (a Lease
+    /// that could not be renewed in time, another replica that took it) ends the term: the work
+    /// stops, the fence is shut, and the replica stands by for the Lease again, in the same
+    /// process — an API server or etcd outage must not become a crash loop.
     pub async fn run(self, mut stop: watch::Receiver<bool>) -> Result<(), DaemonError> {
         let Daemon {
             config,
@@ -81,76 +86,112 @@ impl Daemon {
         } = self;
         let lease = LeaseConfig::new(&config.namespace, &config.identity, config.lease_duration)
             .for_root(&config.pass_options.root_name)
-            .claiming(config.claim.clone());
-        let mut elector = LeaderElector::new(state.client.clone(), lease);
-        if !elector
-            .acquire(&mut stop)
-            .await
-            .map_err(|e| DaemonError::Claimed(Box::new(e)))?
-        {
-            return Ok(());
-        }
-        tracing::info!(identity = %config.identity, "acquired the leader Lease; reconciling");
-        state.set_leader(true);
-
-        // Keep renewing until told to release (after the work has stopped), or until lost.
-        let (release_tx, mut release_rx) = watch::channel(false);
-        let mut holder = tokio::spawn(async move {
-            let held = elector.hold(&mut release_rx).await;
-            (elector, held)
-        });
-        let shutdown = Shutdown::new(stop.clone(), config.shutdown_grace);
-        let root = RootReconciler::new(
-            state.clone(),
-            source,
-            config.pass_options.clone(),
-            shutdown.clone(),
-        );
-        let root_task = tokio::spawn(root.run());
-        let _ = state.queue.trigger(TriggerReason::Startup);
-        let poll_task = tokio::spawn(poll(state.clone(), config.interval));
-        let controllers = config
-            .controllers
-            .then(|| start_controllers(&state, &config, &shutdown));
-
-        // Wait for the stop request or for the Lease holder to give up.
-        let lost = tokio::select! {
-            _ = shutdown.stopped() => None,
-            joined = &mut holder => Some(match joined {
-                Ok((_, Err(why))) => DaemonError::LeadershipLost(why),
-                Ok((_, Ok(()))) => DaemonError::LeadershipLost(LeaderError::TakenOver),
-                Err(e) => DaemonError::LeaseTask(e),
-            }),
-        };
-        state.queue.close();
-        poll_task.abort();
-        if let Some(why) = lost {
-            root_task.abort();
-            for task in controllers.into_iter().flatten() {
-                task.abort();
-            }
-            state.set_leader(false);
-            return Err(why);
-        }
-        // Finish (or abandon) the running pass; the root loop ends when the closed queue is empty.
-        if root_task.await.is_err() {
-            tracing::warn!("the sync-root loop ended abnormally");
-        }
-        for task in controllers.into_iter().flatten() {
-            if tokio::time::timeout(Duration::from_secs(10), task)
+            .claiming(config.claim.clone())
+            .publishing(config.hooks_url.clone());
+        loop {
+            let mut elector = LeaderElector::new(state.client.clone(), lease.clone())
+                .with_fence(state.fence.clone());
+            if !elector
+                .acquire(&mut stop)
                 .await
-                .is_err()
+                .map_err(|e| DaemonError::Claimed(Box::new(e)))?
             {
-                tracing::warn!("a controller did not stop within 10s");
+                return Ok(());
+            }
+            match lead(&config, &state, &source, elector, stop.clone()).await {
+                Term::Stopped => return Ok(()),
+                Term::Lost(why) => {
+                    tracing::warn!(error = %why, "standing by for the leader Lease again");
+                    state.metrics.count_leadership_lost();
+                }
             }
         }
-        let _ = release_tx.send(true);
-        if let Ok((mut elector, _)) = holder.await {
-            elector.release().await;
-        }
-        state.set_leader(false);
-        Ok(())
     }
+}
+
+/// How a term as leader ended.
+enum Term {
+    /// Asked to stop: the work finished (or was abandoned) and the Lease was released.
+    Stopped,
+    /// Leadership was lost: every task of the term was stopped and the fence shut.
+    Lost(DaemonError),
+}
+
+/// One term as leader: the sync-root loop with its poll timer and (unless disabled) the custom
+/// resource controllers and the agent updater, until `stop` or until the Lease is lost.
+async fn lead(
+    config: &DaemonConfig,
+    state: &DaemonState,
+    source: &RootSource,
+    elector: LeaderElector,
+    stop: watch::Receiver<bool>,
+) -> Term {
+    tracing::info!(identity = %config.identity, "acquired the leader Lease; reconciling");
+    state.queue.reopen();
+    state.set_leader(true);
+
+    // Keep renewing until told to release (after the work has stopped), or until lost.
+    let (release_tx, mut release_rx) = watch::channel(false);
+    let mut elector = elector;
+    let mut holder = tokio::spawn(async move {
+        let held = elector.hold(&mut release_rx).await;
+        (elector, held)
+    });
+    let shutdown = Shutdown::new(stop, config.shutdown_grace);
+    let root = RootReconciler::new(
+        state.clone(),
+        source.clone(),
+        config.pass_options.clone(),
+        shutdown.clone(),
+    );
+    let root_task = tokio::spawn(root.run());
+    let _ = state.queue.trigger(TriggerReason::Startup);
+    let poll_task = tokio::spawn(poll(state.clone(), config.interval));
+    let controllers = config
+        .controllers
+        .then(|| start_controllers(state, config, &shutdown));
+
+    // Wait for the stop request or for the Lease holder to give up.
+    let lost = tokio::select! {
+        _ = shutdown.stopped() => None,
+        joined = &mut holder => Some(match joined {
+            Ok((_, Err(why))) => DaemonError::LeadershipLost(why),
+            Ok((_, Ok(()))) => DaemonError::LeadershipLost(LeaderError::TakenOver),
+            Err(e) => DaemonError::LeaseTask(e),
+        }),
+    };
+    state.queue.close();
+    poll_task.abort();
+    if let Some(why) = lost {
+        // The elector shut the fence: whatever still runs (a pass on a blocking thread, a
+        // controller) can no longer write.
+        state.fence.close();
+        state.set_leader(false);
+        tracing::error!(error = %why, "leadership lost; stopping this term's work");
+        root_task.abort();
+        for task in controllers.into_iter().flatten() {
+            task.abort();
+        }
+        return Term::Lost(why);
+    }
+    // Finish (or abandon) the running pass; the root loop ends when the closed queue is empty.
+    if root_task.await.is_err() {
+        tracing::warn!("the sync-root loop ended abnormally");
+    }
+    for task in controllers.into_iter().flatten() {
+        if tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("a controller did not stop within 10s");
+        }
+    }
+    let _ = release_tx.send(true);
+    if let Ok((mut elector, _)) = holder.await {
+        elector.release().await;
+    }
+    state.set_leader(false);
+    Term::Stopped
 }
 
 /// Start the WeaveCloud controller, the agent update scheduler and the ArmadaChart controller;
@@ -172,7 +213,8 @@ fn start_controllers(
     )
     .with_shutdown(shutdown.clone());
     let wc = weavecloud::Context::new(state.clone(), pass_options.clone(), shutdown.clone());
-    let charts = armada::Context::new(state.clone(), shutdown.clone());
+    let root = crate::render::Owner::root(&pass_options.weft_namespace, &pass_options.root_name);
+    let charts = armada::Context::new(state.clone(), shutdown.clone()).for_root(root);
     let stop = shutdown.clone();
     vec![
         tokio::spawn(async move { updater.run(stop.receiver()).await }),

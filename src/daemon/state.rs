@@ -57,6 +57,9 @@ pub struct DaemonState {
     /// The namespaces whose WeaveClouds and Armada resources the controllers act on
     /// (`--watch-namespaces`).
     pub namespaces: WatchNamespaces,
+    /// The write fence of `client` (see [`crate::apply::fence`]): open while this replica holds
+    /// a fresh leader Lease.
+    pub fence: crate::apply::fence::WriteFence,
 }
 
 /// `--watch-namespaces`: the namespaces whose custom resources the controllers and the updater
@@ -108,7 +111,14 @@ impl DaemonState {
             rollbacks: Rollbacks::default(),
             pass_locks: PassLocks::default(),
             namespaces: WatchNamespaces::all(),
+            fence: Default::default(),
         }
+    }
+
+    /// The write fence `client` was built with.
+    pub fn with_fence(mut self, fence: crate::apply::fence::WriteFence) -> DaemonState {
+        self.fence = fence;
+        self
     }
 
     /// Act only on custom resources of these namespaces.

@@ -138,6 +138,9 @@ pub struct DaemonStatus {
     /// Per custom resource, keyed `Kind/namespace/name`.
     #[serde(default)]
     pub owners: BTreeMap<String, OwnerStatus>,
+    /// The sync root's conditions (`SourceReady`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<crate::api::conditions::Condition>,
 }
 
 impl DaemonStatus {

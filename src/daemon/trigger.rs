@@ -22,6 +22,9 @@ pub enum TriggerReason {
     Webhook(String),
     /// `POST /api/v1/sync` (e.g. `weft trigger`).
     Api,
+    /// `POST /api/v1/sync?forcePrune=true` (`weft trigger --force-prune`): this pass may prune
+    /// past the fraction guard.
+    ApiForcePrune,
     /// A watch event on an object the sync root owns.
     Watch,
 }
@@ -33,6 +36,7 @@ impl std::fmt::Display for TriggerReason {
             TriggerReason::Poll => f.write_str("poll"),
             TriggerReason::Webhook(kind) => write!(f, "webhook/{kind}"),
             TriggerReason::Api => f.write_str("api"),
+            TriggerReason::ApiForcePrune => f.write_str("api/force-prune"),
             TriggerReason::Watch => f.write_str("watch"),
         }
     }
@@ -147,6 +151,12 @@ impl<T> TriggerQueue<T> {
         self.wake_worker.notify_one();
         // Waking waiters: they re-check `closed` when the watch value "changes".
         self.done_tx.send_modify(|_| {});
+    }
+
+    /// Take work again after [`close`](Self::close) (a new term as leader); what was pending
+    /// stays pending.
+    pub fn reopen(&self) {
+        self.lock().closed = false;
     }
 
     /// Whether [`close`](Self::close) was called.

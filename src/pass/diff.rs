@@ -73,6 +73,7 @@ async fn would_prune(
         force: true,
         dry_run: true,
         concurrency: opts.concurrency,
+        revision: opts.revision.clone(),
     };
     let outcome = prune::prune(
         client,

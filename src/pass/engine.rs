@@ -94,6 +94,9 @@ impl<'a> Engine<'a> {
         self.failures = set.failures().to_vec();
         let mut catalog = Catalog::discover(self.client).await.map_err(one)?;
         self.read_applied_before(&catalog).await;
+        if !self.opts.dry_run {
+            self.record_ahead(set, &catalog).await?;
+        }
         // Inventories are written whatever happens below, so that objects created by a pass that
         // failed half-way are still known to the next pass; only pruning needs a pass that
         // applied everything.
@@ -138,6 +141,54 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Write-ahead: record in each stored inventory what this pass is about to create, before
+    /// creating it. A process killed between the apply and the final inventory write then
+    /// orphans nothing: the next pass finds every object this one may have created in the
+    /// inventory, and prunes those that git no longer has. Only an inventory that grows is
+    /// written (a no-op pass writes nothing); an owner custom resource not stored yet (created
+    /// in this pass) is recorded by the final write. A failure stops the pass before it applies.
+    async fn record_ahead(
+        &mut self,
+        set: &DesiredSet,
+        catalog: &Catalog,
+    ) -> Result<(), Vec<PassError>> {
+        let opts = self.opts;
+        let desired = plan::desired_refs(set, catalog, &opts.default_namespace);
+        let (inventories, errors) =
+            read_inventories(self.client, set, catalog, &opts.weft_namespace).await;
+        if !errors.is_empty() {
+            return Err(errors.into_iter().map(PassError::Apply).collect());
+        }
+        for inv in &inventories {
+            let stored = matches!(inv.owner, Owner::SyncRoot { .. })
+                || inv.source == inventory::InventorySource::Stored;
+            let Some(wanted) = desired.get(&inv.owner).filter(|_| stored) else {
+                continue;
+            };
+            let keys: BTreeSet<_> = inv.entries.iter().map(inventory::ref_key).collect();
+            let new: Vec<&ObjectRef> = wanted
+                .iter()
+                .filter(|r| !keys.contains(&inventory::ref_key(r)))
+                .collect();
+            if new.is_empty() {
+                continue;
+            }
+            let mut union = inv.entries.clone();
+            union.extend(new.into_iter().cloned());
+            inventory::write(
+                self.client,
+                catalog,
+                &inv.owner,
+                &opts.weft_namespace,
+                &union,
+                inv,
+            )
+            .await
+            .map_err(|e| vec![PassError::Apply(e)])?;
+        }
+        Ok(())
+    }
+
     /// What each owner that only reports drift applied before: its stored inventory.
     async fn read_applied_before(&mut self, catalog: &Catalog) {
         for (owner, report) in &mut self.policy.report_drift {
@@ -146,6 +197,7 @@ impl<'a> Engine<'a> {
             {
                 Ok(entries) => {
                     report.applied_before = entries
+                        .map(|(entries, _)| entries)
                         .unwrap_or_default()
                         .iter()
                         .map(inventory::ref_key)
@@ -229,6 +281,7 @@ impl<'a> Engine<'a> {
             force: opts.force_prune,
             dry_run: opts.dry_run,
             concurrency: opts.concurrency,
+            revision: opts.revision.clone(),
         };
         let observer = self.observer;
         prune::prune(

@@ -55,6 +55,9 @@ pub struct PassOptions {
     pub timeout: Duration,
     pub max_prune_fraction: f64,
     pub force_prune: bool,
+    /// The revision the pass applies (set by [`run_pass`] from its snapshot): an owner annotated
+    /// `weft.io/force-prune: <this revision>` may be pruned past the fraction guard.
+    pub revision: Option<String>,
     /// Plan only: read the cluster, write nothing.
     pub dry_run: bool,
     /// Calls at the same time within a stage.
@@ -86,6 +89,7 @@ impl Default for PassOptions {
             timeout: Duration::from_secs(300),
             max_prune_fraction: 0.5,
             force_prune: false,
+            revision: None,
             dry_run: false,
             concurrency: 10,
             poll_interval: Duration::from_secs(1),
@@ -202,6 +206,10 @@ pub async fn run_pass(
         message: format!("loading revision {}", result.revision),
         objects: 0,
     });
+    let opts = &PassOptions {
+        revision: snapshot.revision.clone(),
+        ..opts.clone()
+    };
     let bundles = AgentBundles::new(client.clone(), opts.weft_namespace.clone());
     let cluster = ClusterInputs {
         client,

@@ -33,12 +33,18 @@ pub async fn trigger(
     base: &str,
     token: &str,
     wait: bool,
+    force_prune: bool,
     timeout: Duration,
 ) -> Result<TriggerAnswer, ClientError> {
+    let query: Vec<&str> = [(wait, "wait=true"), (force_prune, "forcePrune=true")]
+        .into_iter()
+        .filter_map(|(on, q)| on.then_some(q))
+        .collect();
     let url = format!(
-        "{}/api/v1/sync{}",
+        "{}/api/v1/sync{}{}",
         base.trim_end_matches('/'),
-        if wait { "?wait=true" } else { "" }
+        if query.is_empty() { "" } else { "?" },
+        query.join("&")
     );
     let client = reqwest::Client::builder()
         .timeout(timeout)

@@ -5,7 +5,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /api/v1/sync[?wait=true][&update=true]` | bearer token; queue a pass (202), or wait for it and return its [`PassReport`](crate::daemon::status::PassReport) (200); `update=true` also starts an agent update check now |
+//! | `POST /api/v1/sync[?wait=true][&update=true][&forcePrune=true]` | bearer token; queue a pass (202), or wait for it and return its [`PassReport`](crate::daemon::status::PassReport) (200); `update=true` also starts an agent update check now; `forcePrune=true` lets that pass prune past `--max-prune-fraction` |
 //! | `POST /hooks/github` | `X-Hub-Signature-256` HMAC; a push to the followed ref queues a pass |
 //! | `POST /hooks/gitlab` | `X-Gitlab-Token`; same |
 //! | `POST /hooks/generic` | `X-Weft-Signature: sha256=<hmac>`; same (a JSON `ref` field is filtered) |
@@ -25,6 +25,7 @@
 
 pub mod body;
 pub mod client;
+pub mod forward;
 pub mod hooks;
 pub mod listen;
 pub mod replay;
@@ -84,10 +85,9 @@ pub struct ServerState {
     /// The daemon's state: its trigger queue (the sync-root loop takes passes from it), status,
     /// metrics and agent update requests.
     pub daemon: DaemonState,
-    /// Bearer token of the sync endpoint (`--sync-token-file`); `None` closes the endpoint.
-    pub sync_token: Option<Arc<Vec<u8>>>,
-    /// The webhooks' secrets, one per provider (`--webhook-secret-file`).
-    pub webhooks: WebhookSecrets,
+    /// The sync token and the webhook secrets; swapped whole when their files change (see
+    /// [`ServerState::set_sync_token`]).
+    secrets: Arc<std::sync::RwLock<Secrets>>,
     /// The ref Weft follows (`--ref`), for the webhooks' branch filter.
     pub followed_ref: String,
     /// True once the daemon is initialised (API server reachable); false again when stopping.
@@ -100,6 +100,8 @@ pub struct ServerState {
     pub body_budget: BodyBudget,
     /// Webhook deliveries seen within the replay window.
     pub deliveries: Arc<ReplayCache>,
+    /// Where a standby finds the leader to forward work to; `None`: a standby answers 503.
+    pub leader_link: Option<forward::LeaderLink>,
 }
 
 impl ServerState {
@@ -130,20 +132,61 @@ impl ServerState {
     ) -> ServerState {
         ServerState {
             daemon,
-            sync_token: None,
-            webhooks: WebhookSecrets::none(),
+            secrets: Arc::new(std::sync::RwLock::new(Secrets {
+                sync_token: None,
+                webhooks: WebhookSecrets::none(),
+            })),
             followed_ref: followed_ref.into(),
             ready,
             wait_timeout,
             body_budget: BodyBudget::new(limits.body_budget_bytes),
             limits,
             deliveries: Arc::new(ReplayCache::default()),
+            leader_link: None,
         }
     }
 
     fn is_leader(&self) -> bool {
         self.daemon.is_leader()
     }
+
+    fn secrets(&self) -> std::sync::RwLockReadGuard<'_, Secrets> {
+        self.secrets.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The bearer token of the sync endpoint (`--sync-token-file`); `None` closes the endpoint.
+    pub fn sync_token(&self) -> Option<Arc<Vec<u8>>> {
+        self.secrets().sync_token.clone()
+    }
+
+    /// The webhooks' secrets, one per provider (`--webhook-secret-file`).
+    pub fn webhooks(&self) -> WebhookSecrets {
+        self.secrets().webhooks.clone()
+    }
+
+    /// Use this sync token from now on (every clone of this state sees it); whether it changed.
+    pub fn set_sync_token(&self, token: Option<Arc<Vec<u8>>>) -> bool {
+        let mut s = self.secrets.write().unwrap_or_else(|p| p.into_inner());
+        let changed = s.sync_token != token;
+        s.sync_token = token;
+        changed
+    }
+
+    /// Use these webhook secrets from now on (every clone of this state sees them); whether they
+    /// changed.
+    pub fn set_webhooks(&self, webhooks: WebhookSecrets) -> bool {
+        let mut s = self.secrets.write().unwrap_or_else(|p| p.into_inner());
+        let changed = s.webhooks != webhooks;
+        s.webhooks = webhooks;
+        changed
+    }
+}
+
+/// The credentials the endpoints check.
+#[derive(Debug)]
+struct Secrets {
+    sync_token: Option<Arc<Vec<u8>>>,
+    webhooks: WebhookSecrets,
 }
 
 /// The routes of port `hooks`: webhooks and the sync endpoint.
@@ -323,41 +366,67 @@ struct SyncQuery {
     /// `?update=true`: also run an agent update check of every WeaveCloud now.
     #[serde(default)]
     update: Option<String>,
+    /// `?forcePrune=true`: the pass may prune past `--max-prune-fraction`, once.
+    #[serde(default, rename = "forcePrune")]
+    force_prune: Option<String>,
+}
+
+/// A query flag given as `?flag`, `?flag=true` or `?flag=1`.
+fn flag(value: Option<&str>) -> bool {
+    matches!(value, Some("true") | Some("1") | Some(""))
 }
 
 async fn sync(
     State(state): State<ServerState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Query(q): Query<SyncQuery>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     const ENDPOINT: &str = "sync";
     // The token is in the headers: a wrong one is refused before a byte of the body is read.
     if let Err(e) = signature::verify_bearer(
-        state.sync_token.as_deref().map(Vec::as_slice),
+        state.sync_token().as_deref().map(Vec::as_slice),
         header_str(&headers, header::AUTHORIZATION.as_str()),
     ) {
         return refused(&state, ENDPOINT, peer, e);
     }
     // The endpoint takes no body; one is read (within its cap) only to keep the connection usable.
     let limit = state.limits.body(MAX_SYNC_BODY_BYTES);
-    if let Err(e) = body::read(body, &headers, limit, &state.body_budget).await {
-        return body_refused(&state, ENDPOINT, peer, e);
-    }
+    let bytes = match body::read(body, &headers, limit, &state.body_budget).await {
+        Ok(b) => b,
+        Err(e) => return body_refused(&state, ENDPOINT, peer, e),
+    };
     if !state.is_leader() {
-        return standby(&state, ENDPOINT);
+        let path = uri.path_and_query().map_or("/api/v1/sync", |p| p.as_str());
+        let forwarded = forward::to_leader(
+            &state,
+            ENDPOINT,
+            axum::http::Method::POST,
+            path,
+            &headers,
+            axum::body::Bytes::copy_from_slice(&bytes),
+            state.wait_timeout + Duration::from_secs(5),
+        )
+        .await;
+        return forwarded.unwrap_or_else(|| standby(&state, ENDPOINT));
     }
-    let ticket = match state.daemon.queue.trigger(TriggerReason::Api) {
+    let force_prune = flag(q.force_prune.as_deref());
+    let reason = match force_prune {
+        true => TriggerReason::ApiForcePrune,
+        false => TriggerReason::Api,
+    };
+    let ticket = match state.daemon.queue.trigger(reason) {
         Ok(t) => t,
         Err(_) => return standby(&state, ENDPOINT),
     };
-    tracing::info!(pass = ticket.0, peer = %peer, "sync requested over the API");
-    if matches!(q.update.as_deref(), Some("true") | Some("1") | Some("")) {
+    tracing::info!(pass = ticket.0, peer = %peer, force_prune, "sync requested over the API");
+    if flag(q.update.as_deref()) {
         tracing::info!(peer = %peer, "agent update check requested over the API");
         state.daemon.update_requests.request();
     }
-    let wait = matches!(q.wait.as_deref(), Some("true") | Some("1") | Some(""));
+    let wait = flag(q.wait.as_deref());
     if !wait {
         state.daemon.metrics.count_request(ENDPOINT, "queued");
         return (
@@ -395,11 +464,29 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// Ready: the API server answered at start and answers its `/readyz` now, and the repository can
+/// be fetched; otherwise the body says why (the status's `ApiServerReady` and `SourceReady`
+/// conditions).
 async fn readyz(State(state): State<ServerState>) -> Response {
-    if *state.ready.borrow() {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    if !*state.ready.borrow() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response();
+    }
+    let status = state.daemon.status_snapshot();
+    let source = status.conditions.iter().find(|c| {
+        [
+            crate::daemon::root::SOURCE_READY,
+            crate::daemon::health::API_SERVER_READY,
+        ]
+        .contains(&c.type_.as_str())
+            && c.status == crate::api::conditions::ConditionStatus::False
+    });
+    match source {
+        Some(c) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {}: {}\n", c.reason, c.message),
+        )
+            .into_response(),
+        None => (StatusCode::OK, "ready\n").into_response(),
     }
 }
 

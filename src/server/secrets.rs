@@ -32,7 +32,7 @@ pub enum SecretsError {
 }
 
 /// One hook's key, or why the hook is closed.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum HookKey {
     Configured(Arc<Vec<u8>>),
     Closed(String),
@@ -63,7 +63,7 @@ impl HookKey {
 }
 
 /// The keys of the three hooks.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WebhookSecrets {
     pub github: HookKey,
     pub gitlab: HookKey,

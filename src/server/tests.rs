@@ -37,15 +37,15 @@ async fn start_with(leader: bool, webhooks: WebhookSecrets, limits: HttpLimits) 
         ..Default::default()
     };
     let (client, _api) = crate::daemon::fixtures::mock_client();
-    let mut state = ServerState::with_limits(
+    let state = ServerState::with_limits(
         DaemonState::new(client, "weft-system", status),
         "main",
         ready,
         Duration::from_secs(5),
         limits,
     );
-    state.sync_token = Some(Arc::new(b"sync-token".to_vec()));
-    state.webhooks = webhooks;
+    state.set_sync_token(Some(Arc::new(b"sync-token".to_vec())));
+    state.set_webhooks(webhooks);
     let listeners = Listeners::bind("127.0.0.1:0", "127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listeners.http.local_addr().unwrap());
     let hooks_addr = listeners.hooks.local_addr().unwrap();
@@ -493,7 +493,7 @@ async fn sync_needs_the_bearer_token_and_wait_returns_the_pass_report() {
 }
 
 #[tokio::test]
-async fn a_standby_replica_refuses_work_with_503() {
+async fn a_standby_that_cannot_reach_the_leader_answers_503() {
     let srv = start(false).await;
     let resp = reqwest::Client::new()
         .post(format!("{}/api/v1/sync", srv.hooks))

@@ -12,9 +12,9 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -22,7 +22,9 @@ use serde_json::json;
 use super::replay::{DeliveryKey, Replayed};
 use super::signature::{self, SignatureError};
 use super::MAX_HOOK_BODY_BYTES;
-use super::{body, body_refused, error_body, header_str, hooks, refused, standby, ServerState};
+use super::{
+    body, body_refused, error_body, forward, header_str, hooks, refused, standby, ServerState,
+};
 use crate::daemon::trigger::TriggerReason;
 
 /// GitHub's id of a delivery.
@@ -69,8 +71,20 @@ fn keys<'a>(
     keys
 }
 
-/// Queue a pass for a verified hook, or say why not.
-fn act_on_hook(state: &ServerState, endpoint: &str, decision: hooks::HookDecision) -> Response {
+/// The request a decision was made on, for a standby to forward it to the leader.
+struct Origin<'a> {
+    path: &'static str,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+}
+
+/// Queue a pass for a verified hook (a standby forwards it to the leader), or say why not.
+async fn act_on_hook(
+    state: &ServerState,
+    endpoint: &str,
+    decision: hooks::HookDecision,
+    origin: Origin<'_>,
+) -> Response {
     match decision {
         hooks::HookDecision::Ignore(why) => {
             tracing::info!(endpoint, reason = %why, "webhook ignored");
@@ -83,7 +97,17 @@ fn act_on_hook(state: &ServerState, endpoint: &str, decision: hooks::HookDecisio
         }
         hooks::HookDecision::Trigger { pushed_ref } => {
             if !state.is_leader() {
-                return standby(state, endpoint);
+                let forwarded = forward::to_leader(
+                    state,
+                    endpoint,
+                    Method::POST,
+                    origin.path,
+                    origin.headers,
+                    Bytes::copy_from_slice(origin.body),
+                    state.limits.request_timeout,
+                )
+                .await;
+                return forwarded.unwrap_or_else(|| standby(state, endpoint));
             }
             match state
                 .daemon
@@ -194,7 +218,8 @@ async fn verified_token_body(
     body: Body,
 ) -> Result<body::BufferedBody, Response> {
     const ENDPOINT: &str = "gitlab";
-    let secret = state.webhooks.gitlab.key().map_err(|why| {
+    let hooks = state.webhooks();
+    let secret = hooks.gitlab.key().map_err(|why| {
         refused(
             state,
             ENDPOINT,
@@ -226,9 +251,11 @@ async fn verified_token_body(
 }
 
 /// A verified push hook's body: parsed as JSON, turned into a decision, acted on.
-fn on_push(
+async fn on_push(
     state: &ServerState,
     endpoint: &str,
+    path: &'static str,
+    headers: &HeaderMap,
     verified: Result<body::BufferedBody, Response>,
     decide: impl FnOnce(&serde_json::Value) -> hooks::HookDecision,
 ) -> Response {
@@ -236,10 +263,16 @@ fn on_push(
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    match hooks::payload_json(&bytes) {
-        Ok(payload) => act_on_hook(state, endpoint, decide(&payload)),
-        Err(e) => bad_payload(state, endpoint, e),
-    }
+    let decision = match hooks::payload_json(&bytes) {
+        Ok(payload) => decide(&payload),
+        Err(e) => return bad_payload(state, endpoint, e),
+    };
+    let origin = Origin {
+        path,
+        headers,
+        body: &bytes,
+    };
+    act_on_hook(state, endpoint, decision, origin).await
 }
 
 pub(super) async fn github(
@@ -248,12 +281,22 @@ pub(super) async fn github(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let key = &state.webhooks.github;
+    let hooks = state.webhooks();
+    let key = &hooks.github;
     let verified = verified_hmac_body(&state, GITHUB, key, peer, &headers, body).await;
-    on_push(&state, GITHUB.endpoint, verified, |payload| {
+    let decide = |payload: &serde_json::Value| {
         let event = header_str(&headers, "X-GitHub-Event");
         hooks::github(&state.followed_ref, event, payload)
-    })
+    };
+    on_push(
+        &state,
+        GITHUB.endpoint,
+        "/hooks/github",
+        &headers,
+        verified,
+        decide,
+    )
+    .await
 }
 
 pub(super) async fn gitlab(
@@ -263,10 +306,19 @@ pub(super) async fn gitlab(
     body: Body,
 ) -> Response {
     let verified = verified_token_body(&state, peer, &headers, body).await;
-    on_push(&state, "gitlab", verified, |payload| {
+    let decide = |payload: &serde_json::Value| {
         let event = header_str(&headers, "X-Gitlab-Event");
         hooks::gitlab(&state.followed_ref, event, payload)
-    })
+    };
+    on_push(
+        &state,
+        "gitlab",
+        "/hooks/gitlab",
+        &headers,
+        verified,
+        decide,
+    )
+    .await
 }
 
 pub(super) async fn generic(
@@ -275,16 +327,19 @@ pub(super) async fn generic(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let key = &state.webhooks.generic;
+    let hooks = state.webhooks();
+    let key = &hooks.generic;
     let bytes = match verified_hmac_body(&state, GENERIC, key, peer, &headers, body).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
     // The generic hook's body is free-form: only a JSON object with a `ref` is filtered.
     let payload = hooks::payload_json(&bytes).unwrap_or(serde_json::Value::Null);
-    act_on_hook(
-        &state,
-        GENERIC.endpoint,
-        hooks::generic(&state.followed_ref, &payload),
-    )
+    let origin = Origin {
+        path: "/hooks/generic",
+        headers: &headers,
+        body: &bytes,
+    };
+    let decision = hooks::generic(&state.followed_ref, &payload);
+    act_on_hook(&state, GENERIC.endpoint, decision, origin).await
 }

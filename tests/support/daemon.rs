@@ -37,6 +37,8 @@ pub struct DaemonOptions<'a> {
     pub lease_duration: &'a str,
     pub controllers: bool,
     pub extra: Vec<String>,
+    /// Reach the API server with this kubeconfig instead of the test cluster's (a fault proxy).
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl<'a> DaemonOptions<'a> {
@@ -48,6 +50,7 @@ impl<'a> DaemonOptions<'a> {
             lease_duration: "15s",
             controllers: false,
             extra: Vec::new(),
+            kubeconfig: None,
         }
     }
 }
@@ -88,7 +91,10 @@ impl Daemon {
             .arg("--cache-dir")
             .arg(dir.path().join("cache"))
             .args(["--timeout", "60s", "--shutdown-grace", "5s"])
-            .args(cluster::cluster().kube_args())
+            .args(match &opts.kubeconfig {
+                Some(path) => vec!["--kubeconfig".to_string(), path.display().to_string()],
+                None => cluster::cluster().kube_args(),
+            })
             .args(&opts.extra)
             .env("WEFT_LOG", "info,weft=debug")
             .env("WEFT_HELM", super::helm::helm())
@@ -138,6 +144,11 @@ impl Daemon {
     /// `http://127.0.0.1:PORT` of port `hooks`: webhooks and `POST /api/v1/sync` (`weft trigger`).
     pub fn hooks_base(&self) -> String {
         format!("http://127.0.0.1:{}", self.hooks_port)
+    }
+
+    /// The directory of webhook secret files (`github`, `gitlab`, `generic`), as a Secret is mounted.
+    pub fn webhook_dir(&self) -> PathBuf {
+        self.dir.path().join("webhooks")
     }
 
     /// The sync token file (for `weft trigger`).
@@ -196,6 +207,15 @@ impl Daemon {
             .status()
             .expect("kill");
         assert!(status.success(), "kill -{sig} failed");
+    }
+
+    /// The exit code if the process has exited (`Some(-1)` when killed by a signal), else `None`.
+    pub fn exited(&mut self) -> Option<i32> {
+        let child = self.child.as_mut()?;
+        match child.try_wait() {
+            Ok(Some(status)) => Some(status.code().unwrap_or(-1)),
+            _ => None,
+        }
     }
 
     /// Wait for the process to exit; its exit code.

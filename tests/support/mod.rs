@@ -1,4 +1,5 @@
 pub mod cluster;
 pub mod daemon;
+pub mod faults;
 pub mod git_servers;
 pub mod helm;

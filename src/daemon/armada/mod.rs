@@ -137,6 +137,8 @@ pub struct Context {
     seen: Seen,
     /// The `weft.io/requested-at` value last seen per chart: the first sighting only records it.
     requested_at: Mutex<HashMap<ChartKey, String>>,
+    /// Act only on the charts this sync root applied (`None`: on every chart).
+    root: Option<Owner>,
 }
 
 impl Context {
@@ -146,7 +148,22 @@ impl Context {
             shutdown,
             seen: Seen::default(),
             requested_at: Mutex::default(),
+            root: None,
         }
+    }
+
+    /// Act only on the charts that `root` applied: only its passes deploy them, and a finalizer
+    /// on a chart that `weft sync` (or another installation) applied would wait for a daemon that
+    /// never handles it.
+    pub fn for_root(mut self, root: Owner) -> Context {
+        self.root = Some(root);
+        self
+    }
+
+    /// Whether this daemon's root applied `chart` (its owner label names the root).
+    fn applied_by_our_root(&self, chart: &ArmadaChart) -> bool {
+        let Some(root) = &self.root else { return true };
+        chart.labels().get(crate::render::ownership::OWNER_LABEL) == Some(&root.id().0)
     }
 
     /// Whether `value` is a new `weft.io/requested-at` of chart `key` (not its first sighting).
@@ -370,8 +387,8 @@ fn error_policy(chart: Arc<ArmadaChart>, err: &ChartError, ctx: Arc<Context>) ->
 /// Apply or clean up one chart, through the finalizer helper.
 pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Action, ChartError> {
     let namespace = chart.namespace().unwrap_or_default();
-    if !ctx.state.namespaces.contains(&namespace) {
-        // Not ours to act on (`--watch-namespaces`).
+    if !ctx.state.namespaces.contains(&namespace) || !ctx.applied_by_our_root(&chart) {
+        // Not ours to act on (`--watch-namespaces`, or another root's chart): no finalizer.
         return Ok(Action::await_change());
     }
     let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client.clone(), &namespace);
@@ -512,6 +529,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
         owner: owner.clone(),
         entries,
         source: InventorySource::Stored,
+        force_prune: None,
     };
     let opts = PruneOptions {
         force: true,
@@ -561,7 +579,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
 /// The API resources of the kinds in `entries`: one discovery call per group version, not a
 /// discovery of the whole cluster. A kind the cluster does not serve is left out (its children
 /// are skipped by the prune, saying so).
-async fn catalog_of(
+pub(crate) async fn catalog_of(
     client: &kube::Client,
     entries: &BTreeSet<crate::api::ObjectRef>,
 ) -> Result<Catalog, kube::Error> {

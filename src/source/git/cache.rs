@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Once, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use git2::{AutotagOption, Direction, ErrorClass, FetchOptions, Oid, Remote, Repository};
 use sha2::{Digest, Sha256};
@@ -19,7 +19,8 @@ use super::{FetchOutcome, GitError, GitRef, GitSourceSpec, HistoryRewrite, Trans
 use crate::source::Snapshot;
 
 /// A git repository as a source of snapshots. Keep one per URL/ref; it remembers the last good
-/// snapshot across fetches. Not for concurrent use of one `cache_dir` by several processes.
+/// snapshot across fetches. Processes may share a `cache_dir`: the fetches of one cache take turns
+/// (an in-process lock and a file lock, `<cache>.git.lock`).
 pub struct GitSource {
     spec: GitSourceSpec,
     remote: RemoteUrl,
@@ -28,6 +29,33 @@ pub struct GitSource {
     last_good: Option<Snapshot>,
     last_good_oid: Option<Oid>,
     last_transfer: TransferStats,
+    /// When the running fetch must be over (see [`GitSourceSpec::fetch_timeout`]).
+    deadline: Deadline,
+}
+
+/// A deadline shared by the libgit2 callbacks of one fetch (an atomic, so the source stays
+/// `Sync`).
+#[derive(Debug, Default)]
+struct Deadline(std::sync::atomic::AtomicU64);
+
+impl Deadline {
+    fn origin() -> Instant {
+        static ORIGIN: OnceLock<Instant> = OnceLock::new();
+        *ORIGIN.get_or_init(Instant::now)
+    }
+
+    /// The deadline is `timeout` from now.
+    fn start(&self, timeout: Duration) {
+        let at = (Instant::now() + timeout).saturating_duration_since(Self::origin());
+        let ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX);
+        self.0.store(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether the deadline has passed.
+    fn passed(&self) -> bool {
+        let ms = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        ms != 0 && Self::origin().elapsed().as_millis() >= u128::from(ms)
+    }
 }
 
 impl fmt::Debug for GitSource {
@@ -49,7 +77,7 @@ const LAST_GOOD_REF_PREFIX: &str = "refs/weft/last-good/";
 impl GitSource {
     /// Check the spec (URL, `--path`) and prepare the source; nothing is fetched yet.
     pub fn new(spec: GitSourceSpec) -> Result<Self, GitError> {
-        init_libgit2();
+        init_libgit2(spec.fetch_timeout);
         let remote = RemoteUrl::parse(&spec.url)?;
         if let Some(p) = &spec.path {
             let trimmed = p.trim_matches('/');
@@ -76,6 +104,7 @@ impl GitSource {
             last_good: None,
             last_good_oid: None,
             last_transfer: TransferStats::default(),
+            deadline: Deadline::default(),
         })
     }
 
@@ -108,9 +137,11 @@ impl GitSource {
         if let GitRef::Commit(c) = &self.spec.reference {
             return parse_oid(c);
         }
+        self.deadline.start(self.spec.fetch_timeout);
         if self.spec.credentials.bearer_token.is_some() {
             let lock = cache_lock(&self.cache_path);
             let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let _across = self.lock_across_processes()?;
             let repo = self.open_cache()?;
             let (oid, _) = self.fetch_named_ref(&repo, &mut TransferStats::default())?;
             return Ok(oid);
@@ -123,11 +154,15 @@ impl GitSource {
     /// the remote still has the last good commit. On any error the last good snapshot stays.
     pub fn fetch(&mut self) -> Result<FetchOutcome, GitError> {
         let started = Instant::now();
+        self.deadline.start(self.spec.fetch_timeout);
         self.last_transfer = TransferStats::default();
         // Sources of the same URL share a cache: one fetch at a time per cache, so that one never
         // sees another's lock files (or deletes a cache another is reading) as damage.
         let lock = cache_lock(&self.cache_path);
         let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // And one process at a time (`weft sync` beside `weft run` on one cache directory): only
+        // the holder may take another's leftover lock files for stale.
+        let _across = self.lock_across_processes()?;
         let result = match self.fetch_once() {
             Err(e) if e.is_cache_damage() => {
                 tracing::warn!(url = %self.remote.display, cache = %self.cache_path.display(), error = %e,
@@ -243,6 +278,42 @@ impl GitSource {
         Ok(FetchOutcome::New(snapshot))
     }
 
+    /// Take the cache's file lock (`<cache>.lock`, an `flock` held until the returned file is
+    /// dropped, released by the kernel if the process dies), waiting at most the fetch's
+    /// deadline for another process that holds it.
+    fn lock_across_processes(&self) -> Result<std::fs::File, GitError> {
+        let path = self.cache_path.with_extension("git.lock");
+        let cache_error = |message: String| GitError::Cache {
+            path: path.clone(),
+            message,
+        };
+        std::fs::create_dir_all(&self.spec.cache_dir)
+            .map_err(|e| cache_error(format!("cannot create the cache directory: {e}")))?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| cache_error(format!("cannot open the cache's lock file: {e}")))?;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(file),
+                Err(std::fs::TryLockError::WouldBlock) if !self.deadline.passed() => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(GitError::Timeout {
+                        url: self.remote.display.clone(),
+                        timeout: self.spec.fetch_timeout,
+                    })
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(cache_error(format!("cannot lock the cache: {e}")))
+                }
+            }
+        }
+    }
+
     /// Open (or create) the bare cache repository. A cache that exists but cannot be opened is
     /// reported as damage, so that [`GitSource::fetch`] deletes and re-creates it.
     fn open_cache(&self) -> Result<Repository, GitError> {
@@ -318,7 +389,8 @@ impl GitSource {
         let mut remote = Remote::create_detached(self.remote.fetch_url.as_str())
             .map_err(|e| self.transport_error(&e, None))?;
         let auth = RefCell::new(AuthState::default());
-        let callbacks = remote_callbacks(&self.spec.credentials, &self.remote, &auth);
+        let mut callbacks = remote_callbacks(&self.spec.credentials, &self.remote, &auth);
+        self.bounded(&mut callbacks);
         let connection = remote
             .connect_auth(Direction::Fetch, Some(callbacks), None)
             .map_err(|e| self.transport_error(&e, Some(&auth)))?;
@@ -504,11 +576,9 @@ impl GitSource {
             .map_err(|e| self.transport_error(&e, None))?;
         let auth = RefCell::new(AuthState::default());
         let mut options = FetchOptions::new();
-        options.remote_callbacks(remote_callbacks(
-            &self.spec.credentials,
-            &self.remote,
-            &auth,
-        ));
+        let mut callbacks = remote_callbacks(&self.spec.credentials, &self.remote, &auth);
+        self.bounded(&mut callbacks);
+        options.remote_callbacks(callbacks);
         options.download_tags(AutotagOption::None);
         options.update_fetchhead(false);
         // Shallow only into an empty cache: later fetches then send `have`s for what the cache
@@ -538,9 +608,24 @@ impl GitSource {
         result.map_err(|e| self.transport_error(&e, Some(&auth)))
     }
 
+    /// Make libgit2 give up once the fetch's deadline has passed: its progress callbacks run
+    /// while data arrives (a trickle included); a silent server is cut by the read timeout set in
+    /// [`init_libgit2`].
+    fn bounded<'a>(&'a self, callbacks: &mut git2::RemoteCallbacks<'a>) {
+        let deadline = &self.deadline;
+        callbacks.transfer_progress(move |_| !deadline.passed());
+        callbacks.sideband_progress(move |_| !deadline.passed());
+    }
+
     /// Turn a libgit2 error into a [`GitError`], with every secret scrubbed.
     fn transport_error(&self, e: &git2::Error, auth: Option<&RefCell<AuthState>>) -> GitError {
         let url = self.remote.display.clone();
+        if self.deadline.passed() {
+            return GitError::Timeout {
+                url,
+                timeout: self.spec.fetch_timeout,
+            };
+        }
         let message = self
             .spec
             .credentials
@@ -595,7 +680,8 @@ fn parse_oid(s: &str) -> Result<Oid, GitError> {
 
 /// Delete lock files a crashed fetch left in the cache (`refs/…/x.lock`, `shallow.lock`,
 /// `packed-refs.lock`, `config.lock`); libgit2 would otherwise refuse every later fetch. Safe
-/// because the caller holds the cache's lock and a cache belongs to one process.
+/// because the caller holds the cache's in-process lock and its file lock, so no other fetch of
+/// this cache runs, in this process or another.
 fn remove_stale_locks(cache: &Path) {
     let remove_if_lock = |path: &Path| {
         if path.extension().is_some_and(|e| e == "lock") {
@@ -632,15 +718,19 @@ fn cache_lock(path: &Path) -> Arc<Mutex<()>> {
 }
 
 /// Set libgit2's global network timeouts once, so an unreachable server fails in seconds
-/// instead of hanging a pass.
-fn init_libgit2() {
+/// instead of hanging a pass, and a server that goes silent fails within `fetch_timeout` (at
+/// most 120 s per read; the first source's timeout sets it for the process, which has one
+/// `--fetch-timeout`).
+fn init_libgit2(fetch_timeout: Duration) {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
+        let read = fetch_timeout.min(Duration::from_secs(120));
+        let read_ms = i32::try_from(read.as_millis()).unwrap_or(120_000).max(1);
         // SAFETY: these set process-global libgit2 options; `Once` makes this the only writer,
         // and it runs before this module starts any libgit2 network operation.
         unsafe {
-            let _ = git2::opts::set_server_connect_timeout_in_milliseconds(10_000);
-            let _ = git2::opts::set_server_timeout_in_milliseconds(120_000);
+            let _ = git2::opts::set_server_connect_timeout_in_milliseconds(10_000.min(read_ms));
+            let _ = git2::opts::set_server_timeout_in_milliseconds(read_ms);
         }
     });
 }

@@ -25,6 +25,7 @@ mod url;
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use auth::redact_url_passwords;
 use auth::Credentials;
@@ -111,7 +112,13 @@ pub struct GitSourceSpec {
     pub shallow: bool,
     /// What to do with a force-pushed branch.
     pub on_history_rewrite: HistoryRewrite,
+    /// The most one fetch (or ref listing) may take, whatever the server does: a server that
+    /// accepts and never answers, or trickles, fails the fetch when it is over (`--fetch-timeout`).
+    pub fetch_timeout: Duration,
 }
+
+/// The default of [`GitSourceSpec::fetch_timeout`].
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl fmt::Debug for GitSourceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -124,6 +131,7 @@ impl fmt::Debug for GitSourceSpec {
             .field("limits", &self.limits)
             .field("shallow", &self.shallow)
             .field("on_history_rewrite", &self.on_history_rewrite)
+            .field("fetch_timeout", &self.fetch_timeout)
             .finish()
     }
 }
@@ -140,6 +148,7 @@ impl GitSourceSpec {
             limits: SnapshotLimits::default(),
             shallow: true,
             on_history_rewrite: HistoryRewrite::default(),
+            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
         }
     }
 }
@@ -152,6 +161,8 @@ pub enum GitError {
     InvalidUrl { url: String, reason: String },
     #[error("cannot reach {url}: {message}")]
     Unreachable { url: String, message: String },
+    #[error("fetching {url} did not finish within {}s (--fetch-timeout): the server accepted the connection but did not answer in time; the last good revision stays applied", .timeout.as_secs())]
+    Timeout { url: String, timeout: Duration },
     #[error("authentication to {url} failed: {message}")]
     Authentication { url: String, message: String },
     #[error("SSH host key of {host} not trusted: {message}")]
@@ -268,19 +279,39 @@ pub fn fetch_snapshot(
     reference: Option<&str>,
     path: Option<&str>,
     credentials: Credentials,
+    fetch_timeout: Duration,
 ) -> Result<Snapshot, GitError> {
     let mut spec = GitSourceSpec::new(url, default_cache_dir());
+    spec.fetch_timeout = fetch_timeout;
     if let Some(r) = reference {
         spec.reference = GitRef::parse(r);
     }
     spec.path = path.map(str::to_string);
     spec.credentials = credentials;
     let mut source = GitSource::new(spec)?;
-    match source.fetch()? {
+    let url = source.display_url().to_string();
+    // libgit2 keeps the deadline while data flows and cuts a silent server; a thread bounds what
+    // it cannot see (headers that never end). A fetch past it is left behind: the command ends.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(
+            source
+                .fetch()
+                .map(|outcome| (outcome, source.last_good().cloned())),
+        );
+    });
+    let overrun = || GitError::Timeout {
+        url: url.clone(),
+        timeout: fetch_timeout,
+    };
+    let (outcome, last_good) = rx
+        .recv_timeout(fetch_timeout + Duration::from_secs(2))
+        .map_err(|_| overrun())??;
+    match outcome {
         FetchOutcome::New(snapshot) => Ok(snapshot),
         // A new source has no last good snapshot, so this is not expected; answer it anyway.
-        FetchOutcome::Unchanged => source.last_good().cloned().ok_or_else(|| GitError::Fetch {
-            url: source.display_url().to_string(),
+        FetchOutcome::Unchanged => last_good.ok_or_else(|| GitError::Fetch {
+            url,
             message: "no snapshot was read".to_string(),
         }),
     }

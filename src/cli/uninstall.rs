@@ -1,0 +1,61 @@
+//! `weft uninstall`: remove Weft's finalizers (and with `--prune`, what Weft created), so that
+//! nothing is stuck terminating once Weft is gone. The work is in [`crate::daemon::uninstall`].
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::args::ClusterArgs;
+use crate::daemon::uninstall::{self, UninstallOptions};
+
+/// The flags of `weft uninstall`.
+#[derive(Args, Debug)]
+pub struct UninstallArgs {
+    /// Also delete what Weft created (by its ownership labels, as a prune does) and its own
+    /// records (inventory, Lease, cached agent bundles).
+    #[arg(long)]
+    pub prune: bool,
+    /// Name of the sync root whose objects `--prune` deletes.
+    #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
+    pub root_name: String,
+    /// Go on although a daemon seems to hold a Lease of Weft's namespace.
+    #[arg(long)]
+    pub ignore_running: bool,
+    /// Deletes at the same time.
+    #[arg(long, default_value_t = 10)]
+    pub concurrency: usize,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Exit 0 when done, 2 on an error (a running daemon included).
+pub fn uninstall(args: UninstallArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let report = runtime.block_on(async {
+        let (client, _) = args.cluster.connect().await?;
+        let opts = UninstallOptions {
+            namespace: args.cluster.namespace.clone(),
+            root_name: args.root_name.clone(),
+            prune: args.prune,
+            ignore_running: args.ignore_running,
+            concurrency: args.concurrency,
+        };
+        Ok::<_, anyhow::Error>(uninstall::uninstall(&client, &opts).await?)
+    })?;
+    for c in &report.pruned.entries {
+        println!("{c}");
+    }
+    for r in &report.records {
+        println!("{r} deleted");
+    }
+    for name in &report.released {
+        println!("{name}: Weft's finalizer removed");
+    }
+    println!(
+        "uninstalled: {} finalizer(s) removed, {} object(s) pruned, {} record(s) deleted",
+        report.released.len(),
+        uninstall::deleted(&report),
+        report.records.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,392 @@
+//! `weft uninstall`: take Weft out of a cluster without leaving anything stuck.
+//!
+//! Weft's custom resources carry its finalizers (`weft.io/agents` on WeaveClouds,
+//! `weft.io/armada-chart` on ArmadaCharts), which only a running daemon removes: once Weft is
+//! gone, deleting such a resource, or its namespace, would hang for ever. Uninstalling:
+//!
+//! 1. refuses while a live daemon holds a Lease of Weft's namespace (it would put the finalizers
+//!    back, and go on applying): stop it first;
+//! 2. with `--prune`, prunes what Weft created, by the same ownership rules as a pass (an object
+//!    is deleted only if its owner label was set by Weft's own apply): the children of every
+//!    WeaveCloud and ArmadaChart (their `status.inventory`), then the sync root's inventory (the
+//!    custom resources it applied included), and deletes Weft's own records (the root's inventory
+//!    ConfigMap, its Lease, the cached agent bundles);
+//! 3. removes Weft's finalizers from every WeaveCloud and ArmadaChart, so nothing waits for it.
+//!
+//! Without `--prune` the objects stay and keep their labels: a later installation of the same
+//! root takes them over.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::api::ObjectRef;
+use crate::apply::changeset::{Action, ChangeSet};
+use crate::apply::inventory::{self, Inventory, InventorySource};
+use crate::apply::plan::Catalog;
+use crate::apply::prune::{prune, PruneOptions, FINALIZER_PREFIX};
+use crate::apply::{is_not_found, ApplyError};
+use crate::pass::agents::BUNDLE_OF_LABEL;
+use crate::render::{DesiredSet, Owner};
+
+/// What to uninstall.
+#[derive(Clone, Debug)]
+pub struct UninstallOptions {
+    /// Weft's namespace (`--namespace`).
+    pub namespace: String,
+    /// The sync root (`--root-name`).
+    pub root_name: String,
+    /// Also delete what Weft created.
+    pub prune: bool,
+    /// Go on although a daemon seems to hold a Lease.
+    pub ignore_running: bool,
+    /// Deletes at the same time.
+    pub concurrency: usize,
+}
+
+/// What was done.
+#[derive(Debug, Default)]
+pub struct UninstallReport {
+    /// `Kind/namespace/name` of each resource whose Weft finalizer was removed.
+    pub released: Vec<String>,
+    /// What `--prune` deleted or left (and why).
+    pub pruned: ChangeSet,
+    /// Weft's own records deleted (`ConfigMap/ns/name`, `Lease/ns/name`).
+    pub records: Vec<String>,
+}
+
+/// Why uninstalling stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum UninstallError {
+    #[error("a live daemon (`{holder}`) holds Lease {namespace}/{lease}: it would put its finalizers back. Stop it first (kubectl -n {namespace} scale deployment weft --replicas=0), or pass --ignore-running")]
+    Running {
+        namespace: String,
+        lease: String,
+        holder: String,
+    },
+    #[error("{action}: {source}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("pruning: {0}")]
+    Prune(#[source] ApplyError),
+}
+
+fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> UninstallError {
+    let action = action.into();
+    move |source| UninstallError::Kube { action, source }
+}
+
+/// Weft's custom resource kinds that carry its finalizers and an inventory of children.
+const FINALIZED_KINDS: [(&str, &str, &str); 2] = [
+    ("cloud.weave.works", "v1beta1", "WeaveCloud"),
+    ("armada.airshipit.org", "v1alpha1", "ArmadaChart"),
+];
+
+/// Uninstall (see the module documentation).
+pub async fn uninstall(
+    client: &Client,
+    opts: &UninstallOptions,
+) -> Result<UninstallReport, UninstallError> {
+    if !opts.ignore_running {
+        refuse_if_running(client, &opts.namespace).await?;
+    }
+    let root = Owner::root(&opts.namespace, &opts.root_name);
+    let mut report = UninstallReport::default();
+    if opts.prune {
+        let resources = finalized_resources(client, &root).await?;
+        prune_all(client, opts, &resources, &mut report).await?;
+    }
+    // What the prune deleted is gone; release whatever is left (and what is being deleted).
+    for (ar, objects) in finalized_resources(client, &root).await? {
+        for object in &objects {
+            if let Some(name) = release(client, &ar, object).await? {
+                report.released.push(name);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Whether this installation handles `object`: its root applied it, or no root did (applied
+/// with kubectl). Another installation's resources are left to it.
+fn ours(object: &DynamicObject, root: &Owner) -> bool {
+    match object.labels().get(crate::render::ownership::OWNER_LABEL) {
+        None => true,
+        Some(id) => *id == root.id().0,
+    }
+}
+
+/// A Lease of Weft's namespace renewed within its duration: a daemon is running.
+async fn refuse_if_running(client: &Client, namespace: &str) -> Result<(), UninstallError> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let list = leases
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing the Leases of {namespace}")))?;
+    let now = Timestamp::now();
+    for lease in list.items {
+        let name = lease.name_any();
+        if !name.starts_with("weft-leader") {
+            continue;
+        }
+        let Some(spec) = lease.spec else { continue };
+        let (Some(holder), Some(renewed)) = (
+            spec.holder_identity.filter(|h| !h.is_empty()),
+            spec.renew_time,
+        ) else {
+            continue;
+        };
+        let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(1) as u64);
+        let age = now.duration_since(renewed.0);
+        if age.is_negative() || age.unsigned_abs() < duration {
+            return Err(UninstallError::Running {
+                namespace: namespace.to_string(),
+                lease: name,
+                holder,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Every WeaveCloud and ArmadaChart of the cluster that this installation handles (see
+/// [`ours`]), by kind (kinds whose CRD is not installed are left out).
+async fn finalized_resources(
+    client: &Client,
+    root: &Owner,
+) -> Result<Vec<(ApiResource, Vec<DynamicObject>)>, UninstallError> {
+    let mut out = Vec::new();
+    for (group, version, kind) in FINALIZED_KINDS {
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let ar = match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok((ar, _)) => ar,
+            Err(e) if is_not_found(&e) => continue,
+            Err(kube::Error::Discovery(_)) => continue,
+            Err(e) => return Err(kube_err(format!("discovering {kind}"))(e)),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let items = api
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("listing {kind}s")))?
+            .items
+            .into_iter()
+            .filter(|o| ours(o, root))
+            .collect();
+        out.push((ar, items));
+    }
+    Ok(out)
+}
+
+/// Remove Weft's finalizers from one resource; its `Kind/namespace/name` when it had any.
+async fn release(
+    client: &Client,
+    ar: &ApiResource,
+    object: &DynamicObject,
+) -> Result<Option<String>, UninstallError> {
+    let finalizers = object.finalizers();
+    if !finalizers.iter().any(|f| f.starts_with(FINALIZER_PREFIX)) {
+        return Ok(None);
+    }
+    let kept: Vec<&String> = finalizers
+        .iter()
+        .filter(|f| !f.starts_with(FINALIZER_PREFIX))
+        .collect();
+    let kind = object.types.as_ref().map_or("", |t| t.kind.as_str());
+    let ns = object.namespace().unwrap_or_default();
+    let name = object.name_any();
+    let what = format!("{kind}/{ns}/{name}");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, ar);
+    let patch =
+        json!({"metadata": {"finalizers": kept, "resourceVersion": object.resource_version()}});
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(Some(what)),
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(kube_err(format!("removing Weft's finalizer from {what}"))(
+            e,
+        )),
+    }
+}
+
+/// `--prune`: the children of every finalized resource, then the root's inventory, then Weft's
+/// records.
+async fn prune_all(
+    client: &Client,
+    opts: &UninstallOptions,
+    resources: &[(ApiResource, Vec<DynamicObject>)],
+    report: &mut UninstallReport,
+) -> Result<(), UninstallError> {
+    let prune_opts = PruneOptions {
+        force: true,
+        concurrency: opts.concurrency.max(1),
+        ..PruneOptions::default()
+    };
+    let mut inventories = Vec::new();
+    for object in resources.iter().flat_map(|(_, objects)| objects) {
+        let entries: BTreeSet<ObjectRef> = object
+            .data
+            .pointer("/status/inventory")
+            .cloned()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        let owner = Owner::Resource {
+            kind: object
+                .types
+                .as_ref()
+                .map_or(String::new(), |t| t.kind.clone()),
+            namespace: object.namespace().unwrap_or_default(),
+            name: object.name_any(),
+        };
+        inventories.push(stored(owner, entries));
+    }
+    prune_inventories(client, inventories, &prune_opts, report).await?;
+
+    let root = Owner::root(&opts.namespace, &opts.root_name);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &opts.namespace);
+    let cm_name = inventory::configmap_name(&root);
+    let entries: BTreeSet<ObjectRef> = configmaps
+        .get_opt(&cm_name)
+        .await
+        .map_err(kube_err(format!("reading {}/{cm_name}", opts.namespace)))?
+        .and_then(|cm| cm.data)
+        .and_then(|d| d.get(inventory::INVENTORY_KEY).cloned())
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    prune_inventories(
+        client,
+        vec![stored(root.clone(), entries)],
+        &prune_opts,
+        report,
+    )
+    .await?;
+
+    // Weft's own records: the root's inventory, its Lease, the cached agent bundles.
+    let bundles = configmaps
+        .list(&ListParams::default().labels(BUNDLE_OF_LABEL))
+        .await
+        .map_err(kube_err("listing the cached agent bundles"))?;
+    let mut records: Vec<String> = bundles.items.iter().map(|c| c.name_any()).collect();
+    records.push(cm_name);
+    for name in records {
+        delete_record(&configmaps, "ConfigMap", &opts.namespace, &name, report).await?;
+    }
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
+    let lease = super::leader::lease_name(&opts.root_name);
+    delete_record(&leases, "Lease", &opts.namespace, &lease, report).await
+}
+
+fn stored(owner: Owner, entries: BTreeSet<ObjectRef>) -> Inventory {
+    Inventory {
+        owner,
+        entries,
+        source: InventorySource::Stored,
+        force_prune: None,
+    }
+}
+
+/// Prune every entry of `inventories` (nothing is desired any more).
+async fn prune_inventories(
+    client: &Client,
+    inventories: Vec<Inventory>,
+    opts: &PruneOptions,
+    report: &mut UninstallReport,
+) -> Result<(), UninstallError> {
+    let inventories: Vec<Inventory> = inventories
+        .into_iter()
+        .filter(|i| !i.entries.is_empty())
+        .collect();
+    if inventories.is_empty() {
+        return Ok(());
+    }
+    let entries: BTreeSet<ObjectRef> = inventories
+        .iter()
+        .flat_map(|i| i.entries.iter().cloned())
+        .collect();
+    let catalog: Catalog = super::armada::catalog_of(client, &entries)
+        .await
+        .map_err(kube_err("discovering the kinds to prune"))?;
+    let owners = inventories.iter().map(|i| i.owner.clone()).collect();
+    let outcome = prune(
+        client,
+        &catalog,
+        &DesiredSet::for_owners(Vec::new(), owners),
+        &BTreeSet::new(),
+        &inventories,
+        opts,
+        &|c| tracing::info!(object = %c.object, action = c.action.done(), reason = c.reason.as_deref().unwrap_or(""), "uninstall"),
+    )
+    .await;
+    report.pruned.extend(outcome.changes);
+    match outcome.errors.into_iter().next() {
+        Some(e) => Err(UninstallError::Prune(e)),
+        None => Ok(()),
+    }
+}
+
+/// Delete one of Weft's own records, if it is there.
+async fn delete_record<K>(
+    api: &Api<K>,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    report: &mut UninstallReport,
+) -> Result<(), UninstallError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {
+            report.records.push(format!("{kind}/{namespace}/{name}"));
+            Ok(())
+        }
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(kube_err(format!("deleting {kind} {namespace}/{name}"))(e)),
+    }
+}
+
+/// The number of objects `--prune` deleted.
+pub fn deleted(report: &UninstallReport) -> usize {
+    report
+        .pruned
+        .entries
+        .iter()
+        .filter(|c| c.action == Action::Deleted)
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_finalized_kinds_are_weft_s_resources() {
+        let crds = crate::api::crds();
+        for (group, version, kind) in FINALIZED_KINDS {
+            assert!(
+                crds.iter().any(|c| c.spec.group == group
+                    && c.spec.names.kind == kind
+                    && c.spec.versions.iter().any(|v| v.name == version)),
+                "{group}/{version} {kind} is not one of Weft's CRDs"
+            );
+        }
+        for f in [
+            crate::daemon::armada::FINALIZER,
+            crate::daemon::weavecloud::FINALIZER,
+        ] {
+            assert!(f.starts_with(FINALIZER_PREFIX), "{f}");
+        }
+    }
+}
