@@ -2,7 +2,9 @@
 //! a new version updates the agents; a bad digest is refused and nothing changes; a bundle whose
 //! pods never become ready is rolled back and marked bad; a pinned range is respected;
 //! `autoUpdate: false` changes nothing; a restarted Weft keeps the version; the scheduler keeps
-//! `status.nextUpdateCheck` and runs a check on request.
+//! `status.nextUpdateCheck` and runs a check on request; a bundle too large for the cache is
+//! refused before it rolls out; a roll-out and the WeaveCloud controller never run passes for the
+//! same WeaveCloud at once.
 
 #[path = "support/channel.rs"]
 mod channel_fixtures;
@@ -29,7 +31,7 @@ use weft::daemon::state::DaemonState;
 use weft::daemon::status::{DaemonStatus, OwnerStatus};
 use weft::daemon::updater::{
     cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, Updater, DIGEST_KEY,
-    REASON_ROLLED_BACK, VERSION_KEY,
+    MAX_CACHED_ARCHIVE_BYTES, REASON_ROLLED_BACK, VERSION_KEY,
 };
 use weft::server::{self, ServerState};
 use weft::source::policy::{ChannelPolicy, UrlAllowList};
@@ -622,5 +624,270 @@ async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
         .expect("the scheduler stops")
         .unwrap();
     let _ = http_stop.send(());
+    ns.delete().await;
+}
+
+/// `n` bytes gzip cannot shrink (xorshift), so that an archive really is that large.
+fn incompressible(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_bundle_the_cache_cannot_keep_is_refused_before_it_rolls_out() {
+    // Issue 15: such a bundle used to roll out and then fail to be kept, so a restart took the
+    // agents back to the cached version and the next check updated them again.
+    let mut files = bundle_files("1.1.0");
+    files.insert(
+        "padding.bin".into(),
+        incompressible(MAX_CACHED_ARCHIVE_BYTES),
+    );
+    let big = Published::new("1.1.0", &files);
+    let size = big.archive.len();
+    assert!(size > MAX_CACHED_ARCHIVE_BYTES, "{size}");
+    let server = ChannelServer::start();
+    server.publish(&[big]);
+    let (ns, wc) = weavecloud("update-too-big", json!({"wcPollUrl": server.channel_url()})).await;
+    let updater = updater(&ns, Duration::from_secs(120));
+    updater.apply_active(&wc).await.unwrap();
+    let before = flux(&ns).await;
+
+    let report = updater.check(&fresh(&ns).await).await;
+    let expected = format!(
+        "agent bundle 1.1.0 is {size} bytes as an archive, more than the {MAX_CACHED_ARCHIVE_BYTES} bytes"
+    );
+    match &report.outcome {
+        UpdateOutcome::Refused { version, reason } => {
+            assert_eq!(version, "1.1.0");
+            assert!(reason.contains(&expected), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(report.current, "1.0.0");
+    let after = flux(&ns).await;
+    assert_eq!(after.metadata.generation, before.metadata.generation);
+    assert_eq!(image_of(&after), BUILTIN_FLUX_IMAGE, "nothing rolled out");
+    assert!(cached(&ns).await.is_none(), "nothing was cached");
+    let status = fresh(&ns).await.status.unwrap_or_default();
+    assert_ne!(status.agent_version.as_deref(), Some("1.1.0"));
+    assert!(status.bad_versions.is_empty(), "refused, not marked bad");
+    let notes = has_event(&ns, "AgentBundleRefused").await;
+    assert!(notes.iter().any(|n| n.contains(&expected)), "{notes:?}");
+    // What the agents run survives a restart: the same version.
+    let restarted = AgentBundles::new(ns.client(), ns.name());
+    let active = restarted.active(ns.name(), "weave-cloud").await.unwrap();
+    assert_eq!(active.version().to_string(), report.current);
+    ns.delete().await;
+}
+
+/// Wait until the channel server has served `n` requests in all (a check fetched what it needs).
+async fn served(server: &ChannelServer, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.requests() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} requests served",
+            server.requests()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Wait until `task` is done, at most `secs`.
+async fn finished<T>(task: tokio::task::JoinHandle<T>, secs: u64) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), task)
+        .await
+        .expect("finished in time")
+        .expect("no panic")
+}
+
+#[tokio::test]
+async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_then() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
+    let (ns, wc) = weavecloud("update-lock", json!({"wcPollUrl": server.channel_url()})).await;
+    let state = DaemonState::new(ns.client(), ns.name(), DaemonStatus::default());
+    let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(120)));
+    updater.apply_active(&wc).await.unwrap();
+    let owner = weft::pass::agents::owner_of(ns.name(), "weave-cloud");
+
+    // The check starts from this copy; the WeaveCloud is edited after it was read.
+    let stale = fresh(&ns).await;
+    let api: Api<WeaveCloud> = ns.api();
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"flux": {"config": {"gitBranch": "live-branch"}}}})),
+    )
+    .await
+    .unwrap();
+    // A pass of the WeaveCloud controller holds the lock.
+    let controller_pass = state.pass_locks.lock(&owner).await;
+    let requests = server.requests();
+    let check = {
+        let (u, wc) = (updater.clone(), stale.clone());
+        tokio::spawn(async move { u.check(&wc).await })
+    };
+    // The channel and the bundle fetched: the check is at the lock.
+    served(&server, requests + 2).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!check.is_finished(), "the check waits for the lock");
+    assert_eq!(
+        image_of(&flux(&ns).await),
+        BUILTIN_FLUX_IMAGE,
+        "nothing is applied while another pass holds the lock"
+    );
+    drop(controller_pass);
+    let report = finished(check, 120).await;
+    assert_eq!(
+        report.outcome,
+        UpdateOutcome::Updated {
+            from: "1.0.0".into(),
+            to: "1.1.0".into()
+        }
+    );
+    let d = flux(&ns).await;
+    assert_eq!(image_of(&d), flux_image("1.1.0"));
+    let args = d.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        args.iter().any(|a| a == "--git-branch=live-branch"),
+        "rendered from the WeaveCloud as it is, not the copy the check started from: {args:?}"
+    );
+
+    // Deleted while the check waits for the lock: nothing is rolled out for it.
+    server.publish(&[
+        Published::new("1.1.0", &bundle_files("1.1.0")),
+        Published::new("1.2.0", &bundle_files("1.2.0")),
+    ]);
+    let cleanup_pass = state.pass_locks.lock(&owner).await;
+    let requests = server.requests();
+    let check = {
+        let (u, wc) = (updater.clone(), fresh(&ns).await);
+        tokio::spawn(async move { u.check(&wc).await })
+    };
+    served(&server, requests + 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    api.delete("weave-cloud", &Default::default())
+        .await
+        .unwrap();
+    drop(cleanup_pass);
+    let report = finished(check, 120).await;
+    match &report.outcome {
+        UpdateOutcome::Failed { reason } => {
+            assert!(reason.contains("was deleted during the check"), "{reason}")
+        }
+        other => panic!("expected a failed check, got {other:?}"),
+    }
+    assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+    assert_eq!(
+        cached(&ns).await.unwrap().data.unwrap()[VERSION_KEY],
+        "1.1.0"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
+    use weft::daemon::state::Shutdown;
+    use weft::daemon::weavecloud::{self, Context, FINALIZER};
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.2.0", &broken_bundle_files("1.2.0"))]);
+    let (ns, wc) = weavecloud("update-ctl", json!({"wcPollUrl": server.channel_url()})).await;
+    let state = DaemonState::new(ns.client(), ns.name(), DaemonStatus::default());
+    let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(10)));
+    updater.apply_active(&wc).await.unwrap();
+    let api: Api<WeaveCloud> = ns.api();
+    let finalizers = |f: serde_json::Value| json!({"metadata": {"finalizers": f}});
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(finalizers(json!([FINALIZER]))),
+    )
+    .await
+    .unwrap();
+    let ctx = Arc::new(Context::new(
+        state.clone(),
+        weft::pass::PassOptions {
+            weft_namespace: ns.name().to_string(),
+            ..Default::default()
+        },
+        Shutdown::never(),
+    ));
+
+    let check = {
+        let (u, wc) = (updater.clone(), fresh(&ns).await);
+        tokio::spawn(async move { u.check(&wc).await })
+    };
+    // The roll-out has begun: 1.2.0's flux Deployment is applied, its pod never ready.
+    let deployments: Api<Deployment> = ns.api();
+    let broken = flux_image("1.2.0");
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(deployments, FLUX, move |d: Option<&Deployment>| {
+            d.is_some_and(|d| image_of(d) == broken)
+        }),
+    )
+    .await
+    .expect("the roll-out applied 1.2.0")
+    .unwrap();
+    // A reconcile of the same WeaveCloud now (a watch event, a requeue) waits for the roll-out
+    // and its rollback instead of applying beside them.
+    let reconcile = {
+        let (ctx, wc) = (ctx.clone(), Arc::new(fresh(&ns).await));
+        let api = api.clone();
+        tokio::spawn(async move {
+            let r = weavecloud::reconcile(wc, ctx).await;
+            // What the rollback had recorded when the controller's pass ended.
+            let bad = api
+                .get("weave-cloud")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default()
+                .bad_versions;
+            (r.map_err(|e| e.to_string()), bad)
+        })
+    };
+    let report = finished(check, 180).await;
+    let (reconciled, bad_when_reconciled) = finished(reconcile, 120).await;
+    reconciled.expect("the reconcile succeeded");
+    assert_eq!(
+        bad_when_reconciled,
+        vec!["1.2.0".to_string()],
+        "the controller's pass ran after the roll-out and its rollback, not beside them"
+    );
+    match &report.outcome {
+        UpdateOutcome::RolledBack { from, to, .. } => {
+            assert_eq!((from.as_str(), to.as_str()), ("1.2.0", "1.0.0"))
+        }
+        other => panic!("expected a rollback, got {other:?}"),
+    }
+    // The controller rendered with the bundle the rollback restored, and kept its verdict.
+    assert_eq!(image_of(&flux(&ns).await), BUILTIN_FLUX_IMAGE);
+    let status = fresh(&ns).await.status.unwrap();
+    assert_eq!(status.bad_versions, vec!["1.2.0".to_string()]);
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.reason, REASON_ROLLED_BACK);
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(finalizers(json!(null))),
+    )
+    .await
+    .unwrap();
     ns.delete().await;
 }

@@ -43,6 +43,14 @@ pub enum AgentsError {
         #[source]
         source: kube::Error,
     },
+    /// The bundle's archive is too large for the cache ConfigMap: rolling it out would leave
+    /// nothing to come back to after a restart but an older version.
+    #[error("agent bundle {version} is {bytes} bytes as an archive, more than the {limit} bytes Weft can keep in its cache ConfigMap (the API server refuses objects over 1 MiB); it is not rolled out, so that a restart cannot take the agents back to an older version: publish a smaller archive")]
+    TooLargeToCache {
+        version: semver::Version,
+        bytes: usize,
+        limit: usize,
+    },
     /// The token Secret (or its key) does not exist: the agents cannot authenticate.
     #[error("Secret {namespace}/{name} with key `{key}` does not exist: the agents cannot authenticate. Create it (kubectl -n {namespace} create secret generic {name} --from-literal={key}=<token>)")]
     TokenMissing {
@@ -73,7 +81,7 @@ pub const SOURCE_KEY: &str = "source";
 pub const BUILTIN_SOURCE: &str = "builtin";
 
 /// Largest archive kept in a ConfigMap (the API server refuses objects over 1 MiB).
-const MAX_CACHED_ARCHIVE_BYTES: usize = 900 * 1024;
+pub const MAX_CACHED_ARCHIVE_BYTES: usize = 900 * 1024;
 
 /// A bundle a WeaveCloud runs, with what is needed to keep it in the cluster.
 #[derive(Clone, Debug)]
@@ -102,6 +110,22 @@ impl ActiveBundle {
     /// The bundle's version.
     pub fn version(&self) -> &semver::Version {
         &self.bundle.version
+    }
+
+    /// Whether [`AgentBundles::persist`] can keep this bundle in its ConfigMap: the one size
+    /// rule of the cache, checked by the updater before a roll-out and by the write itself, so
+    /// the two cannot disagree. The built-in bundle is kept without an archive.
+    pub fn check_cacheable(&self) -> Result<(), AgentsError> {
+        match &self.archive {
+            Some(archive) if archive.len() > MAX_CACHED_ARCHIVE_BYTES => {
+                Err(AgentsError::TooLargeToCache {
+                    version: self.version().clone(),
+                    bytes: archive.len(),
+                    limit: MAX_CACHED_ARCHIVE_BYTES,
+                })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -258,18 +282,8 @@ impl AgentBundles {
         let cm_name = cache_configmap_name(namespace, name);
         let owner = owner_of(namespace, name);
         let mut binary = BTreeMap::new();
+        bundle.check_cacheable()?;
         if let Some(archive) = &bundle.archive {
-            if archive.len() > MAX_CACHED_ARCHIVE_BYTES {
-                return Err(AgentsError::Cache {
-                    namespace: self.weft_namespace.clone(),
-                    name: cm_name,
-                    message: format!(
-                        "the archive of bundle {} is {} bytes, more than the {MAX_CACHED_ARCHIVE_BYTES} a ConfigMap can keep",
-                        bundle.version(),
-                        archive.len()
-                    ),
-                });
-            }
             binary.insert(ARCHIVE_KEY.to_string(), ByteString(archive.to_vec()));
         }
         let mut data = BTreeMap::new();
@@ -520,4 +534,38 @@ pub async fn gather(
         inputs,
         running_flux,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_archive(bytes: usize) -> ActiveBundle {
+        ActiveBundle {
+            archive: Some(Arc::new(vec![0; bytes])),
+            sha256: Some("0".repeat(64)),
+            source: "https://example.com/channel.yaml".into(),
+            ..ActiveBundle::builtin().expect("the built-in bundle")
+        }
+    }
+
+    #[test]
+    fn the_cache_keeps_archives_up_to_its_limit_and_names_version_size_and_limit_above() {
+        assert!(ActiveBundle::builtin().unwrap().check_cacheable().is_ok());
+        assert!(with_archive(MAX_CACHED_ARCHIVE_BYTES)
+            .check_cacheable()
+            .is_ok());
+        let big = with_archive(MAX_CACHED_ARCHIVE_BYTES + 1);
+        let err = big.check_cacheable().expect_err("one byte over the limit");
+        let message = err.to_string();
+        let version = big.version().to_string();
+        for part in [
+            format!("agent bundle {version} "),
+            format!("{} bytes", MAX_CACHED_ARCHIVE_BYTES + 1),
+            format!("the {MAX_CACHED_ARCHIVE_BYTES} bytes"),
+            "not rolled out".to_string(),
+        ] {
+            assert!(message.contains(&part), "{part:?} in {message}");
+        }
+    }
 }

@@ -1,23 +1,29 @@
-//! One update check of one WeaveCloud: read the channel, choose, fetch and verify, roll out
-//! under the WeaveCloud's pass lock, and roll back when the agents do not become healthy.
+//! One update check of one WeaveCloud: read the channel, choose, fetch and verify (a bundle the
+//! cache cannot keep is refused), roll out under the WeaveCloud's pass lock, and roll back when
+//! the agents do not become healthy.
+//!
+//! Locks, always in this order: the updater's `running` (one check at a time), then the
+//! WeaveCloud's pass lock (held from the render of the roll-out to the end of the rollback). The
+//! WeaveCloud controller takes only the pass lock, and nothing holds two owners' pass locks.
 
 use std::sync::Arc;
 
+use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 use tracing::Instrument;
 
-use super::select::select;
+use super::select::{select, still_wanted};
 use super::{
-    ActiveBundle, RolloutError, UpdateError, UpdateOutcome, UpdateReport, Updater, BUILTIN_SOURCE,
-    EVENT_CHECK_FAILED, EVENT_REFUSED, EVENT_ROLLED_BACK, EVENT_UPDATED, REASON_ROLLED_BACK,
+    kube_err, ActiveBundle, RolloutError, UpdateError, UpdateOutcome, UpdateReport, Updater,
+    BUILTIN_SOURCE, EVENT_CHECK_FAILED, EVENT_REFUSED, EVENT_ROLLED_BACK, EVENT_UPDATED,
+    REASON_ROLLED_BACK,
 };
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY};
 use crate::api::weavecloud::WeaveCloud;
 use crate::daemon::status::now_rfc3339;
 use crate::daemon::EngineRun;
 use crate::load::parse_version_range;
-use crate::pass::PassOptions;
 use crate::render::bundle::Bundle;
 use crate::render::weavecloud::{render_agents, AgentInputs};
 use crate::render::DesiredSet;
@@ -147,12 +153,21 @@ impl Updater {
                 }
             },
         };
-        // The WeaveCloud controller must not apply the agents while they roll out.
+        // The WeaveCloud controller must not apply or prune the agents while they roll out.
         let _pass = self
             .state
             .pass_locks
             .lock(&crate::pass::agents::owner_of(ns, name))
             .await;
+        // Render from the WeaveCloud as it is now, not from the copy the check started from: it
+        // may have been edited (and applied by the controller) or deleted since.
+        let live = self.live_weavecloud(ns, name).await?;
+        if !still_wanted(wc, &live, &target.version) {
+            return Err(UpdateError::Superseded {
+                version: target.version.clone(),
+            });
+        }
+        let wc = &live;
         let inputs = self.agent_inputs(wc, &previous.bundle).await?;
         let from = previous.version().to_string();
         let to = candidate.version().to_string();
@@ -315,7 +330,24 @@ impl Updater {
         Ok((message, available_after))
     }
 
-    /// Download, verify and parse one bundle; the error says why it is refused.
+    /// WeaveCloud `ns/name` as the API server has it; [`UpdateError::Gone`] when it is deleted
+    /// or being deleted.
+    async fn live_weavecloud(&self, ns: &str, name: &str) -> Result<WeaveCloud, UpdateError> {
+        let api: Api<WeaveCloud> = Api::namespaced(self.state.client.clone(), ns);
+        let live = api
+            .get_opt(name)
+            .await
+            .map_err(|e| kube_err(format!("reading WeaveCloud {ns}/{name}"), e))?;
+        live.filter(|w| w.metadata.deletion_timestamp.is_none())
+            .ok_or_else(|| UpdateError::Gone {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            })
+    }
+
+    /// Download, verify and parse one bundle, and check that the cache can keep it (rolling out
+    /// a bundle that cannot be kept would let a restart go back to an older version); the error
+    /// says why it is refused.
     async fn fetch_candidate(
         &self,
         source: &ChannelSource,
@@ -333,12 +365,14 @@ impl Updater {
                 actual: bundle.version,
             });
         }
-        Ok(ActiveBundle {
+        let candidate = ActiveBundle {
             bundle: Arc::new(bundle),
             archive: Some(Arc::new(fetched.archive)),
             sha256: Some(fetched.sha256),
             source: source.display_url().to_string(),
-        })
+        };
+        candidate.check_cacheable()?;
+        Ok(candidate)
     }
 
     /// What the renderer needs from the cluster, read as `weft sync` and the WeaveCloud
@@ -386,13 +420,7 @@ impl Updater {
         let rendered = render_agents(wc, bundle, inputs)?;
         let owner = crate::pass::agents::owner_of(&ns, &wc.name_any());
         let set = DesiredSet::for_owners(rendered.objects, [owner].into());
-        let opts = PassOptions {
-            weft_namespace: self.opts.weft_namespace.clone(),
-            default_namespace: ns,
-            timeout: self.opts.health_timeout,
-            poll_interval: self.opts.poll_interval,
-            ..PassOptions::default()
-        };
+        let opts = self.opts.rollout_pass_options(&ns);
         let run =
             crate::daemon::run_engine(&self.state.client, &set, &opts, &|_| {}, &self.shutdown)
                 .await;

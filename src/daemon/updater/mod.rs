@@ -7,8 +7,11 @@
 //! The bundle each WeaveCloud runs is the daemon state's [`AgentBundles`]: in memory, and kept in
 //! the cluster as a ConfigMap in Weft's namespace (the archive, its version and digest), so a
 //! restarted Weft renders the same version instead of going back to the built-in one. The
-//! WeaveCloud controller renders with [`AgentBundles::active`]; a rollout holds the WeaveCloud's
-//! pass lock, so the controller never applies the agents at the same time.
+//! WeaveCloud controller renders with [`AgentBundles::active`]; a roll-out (with its rollback)
+//! holds the WeaveCloud's pass lock from the render to the end of the health gate, so the
+//! controller never applies or prunes the agents at the same time, and renders from the
+//! WeaveCloud as it is once the lock is held, so that it never undoes a newer render of the
+//! controller. A bundle the cache cannot keep is refused before anything changes.
 //!
 //! - [`select`]: the pure parts (schedule, selection), with unit tests;
 //! - [`check`](Updater::check): one check of one WeaveCloud;
@@ -32,7 +35,7 @@ use tokio::sync::Mutex;
 
 use super::state::{DaemonState, Shutdown};
 use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
-use crate::pass::SyncError;
+use crate::pass::{PassOptions, SyncError};
 use crate::render::bundle::BundleError;
 use crate::render::RenderError;
 use crate::source::channel::{ChannelError, ChannelOptions, ChannelSource};
@@ -40,7 +43,7 @@ use crate::source::channel::{ChannelError, ChannelOptions, ChannelSource};
 pub use super::state::{held_rollback, Rollbacks, UpdateRequests, REASON_ROLLED_BACK};
 pub use crate::pass::agents::{
     cache_configmap_name, ActiveBundle, AgentBundles, ARCHIVE_KEY, BUILTIN_SOURCE, BUNDLE_OF_LABEL,
-    DIGEST_KEY, SOURCE_KEY, VERSION_KEY,
+    DIGEST_KEY, MAX_CACHED_ARCHIVE_BYTES, SOURCE_KEY, VERSION_KEY,
 };
 pub use select::{bundle_archive, next_check, select, Selection};
 
@@ -84,6 +87,10 @@ pub enum UpdateError {
     },
     #[error(transparent)]
     Agents(#[from] crate::pass::agents::AgentsError),
+    #[error("WeaveCloud {namespace}/{name} was deleted during the check: nothing rolled out")]
+    Gone { namespace: String, name: String },
+    #[error("the WeaveCloud changed while bundle {version} was fetched (autoUpdate, agentVersion, wcPollUrl or badVersions): it is not rolled out; the next check decides again")]
+    Superseded { version: semver::Version },
     #[error("applying agent bundle {version}: {source}")]
     Rollout {
         version: semver::Version,
@@ -158,6 +165,24 @@ pub struct UpdateOptions {
     pub allowed_channels: crate::source::policy::ChannelPolicy,
     /// Upper bound of the scheduler's sleep (it also wakes for each WeaveCloud's next check).
     pub rescan_interval: Duration,
+    /// The daemon's pass options (`weft run`'s `--max-prune-fraction`, `--force-prune`,
+    /// `--concurrency` …): roll-outs and rollbacks run the engine with them.
+    pub pass: PassOptions,
+}
+
+impl UpdateOptions {
+    /// The engine options of a roll-out or rollback of agents in `namespace`: the daemon's pass
+    /// options, with the updater's namespace, health timeout and poll interval.
+    pub fn rollout_pass_options(&self, namespace: &str) -> PassOptions {
+        PassOptions {
+            weft_namespace: self.weft_namespace.clone(),
+            default_namespace: namespace.to_string(),
+            timeout: self.health_timeout,
+            poll_interval: self.poll_interval,
+            dry_run: false,
+            ..self.pass.clone()
+        }
+    }
 }
 
 impl Default for UpdateOptions {
@@ -170,6 +195,7 @@ impl Default for UpdateOptions {
             allowed_channels: Default::default(),
             // One LIST of WeaveClouds: a new one gets its `nextUpdateCheck` within seconds.
             rescan_interval: Duration::from_secs(10),
+            pass: PassOptions::default(),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::UpdateError;
+use crate::api::weavecloud::WeaveCloud;
 use crate::source::channel::{pack_archive, sha256_hex, ChannelEntry};
 
 /// The next time after `after` that `schedule` (cron, 5 or 6 fields or a macro, UTC) fires.
@@ -53,6 +54,22 @@ pub fn select<'a>(
     let target =
         available.filter(|a| a.version > *current || (a.version != *current && !allowed(current)));
     Selection { available, target }
+}
+
+/// Whether an update to `target`, decided on `decided` (the copy the check started from), still
+/// stands for `live` (the WeaveCloud as the API server has it once the pass lock is held): the
+/// fields the decision was made from are unchanged, and `target` was not marked bad meanwhile.
+pub fn still_wanted(decided: &WeaveCloud, live: &WeaveCloud, target: &semver::Version) -> bool {
+    let (d, l) = (&decided.spec.general, &live.spec.general);
+    let target = target.to_string();
+    let marked_bad = live
+        .status
+        .as_ref()
+        .is_some_and(|s| s.bad_versions.iter().any(|b| b.trim() == target));
+    l.auto_update
+        && l.agent_version == d.agent_version
+        && l.wc_poll_url == d.wc_poll_url
+        && !marked_bad
 }
 
 /// Pack a bundle's files into the archive a channel serves (deterministic), with its sha256.
@@ -194,5 +211,51 @@ mod tests {
             unpack_archive(&archive, &ChannelLimits::default(), "t").unwrap(),
             files
         );
+    }
+
+    fn weavecloud(general: serde_json::Value, bad: &[&str]) -> WeaveCloud {
+        let mut g = serde_json::json!({
+            "environment": "generic",
+            "autoUpdate": true,
+            "agentVersion": "1.x",
+            "wcPollUrl": "https://cloud.weave.works/channel.yaml",
+            "tokenSecretRef": {"name": "weave-cloud", "key": "token"},
+        });
+        json_patch::merge(&mut g, &general);
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "cloud.weave.works/v1beta1",
+            "kind": "WeaveCloud",
+            "metadata": {"name": "wc", "namespace": "weave"},
+            "spec": {"general": g},
+            "status": {"badVersions": bad},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_update_stands_only_while_what_decided_it_is_unchanged() {
+        let decided = weavecloud(serde_json::json!({}), &[]);
+        let target = v("1.2.0");
+        assert!(still_wanted(&decided, &decided, &target));
+        // Edits that do not touch the decision (the controller's business) leave it standing.
+        let scope = weavecloud(serde_json::json!({"wcHostname": "other.example"}), &[]);
+        assert!(still_wanted(&decided, &scope, &target));
+        for (why, live) in [
+            (
+                "autoUpdate off",
+                weavecloud(serde_json::json!({"autoUpdate": false}), &[]),
+            ),
+            (
+                "pin moved",
+                weavecloud(serde_json::json!({"agentVersion": "=1.1.0"}), &[]),
+            ),
+            (
+                "other channel",
+                weavecloud(serde_json::json!({"wcPollUrl": "https://x/c.yaml"}), &[]),
+            ),
+            ("marked bad", weavecloud(serde_json::json!({}), &["1.2.0"])),
+        ] {
+            assert!(!still_wanted(&decided, &live, &target), "{why}");
+        }
     }
 }

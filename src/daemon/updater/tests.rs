@@ -10,6 +10,42 @@ fn cache_names_are_per_weavecloud_and_valid() {
     assert!(a.len() <= 63 && a.starts_with("weft-agent-bundle-"), "{a}");
 }
 
+#[test]
+fn roll_outs_run_with_the_daemons_prune_and_concurrency_flags() {
+    let opts = UpdateOptions {
+        weft_namespace: "weft".into(),
+        health_timeout: Duration::from_secs(42),
+        poll_interval: Duration::from_secs(3),
+        pass: PassOptions {
+            max_prune_fraction: 0.1,
+            force_prune: true,
+            concurrency: 3,
+            default_namespace: "elsewhere".into(),
+            timeout: Duration::from_secs(1),
+            dry_run: true,
+            ..PassOptions::default()
+        },
+        ..UpdateOptions::default()
+    };
+    let p = opts.rollout_pass_options("weave");
+    assert_eq!(p.max_prune_fraction, 0.1);
+    assert!(p.force_prune);
+    assert_eq!(p.concurrency, 3);
+    // What the updater decides itself.
+    assert_eq!(p.default_namespace, "weave");
+    assert_eq!(p.weft_namespace, "weft");
+    assert_eq!(p.timeout, Duration::from_secs(42), "the health timeout");
+    assert_eq!(p.poll_interval, Duration::from_secs(3));
+    assert!(!p.dry_run, "a roll-out writes");
+    // Without the daemon's options, the engine's defaults (the prune guard on).
+    let defaults = UpdateOptions::default().rollout_pass_options("weave");
+    assert!(!defaults.force_prune);
+    assert_eq!(
+        defaults.max_prune_fraction,
+        PassOptions::default().max_prune_fraction
+    );
+}
+
 mod against_a_fake_api_server {
     use http::Method;
     use serde_json::json;

@@ -464,6 +464,9 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
     let owner = owner_of(wc);
     let pass = ctx.state.pass_locks.lock(&owner).await;
     let set = DesiredSet::for_owners(Vec::new(), [owner.clone()].into());
+    // The one pass that ignores `--force-prune` and `--max-prune-fraction`: deleting the
+    // WeaveCloud deletes all its agents by definition, so the guard would always trip. The
+    // rest (`--concurrency`, timeouts) is the daemon's.
     let opts = PassOptions {
         default_namespace: ns.clone(),
         force_prune: true,
