@@ -10,7 +10,7 @@ use kube::Api;
 
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions, SYNC_TOKEN};
-use support::faults::{ApiProxy, Silence, SilentServer, TcpRelay};
+use support::faults::{ApiProxy, Silence, SilentServer, SmallDisk, TcpRelay};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 
 fn configmap(ns: &str, value: &str) -> String {
@@ -411,5 +411,86 @@ async fn killed_between_apply_and_inventory_write_orphans_nothing() {
         assert_eq!(exists, i >= 5, "new-{i}: exists = {exists}\n{}", d.logs());
     }
     assert!(api.get_opt("keep").await.expect("get").is_some());
+    ns.delete().await;
+}
+
+/// The disk of the cache fills up: the fetch fails with a clear error, the cache is kept (no
+/// re-clone loop), the last good revision stays applied, and the daemon recovers by itself when
+/// space returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_cache_disk_fails_fetches_clearly_and_recovers_when_space_returns() {
+    let ns = TestNamespace::new("fault-disk").await;
+    let name = ns.name().to_string();
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("cm.yaml", configmap(&name, "v0"));
+    work.commit("v0");
+    work.push();
+    let url = server.url("config.git");
+    let disk = SmallDisk::mount("1m");
+    let d = Daemon::start(DaemonOptions {
+        cache_dir: Some(disk.path().to_path_buf()),
+        ..DaemonOptions::new(&url, &name)
+    });
+    d.wait_status("the first pass", Duration::from_secs(30), |s| {
+        s["lastPass"]["result"] == "succeeded"
+    })
+    .await;
+    let cache = std::fs::read_dir(disk.path().join("git"))
+        .expect("the git cache is on the small disk")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "git") && p.is_dir())
+        .expect("a cache repository");
+
+    let filler = disk.fill();
+    // 64 KiB that do not compress: the fetch needs room for them.
+    let noise: String = (0..65_536u32)
+        .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
+        .collect();
+    work.write(
+        "cm.yaml",
+        configmap(&name, "v1")
+            .replace("value: \"v1\"", &format!("value: \"v1\"\n  noise: {noise}")),
+    );
+    work.commit("v1");
+    work.push();
+    for attempt in 0..2 {
+        let before = d.status().await["lastPass"]["pass"].as_u64().unwrap_or(0);
+        request_sync(&d).await;
+        let status = d
+            .wait_status("a failed fetch", Duration::from_secs(30), |s| {
+                s["lastPass"]["pass"].as_u64().unwrap_or(0) > before
+            })
+            .await;
+        assert_eq!(
+            status["lastPass"]["result"], "failed",
+            "attempt {attempt}: {status}"
+        );
+        let error = status["lastPass"]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("out of disk space"),
+            "attempt {attempt}: {error}"
+        );
+        assert!(cache.is_dir(), "the cache was deleted (a re-clone loop)");
+    }
+    let (code, body) = readyz(&d).await;
+    assert_eq!(code, 503, "{body}");
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ns.client(), &name);
+    let value =
+        |c: k8s_openapi::api::core::v1::ConfigMap| c.data.unwrap_or_default()["value"].clone();
+    assert_eq!(value(api.get("fault-test").await.expect("get")), "v0");
+
+    std::fs::remove_file(filler).expect("free the disk");
+    request_sync(&d).await;
+    d.wait_status("recovery", Duration::from_secs(30), |s| {
+        s["lastPass"]["result"] == "succeeded" && s["lastPass"]["headUnchanged"] == false
+    })
+    .await;
+    assert_eq!(value(api.get("fault-test").await.expect("get")), "v1");
+    assert_eq!(readyz(&d).await.0, 200);
+    drop(d);
     ns.delete().await;
 }

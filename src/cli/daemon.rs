@@ -61,7 +61,9 @@ pub struct RunArgs {
     /// How long a running pass may go on after SIGTERM before it is abandoned.
     #[arg(long, env = "WEFT_SHUTDOWN_GRACE", default_value = "20s", value_parser = humantime::parse_duration)]
     pub shutdown_grace: Duration,
-    /// Directory of the git cache (default: `$XDG_CACHE_HOME/weft/git`).
+    /// Directory of every cache: `DIR/git` (the config repository), `DIR/charts` (chart
+    /// sources: git and tar), `DIR/channels` (agent channels). Default: under
+    /// `$XDG_CACHE_HOME/weft`.
     #[arg(long, env = "WEFT_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
@@ -84,6 +86,7 @@ impl RunArgs {
             .apply
             .pass_options(&self.cluster.namespace, repo.clone());
         pass_options.chart_sources = trust.chart_sources.clone();
+        pass_options.chart_cache_dir = self.cache_dir.as_ref().map(|d| d.join("charts"));
         Ok(RunConfig {
             trust,
             credentials,
@@ -106,7 +109,8 @@ impl RunArgs {
             webhook_secret_file: self.webhook_secret_file.clone(),
             pass_options,
             lease_duration: self.lease_duration,
-            cache_dir: self.cache_dir.clone(),
+            cache_dir: self.cache_dir.as_ref().map(|d| d.join("git")),
+            channel_cache_dir: self.cache_dir.as_ref().map(|d| d.join("channels")),
             shutdown_grace: self.shutdown_grace,
             identity: leader::default_identity(),
             controllers: !self.no_controllers,

@@ -63,6 +63,8 @@ pub struct RunConfig {
     pub pass_options: PassOptions,
     pub lease_duration: Duration,
     pub cache_dir: Option<PathBuf>,
+    /// The agent channels' git cache (`--cache-dir`/channels).
+    pub channel_cache_dir: Option<PathBuf>,
     /// How long a running pass may go on after SIGTERM.
     pub shutdown_grace: Duration,
     /// Identity in the Lease.
@@ -284,6 +286,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
             allowed_channels: cfg.trust.allowed_channels.clone(),
             claim: Some(claim(&cfg)),
             hooks_url: hooks_url.clone(),
+            channel_cache_dir: cfg.channel_cache_dir.clone(),
         },
         state.clone(),
         source,

@@ -51,6 +51,8 @@ pub struct DaemonConfig {
     pub claim: Option<String>,
     /// The URL of the hooks port, published on the Lease while leading.
     pub hooks_url: Option<String>,
+    /// Where agent channels are cached (`--cache-dir`/channels; default under the user's cache).
+    pub channel_cache_dir: Option<std::path::PathBuf>,
 }
 
 /// The daemon: the sync root, the controllers and the updater over one [`DaemonState`].
@@ -208,6 +210,14 @@ fn start_controllers(
             weft_namespace: pass_options.weft_namespace.clone(),
             health_timeout: pass_options.timeout,
             allowed_channels: config.allowed_channels.clone(),
+            // Roll-outs honour --max-prune-fraction, --force-prune and --concurrency.
+            pass: pass_options.clone(),
+            channel: crate::source::channel::ChannelOptions {
+                git_cache_dir: config.channel_cache_dir.clone().unwrap_or_else(|| {
+                    crate::source::channel::ChannelOptions::default().git_cache_dir
+                }),
+                ..Default::default()
+            },
             ..UpdateOptions::default()
         },
     )

@@ -441,10 +441,17 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
     let tar_dir = cache.dir.join("tar");
     let cached_path = |digest: &str| tar_dir.join(format!("{digest}.tgz"));
     let bytes = match pinned.as_deref().map(cached_path).filter(|p| p.is_file()) {
-        Some(path) => std::fs::read(&path).map_err(|e| SourceFailure::Cache {
-            path,
-            message: e.to_string(),
-        })?,
+        Some(path) => {
+            // Used now: the cache's eviction goes by last use.
+            let _ = std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            std::fs::read(&path).map_err(|e| SourceFailure::Cache {
+                path,
+                message: e.to_string(),
+            })?
+        }
         None => download(&url, cache.archive_limits)?,
     };
     let digest = hex::encode(Sha256::digest(&bytes));
@@ -470,6 +477,12 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
                 path: path.clone(),
                 message: e.to_string(),
             })?;
+        super::tar_cache::evict(
+            &tar_dir,
+            &path,
+            super::tar_cache::MAX_BYTES,
+            super::tar_cache::MAX_AGE,
+        );
     }
     let all = unpack(&url, &bytes, cache.archive_limits)?;
     let mut files: BTreeMap<String, Vec<u8>> = if subpath.is_empty() {

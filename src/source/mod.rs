@@ -8,6 +8,7 @@ pub mod helm;
 pub mod local;
 pub mod policy;
 pub mod sops;
+pub mod tar_cache;
 
 use std::collections::BTreeMap;
 
@@ -27,7 +28,9 @@ impl Default for SnapshotLimits {
         SnapshotLimits {
             max_files: 50_000,
             max_file_bytes: 8 * 1024 * 1024,
-            max_total_bytes: 512 * 1024 * 1024,
+            // The daemon holds a snapshot (and, while it renders, more) in a container limited to
+            // 512 MiB: a snapshot as large as the container could never fit.
+            max_total_bytes: 128 * 1024 * 1024,
         }
     }
 }

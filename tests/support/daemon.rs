@@ -39,6 +39,8 @@ pub struct DaemonOptions<'a> {
     pub extra: Vec<String>,
     /// Reach the API server with this kubeconfig instead of the test cluster's (a fault proxy).
     pub kubeconfig: Option<PathBuf>,
+    /// `--cache-dir` (default: a directory of the daemon's own).
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl<'a> DaemonOptions<'a> {
@@ -51,6 +53,7 @@ impl<'a> DaemonOptions<'a> {
             controllers: false,
             extra: Vec::new(),
             kubeconfig: None,
+            cache_dir: None,
         }
     }
 }
@@ -89,7 +92,11 @@ impl Daemon {
             .arg("--webhook-secret-file")
             .arg(&secret)
             .arg("--cache-dir")
-            .arg(dir.path().join("cache"))
+            .arg(
+                opts.cache_dir
+                    .clone()
+                    .unwrap_or_else(|| dir.path().join("cache")),
+            )
             .args(["--timeout", "60s", "--shutdown-grace", "5s"])
             .args(match &opts.kubeconfig {
                 Some(path) => vec!["--kubeconfig".to_string(), path.display().to_string()],

@@ -440,3 +440,50 @@ pub async fn wait_api_ready(within: Duration) {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
+
+/// A tmpfs of `size` (e.g. `512k`) mounted on a fresh directory, unmounted when dropped: a small
+/// disk to fill. Needs the right to mount (root, as CI runs): without it the test fails, it never
+/// skips.
+pub struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    pub fn mount(size: &str) -> SmallDisk {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "mounting a tmpfs for the disk-full test failed (it needs root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallDisk { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fill the disk: a file grown until the disk says it is full.
+    pub fn fill(&self) -> PathBuf {
+        let filler = self.dir.path().join("filler");
+        let mut f = std::fs::File::create(&filler).expect("filler");
+        let chunk = vec![0xa5u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}

@@ -375,13 +375,15 @@ impl GitSource {
     }
 
     fn cache_error(&self, e: &git2::Error) -> GitError {
-        GitError::Cache {
-            path: self.cache_path.clone(),
-            message: self
-                .spec
-                .credentials
-                .scrub(e.message(), &self.remote.secrets()),
+        let message = self
+            .spec
+            .credentials
+            .scrub(e.message(), &self.remote.secrets());
+        let path = self.cache_path.clone();
+        if super::is_no_space(&message) {
+            return GitError::NoSpace { path, message };
         }
+        GitError::Cache { path, message }
     }
 
     /// `git ls-remote`: the remote's refs and the commits they point to (annotated tags peeled).
@@ -625,6 +627,9 @@ impl GitSource {
                 url,
                 timeout: self.spec.fetch_timeout,
             };
+        }
+        if super::is_no_space(e.message()) {
+            return self.cache_error(e);
         }
         let message = self
             .spec

@@ -184,6 +184,10 @@ pub enum GitError {
     Fetch { url: String, message: String },
     #[error("git cache {path}: {message}")]
     Cache { path: PathBuf, message: String },
+    /// The disk of the cache is full. Not damage: the cache is kept (deleting it would mean a
+    /// whole clone once space returns), and the next fetch simply tries again.
+    #[error("the git cache {path} is out of disk space ({message}); the last good revision stays applied: free space in the cache directory (--cache-dir), or give it more")]
+    NoSpace { path: PathBuf, message: String },
     #[error(
         "git cache {path} is damaged ({message}); deleted it, but fetching again failed: {retry}"
     )]
@@ -229,10 +233,21 @@ pub enum GitError {
     Read { revision: String, message: String },
 }
 
+/// Whether an error text is the OS saying the disk is full (ENOSPC, or EDQUOT).
+pub fn is_no_space(message: &str) -> bool {
+    message.contains("No space left on device") || message.contains("Disk quota exceeded")
+}
+
 impl GitError {
     /// Whether this error means the local cache is broken (and a fresh clone may fix it).
     fn is_cache_damage(&self) -> bool {
-        matches!(self, GitError::Cache { .. } | GitError::Read { .. })
+        match self {
+            // A full disk is not damage: deleting the cache would only cost a clone later.
+            GitError::Cache { message, .. } | GitError::Read { message, .. } => {
+                !is_no_space(message)
+            }
+            _ => false,
+        }
     }
 }
 
