@@ -18,7 +18,7 @@ use kube::Api;
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions, SYNC_TOKEN};
 use support::faults::{wait_api_ready, Component};
-use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::git_servers::ServedRepo;
 
 /// One fault at a time.
 async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
@@ -90,10 +90,8 @@ async fn the_api_server_killed_mid_pass_loses_nothing_and_prunes_nothing_early()
     let _turn = serial().await;
     let ns = TestNamespace::new("fault-apiserver").await;
     let name = ns.name().to_string();
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
+    let repo = ServedRepo::start();
+    let work = &repo.work;
     for i in 0..400 {
         work.write(
             &format!("cm/c{i}.yaml"),
@@ -108,7 +106,7 @@ async fn the_api_server_killed_mid_pass_loses_nothing_and_prunes_nothing_early()
     }
     work.commit("v1");
     work.push();
-    let url = server.url("config.git");
+    let url = repo.url();
     let d = Daemon::start(DaemonOptions {
         extra: vec!["--api-timeout".into(), "10s".into()],
         ..DaemonOptions::new(&url, &name)
@@ -232,14 +230,12 @@ async fn etcd_hung_for_30s_makes_weft_unready_not_dead_and_it_recovers_alone() {
     let _turn = serial().await;
     let ns = TestNamespace::new("fault-etcd").await;
     let name = ns.name().to_string();
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
+    let repo = ServedRepo::start();
+    let work = &repo.work;
     work.write("cm.yaml", configmap(&name, "etcd-test", "v1"));
     work.commit("v1");
     work.push();
-    let url = server.url("config.git");
+    let url = repo.url();
     let interval = Duration::from_secs(5);
     let mut d = Daemon::start(DaemonOptions {
         interval: "5s",

@@ -11,7 +11,7 @@ use kube::Api;
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions, SYNC_TOKEN};
 use support::faults::{ApiProxy, Silence, SilentServer, SmallDisk, TcpRelay};
-use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::git_servers::ServedRepo;
 
 fn configmap(ns: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fault-test\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
@@ -34,14 +34,12 @@ async fn request_sync(d: &Daemon) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_cut_off_from_its_lease_stops_writing_before_another_can_lead() {
     let ns = TestNamespace::new("fault-lease").await;
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
+    let repo = ServedRepo::start();
+    let work = &repo.work;
     work.write("cm.yaml", configmap(ns.name(), "v0"));
     work.commit("v0");
     work.push();
-    let url = server.url("config.git");
+    let url = repo.url();
     let proxy = ApiProxy::start().await;
 
     // 6s Lease: renew deadline 4s.
@@ -146,11 +144,9 @@ async fn readyz(d: &Daemon) -> (u16, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_git_server_that_never_answers_fails_the_fetch_at_its_deadline() {
     let ns = TestNamespace::new("fault-git").await;
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let relay = TcpRelay::start(([127, 0, 0, 1], server.port).into());
-    let work = WorkTree::new(&bare.display().to_string());
+    let repo = ServedRepo::start();
+    let relay = TcpRelay::start(([127, 0, 0, 1], repo.server.port).into());
+    let work = &repo.work;
     work.write("cm.yaml", configmap(ns.name(), "v0"));
     work.commit("v0");
     work.push();
@@ -253,14 +249,12 @@ async fn sync_status(d: &Daemon, token: &str) -> u16 {
 #[tokio::test]
 async fn rotated_secrets_take_effect_without_a_restart() {
     let ns = TestNamespace::new("fault-rotate").await;
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
+    let repo = ServedRepo::start();
+    let work = &repo.work;
     work.write("cm.yaml", configmap(ns.name(), "v0"));
     work.commit("v0");
     work.push();
-    let url = server.url("config.git");
+    let url = repo.url();
     let d = Daemon::start(DaemonOptions::new(&url, ns.name()));
     d.wait_status("the first pass", Duration::from_secs(30), |s| {
         s["lastPass"]["result"] == "succeeded"
@@ -323,17 +317,15 @@ async fn rotated_secrets_take_effect_without_a_restart() {
 async fn killed_between_apply_and_inventory_write_orphans_nothing() {
     let ns = TestNamespace::new("fault-kill").await;
     let name = ns.name().to_string();
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
+    let repo = ServedRepo::start();
+    let work = &repo.work;
     work.write(
         "keep.yaml",
         configmap(&name, "v0").replace("fault-test", "keep"),
     );
     work.commit("v0");
     work.push();
-    let url = server.url("config.git");
+    let url = repo.url();
     let proxy = ApiProxy::start().await;
     let mut d = Daemon::start(DaemonOptions {
         kubeconfig: Some(proxy.kubeconfig().to_path_buf()),
@@ -421,14 +413,12 @@ async fn killed_between_apply_and_inventory_write_orphans_nothing() {
 async fn a_full_cache_disk_fails_fetches_clearly_and_recovers_when_space_returns() {
     let ns = TestNamespace::new("fault-disk").await;
     let name = ns.name().to_string();
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
+    let repo = ServedRepo::start();
+    let work = &repo.work;
     work.write("cm.yaml", configmap(&name, "v0"));
     work.commit("v0");
     work.push();
-    let url = server.url("config.git");
+    let url = repo.url();
     let disk = SmallDisk::mount("1m");
     let d = Daemon::start(DaemonOptions {
         cache_dir: Some(disk.path().to_path_buf()),

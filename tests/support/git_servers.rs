@@ -735,3 +735,26 @@ impl Drop for TlsProxy {
         let _ = self.child.wait();
     }
 }
+
+/// A repository `config.git` served by `git daemon`, with a work tree to push to it: what most
+/// daemon tests start with.
+pub struct ServedRepo {
+    pub host: RepoHost,
+    pub server: GitDaemon,
+    pub work: WorkTree,
+}
+
+impl ServedRepo {
+    pub fn start() -> ServedRepo {
+        let host = RepoHost::new();
+        let bare = host.create("config.git");
+        let server = GitDaemon::start(&host);
+        let work = WorkTree::new(&bare.display().to_string());
+        ServedRepo { host, server, work }
+    }
+
+    /// The git:// URL of `config.git`.
+    pub fn url(&self) -> String {
+        self.server.url("config.git")
+    }
+}
