@@ -52,7 +52,8 @@ pub struct DaemonState {
     pub bundles: AgentBundles,
     /// Update verdicts the WeaveCloud controller must keep reporting.
     pub rollbacks: Rollbacks,
-    /// Held around render + apply of one owner's objects.
+    /// Held around render, apply, prune and wait of one owner's objects (a roll-out through its
+    /// rollback).
     pub pass_locks: PassLocks,
     /// The namespaces whose WeaveClouds and Armada resources the controllers act on
     /// (`--watch-namespaces`).
