@@ -71,14 +71,12 @@ async fn applied(api: &Api<ConfigMap>) -> Vec<(String, String)> {
 }
 
 async fn inventory(api: &Api<ConfigMap>, ns: &str) -> BTreeSet<String> {
-    let name = weft::apply::inventory::configmap_name(&weft::render::Owner::root(ns, ns));
-    let cm = api.get(&name).await.expect("inventory");
-    let text = cm.data.expect("data")["inventory.json"].clone();
-    let entries: Vec<serde_json::Value> = serde_json::from_str(&text).expect("json");
-    entries
-        .iter()
-        .map(|e| e["name"].as_str().unwrap_or_default().to_string())
-        .collect()
+    let owner = weft::render::Owner::root(ns, ns);
+    let (entries, _) = weft::apply::inventory::read_root(&api.clone().into_client(), &owner, ns)
+        .await
+        .expect("read the inventory")
+        .expect("an inventory");
+    entries.into_iter().map(|e| e.name).collect()
 }
 
 fn count(logs: &str, what: &str) -> usize {

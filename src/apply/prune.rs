@@ -27,7 +27,7 @@ use kube::Client;
 use serde_json::Value;
 
 use super::changeset::{Action, Change, ChangeSet};
-use super::inventory::{ref_key, Inventory};
+use super::inventory::{read_resource, ref_key, Inventory};
 use super::ownership::proof_of_ownership;
 use super::plan::{split_api_version, Catalog};
 use super::{is_not_found, ApplyError};
@@ -415,13 +415,13 @@ fn delete_surveyed(
     Box::pin(async move {
         let mut changes = Vec::new();
         if OWNER_KINDS.contains(&r.kind.as_str()) {
-            if let Some(children) = live.pointer("/status/inventory").cloned() {
-                let children: Vec<ObjectRef> = serde_json::from_value(children).unwrap_or_default();
-                let child_owner = Owner::Resource {
-                    kind: r.kind.clone(),
-                    namespace: r.namespace.clone(),
-                    name: r.name.clone(),
-                };
+            let child_owner = Owner::Resource {
+                kind: r.kind.clone(),
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+            };
+            let status = live.pointer("/status/inventory");
+            if let Some(children) = read_resource(&client, &child_owner, status).await? {
                 for child in children {
                     let pruned = prune_child(
                         client.clone(),

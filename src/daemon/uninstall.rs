@@ -10,7 +10,7 @@
 //!    is deleted only if its owner label was set by Weft's own apply): the children of every
 //!    WeaveCloud and ArmadaChart (their `status.inventory`), then the sync root's inventory (the
 //!    custom resources it applied included), and deletes Weft's own records (the root's inventory
-//!    ConfigMap, its Lease, the cached agent bundles);
+//!    ConfigMaps, its Lease, the cached agent bundles);
 //! 3. removes Weft's finalizers from every WeaveCloud and ArmadaChart, so nothing waits for it.
 //!
 //! Without `--prune` the objects stay and keep their labels: a later installation of the same
@@ -236,12 +236,6 @@ async fn prune_all(
     };
     let mut inventories = Vec::new();
     for object in resources.iter().flat_map(|(_, objects)| objects) {
-        let entries: BTreeSet<ObjectRef> = object
-            .data
-            .pointer("/status/inventory")
-            .cloned()
-            .and_then(|v| serde_json::from_value(v).ok())
-            .unwrap_or_default();
         let owner = Owner::Resource {
             kind: object
                 .types
@@ -250,20 +244,20 @@ async fn prune_all(
             namespace: object.namespace().unwrap_or_default(),
             name: object.name_any(),
         };
+        let entries =
+            inventory::read_resource(client, &owner, object.data.pointer("/status/inventory"))
+                .await
+                .map_err(UninstallError::Prune)?
+                .unwrap_or_default();
         inventories.push(stored(owner, entries));
     }
     prune_inventories(client, inventories, &prune_opts, report).await?;
 
     let root = Owner::root(&opts.namespace, &opts.root_name);
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &opts.namespace);
-    let cm_name = inventory::configmap_name(&root);
-    let entries: BTreeSet<ObjectRef> = configmaps
-        .get_opt(&cm_name)
+    let entries = inventory::read_root(client, &root, &opts.namespace)
         .await
-        .map_err(kube_err(format!("reading {}/{cm_name}", opts.namespace)))?
-        .and_then(|cm| cm.data)
-        .and_then(|d| d.get(inventory::INVENTORY_KEY).cloned())
-        .and_then(|text| serde_json::from_str(&text).ok())
+        .map_err(UninstallError::Prune)?
+        .map(|(entries, _)| entries)
         .unwrap_or_default();
     prune_inventories(
         client,
@@ -273,13 +267,17 @@ async fn prune_all(
     )
     .await?;
 
-    // Weft's own records: the root's inventory, its Lease, the cached agent bundles.
+    // Weft's own records: the root's inventory (head and shards), its Lease, the cached agent
+    // bundles. A custom resource's inventory ConfigMaps are deleted with it (owner references).
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &opts.namespace);
     let bundles = configmaps
         .list(&ListParams::default().labels(BUNDLE_OF_LABEL))
         .await
         .map_err(kube_err("listing the cached agent bundles"))?;
-    let mut records: Vec<String> = bundles.items.iter().map(|c| c.name_any()).collect();
-    records.push(cm_name);
+    let mut records = inventory::root_configmaps(client, &root, &opts.namespace)
+        .await
+        .map_err(UninstallError::Prune)?;
+    records.extend(bundles.items.iter().map(|c| c.name_any()));
     for name in records {
         delete_record(&configmaps, "ConfigMap", &opts.namespace, &name, report).await?;
     }

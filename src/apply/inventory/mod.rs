@@ -1,19 +1,31 @@
 //! Inventories: what each owner applied, so that what leaves the repository can be pruned.
 //!
-//! - The sync root keeps a ConfigMap `weft-inventory-<owner-id>` in Weft's namespace
-//!   (`--namespace`, default `weft-system`), key `inventory.json`: a sorted JSON list of object
-//!   references. It carries the label `weft.io/inventory-of: <owner-id>`, not the owner label,
-//!   so it is never itself in an inventory or pruned.
-//! - A custom resource keeps its inventory in `status.inventory`.
+//! - The sync root keeps its inventory in ConfigMaps in Weft's namespace (`--namespace`, default
+//!   `weft-system`): a head `weft-inventory-<owner-id>` with a manifest, and content-named shards
+//!   `weft-inventory-<owner-id>-<n>-<digest>` with the gzip-compressed sorted JSON list of object
+//!   references ([`format`]); there is no size cap. They carry the label
+//!   `weft.io/inventory-of: <owner-id>`, not the owner label, so they are never themselves in an
+//!   inventory or pruned. A head of format 1 (key `inventory.json`, the plain list) is still read.
+//! - A custom resource keeps its inventory in `status.inventory` while its JSON stays under
+//!   [`STATUS_BYTES`]; a larger one (a chart of 20,000 objects) is kept in the same ConfigMap
+//!   format in the resource's own namespace, owned by it (garbage-collected with it), and
+//!   `status.inventory` is then empty.
+//!
+//! A stored inventory that cannot be read back exactly (a missing shard, a digest or count
+//! mismatch, undecodable data) is an error naming the ConfigMap, which stops the pass before any
+//! prune: it is never taken for an empty inventory.
 //!
 //! An inventory that cannot be found (deleted ConfigMap, a status rewritten without it) is rebuilt
 //! from the cluster: the objects of the kinds this owner renders now that carry its owner label
 //! *and* whose label was set by Weft's own server-side apply (managedFields). A copied label does
 //! not pass that test, so a rebuilt inventory never holds an object that cannot be proven owned.
 
+pub mod format;
+mod store;
+
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
@@ -22,15 +34,16 @@ use super::ownership::proof_of_ownership;
 use super::plan::{list_labelled, split_api_version, Catalog};
 use super::{is_not_found, ApplyError, InventoryProblem, FIELD_MANAGER};
 use crate::api::ObjectRef;
-use crate::render::ownership::{
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL, OWNER_REF_ANNOTATION,
-};
+use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL};
 use crate::render::Owner;
 
 /// The label that marks an inventory ConfigMap.
 pub const INVENTORY_OF_LABEL: &str = "weft.io/inventory-of";
-/// The ConfigMap key that holds the references.
+/// The key of a format 1 head ConfigMap that held the references (read, no longer written).
 pub const INVENTORY_KEY: &str = "inventory.json";
+/// Largest `status.inventory` of a custom resource, as JSON: well under the 1.5 MiB an API
+/// request may carry with the rest of the status. Above it, the inventory goes to ConfigMaps.
+pub const STATUS_BYTES: usize = 256 * 1024;
 
 /// Where an inventory came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,6 +116,64 @@ fn owner_api(
     })
 }
 
+/// Where a custom resource owner's inventory ConfigMaps are: its own namespace; `None` for a
+/// cluster-scoped resource, which keeps its inventory in its status only.
+fn resource_place(owner: &Owner) -> Option<store::Place<'_>> {
+    match owner {
+        Owner::Resource { namespace, .. } if !namespace.is_empty() => {
+            Some(store::Place { owner, namespace })
+        }
+        _ => None,
+    }
+}
+
+/// The inventory ConfigMaps of the sync root.
+fn root_place<'a>(owner: &'a Owner, weft_namespace: &'a str) -> store::Place<'a> {
+    store::Place {
+        owner,
+        namespace: weft_namespace,
+    }
+}
+
+/// Read the sync root's stored inventory; `None` when there is none.
+pub async fn read_root(
+    client: &Client,
+    owner: &Owner,
+    weft_namespace: &str,
+) -> Result<Option<Stored>, ApplyError> {
+    store::read(client, &root_place(owner, weft_namespace))
+        .await
+        .map_err(|e| inventory_error(owner, e))
+}
+
+/// The entries of a custom resource owner's inventory, given its `status.inventory` (`None` when
+/// the status has none): the status list, or the ConfigMaps it moved to when it grew large.
+pub async fn read_resource(
+    client: &Client,
+    owner: &Owner,
+    status_inventory: Option<&Value>,
+) -> Result<Option<BTreeSet<ObjectRef>>, ApplyError> {
+    let listed: Option<Vec<ObjectRef>> = status_inventory
+        .map(|v| serde_json::from_value(v.clone()))
+        .transpose()
+        .map_err(|source| {
+            let what = "status.inventory".to_string();
+            inventory_error(owner, InventoryProblem::Invalid { what, source })
+        })?;
+    if let Some(list) = listed.as_ref().filter(|l| !l.is_empty()) {
+        return Ok(Some(list.iter().cloned().collect()));
+    }
+    if let Some(place) = resource_place(owner) {
+        if let Some((entries, _)) = store::read(client, &place)
+            .await
+            .map_err(|e| inventory_error(owner, e))?
+        {
+            return Ok(Some(entries));
+        }
+    }
+    Ok(listed.map(|_| BTreeSet::new()))
+}
+
 /// Read the stored inventory of `owner`; `None` when there is none.
 pub async fn read_stored(
     client: &Client,
@@ -111,29 +182,7 @@ pub async fn read_stored(
     weft_namespace: &str,
 ) -> Result<Option<Stored>, ApplyError> {
     match owner {
-        Owner::SyncRoot { .. } => {
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
-            let cm = api
-                .get_opt(&configmap_name(owner))
-                .await
-                .map_err(|e| inventory_error(owner, InventoryProblem::Read(e)))?;
-            let Some(cm) = cm else { return Ok(None) };
-            let text = cm
-                .data
-                .as_ref()
-                .and_then(|d| d.get(INVENTORY_KEY))
-                .cloned()
-                .unwrap_or_default();
-            let entries: Vec<ObjectRef> = serde_json::from_str(&text).map_err(|source| {
-                let what = format!(
-                    "ConfigMap {weft_namespace}/{} key {INVENTORY_KEY}",
-                    configmap_name(owner)
-                );
-                inventory_error(owner, InventoryProblem::Invalid { what, source })
-            })?;
-            let force = force_prune_of(cm.metadata.annotations.as_ref());
-            Ok(Some((entries.into_iter().collect(), force)))
-        }
+        Owner::SyncRoot { .. } => read_root(client, owner, weft_namespace).await,
         Owner::Resource {
             kind,
             namespace,
@@ -147,15 +196,12 @@ pub async fn read_stored(
                 .await
                 .map_err(|e| inventory_error(owner, InventoryProblem::Read(e)))?;
             let Some(cr) = cr else { return Ok(None) };
-            let Some(inv) = cr.data.pointer("/status/inventory").cloned() else {
+            let status = cr.data.pointer("/status/inventory");
+            let Some(entries) = read_resource(client, owner, status).await? else {
                 return Ok(None);
             };
-            let entries: Vec<ObjectRef> = serde_json::from_value(inv).map_err(|source| {
-                let what = "status.inventory".to_string();
-                inventory_error(owner, InventoryProblem::Invalid { what, source })
-            })?;
             let force = force_prune_of(cr.metadata.annotations.as_ref());
-            Ok(Some((entries.into_iter().collect(), force)))
+            Ok(Some((entries, force)))
         }
     }
 }
@@ -243,36 +289,15 @@ pub async fn write(
             return Ok(false);
         }
     }
-    let list: Vec<&ObjectRef> = entries.iter().collect();
-    let text = serde_json::to_string(&list)
-        .map_err(|e| inventory_error(owner, InventoryProblem::Encode(e)))?;
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
     match owner {
         Owner::SyncRoot { .. } => {
             ensure_namespace(client, weft_namespace)
                 .await
                 .map_err(|e| inventory_error(owner, e))?;
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
-            let cm = json!({
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {
-                    "name": configmap_name(owner),
-                    "namespace": weft_namespace,
-                    "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, INVENTORY_OF_LABEL: owner.id().0},
-                    "annotations": {OWNER_REF_ANNOTATION: owner.reference()},
-                },
-                "data": {INVENTORY_KEY: text},
-            });
-            api.patch(&configmap_name(owner), &pp, &Patch::Apply(&cm))
+            store::write(client, &root_place(owner, weft_namespace), entries, None)
                 .await
-                .map_err(|source| {
-                    let what = format!(
-                        "writing ConfigMap {weft_namespace}/{}",
-                        configmap_name(owner)
-                    );
-                    inventory_error(owner, InventoryProblem::Api { what, source })
-                })?;
+                .map_err(|e| inventory_error(owner, e))?;
+            Ok(true)
         }
         Owner::Resource {
             kind,
@@ -285,25 +310,86 @@ pub async fn write(
                     InventoryProblem::UnknownKind(kind.clone()),
                 ));
             };
-            let patch = json!({"status": {"inventory": list}});
-            match api
-                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            write_resource(client, &api, owner, name, entries)
                 .await
-            {
-                Ok(_) => {}
-                // The CR is gone (pruned in this pass): nothing to record.
-                Err(e) if is_not_found(&e) => return Ok(false),
-                Err(source) => {
-                    let what = "writing status.inventory".to_string();
-                    return Err(inventory_error(
-                        owner,
-                        InventoryProblem::Api { what, source },
-                    ));
-                }
-            }
+                .map_err(|e| inventory_error(owner, e))
         }
     }
-    Ok(true)
+}
+
+/// A custom resource's inventory as the JSON list of `status.inventory`, and whether it fits
+/// there (within [`STATUS_BYTES`]); a larger one goes to ConfigMaps.
+pub fn status_list(entries: &BTreeSet<ObjectRef>) -> Result<(Value, bool), InventoryProblem> {
+    let list: Vec<&ObjectRef> = entries.iter().collect();
+    let size = serde_json::to_vec(&list)
+        .map_err(InventoryProblem::Encode)?
+        .len();
+    let json = serde_json::to_value(&list).map_err(InventoryProblem::Encode)?;
+    Ok((json, size <= STATUS_BYTES))
+}
+
+/// Write a custom resource's inventory where it fits ([`status_list`]; a cluster-scoped one
+/// always in its status); `false` when the resource is
+/// gone. The ConfigMaps are written before the status that stops naming its entries, and deleted
+/// only after the status holds them, so a failure half-way leaves a readable inventory.
+async fn write_resource(
+    client: &Client,
+    api: &Api<DynamicObject>,
+    owner: &Owner,
+    name: &str,
+    entries: &BTreeSet<ObjectRef>,
+) -> Result<bool, InventoryProblem> {
+    let written = |r: Result<DynamicObject, kube::Error>| match r {
+        Ok(_) => Ok(true),
+        // The CR is gone (pruned in this pass): nothing to record.
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(source) => Err(InventoryProblem::Api {
+            what: "writing status.inventory".to_string(),
+            source,
+        }),
+    };
+    let patch_status = |list: Value| async move {
+        let patch = json!({"status": {"inventory": list}});
+        written(
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await,
+        )
+    };
+    let (list, fits) = status_list(entries)?;
+    match resource_place(owner) {
+        Some(place) if !fits => {
+            let Some(cr) = api.get_opt(name).await.map_err(InventoryProblem::Read)? else {
+                return Ok(false);
+            };
+            let types = cr.types.clone().unwrap_or_default();
+            let refs = json!([{
+                "apiVersion": types.api_version, "kind": types.kind,
+                "name": name, "uid": cr.metadata.uid,
+            }]);
+            store::write(client, &place, entries, Some(refs)).await?;
+            patch_status(json!([])).await
+        }
+        place => {
+            if !patch_status(list).await? {
+                return Ok(false);
+            }
+            if let Some(place) = &place {
+                store::delete(client, place).await?;
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// The names of every ConfigMap of the sync root's inventory (for `weft uninstall`).
+pub async fn root_configmaps(
+    client: &Client,
+    owner: &Owner,
+    weft_namespace: &str,
+) -> Result<Vec<String>, ApplyError> {
+    store::names(client, &root_place(owner, weft_namespace))
+        .await
+        .map_err(|e| inventory_error(owner, e))
 }
 
 /// Create Weft's namespace if it does not exist.
@@ -370,6 +456,43 @@ mod tests {
             ref_key(&r("v1", "ConfigMap", "a", "d")),
             ref_key(&r("v1", "ConfigMap", "b", "d"))
         );
+    }
+
+    #[test]
+    fn a_large_custom_resource_inventory_leaves_the_status_for_configmaps() {
+        let chart = |n: usize| -> BTreeSet<ObjectRef> {
+            (0..n)
+                .map(|i| r("v1", "ConfigMap", "charts", &format!("object-{i:05}")))
+                .collect()
+        };
+        let (list, fits) = status_list(&chart(100)).unwrap();
+        assert!(fits);
+        assert_eq!(list.as_array().unwrap().len(), 100);
+        // An ArmadaChart of 20,000 objects would not fit in a status update.
+        let big = chart(20_000);
+        let (list, fits) = status_list(&big).unwrap();
+        assert!(!fits);
+        assert!(serde_json::to_vec(&list).unwrap().len() > STATUS_BYTES);
+        // The limit is on the size: the largest list that fits, and one more entry.
+        let per = serde_json::to_vec(&chart(1)).unwrap().len() - 1;
+        let most = (STATUS_BYTES - 1) / per;
+        assert!(status_list(&chart(most)).unwrap().1);
+        assert!(!status_list(&chart(most + 1)).unwrap().1);
+        // Stored in ConfigMaps, it reads back exactly, under the ConfigMap size limit.
+        let owner = Owner::Resource {
+            kind: "ArmadaChart".into(),
+            namespace: "charts".into(),
+            name: "big".into(),
+        };
+        let head = configmap_name(&owner);
+        let e = format::encode(&head, &big, format::SHARD_BYTES).unwrap();
+        assert!(e.shards.iter().all(|s| s.data.len() <= format::SHARD_BYTES));
+        let shards = e
+            .shards
+            .iter()
+            .map(|s| (s.name.clone(), Some(s.data.clone())))
+            .collect();
+        assert_eq!(format::decode(&head, &e.manifest, &shards).unwrap(), big);
     }
 
     #[test]

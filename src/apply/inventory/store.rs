@@ -1,0 +1,211 @@
+//! Inventories kept in ConfigMaps ([`format`](super::format)): the sync root's, in Weft's
+//! namespace, and a large custom resource's, in its own namespace. Also reads the format 1 head
+//! (one ConfigMap, key [`INVENTORY_KEY`]) that Weft wrote before, so an upgrade keeps it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde::de::Error as _;
+use serde_json::{json, Value};
+
+use super::format::{self, Damage, Encoded, MANIFEST_KEY, SHARD_KEY};
+use super::{force_prune_of, Stored, INVENTORY_KEY, INVENTORY_OF_LABEL};
+use crate::api::ObjectRef;
+use crate::apply::{is_not_found, InventoryProblem, FIELD_MANAGER};
+use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_REF_ANNOTATION};
+use crate::render::Owner;
+
+/// Where one owner's ConfigMaps live.
+pub struct Place<'a> {
+    pub owner: &'a Owner,
+    pub namespace: &'a str,
+}
+
+impl Place<'_> {
+    fn head(&self) -> String {
+        super::configmap_name(self.owner)
+    }
+
+    fn api(&self, client: &Client) -> Api<ConfigMap> {
+        Api::namespaced(client.clone(), self.namespace)
+    }
+
+    fn selector(&self) -> String {
+        format!("{INVENTORY_OF_LABEL}={}", self.owner.id())
+    }
+
+    fn invalid(&self, name: &str, reason: String) -> InventoryProblem {
+        InventoryProblem::Invalid {
+            what: format!("ConfigMap {}/{name}", self.namespace),
+            source: serde_json::Error::custom(reason),
+        }
+    }
+
+    fn damaged(&self, d: Damage) -> InventoryProblem {
+        self.invalid(&d.configmap, d.reason)
+    }
+
+    fn api_error(&self, verb: &str, name: &str, source: kube::Error) -> InventoryProblem {
+        let what = format!("{verb} ConfigMap {}/{name}", self.namespace);
+        InventoryProblem::Api { what, source }
+    }
+}
+
+/// Read the inventory stored at `place`; `None` when it has no head ConfigMap.
+pub async fn read(client: &Client, place: &Place<'_>) -> Result<Option<Stored>, InventoryProblem> {
+    let api = place.api(client);
+    let head = place.head();
+    let Some(cm) = api.get_opt(&head).await.map_err(InventoryProblem::Read)? else {
+        return Ok(None);
+    };
+    let force = force_prune_of(cm.metadata.annotations.as_ref());
+    let data = cm.data.unwrap_or_default();
+    let entries = if let Some(text) = data.get(MANIFEST_KEY) {
+        let manifest = format::parse_manifest(&head, text).map_err(|d| place.damaged(d))?;
+        let mut shards = BTreeMap::new();
+        for s in &manifest.shards {
+            let shard = api.get_opt(&s.name).await.map_err(InventoryProblem::Read)?;
+            let bytes = shard
+                .and_then(|c| c.binary_data)
+                .and_then(|mut b| b.remove(SHARD_KEY))
+                .map(|b| b.0);
+            shards.insert(s.name.clone(), bytes);
+        }
+        format::decode(&head, &manifest, &shards).map_err(|d| place.damaged(d))?
+    } else if let Some(text) = data.get(INVENTORY_KEY) {
+        // Format 1, written by Weft before inventories were sharded.
+        let list: Vec<ObjectRef> =
+            serde_json::from_str(text).map_err(|source| InventoryProblem::Invalid {
+                what: format!("ConfigMap {}/{head} key {INVENTORY_KEY}", place.namespace),
+                source,
+            })?;
+        list.into_iter().collect()
+    } else {
+        let why = format!("it has neither key {MANIFEST_KEY} nor key {INVENTORY_KEY}");
+        return Err(place.invalid(&head, why));
+    };
+    Ok(Some((entries, force)))
+}
+
+/// The names of every ConfigMap at `place` that belongs to the owner's inventory (head and
+/// shards, referenced or not), with their shard's digest when they hold one.
+async fn list(
+    client: &Client,
+    place: &Place<'_>,
+) -> Result<BTreeMap<String, Option<String>>, InventoryProblem> {
+    let lp = ListParams::default().labels(&place.selector());
+    let listed = place.api(client).list(&lp).await.map_err(|source| {
+        let what = format!(
+            "listing ConfigMaps {} in {}",
+            place.selector(),
+            place.namespace
+        );
+        InventoryProblem::Api { what, source }
+    })?;
+    Ok(listed
+        .items
+        .into_iter()
+        .map(|cm| {
+            let digest = cm
+                .binary_data
+                .as_ref()
+                .and_then(|b| b.get(SHARD_KEY))
+                .map(|b| format::digest(&b.0));
+            (cm.name_any(), digest)
+        })
+        .collect())
+}
+
+/// The names of every ConfigMap of the owner's inventory at `place` (for `weft uninstall`).
+pub async fn names(client: &Client, place: &Place<'_>) -> Result<Vec<String>, InventoryProblem> {
+    Ok(list(client, place).await?.into_keys().collect())
+}
+
+/// Store `entries` at `place`: the shards that do not exist yet, then the head, then delete the
+/// shards the head no longer names. `owner_references` go on every ConfigMap (a custom
+/// resource's inventory is deleted with it).
+pub async fn write(
+    client: &Client,
+    place: &Place<'_>,
+    entries: &BTreeSet<ObjectRef>,
+    owner_references: Option<Value>,
+) -> Result<(), InventoryProblem> {
+    let head = place.head();
+    let Encoded { manifest, shards } =
+        format::encode(&head, entries, format::SHARD_BYTES).map_err(InventoryProblem::Encode)?;
+    let existing = list(client, place).await?;
+    let api = place.api(client);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let metadata = |name: &str| {
+        let mut m = json!({
+            "name": name,
+            "namespace": place.namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, INVENTORY_OF_LABEL: place.owner.id().0},
+            "annotations": {OWNER_REF_ANNOTATION: place.owner.reference()},
+        });
+        if let Some(refs) = &owner_references {
+            m["ownerReferences"] = refs.clone();
+        }
+        m
+    };
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for (shard, r) in shards.iter().zip(&manifest.shards) {
+        if existing.get(&shard.name) == Some(&Some(r.sha256.clone())) {
+            continue;
+        }
+        let cm = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": metadata(&shard.name),
+            "binaryData": {SHARD_KEY: b64.encode(&shard.data)},
+        });
+        api.patch(&shard.name, &pp, &Patch::Apply(&cm))
+            .await
+            .map_err(|e| place.api_error("writing", &shard.name, e))?;
+    }
+    let text = serde_json::to_string(&manifest).map_err(InventoryProblem::Encode)?;
+    // The head's fields are all Weft's: a format 1 `inventory.json` it applied goes away here.
+    let cm = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": metadata(&head),
+        "data": {MANIFEST_KEY: text},
+    });
+    api.patch(&head, &pp, &Patch::Apply(&cm))
+        .await
+        .map_err(|e| place.api_error("writing", &head, e))?;
+    let keep: BTreeSet<&str> = manifest.shards.iter().map(|s| s.name.as_str()).collect();
+    for name in existing.keys() {
+        if name != &head && !keep.contains(name.as_str()) {
+            // The inventory is stored: an old shard left behind is removed by the next write.
+            if let Err(e) = delete_one(&api, name).await {
+                tracing::warn!(configmap = %format!("{}/{name}", place.namespace), "removing an old inventory shard: {e}");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn delete_one(api: &Api<ConfigMap>, name: &str) -> Result<(), kube::Error> {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Delete every ConfigMap of the owner's inventory at `place` (it moved to the owner's status).
+pub async fn delete(client: &Client, place: &Place<'_>) -> Result<(), InventoryProblem> {
+    let api = place.api(client);
+    let head = place.head();
+    let mut names: Vec<String> = list(client, place).await?.into_keys().collect();
+    // The head first: a head never names a shard that is gone.
+    names.sort_by_key(|n| n != &head);
+    for name in names {
+        delete_one(&api, &name)
+            .await
+            .map_err(|e| place.api_error("deleting", &name, e))?;
+    }
+    Ok(())
+}
