@@ -14,30 +14,18 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
-use weft::apply::calls::{self, CallCounts};
+use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
 use weft::pass::{self, PassOptions, PassResult};
 use weft::render::Owner;
 use weft::source::Snapshot;
 
-/// A client for the test cluster whose calls are counted.
 async fn counting_client() -> (Client, CallCounts) {
-    let c = cluster::cluster();
-    let config = calls::config(Some(c.kubeconfig_path()), c.context())
-        .await
-        .expect("kubeconfig");
-    calls::counting_client(config).expect("client")
+    cluster::counting_client().await
 }
 
 fn options(ns: &str) -> PassOptions {
-    PassOptions {
-        root_name: ns.to_string(),
-        weft_namespace: ns.to_string(),
-        default_namespace: ns.to_string(),
-        timeout: Duration::from_secs(90),
-        poll_interval: Duration::from_millis(300),
-        ..PassOptions::default()
-    }
+    cluster::pass_options(ns)
 }
 
 fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {

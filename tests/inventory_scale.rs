@@ -9,7 +9,7 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
@@ -18,7 +18,7 @@ use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
 use weft::api::ObjectRef;
-use weft::apply::calls::{self, CallCounts};
+use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
 use weft::apply::inventory::{self, format, INVENTORY_OF_LABEL};
 use weft::pass::{self, PassOptions, PassResult};
@@ -29,22 +29,11 @@ const OBJECTS: usize = 12_000;
 const PER_FILE: usize = 200;
 
 async fn counting_client() -> (Client, CallCounts) {
-    let c = cluster::cluster();
-    let config = calls::config(Some(c.kubeconfig_path()), c.context())
-        .await
-        .expect("kubeconfig");
-    calls::counting_client(config).expect("client")
+    cluster::counting_client().await
 }
 
 fn options(ns: &str) -> PassOptions {
-    PassOptions {
-        root_name: ns.to_string(),
-        weft_namespace: ns.to_string(),
-        default_namespace: ns.to_string(),
-        timeout: Duration::from_secs(90),
-        poll_interval: Duration::from_millis(300),
-        ..PassOptions::default()
-    }
+    cluster::pass_options(ns)
 }
 
 fn name(i: usize) -> String {

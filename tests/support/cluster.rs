@@ -432,3 +432,25 @@ pub async fn install_crds(client: &Client) {
         .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"));
     }
 }
+
+/// A client for the test cluster whose API calls are counted (so "zero writes" is measured).
+pub async fn counting_client() -> (Client, weft::apply::calls::CallCounts) {
+    let c = cluster();
+    let config = weft::apply::calls::config(Some(c.kubeconfig_path()), c.context())
+        .await
+        .expect("kubeconfig");
+    weft::apply::calls::counting_client(config).expect("client")
+}
+
+/// The options of a test's pass: its own namespace for the sync root, the inventory and the
+/// objects that name none; a 90 s readiness bound.
+pub fn pass_options(ns: &str) -> weft::pass::PassOptions {
+    weft::pass::PassOptions {
+        root_name: ns.to_string(),
+        weft_namespace: ns.to_string(),
+        default_namespace: ns.to_string(),
+        timeout: Duration::from_secs(90),
+        poll_interval: Duration::from_millis(300),
+        ..weft::pass::PassOptions::default()
+    }
+}
