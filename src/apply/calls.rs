@@ -58,17 +58,37 @@ impl CallCounts {
     }
 
     fn record(&self, method: &http::Method, query: Option<&str>) {
-        let counter = if method == http::Method::GET
-            || method == http::Method::HEAD
-            || method == http::Method::OPTIONS
-        {
-            &self.0.reads
-        } else if query.is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All")) {
-            &self.0.dry_runs
-        } else {
-            &self.0.writes
+        let counter = match classify(method, query) {
+            CallKind::Read => &self.0.reads,
+            CallKind::DryRun => &self.0.dry_runs,
+            CallKind::Write => &self.0.writes,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What an API call does to the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    /// GET, HEAD, OPTIONS (get, list, watch, discovery).
+    Read,
+    /// A write with `dryRun=All`: it changes nothing.
+    DryRun,
+    /// POST, PUT, PATCH, DELETE that change the cluster.
+    Write,
+}
+
+/// Classify a call by its method and query (shared by the counters and the write fence).
+pub fn classify(method: &http::Method, query: Option<&str>) -> CallKind {
+    if matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    ) {
+        CallKind::Read
+    } else if query.is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All")) {
+        CallKind::DryRun
+    } else {
+        CallKind::Write
     }
 }
 

@@ -20,6 +20,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::calls::{classify, CallKind};
+
 /// Why a call was refused before it was sent, or given up.
 #[derive(Debug, thiserror::Error)]
 pub enum CallRefused {
@@ -95,15 +97,8 @@ impl Default for WriteFence {
 
 /// Whether a request changes the cluster and is not the election itself.
 fn is_fenced(method: &http::Method, uri: &http::Uri) -> bool {
-    let read = matches!(
-        *method,
-        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
-    );
-    let dry_run = uri
-        .query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All"));
     let lease = uri.path().starts_with("/apis/coordination.k8s.io/");
-    !read && !dry_run && !lease
+    classify(method, uri.query()) == CallKind::Write && !lease
 }
 
 /// The layer: [`CallRefused::NotLeader`] for a write past the fence, [`CallRefused::Timeout`]

@@ -369,36 +369,34 @@ fn prune_child(
 /// The prefix of Weft's finalizers (`weft.io/agents`, `weft.io/armada-chart`).
 pub const FINALIZER_PREFIX: &str = "weft.io/";
 
-/// Remove Weft's finalizers from `live` (an owner custom resource whose children were pruned),
-/// guarded by its resourceVersion; others' finalizers stay.
-async fn release_finalizers(
+/// Remove Weft's finalizers (those named with [`FINALIZER_PREFIX`]) from the object `name` of
+/// `api` whose `finalizers` and `resource_version` were just read, guarded by that version;
+/// others' finalizers stay. `Ok(true)` when it wrote; `Ok(false)` when there was nothing of
+/// Weft's, or the object is gone.
+pub async fn release_finalizers(
     api: &Api<DynamicObject>,
-    r: &ObjectRef,
-    live: &Value,
-) -> Result<(), ApplyError> {
-    let finalizers: Vec<&str> = live
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|f| f.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    name: &str,
+    finalizers: &[String],
+    resource_version: Option<&str>,
+) -> Result<bool, kube::Error> {
     if !finalizers.iter().any(|f| f.starts_with(FINALIZER_PREFIX)) {
-        return Ok(());
+        return Ok(false);
     }
-    let kept: Vec<&str> = finalizers
-        .into_iter()
+    let kept: Vec<&String> = finalizers
+        .iter()
         .filter(|f| !f.starts_with(FINALIZER_PREFIX))
         .collect();
     let patch = serde_json::json!({"metadata": {
         "finalizers": kept,
-        "resourceVersion": live.pointer("/metadata/resourceVersion"),
+        "resourceVersion": resource_version,
     }});
     match api
-        .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(ApplyError::api("release the finalizer of", r, e)),
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -436,7 +434,17 @@ fn delete_surveyed(
             // Its children are pruned: that was the job of Weft's finalizer on it, which only a
             // running daemon would remove (`weft sync` alone would leave it Terminating).
             if !opts.dry_run {
-                release_finalizers(&api, &r, &live).await?;
+                let finalizers: Vec<String> = live
+                    .pointer("/metadata/finalizers")
+                    .cloned()
+                    .and_then(|f| serde_json::from_value(f).ok())
+                    .unwrap_or_default();
+                let version = live
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str);
+                release_finalizers(&api, &r.name, &finalizers, version)
+                    .await
+                    .map_err(|e| ApplyError::api("release the finalizer of", &r, e))?;
             }
         }
         if !opts.dry_run {

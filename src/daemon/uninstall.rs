@@ -22,16 +22,15 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
-use serde_json::json;
 
 use crate::api::ObjectRef;
 use crate::apply::changeset::{Action, ChangeSet};
 use crate::apply::inventory::{self, Inventory, InventorySource};
 use crate::apply::plan::Catalog;
-use crate::apply::prune::{prune, PruneOptions, FINALIZER_PREFIX};
+use crate::apply::prune::{prune, release_finalizers, PruneOptions};
 use crate::apply::{is_not_found, ApplyError};
 use crate::pass::agents::BUNDLE_OF_LABEL;
 use crate::render::{DesiredSet, Owner};
@@ -194,27 +193,15 @@ async fn release(
     ar: &ApiResource,
     object: &DynamicObject,
 ) -> Result<Option<String>, UninstallError> {
-    let finalizers = object.finalizers();
-    if !finalizers.iter().any(|f| f.starts_with(FINALIZER_PREFIX)) {
-        return Ok(None);
-    }
-    let kept: Vec<&String> = finalizers
-        .iter()
-        .filter(|f| !f.starts_with(FINALIZER_PREFIX))
-        .collect();
     let kind = object.types.as_ref().map_or("", |t| t.kind.as_str());
     let ns = object.namespace().unwrap_or_default();
     let name = object.name_any();
     let what = format!("{kind}/{ns}/{name}");
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, ar);
-    let patch =
-        json!({"metadata": {"finalizers": kept, "resourceVersion": object.resource_version()}});
-    match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(Some(what)),
-        Err(e) if is_not_found(&e) => Ok(None),
+    let finalizers = object.finalizers();
+    let version = object.resource_version();
+    match release_finalizers(&api, &name, finalizers, version.as_deref()).await {
+        Ok(released) => Ok(released.then_some(what)),
         Err(e) => Err(kube_err(format!("removing Weft's finalizer from {what}"))(
             e,
         )),
@@ -384,7 +371,7 @@ mod tests {
             crate::daemon::armada::FINALIZER,
             crate::daemon::weavecloud::FINALIZER,
         ] {
-            assert!(f.starts_with(FINALIZER_PREFIX), "{f}");
+            assert!(f.starts_with(crate::apply::prune::FINALIZER_PREFIX), "{f}");
         }
     }
 }
