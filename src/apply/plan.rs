@@ -323,62 +323,63 @@ impl std::fmt::Display for UpdateReason {
     }
 }
 
-/// The live copies of the planned objects, read with a handful of list calls.
+/// What each planned object needs, decided from its live copy as it was listed. Only the
+/// decisions are kept, never the live objects: the memory of a pass does not grow with the size
+/// of the live objects (a no-op pass over 100,000 objects holds 100,000 small decisions).
 #[derive(Clone, Debug, Default)]
 pub struct LiveState {
-    /// Objects carrying an owner label of this pass, in full.
-    pub owned: HashMap<ObjectRef, Value>,
-    /// Objects that exist but carry none of this pass's owner labels (they will be adopted).
-    pub unlabelled: HashSet<ObjectRef>,
+    /// Objects found live (carrying an owner label of this pass, or adopted): their decision.
+    decisions: HashMap<ObjectRef, Decision>,
 }
 
 impl LiveState {
-    /// What must happen to `p`.
+    /// What must happen to `p` (`Create` when it was not found).
     pub fn decide(&self, p: &PlannedObject) -> Decision {
-        match self.owned.get(&p.object_ref) {
-            Some(live) => {
-                let live_hash = annotation(live, APPLIED_HASH_ANNOTATION);
-                let live_owner = live
-                    .pointer("/metadata/labels")
-                    .and_then(|l| l.get(OWNER_LABEL))
-                    .and_then(Value::as_str);
-                if live_owner != Some(p.desired.owner.id().0.as_str()) {
-                    return Decision::Update(UpdateReason::TakenOver {
-                        from: live_owner.map(str::to_string),
-                    });
-                }
-                if live_hash != p.desired_hash() {
-                    return Decision::Update(UpdateReason::Changed);
-                }
-                match drift::drifted_field(&p.desired.object, live) {
-                    Some(field) => Decision::Update(UpdateReason::Drifted { field }),
-                    None => Decision::Unchanged,
-                }
-            }
-            None if self.unlabelled.contains(&p.object_ref) => {
-                Decision::Update(UpdateReason::Adopted)
-            }
-            None => Decision::Create,
-        }
+        self.decisions
+            .get(&p.object_ref)
+            .cloned()
+            .unwrap_or(Decision::Create)
+    }
+
+    /// Record `p`'s live copy: labelled by an owner of this pass (`live` holds at least its
+    /// metadata, with `managedFields`).
+    pub fn observe(&mut self, p: &PlannedObject, live: &Value) {
+        self.decisions
+            .insert(p.object_ref.clone(), decide_against(p, live));
+    }
+
+    /// Record that `p` exists without any owner label of this pass: it will be adopted.
+    pub fn observe_unlabelled(&mut self, p: &PlannedObject) {
+        self.decisions.insert(
+            p.object_ref.clone(),
+            Decision::Update(UpdateReason::Adopted),
+        );
+    }
+
+    fn found(&self, p: &PlannedObject) -> bool {
+        self.decisions.contains_key(&p.object_ref)
     }
 }
 
-/// List every page of `api` with `lp`.
-async fn list_all(
-    api: &Api<DynamicObject>,
-    lp: &ListParams,
-) -> Result<Vec<DynamicObject>, kube::Error> {
-    let mut out = Vec::new();
-    let mut lp = lp.clone().limit(500);
-    loop {
-        let page = api.list(&lp).await?;
-        out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => lp = lp.continue_token(&token),
-            None => break,
-        }
+/// The decision for `p` against its live copy `live` (carrying an owner label of the pass).
+pub fn decide_against(p: &PlannedObject, live: &Value) -> Decision {
+    let live_hash = annotation(live, APPLIED_HASH_ANNOTATION);
+    let live_owner = live
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(OWNER_LABEL))
+        .and_then(Value::as_str);
+    if live_owner != Some(p.desired.owner.id().0.as_str()) {
+        return Decision::Update(UpdateReason::TakenOver {
+            from: live_owner.map(str::to_string),
+        });
     }
-    Ok(out)
+    if live_hash != p.desired_hash() {
+        return Decision::Update(UpdateReason::Changed);
+    }
+    match drift::drifted_field(&p.desired.object, live) {
+        Some(field) => Decision::Update(UpdateReason::Drifted { field }),
+        None => Decision::Unchanged,
+    }
 }
 
 async fn list_names(api: &Api<DynamicObject>) -> Result<Vec<String>, kube::Error> {
@@ -404,8 +405,12 @@ pub fn owner_selector<'a>(owners: impl IntoIterator<Item = &'a Owner>) -> String
     )
 }
 
-/// Read the live copies of `planned`: one labelled list per (resource, namespace), and one
-/// metadata-only list where some object was not found, to tell "absent" from "not ours yet".
+/// Read the live state of `planned`: one labelled, metadata-only list per (resource,
+/// namespace), taken page by page (500 objects) and reduced to decisions at once, and one
+/// metadata-only list of names where some object was not found, to tell "absent" from "not ours
+/// yet". Metadata is enough: the owner label, the applied hash and the field ownership
+/// (`managedFields`) decide. Only an object the server returns without `managedFields` is read
+/// whole, for the value comparison of [`drift::drifted_field`].
 pub async fn read_live(
     client: &Client,
     planned: &[PlannedObject],
@@ -428,60 +433,7 @@ pub async fn read_live(
     let results: Vec<Result<LiveState, ApplyError>> = futures::stream::iter(
         groups
             .into_values()
-            .map(|members| {
-                async move {
-                    let first = members[0];
-                    let api = first.api(client);
-                    let selector = owner_selector(members.iter().map(|p| &p.desired.owner));
-                    let what = format!(
-                        "{} in {}",
-                        first.resource.plural,
-                        display_ns(&first.object_ref.namespace)
-                    );
-                    let items = list_all(&api, &ListParams::default().labels(&selector))
-                        .await
-                        .map_err(|e| list_error(&what, e))?;
-                    let mut state = LiveState::default();
-                    let wanted: HashMap<&str, &PlannedObject> = members
-                        .iter()
-                        .map(|p| (p.object_ref.name.as_str(), *p))
-                        .collect();
-                    for item in items {
-                        let Some(name) = item.metadata.name.clone() else {
-                            continue;
-                        };
-                        if let Some(p) = wanted.get(name.as_str()) {
-                            let value = serde_json::to_value(&item).map_err(|source| {
-                                ApplyError::Decode {
-                                    object: p.object_ref.to_string(),
-                                    what: "the live object",
-                                    source,
-                                }
-                            })?;
-                            state.owned.insert(p.object_ref.clone(), value);
-                        }
-                    }
-                    if members
-                        .iter()
-                        .any(|p| !state.owned.contains_key(&p.object_ref))
-                    {
-                        let names: HashSet<String> = list_names(&api)
-                            .await
-                            .map_err(|e| list_error(&what, e))?
-                            .into_iter()
-                            .collect();
-                        for p in &members {
-                            if !state.owned.contains_key(&p.object_ref)
-                                && names.contains(&p.object_ref.name)
-                            {
-                                state.unlabelled.insert(p.object_ref.clone());
-                            }
-                        }
-                    }
-                    Ok(state)
-                }
-                .boxed()
-            })
+            .map(|members| read_group(client, members).boxed())
             .collect::<Vec<_>>(),
     )
     .buffer_unordered(concurrency.max(1))
@@ -489,11 +441,102 @@ pub async fn read_live(
     .await;
     let mut out = LiveState::default();
     for r in results {
-        let s = r?;
-        out.owned.extend(s.owned);
-        out.unlabelled.extend(s.unlabelled);
+        out.decisions.extend(r?.decisions);
     }
     Ok(out)
+}
+
+/// The live state of one (resource, namespace) group of planned objects.
+async fn read_group(
+    client: &Client,
+    members: Vec<&PlannedObject>,
+) -> Result<LiveState, ApplyError> {
+    let first = members[0];
+    let api = first.api(client);
+    let selector = owner_selector(members.iter().map(|p| &p.desired.owner));
+    let what = format!(
+        "{} in {}",
+        first.resource.plural,
+        display_ns(&first.object_ref.namespace)
+    );
+    let wanted: HashMap<&str, &PlannedObject> = members
+        .iter()
+        .map(|p| (p.object_ref.name.as_str(), *p))
+        .collect();
+    let mut state = LiveState::default();
+    // Objects listed without managedFields: read whole afterwards.
+    let mut whole: Vec<&PlannedObject> = Vec::new();
+    let mut lp = ListParams::default().labels(&selector).limit(500);
+    loop {
+        let page = api
+            .list_metadata(&lp)
+            .await
+            .map_err(|e| list_error(&what, e))?;
+        for item in page.items {
+            let Some(p) = item
+                .metadata
+                .name
+                .as_deref()
+                .and_then(|n| wanted.get(n).copied())
+            else {
+                continue;
+            };
+            if item
+                .metadata
+                .managed_fields
+                .as_ref()
+                .is_none_or(Vec::is_empty)
+            {
+                whole.push(p);
+                continue;
+            }
+            let meta =
+                serde_json::to_value(&item.metadata).map_err(|source| ApplyError::Decode {
+                    object: p.object_ref.to_string(),
+                    what: "the live object's metadata",
+                    source,
+                })?;
+            state.observe(p, &serde_json::json!({ "metadata": meta }));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => break,
+        }
+    }
+    for p in whole {
+        let object = p.object_ref.to_string();
+        match api.get_opt(&p.object_ref.name).await {
+            Ok(Some(live)) => {
+                let live = serde_json::to_value(&live).map_err(|source| ApplyError::Decode {
+                    object,
+                    what: "the live object",
+                    source,
+                })?;
+                state.observe(p, &live);
+            }
+            Ok(None) => {}
+            Err(source) => {
+                return Err(ApplyError::Api {
+                    verb: "get",
+                    object,
+                    source,
+                })
+            }
+        }
+    }
+    if members.iter().any(|p| !state.found(p)) {
+        let names: HashSet<String> = list_names(&api)
+            .await
+            .map_err(|e| list_error(&what, e))?
+            .into_iter()
+            .collect();
+        for p in &members {
+            if !state.found(p) && names.contains(&p.object_ref.name) {
+                state.observe_unlabelled(p);
+            }
+        }
+    }
+    Ok(state)
 }
 
 fn display_ns(ns: &str) -> String {
@@ -512,7 +555,8 @@ fn list_error(what: &str, source: kube::Error) -> ApplyError {
     }
 }
 
-/// Every object of `resource` carrying `selector`, in `namespace` or (None) everywhere.
+/// The metadata (`{"metadata": …}`) of every object of `resource` carrying `selector`, in
+/// `namespace` or (None) everywhere: a metadata-only list, page by page.
 pub(crate) async fn list_labelled(
     client: &Client,
     resource: &ApiResource,
@@ -530,19 +574,28 @@ pub(crate) async fn list_labelled(
             .map(display_ns)
             .unwrap_or_else(|| "all namespaces".into())
     );
-    let items = list_all(&api, &ListParams::default().labels(selector))
-        .await
-        .map_err(|e| list_error(&what, e))?;
-    items
-        .into_iter()
-        .map(|i| {
-            serde_json::to_value(i).map_err(|source| ApplyError::Decode {
-                object: what.clone(),
-                what: "a listed object",
-                source,
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    let mut lp = ListParams::default().labels(selector).limit(500);
+    loop {
+        let page = api
+            .list_metadata(&lp)
+            .await
+            .map_err(|e| list_error(&what, e))?;
+        for item in page.items {
+            let meta =
+                serde_json::to_value(&item.metadata).map_err(|source| ApplyError::Decode {
+                    object: what.clone(),
+                    what: "a listed object's metadata",
+                    source,
+                })?;
+            out.push(serde_json::json!({ "metadata": meta }));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => break,
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -636,7 +689,7 @@ mod tests {
         let p = &r.planned[0];
         let mut live = LiveState::default();
         assert_eq!(live.decide(p), Decision::Create);
-        live.unlabelled.insert(p.object_ref.clone());
+        live.observe_unlabelled(p);
         assert_eq!(live.decide(p), Decision::Update(UpdateReason::Adopted));
         // The live copy as the server returns it after weft applied it.
         let mut l = d.object.clone();
@@ -645,7 +698,10 @@ mod tests {
             "f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}, "f:weft.io/owner": {}},
                            "f:annotations": {"f:weft.io/owner-ref": {}, "f:weft.io/applied-hash": {}}}
         }}]);
-        live.owned.insert(p.object_ref.clone(), l.clone());
+        live.observe(p, &l);
+        assert_eq!(live.decide(p), Decision::Unchanged);
+        // Only the metadata, as a metadata-only list returns it, decides the same.
+        live.observe(p, &json!({"metadata": l["metadata"].clone()}));
         assert_eq!(live.decide(p), Decision::Unchanged);
         // Someone edited data.k: the field left weft's set (and with it, its only parent).
         let mut edited = l.clone();
@@ -653,7 +709,7 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("f:data");
-        live.owned.insert(p.object_ref.clone(), edited);
+        live.observe(p, &edited);
         assert_eq!(
             live.decide(p),
             Decision::Update(UpdateReason::Drifted {
@@ -663,7 +719,7 @@ mod tests {
         // The repository changed: another hash.
         let mut old = l;
         old["metadata"]["annotations"][APPLIED_HASH_ANNOTATION] = json!("0000");
-        live.owned.insert(p.object_ref.clone(), old);
+        live.observe(p, &old);
         assert_eq!(live.decide(p), Decision::Update(UpdateReason::Changed));
     }
 
