@@ -66,6 +66,11 @@ pub struct RunArgs {
     /// `$XDG_CACHE_HOME/weft`.
     #[arg(long, env = "WEFT_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Split the repository into N shards, each applied by one replica holding the shard's
+    /// Lease (run N or more replicas). Units — each top-level directory of plain manifests, the
+    /// Armada deployment plan as a whole — go to shards by a stable hash; 1: no sharding.
+    #[arg(long, env = "WEFT_SHARDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub shards: u32,
     /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
     #[arg(long, env = "WEFT_NO_CONTROLLERS")]
     pub no_controllers: bool,
@@ -114,6 +119,7 @@ impl RunArgs {
             shutdown_grace: self.shutdown_grace,
             identity: leader::default_identity(),
             controllers: !self.no_controllers,
+            shards: self.shards,
             // Closed until this replica holds the leader Lease.
             fence: crate::apply::fence::WriteFence::closed(),
         })

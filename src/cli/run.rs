@@ -71,6 +71,8 @@ pub struct RunConfig {
     pub identity: String,
     /// Run the custom resource controllers (WeaveCloud, ArmadaChart) and the agent updater.
     pub controllers: bool,
+    /// `--shards`.
+    pub shards: u32,
     /// Credentials of the config repository (`--git-secret`, or files); read once at start.
     pub credentials: crate::source::git::auth::Credentials,
     /// Whose custom resources the controllers act on, which channels and chart sources they
@@ -213,6 +215,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
             git_ref: followed_ref.clone(),
             path: cfg.path.clone(),
             identity: cfg.identity.clone(),
+            shard_count: cfg.shards,
             ..Default::default()
         },
     )
@@ -254,12 +257,15 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         &cfg.hooks_listen,
         std::env::var("POD_IP").ok().as_deref(),
     );
-    server_state.leader_link = Some(crate::server::forward::LeaderLink::new(
-        client.clone(),
-        &cfg.namespace,
-        &crate::daemon::leader::lease_name(&cfg.pass_options.root_name),
-        &cfg.identity,
-    ));
+    server_state.leader_link = Some(
+        crate::server::forward::LeaderLink::new(
+            client.clone(),
+            &cfg.namespace,
+            &crate::daemon::leader::lease_name(&cfg.pass_options.root_name),
+            &cfg.identity,
+        )
+        .with_shards(cfg.shards),
+    );
     let server_task = tokio::spawn(server::serve(listeners, server_state, async move {
         let _ = server_stop_rx.await;
     }));
@@ -287,6 +293,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
             claim: Some(claim(&cfg)),
             hooks_url: hooks_url.clone(),
             channel_cache_dir: cfg.channel_cache_dir.clone(),
+            shards: cfg.shards,
         },
         state.clone(),
         source,

@@ -113,6 +113,12 @@ impl LeaseConfig {
         self
     }
 
+    /// The Lease `name` instead (a shard's, see [`crate::daemon::shards`]).
+    pub fn named(mut self, name: String) -> Self {
+        self.name = name;
+        self
+    }
+
     /// Record (and check) what this installation syncs.
     pub fn claiming(mut self, claim: Option<String>) -> Self {
         self.claim = claim;
@@ -181,6 +187,12 @@ impl LeaderElector {
             self.fence.close();
         }
         Ok(held)
+    }
+
+    /// One bounded attempt to take or renew the Lease (see [`Self::try_acquire_or_renew`]);
+    /// the fence opens when it is held.
+    pub async fn attempt_once(&mut self) -> Result<bool, LeaderError> {
+        self.attempt(self.cfg.renew_deadline).await
     }
 
     pub fn config(&self) -> &LeaseConfig {

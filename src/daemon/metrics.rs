@@ -31,6 +31,7 @@ pub struct Metrics {
     webhooks: Family<Labels, Counter>,
     leader: Gauge,
     leadership_lost: Counter,
+    shard_held: Family<Labels, Gauge>,
     reconciles: Family<Labels, Counter>,
 }
 
@@ -148,6 +149,12 @@ impl Metrics {
             "Terms as leader that ended because the Lease could not be renewed or was taken",
             leadership_lost.clone(),
         );
+        let shard_held = Family::<Labels, Gauge>::default();
+        registry.register(
+            "shard_held",
+            "1 for the shard this replica holds (`--shards N`; shard 0 of 1 for the leader of an unsharded root), none on a standby",
+            shard_held.clone(),
+        );
         let reconciles = Family::<Labels, Counter>::default();
         registry.register(
             "reconciles",
@@ -168,6 +175,7 @@ impl Metrics {
             webhooks,
             leader,
             leadership_lost,
+            shard_held,
             reconciles,
         }
     }
@@ -257,6 +265,16 @@ impl Metrics {
 
     pub fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
+    }
+
+    /// The shards this replica holds now (one at most; none on a standby).
+    pub fn set_shards(&self, held: &[u32]) {
+        self.shard_held.clear();
+        for i in held {
+            self.shard_held
+                .get_or_create(&labels(&[("shard", &i.to_string())]))
+                .set(1);
+        }
     }
 
     /// The Prometheus text exposition of every metric.

@@ -13,6 +13,7 @@ pub mod leader;
 pub mod metrics;
 pub mod root;
 pub mod run;
+pub mod shards;
 pub mod state;
 pub mod status;
 pub mod trigger;

@@ -15,13 +15,15 @@ use kube::Client;
 use tokio::task::JoinHandle;
 
 use super::armada::status as armada_status;
+use super::shards;
 use super::state::{DaemonState, Shutdown};
 use super::status::{now_rfc3339, ChangeSummary, ObjectChange, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
 use super::EngineRun;
 use crate::api::conditions::{set_condition, Condition, ConditionStatus};
 use crate::apply::changeset::{Action, ChangeSet};
-use crate::pass::{PassOptions, Progress};
+use crate::pass::{PassOptions, Progress, ShardPass};
+use crate::render::shard::Shard;
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
 use crate::source::git::auth::Credentials;
@@ -205,7 +207,45 @@ impl RootSource {
 /// The rendered sync layer of one revision, kept so an unchanged head skips load and render.
 struct Rendered {
     snapshot: Snapshot,
+    /// This shard's part (the whole render when the root is not sharded).
     set: Arc<DesiredSet>,
+    /// The other shards' part.
+    elsewhere: Arc<DesiredSet>,
+}
+
+/// The shard a root loop works on (`--shards`).
+#[derive(Clone, Debug)]
+pub struct RootShard {
+    pub shard: Shard,
+    /// The root's own name (`--root-name`): shard 0 applies under it.
+    pub root_name: String,
+    /// The root's leader Lease (shard Leases are named after it).
+    pub leader_lease: String,
+}
+
+impl RootShard {
+    /// The shards to finish (shard 0 only): their Leases exist, no live replica holds them, and
+    /// their index is at or above the shard count. A failed look is logged and retried next pass.
+    async fn retired(&self, client: &Client, weft_namespace: &str) -> Vec<Owner> {
+        if self.shard.index != 0 {
+            return Vec::new();
+        }
+        match shards::retired_roots(
+            client,
+            &self.leader_lease,
+            &self.root_name,
+            weft_namespace,
+            self.shard.count,
+        )
+        .await
+        {
+            Ok(owners) => owners,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list the shard Leases; retired shards are finished later");
+                Vec::new()
+            }
+        }
+    }
 }
 
 /// The sync-root loop.
@@ -216,6 +256,8 @@ pub struct RootReconciler {
     /// When a running pass is abandoned after a stop request.
     shutdown: Shutdown,
     rendered: Option<Rendered>,
+    /// The shard this loop applies; `None`: the whole root (no retired shards looked for).
+    shard: Option<RootShard>,
 }
 
 impl RootReconciler {
@@ -231,7 +273,15 @@ impl RootReconciler {
             pass_options,
             shutdown,
             rendered: None,
+            shard: None,
         }
+    }
+
+    /// Apply only `shard`'s part of the root (the daemon; `pass_options.root_name` is already the
+    /// shard's root name), and, as shard 0, finish retired shards.
+    pub fn sharded(mut self, shard: RootShard) -> Self {
+        self.shard = Some(shard);
+        self
     }
 
     /// Run passes until the queue is closed. A pass that is running when the daemon is asked to
@@ -305,11 +355,23 @@ impl RootReconciler {
             return report;
         }
         let set = rendered.set.clone();
+        let elsewhere = rendered.elsewhere.clone();
+        let shard_pass = match &self.shard {
+            Some(shard) => {
+                let retired = shard
+                    .retired(&self.state.client, &self.pass_options.weft_namespace)
+                    .await;
+                (shard.shard.count > 1 || !retired.is_empty())
+                    .then_some(ShardPass { elsewhere, retired })
+            }
+            None => None,
+        };
         // `weft trigger --force-prune` allows this one pass past the prune guard.
         let opts = PassOptions {
             revision: rendered.snapshot.revision.clone(),
             force_prune: self.pass_options.force_prune
                 || ticket.reasons.contains(&TriggerReason::ApiForcePrune),
+            shard: shard_pass,
             ..self.pass_options.clone()
         };
         self.apply(&set, &opts, &mut report).await;
@@ -434,9 +496,14 @@ impl RootReconciler {
         for d in &prepared.diagnostics.0 {
             tracing::warn!("{d}");
         }
+        let (set, elsewhere) = match &self.shard {
+            Some(shard) if shard.shard.count > 1 => prepared.set.split_shard(shard.shard),
+            _ => (prepared.set, DesiredSet::default()),
+        };
         self.rendered = Some(Rendered {
             snapshot,
-            set: Arc::new(prepared.set),
+            set: Arc::new(set),
+            elsewhere: Arc::new(elsewhere),
         });
         Ok(false)
     }

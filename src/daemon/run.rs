@@ -11,13 +11,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::leader::{LeaderElector, LeaderError, LeaseConfig};
-use super::root::{RootReconciler, RootSource};
-use super::state::{DaemonState, Shutdown};
+use super::leader::{lease_name, LeaderElector, LeaderError, LeaseConfig};
+use super::root::{RootReconciler, RootShard, RootSource};
+use super::shards;
+use super::state::{DaemonState, ShardClaim, Shutdown};
 use super::trigger::TriggerReason;
 use super::updater::{UpdateOptions, Updater};
 use super::{armada, weavecloud};
 use crate::pass::PassOptions;
+use crate::render::shard::{shard_root_name, Shard};
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +55,8 @@ pub struct DaemonConfig {
     pub hooks_url: Option<String>,
     /// Where agent channels are cached (`--cache-dir`/channels; default under the user's cache).
     pub channel_cache_dir: Option<std::path::PathBuf>,
+    /// Split the root into this many shards, one per replica (`--shards`; 1: no sharding).
+    pub shards: u32,
 }
 
 /// The daemon: the sync root, the controllers and the updater over one [`DaemonState`].
@@ -91,16 +95,23 @@ impl Daemon {
             .claiming(config.claim.clone())
             .publishing(config.hooks_url.clone());
         loop {
-            let mut elector = LeaderElector::new(state.client.clone(), lease.clone())
-                .with_fence(state.fence.clone());
-            if !elector
-                .acquire(&mut stop)
-                .await
-                .map_err(|e| DaemonError::Claimed(Box::new(e)))?
-            {
+            let held = if config.shards > 1 {
+                shards::acquire(&state, &lease, config.shards, &mut stop)
+                    .await
+                    .map_err(|e| DaemonError::Claimed(Box::new(e)))?
+            } else {
+                let mut elector = LeaderElector::new(state.client.clone(), lease.clone())
+                    .with_fence(state.fence.clone());
+                elector
+                    .acquire(&mut stop)
+                    .await
+                    .map_err(|e| DaemonError::Claimed(Box::new(e)))?
+                    .then_some((elector, Shard::WHOLE))
+            };
+            let Some((elector, shard)) = held else {
                 return Ok(());
-            }
-            match lead(&config, &state, &source, elector, stop.clone()).await {
+            };
+            match lead(&config, &state, &source, elector, shard, stop.clone()).await {
                 Term::Stopped => return Ok(()),
                 Term::Lost(why) => {
                     tracing::warn!(error = %why, "standing by for the leader Lease again");
@@ -126,11 +137,23 @@ async fn lead(
     state: &DaemonState,
     source: &RootSource,
     elector: LeaderElector,
+    shard: Shard,
     stop: watch::Receiver<bool>,
 ) -> Term {
-    tracing::info!(identity = %config.identity, "acquired the leader Lease; reconciling");
+    tracing::info!(identity = %config.identity, lease = %elector.config().name, shard = shard.index, shards = shard.count, "acquired the Lease; reconciling");
+    let leader_lease = lease_name(&config.pass_options.root_name);
+    // The shard's sync-root owner: the root's own name for shard 0 (and an unsharded root).
+    let mut config = config.clone();
+    let base_root = config.pass_options.root_name.clone();
+    config.pass_options.root_name = shard_root_name(&base_root, shard.index);
+    let config = &config;
     state.queue.reopen();
     state.set_leader(true);
+    state.set_shard(Some(ShardClaim {
+        shard,
+        root_name: base_root.clone(),
+        weft_namespace: config.namespace.clone(),
+    }));
 
     // Keep renewing until told to release (after the work has stopped), or until lost.
     let (release_tx, mut release_rx) = watch::channel(false);
@@ -145,7 +168,12 @@ async fn lead(
         source.clone(),
         config.pass_options.clone(),
         shutdown.clone(),
-    );
+    )
+    .sharded(RootShard {
+        shard,
+        root_name: base_root,
+        leader_lease,
+    });
     let root_task = tokio::spawn(root.run());
     let _ = state.queue.trigger(TriggerReason::Startup);
     let poll_task = tokio::spawn(poll(state.clone(), config.interval));
@@ -169,6 +197,7 @@ async fn lead(
         // controller) can no longer write.
         state.fence.close();
         state.set_leader(false);
+        state.set_shard(None);
         tracing::error!(error = %why, "leadership lost; stopping this term's work");
         root_task.abort();
         for task in controllers.into_iter().flatten() {
@@ -193,6 +222,7 @@ async fn lead(
         elector.release().await;
     }
     state.set_leader(false);
+    state.set_shard(None);
     Term::Stopped
 }
 

@@ -61,6 +61,52 @@ pub struct DaemonState {
     /// The write fence of `client` (see [`crate::apply::fence`]): open while this replica holds
     /// a fresh leader Lease.
     pub fence: crate::apply::fence::WriteFence,
+    /// The shard this replica works on during its term (`--shards N`); `None` on a standby.
+    pub shard: Arc<RwLock<Option<ShardClaim>>>,
+}
+
+/// The shard a replica holds, and how to tell which custom resources are its own.
+#[derive(Clone, Debug)]
+pub struct ShardClaim {
+    pub shard: crate::render::shard::Shard,
+    /// The root's own name (`--root-name`), shard 0's.
+    pub root_name: String,
+    pub weft_namespace: String,
+}
+
+impl ShardClaim {
+    /// The sync-root owner this shard applies under.
+    pub fn owner(&self) -> Owner {
+        self.owner_of(self.shard.index)
+    }
+
+    fn owner_of(&self, index: u32) -> Owner {
+        Owner::root(
+            &self.weft_namespace,
+            crate::render::shard::shard_root_name(&self.root_name, index),
+        )
+    }
+
+    /// Does this shard act on the custom resource `kind` `namespace`/`name` with `labels`? The
+    /// shard whose root applied it (its `weft.io/owner` label) does; one that no shard applied
+    /// (created by hand) goes by the hash of its identity.
+    pub fn handles(
+        &self,
+        labels: &BTreeMap<String, String>,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
+        if self.shard.count <= 1 {
+            return true;
+        }
+        if let Some(label) = labels.get(crate::render::ownership::OWNER_LABEL) {
+            if let Some(j) = (0..self.shard.count).find(|j| self.owner_of(*j).id().0 == *label) {
+                return j == self.shard.index;
+            }
+        }
+        self.shard.holds(&format!("{kind}:{namespace}/{name}"))
+    }
 }
 
 /// `--watch-namespaces`: the namespaces whose custom resources the controllers and the updater
@@ -113,6 +159,7 @@ impl DaemonState {
             pass_locks: PassLocks::default(),
             namespaces: WatchNamespaces::all(),
             fence: Default::default(),
+            shard: Default::default(),
         }
     }
 
@@ -152,6 +199,48 @@ impl DaemonState {
     pub fn set_leader(&self, leader: bool) {
         self.metrics.set_leader(leader);
         self.update_status(|s| s.leader = leader);
+    }
+
+    /// Record the shard this replica holds for a term (`None` when the term ends): status,
+    /// metrics, and which custom resources the controllers act on.
+    pub fn set_shard(&self, claim: Option<ShardClaim>) {
+        let held: Vec<u32> = claim.iter().map(|c| c.shard.index).collect();
+        self.metrics.set_shards(&held);
+        self.update_status(|s| s.shards = held.clone());
+        *self.shard.write().unwrap_or_else(|p| p.into_inner()) = claim;
+    }
+
+    /// The label selector of the custom resources' children: objects labelled by Weft, except
+    /// those of this root's sync-root owners (every shard's), which no controller looks at.
+    pub fn children_selector(&self) -> String {
+        use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL};
+        let base = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
+        let claim = self.shard.read().unwrap_or_else(|p| p.into_inner()).clone();
+        match claim {
+            Some(c) => {
+                let ids: Vec<String> = (0..c.shard.count.max(1))
+                    .map(|j| c.owner_of(j).id().0)
+                    .collect();
+                format!("{base},{OWNER_LABEL} notin ({})", ids.join(","))
+            }
+            None => base,
+        }
+    }
+
+    /// Whether this replica acts on the custom resource (see [`ShardClaim::handles`]); `true`
+    /// when it holds no shard claim (an unsharded root: the controllers run only while leading).
+    pub fn handles(
+        &self,
+        labels: &BTreeMap<String, String>,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
+        self.shard
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_none_or(|c| c.handles(labels, kind, namespace, name))
     }
 }
 

@@ -121,6 +121,13 @@ pub struct DaemonStatus {
     pub identity: String,
     /// Whether this replica holds the Lease (only the leader reconciles).
     pub leader: bool,
+    /// The shards this replica works on: `[i]` while it holds shard `i` (`[0]` for the leader of
+    /// an unsharded root), `[]` on a standby.
+    #[serde(default)]
+    pub shards: Vec<u32>,
+    /// How many shards the root is split into (`--shards`; 0 read as 1).
+    #[serde(default)]
+    pub shard_count: u32,
     /// The last revision applied successfully.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,

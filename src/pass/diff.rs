@@ -7,7 +7,8 @@ use kube::api::DynamicObject;
 use kube::{Api, Client};
 
 use super::agents::AgentBundles;
-use super::engine::{read_inventories, resolve_set};
+use super::engine::resolve_set;
+use super::inventories::read_inventories;
 use super::prepare::{prepare, ClusterInputs};
 use super::{PassError, PassOptions};
 use crate::api::ObjectRef;

@@ -14,13 +14,14 @@
 //! did not become ready: the pass stops there unless its rule says to continue, and a pass with
 //! such a chart prunes nothing (its old objects are not in the set, but must stay).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use kube::api::ApiResource;
 use kube::Client;
 
 use super::hooks::{self, Release};
+use super::inventories::{read_inventories, read_reusing};
+use super::shard;
 use super::{Observer, PassError, PassOptions, Progress};
 use crate::api::ObjectRef;
 use crate::apply::apply::{apply_batch, ApplyOptions};
@@ -55,6 +56,9 @@ pub struct Engine<'a> {
     pending_post: Vec<(Owner, u32, Release)>,
     /// The set's charts that could not be rendered.
     failures: Vec<ChartFailure>,
+    /// The sync root's inventories as the write-ahead read (and wrote) them: only this pass
+    /// writes them, so the prune step does not read them again.
+    root_inventories: Vec<Inventory>,
 }
 
 impl<'a> Engine<'a> {
@@ -76,6 +80,7 @@ impl<'a> Engine<'a> {
             hooks: Vec::new(),
             pending_post: Vec::new(),
             failures: Vec::new(),
+            root_inventories: Vec::new(),
         }
     }
 
@@ -159,9 +164,9 @@ impl<'a> Engine<'a> {
         if !errors.is_empty() {
             return Err(errors.into_iter().map(PassError::Apply).collect());
         }
-        for inv in &inventories {
-            let stored = matches!(inv.owner, Owner::SyncRoot { .. })
-                || inv.source == inventory::InventorySource::Stored;
+        for inv in inventories {
+            let root = matches!(inv.owner, Owner::SyncRoot { .. });
+            let stored = root || inv.source == inventory::InventorySource::Stored;
             let Some(wanted) = desired.get(&inv.owner).filter(|_| stored) else {
                 continue;
             };
@@ -171,6 +176,9 @@ impl<'a> Engine<'a> {
                 .filter(|r| !keys.contains(&inventory::ref_key(r)))
                 .collect();
             if new.is_empty() {
+                if root {
+                    self.root_inventories.push(inv);
+                }
                 continue;
             }
             let mut union = inv.entries.clone();
@@ -181,10 +189,18 @@ impl<'a> Engine<'a> {
                 &inv.owner,
                 &opts.weft_namespace,
                 &union,
-                inv,
+                &inv,
             )
             .await
             .map_err(|e| vec![PassError::Apply(e)])?;
+            if root {
+                // As stored now: the final write compares against it.
+                self.root_inventories.push(Inventory {
+                    entries: union,
+                    source: inventory::InventorySource::Stored,
+                    ..inv
+                });
+            }
         }
         Ok(())
     }
@@ -220,9 +236,17 @@ impl<'a> Engine<'a> {
         let opts = self.opts;
         let mut errors = Vec::new();
         let desired_refs = plan::desired_refs(set, catalog, &opts.default_namespace);
-        let all_desired: BTreeSet<ObjectRef> = desired_refs.values().flatten().cloned().collect();
-        let (inventories, read_errors) =
-            read_inventories(self.client, set, catalog, &opts.weft_namespace).await;
+        let mut all_desired: BTreeSet<ObjectRef> =
+            desired_refs.values().flatten().cloned().collect();
+        // A shard never prunes what another shard applies now.
+        let elsewhere = shard::elsewhere(opts, catalog);
+        all_desired.extend(elsewhere.iter().cloned());
+        let known = std::mem::take(&mut self.root_inventories);
+        let (mut inventories, mut read_errors) =
+            read_reusing(self.client, set, catalog, &opts.weft_namespace, known).await;
+        let (retired, retired_errors) = shard::retired_inventories(self.client, opts).await;
+        inventories.extend(retired);
+        read_errors.extend(retired_errors);
         if !read_errors.is_empty() {
             return Err(read_errors.into_iter().map(PassError::Apply).collect());
         }
@@ -245,9 +269,19 @@ impl<'a> Engine<'a> {
         if opts.dry_run {
             return Ok(errors);
         }
-        let next = inventory::next_inventories(&desired_refs, &outcome.kept);
+        let mut next = inventory::next_inventories(&desired_refs, &outcome.kept);
+        shard::keep_handed_off(&mut next, &inventories, &elsewhere, opts);
         for inv in &inventories {
             let entries = next.get(&inv.owner).cloned().unwrap_or_default();
+            if entries.is_empty() && shard::is_retired(opts, &inv.owner) {
+                // A retired shard's inventory is finished: nothing left to prune or hand off.
+                if let Err(e) =
+                    inventory::remove_root(self.client, &inv.owner, &opts.weft_namespace).await
+                {
+                    errors.push(PassError::Apply(e));
+                }
+                continue;
+            }
             let written = inventory::write(
                 self.client,
                 catalog,
@@ -687,26 +721,6 @@ fn wait_target(p: &PlannedObject) -> WaitTarget {
     }
 }
 
-/// The previous inventory of every owner of `set`, and the errors of those that could not be
-/// read.
-pub async fn read_inventories(
-    client: &Client,
-    set: &DesiredSet,
-    catalog: &Catalog,
-    weft_namespace: &str,
-) -> (Vec<Inventory>, Vec<ApplyError>) {
-    let mut inventories = Vec::new();
-    let mut errors = Vec::new();
-    for owner in set.owners() {
-        let kinds = owner_kinds(set, owner, catalog);
-        match inventory::read(client, catalog, owner, weft_namespace, &kinds).await {
-            Ok(inv) => inventories.push(inv),
-            Err(e) => errors.push(e),
-        }
-    }
-    (inventories, errors)
-}
-
 /// [`plan::resolve`] against the CRDs of this pass, and, if a kind is still unknown, against the
 /// CRDs in the cluster too (a CRD created just before the pass is not served at once).
 pub async fn resolve_set(
@@ -725,18 +739,6 @@ pub async fn resolve_set(
         }
         Err(e) => Err(e),
     }
-}
-
-/// The resources an owner renders now (for an inventory rebuild).
-fn owner_kinds(set: &DesiredSet, owner: &Owner, catalog: &Catalog) -> Vec<(ApiResource, bool)> {
-    let mut seen = BTreeMap::new();
-    for d in set.objects().iter().filter(|d| &d.owner == owner) {
-        if let Some((ar, namespaced)) = catalog.resolve(d.api_version(), d.kind()) {
-            seen.entry((ar.group.clone(), ar.kind.clone()))
-                .or_insert((ar.clone(), *namespaced));
-        }
-    }
-    seen.into_values().collect()
 }
 
 fn order_planned(objects: &mut [PlannedObject]) {

@@ -20,7 +20,9 @@ pub mod diff;
 pub mod engine;
 pub mod helm;
 pub mod hooks;
+pub mod inventories;
 pub mod prepare;
+pub mod shard;
 pub mod takeover;
 
 use std::sync::Arc;
@@ -60,6 +62,8 @@ pub struct PassOptions {
     pub revision: Option<String>,
     /// Plan only: read the cluster, write nothing.
     pub dry_run: bool,
+    /// A pass of one shard of the root (`weft run --shards N`); `None`: the whole root.
+    pub shard: Option<ShardPass>,
     /// Calls at the same time within a stage.
     pub concurrency: usize,
     /// Time between two readiness checks.
@@ -80,6 +84,19 @@ pub struct PassOptions {
     pub decryption: Decryption,
 }
 
+/// What a pass of one shard knows of the others (see [`crate::render::shard`]).
+#[derive(Clone, Debug, Default)]
+pub struct ShardPass {
+    /// The other shards' part of the render. Never pruned by this shard, and kept in its
+    /// inventories while git has them: a unit that moves to another shard keeps a record until
+    /// git no longer has it, so nothing is orphaned while the new shard takes it over.
+    pub elsewhere: Arc<DesiredSet>,
+    /// Sync-root owners of shards that no longer exist (index ≥ N), whose inventories this pass
+    /// finishes: what git still has is left to the shards that have it now, the rest is pruned,
+    /// and the inventory is deleted once empty.
+    pub retired: Vec<crate::render::Owner>,
+}
+
 impl Default for PassOptions {
     fn default() -> Self {
         PassOptions {
@@ -91,6 +108,7 @@ impl Default for PassOptions {
             force_prune: false,
             revision: None,
             dry_run: false,
+            shard: None,
             concurrency: 10,
             poll_interval: Duration::from_secs(1),
             repo_location: String::new(),

@@ -124,13 +124,13 @@ pub const OWNER_KINDS: &[&str] = &[
 /// and never pruned.
 ///
 /// [`failures`]: DesiredSet::failures
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct DesiredSet {
-    objects: Vec<DesiredObject>,
-    owners: BTreeSet<Owner>,
-    hooks: Vec<DesiredHook>,
-    warnings: Vec<(Origin, String)>,
-    failures: Vec<ChartFailure>,
+    pub(super) objects: Vec<DesiredObject>,
+    pub(super) owners: BTreeSet<Owner>,
+    pub(super) hooks: Vec<DesiredHook>,
+    pub(super) warnings: Vec<(Origin, String)>,
+    pub(super) failures: Vec<ChartFailure>,
 }
 
 impl DesiredSet {

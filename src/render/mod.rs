@@ -8,6 +8,7 @@ pub mod order;
 pub mod output;
 pub mod ownership;
 pub mod patch;
+pub mod shard;
 pub mod weavecloud;
 
 use serde_json::Value;

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
-use super::{error_body, ServerState};
+use super::ServerState;
 
 /// The Lease annotation with the leader's hooks URL (`http://10.0.0.7:8081`).
 pub const HOOKS_URL_ANNOTATION: &str = "weft.io/hooks-url";
@@ -30,11 +30,14 @@ pub const FORWARDED_HEADER: &str = "X-Weft-Forwarded-By";
 /// Set on the answer of a forwarded request: the leader that handled it.
 pub const FORWARDED_TO_HEADER: &str = "X-Weft-Forwarded-To";
 
-/// Where a standby finds the leader: the Lease of this replica's sync root.
+/// Where a standby finds the leader: the Lease of this replica's sync root (with `--shards N`,
+/// the N shard Leases: every shard holder must hear of a push).
 #[derive(Clone)]
 pub struct LeaderLink {
     leases: Api<Lease>,
     lease_name: String,
+    /// `--shards`: 1 reads the leader Lease, more read each shard's.
+    shards: u32,
     /// This replica's identity (sent in [`FORWARDED_HEADER`]).
     identity: String,
     http: reqwest::Client,
@@ -45,6 +48,7 @@ impl LeaderLink {
         LeaderLink {
             leases: Api::namespaced(client, namespace),
             lease_name: lease_name.to_string(),
+            shards: 1,
             identity: identity.to_string(),
             http: reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(5))
@@ -53,29 +57,61 @@ impl LeaderLink {
         }
     }
 
-    /// The leader's identity and hooks URL, from its Lease.
-    async fn leader(&self) -> Result<(String, String), String> {
+    /// Forward to the holders of the `shards` shard Leases (`--shards`).
+    pub fn with_shards(mut self, shards: u32) -> Self {
+        self.shards = shards.max(1);
+        self
+    }
+
+    /// Whether the root is sharded (a holder passes requests on to the other shards too).
+    pub fn sharded(&self) -> bool {
+        self.shards > 1
+    }
+
+    /// The holder's identity and hooks URL, from the Lease `name`.
+    async fn holder(&self, name: &str) -> Result<(String, String), String> {
         let lease = self
             .leases
-            .get_opt(&self.lease_name)
+            .get_opt(name)
             .await
-            .map_err(|e| format!("cannot read the leader Lease: {e}"))?
-            .ok_or("no leader Lease yet")?;
+            .map_err(|e| format!("cannot read the Lease {name}: {e}"))?
+            .ok_or_else(|| format!("no Lease {name} yet"))?;
         let holder = lease
             .spec
             .and_then(|s| s.holder_identity)
             .filter(|h| !h.is_empty())
-            .ok_or("no replica holds the leader Lease")?;
+            .ok_or_else(|| format!("no replica holds the Lease {name}"))?;
         if holder == self.identity {
-            return Err("this replica holds the Lease but is not leading yet".into());
+            return Err(format!("this replica holds the Lease {name}"));
         }
         let url = lease
             .metadata
             .annotations
             .and_then(|a| a.get(HOOKS_URL_ANNOTATION).cloned())
             .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
-            .ok_or("the leader publishes no hooks URL (no POD_IP, and --hooks-listen names no address)")?;
+            .ok_or("the holder publishes no hooks URL (no POD_IP, and --hooks-listen names no address)")?;
         Ok((holder, url))
+    }
+
+    /// Where to send a request: the leader, or every other shard holder.
+    async fn targets(&self) -> Result<Vec<(String, String)>, String> {
+        if self.shards <= 1 {
+            return self.holder(&self.lease_name).await.map(|t| vec![t]);
+        }
+        let mut out = Vec::new();
+        let mut why = Vec::new();
+        for i in 0..self.shards {
+            let name = crate::daemon::shards::shard_lease_name(&self.lease_name, i);
+            match self.holder(&name).await {
+                Ok(t) if !out.contains(&t) => out.push(t),
+                Ok(_) => {}
+                Err(e) => why.push(e),
+            }
+        }
+        if out.is_empty() {
+            return Err(why.join("; "));
+        }
+        Ok(out)
     }
 }
 
@@ -104,77 +140,157 @@ fn forwardable(name: &str) -> bool {
     )
 }
 
-/// Send a checked request on to the leader and return its answer; `None` when it cannot be
-/// forwarded (already forwarded once, no leader found, the leader did not answer): the caller
-/// answers 503.
-pub(super) async fn to_leader(
-    state: &ServerState,
-    endpoint: &str,
-    method: Method,
-    path_and_query: &str,
-    headers: &HeaderMap,
+/// A checked request to pass on.
+pub(super) struct Forward<'a> {
+    pub endpoint: &'a str,
+    pub method: Method,
+    pub path_and_query: &'a str,
+    pub headers: &'a HeaderMap,
+    pub body: Bytes,
+    pub timeout: Duration,
+}
+
+/// An answer from another replica.
+struct Answer {
+    holder: String,
+    status: StatusCode,
+    content_type: Option<HeaderValue>,
     body: Bytes,
-    timeout: Duration,
-) -> Option<Response> {
+}
+
+async fn send(
+    link: &LeaderLink,
+    req: &Forward<'_>,
+    holder: String,
+    base: &str,
+) -> Result<Answer, String> {
+    let url = format!("{}{}", base.trim_end_matches('/'), req.path_and_query);
+    let mut request = link
+        .http
+        .request(req.method.clone(), &url)
+        .timeout(req.timeout)
+        .header(FORWARDED_HEADER, &link.identity)
+        .body(req.body.clone());
+    for (name, value) in req.headers {
+        if forwardable(name.as_str()) {
+            request = request.header(name, value);
+        }
+    }
+    let answer = request
+        .send()
+        .await
+        .map_err(|e| format!("{holder} did not answer: {e}"))?;
+    let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let content_type = answer
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok());
+    let body = answer
+        .bytes()
+        .await
+        .map_err(|e| format!("{holder} answered {status} but its body could not be read: {e}"))?;
+    Ok(Answer {
+        holder,
+        status,
+        content_type,
+        body,
+    })
+}
+
+/// Send `req` to every target at once; the answers that came, and why the others did not.
+async fn send_all(link: &LeaderLink, req: &Forward<'_>) -> Result<Vec<Answer>, String> {
+    let targets = link.targets().await?;
+    let sent = futures::future::join_all(
+        targets
+            .into_iter()
+            .map(|(holder, base)| async move { send(link, req, holder, &base).await }),
+    )
+    .await;
+    let mut answers = Vec::new();
+    for a in sent {
+        match a {
+            Ok(a) => answers.push(a),
+            Err(why) => {
+                tracing::warn!(endpoint = req.endpoint, reason = %why, "a forwarded request was not answered")
+            }
+        }
+    }
+    Ok(answers)
+}
+
+/// Send a checked request on to the leader (every shard holder, when the root is sharded) and
+/// return its answer (the first shard's that answered); `None` when it cannot be forwarded
+/// (already forwarded once, no holder found, none answered): the caller answers 503.
+pub(super) async fn to_leader(state: &ServerState, req: Forward<'_>) -> Option<Response> {
     let link = state.leader_link.as_ref()?;
-    if headers.contains_key(FORWARDED_HEADER) {
+    let endpoint = req.endpoint;
+    if req.headers.contains_key(FORWARDED_HEADER) {
         tracing::warn!(
             endpoint,
             "a forwarded request reached a standby; not forwarding it again"
         );
         return None;
     }
-    let (leader, base) = match link.leader().await {
-        Ok(l) => l,
+    let answers = match send_all(link, &req).await {
+        Ok(a) => a,
         Err(why) => {
             tracing::warn!(endpoint, reason = %why, "standby cannot forward to the leader");
             return None;
         }
     };
-    let url = format!("{}{path_and_query}", base.trim_end_matches('/'));
-    let mut request = link
-        .http
-        .request(method, &url)
-        .timeout(timeout)
-        .header(FORWARDED_HEADER, &link.identity)
-        .body(body);
-    for (name, value) in headers {
-        if forwardable(name.as_str()) {
-            request = request.header(name, value);
-        }
-    }
-    let answer = match request.send().await {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::warn!(endpoint, leader = %leader, error = %e, "the leader did not answer a forwarded request");
-            return None;
-        }
-    };
-    let status = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let content_type = answer.headers().get(reqwest::header::CONTENT_TYPE).cloned();
-    let body = match answer.bytes().await {
-        Ok(b) => b,
-        Err(e) => {
-            return Some(error_body(
-                StatusCode::BAD_GATEWAY,
-                format!(
-                    "the leader {leader} answered {status} but its body could not be read: {e}"
-                ),
-            ))
-        }
-    };
-    tracing::info!(endpoint, leader = %leader, status = status.as_u16(), "forwarded to the leader");
+    let holders: Vec<&str> = answers.iter().map(|a| a.holder.as_str()).collect();
+    let holders = holders.join(",");
+    let first = answers.into_iter().next()?;
+    tracing::info!(endpoint, leader = %holders, status = first.status.as_u16(), "forwarded to the leader");
     state.daemon.metrics.count_request(endpoint, "forwarded");
-    let mut response = (status, body).into_response();
-    if let Some(ct) = content_type.and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()) {
+    let mut response = (first.status, first.body).into_response();
+    if let Some(ct) = first.content_type {
         response
             .headers_mut()
             .insert(axum::http::header::CONTENT_TYPE, ct);
     }
-    if let Ok(v) = HeaderValue::from_str(&leader) {
+    if let Ok(v) = HeaderValue::from_str(&holders) {
         response.headers_mut().insert(FORWARDED_TO_HEADER, v);
     }
     Some(response)
+}
+
+/// A shard holder that took a request passes it on to the other shard holders, in the
+/// background (each shard fetches and applies its own part); nothing when the root is not
+/// sharded or the request was forwarded already.
+pub(super) fn to_other_shards(state: &ServerState, req: Forward<'_>) {
+    let Some(link) = state.leader_link.clone().filter(LeaderLink::sharded) else {
+        return;
+    };
+    if req.headers.contains_key(FORWARDED_HEADER) {
+        return;
+    }
+    let endpoint = req.endpoint.to_string();
+    let method = req.method.clone();
+    let path = req.path_and_query.to_string();
+    let headers = req.headers.clone();
+    let body = req.body.clone();
+    let timeout = req.timeout;
+    tokio::spawn(async move {
+        let req = Forward {
+            endpoint: &endpoint,
+            method,
+            path_and_query: &path,
+            headers: &headers,
+            body,
+            timeout,
+        };
+        match send_all(&link, &req).await {
+            Ok(answers) => {
+                for a in answers {
+                    tracing::info!(endpoint = %endpoint, shard_holder = %a.holder, status = a.status.as_u16(), "passed on to another shard");
+                }
+            }
+            Err(why) => {
+                tracing::debug!(endpoint = %endpoint, reason = %why, "no other shard holder to pass the request on to")
+            }
+        }
+    });
 }
 
 #[cfg(test)]

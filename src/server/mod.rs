@@ -398,20 +398,20 @@ async fn sync(
         Ok(b) => b,
         Err(e) => return body_refused(&state, ENDPOINT, peer, e),
     };
+    let path = uri.path_and_query().map_or("/api/v1/sync", |p| p.as_str());
+    let onward = forward::Forward {
+        endpoint: ENDPOINT,
+        method: axum::http::Method::POST,
+        path_and_query: path,
+        headers: &headers,
+        body: axum::body::Bytes::copy_from_slice(&bytes),
+        timeout: state.wait_timeout + Duration::from_secs(5),
+    };
     if !state.is_leader() {
-        let path = uri.path_and_query().map_or("/api/v1/sync", |p| p.as_str());
-        let forwarded = forward::to_leader(
-            &state,
-            ENDPOINT,
-            axum::http::Method::POST,
-            path,
-            &headers,
-            axum::body::Bytes::copy_from_slice(&bytes),
-            state.wait_timeout + Duration::from_secs(5),
-        )
-        .await;
+        let forwarded = forward::to_leader(&state, onward).await;
         return forwarded.unwrap_or_else(|| standby(&state, ENDPOINT));
     }
+    forward::to_other_shards(&state, onward);
     let force_prune = flag(q.force_prune.as_deref());
     let reason = match force_prune {
         true => TriggerReason::ApiForcePrune,

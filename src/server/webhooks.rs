@@ -96,19 +96,19 @@ async fn act_on_hook(
                 .into_response()
         }
         hooks::HookDecision::Trigger { pushed_ref } => {
+            let onward = forward::Forward {
+                endpoint,
+                method: Method::POST,
+                path_and_query: origin.path,
+                headers: origin.headers,
+                body: Bytes::copy_from_slice(origin.body),
+                timeout: state.limits.request_timeout,
+            };
             if !state.is_leader() {
-                let forwarded = forward::to_leader(
-                    state,
-                    endpoint,
-                    Method::POST,
-                    origin.path,
-                    origin.headers,
-                    Bytes::copy_from_slice(origin.body),
-                    state.limits.request_timeout,
-                )
-                .await;
+                let forwarded = forward::to_leader(state, onward).await;
                 return forwarded.unwrap_or_else(|| standby(state, endpoint));
             }
+            forward::to_other_shards(state, onward);
             match state
                 .daemon
                 .queue

@@ -392,6 +392,17 @@ pub async fn root_configmaps(
         .map_err(|e| inventory_error(owner, e))
 }
 
+/// Delete the sync root's inventory ConfigMaps (a retired shard's, once empty).
+pub async fn remove_root(
+    client: &Client,
+    owner: &Owner,
+    weft_namespace: &str,
+) -> Result<(), ApplyError> {
+    store::delete(client, &root_place(owner, weft_namespace))
+        .await
+        .map_err(|e| inventory_error(owner, e))
+}
+
 /// Create Weft's namespace if it does not exist.
 async fn ensure_namespace(client: &Client, name: &str) -> Result<(), InventoryProblem> {
     let api: Api<Namespace> = Api::all(client.clone());

@@ -41,13 +41,11 @@ use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, DRIFTED};
 use crate::api::DriftPolicy;
 use crate::apply::changeset::Action as ChangeAction;
-use crate::apply::inventory::{Inventory, InventorySource};
+use crate::apply::inventory::{self, Inventory, InventorySource};
 use crate::apply::plan::{split_api_version, Catalog};
 use crate::apply::prune::{prune, PruneOptions};
 use crate::apply::ApplyError;
-use crate::render::ownership::{
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_REF_ANNOTATION, REQUESTED_AT_ANNOTATION,
-};
+use crate::render::ownership::{OWNER_REF_ANNOTATION, REQUESTED_AT_ANNOTATION};
 use crate::render::{DesiredSet, Owner};
 
 /// The finalizer that makes Weft prune a deleted ArmadaChart's children.
@@ -289,8 +287,9 @@ pub async fn run(ctx: Context) {
     )
     .with_config(kube::runtime::controller::Config::default().debounce(Duration::from_millis(300)));
     let store: Store<ArmadaChart> = controller.store();
-    let children =
-        watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
+    // Children of custom resources only: the sync roots' own objects (possibly 100,000s) are
+    // left out by the server, not filtered here.
+    let children = watcher::Config::default().labels(&ctx.state.children_selector());
     let seen = ctx.seen.clone();
     let values: RequestedAt = Arc::default();
     let (group_seen, group_values) = (seen.clone(), values.clone());
@@ -504,19 +503,28 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
     let key = key_of(chart);
     ctx.forget(&key);
     let (ns, name) = key;
-    let entries: BTreeSet<crate::api::ObjectRef> = chart
-        .status
-        .as_ref()
-        .map(|s| s.inventory.iter().cloned().collect())
-        .unwrap_or_default();
-    if entries.is_empty() {
-        return Ok(Action::await_change());
-    }
     let owner = Owner::Resource {
         kind: "ArmadaChart".into(),
         namespace: ns.clone(),
         name: name.clone(),
     };
+    // The status list, or the ConfigMaps a large inventory (> 256 KiB) moved to.
+    let listed = chart
+        .status
+        .as_ref()
+        .and_then(|s| serde_json::to_value(&s.inventory).ok());
+    let entries: BTreeSet<crate::api::ObjectRef> =
+        inventory::read_resource(&ctx.state.client, &owner, listed.as_ref())
+            .await
+            .map_err(|source| ChartError::Prune {
+                namespace: ns.clone(),
+                name: name.clone(),
+                source,
+            })?
+            .unwrap_or_default();
+    if entries.is_empty() {
+        return Ok(Action::await_change());
+    }
     let catalog = catalog_of(&ctx.state.client, &entries)
         .await
         .map_err(|source| ChartError::Kube {

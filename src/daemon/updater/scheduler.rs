@@ -58,6 +58,15 @@ impl Updater {
             {
                 continue;
             }
+            if !self.state.handles(
+                wc.labels(),
+                "WeaveCloud",
+                &wc.namespace().unwrap_or_default(),
+                &wc.name_any(),
+            ) {
+                // Another shard's (`--shards`): its holder checks it.
+                continue;
+            }
             seen.push((wc.namespace().unwrap_or_default(), wc.name_any()));
             if let Some(next) = self.schedule_one(&wc, forced).await {
                 earliest = Some(earliest.map_or(next, |e| e.min(next)));

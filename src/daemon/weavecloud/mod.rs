@@ -35,7 +35,7 @@ use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
 use crate::apply::changeset::Action as ChangeAction;
 use crate::pass::agents::AgentsError;
 use crate::pass::{PassOptions, SyncError};
-use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_REF_ANNOTATION};
+use crate::render::ownership::OWNER_REF_ANNOTATION;
 use crate::render::DesiredSet;
 use crate::render::Owner;
 use agents::{reconcile_agents, reference, Outcome};
@@ -137,8 +137,9 @@ fn weaveclouds_of_secret(store: &Store<WeaveCloud>, s: &Secret) -> Vec<ObjectRef
 pub async fn run(ctx: Context) {
     let client = ctx.state.client.clone();
     let wcs: Api<WeaveCloud> = Api::all(client.clone());
-    let children =
-        watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"));
+    // Children of custom resources only: the sync roots' own objects (possibly 100,000s) are
+    // left out by the server, not filtered here.
+    let children = watcher::Config::default().labels(&ctx.state.children_selector());
     let controller = Controller::new(wcs, watcher::Config::default()).with_config(
         kube::runtime::controller::Config::default().debounce(Duration::from_millis(300)),
     );
@@ -222,6 +223,14 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
     if !ctx.state.namespaces.contains(&namespace) {
         // Not ours to act on (`--watch-namespaces`): no agents, no finalizer, no status.
         tracing::debug!(weavecloud = %reference(&wc), "outside --watch-namespaces; ignored");
+        return Ok(Action::await_change());
+    }
+    if !ctx
+        .state
+        .handles(wc.labels(), "WeaveCloud", &namespace, &wc.name_any())
+    {
+        // Another shard's (`--shards`): its holder reconciles it.
+        tracing::debug!(weavecloud = %reference(&wc), "another shard's; ignored");
         return Ok(Action::await_change());
     }
     let api: Api<WeaveCloud> = Api::namespaced(ctx.state.client.clone(), &namespace);
