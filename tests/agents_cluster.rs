@@ -77,7 +77,7 @@ async fn apply_all(
         if dry_run {
             params = params.dry_run();
         }
-        api.patch(o.name(), &params, &Patch::Apply(&o.object))
+        api.patch(o.name(), &params, &Patch::Apply(&*o.object))
             .await
             .unwrap_or_else(|e| panic!("the API server refused {} {}: {e}", o.kind(), o.name()));
     }

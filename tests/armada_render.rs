@@ -283,7 +283,7 @@ fn native_armada_documents_render_the_same_objects() {
     let values = |objs: &[DesiredObject]| -> Vec<(Value, u32, Owner)> {
         armada_part(objs)
             .into_iter()
-            .map(|o| (o.object.clone(), o.wave, o.owner.clone()))
+            .map(|o| ((*o.object).clone(), o.wave, o.owner.clone()))
             .collect()
     };
     let (a, b) = (values(&from_crs), values(&from_native));
@@ -354,7 +354,7 @@ fn git_chart_source_from_a_real_repository_next_to_the_config_repository() {
     let objects = |objs: &[DesiredObject]| -> Vec<Value> {
         armada_part(objs)
             .into_iter()
-            .map(|o| o.object.clone())
+            .map(|o| (*o.object).clone())
             .collect()
     };
     assert_eq!(

@@ -52,7 +52,7 @@ pub fn apply_params() -> PatchParams {
 /// stored it.
 pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<Value, ApplyError> {
     let api = p.api(client);
-    let patch = Patch::Apply(&p.desired.object);
+    let patch = Patch::Apply(&*p.desired.object);
     let stored = api
         .patch(&p.object_ref.name, &apply_params(), &patch)
         .await
@@ -63,6 +63,9 @@ pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<Value, Appl
         source,
     })
 }
+
+/// Objects whose apply futures exist at once in [`apply_batch`].
+const APPLY_CHUNK: usize = 1000;
 
 /// Apply a set of objects that may go to the cluster at the same time (one stage of one wave),
 /// at most `opts.concurrency` at once. Every object gets an entry in the change set, failed ones
@@ -77,8 +80,13 @@ pub async fn apply_batch(
     report_drift: &BTreeMap<Owner, ReportDrift>,
     on_change: &(dyn Fn(&Change) + Send + Sync),
 ) -> (ChangeSet, Vec<ApplyError>) {
-    let results: Vec<Result<Change, ApplyError>> = futures::stream::iter(
-            objects
+    let mut changes = ChangeSet::default();
+    let mut errors = Vec::new();
+    // A chunk of futures at a time: each boxed future is a few KiB, and 100,000 of them made
+    // up front would weigh more than the objects themselves.
+    for chunk in objects.chunks(APPLY_CHUNK) {
+        let results: Vec<Result<Change, ApplyError>> = futures::stream::iter(
+            chunk
         .iter()
         .map(|p| {
             let span = info_span!("apply", owner = %p.desired.owner.reference(), kind = %p.object_ref.kind, name = %p.object_ref.name);
@@ -118,12 +126,11 @@ pub async fn apply_batch(
         .buffer_unordered(opts.concurrency.max(1))
         .collect()
         .await;
-    let mut changes = ChangeSet::default();
-    let mut errors = Vec::new();
-    for r in results {
-        match r {
-            Ok(c) => changes.push(c),
-            Err(e) => errors.push(e),
+        for r in results {
+            match r {
+                Ok(c) => changes.push(c),
+                Err(e) => errors.push(e),
+            }
         }
     }
     // Completion order is random; report in apply order (positions looked up once: a linear

@@ -183,7 +183,7 @@ pub fn crds_of(objects: &[DesiredObject]) -> Vec<Value> {
     objects
         .iter()
         .filter(|d| d.kind() == "CustomResourceDefinition")
-        .map(|d| d.object.clone())
+        .map(|d| (*d.object).clone())
         .collect()
 }
 
@@ -230,8 +230,7 @@ pub fn resolve(
                 if *namespaced {
                     if object_ref.namespace.is_empty() {
                         object_ref.namespace = default_namespace.to_string();
-                        if let Some(meta) = desired
-                            .object
+                        if let Some(meta) = std::sync::Arc::make_mut(&mut desired.object)
                             .get_mut("metadata")
                             .and_then(Value::as_object_mut)
                         {
@@ -243,8 +242,7 @@ pub fn resolve(
                     }
                 } else {
                     object_ref.namespace.clear();
-                    if let Some(meta) = desired
-                        .object
+                    if let Some(meta) = std::sync::Arc::make_mut(&mut desired.object)
                         .get_mut("metadata")
                         .and_then(Value::as_object_mut)
                     {
@@ -692,7 +690,7 @@ mod tests {
         live.observe_unlabelled(p);
         assert_eq!(live.decide(p), Decision::Update(UpdateReason::Adopted));
         // The live copy as the server returns it after weft applied it.
-        let mut l = d.object.clone();
+        let mut l = (*d.object).clone();
         l["metadata"]["managedFields"] = json!([{"manager": "weft", "operation": "Apply", "fieldsV1": {
             "f:data": {"f:k": {}},
             "f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}, "f:weft.io/owner": {}},

@@ -643,10 +643,9 @@ impl<'a> Engine<'a> {
                 Some((owner, rule, extra))
             })
             .collect();
-        let plain: Vec<PlannedObject> = objects
+        let plain: Vec<&PlannedObject> = objects
             .iter()
             .filter(|p| !self.policy.waits.contains_key(&p.desired.owner))
-            .cloned()
             .collect();
         if !ruled.is_empty() {
             let subjects: Vec<&str> = ruled.iter().map(|(_, r, _)| r.subject.as_str()).collect();
@@ -664,7 +663,7 @@ impl<'a> Engine<'a> {
                 .iter()
                 .map(|(_, rule, extra)| wait::wait_owner(client, rule, extra, poll, &on_ready)),
         );
-        let (owner_results, plain_result) = futures::join!(owner_results, self.wait(&plain));
+        let (owner_results, plain_result) = futures::join!(owner_results, self.wait(plain));
         let mut stop = Vec::new();
         if let Err(e) = plain_result {
             stop.push(PassError::Apply(e));
@@ -684,12 +683,15 @@ impl<'a> Engine<'a> {
     }
 
     /// Wait for `objects` by the readiness table and `--timeout`.
-    async fn wait(&self, objects: &[PlannedObject]) -> Result<(), ApplyError> {
+    async fn wait<'p>(
+        &self,
+        objects: impl IntoIterator<Item = &'p PlannedObject>,
+    ) -> Result<(), ApplyError> {
         if self.opts.dry_run {
             return Ok(());
         }
         let targets: Vec<WaitTarget> = objects
-            .iter()
+            .into_iter()
             .filter(|p| self.policy.waits_for(&p.object_ref.kind))
             .map(wait_target)
             .collect();

@@ -101,7 +101,7 @@ pub async fn prepare(
         root_name: opts.root_name.clone(),
         weft_namespace: opts.weft_namespace.clone(),
     };
-    let set = DesiredSet::render(&repo, &inputs, &render_opts)?;
+    let set = DesiredSet::render(repo, &inputs, &render_opts)?;
     for (origin, message) in set.warnings() {
         diagnostics.warning(origin.clone(), message.clone());
     }

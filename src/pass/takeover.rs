@@ -506,7 +506,7 @@ pub async fn before_pass(
         .objects()
         .iter()
         .filter(|o| o.kind() == "WeaveCloud")
-        .filter_map(|o| serde_json::from_value(o.object.clone()).ok())
+        .filter_map(|o| serde_json::from_value((*o.object).clone()).ok())
         .collect();
     let mut changes = Vec::new();
     let mut left = BTreeSet::new();

@@ -137,17 +137,29 @@ impl DesiredSet {
     /// [`render_desired`], with every owner that takes part: the sync root, and each custom
     /// resource of the repository whose children this render includes (an owner that now wants
     /// nothing still takes part, so that its old objects are pruned).
+    ///
+    /// It takes the loaded repository: its plain manifests are moved into the set, not copied,
+    /// so a render of 100,000 documents does not hold them twice.
     pub fn render(
-        repo: &LoadedRepo,
+        mut repo: LoadedRepo,
         inputs: &RenderInputs,
         opts: &RenderOptions,
     ) -> Result<DesiredSet, RenderError> {
+        let manifests = std::mem::take(&mut repo.manifests);
+        let root = Owner::root(&opts.weft_namespace, &opts.root_name);
+        let adopted: Vec<DesiredObject> = manifests
+            .into_iter()
+            .map(|m| root.adopt(m.value, 0, Some(m.origin)))
+            .collect();
         let RenderedParts {
-            objects,
+            mut objects,
             hooks,
             warnings,
             failures,
-        } = render_parts(repo, inputs, opts)?;
+        } = render_parts(&repo, inputs, opts)?;
+        drop(repo);
+        objects.extend(adopted);
+        super::order::sort(&mut objects);
         let mut owners = BTreeSet::new();
         owners.insert(Owner::root(&opts.weft_namespace, &opts.root_name));
         let agents = inputs.agent_layer == AgentLayer::Included;

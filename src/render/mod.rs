@@ -23,7 +23,9 @@ pub use ownership::{Owner, OwnerId};
 #[derive(Clone, Debug, PartialEq)]
 pub struct DesiredObject {
     /// The full object (apiVersion, kind, metadata, …) with ownership labels and annotations.
-    pub object: Value,
+    /// Shared: the plan and the daemon's kept render hold the same object, not copies
+    /// (`Arc::make_mut` copies it only where it is changed).
+    pub object: std::sync::Arc<Value>,
     /// Who applies it and may prune it.
     pub owner: Owner,
     /// Deployment wave: objects of a later wave are applied after the earlier wave is ready

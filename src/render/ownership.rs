@@ -80,7 +80,7 @@ impl Owner {
     pub fn adopt(&self, mut object: Value, wave: u32, origin: Option<Origin>) -> DesiredObject {
         label_object(&mut object, self);
         DesiredObject {
-            object,
+            object: std::sync::Arc::new(object),
             owner: self.clone(),
             wave,
             origin,
@@ -186,7 +186,7 @@ mod tests {
             .unwrap()
             .to_string();
         // Re-adopting the already labelled object gives the same hash.
-        let again = owner.adopt(d.object.clone(), 0, None);
+        let again = owner.adopt((*d.object).clone(), 0, None);
         assert_eq!(
             again.object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION],
             hash.as_str()

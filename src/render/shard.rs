@@ -140,7 +140,7 @@ mod tests {
 
     fn doc(kind: &str, name: &str, file: &str, owner: Owner) -> DesiredObject {
         DesiredObject {
-            object: json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}),
+            object: json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}}).into(),
             owner,
             wave: 0,
             origin: Some(Origin {
