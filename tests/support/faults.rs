@@ -24,6 +24,38 @@ struct Seen {
     writes: Vec<(SystemTime, String)>,
     /// When the last Lease write was answered.
     last_lease_answer: Option<SystemTime>,
+    /// Every request passed, by class.
+    counts: ApiCallCounts,
+}
+
+/// The requests an [`ApiProxy`] passed, counted by class with `weft::apply::calls::classify`
+/// (the classification of Weft's own counters), so any client — Weft, Flux's engine, kubectl —
+/// is counted the same way from outside.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApiCallCounts {
+    /// GET (LIST and WATCH included), HEAD, OPTIONS.
+    pub reads: u64,
+    /// POST, PUT, PATCH, DELETE without `dryRun=All`, Lease and Event writes excepted.
+    pub writes: u64,
+    /// Any request with `dryRun=All`.
+    pub dry_runs: u64,
+    /// Writes to `coordination.k8s.io` Leases (leader election).
+    pub lease_writes: u64,
+    /// Writes of Events (`/events` in the core group or `events.k8s.io`).
+    pub event_writes: u64,
+}
+
+impl ApiCallCounts {
+    /// The calls made since `earlier` (a previous reading of the same proxy).
+    pub fn since(&self, earlier: &ApiCallCounts) -> ApiCallCounts {
+        ApiCallCounts {
+            reads: self.reads - earlier.reads,
+            writes: self.writes - earlier.writes,
+            dry_runs: self.dry_runs - earlier.dry_runs,
+            lease_writes: self.lease_writes - earlier.lease_writes,
+            event_writes: self.event_writes - earlier.event_writes,
+        }
+    }
 }
 
 struct Shared {
@@ -118,6 +150,16 @@ impl ApiProxy {
     pub fn last_lease_answer(&self) -> Option<SystemTime> {
         self.shared.seen.lock().unwrap().last_lease_answer
     }
+
+    /// Forget the writes recorded so far (a long benchmark would keep every one of them).
+    pub fn clear_writes(&self) {
+        self.shared.seen.lock().unwrap().writes.clear();
+    }
+
+    /// Every request passed so far, by class (a request is counted when it arrives).
+    pub fn counts(&self) -> ApiCallCounts {
+        self.shared.seen.lock().unwrap().counts
+    }
 }
 
 impl Drop for ApiProxy {
@@ -155,14 +197,22 @@ async fn forward(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             std::future::pending::<()>().await;
         }
     }
-    if write && !lease {
-        let what = format!("{} {path}", parts.method);
-        shared
-            .seen
-            .lock()
-            .unwrap()
-            .writes
-            .push((SystemTime::now(), what));
+    {
+        use weft::apply::calls::{classify, CallKind};
+        let event = path.contains("/events");
+        let mut seen = shared.seen.lock().unwrap();
+        let counts = &mut seen.counts;
+        match classify(&parts.method, parts.uri.query()) {
+            CallKind::Read => counts.reads += 1,
+            CallKind::DryRun => counts.dry_runs += 1,
+            CallKind::Write if lease => counts.lease_writes += 1,
+            CallKind::Write if event => counts.event_writes += 1,
+            CallKind::Write => counts.writes += 1,
+        }
+        if write && !lease {
+            let what = format!("{} {path}", parts.method);
+            seen.writes.push((SystemTime::now(), what));
+        }
     }
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return (http::StatusCode::BAD_REQUEST, "unreadable body").into_response();

@@ -1,0 +1,669 @@
+//! Scale: 1,000 / 10,000 / 100,000 plain objects, Weft beside Flux's own apply engine, in one run
+//! against the same API server (issue 16, items 2 and 3).
+//!
+//! For each size a repository of that many ConfigMaps is generated (100 documents per file, files
+//! spread over 10 top-level directories `team-00` … `team-09`, ~200 bytes of data per object) and
+//! applied by each tool into a fresh namespace of its own:
+//! - `weft render` of the checkout (no cluster): wall time, peak RSS;
+//! - `weft sync` (the real binary): a first pass and a no-op pass;
+//! - `weft run` (the daemon, as deployed with its controllers) syncing the repository from a
+//!   `git daemon` on loopback: its first pass, a no-op pass asked for on the sync endpoint, RSS
+//!   sampled every 200 ms, then one object changed, pushed, a GitHub webhook sent, and the time
+//!   until the change is in the cluster;
+//! - Flux's engine (`benches/flux-ssa`: fluxcd/pkg/ssa `ApplyAllStaged`, set up as
+//!   kustomize-controller sets it up), with kustomize-controller's defaults (SSA concurrency 4,
+//!   client QPS 50, burst 300) and tuned (no client-side rate limit, concurrency 10);
+//! - `kubectl apply --server-side`, only up to `WEFT_BENCH_KUBECTL_MAX` objects (it is slow).
+//!
+//! Every tool reaches the API server through the same counting proxy on loopback
+//! (tests/support/faults.rs `ApiProxy`), so calls are counted the same way for all: reads
+//! (GET, LIST, WATCH), writes (POST/PUT/PATCH/DELETE), dry-runs (`dryRun=All`); the daemon's Lease
+//! and Event writes apart. One-shot processes run under `/usr/bin/time` for their peak RSS.
+//!
+//! Run: `cargo bench --bench scale` (starts the control plane of tests/control-plane, or uses
+//! `WEFT_TEST_KUBECONFIG`; the Go helper is built on first use by benches/flux-ssa/ensure).
+//! `WEFT_BENCH_SIZES` (default `1000,10000,100000`), `WEFT_BENCH_KUBECTL_MAX` (default 1000),
+//! `WEFT_BENCH_FLUX_DEFAULT_MAX` (default 10000: at 50 requests a second, the default mode needs
+//! about 100,000 / 50 × 3 s ≈ 100 minutes for 100,000 objects), `WEFT_BENCH_TOOLS` (default all:
+//! `render,sync,daemon,flux-default,flux-tuned,kubectl`).
+
+// The test support modules, at the crate root (they refer to each other through `super::`).
+#[path = "../tests/support/cluster.rs"]
+mod cluster;
+#[path = "../tests/support/daemon.rs"]
+mod daemon;
+#[path = "../tests/support/faults.rs"]
+mod faults;
+#[path = "../tests/support/git_servers.rs"]
+mod git_servers;
+#[path = "../tests/support/helm.rs"]
+mod helm;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Api;
+
+use daemon::{github_push, Daemon, DaemonOptions, SYNC_TOKEN};
+use faults::{ApiCallCounts, ApiProxy};
+use git_servers::{GitDaemon, RepoHost, WorkTree};
+
+const OBJECTS_PER_FILE: usize = 100;
+const TEAMS: usize = 10;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// One ConfigMap of the generated repository, ~200 bytes of data.
+fn configmap(ns: &str, i: usize, payload: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:06}\n  namespace: {ns}\n  labels:\n    app: scale-bench\n    team: team-{:02}\ndata:\n  index: \"{i}\"\n  payload: \"{payload}\"\n",
+        (i / OBJECTS_PER_FILE) % TEAMS
+    )
+}
+
+fn payload(i: usize) -> String {
+    format!("{i:08x}.").repeat(21)
+}
+
+fn file_of(i: usize) -> String {
+    let f = i / OBJECTS_PER_FILE;
+    format!("team-{:02}/part-{f:05}.yaml", f % TEAMS)
+}
+
+/// The text of file number `f` (objects `f * 100 ..`), with `changed` as the payload of object
+/// `changed_index` if given.
+fn file_text(ns: &str, size: usize, f: usize, changed: Option<(usize, &str)>) -> String {
+    let mut text = String::new();
+    for i in f * OBJECTS_PER_FILE..((f + 1) * OBJECTS_PER_FILE).min(size) {
+        let p = match changed {
+            Some((c, value)) if c == i => value.to_string(),
+            _ => payload(i),
+        };
+        text.push_str("---\n");
+        text.push_str(&configmap(ns, i, &p));
+    }
+    text
+}
+
+/// Writes the repository of `size` ConfigMaps in namespace `ns` under `root`.
+fn write_repo(root: &Path, ns: &str, size: usize) {
+    for f in 0..size.div_ceil(OBJECTS_PER_FILE) {
+        let path = root.join(file_of(f * OBJECTS_PER_FILE));
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, file_text(ns, size, f, None)).expect("write");
+    }
+}
+
+/// One line of the result table.
+struct Row {
+    size: usize,
+    tool: String,
+    pass: String,
+    wall: Duration,
+    calls: Option<ApiCallCounts>,
+    rss_kib: Option<u64>,
+    note: String,
+}
+
+impl Row {
+    fn markdown(&self) -> String {
+        let (reads, writes, dry) = match &self.calls {
+            Some(c) => (
+                c.reads.to_string(),
+                c.writes.to_string(),
+                c.dry_runs.to_string(),
+            ),
+            None => ("–".into(), "–".into(), "–".into()),
+        };
+        format!(
+            "| {} | {} | {} | {:.2} s | {reads} | {writes} | {dry} | {} | {} |",
+            self.size,
+            self.tool,
+            self.pass,
+            self.wall.as_secs_f64(),
+            self.rss_kib.map_or("–".to_string(), |k| format!(
+                "{:.0} MiB",
+                k as f64 / 1024.0
+            )),
+            self.note
+        )
+    }
+}
+
+const TABLE_HEAD: &str = "| objects | tool | pass | wall | reads | writes | dry-runs | peak RSS | notes |\n|---:|---|---|---:|---:|---:|---:|---:|---|";
+
+/// A finished one-shot process: wall time, peak RSS (GNU time's `%M`), calls, stdout.
+struct Measured {
+    wall: Duration,
+    rss_kib: u64,
+    calls: ApiCallCounts,
+    stdout: String,
+}
+
+/// Runs `program args` under `/usr/bin/time -f %M`, through nothing but its own arguments (the
+/// kubeconfig of the proxy is among them); panics with its stderr if it fails.
+fn timed(proxy: &ApiProxy, program: &Path, args: &[String], keep_stdout: bool) -> Measured {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rss_file = dir.path().join("maxrss");
+    let before = proxy.counts();
+    let start = Instant::now();
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&rss_file)
+        .arg(program)
+        .args(args)
+        .env("WEFT_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(if keep_stdout {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    let wall = start.elapsed();
+    let calls = proxy.counts().since(&before);
+    assert!(
+        out.status.success(),
+        "{} {} failed ({}):\n{}",
+        program.display(),
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rss_kib = std::fs::read_to_string(&rss_file)
+        .ok()
+        .and_then(|t| t.lines().last().and_then(|l| l.trim().parse().ok()))
+        .unwrap_or(0);
+    proxy.clear_writes();
+    Measured {
+        wall,
+        rss_kib,
+        calls,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+    }
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Samples a process's VmRSS every 200 ms; the peak since the last [`RssSampler::take_peak`].
+struct RssSampler {
+    peak: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl RssSampler {
+    fn start(pid: u32) -> RssSampler {
+        let peak = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, s) = (peak.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                p.fetch_max(status_kib(pid, "VmRSS:"), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        RssSampler { peak, stop }
+    }
+
+    fn take_peak(&self) -> u64 {
+        self.peak.swap(0, Ordering::SeqCst)
+    }
+}
+
+impl Drop for RssSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Deletes the namespace and waits until it is gone, so that the namespace controller's work
+/// (deleting every object in it) does not run during the next tool's measurement.
+async fn delete_and_wait(ns: cluster::TestNamespace, client: &kube::Client) {
+    let name = ns.name().to_string();
+    let start = Instant::now();
+    ns.delete().await;
+    let api: Api<Namespace> = Api::all(client.clone());
+    while start.elapsed() < Duration::from_secs(3600) {
+        if matches!(api.get_opt(&name).await, Ok(None)) {
+            eprintln!("scale: namespace {name} deleted in {:.1?}", start.elapsed());
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!("scale: namespace {name} still terminating after an hour; going on");
+}
+
+fn weft_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_weft"))
+}
+
+fn flux_helper() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/flux-ssa/ensure");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(out.status.success(), "{} failed", script.display());
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+struct Bench {
+    runtime: tokio::runtime::Runtime,
+    client: kube::Client,
+    proxy: ApiProxy,
+    proxy_kubeconfig: String,
+    rows: Vec<Row>,
+    webhook: Vec<(usize, Duration)>,
+}
+
+impl Bench {
+    fn push(&mut self, row: Row) {
+        println!("{}", row.markdown());
+        self.rows.push(row);
+    }
+
+    fn namespace(&self, prefix: &str) -> cluster::TestNamespace {
+        self.runtime.block_on(cluster::TestNamespace::new(prefix))
+    }
+
+    fn drop_namespace(&self, ns: cluster::TestNamespace) {
+        self.runtime.block_on(delete_and_wait(ns, &self.client));
+    }
+
+    fn render(&mut self, size: usize) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_repo(dir.path(), "scale-render", size);
+        let args = vec!["render".to_string(), dir.path().display().to_string()];
+        let m = timed(&self.proxy, weft_bin(), &args, false);
+        self.push(Row {
+            size,
+            tool: "weft render".into(),
+            pass: "–".into(),
+            wall: m.wall,
+            calls: None,
+            rss_kib: Some(m.rss_kib),
+            note: "no cluster".into(),
+        });
+    }
+
+    fn sync(&mut self, size: usize) {
+        let ns = self.namespace(&format!("scale-sync-{size}"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_repo(dir.path(), ns.name(), size);
+        let args: Vec<String> = [
+            "sync",
+            &dir.path().display().to_string(),
+            "--kubeconfig",
+            &self.proxy_kubeconfig,
+            "--namespace",
+            ns.name(),
+            "--root-name",
+            ns.name(),
+            "--timeout",
+            "30m",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for pass in ["first", "no-op"] {
+            let m = timed(&self.proxy, weft_bin(), &args, true);
+            // weft's own count of its calls, for a cross-check against the proxy's.
+            let summary = m
+                .stdout
+                .lines()
+                .rfind(|l| l.starts_with("synced"))
+                .unwrap_or("")
+                .to_string();
+            eprintln!("scale: weft sync {size} {pass}: {summary}");
+            self.push(Row {
+                size,
+                tool: "weft sync".into(),
+                pass: pass.into(),
+                wall: m.wall,
+                calls: Some(m.calls),
+                rss_kib: Some(m.rss_kib),
+                note: String::new(),
+            });
+        }
+        self.drop_namespace(ns);
+    }
+
+    fn flux(&mut self, size: usize, helper: &Path, mode: &str) {
+        let ns = self.namespace(&format!("scale-flux-{mode}-{size}"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_repo(dir.path(), ns.name(), size);
+        let args: Vec<String> = [
+            "-kubeconfig",
+            &self.proxy_kubeconfig,
+            "-dir",
+            &dir.path().display().to_string(),
+            "-mode",
+            mode,
+            "-passes",
+            "1",
+            "-name",
+            "scale",
+            "-namespace",
+            ns.name(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for pass in ["first", "no-op"] {
+            let m = timed(&self.proxy, helper, &args, true);
+            let line: serde_json::Value = m
+                .stdout
+                .lines()
+                .last()
+                .and_then(|l| serde_json::from_str(l).ok())
+                .unwrap_or_else(|| panic!("flux-ssa printed no result: {}", m.stdout));
+            let count = |k: &str| line[k].as_u64().unwrap_or(0);
+            let (created, configured, unchanged) =
+                (count("created"), count("configured"), count("unchanged"));
+            assert_eq!(
+                created + configured + unchanged,
+                size as u64,
+                "flux-ssa {mode}: {line}"
+            );
+            if pass == "no-op" {
+                assert_eq!(unchanged, size as u64, "flux-ssa {mode} no-op: {line}");
+            }
+            self.push(Row {
+                size,
+                tool: format!("Flux ssa ({mode})"),
+                pass: pass.into(),
+                wall: m.wall,
+                calls: Some(m.calls),
+                rss_kib: Some(m.rss_kib),
+                note: format!(
+                    "{created} created, {configured} configured, {unchanged} unchanged; apply {:.2} s in-process",
+                    line["wall_seconds"].as_f64().unwrap_or(0.0) - line["read_seconds"].as_f64().unwrap_or(0.0)
+                ),
+            });
+        }
+        self.drop_namespace(ns);
+    }
+
+    fn kubectl(&mut self, size: usize) {
+        let ns = self.namespace(&format!("scale-kubectl-{size}"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_repo(dir.path(), ns.name(), size);
+        let args: Vec<String> = [
+            "--kubeconfig",
+            &self.proxy_kubeconfig,
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "bench-kubectl",
+            "-R",
+            "-f",
+            &dir.path().display().to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for pass in ["first", "no-op"] {
+            let m = timed(&self.proxy, Path::new("kubectl"), &args, false);
+            self.push(Row {
+                size,
+                tool: "kubectl apply --server-side".into(),
+                pass: pass.into(),
+                wall: m.wall,
+                calls: Some(m.calls),
+                rss_kib: Some(m.rss_kib),
+                note: String::new(),
+            });
+        }
+        self.drop_namespace(ns);
+    }
+
+    fn daemon(&mut self, size: usize) {
+        let ns = self.namespace(&format!("scale-daemon-{size}"));
+        let host = RepoHost::new();
+        let bare = host.create("config.git");
+        let server = GitDaemon::start(&host);
+        let work = WorkTree::new(&bare.display().to_string());
+        write_repo(work.path(), ns.name(), size);
+        work.commit("objects");
+        work.push();
+        let url = server.url("config.git");
+        // Generous bounds: ~20 ms per object and pass is far beyond any measured pass.
+        let bound = Duration::from_secs(120) + Duration::from_millis(20 * size as u64);
+
+        let before = self.proxy.counts();
+        let started = Instant::now();
+        let d = Daemon::start(DaemonOptions {
+            controllers: true,
+            kubeconfig: Some(self.proxy.kubeconfig().to_path_buf()),
+            ..DaemonOptions::new(&url, ns.name())
+        });
+        let pid = d.pid();
+        let sampler = RssSampler::start(pid);
+
+        let s = self
+            .runtime
+            .block_on(d.wait_status("first pass", bound, |s| s["lastPass"]["pass"] == 1));
+        assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
+        let ready = started.elapsed();
+        let calls = self.proxy.counts().since(&before);
+        self.push(Row {
+            size,
+            tool: "weft run (daemon)".into(),
+            pass: "first".into(),
+            wall: secs(&s),
+            calls: Some(calls),
+            rss_kib: Some(sampler.take_peak()),
+            note: format!(
+                "process start → pass done {:.2} s; {} Lease + {} Event writes",
+                ready.as_secs_f64(),
+                calls.lease_writes,
+                calls.event_writes
+            ),
+        });
+
+        // A no-op pass, asked for on the sync endpoint (head unchanged).
+        std::thread::sleep(Duration::from_secs(2));
+        sampler.take_peak();
+        let before = self.proxy.counts();
+        let status = self.runtime.block_on(async {
+            reqwest::Client::new()
+                .post(format!("{}/api/v1/sync", d.hooks_base()))
+                .bearer_auth(SYNC_TOKEN)
+                .send()
+                .await
+                .expect("POST /api/v1/sync")
+                .status()
+                .as_u16()
+        });
+        assert_eq!(status, 202, "sync endpoint");
+        let s = self
+            .runtime
+            .block_on(d.wait_status("no-op pass", bound, |s| {
+                s["lastPass"]["pass"].as_u64() >= Some(2)
+            }));
+        assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
+        assert_eq!(s["lastPass"]["summary"]["unchanged"], size as u64, "{s:#}");
+        let calls = self.proxy.counts().since(&before);
+        let peak = sampler.take_peak();
+        std::thread::sleep(Duration::from_secs(3));
+        let after = status_kib(pid, "VmRSS:");
+        self.push(Row {
+            size,
+            tool: "weft run (daemon)".into(),
+            pass: "no-op".into(),
+            wall: secs(&s),
+            calls: Some(calls),
+            rss_kib: Some(peak),
+            note: format!(
+                "RSS 3 s after it {:.0} MiB; {} Lease + {} Event writes",
+                after as f64 / 1024.0,
+                calls.lease_writes,
+                calls.event_writes
+            ),
+        });
+
+        // One object changed: push, webhook, until the cluster has it.
+        let changed = format!("changed-{size}");
+        work.write(
+            &file_of(0),
+            file_text(ns.name(), size, 0, Some((0, &changed))),
+        );
+        work.commit("change one object");
+        let before = self.proxy.counts();
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns.name());
+        let start = Instant::now();
+        work.push();
+        let latency = self.runtime.block_on(async {
+            let (status, body) = github_push(&d, "refs/heads/main", None).await;
+            assert_eq!(status, 202, "{body}");
+            loop {
+                let value = api
+                    .get_opt("cm-000000")
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|c| c.data)
+                    .and_then(|d| d.get("payload").cloned());
+                if value.as_deref() == Some(changed.as_str()) {
+                    return start.elapsed();
+                }
+                assert!(
+                    start.elapsed() < bound,
+                    "the change never reached the cluster\n{}",
+                    d.logs()
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        let s = self
+            .runtime
+            .block_on(d.wait_status("webhook pass", bound, |s| {
+                s["lastPass"]["pass"].as_u64() >= Some(3)
+            }));
+        assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
+        let calls = self.proxy.counts().since(&before);
+        let hwm = status_kib(pid, "VmHWM:");
+        self.push(Row {
+            size,
+            tool: "weft run (daemon)".into(),
+            pass: "webhook, 1 object changed".into(),
+            wall: secs(&s),
+            calls: Some(calls),
+            rss_kib: Some(sampler.take_peak()),
+            note: format!(
+                "push + webhook → in the cluster {:.2} s; VmHWM of the whole run {:.0} MiB",
+                latency.as_secs_f64(),
+                hwm as f64 / 1024.0
+            ),
+        });
+        self.webhook.push((size, latency));
+        drop(sampler);
+        drop(d);
+        drop(server);
+        self.proxy.clear_writes();
+        self.drop_namespace(ns);
+    }
+}
+
+/// A pass's own duration from the daemon's status.
+fn secs(status: &serde_json::Value) -> Duration {
+    Duration::from_secs_f64(
+        status["lastPass"]["durationSeconds"]
+            .as_f64()
+            .unwrap_or(0.0),
+    )
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; this harness takes no arguments.
+    let sizes: Vec<usize> = std::env::var("WEFT_BENCH_SIZES")
+        .unwrap_or_else(|_| "1000,10000,100000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let kubectl_max = env_usize("WEFT_BENCH_KUBECTL_MAX", 1000);
+    let flux_default_max = env_usize("WEFT_BENCH_FLUX_DEFAULT_MAX", 10_000);
+    let tools: Vec<String> = std::env::var("WEFT_BENCH_TOOLS")
+        .unwrap_or_else(|_| "render,sync,daemon,flux-default,flux-tuned,kubectl".into())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
+    let wants = |t: &str| tools.iter().any(|x| x == t);
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = runtime.block_on(cluster::client());
+    if wants("daemon") {
+        runtime.block_on(cluster::install_crds(&client));
+    }
+    let proxy = runtime.block_on(ApiProxy::start());
+    let proxy_kubeconfig = proxy.kubeconfig().display().to_string();
+    let helper = (wants("flux-default") || wants("flux-tuned")).then(flux_helper);
+    let mut bench = Bench {
+        runtime,
+        client,
+        proxy,
+        proxy_kubeconfig,
+        rows: Vec::new(),
+        webhook: Vec::new(),
+    };
+
+    println!("{TABLE_HEAD}");
+    for &size in &sizes {
+        if wants("render") {
+            bench.render(size);
+        }
+        if wants("sync") {
+            bench.sync(size);
+        }
+        if wants("daemon") {
+            bench.daemon(size);
+        }
+        if let Some(helper) = &helper {
+            if wants("flux-default") && size <= flux_default_max {
+                bench.flux(size, helper, "default");
+            }
+            if wants("flux-tuned") {
+                bench.flux(size, helper, "tuned");
+            }
+        }
+        if wants("kubectl") && size <= kubectl_max {
+            bench.kubectl(size);
+        }
+    }
+
+    println!("\nscale: all results\n\n{TABLE_HEAD}");
+    for r in &bench.rows {
+        println!("{}", r.markdown());
+    }
+    for (size, latency) in &bench.webhook {
+        println!(
+            "\nweft run, {size} objects: push + webhook → change in the cluster {:.2} s",
+            latency.as_secs_f64()
+        );
+    }
+}
