@@ -54,6 +54,15 @@ pub fn drifted_field(desired: &Value, live: &Value) -> Option<String> {
     }
 }
 
+/// [`drifted_field`] from the field set of Weft's own `Apply` entry alone (`None`: the object has
+/// managedFields, but none of Weft's), for a live state read as metadata.
+pub fn drifted_from_fields(desired: &Value, fields: Option<&Map<String, Value>>) -> Option<String> {
+    match fields {
+        Some(fields) => missing_in_fields(desired.as_object()?, fields),
+        None => Some("(no fields applied by weft)".to_string()),
+    }
+}
+
 fn filtered_root(desired: &Map<String, Value>) -> Map<String, Value> {
     let mut out = Map::new();
     for (k, v) in desired {
