@@ -17,7 +17,7 @@ use kube::Api;
 
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions};
-use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::git_servers::{ServedRepo, WorkTree};
 use weft::render::shard::{shard_of, shard_root_name};
 use weft::render::Owner;
 
@@ -124,6 +124,16 @@ async fn inventory_names(ns: &TestNamespace, index: u32) -> Option<BTreeSet<Stri
         .map(|(entries, _)| entries.into_iter().map(|r| r.name).collect())
 }
 
+/// The repository, served, with every directory's ConfigMaps at value "one"; and its URL.
+fn served(ns: &TestNamespace) -> (ServedRepo, String) {
+    let repo = ServedRepo::start();
+    write_repo(&repo.work, ns.name(), 0..DIRS, "one");
+    repo.work.commit("one");
+    repo.work.push();
+    let url = repo.url();
+    (repo, url)
+}
+
 fn sharded<'a>(url: &'a str, ns: &'a str, count: u32) -> DaemonOptions<'a> {
     DaemonOptions {
         lease_duration: "4s",
@@ -135,14 +145,8 @@ fn sharded<'a>(url: &'a str, ns: &'a str, count: u32) -> DaemonOptions<'a> {
 #[tokio::test]
 async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() {
     let ns = TestNamespace::new("shards").await;
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
-    write_repo(&work, ns.name(), 0..DIRS, "one");
-    work.commit("one");
-    work.push();
-    let url = server.url("config.git");
+    let (repo, url) = served(&ns);
+    let work = &repo.work;
     let all: Vec<usize> = (0..DIRS).collect();
     // Every shard must have work for the test to mean anything.
     let used: BTreeSet<u32> = all.iter().map(|&d| shard_of_dir(d, 3)).collect();
@@ -234,7 +238,7 @@ async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() 
     assert!(took < Duration::from_secs(12), "takeover took {took:?}");
 
     // A push announced to the holder of shard 0 reaches every shard: shard 0 passes it on.
-    write_repo(&work, ns.name(), 0..DIRS, "two");
+    write_repo(work, ns.name(), 0..DIRS, "two");
     work.commit("two");
     work.push();
     let (status, body) = github_push(&replicas[holders[&0]], "refs/heads/main", None).await;
@@ -260,21 +264,15 @@ async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() 
     for (name, (uid, _, _)) in &before {
         assert_eq!(&after[name].0, uid, "{name} was recreated");
     }
-    drop(server);
+    drop(repo);
     ns.delete().await;
 }
 
 #[tokio::test]
 async fn changing_the_shard_count_moves_units_without_deleting_objects() {
     let ns = TestNamespace::new("reshard").await;
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
-    write_repo(&work, ns.name(), 0..DIRS, "one");
-    work.commit("one");
-    work.push();
-    let url = server.url("config.git");
+    let (repo, url) = served(&ns);
+    let work = &repo.work;
     let all: Vec<usize> = (0..DIRS).collect();
 
     let mut three: Vec<Daemon> = (0..3)
@@ -380,7 +378,7 @@ async fn changing_the_shard_count_moves_units_without_deleting_objects() {
     for (name, (uid, _, _)) in &last {
         assert_eq!(&before[name].0, uid, "{name} was recreated");
     }
-    drop(server);
+    drop(repo);
     ns.delete().await;
 }
 

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::core::PartialObjectMeta;
 use kube::discovery::{Discovery, Scope};
 use kube::Client;
 use serde_json::Value;
@@ -415,17 +416,36 @@ pub fn decide_against(p: &PlannedObject, live: &Value) -> Decision {
     }
 }
 
-async fn list_names(api: &Api<DynamicObject>) -> Result<Vec<String>, kube::Error> {
-    let mut out = Vec::new();
-    let mut lp = ListParams::default().limit(500);
+/// Every page of a metadata-only list of `api` with `lp` (its `limit` is the page size), each
+/// handed to `each` as it arrives: nothing of a page is kept unless `each` keeps it.
+async fn for_each_metadata_page(
+    api: &Api<DynamicObject>,
+    lp: ListParams,
+    what: &str,
+    mut each: impl FnMut(Vec<PartialObjectMeta<DynamicObject>>) -> Result<(), ApplyError>,
+) -> Result<(), ApplyError> {
+    let mut lp = lp;
     loop {
-        let page = api.list_metadata(&lp).await?;
-        out.extend(page.items.into_iter().filter_map(|m| m.metadata.name));
+        let page = api
+            .list_metadata(&lp)
+            .await
+            .map_err(|e| list_error(what, e))?;
+        each(page.items)?;
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => lp = lp.continue_token(&token),
-            None => break,
+            None => return Ok(()),
         }
     }
+}
+
+/// The names of every object of `api`.
+async fn list_names(api: &Api<DynamicObject>, what: &str) -> Result<HashSet<String>, ApplyError> {
+    let mut out = HashSet::new();
+    for_each_metadata_page(api, ListParams::default().limit(META_PAGE), what, |items| {
+        out.extend(items.into_iter().filter_map(|m| m.metadata.name));
+        Ok(())
+    })
+    .await?;
     Ok(out)
 }
 
@@ -499,13 +519,9 @@ async fn read_group(
     let mut state = LiveState::default();
     // Objects listed without managedFields: read whole afterwards.
     let mut whole: Vec<&PlannedObject> = Vec::new();
-    let mut lp = ListParams::default().labels(&selector).limit(META_PAGE);
-    loop {
-        let page = api
-            .list_metadata(&lp)
-            .await
-            .map_err(|e| list_error(&what, e))?;
-        for item in page.items {
+    let lp = ListParams::default().labels(&selector).limit(META_PAGE);
+    for_each_metadata_page(&api, lp, &what, |items| {
+        for item in items {
             let Some(p) = item
                 .metadata
                 .name
@@ -527,11 +543,9 @@ async fn read_group(
                 .decisions
                 .insert(p.object_ref.clone(), decide_meta(p, &item.metadata));
         }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => lp = lp.continue_token(&token),
-            None => break,
-        }
-    }
+        Ok(())
+    })
+    .await?;
     for p in whole {
         let object = p.object_ref.to_string();
         match api.get_opt(&p.object_ref.name).await {
@@ -554,11 +568,7 @@ async fn read_group(
         }
     }
     if members.iter().any(|p| !state.found(p)) {
-        let names: HashSet<String> = list_names(&api)
-            .await
-            .map_err(|e| list_error(&what, e))?
-            .into_iter()
-            .collect();
+        let names = list_names(&api, &what).await?;
         for p in &members {
             if !state.found(p) && names.contains(&p.object_ref.name) {
                 state.observe_unlabelled(p);
@@ -604,13 +614,9 @@ pub(crate) async fn list_labelled(
             .unwrap_or_else(|| "all namespaces".into())
     );
     let mut out = Vec::new();
-    let mut lp = ListParams::default().labels(selector).limit(500);
-    loop {
-        let page = api
-            .list_metadata(&lp)
-            .await
-            .map_err(|e| list_error(&what, e))?;
-        for item in page.items {
+    let lp = ListParams::default().labels(selector).limit(META_PAGE);
+    for_each_metadata_page(&api, lp, &what, |items| {
+        for item in items {
             let meta =
                 serde_json::to_value(&item.metadata).map_err(|source| ApplyError::Decode {
                     object: what.clone(),
@@ -619,11 +625,9 @@ pub(crate) async fn list_labelled(
                 })?;
             out.push(serde_json::json!({ "metadata": meta }));
         }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => lp = lp.continue_token(&token),
-            None => break,
-        }
-    }
+        Ok(())
+    })
+    .await?;
     Ok(out)
 }
 
