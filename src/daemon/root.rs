@@ -221,13 +221,26 @@ pub struct RootShard {
     pub root_name: String,
     /// The root's leader Lease (shard Leases are named after it).
     pub leader_lease: String,
+    /// A look found no shard Lease at or above the count: none can appear during this term
+    /// (changing the count restarts the replicas), so passes stop looking.
+    settled: bool,
 }
 
 impl RootShard {
+    pub fn new(shard: Shard, root_name: String, leader_lease: String) -> Self {
+        RootShard {
+            shard,
+            root_name,
+            leader_lease,
+            settled: false,
+        }
+    }
+
     /// The shards to finish (shard 0 only): their Leases exist, no live replica holds them, and
-    /// their index is at or above the shard count. A failed look is logged and retried next pass.
-    async fn retired(&self, client: &Client, weft_namespace: &str) -> Vec<Owner> {
-        if self.shard.index != 0 {
+    /// their index is at or above the shard count. A failed look is logged and retried next pass;
+    /// once a look finds no such Lease at all, later passes of the term make no call.
+    async fn retired(&mut self, client: &Client, weft_namespace: &str) -> Vec<Owner> {
+        if self.shard.index != 0 || self.settled {
             return Vec::new();
         }
         match shards::retired_roots(
@@ -239,7 +252,10 @@ impl RootShard {
         )
         .await
         {
-            Ok(owners) => owners,
+            Ok(retired) => {
+                self.settled = !retired.any;
+                retired.free
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list the shard Leases; retired shards are finished later");
                 Vec::new()
@@ -356,7 +372,7 @@ impl RootReconciler {
         }
         let set = rendered.set.clone();
         let elsewhere = rendered.elsewhere.clone();
-        let shard_pass = match &self.shard {
+        let shard_pass = match &mut self.shard {
             Some(shard) => {
                 let retired = shard
                     .retired(&self.state.client, &self.pass_options.weft_namespace)

@@ -169,11 +169,7 @@ async fn lead(
         config.pass_options.clone(),
         shutdown.clone(),
     )
-    .sharded(RootShard {
-        shard,
-        root_name: base_root,
-        leader_lease,
-    });
+    .sharded(RootShard::new(shard, base_root, leader_lease));
     let root_task = tokio::spawn(root.run());
     let _ = state.queue.trigger(TriggerReason::Startup);
     let poll_task = tokio::spawn(poll(state.clone(), config.interval));

@@ -78,9 +78,19 @@ pub async fn acquire(
     }
 }
 
-/// The sync-root owners of shards that no longer exist — a shard Lease of this root with an index
-/// at or above `count` that no live replica holds (not renewed within its duration, or
-/// released) — for shard 0 to finish their inventories. A Lease renewed recently is still a
+/// Shards at or above the shard count, from their Leases.
+#[derive(Debug, Default)]
+pub struct Retired {
+    /// The sync-root owners of those no live replica holds, for shard 0 to finish.
+    pub free: Vec<Owner>,
+    /// Whether any such Lease exists at all (held or not): when none does, nothing can retire
+    /// until the shard count changes, which starts a new term.
+    pub any: bool,
+}
+
+/// The shards that no longer exist — a shard Lease of this root with an index at or above
+/// `count` — and which of them no live replica holds (not renewed within its duration, or
+/// released), for shard 0 to finish their inventories. A Lease renewed recently is still a
 /// replica of the old count (a rolling update): its shard is left alone until it stops.
 pub async fn retired_roots(
     client: &Client,
@@ -88,11 +98,11 @@ pub async fn retired_roots(
     root_name: &str,
     weft_namespace: &str,
     count: u32,
-) -> Result<Vec<Owner>, kube::Error> {
+) -> Result<Retired, kube::Error> {
     let api: Api<Lease> = Api::namespaced(client.clone(), weft_namespace);
     let prefix = format!("{leader_lease}-shard-");
     let now = Timestamp::now();
-    let mut out = Vec::new();
+    let mut out = Retired::default();
     for lease in api.list(&ListParams::default()).await?.items {
         let Some(index) = lease
             .metadata
@@ -103,10 +113,14 @@ pub async fn retired_roots(
         else {
             continue;
         };
-        if index < count || held(&lease, now) {
+        if index < count {
             continue;
         }
-        out.push(Owner::root(
+        out.any = true;
+        if held(&lease, now) {
+            continue;
+        }
+        out.free.push(Owner::root(
             weft_namespace,
             shard_root_name(root_name, index),
         ));

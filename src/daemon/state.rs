@@ -75,11 +75,6 @@ pub struct ShardClaim {
 }
 
 impl ShardClaim {
-    /// The sync-root owner this shard applies under.
-    pub fn owner(&self) -> Owner {
-        self.owner_of(self.shard.index)
-    }
-
     fn owner_of(&self, index: u32) -> Owner {
         Owner::root(
             &self.weft_namespace,
