@@ -1,12 +1,15 @@
 //! `weft get`: Weft's resources at a glance, read from the cluster as `flux get` does: one row
-//! per WeaveCloud, ArmadaChart, ArmadaChartGroup and ArmadaManifest with its `Ready` condition,
-//! what it runs (agent version, chart revision, phase), since when, and why when it is not ready.
+//! per sync root (from its root record; one per shard), WeaveCloud, ArmadaChart,
+//! ArmadaChartGroup and ArmadaManifest with its `Ready` condition, what it runs (revision, agent
+//! version, chart revision, phase), whether it is suspended, since when, and why when it is not
+//! ready.
 //! Exit 0 when every row is ready, 1 when one is not (`--wait` waits for them first), 2 on error.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
@@ -18,6 +21,8 @@ use crate::api::WeaveCloud;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum What {
+    /// The sync root (one row per shard of a sharded root).
+    Root,
     Weaveclouds,
     Charts,
     Groups,
@@ -64,6 +69,8 @@ pub struct Row {
     pub ready: ConditionStatus,
     /// Agent version (WeaveCloud), source revision (ArmadaChart) or phase (groups, manifests).
     pub revision: String,
+    /// Whether Weft leaves it alone (`weft.io/suspend`, or `weft suspend` for the root).
+    pub suspended: bool,
     /// When `Ready` last changed.
     pub since: String,
     /// `reason: message` of `Ready` when it is not `True`.
@@ -92,6 +99,8 @@ impl Row {
             name: meta.name_any(),
             ready: status,
             revision,
+            suspended: crate::daemon::suspend::annotated(meta.meta())
+                || crate::daemon::suspend::marked(conditions),
             since: ready
                 .and_then(|c| c.last_transition_time.clone())
                 .unwrap_or_default(),
@@ -125,10 +134,14 @@ pub async fn rows(
     client: &Client,
     what: What,
     namespace: Option<&str>,
+    weft_namespace: &str,
 ) -> Result<Vec<Row>, kube::Error> {
     let lp = ListParams::default();
     let wants = |w: What| what == w || what == What::All;
     let mut rows = Vec::new();
+    if wants(What::Root) {
+        rows.extend(root_rows(client, weft_namespace).await?);
+    }
     if wants(What::Weaveclouds) {
         for wc in api::<WeaveCloud>(client, namespace).list(&lp).await? {
             let status = wc.status.clone().unwrap_or_default();
@@ -163,6 +176,59 @@ pub async fn rows(
     Ok(rows)
 }
 
+/// The sync roots' rows, from their root records in Weft's namespace (see
+/// [`crate::daemon::record`]): one per root, and one per shard root of a sharded root, each
+/// suspended when its base root is.
+async fn root_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, kube::Error> {
+    use crate::daemon::record::RootRecord;
+    use crate::daemon::suspend::{record_name, ROOT_LABEL};
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
+    let list = api.list(&ListParams::default().labels(ROOT_LABEL)).await?;
+    let records: Vec<(String, String, RootRecord)> = list
+        .iter()
+        .map(|cm| {
+            let base = cm.labels().get(ROOT_LABEL).cloned().unwrap_or_default();
+            let name = cm.name_any();
+            let name = name.strip_prefix("weft-root-").unwrap_or(&name).to_string();
+            (base, name, RootRecord::from_configmap(Some(cm)))
+        })
+        .collect();
+    let suspended = |base: &str| {
+        list.iter()
+            .find(|cm| cm.name_any() == record_name(base))
+            .map(|cm| RootRecord::from_configmap(Some(cm)).suspension)
+            .unwrap_or_default()
+    };
+    Ok(records
+        .into_iter()
+        .map(|(base, name, record)| {
+            let suspension = suspended(&base);
+            let (ready, message) = match &record.outcome {
+                Some(o) if o.ready => (ConditionStatus::True, String::new()),
+                Some(o) => (
+                    ConditionStatus::False,
+                    format!("{}: {}", o.reason, o.message),
+                ),
+                None => (ConditionStatus::Unknown, "no pass recorded yet".to_string()),
+            };
+            let message = match (&suspension.message, suspension.suspended) {
+                (Some(why), true) if message.is_empty() => format!("suspended: {why}"),
+                _ => message,
+            };
+            Row {
+                kind: "Root",
+                namespace: weft_namespace.to_string(),
+                name,
+                ready,
+                revision: record.outcome.and_then(|o| o.revision).unwrap_or_default(),
+                suspended: suspension.suspended,
+                since: record.since.unwrap_or_default(),
+                message,
+            }
+        })
+        .collect())
+}
+
 /// A group's or manifest's row: its phase stands for a revision.
 fn group_row(
     kind: &'static str,
@@ -181,10 +247,11 @@ pub fn table(rows: &[Row]) -> String {
         "NAME",
         "READY",
         "REVISION",
+        "SUSPENDED",
         "SINCE",
         "MESSAGE",
     ];
-    let cells: Vec<[String; 7]> = rows
+    let cells: Vec<[String; 8]> = rows
         .iter()
         .map(|r| {
             [
@@ -193,6 +260,7 @@ pub fn table(rows: &[Row]) -> String {
                 r.name.clone(),
                 format!("{:?}", r.ready),
                 r.revision.clone(),
+                r.suspended.to_string(),
                 r.since.clone(),
                 r.message.replace('\n', " "),
             ]
@@ -229,7 +297,7 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         let namespace = args.in_namespace.as_deref();
         let deadline = Instant::now() + args.timeout;
         let rows = loop {
-            let rows = rows(&client, args.what, namespace).await?;
+            let rows = rows(&client, args.what, namespace, &args.cluster.namespace).await?;
             if !args.wait || rows.iter().all(Row::is_ready) || Instant::now() >= deadline {
                 break rows;
             }
@@ -260,6 +328,7 @@ mod tests {
             name: name.into(),
             ready,
             revision: "abc123".into(),
+            suspended: false,
             since: "2026-12-02T01:00:00Z".into(),
             message: message.into(),
         }
@@ -278,14 +347,15 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
             lines[0],
-            "KIND         NAMESPACE  NAME      READY  REVISION  SINCE                 MESSAGE"
+            "KIND         NAMESPACE  NAME      READY  REVISION  SUSPENDED  SINCE                 MESSAGE"
         );
         assert_eq!(
             lines[1],
-            "ArmadaChart  apps       web       True   abc123    2026-12-02T01:00:00Z"
+            "ArmadaChart  apps       web       True   abc123    false      2026-12-02T01:00:00Z"
         );
-        assert!(lines[2]
-            .ends_with("False  abc123    2026-12-02T01:00:00Z  Failed: armada.yaml:3:1: oops"));
+        assert!(lines[2].ends_with(
+            "False  abc123    false      2026-12-02T01:00:00Z  Failed: armada.yaml:3:1: oops"
+        ));
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod get;
 pub mod progress;
 mod render;
 pub mod run;
+mod suspend;
 mod sync;
 mod trigger;
 mod uninstall;
@@ -60,6 +61,11 @@ enum Command {
     /// Weft's resources in the cluster with their Ready condition, as `flux get` shows: exit 0
     /// when all are ready, 1 when one is not (`--wait` waits first), 2 on error.
     Get(get::GetArgs),
+    /// Freeze the sync root: no pass, no drift correction, no prune, no agent update, until
+    /// `weft resume`. Recorded in the cluster, so every replica and a restart obey it.
+    Suspend(suspend::SuspendArgs),
+    /// Unfreeze the sync root; a running daemon starts a pass at once.
+    Resume(suspend::SuspendArgs),
     /// Take Weft out of the cluster: remove its finalizers from WeaveClouds and ArmadaCharts so
     /// nothing is stuck terminating; `--prune` also deletes what it created. Stop the daemon first.
     Uninstall(uninstall::UninstallArgs),
@@ -105,6 +111,8 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => daemon::run(*args),
         Command::Trigger(args) => trigger::trigger(args),
         Command::Get(args) => get::get(args),
+        Command::Suspend(args) => suspend::suspend(args, true),
+        Command::Resume(args) => suspend::suspend(args, false),
         Command::Uninstall(args) => uninstall::uninstall(args),
     }
 }

@@ -186,6 +186,7 @@ impl Metrics {
             PassResultKind::Succeeded => "succeeded",
             PassResultKind::Failed => "failed",
             PassResultKind::Abandoned => "abandoned",
+            PassResultKind::Suspended => "suspended",
         };
         let l = labels(&[("result", result)]);
         self.pass_duration

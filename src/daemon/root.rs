@@ -15,6 +15,7 @@ use kube::Client;
 use tokio::task::JoinHandle;
 
 use super::armada::status as armada_status;
+use super::record::{self, RootOutcome, RootRecord};
 use super::shards;
 use super::state::{DaemonState, Shutdown};
 use super::status::{now_rfc3339, ChangeSummary, ObjectChange, PassReport, PassResultKind};
@@ -339,6 +340,38 @@ impl RootReconciler {
             summary: ChangeSummary::default(),
             changes: Vec::new(),
         };
+        let record = match self.read_record().await {
+            Ok(record) => record,
+            Err(e) => {
+                let text = format!("cannot read the root record (is the root suspended?): {e}");
+                tracing::warn!(pass = ticket.pass, error = %text, "pass failed before fetch; nothing was applied or pruned");
+                report.error = Some(text);
+                report.duration_seconds = start.elapsed().as_secs_f64();
+                return report;
+            }
+        };
+        if let Some(suspension) = record.suspension.suspended.then_some(&record.suspension) {
+            tracing::info!(
+                pass = ticket.pass,
+                "the root is suspended; nothing was fetched, applied or pruned"
+            );
+            report.result = PassResultKind::Suspended;
+            report.error = Some(suspended_message(suspension));
+            report.duration_seconds = start.elapsed().as_secs_f64();
+            return report;
+        }
+        let report = self.run_unsuspended(ticket, report, start).await;
+        self.record_outcome(&record, &report).await;
+        report
+    }
+
+    /// The pass of a root that is not suspended.
+    async fn run_unsuspended(
+        &mut self,
+        ticket: PassTicket,
+        mut report: PassReport,
+        start: Instant,
+    ) -> PassReport {
         match self.prepare().await {
             Ok(unchanged) => report.head_unchanged = unchanged,
             Err(e) => {
@@ -370,8 +403,24 @@ impl RootReconciler {
             report.duration_seconds = start.elapsed().as_secs_f64();
             return report;
         }
-        let set = rendered.set.clone();
+        let mut set = rendered.set.clone();
         let elsewhere = rendered.elsewhere.clone();
+        // Suspended Armada charts (and their groups' and manifests' charts) are held out.
+        match crate::pass::suspend::hold_suspended(&self.state.client, &set).await {
+            Ok((held_set, held)) => {
+                if let Some(held_set) = held_set {
+                    set = Arc::new(held_set);
+                }
+                armada_status::record_suspended(&self.state.client, &held).await;
+            }
+            Err(e) => {
+                report.error = Some(format!(
+                    "cannot tell which resources are suspended: {e}; nothing was applied or pruned"
+                ));
+                report.duration_seconds = start.elapsed().as_secs_f64();
+                return report;
+            }
+        }
         let shard_pass = match &mut self.shard {
             Some(shard) => {
                 let retired = shard
@@ -394,6 +443,67 @@ impl RootReconciler {
         report.duration_seconds = start.elapsed().as_secs_f64();
         log_outcome(&report);
         report
+    }
+
+    /// The root record (own outcome) and the suspension, which a shard reads from its base
+    /// root's record (one suspension for every shard).
+    async fn read_record(&self) -> Result<RootRecord, kube::Error> {
+        let ns = &self.pass_options.weft_namespace;
+        let own = &self.pass_options.root_name;
+        let mut record = record::read(&self.state.client, ns, own).await?;
+        let base = self.base_root();
+        if base != own {
+            record.suspension = record::read(&self.state.client, ns, base).await?.suspension;
+        }
+        self.state.set_suspension(record.suspension.clone());
+        Ok(record)
+    }
+
+    /// The root's own name (shard 0's).
+    fn base_root(&self) -> &str {
+        self.shard
+            .as_ref()
+            .map(|s| s.root_name.as_str())
+            .unwrap_or(&self.pass_options.root_name)
+    }
+
+    /// Write the pass's outcome to the root record when it differs from what `before` says (a
+    /// no-op pass writes nothing; an abandoned one says nothing new).
+    async fn record_outcome(&self, before: &RootRecord, report: &PassReport) {
+        let outcome = match report.result {
+            PassResultKind::Succeeded => RootOutcome {
+                ready: true,
+                reason: "Succeeded".into(),
+                message: format!(
+                    "applied revision {}",
+                    report.revision.as_deref().unwrap_or("-")
+                ),
+                revision: report.revision.clone(),
+            },
+            PassResultKind::Failed => RootOutcome {
+                ready: false,
+                reason: "Failed".into(),
+                message: report.error.clone().unwrap_or_default(),
+                revision: report.revision.clone(),
+            },
+            PassResultKind::Abandoned | PassResultKind::Suspended => return,
+        };
+        if before.outcome.as_ref() == Some(&outcome) {
+            return;
+        }
+        let shard = self.shard.as_ref().map(|s| s.shard.index).unwrap_or(0);
+        if let Err(e) = record::write_outcome(
+            &self.state.client,
+            &self.pass_options.weft_namespace,
+            &self.pass_options.root_name,
+            self.base_root(),
+            shard,
+            &outcome,
+        )
+        .await
+        {
+            tracing::warn!(error = %e, "cannot write the root record; `weft get root` shows the previous outcome");
+        }
     }
 
     /// Apply, prune and wait for `set`, and record the outcome in `report`, the Armada
@@ -523,6 +633,19 @@ impl RootReconciler {
         });
         Ok(false)
     }
+}
+
+/// What a pass of a suspended root says.
+fn suspended_message(s: &super::suspend::RootSuspension) -> String {
+    let mut text = String::from("the root is suspended");
+    if let Some(since) = &s.since {
+        text.push_str(&format!(" since {since}"));
+    }
+    if let Some(m) = &s.message {
+        text.push_str(&format!(" ({m})"));
+    }
+    text.push_str("; nothing was fetched, applied or pruned (resume with `weft resume`)");
+    text
 }
 
 /// The log line of a finished pass.

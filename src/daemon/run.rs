@@ -169,10 +169,15 @@ async fn lead(
         config.pass_options.clone(),
         shutdown.clone(),
     )
-    .sharded(RootShard::new(shard, base_root, leader_lease));
+    .sharded(RootShard::new(shard, base_root.clone(), leader_lease));
     let root_task = tokio::spawn(root.run());
     let _ = state.queue.trigger(TriggerReason::Startup);
     let poll_task = tokio::spawn(poll(state.clone(), config.interval));
+    let suspend_task = tokio::spawn(super::suspend::follow(
+        state.clone(),
+        config.namespace.clone(),
+        base_root.clone(),
+    ));
     let controllers = config
         .controllers
         .then(|| start_controllers(state, config, &shutdown));
@@ -188,6 +193,7 @@ async fn lead(
     };
     state.queue.close();
     poll_task.abort();
+    suspend_task.abort();
     if let Some(why) = lost {
         // The elector shut the fence: whatever still runs (a pass on a blocking thread, a
         // controller) can no longer write.

@@ -63,6 +63,8 @@ pub struct DaemonState {
     pub fence: crate::apply::fence::WriteFence,
     /// The shard this replica works on during its term (`--shards N`); `None` on a standby.
     pub shard: Arc<RwLock<Option<ShardClaim>>>,
+    /// Whether the root is suspended (`weft suspend`), as last read from the cluster.
+    pub suspension: super::suspend::SuspendState,
 }
 
 /// The shard a replica holds, and how to tell which custom resources are its own.
@@ -155,6 +157,7 @@ impl DaemonState {
             namespaces: WatchNamespaces::all(),
             fence: Default::default(),
             shard: Default::default(),
+            suspension: Default::default(),
         }
     }
 
@@ -183,6 +186,13 @@ impl DaemonState {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Record the root's suspension as read from the cluster (status included); `true` when
+    /// this resumes a suspended root.
+    pub fn set_suspension(&self, now: super::suspend::RootSuspension) -> bool {
+        self.update_status(|s| s.suspension = now.clone());
+        self.suspension.set(now)
     }
 
     /// Whether this replica holds the leader Lease.

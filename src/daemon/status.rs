@@ -15,6 +15,8 @@ pub enum PassResultKind {
     Failed,
     /// The daemon stopped during the pass, which was abandoned between two stages.
     Abandoned,
+    /// The root is suspended (`weft suspend`): nothing was fetched, applied or pruned.
+    Suspended,
 }
 
 /// Counts of what a pass did, per action (a view of the apply engine's change set).
@@ -128,6 +130,9 @@ pub struct DaemonStatus {
     /// How many shards the root is split into (`--shards`; 0 read as 1).
     #[serde(default)]
     pub shard_count: u32,
+    /// Whether the root is suspended (`weft suspend`), and since when and why.
+    #[serde(default)]
+    pub suspension: super::suspend::RootSuspension,
     /// The last revision applied successfully.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,

@@ -27,6 +27,8 @@ pub enum TriggerReason {
     ApiForcePrune,
     /// A watch event on an object the sync root owns.
     Watch,
+    /// The root was resumed (`weft resume`, `POST /api/v1/resume`).
+    Resumed,
 }
 
 impl std::fmt::Display for TriggerReason {
@@ -38,6 +40,7 @@ impl std::fmt::Display for TriggerReason {
             TriggerReason::Api => f.write_str("api"),
             TriggerReason::ApiForcePrune => f.write_str("api/force-prune"),
             TriggerReason::Watch => f.write_str("watch"),
+            TriggerReason::Resumed => f.write_str("resumed"),
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod hooks;
 pub mod inventories;
 pub mod prepare;
 pub mod shard;
+pub mod suspend;
 pub mod takeover;
 
 use std::sync::Arc;
@@ -166,6 +167,10 @@ pub enum PassError {
     /// pruned.
     #[error("decryption keys, nothing was applied or pruned: {0}")]
     Decryption(#[source] SopsError),
+    /// The root is suspended (`weft suspend`), or its record could not be read: nothing was
+    /// applied or pruned.
+    #[error("{0}")]
+    Suspended(String),
     /// Several things failed (e.g. an apply error and an inventory error).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Many(Vec<PassError>),
@@ -228,6 +233,13 @@ pub async fn run_pass(
         revision: snapshot.revision.clone(),
         ..opts.clone()
     };
+    if !opts.dry_run {
+        if let Some(why) = root_suspended(client, opts).await {
+            result.error = Some(PassError::Suspended(why));
+            result.duration = start.elapsed();
+            return result;
+        }
+    }
     let bundles = AgentBundles::new(client.clone(), opts.weft_namespace.clone());
     let cluster = ClusterInputs {
         client,
@@ -243,6 +255,18 @@ pub async fn run_pass(
             };
             match taken {
                 Ok((set, removed)) => {
+                    // Suspended WeaveClouds and Armada charts are held out.
+                    let set = match suspend::hold_suspended(client, &set).await {
+                        Ok((Some(held), _)) => held,
+                        Ok((None, _)) => set,
+                        Err(e) => {
+                            result.error = Some(PassError::Suspended(format!(
+                                "cannot tell which resources are suspended, nothing was applied or pruned: {e}"
+                            )));
+                            result.duration = start.elapsed();
+                            return result;
+                        }
+                    };
                     if !removed.is_empty() {
                         observer(Progress::Phase {
                             message: "taking over the Weave Cloud launcher's objects".to_string(),
@@ -267,6 +291,25 @@ pub async fn run_pass(
     }
     result.duration = start.elapsed();
     result
+}
+
+/// Why a one-shot pass must not run: the root is suspended (`weft suspend`), or its record
+/// cannot be read.
+async fn root_suspended(client: &Client, opts: &PassOptions) -> Option<String> {
+    match crate::daemon::record::read(client, &opts.weft_namespace, &opts.root_name).await {
+        Ok(r) if r.suspension.suspended => Some(format!(
+            "the root {} is suspended{}; nothing was applied or pruned (`weft resume` first)",
+            opts.root_name,
+            r.suspension
+                .message
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        )),
+        Ok(_) => None,
+        Err(e) => Some(format!(
+            "cannot read the root record (is the root suspended?), nothing was applied or pruned: {e}"
+        )),
+    }
 }
 
 /// The engine policy of a complete render: Armada's rules for its charts, and Weft's own custom

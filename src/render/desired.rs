@@ -203,6 +203,35 @@ impl DesiredSet {
         }
     }
 
+    /// The set without `held` owners: none of their objects, hooks or failures, and they take
+    /// no part (their inventories are neither read, pruned nor written: a suspended owner's
+    /// prune is deferred, never lost).
+    pub fn without_owners(&self, held: &BTreeSet<Owner>) -> DesiredSet {
+        let keep = |o: &Owner| !held.contains(o);
+        DesiredSet {
+            objects: self
+                .objects
+                .iter()
+                .filter(|o| keep(&o.owner))
+                .cloned()
+                .collect(),
+            owners: self.owners.iter().filter(|o| keep(o)).cloned().collect(),
+            hooks: self
+                .hooks
+                .iter()
+                .filter(|h| keep(&h.object.owner))
+                .cloned()
+                .collect(),
+            warnings: self.warnings.clone(),
+            failures: self
+                .failures
+                .iter()
+                .filter(|f| keep(&f.owner))
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// With the hooks of its owners (e.g. from the complete render this layer came from).
     pub fn with_hooks(mut self, hooks: impl IntoIterator<Item = DesiredHook>) -> DesiredSet {
         let owners = &self.owners;

@@ -6,6 +6,7 @@
 //! | route | what |
 //! |---|---|
 //! | `POST /api/v1/sync[?wait=true][&update=true][&forcePrune=true]` | bearer token; queue a pass (202), or wait for it and return its [`PassReport`](crate::daemon::status::PassReport) (200); `update=true` also starts an agent update check now; `forcePrune=true` lets that pass prune past `--max-prune-fraction` |
+//! | `POST /api/v1/suspend[?message=…]`, `POST /api/v1/resume` | bearer token; record the root suspended or resumed in the cluster (every replica obeys it); resuming starts a pass; answers the recorded suspension as JSON |
 //! | `POST /hooks/github` | `X-Hub-Signature-256` HMAC; a push to the followed ref queues a pass |
 //! | `POST /hooks/gitlab` | `X-Gitlab-Token`; same |
 //! | `POST /hooks/generic` | `X-Weft-Signature: sha256=<hmac>`; same (a JSON `ref` field is filtered) |
@@ -31,6 +32,7 @@ pub mod listen;
 pub mod replay;
 pub mod secrets;
 pub mod signature;
+mod suspend;
 mod webhooks;
 
 #[cfg(test)]
@@ -203,6 +205,8 @@ pub fn hooks_router(state: ServerState) -> Router {
         // Not under the request timeout: `?wait=true` waits for a pass (bounded by
         // `wait_timeout`); its body read has the body timeout.
         .route("/api/v1/sync", post(sync))
+        .route("/api/v1/suspend", post(suspend::suspend_root))
+        .route("/api/v1/resume", post(suspend::resume_root))
         .with_state(state)
 }
 

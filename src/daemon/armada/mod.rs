@@ -36,6 +36,7 @@ use serde_json::json;
 
 use super::state::{DaemonState, Shutdown};
 use super::status::now_rfc3339;
+use super::suspend;
 use super::trigger::TriggerReason;
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, DRIFTED};
@@ -210,13 +211,28 @@ fn edited_by_someone_else(meta: &kube::api::ObjectMeta) -> bool {
     })
 }
 
-/// The value of `weft.io/requested-at` on an Armada resource.
+/// What asks for a pass when it changes on an Armada resource: `weft.io/requested-at`, and
+/// `weft.io/suspend` (a pass marks the charts suspended, or resumes them).
 fn requested_at<K: Resource>(obj: &K) -> Option<String> {
-    obj.meta()
+    let requested = obj
+        .meta()
         .annotations
-        .as_ref()?
-        .get(REQUESTED_AT_ANNOTATION)
-        .cloned()
+        .as_ref()
+        .and_then(|a| a.get(REQUESTED_AT_ANNOTATION))
+        .map_or("", String::as_str);
+    Some(format!("{requested}|{}", suspend::annotated(obj.meta())))
+}
+
+/// Why a chart is suspended, if it is: its annotation, the root, or a pass that held it
+/// (`Suspended=True`: its group or manifest is suspended).
+fn chart_suspended(chart: &ArmadaChart, ctx: &Context) -> Option<&'static str> {
+    suspend::why_suspended(&ctx.state.suspension, &chart.metadata).or_else(|| {
+        chart
+            .status
+            .as_ref()
+            .is_some_and(|s| suspend::marked(&s.conditions))
+            .then_some("its group or manifest is suspended")
+    })
 }
 
 /// The mapper of a child kind: record the child for its chart, and name the chart.
@@ -390,6 +406,13 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
         // Not ours to act on (`--watch-namespaces`, or another root's chart): no finalizer.
         return Ok(Action::await_change());
     }
+    if chart.metadata.deletion_timestamp.is_some() {
+        if let Some(why) = chart_suspended(&chart, &ctx) {
+            // The prune of its children waits: the finalizer stays until it is resumed.
+            tracing::info!(chart = %format!("{namespace}/{}", chart.name_any()), why, "suspended chart deleted; its children are pruned when it is resumed");
+            return Ok(Action::await_change());
+        }
+    }
     let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client.clone(), &namespace);
     finalizer(&api, FINALIZER, chart, |event| async move {
         match event {
@@ -410,6 +433,15 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
     if ctx.requested_at_changed(&key, requested_at(chart)) {
         tracing::info!(chart = %format!("{}/{}", key.0, key.1), "weft.io/requested-at changed");
         wanted = true;
+    }
+    if let Some(why) = chart_suspended(chart, ctx) {
+        // Drift is neither corrected nor reported; a pass is still wanted when the annotation
+        // changed (it marks the chart suspended).
+        tracing::debug!(chart = %format!("{}/{}", key.0, key.1), why, "suspended; drift left alone");
+        if wanted {
+            let _ = ctx.state.queue.trigger(TriggerReason::Watch);
+        }
+        return Ok(Action::await_change());
     }
     let drift = drifted(ctx, &pending).await;
     if !drift.is_empty() {

@@ -19,6 +19,7 @@ use crate::api::ObjectRef;
 use crate::apply::changeset::ChangeSet;
 use crate::apply::ApplyError;
 use crate::daemon::status::{now_rfc3339, OwnerStatus};
+use crate::daemon::suspend;
 use crate::pass::SyncError;
 use crate::render::DesiredSet;
 use crate::render::Owner;
@@ -199,7 +200,38 @@ fn conditions_for(
         with_gen(Condition::new(STALLED, ConditionStatus::False, reason, "")),
         &now,
     );
+    // A chart that takes part in a pass is not suspended (any more).
+    if suspend::marked(&conds) {
+        set_condition(&mut conds, suspend::condition(false, ""), &now);
+    }
     conds
+}
+
+/// Mark the suspended charts of a pass `Suspended=True` (once: a chart already marked is not
+/// written again).
+pub async fn record_suspended(client: &Client, held: &BTreeSet<Owner>) {
+    for owner in held {
+        let Owner::Resource {
+            kind,
+            namespace,
+            name,
+        } = owner
+        else {
+            continue;
+        };
+        if kind != crate::render::armada::OWNER_KIND {
+            continue;
+        }
+        let api: Api<ArmadaChart> = Api::namespaced(client.clone(), namespace);
+        let Ok(Some(chart)) = api.get_opt(name).await else {
+            continue;
+        };
+        let before = chart.status.unwrap_or_default().conditions;
+        let why = "weft.io/suspend is \"true\" on the chart, its group or its manifest";
+        if let Err(e) = suspend::mark(&api, name, &before, Some(why)).await {
+            tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot mark ArmadaChart suspended");
+        }
+    }
 }
 
 pub(crate) async fn event<K: Resource<DynamicType = ()>>(

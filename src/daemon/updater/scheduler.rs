@@ -67,6 +67,12 @@ impl Updater {
                 // Another shard's (`--shards`): its holder checks it.
                 continue;
             }
+            if let Some(why) =
+                crate::daemon::suspend::why_suspended(&self.state.suspension, &wc.metadata)
+            {
+                tracing::debug!(weavecloud = %format!("{}/{}", wc.namespace().unwrap_or_default(), wc.name_any()), why, "suspended: no agent update check");
+                continue;
+            }
             seen.push((wc.namespace().unwrap_or_default(), wc.name_any()));
             if let Some(next) = self.schedule_one(&wc, forced).await {
                 earliest = Some(earliest.map_or(next, |e| e.min(next)));

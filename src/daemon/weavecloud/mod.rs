@@ -30,6 +30,7 @@ use serde_json::json;
 
 use super::state::{DaemonState, Shutdown};
 use super::status::now_rfc3339;
+use super::suspend;
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY, RECONCILING};
 use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
 use crate::apply::changeset::Action as ChangeAction;
@@ -201,6 +202,8 @@ pub async fn run(ctx: Context) {
         }),
     };
     controller
+        // Resuming the root reconciles every WeaveCloud again.
+        .reconcile_all_on(ctx.state.suspension.resumes())
         .graceful_shutdown_on(async move { shutdown.stopped().await })
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|r| async move {
@@ -234,6 +237,21 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
         return Ok(Action::await_change());
     }
     let api: Api<WeaveCloud> = Api::namespaced(ctx.state.client.clone(), &namespace);
+    let why = suspend::why_suspended(&ctx.state.suspension, &wc.metadata);
+    let conditions = wc.status.as_ref().map(|s| s.conditions.clone());
+    suspend::mark(&api, &wc.name_any(), &conditions.unwrap_or_default(), why)
+        .await
+        .map_err(|source| WeaveCloudError::Kube {
+            weavecloud: reference(&wc),
+            action: "writing the Suspended condition",
+            source,
+        })?;
+    if let Some(why) = why {
+        // Nothing is applied, corrected, pruned or updated; a deletion keeps the finalizer (and
+        // the agents) until the WeaveCloud is resumed.
+        tracing::info!(weavecloud = %reference(&wc), why, "suspended; left as it is");
+        return Ok(Action::await_change());
+    }
     finalizer(&api, FINALIZER, wc, |event| async move {
         match event {
             Finalizer::Apply(wc) => apply(&wc, &ctx).await,

@@ -1,0 +1,55 @@
+//! `weft suspend` / `weft resume`: freeze and unfreeze the whole sync root, as `flux suspend`
+//! does. The state is recorded in the cluster (the root record, see [`crate::daemon::suspend`]),
+//! so every replica, every shard and a restart obey it; a running daemon resumes with a pass.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::args::ClusterArgs;
+use crate::daemon::suspend;
+
+/// The flags of `weft suspend` and `weft resume`.
+#[derive(Args, Debug)]
+pub struct SuspendArgs {
+    /// Why (shown by `weft get root` and `/api/v1/status`); `suspend` only.
+    #[arg(long, short = 'm')]
+    pub message: Option<String>,
+    /// Name of the sync root (`--root-name` of `weft run`).
+    #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
+    pub root_name: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// Record the root suspended (`true`) or resumed; exit 0 when recorded, 2 on an error.
+pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let now = runtime.block_on(async {
+        let (client, _) = args.cluster.connect().await?;
+        let message = suspended.then_some(args.message.as_deref()).flatten();
+        Ok::<_, anyhow::Error>(
+            suspend::write(
+                &client,
+                &args.cluster.namespace,
+                &args.root_name,
+                suspended,
+                message,
+            )
+            .await?,
+        )
+    })?;
+    let record = suspend::record_name(&args.root_name);
+    if now.suspended {
+        println!(
+            "root {} suspended (ConfigMap {}/{record}): no pass runs until `weft resume`",
+            args.root_name, args.cluster.namespace
+        );
+    } else {
+        println!(
+            "root {} resumed (ConfigMap {}/{record}): a running daemon starts a pass now",
+            args.root_name, args.cluster.namespace
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

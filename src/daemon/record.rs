@@ -1,0 +1,163 @@
+//! The root record: one ConfigMap per sync root (and per shard root) in Weft's namespace,
+//! `weft-root-<root name>`, labelled `weft.io/root: <base root name>`. The root has no custom
+//! resource of its own, so this is where the cluster says how it is doing: `weft get root` reads
+//! it, as `flux get kustomizations` reads a Kustomization's status.
+//!
+//! The leader writes the outcome keys (field manager `weft`) only when the outcome changes — a
+//! revision applied, a pass that failed or recovered — so a no-op pass writes nothing.
+//! `weft suspend` / `weft resume` write the suspend keys of the base root's record (see
+//! [`super::suspend`]).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::Client;
+
+use super::status::now_rfc3339;
+use super::suspend::{record_labels, record_name, RootSuspension};
+use crate::apply::FIELD_MANAGER;
+
+pub const KEY_READY: &str = "ready";
+pub const KEY_REASON: &str = "reason";
+pub const KEY_MESSAGE: &str = "message";
+pub const KEY_REVISION: &str = "revision";
+pub const KEY_SINCE: &str = "lastTransitionAt";
+pub const KEY_SHARD: &str = "shard";
+
+/// The longest message kept (a failed pass's error can list many objects).
+const MAX_MESSAGE: usize = 2000;
+
+/// How the last pass of a root ended, as recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RootOutcome {
+    pub ready: bool,
+    /// `Succeeded`, `Failed`, `Suspended`.
+    pub reason: String,
+    pub message: String,
+    /// The revision applied (or tried).
+    pub revision: Option<String>,
+}
+
+impl RootOutcome {
+    /// The outcome recorded in `data`, if any.
+    pub fn from_data(data: &BTreeMap<String, String>) -> Option<RootOutcome> {
+        let ready = data.get(KEY_READY)?;
+        Some(RootOutcome {
+            ready: ready == "True",
+            reason: data.get(KEY_REASON).cloned().unwrap_or_default(),
+            message: data.get(KEY_MESSAGE).cloned().unwrap_or_default(),
+            revision: data.get(KEY_REVISION).cloned(),
+        })
+    }
+
+    fn truncated(mut self) -> RootOutcome {
+        if self.message.len() > MAX_MESSAGE {
+            let mut end = MAX_MESSAGE;
+            while !self.message.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.message.truncate(end);
+            self.message.push('…');
+        }
+        self
+    }
+}
+
+/// What a root record holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RootRecord {
+    pub suspension: RootSuspension,
+    pub outcome: Option<RootOutcome>,
+    /// RFC 3339 time the outcome last changed.
+    pub since: Option<String>,
+}
+
+impl RootRecord {
+    pub fn from_configmap(cm: Option<&ConfigMap>) -> RootRecord {
+        let data = cm.and_then(|c| c.data.as_ref());
+        RootRecord {
+            suspension: RootSuspension::from_data(data),
+            outcome: data.and_then(RootOutcome::from_data),
+            since: data.and_then(|d| d.get(KEY_SINCE).cloned()),
+        }
+    }
+}
+
+/// Read the record of root `root_name` (absent: the default, not suspended, no outcome).
+pub async fn read(
+    client: &Client,
+    weft_namespace: &str,
+    root_name: &str,
+) -> Result<RootRecord, kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
+    let cm = api.get_opt(&record_name(root_name)).await?;
+    Ok(RootRecord::from_configmap(cm.as_ref()))
+}
+
+/// Record `outcome` for root `root_name` (shard `shard` of base root `base_root`).
+pub async fn write_outcome(
+    client: &Client,
+    weft_namespace: &str,
+    root_name: &str,
+    base_root: &str,
+    shard: u32,
+    outcome: &RootOutcome,
+) -> Result<(), kube::Error> {
+    let outcome = outcome.clone().truncated();
+    let mut data = BTreeMap::from([
+        (
+            KEY_READY.to_string(),
+            if outcome.ready { "True" } else { "False" }.to_string(),
+        ),
+        (KEY_REASON.to_string(), outcome.reason),
+        (KEY_MESSAGE.to_string(), outcome.message),
+        (KEY_SINCE.to_string(), now_rfc3339()),
+        (KEY_SHARD.to_string(), shard.to_string()),
+    ]);
+    if let Some(r) = outcome.revision {
+        data.insert(KEY_REVISION.to_string(), r);
+    }
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(record_name(root_name)),
+            namespace: Some(weft_namespace.to_string()),
+            labels: Some(record_labels(base_root)),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    };
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&record_name(root_name), &pp, &Patch::Apply(&cm))
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_outcome_reads_back_and_long_messages_are_cut() {
+        let data = BTreeMap::from([
+            (KEY_READY.to_string(), "False".to_string()),
+            (KEY_REASON.to_string(), "Failed".to_string()),
+            (KEY_MESSAGE.to_string(), "a.yaml:3:1: bad".to_string()),
+            (KEY_REVISION.to_string(), "abc".to_string()),
+        ]);
+        let o = RootOutcome::from_data(&data).expect("an outcome");
+        assert!(!o.ready);
+        assert_eq!(o.reason, "Failed");
+        assert_eq!(o.revision.as_deref(), Some("abc"));
+        assert_eq!(RootOutcome::from_data(&BTreeMap::new()), None);
+        let long = RootOutcome {
+            message: "é".repeat(MAX_MESSAGE),
+            ..Default::default()
+        }
+        .truncated();
+        assert!(long.message.len() <= MAX_MESSAGE + '…'.len_utf8());
+        assert!(long.message.ends_with('…'));
+    }
+}

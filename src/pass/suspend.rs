@@ -1,0 +1,172 @@
+//! Suspended owners in a pass (`weft.io/suspend: "true"`, see [`crate::daemon::suspend`]): the
+//! resource documents themselves are applied as usual, but the objects of a suspended WeaveCloud
+//! or ArmadaChart — or of a chart whose ArmadaChartGroup or ArmadaManifest is suspended — are
+//! held out of the pass: not applied, not corrected, not pruned, their inventories untouched.
+//!
+//! A resource is suspended when its document in git or its live copy (`kubectl annotate`) says so.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::api::{Api, ListParams};
+use kube::core::{ObjectList, PartialObjectMeta};
+use kube::{Client, Resource};
+
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::api::WeaveCloud;
+use crate::daemon::suspend::{annotated, annotated_value};
+use crate::render::{DesiredSet, Owner};
+
+/// `(kind, namespace, name)` of a resource.
+type Key = (String, String, String);
+
+/// The owners a pass of `set` must hold because they are suspended.
+pub fn suspended_owners(set: &DesiredSet, live: &BTreeSet<Key>) -> BTreeSet<Owner> {
+    let mut annotated_keys: BTreeSet<Key> = live.clone();
+    // Who lists whom, from the documents of the repository.
+    let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut manifests: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for o in set.objects() {
+        if !matches!(o.owner, Owner::SyncRoot { .. }) {
+            continue;
+        }
+        let kind = o.kind();
+        if !matches!(
+            kind,
+            "WeaveCloud" | "ArmadaChart" | "ArmadaChartGroup" | "ArmadaManifest"
+        ) {
+            continue;
+        }
+        let ns = o.namespace().unwrap_or("").to_string();
+        let name = o.name().to_string();
+        if annotated_value(&o.object) {
+            annotated_keys.insert((kind.to_string(), ns.clone(), name.clone()));
+        }
+        let names = |field: &str| -> Vec<String> {
+            o.object
+                .pointer(&format!("/spec/{field}"))
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        match kind {
+            "ArmadaChartGroup" => {
+                groups.insert((ns, name), names("chart_group"));
+            }
+            "ArmadaManifest" => {
+                manifests.insert((ns, name), names("chart_groups"));
+            }
+            _ => {}
+        }
+    }
+    let mut held = BTreeSet::new();
+    let chart = |ns: &str, name: &str| Owner::Resource {
+        kind: crate::render::armada::OWNER_KIND.to_string(),
+        namespace: ns.to_string(),
+        name: name.to_string(),
+    };
+    let mut suspended_groups: BTreeSet<(String, String)> = BTreeSet::new();
+    for (kind, ns, name) in &annotated_keys {
+        match kind.as_str() {
+            "WeaveCloud" => {
+                held.insert(Owner::Resource {
+                    kind: kind.clone(),
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                });
+            }
+            "ArmadaChart" => {
+                held.insert(chart(ns, name));
+            }
+            "ArmadaChartGroup" => {
+                suspended_groups.insert((ns.clone(), name.clone()));
+            }
+            "ArmadaManifest" => {
+                for g in manifests
+                    .get(&(ns.clone(), name.clone()))
+                    .into_iter()
+                    .flatten()
+                {
+                    suspended_groups.insert((ns.clone(), g.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (ns, g) in &suspended_groups {
+        for c in groups.get(&(ns.clone(), g.clone())).into_iter().flatten() {
+            held.insert(chart(ns, c));
+        }
+    }
+    // Only owners that take part in this pass.
+    held.retain(|o| set.owners().contains(o));
+    held
+}
+
+/// The resources of the kinds a pass may hold that are annotated suspended in the cluster (one
+/// metadata-only LIST per kind whose owners take part in `set`; a kind whose CRD is not installed
+/// has none).
+pub async fn live_suspended(
+    client: &Client,
+    set: &DesiredSet,
+) -> Result<BTreeSet<Key>, kube::Error> {
+    let kinds: BTreeSet<&str> = set
+        .owners()
+        .iter()
+        .filter_map(|o| match o {
+            Owner::Resource { kind, .. } => Some(kind.as_str()),
+            Owner::SyncRoot { .. } => None,
+        })
+        .collect();
+    let mut out = BTreeSet::new();
+    if kinds.contains("WeaveCloud") {
+        collect::<WeaveCloud>(client, &mut out).await?;
+    }
+    if kinds.contains(crate::render::armada::OWNER_KIND) {
+        collect::<ArmadaChart>(client, &mut out).await?;
+        collect::<ArmadaChartGroup>(client, &mut out).await?;
+        collect::<ArmadaManifest>(client, &mut out).await?;
+    }
+    Ok(out)
+}
+
+async fn collect<K>(client: &Client, out: &mut BTreeSet<Key>) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let list: ObjectList<PartialObjectMeta<K>> =
+        match api.list_metadata(&ListParams::default()).await {
+            Ok(l) => l,
+            // The CRD is not installed: nothing of that kind exists.
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(e) => return Err(e),
+        };
+    for item in list.items.iter().filter(|i| annotated(&i.metadata)) {
+        out.insert((
+            K::kind(&()).to_string(),
+            item.metadata.namespace.clone().unwrap_or_default(),
+            item.metadata.name.clone().unwrap_or_default(),
+        ));
+    }
+    Ok(())
+}
+
+/// `set` without the owners that are suspended (in git or in the cluster), and those owners.
+pub async fn hold_suspended(
+    client: &Client,
+    set: &DesiredSet,
+) -> Result<(Option<DesiredSet>, BTreeSet<Owner>), kube::Error> {
+    let live = live_suspended(client, set).await?;
+    let held = suspended_owners(set, &live);
+    if held.is_empty() {
+        return Ok((None, held));
+    }
+    for o in &held {
+        tracing::info!(owner = %o.reference(), "suspended: its objects are left as they are");
+    }
+    Ok((Some(set.without_owners(&held)), held))
+}
