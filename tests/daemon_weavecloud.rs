@@ -472,3 +472,128 @@ async fn drift_policy_report_sets_drifted_and_changes_nothing() {
     drop(server);
     ns.delete().await;
 }
+
+fn suspended_status(wc: &WeaveCloud) -> Option<String> {
+    wc.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Suspended")
+        .map(|c| format!("{:?}", c.status))
+}
+
+/// `weft.io/suspend: "true"` on a WeaveCloud: `Suspended=True`, a deleted agent stays deleted,
+/// a deleted WeaveCloud keeps its finalizer and its agents; removing the annotation recreates
+/// the agent, and then lets the deletion finish (agents pruned).
+#[tokio::test]
+async fn a_suspended_weavecloud_is_left_alone_until_it_is_resumed() {
+    let _one = ONE_CONTROLLER.lock().await;
+    let ns = TestNamespace::new("daemon-wc-suspend").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
+    let mut token = Secret::default();
+    token.metadata.name = Some("weave-cloud-token".into());
+    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
+    secrets
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("create token Secret");
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("weave/weave-cloud.yaml", weavecloud(ns.name()));
+    work.commit("weave cloud");
+    work.push();
+    let url = server.url("config.git");
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        ..DaemonOptions::new(&url, ns.name())
+    });
+    let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), ns.name());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    wait_for("the flux agent", Duration::from_secs(60), &d, async || {
+        deployments.get_opt(FLUX).await.ok().flatten()
+    })
+    .await;
+
+    let annotate = async |value: Option<&str>| {
+        let patch = serde_json::json!({"metadata": {"annotations": {"weft.io/suspend": value}}});
+        wcs.patch(
+            "weave-cloud",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("annotate the WeaveCloud");
+    };
+    annotate(Some("true")).await;
+    wait_for("Suspended=True", Duration::from_secs(20), &d, async || {
+        let wc = wcs.get("weave-cloud").await.ok()?;
+        (suspended_status(&wc).as_deref() == Some("True")).then_some(())
+    })
+    .await;
+    deployments
+        .delete(FLUX, &DeleteParams::default())
+        .await
+        .expect("delete flux");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        deployments.get_opt(FLUX).await.unwrap().is_none(),
+        "a suspended WeaveCloud's deleted agent stays deleted\nlogs:\n{}",
+        d.logs()
+    );
+
+    annotate(None).await;
+    let (_, took) = wait_for(
+        "the agent is recreated on resume",
+        Duration::from_secs(30),
+        &d,
+        async || deployments.get_opt(FLUX).await.ok().flatten(),
+    )
+    .await;
+    eprintln!("resumed → agent recreated after {took:?}");
+    wait_for("Suspended=False", Duration::from_secs(20), &d, async || {
+        let wc = wcs.get("weave-cloud").await.ok()?;
+        (suspended_status(&wc).as_deref() == Some("False")).then_some(())
+    })
+    .await;
+
+    // Deleted while suspended: the finalizer and the agents stay until it is resumed.
+    annotate(Some("true")).await;
+    wait_for(
+        "Suspended=True again",
+        Duration::from_secs(20),
+        &d,
+        async || {
+            let wc = wcs.get("weave-cloud").await.ok()?;
+            (suspended_status(&wc).as_deref() == Some("True")).then_some(())
+        },
+    )
+    .await;
+    wcs.delete("weave-cloud", &DeleteParams::default())
+        .await
+        .expect("delete wc");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let wc = wcs.get_opt("weave-cloud").await.unwrap();
+    assert!(
+        wc.is_some_and(|w| w.metadata.deletion_timestamp.is_some()),
+        "a suspended WeaveCloud being deleted waits"
+    );
+    assert!(deployments.get_opt(FLUX).await.unwrap().is_some());
+    annotate(None).await;
+    wait_for(
+        "the resumed deletion finishes",
+        Duration::from_secs(60),
+        &d,
+        async || {
+            let gone = wcs.get_opt("weave-cloud").await.ok()?.is_none();
+            let pruned = deployments.get_opt(FLUX).await.ok()?.is_none();
+            (gone && pruned).then_some(())
+        },
+    )
+    .await;
+    drop(server);
+    ns.delete().await;
+}

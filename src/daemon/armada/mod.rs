@@ -223,6 +223,44 @@ fn requested_at<K: Resource>(obj: &K) -> Option<String> {
     Some(format!("{requested}|{}", suspend::annotated(obj.meta())))
 }
 
+/// Whether a suspended group of the chart's namespace lists it, or a suspended manifest lists
+/// such a group (read live: a chart being deleted may be gone from git already).
+async fn listed_by_suspended(
+    client: &kube::Client,
+    chart: &ArmadaChart,
+) -> Result<Option<&'static str>, ChartError> {
+    let (ns, name) = key_of(chart);
+    let failed = |source| ChartError::Kube {
+        namespace: ns.clone(),
+        name: name.clone(),
+        action: "listing its groups and manifests",
+        source,
+    };
+    let lp = kube::api::ListParams::default();
+    let groups = Api::<ArmadaChartGroup>::namespaced(client.clone(), &ns)
+        .list(&lp)
+        .await
+        .map_err(failed)?;
+    let mine: Vec<&ArmadaChartGroup> = groups
+        .iter()
+        .filter(|g| g.spec.chart_group.contains(&name))
+        .collect();
+    if mine.iter().any(|g| suspend::annotated(&g.metadata)) {
+        return Ok(Some("its group is suspended"));
+    }
+    let manifests = Api::<ArmadaManifest>::namespaced(client.clone(), &ns)
+        .list(&lp)
+        .await
+        .map_err(failed)?;
+    let suspended = manifests.iter().any(|m| {
+        suspend::annotated(&m.metadata)
+            && mine
+                .iter()
+                .any(|g| m.spec.chart_groups.contains(&g.name_any()))
+    });
+    Ok(suspended.then_some("its manifest is suspended"))
+}
+
 /// Why a chart is suspended, if it is: its annotation, the root, or a pass that held it
 /// (`Suspended=True`: its group or manifest is suspended).
 fn chart_suspended(chart: &ArmadaChart, ctx: &Context) -> Option<&'static str> {
@@ -407,7 +445,11 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     }
     if chart.metadata.deletion_timestamp.is_some() {
-        if let Some(why) = chart_suspended(&chart, &ctx) {
+        let why = match suspend::why_suspended(&ctx.state.suspension, &chart.metadata) {
+            Some(why) => Some(why),
+            None => listed_by_suspended(&ctx.state.client, &chart).await?,
+        };
+        if let Some(why) = why {
             // The prune of its children waits: the finalizer stays until it is resumed.
             tracing::info!(chart = %format!("{namespace}/{}", chart.name_any()), why, "suspended chart deleted; its children are pruned when it is resumed");
             return Ok(Action::await_change());
@@ -436,7 +478,12 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
     }
     if let Some(why) = chart_suspended(chart, ctx) {
         // Drift is neither corrected nor reported; a pass is still wanted when the annotation
-        // changed (it marks the chart suspended).
+        // changed, or says suspended while the status does not yet (the pass marks it).
+        let unmarked = chart
+            .status
+            .as_ref()
+            .is_none_or(|s| !suspend::marked(&s.conditions));
+        wanted |= suspend::annotated(&chart.metadata) && unmarked;
         tracing::debug!(chart = %format!("{}/{}", key.0, key.1), why, "suspended; drift left alone");
         if wanted {
             let _ = ctx.state.queue.trigger(TriggerReason::Watch);
