@@ -378,6 +378,74 @@ async fn changing_the_shard_count_moves_units_without_deleting_objects() {
     for (name, (uid, _, _)) in &last {
         assert_eq!(&before[name].0, uid, "{name} was recreated");
     }
+
+    // `weft uninstall --prune` of the sharded root: every shard's objects, inventories, root
+    // records and Leases go (not only shard 0's).
+    let mut two = two;
+    for d in &two {
+        d.signal("TERM");
+    }
+    for d in &mut two {
+        assert_eq!(
+            d.wait_exit(Duration::from_secs(30)),
+            Some(0),
+            "{}",
+            d.logs()
+        );
+    }
+    let shard1_objects = last
+        .values()
+        .filter(|(_, owner, _)| *owner == shard_owner(ns.name(), 1))
+        .count();
+    assert!(
+        shard1_objects > 0,
+        "shard 1 applied nothing: the uninstall proves nothing"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args([
+            "uninstall",
+            "--prune",
+            "--namespace",
+            ns.name(),
+            "--root-name",
+            ns.name(),
+        ])
+        .args(support::cluster::cluster().kube_args())
+        .env_remove("WEFT_ROOT_NAME")
+        .output()
+        .expect("weft uninstall");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "weft uninstall --prune:\n{text}");
+    assert!(
+        live(&api_of(&ns)).await.is_empty(),
+        "every shard's objects are pruned:\n{text}"
+    );
+    for index in [0, 1, 2] {
+        assert!(
+            inventory_names(&ns, index).await.is_none(),
+            "shard {index}'s inventory is deleted:\n{text}"
+        );
+    }
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(ns.client(), ns.name());
+    let left: Vec<String> = leases
+        .list(&ListParams::default())
+        .await
+        .expect("list leases")
+        .items
+        .into_iter()
+        .filter_map(|l| l.metadata.name)
+        .collect();
+    assert!(left.is_empty(), "Leases left: {left:?}\n{text}");
+    let records = api_of(&ns)
+        .list(&ListParams::default().labels("weft.io/root"))
+        .await
+        .expect("list root records");
+    assert!(records.items.is_empty(), "root records left:\n{text}");
     drop(repo);
     ns.delete().await;
 }

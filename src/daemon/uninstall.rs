@@ -99,14 +99,18 @@ pub async fn uninstall(
     if !opts.ignore_running {
         refuse_if_running(client, &opts.namespace).await?;
     }
-    let root = Owner::root(&opts.namespace, &opts.root_name);
+    let roots = root_names(client, opts).await?;
+    let owners: Vec<Owner> = roots
+        .iter()
+        .map(|r| Owner::root(&opts.namespace, r))
+        .collect();
     let mut report = UninstallReport::default();
     if opts.prune {
-        let resources = finalized_resources(client, &root).await?;
-        prune_all(client, opts, &resources, &mut report).await?;
+        let resources = finalized_resources(client, &owners).await?;
+        prune_all(client, opts, &roots, &resources, &mut report).await?;
     }
     // What the prune deleted is gone; release whatever is left (and what is being deleted).
-    for (ar, objects) in finalized_resources(client, &root).await? {
+    for (ar, objects) in finalized_resources(client, &owners).await? {
         for object in &objects {
             if let Some(name) = release(client, &ar, object).await? {
                 report.released.push(name);
@@ -116,13 +120,52 @@ pub async fn uninstall(
     Ok(report)
 }
 
-/// Whether this installation handles `object`: its root applied it, or no root did (applied
-/// with kubectl). Another installation's resources are left to it.
-fn ours(object: &DynamicObject, root: &Owner) -> bool {
+/// Whether this installation handles `object`: one of its roots (shard roots included) applied
+/// it, or no root did (applied with kubectl). Another installation's resources are left to it.
+fn ours(object: &DynamicObject, roots: &[Owner]) -> bool {
     match object.labels().get(crate::render::ownership::OWNER_LABEL) {
         None => true,
-        Some(id) => *id == root.id().0,
+        Some(id) => roots.iter().any(|r| *id == r.id().0),
     }
+}
+
+/// The root and, when it was sharded (`--shards N`), every shard root it had: found by their
+/// shard Leases (`<leader Lease>-shard-<i>`) and their root records (`weft.io/root` label).
+async fn root_names(
+    client: &Client,
+    opts: &UninstallOptions,
+) -> Result<Vec<String>, UninstallError> {
+    let ns = &opts.namespace;
+    let base = &opts.root_name;
+    let mut indexes: BTreeSet<u32> = BTreeSet::from([0]);
+    let prefix = super::shards::shard_lease_name(&super::leader::lease_name(base), 0);
+    let prefix = prefix.trim_end_matches('0');
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let list = leases
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing the Leases of {ns}")))?;
+    indexes.extend(list.items.iter().filter_map(|l| {
+        l.name_any()
+            .strip_prefix(&prefix)
+            .and_then(|i| i.parse::<u32>().ok())
+    }));
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let records = configmaps
+        .list(&ListParams::default().labels(&format!("{}={base}", super::suspend::ROOT_LABEL)))
+        .await
+        .map_err(kube_err(format!("listing the root records of {ns}")))?;
+    let mut names: BTreeSet<String> = indexes
+        .into_iter()
+        .map(|i| crate::render::shard::shard_root_name(base, i))
+        .collect();
+    names.extend(
+        records
+            .items
+            .iter()
+            .filter_map(|c| c.name_any().strip_prefix("weft-root-").map(str::to_string)),
+    );
+    Ok(names.into_iter().collect())
 }
 
 /// A Lease of Weft's namespace renewed within its duration: a daemon is running.
@@ -162,7 +205,7 @@ async fn refuse_if_running(client: &Client, namespace: &str) -> Result<(), Unins
 /// [`ours`]), by kind (kinds whose CRD is not installed are left out).
 async fn finalized_resources(
     client: &Client,
-    root: &Owner,
+    roots: &[Owner],
 ) -> Result<Vec<(ApiResource, Vec<DynamicObject>)>, UninstallError> {
     let mut out = Vec::new();
     for (group, version, kind) in FINALIZED_KINDS {
@@ -180,7 +223,7 @@ async fn finalized_resources(
             .map_err(kube_err(format!("listing {kind}s")))?
             .items
             .into_iter()
-            .filter(|o| ours(o, root))
+            .filter(|o| ours(o, roots))
             .collect();
         out.push((ar, items));
     }
@@ -213,6 +256,7 @@ async fn release(
 async fn prune_all(
     client: &Client,
     opts: &UninstallOptions,
+    roots: &[String],
     resources: &[(ApiResource, Vec<DynamicObject>)],
     report: &mut UninstallReport,
 ) -> Result<(), UninstallError> {
@@ -240,37 +284,63 @@ async fn prune_all(
     }
     prune_inventories(client, inventories, &prune_opts, report).await?;
 
-    let root = Owner::root(&opts.namespace, &opts.root_name);
-    let entries = inventory::read_root(client, &root, &opts.namespace)
-        .await
-        .map_err(UninstallError::Prune)?
-        .map(|(entries, _)| entries)
-        .unwrap_or_default();
-    prune_inventories(
-        client,
-        vec![stored(root.clone(), entries)],
-        &prune_opts,
-        report,
-    )
-    .await?;
+    // Every root's inventory (each shard root has its own).
+    let mut roots_inventories = Vec::new();
+    for name in roots {
+        let root = Owner::root(&opts.namespace, name);
+        let entries = inventory::read_root(client, &root, &opts.namespace)
+            .await
+            .map_err(UninstallError::Prune)?
+            .map(|(entries, _)| entries)
+            .unwrap_or_default();
+        roots_inventories.push(stored(root, entries));
+    }
+    prune_inventories(client, roots_inventories, &prune_opts, report).await?;
 
-    // Weft's own records: the root's inventory (head and shards), its Lease, the cached agent
-    // bundles. A custom resource's inventory ConfigMaps are deleted with it (owner references).
+    // Weft's own records: each root's inventory (head and shards) and root record, its Leases
+    // (the leader Lease and the shard Leases), the cached agent bundles. A custom resource's
+    // inventory ConfigMaps are deleted with it (owner references).
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &opts.namespace);
     let bundles = configmaps
         .list(&ListParams::default().labels(BUNDLE_OF_LABEL))
         .await
         .map_err(kube_err("listing the cached agent bundles"))?;
-    let mut records = inventory::root_configmaps(client, &root, &opts.namespace)
-        .await
-        .map_err(UninstallError::Prune)?;
+    let mut records = Vec::new();
+    for name in roots {
+        let root = Owner::root(&opts.namespace, name);
+        records.extend(
+            inventory::root_configmaps(client, &root, &opts.namespace)
+                .await
+                .map_err(UninstallError::Prune)?,
+        );
+        records.push(super::suspend::record_name(name));
+    }
     records.extend(bundles.items.iter().map(|c| c.name_any()));
     for name in records {
         delete_record(&configmaps, "ConfigMap", &opts.namespace, &name, report).await?;
     }
     let leases: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
-    let lease = super::leader::lease_name(&opts.root_name);
-    delete_record(&leases, "Lease", &opts.namespace, &lease, report).await
+    let leader = super::leader::lease_name(&opts.root_name);
+    delete_record(&leases, "Lease", &opts.namespace, &leader, report).await?;
+    let shard_leases = leases
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!(
+            "listing the Leases of {}",
+            opts.namespace
+        )))?;
+    let prefix = super::shards::shard_lease_name(&leader, 0);
+    let prefix = prefix.trim_end_matches('0');
+    for lease in shard_leases.items {
+        let name = lease.name_any();
+        if name
+            .strip_prefix(prefix)
+            .is_some_and(|i| i.parse::<u32>().is_ok())
+        {
+            delete_record(&leases, "Lease", &opts.namespace, &name, report).await?;
+        }
+    }
+    Ok(())
 }
 
 fn stored(owner: Owner, entries: BTreeSet<ObjectRef>) -> Inventory {
