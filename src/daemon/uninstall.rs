@@ -147,7 +147,7 @@ async fn root_names(
         .map_err(kube_err(format!("listing the Leases of {ns}")))?;
     indexes.extend(list.items.iter().filter_map(|l| {
         l.name_any()
-            .strip_prefix(&prefix)
+            .strip_prefix(prefix)
             .and_then(|i| i.parse::<u32>().ok())
     }));
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
