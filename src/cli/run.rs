@@ -191,6 +191,27 @@ async fn termination_signal() {
     }
 }
 
+/// Start the notifications' dispatcher (Providers and Alerts of the watched namespaces); when it
+/// cannot start, the daemon runs without notifications and says so.
+fn start_notifications(client: &Client, cfg: &RunConfig) -> crate::notify::Notifier {
+    let config = crate::notify::dispatch::DispatchConfig {
+        namespaces: cfg
+            .trust
+            .watch_namespaces
+            .listed()
+            .map(|l| l.map(str::to_string).collect()),
+        ..Default::default()
+    };
+    match crate::notify::dispatch::start(client.clone(), config) {
+        // The dispatcher's tasks end with the process.
+        Ok((notifier, _tasks)) => notifier,
+        Err(e) => {
+            tracing::error!(error = %e, "notifications are off");
+            crate::notify::Notifier::disabled()
+        }
+    }
+}
+
 /// Run the daemon until SIGTERM (`Ok`) or a fatal error.
 pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     let sync_token = read_secret("--sync-token-file", &cfg.sync_token_file)?;
@@ -220,7 +241,8 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         },
     )
     .with_watch_namespaces(cfg.trust.watch_namespaces.clone())
-    .with_fence(cfg.fence.clone());
+    .with_fence(cfg.fence.clone())
+    .with_notifier(start_notifications(&client, &cfg));
     let (ready_tx, ready_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
 

@@ -274,6 +274,8 @@ pub struct RootReconciler {
     rendered: Option<Rendered>,
     /// The shard this loop applies; `None`: the whole root (no retired shards looked for).
     shard: Option<RootShard>,
+    /// The revision the running pass fetched new, if any (notifications).
+    fetched: Option<String>,
 }
 
 impl RootReconciler {
@@ -290,6 +292,7 @@ impl RootReconciler {
             shutdown,
             rendered: None,
             shard: None,
+            fetched: None,
         }
     }
 
@@ -305,6 +308,10 @@ impl RootReconciler {
     pub async fn run(mut self) {
         while let Some(ticket) = self.state.queue.next_pass().await {
             let report = self.run_pass(ticket).await;
+            let outcome = report.notification(self.fetched.as_deref());
+            self.state
+                .notifier
+                .emit_all(crate::notify::root::finished(&self.notified(), &outcome));
             self.state.metrics.observe_pass(&report);
             self.state.update_status(|s| {
                 if report.succeeded() {
@@ -431,6 +438,7 @@ impl RootReconciler {
         armada_status::record_pass(
             &self.state.client,
             &self.state.recorder,
+            &self.state.notifier,
             set,
             &changes,
             error.as_ref(),
@@ -482,7 +490,14 @@ impl RootReconciler {
             .update_status(|s| set_condition(&mut s.conditions, condition, &now));
     }
 
+    /// The root as notifications name it.
+    fn notified(&self) -> crate::notify::EventSource {
+        let o = &self.pass_options;
+        crate::notify::EventSource::root(&o.weft_namespace, &o.root_name)
+    }
+
     async fn prepare(&mut self) -> Result<bool, RootError> {
+        self.fetched = None;
         let t = Instant::now();
         let fetched = self
             .source
@@ -495,6 +510,9 @@ impl RootReconciler {
         let Some(snapshot) = fetched? else {
             return Ok(self.rendered.is_some());
         };
+        self.fetched = snapshot.revision.clone();
+        let started = crate::notify::root::started(&self.notified(), self.fetched.as_deref());
+        self.state.notifier.emit(started);
         // The WeaveClouds' agents are left to their controller, which renders them with the
         // same function and the cluster's inputs; the cluster is still read for the Helm
         // charts' `.Capabilities`.

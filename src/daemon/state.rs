@@ -63,6 +63,8 @@ pub struct DaemonState {
     pub fence: crate::apply::fence::WriteFence,
     /// The shard this replica works on during its term (`--shards N`); `None` on a standby.
     pub shard: Arc<RwLock<Option<ShardClaim>>>,
+    /// Notifications (Providers and Alerts); disabled unless `weft run` starts its dispatcher.
+    pub notifier: crate::notify::Notifier,
 }
 
 /// The shard a replica holds, and how to tell which custom resources are its own.
@@ -155,7 +157,14 @@ impl DaemonState {
             namespaces: WatchNamespaces::all(),
             fence: Default::default(),
             shard: Default::default(),
+            notifier: crate::notify::Notifier::disabled(),
         }
+    }
+
+    /// Send notifications through `notifier` (its dispatcher started by the caller).
+    pub fn with_notifier(mut self, notifier: crate::notify::Notifier) -> DaemonState {
+        self.notifier = notifier;
+        self
     }
 
     /// The write fence `client` was built with.

@@ -77,6 +77,28 @@ impl PassReport {
     pub fn succeeded(&self) -> bool {
         self.result == PassResultKind::Succeeded
     }
+
+    /// What the notifications say of this pass; `fetched` is the revision this pass fetched
+    /// new, if any (a pass that failed to load it reports that commit, not the one applied
+    /// before; a failed fetch reports none).
+    pub fn notification(&self, fetched: Option<&str>) -> crate::notify::root::PassOutcome<'_> {
+        let revision = match fetched {
+            Some(r) => Some(r.to_string()),
+            None if self.head_unchanged || self.error.is_none() => self.revision.clone(),
+            None => None,
+        };
+        crate::notify::root::PassOutcome {
+            revision,
+            new_revision: !self.head_unchanged,
+            error: self.error.as_deref(),
+            abandoned: self.result == PassResultKind::Abandoned,
+            changes: self
+                .changes
+                .iter()
+                .map(|c| format!("{} {}", c.object, c.action))
+                .collect(),
+        }
+    }
 }
 
 /// The state of one custom resource the controllers reconcile.

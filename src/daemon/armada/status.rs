@@ -19,6 +19,7 @@ use crate::api::ObjectRef;
 use crate::apply::changeset::ChangeSet;
 use crate::apply::ApplyError;
 use crate::daemon::status::{now_rfc3339, OwnerStatus};
+use crate::notify::Notifier;
 use crate::pass::SyncError;
 use crate::render::DesiredSet;
 use crate::render::Owner;
@@ -204,11 +205,23 @@ fn conditions_for(
 
 pub(crate) async fn event<K: Resource<DynamicType = ()>>(
     recorder: &Recorder,
+    notifier: &Notifier,
     obj: &K,
     warning: bool,
     reason: &str,
     note: &str,
 ) {
+    let (namespace, name) = (obj.meta().namespace.as_deref(), obj.meta().name.as_deref());
+    let kind = K::kind(&());
+    let notification = crate::notify::Event::from_kube(
+        &kind,
+        namespace.unwrap_or_default(),
+        name.unwrap_or_default(),
+        warning,
+        reason,
+        note,
+    );
+    notifier.emit_some(notification);
     let e = Event {
         type_: if warning {
             EventType::Warning
@@ -265,6 +278,7 @@ pub async fn mark_deploying(client: Client, namespace: String, name: String) {
 pub async fn record_pass(
     client: &Client,
     recorder: &Recorder,
+    notifier: &Notifier,
     set: &DesiredSet,
     changes: &ChangeSet,
     error: Option<&SyncError>,
@@ -282,14 +296,14 @@ pub async fn record_pass(
             continue;
         };
         phases.insert((namespace.clone(), name.clone()), outcome.phase);
-        record_chart(client, recorder, namespace, name, outcome).await;
+        record_chart(client, recorder, notifier, namespace, name, outcome).await;
     }
     // Groups and manifests named by the sync layer.
     let namespaces: BTreeSet<String> = phases.keys().map(|(ns, _)| ns.clone()).collect();
     for ns in &namespaces {
         let group_phases =
-            record_aggregates::<ArmadaChartGroup>(client, recorder, ns, &phases).await;
-        record_aggregates::<ArmadaManifest>(client, recorder, ns, &group_phases).await;
+            record_aggregates::<ArmadaChartGroup>(client, recorder, notifier, ns, &phases).await;
+        record_aggregates::<ArmadaManifest>(client, recorder, notifier, ns, &group_phases).await;
     }
 }
 
@@ -297,6 +311,7 @@ pub async fn record_pass(
 async fn record_chart(
     client: &Client,
     recorder: &Recorder,
+    notifier: &Notifier,
     namespace: &str,
     name: &str,
     outcome: &ChartOutcome,
@@ -337,6 +352,7 @@ async fn record_chart(
     if before.phase != Some(outcome.phase) {
         event(
             recorder,
+            notifier,
             &chart,
             outcome.phase == Phase::Failed,
             &outcome.reason,
@@ -442,6 +458,7 @@ impl Aggregated for ArmadaManifest {
 async fn record_aggregates<K: Aggregated>(
     client: &Client,
     recorder: &Recorder,
+    notifier: &Notifier,
     ns: &str,
     phases: &BTreeMap<(String, String), Phase>,
 ) -> BTreeMap<(String, String), Phase> {
@@ -479,6 +496,7 @@ async fn record_aggregates<K: Aggregated>(
         } else if before.phase != Some(a.phase) {
             event(
                 recorder,
+                notifier,
                 &item,
                 a.phase == Phase::Failed,
                 a.reason,
