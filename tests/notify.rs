@@ -425,6 +425,18 @@ async fn a_new_revision_gets_pending_then_success_commit_statuses() {
     assert!(errors_only.seen().is_empty(), "{:?}", errors_only.seen());
     // Exactly two statuses: nothing more arrived meanwhile.
     assert_eq!(github.seen().len(), 2);
+    let metrics = reqwest::get(format!("{}/metrics", d.base()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let sent: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("weft_notifications_sent_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no weft_notifications_sent_total in:\n{metrics}"));
+    assert!(sent >= 4.0, "github and gitlab accepted 2 each: {sent}");
     assert_no_secret_in_logs(&d);
     ns.delete().await;
 }

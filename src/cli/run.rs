@@ -193,7 +193,11 @@ async fn termination_signal() {
 
 /// Start the notifications' dispatcher (Providers and Alerts of the watched namespaces); when it
 /// cannot start, the daemon runs without notifications and says so.
-fn start_notifications(client: &Client, cfg: &RunConfig) -> crate::notify::Notifier {
+fn start_notifications(
+    client: &Client,
+    cfg: &RunConfig,
+    state: &DaemonState,
+) -> crate::notify::Notifier {
     let config = crate::notify::dispatch::DispatchConfig {
         namespaces: cfg
             .trust
@@ -202,7 +206,8 @@ fn start_notifications(client: &Client, cfg: &RunConfig) -> crate::notify::Notif
             .map(|l| l.map(str::to_string).collect()),
         ..Default::default()
     };
-    match crate::notify::dispatch::start(client.clone(), config) {
+    let counters = state.metrics.notifications.clone();
+    match crate::notify::dispatch::start(client.clone(), config, counters) {
         // The dispatcher's tasks end with the process.
         Ok((notifier, _tasks)) => notifier,
         Err(e) => {
@@ -241,8 +246,10 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         },
     )
     .with_watch_namespaces(cfg.trust.watch_namespaces.clone())
-    .with_fence(cfg.fence.clone())
-    .with_notifier(start_notifications(&client, &cfg));
+    .with_fence(cfg.fence.clone());
+    let state = state
+        .clone()
+        .with_notifier(start_notifications(&client, &cfg, &state));
     let (ready_tx, ready_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
 

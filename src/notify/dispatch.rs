@@ -14,7 +14,6 @@
 //! fence, and it sends nothing either: events come from the leader's work only.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -92,7 +91,7 @@ struct Shared {
     http: reqwest::Client,
     providers: Store<Provider>,
     config: DispatchConfig,
-    counters: Arc<Counters>,
+    counters: Counters,
 }
 
 /// One event for one provider.
@@ -106,6 +105,7 @@ struct Delivery {
 pub fn start(
     client: Client,
     config: DispatchConfig,
+    counters: Counters,
 ) -> Result<(Notifier, Vec<JoinHandle<()>>), DispatchError> {
     let http = reqwest::Client::builder()
         .timeout(config.request_timeout)
@@ -115,7 +115,7 @@ pub fn start(
         .user_agent(concat!("weft/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(DispatchError::Http)?;
-    let (notifier, events) = Notifier::channel();
+    let (notifier, events) = Notifier::channel(counters.clone());
     let changed = Arc::new(Notify::new());
     let (alerts, alerts_task) = watch_store::<Alert>(&client, changed.clone());
     let (providers, providers_task) = watch_store::<Provider>(&client, changed.clone());
@@ -124,7 +124,7 @@ pub fn start(
         http,
         providers,
         config,
-        counters: notifier.counters_handle(),
+        counters,
     });
     let status_task = tokio::spawn(check_loop(shared.clone(), alerts.clone(), changed));
     let dispatch_task = tokio::spawn(dispatch(shared, alerts, events));
@@ -242,7 +242,7 @@ fn queue(
     let delivery = match sent {
         Ok(()) => return,
         Err(mpsc::error::TrySendError::Full(_)) => {
-            shared.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            shared.counters.dropped.inc();
             tracing::warn!(provider = %key, "the provider's queue is full (it is slow or failing); event dropped");
             return;
         }
@@ -293,7 +293,7 @@ async fn deliver(
     let resolved = match resolve(&shared.client, &provider).await {
         Ok(p) => p,
         Err(e) => {
-            shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+            shared.counters.failed.inc();
             tracing::warn!(provider = %key, error = %e, "cannot send a notification");
             return;
         }
@@ -313,12 +313,12 @@ async fn deliver(
         let outcome = send(&shared.http, &out).await;
         match outcome {
             Sent::Accepted(status) => {
-                shared.counters.sent.fetch_add(1, Ordering::Relaxed);
+                shared.counters.sent.inc();
                 tracing::debug!(provider = %key, source = %d.event.source, reason = %d.event.reason, status = status.as_u16(), attempt, "notification sent");
                 return;
             }
             Sent::Refused(status) => {
-                shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+                shared.counters.failed.inc();
                 tracing::warn!(provider = %key, source = %d.event.source, reason = %d.event.reason, status = status.as_u16(), "the provider refused the notification; not retried");
                 return;
             }
@@ -329,7 +329,7 @@ async fn deliver(
                     attempt += 1;
                 }
                 None => {
-                    shared.counters.failed.fetch_add(1, Ordering::Relaxed);
+                    shared.counters.failed.inc();
                     tracing::warn!(provider = %key, source = %d.event.source, reason = %d.event.reason, error = %why, attempts = attempt, "notification failed; given up");
                     return;
                 }

@@ -20,8 +20,7 @@ pub mod matching;
 pub mod payload;
 pub mod root;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use prometheus_client::metrics::counter::Counter;
 
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -167,15 +166,16 @@ impl Event {
     }
 }
 
-/// Counts of what happened to emitted events (read by the daemon's metrics).
-#[derive(Debug, Default)]
+/// Counts of what happened to emitted events; clones share the counts (the daemon registers
+/// them as metrics).
+#[derive(Clone, Debug, Default)]
 pub struct Counters {
-    /// Dropped because the dispatcher's queue was full.
-    pub dropped: AtomicU64,
+    /// Dropped because a queue (the dispatcher's, or a provider's) was full.
+    pub dropped: Counter,
     /// Requests a provider accepted.
-    pub sent: AtomicU64,
-    /// Deliveries given up after every retry (or refused for good).
-    pub failed: AtomicU64,
+    pub sent: Counter,
+    /// Deliveries given up after every retry (or refused for good, or whose Provider cannot be used).
+    pub failed: Counter,
 }
 
 /// The handle components emit events with. Cheap to clone; [`emit`](Notifier::emit) never
@@ -183,7 +183,7 @@ pub struct Counters {
 #[derive(Clone, Debug)]
 pub struct Notifier {
     queue: Option<mpsc::Sender<Event>>,
-    counters: Arc<Counters>,
+    counters: Counters,
 }
 
 impl Notifier {
@@ -191,17 +191,17 @@ impl Notifier {
     pub fn disabled() -> Notifier {
         Notifier {
             queue: None,
-            counters: Arc::default(),
+            counters: Counters::default(),
         }
     }
 
-    /// A notifier and the receiving end its dispatcher reads.
-    pub fn channel() -> (Notifier, mpsc::Receiver<Event>) {
+    /// A notifier counting into `counters`, and the receiving end its dispatcher reads.
+    pub fn channel(counters: Counters) -> (Notifier, mpsc::Receiver<Event>) {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         (
             Notifier {
                 queue: Some(tx),
-                counters: Arc::default(),
+                counters,
             },
             rx,
         )
@@ -213,7 +213,7 @@ impl Notifier {
         match queue.try_send(event) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(e)) => {
-                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                self.counters.dropped.inc();
                 tracing::warn!(source = %e.source, reason = %e.reason, "notification queue full; event dropped");
             }
             // The dispatcher stopped (the daemon is shutting down).
@@ -233,11 +233,6 @@ impl Notifier {
         if let Some(e) = event {
             self.emit(e);
         }
-    }
-
-    /// The counters, shared with the dispatcher.
-    pub(crate) fn counters_handle(&self) -> Arc<Counters> {
-        self.counters.clone()
     }
 
     /// What happened to the emitted events so far.
@@ -266,15 +261,15 @@ mod tests {
 
     #[tokio::test]
     async fn emit_never_blocks_and_drops_when_the_queue_is_full() {
-        let (notifier, mut rx) = Notifier::channel();
+        let (notifier, mut rx) = Notifier::channel(Counters::default());
         for n in 0..QUEUE_CAPACITY + 5 {
             notifier.emit(event(n));
         }
-        assert_eq!(notifier.counters().dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(notifier.counters().dropped.get(), 5);
         assert_eq!(rx.recv().await.map(|e| e.message), Some("event 0".into()));
         // Room again.
         notifier.emit(event(9999));
-        assert_eq!(notifier.counters().dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(notifier.counters().dropped.get(), 5);
         drop(rx);
         // A stopped dispatcher: still no error, no panic.
         notifier.emit(event(1));
