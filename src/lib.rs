@@ -1,7 +1,7 @@
 //! Weft: a GitOps pull reconciler for Kubernetes.
 //!
 //! The modules follow the data path, each importing only those before it:
-//! `api ← source ← load ← render ← apply ← pass ← daemon ← server ← cli`.
+//! `api ← source ← load ← render ← apply ← pass ← notify ← daemon ← server ← cli`.
 //! `docs/architecture.md` maps which module owns what.
 
 pub mod api;
@@ -9,6 +9,7 @@ pub mod apply;
 pub mod cli;
 pub mod daemon;
 pub mod load;
+pub mod notify;
 pub mod pass;
 pub mod render;
 pub mod server;

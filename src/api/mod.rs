@@ -6,6 +6,7 @@
 
 pub mod armada;
 pub mod conditions;
+pub mod notification;
 pub mod redact;
 pub mod weavecloud;
 
@@ -87,6 +88,8 @@ pub fn crds(
         armada::ArmadaChart::crd(),
         armada::ArmadaChartGroup::crd(),
         armada::ArmadaManifest::crd(),
+        notification::Provider::crd(),
+        notification::Alert::crd(),
     ]
 }
 

@@ -191,6 +191,32 @@ async fn termination_signal() {
     }
 }
 
+/// Start the notifications' dispatcher (Providers and Alerts of the watched namespaces); when it
+/// cannot start, the daemon runs without notifications and says so.
+fn start_notifications(
+    client: &Client,
+    cfg: &RunConfig,
+    state: &DaemonState,
+) -> crate::notify::Notifier {
+    let config = crate::notify::dispatch::DispatchConfig {
+        namespaces: cfg
+            .trust
+            .watch_namespaces
+            .listed()
+            .map(|l| l.map(str::to_string).collect()),
+        ..Default::default()
+    };
+    let counters = state.metrics.notifications.clone();
+    match crate::notify::dispatch::start(client.clone(), config, counters) {
+        // The dispatcher's tasks end with the process.
+        Ok((notifier, _tasks)) => notifier,
+        Err(e) => {
+            tracing::error!(error = %e, "notifications are off");
+            crate::notify::Notifier::disabled()
+        }
+    }
+}
+
 /// Run the daemon until SIGTERM (`Ok`) or a fatal error.
 pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     let sync_token = read_secret("--sync-token-file", &cfg.sync_token_file)?;
@@ -221,6 +247,9 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     )
     .with_watch_namespaces(cfg.trust.watch_namespaces.clone())
     .with_fence(cfg.fence.clone());
+    let state = state
+        .clone()
+        .with_notifier(start_notifications(&client, &cfg, &state));
     let (ready_tx, ready_rx) = watch::channel(false);
     let (stop_tx, stop_rx) = watch::channel(false);
 

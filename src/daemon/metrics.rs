@@ -17,6 +17,8 @@ type Labels = Vec<(String, String)>;
 
 /// The daemon's metrics. Cheap to update from any task.
 pub struct Metrics {
+    /// What happened to notifications (counted by the dispatcher, `weft_notifications_*_total`).
+    pub notifications: crate::notify::Counters,
     registry: Registry,
     pass_duration: Family<Labels, Histogram>,
     passes: Family<Labels, Counter>,
@@ -161,7 +163,24 @@ impl Metrics {
             "Custom resource reconciles, by kind and result",
             reconciles.clone(),
         );
+        let notifications = crate::notify::Counters::default();
+        registry.register(
+            "notifications_sent",
+            "Notification requests a provider accepted",
+            notifications.sent.clone(),
+        );
+        registry.register(
+            "notifications_failed",
+            "Notifications given up (after every retry, refused, or the Provider unusable)",
+            notifications.failed.clone(),
+        );
+        registry.register(
+            "notifications_dropped",
+            "Notifications dropped because a queue was full",
+            notifications.dropped.clone(),
+        );
         Metrics {
+            notifications,
             registry,
             pass_duration,
             passes,

@@ -275,6 +275,8 @@ pub struct RootReconciler {
     rendered: Option<Rendered>,
     /// The shard this loop applies; `None`: the whole root (no retired shards looked for).
     shard: Option<RootShard>,
+    /// The revision the running pass fetched new, if any (notifications).
+    fetched: Option<String>,
 }
 
 impl RootReconciler {
@@ -291,6 +293,7 @@ impl RootReconciler {
             shutdown,
             rendered: None,
             shard: None,
+            fetched: None,
         }
     }
 
@@ -306,6 +309,10 @@ impl RootReconciler {
     pub async fn run(mut self) {
         while let Some(ticket) = self.state.queue.next_pass().await {
             let report = self.run_pass(ticket).await;
+            let outcome = report.notification(self.fetched.as_deref());
+            self.state
+                .notifier
+                .emit_all(crate::notify::root::finished(&self.notified(), &outcome));
             self.state.metrics.observe_pass(&report);
             self.state.update_status(|s| {
                 if report.succeeded() {
@@ -541,6 +548,7 @@ impl RootReconciler {
         armada_status::record_pass(
             &self.state.client,
             &self.state.recorder,
+            &self.state.notifier,
             set,
             &changes,
             error.as_ref(),
@@ -592,7 +600,14 @@ impl RootReconciler {
             .update_status(|s| set_condition(&mut s.conditions, condition, &now));
     }
 
+    /// The root as notifications name it.
+    fn notified(&self) -> crate::notify::EventSource {
+        let o = &self.pass_options;
+        crate::notify::EventSource::root(&o.weft_namespace, &o.root_name)
+    }
+
     async fn prepare(&mut self) -> Result<bool, RootError> {
+        self.fetched = None;
         let t = Instant::now();
         let fetched = self
             .source
@@ -605,6 +620,9 @@ impl RootReconciler {
         let Some(snapshot) = fetched? else {
             return Ok(self.rendered.is_some());
         };
+        self.fetched = snapshot.revision.clone();
+        let started = crate::notify::root::started(&self.notified(), self.fetched.as_deref());
+        self.state.notifier.emit(started);
         // The WeaveClouds' agents are left to their controller, which renders them with the
         // same function and the cluster's inputs; the cluster is still read for the Helm
         // charts' `.Capabilities`.

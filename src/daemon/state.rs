@@ -65,6 +65,8 @@ pub struct DaemonState {
     pub shard: Arc<RwLock<Option<ShardClaim>>>,
     /// Whether the root is suspended (`weft suspend`), as last read from the cluster.
     pub suspension: super::suspend::SuspendState,
+    /// Notifications (Providers and Alerts); disabled unless `weft run` starts its dispatcher.
+    pub notifier: crate::notify::Notifier,
 }
 
 /// The shard a replica holds, and how to tell which custom resources are its own.
@@ -158,7 +160,14 @@ impl DaemonState {
             fence: Default::default(),
             shard: Default::default(),
             suspension: Default::default(),
+            notifier: crate::notify::Notifier::disabled(),
         }
+    }
+
+    /// Send notifications through `notifier` (its dispatcher started by the caller).
+    pub fn with_notifier(mut self, notifier: crate::notify::Notifier) -> DaemonState {
+        self.notifier = notifier;
+        self
     }
 
     /// The write fence `client` was built with.

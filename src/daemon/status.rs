@@ -79,6 +79,33 @@ impl PassReport {
     pub fn succeeded(&self) -> bool {
         self.result == PassResultKind::Succeeded
     }
+
+    /// What the notifications say of this pass; `fetched` is the revision this pass fetched
+    /// new, if any (a pass that failed to load it reports that commit, not the one applied
+    /// before; a failed fetch reports none).
+    pub fn notification(&self, fetched: Option<&str>) -> crate::notify::root::PassOutcome<'_> {
+        let revision = match fetched {
+            Some(r) => Some(r.to_string()),
+            None if self.head_unchanged || self.error.is_none() => self.revision.clone(),
+            None => None,
+        };
+        crate::notify::root::PassOutcome {
+            revision,
+            new_revision: !self.head_unchanged,
+            error: self.error.as_deref(),
+            // A pass abandoned at shutdown, or not run because the root is suspended, says
+            // nothing (no failure, no commit status).
+            abandoned: matches!(
+                self.result,
+                PassResultKind::Abandoned | PassResultKind::Suspended
+            ),
+            changes: self
+                .changes
+                .iter()
+                .map(|c| format!("{} {}", c.object, c.action))
+                .collect(),
+        }
+    }
 }
 
 /// The state of one custom resource the controllers reconcile.

@@ -248,6 +248,9 @@ async fn listed_by_suspended(
     if mine.iter().any(|g| suspend::annotated(&g.metadata)) {
         return Ok(Some("its group is suspended"));
     }
+    if mine.is_empty() {
+        return Ok(None);
+    }
     let manifests = Api::<ArmadaManifest>::namespaced(client.clone(), &ns)
         .list(&lp)
         .await
@@ -573,7 +576,15 @@ async fn report_drift(ctx: &Context, key: &ChartKey, objects: &[String]) -> Resu
         .await
         .map_err(|e| kube_err("writing status", e))?;
     tracing::info!(chart = %format!("{ns}/{name}"), objects = %objects.join(", "), "drift reported, not corrected");
-    status::event(&ctx.state.recorder, &chart, true, "Drifted", &message).await;
+    status::event(
+        &ctx.state.recorder,
+        &ctx.state.notifier,
+        &chart,
+        true,
+        "Drifted",
+        &message,
+    )
+    .await;
     Ok(())
 }
 
@@ -659,7 +670,15 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
         pruned.join(", ")
     );
     tracing::info!(chart = %format!("{ns}/{name}"), "{note}");
-    status::event(&ctx.state.recorder, chart, false, "Pruned", &note).await;
+    status::event(
+        &ctx.state.recorder,
+        &ctx.state.notifier,
+        chart,
+        false,
+        "Pruned",
+        &note,
+    )
+    .await;
     Ok(Action::await_change())
 }
 

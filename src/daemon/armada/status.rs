@@ -20,6 +20,7 @@ use crate::apply::changeset::ChangeSet;
 use crate::apply::ApplyError;
 use crate::daemon::status::{now_rfc3339, OwnerStatus};
 use crate::daemon::suspend;
+use crate::notify::Notifier;
 use crate::pass::SyncError;
 use crate::render::DesiredSet;
 use crate::render::Owner;
@@ -236,11 +237,23 @@ pub async fn record_suspended(client: &Client, held: &BTreeSet<Owner>) {
 
 pub(crate) async fn event<K: Resource<DynamicType = ()>>(
     recorder: &Recorder,
+    notifier: &Notifier,
     obj: &K,
     warning: bool,
     reason: &str,
     note: &str,
 ) {
+    let (namespace, name) = (obj.meta().namespace.as_deref(), obj.meta().name.as_deref());
+    let kind = K::kind(&());
+    let notification = crate::notify::Event::from_kube(
+        &kind,
+        namespace.unwrap_or_default(),
+        name.unwrap_or_default(),
+        warning,
+        reason,
+        note,
+    );
+    notifier.emit_some(notification);
     let e = Event {
         type_: if warning {
             EventType::Warning
@@ -297,6 +310,7 @@ pub async fn mark_deploying(client: Client, namespace: String, name: String) {
 pub async fn record_pass(
     client: &Client,
     recorder: &Recorder,
+    notifier: &Notifier,
     set: &DesiredSet,
     changes: &ChangeSet,
     error: Option<&SyncError>,
@@ -314,14 +328,14 @@ pub async fn record_pass(
             continue;
         };
         phases.insert((namespace.clone(), name.clone()), outcome.phase);
-        record_chart(client, recorder, namespace, name, outcome).await;
+        record_chart(client, recorder, notifier, namespace, name, outcome).await;
     }
     // Groups and manifests named by the sync layer.
     let namespaces: BTreeSet<String> = phases.keys().map(|(ns, _)| ns.clone()).collect();
     for ns in &namespaces {
         let group_phases =
-            record_aggregates::<ArmadaChartGroup>(client, recorder, ns, &phases).await;
-        record_aggregates::<ArmadaManifest>(client, recorder, ns, &group_phases).await;
+            record_aggregates::<ArmadaChartGroup>(client, recorder, notifier, ns, &phases).await;
+        record_aggregates::<ArmadaManifest>(client, recorder, notifier, ns, &group_phases).await;
     }
 }
 
@@ -329,6 +343,7 @@ pub async fn record_pass(
 async fn record_chart(
     client: &Client,
     recorder: &Recorder,
+    notifier: &Notifier,
     namespace: &str,
     name: &str,
     outcome: &ChartOutcome,
@@ -369,6 +384,7 @@ async fn record_chart(
     if before.phase != Some(outcome.phase) {
         event(
             recorder,
+            notifier,
             &chart,
             outcome.phase == Phase::Failed,
             &outcome.reason,
@@ -474,6 +490,7 @@ impl Aggregated for ArmadaManifest {
 async fn record_aggregates<K: Aggregated>(
     client: &Client,
     recorder: &Recorder,
+    notifier: &Notifier,
     ns: &str,
     phases: &BTreeMap<(String, String), Phase>,
 ) -> BTreeMap<(String, String), Phase> {
@@ -511,6 +528,7 @@ async fn record_aggregates<K: Aggregated>(
         } else if before.phase != Some(a.phase) {
             event(
                 recorder,
+                notifier,
                 &item,
                 a.phase == Phase::Failed,
                 a.reason,

@@ -124,6 +124,12 @@ mod against_a_fake_api_server {
         let gone = json!(deleting);
         let server = api.run(
             Scenario::new()
+                // Is a suspended group holding it? (No group lists it: no manifest is read.)
+                .then(Expect::call(
+                    Method::GET,
+                    "/apis/armada.airshipit.org/v1alpha1/namespaces/demo/armadachartgroups",
+                    json!({"apiVersion": "armada.airshipit.org/v1alpha1", "kind": "ArmadaChartGroupList", "metadata": {}, "items": []}),
+                ))
                 // One discovery call for the one group version of the inventory.
                 .then(Expect::call(
                     Method::GET,

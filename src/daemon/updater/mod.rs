@@ -294,6 +294,14 @@ impl Updater {
     }
 
     async fn event(&self, wc: &WeaveCloud, type_: EventType, reason: &str, note: String) {
+        let (ns, name, warning) = (
+            wc.namespace().unwrap_or_default(),
+            wc.name_any(),
+            type_ == EventType::Warning,
+        );
+        let notification =
+            crate::notify::Event::from_kube("WeaveCloud", &ns, &name, warning, reason, &note);
+        self.state.notifier.emit_some(notification);
         let ev = Event {
             type_,
             reason: reason.to_string(),

@@ -281,6 +281,11 @@ async fn event_about(
 ) {
     // Events are read by anyone who may read events in the namespace.
     note = crate::api::redact::redact_url_passwords(&note);
+    let (ns, name) = (wc.namespace().unwrap_or_default(), wc.name_any());
+    let warning = type_ == EventType::Warning;
+    let notification =
+        crate::notify::Event::from_kube("WeaveCloud", &ns, &name, warning, reason, &note);
+    ctx.state.notifier.emit_some(notification);
     if note.len() > MAX_EVENT_NOTE {
         let mut end = MAX_EVENT_NOTE;
         while !note.is_char_boundary(end) {

@@ -1,0 +1,553 @@
+//! The dispatcher: matches emitted events to Alerts and hands them to one sender per Provider,
+//! which reads the Provider's Secret, builds the request and sends it — rate-limited, with a
+//! timeout on every request, retried with backoff. A slow or failing provider holds only its own
+//! queue; the components that emit events never wait.
+//!
+//! Alerts and Providers are kept in kube-runtime watch stores (a reflector each): matching an
+//! event costs no API call, and a changed Alert takes effect at once. Secrets are read when a
+//! request is built (one GET per delivery), so Weft needs only `get` on Secrets — no cluster-wide
+//! list or watch of every Secret — and a rotated token is used at once.
+//!
+//! The same watch feeds the Providers' and Alerts' `Ready` condition: each is checked when it
+//! changes and every [`RECHECK_INTERVAL`] (a Secret created later), and its status is written
+//! only when the condition changes. On a standby replica those writes are refused by the write
+//! fence, and it sends nothing either: events come from the leader's work only.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+use super::limits::{Backoff, Dedup, RateLimit, DEDUP_WINDOW};
+use super::matching::AlertRule;
+use super::payload::{self, Outbound, ProviderProblem, ResolvedProvider};
+use super::{Counters, Event, Notifier};
+use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY};
+use crate::api::notification::{Alert, NotificationStatus, Provider};
+
+/// How often every Provider and Alert is checked again even when none changed.
+pub const RECHECK_INTERVAL: Duration = Duration::from_secs(60);
+/// A provider's sender stops after this long without work (started again on the next event).
+const IDLE: Duration = Duration::from_secs(300);
+/// Deliveries that may wait for one provider; more are dropped with a warning.
+const PROVIDER_QUEUE: usize = 100;
+/// How long the first event waits for the watch stores to be filled.
+const STORE_WAIT: Duration = Duration::from_secs(15);
+
+/// How notifications are sent.
+#[derive(Clone, Debug)]
+pub struct DispatchConfig {
+    /// Only Alerts and Providers of these namespaces are used (`--watch-namespaces`); `None`: all.
+    pub namespaces: Option<BTreeSet<String>>,
+    /// The deadline of one request (connection included).
+    pub request_timeout: Duration,
+    pub backoff: Backoff,
+    pub dedup_window: Duration,
+    /// Requests to one provider at once, and per second after that.
+    pub rate_burst: u32,
+    pub rate_per_second: f64,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig {
+            namespaces: None,
+            request_timeout: Duration::from_secs(10),
+            backoff: Backoff::default(),
+            dedup_window: DEDUP_WINDOW,
+            rate_burst: 10,
+            rate_per_second: 1.0,
+        }
+    }
+}
+
+impl DispatchConfig {
+    fn watches(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|set| set.contains(namespace))
+    }
+}
+
+/// Why the dispatcher could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("building the notifications' HTTP client: {0}")]
+    Http(#[source] reqwest::Error),
+}
+
+/// What the per-provider senders share.
+struct Shared {
+    client: Client,
+    http: reqwest::Client,
+    providers: Store<Provider>,
+    config: DispatchConfig,
+    counters: Counters,
+}
+
+/// One event for one provider.
+struct Delivery {
+    event: Event,
+    summary: Option<String>,
+}
+
+/// Start the dispatcher (and the Provider/Alert status checks) on `client`; events emitted on the
+/// returned notifier are sent until the process ends.
+pub fn start(
+    client: Client,
+    config: DispatchConfig,
+    counters: Counters,
+) -> Result<(Notifier, Vec<JoinHandle<()>>), DispatchError> {
+    let http = reqwest::Client::builder()
+        .timeout(config.request_timeout)
+        .connect_timeout(config.request_timeout.min(Duration::from_secs(5)))
+        // A redirect would carry the token's header to wherever it points.
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("weft/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(DispatchError::Http)?;
+    let (notifier, events) = Notifier::channel(counters.clone());
+    let changed = Arc::new(Notify::new());
+    let (alerts, alerts_task) = watch_store::<Alert>(&client, changed.clone());
+    let (providers, providers_task) = watch_store::<Provider>(&client, changed.clone());
+    let shared = Arc::new(Shared {
+        client,
+        http,
+        providers,
+        config,
+        counters,
+    });
+    let status_task = tokio::spawn(check_loop(shared.clone(), alerts.clone(), changed));
+    let dispatch_task = tokio::spawn(dispatch(shared, alerts, events));
+    Ok((
+        notifier,
+        vec![alerts_task, providers_task, status_task, dispatch_task],
+    ))
+}
+
+/// A watch store of every `K`, and the task that feeds it (poking `changed` on each change).
+fn watch_store<K>(client: &Client, changed: Arc<Notify>) -> (Store<K>, JoinHandle<()>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let api: Api<K> = Api::all(client.clone());
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        let mut warned = false;
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(_) => changed.notify_one(),
+                // Without the CRDs (an older install) the watch fails until they appear.
+                Err(e) if !warned => {
+                    warned = true;
+                    tracing::warn!(kind = %K::kind(&()), error = %e, "cannot watch notification resources; notifications are off until this works");
+                }
+                Err(e) => tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed"),
+            }
+        }
+    });
+    (reader, task)
+}
+
+/// Match each event to the Alerts and queue it on their Providers' senders.
+async fn dispatch(shared: Arc<Shared>, alerts: Store<Alert>, mut events: mpsc::Receiver<Event>) {
+    let mut dedup = Dedup::new(shared.config.dedup_window);
+    let mut senders: HashMap<String, mpsc::Sender<Delivery>> = HashMap::new();
+    let mut waited = false;
+    while let Some(event) = events.recv().await {
+        if !waited {
+            // The first events of a start (the first pass) must not be lost to an empty store.
+            waited = true;
+            let ready = async {
+                let _ = alerts.wait_until_ready().await;
+                let _ = shared.providers.wait_until_ready().await;
+            };
+            if tokio::time::timeout(STORE_WAIT, ready).await.is_err() {
+                tracing::warn!("the Alert and Provider watches are not ready; events are matched against what is known");
+            }
+        }
+        for alert in alerts.state() {
+            let namespace = alert.namespace().unwrap_or_default();
+            if alert.spec.suspend || !shared.config.watches(&namespace) {
+                continue;
+            }
+            let Ok(rule) = AlertRule::new(&namespace, &alert.name_any(), &alert.spec) else {
+                continue;
+            };
+            if !rule.matches(&event) {
+                continue;
+            }
+            let provider_ref = ObjectRef::new(&rule.provider).within(&namespace);
+            let Some(provider) = shared.providers.get(&provider_ref) else {
+                tracing::debug!(alert = %format!("{namespace}/{}", rule.name), provider = %rule.provider, "the Alert's Provider does not exist");
+                continue;
+            };
+            if provider.spec.suspend {
+                continue;
+            }
+            let key = format!("{namespace}/{}", rule.provider);
+            if !dedup.first(&key, &event, Instant::now()) {
+                tracing::debug!(provider = %key, source = %event.source, reason = %event.reason, "sent recently; not sent again");
+                continue;
+            }
+            let delivery = Delivery {
+                event: event.clone(),
+                summary: rule.summary.clone(),
+            };
+            queue(
+                &shared,
+                &mut senders,
+                &key,
+                &namespace,
+                &rule.provider,
+                delivery,
+            );
+        }
+    }
+}
+
+/// Hand `delivery` to the sender of provider `key`, starting it if it is not running.
+fn queue(
+    shared: &Arc<Shared>,
+    senders: &mut HashMap<String, mpsc::Sender<Delivery>>,
+    key: &str,
+    namespace: &str,
+    name: &str,
+    delivery: Delivery,
+) {
+    let sent = match senders.get(key) {
+        Some(s) => s.try_send(delivery),
+        None => Err(mpsc::error::TrySendError::Closed(delivery)),
+    };
+    let delivery = match sent {
+        Ok(()) => return,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            shared.counters.dropped.inc();
+            tracing::warn!(provider = %key, "the provider's queue is full (it is slow or failing); event dropped");
+            return;
+        }
+        // Not started, or stopped after being idle.
+        Err(mpsc::error::TrySendError::Closed(d)) => d,
+    };
+    let (tx, rx) = mpsc::channel(PROVIDER_QUEUE);
+    // A fresh channel has room.
+    let _ = tx.try_send(delivery);
+    senders.insert(key.to_string(), tx);
+    tokio::spawn(sender(
+        shared.clone(),
+        namespace.to_string(),
+        name.to_string(),
+        rx,
+    ));
+}
+
+/// One provider's sender: deliveries one at a time, in order (a commit status `pending` is never
+/// overtaken by its `success`), each rate-limited and retried.
+async fn sender(
+    shared: Arc<Shared>,
+    namespace: String,
+    name: String,
+    mut queue: mpsc::Receiver<Delivery>,
+) {
+    let config = &shared.config;
+    let mut limit = RateLimit::new(config.rate_burst, config.rate_per_second, Instant::now());
+    while let Ok(Some(d)) = tokio::time::timeout(IDLE, queue.recv()).await {
+        deliver(&shared, &namespace, &name, &d, &mut limit).await;
+    }
+}
+
+async fn deliver(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    d: &Delivery,
+    limit: &mut RateLimit,
+) {
+    let key = format!("{namespace}/{name}");
+    let Some(provider) = shared
+        .providers
+        .get(&ObjectRef::new(name).within(namespace))
+    else {
+        return;
+    };
+    let resolved = match resolve(&shared.client, &provider).await {
+        Ok(p) => p,
+        Err(e) => {
+            shared.counters.failed.inc();
+            tracing::warn!(provider = %key, error = %e, "cannot send a notification");
+            return;
+        }
+    };
+    let Some(out) = payload::request(
+        &resolved,
+        &d.event,
+        d.summary.as_deref(),
+        chrono::Utc::now(),
+    ) else {
+        return;
+    };
+    let backoff = shared.config.backoff;
+    let mut attempt = 1;
+    loop {
+        tokio::time::sleep(limit.take(Instant::now())).await;
+        let outcome = send(&shared.http, &out).await;
+        match outcome {
+            Sent::Accepted(status) => {
+                shared.counters.sent.inc();
+                tracing::debug!(provider = %key, source = %d.event.source, reason = %d.event.reason, status = status.as_u16(), attempt, "notification sent");
+                return;
+            }
+            Sent::Refused(status) => {
+                shared.counters.failed.inc();
+                tracing::warn!(provider = %key, source = %d.event.source, reason = %d.event.reason, status = status.as_u16(), "the provider refused the notification; not retried");
+                return;
+            }
+            Sent::Failed(why) => match backoff.after(attempt) {
+                Some(wait) => {
+                    tracing::info!(provider = %key, source = %d.event.source, reason = %d.event.reason, error = %why, attempt, retry_in_ms = wait.as_millis() as u64, "notification failed; retrying");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                None => {
+                    shared.counters.failed.inc();
+                    tracing::warn!(provider = %key, source = %d.event.source, reason = %d.event.reason, error = %why, attempts = attempt, "notification failed; given up");
+                    return;
+                }
+            },
+        }
+    }
+}
+
+/// What one request came to.
+enum Sent {
+    /// 2xx.
+    Accepted(http::StatusCode),
+    /// A 4xx other than 408 and 429: sending it again cannot help.
+    Refused(http::StatusCode),
+    /// A connection error, a timeout, 408, 429 or 5xx: retried. The text holds no URL.
+    Failed(String),
+}
+
+async fn send(http: &reqwest::Client, out: &Outbound) -> Sent {
+    let mut req = http.post(out.url.clone()).body(out.body.clone());
+    for (k, v) in &out.headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    match req.send().await {
+        Ok(resp) => {
+            let status = resp.status();
+            if status.is_success() {
+                Sent::Accepted(status)
+            } else if status.is_client_error()
+                && status != http::StatusCode::REQUEST_TIMEOUT
+                && status != http::StatusCode::TOO_MANY_REQUESTS
+            {
+                Sent::Refused(status)
+            } else {
+                Sent::Failed(format!("HTTP {}", status.as_u16()))
+            }
+        }
+        // The URL may carry a token (a Slack webhook): never in the error.
+        Err(e) => Sent::Failed(error_chain(&e.without_url())),
+    }
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Why a Provider cannot be resolved now.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("{0}")]
+    Spec(#[from] ProviderProblem),
+    #[error("reading the Provider's Secret: {0}")]
+    Api(#[source] kube::Error),
+}
+
+/// `provider` with its Secret read.
+async fn resolve(client: &Client, provider: &Provider) -> Result<ResolvedProvider, ResolveError> {
+    let namespace = provider.namespace().unwrap_or_default();
+    let secret = match &provider.spec.secret_ref {
+        Some(r) => Api::<Secret>::namespaced(client.clone(), &namespace)
+            .get_opt(&r.name)
+            .await
+            .map_err(ResolveError::Api)?
+            .map(crate::api::secret_bytes),
+        None => None,
+    };
+    Ok(payload::resolve(&provider.spec, secret.as_ref())?)
+}
+
+/// Check every Provider and Alert when one changes, and every [`RECHECK_INTERVAL`].
+async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Notify>) {
+    if alerts.wait_until_ready().await.is_err()
+        || shared.providers.wait_until_ready().await.is_err()
+    {
+        return;
+    }
+    // The last condition written (or read) per object: a write only when it changes.
+    let mut known: BTreeMap<(&'static str, String, String), (Option<i64>, Condition)> =
+        BTreeMap::new();
+    loop {
+        for p in shared.providers.state() {
+            let namespace = p.namespace().unwrap_or_default();
+            if !shared.config.watches(&namespace) {
+                continue;
+            }
+            let condition = match resolve(&shared.client, &p).await {
+                Ok(_) => ready("Valid", "the provider can send"),
+                Err(ResolveError::Spec(problem)) => {
+                    not_ready(problem.reason(), problem.to_string())
+                }
+                // The API server's trouble, not the Provider's: checked again later.
+                Err(ResolveError::Api(_)) => continue,
+            };
+            write_status::<Provider>(&shared.client, &mut known, &p, condition).await;
+        }
+        for a in alerts.state() {
+            let namespace = a.namespace().unwrap_or_default();
+            if !shared.config.watches(&namespace) {
+                continue;
+            }
+            let provider = ObjectRef::new(&a.spec.provider_ref.name).within(&namespace);
+            let condition = match AlertRule::new(&namespace, &a.name_any(), &a.spec) {
+                Err(problem) => not_ready(problem.reason(), problem.to_string()),
+                Ok(_) if shared.providers.get(&provider).is_none() => not_ready(
+                    "ProviderNotFound",
+                    format!(
+                        "Provider {} does not exist in namespace {namespace}",
+                        a.spec.provider_ref.name
+                    ),
+                ),
+                Ok(_) => ready("Valid", "the alert forwards matching events"),
+            };
+            write_status::<Alert>(&shared.client, &mut known, &a, condition).await;
+        }
+        tokio::select! {
+            _ = changed.notified() => {
+                // A burst of changes (our own status writes among them) is checked once.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            _ = tokio::time::sleep(RECHECK_INTERVAL) => {}
+        }
+    }
+}
+
+fn ready(reason: &str, message: &str) -> Condition {
+    Condition::new(READY, ConditionStatus::True, reason, message)
+}
+
+fn not_ready(reason: &str, message: String) -> Condition {
+    Condition::new(READY, ConditionStatus::False, reason, message)
+}
+
+/// A Provider or an Alert: both have a [`NotificationStatus`].
+trait HasStatus:
+    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+    fn status(&self) -> Option<&NotificationStatus>;
+}
+impl HasStatus for Provider {
+    fn status(&self) -> Option<&NotificationStatus> {
+        self.status.as_ref()
+    }
+}
+impl HasStatus for Alert {
+    fn status(&self) -> Option<&NotificationStatus> {
+        self.status.as_ref()
+    }
+}
+
+/// Write `condition` as `obj`'s `Ready`, unless it already says so.
+async fn write_status<K: HasStatus>(
+    client: &Client,
+    known: &mut BTreeMap<(&'static str, String, String), (Option<i64>, Condition)>,
+    obj: &K,
+    condition: Condition,
+) {
+    let namespace = obj.namespace().unwrap_or_default();
+    let name = obj.name_any();
+    let generation = obj.meta().generation;
+    let key = (kind_name::<K>(), namespace.clone(), name.clone());
+    let current = obj.status().cloned().unwrap_or_default();
+    let same = |c: &Condition| {
+        c.status == condition.status
+            && c.reason == condition.reason
+            && c.message == condition.message
+    };
+    let in_status = current.observed_generation == generation
+        && current
+            .conditions
+            .iter()
+            .find(|c| c.type_ == READY)
+            .is_some_and(same);
+    let remembered = known
+        .get(&key)
+        .is_some_and(|(g, c)| *g == generation && same(c));
+    if in_status || remembered {
+        return;
+    }
+    let mut conditions = current.conditions.clone();
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    set_condition(
+        &mut conditions,
+        Condition {
+            observed_generation: generation,
+            ..condition.clone()
+        },
+        &now,
+    );
+    let patch = json!({"status": {"conditions": conditions, "observedGeneration": generation}});
+    let api: Api<K> = Api::namespaced(client.clone(), &namespace);
+    match api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            known.insert(key, (generation, condition));
+        }
+        // A standby's writes are refused by the fence; the leader writes it.
+        Err(e) => {
+            tracing::debug!(kind = %K::kind(&()), object = %format!("{namespace}/{name}"), error = %e, "cannot write status")
+        }
+    }
+}
+
+fn kind_name<K: Resource<DynamicType = ()>>() -> &'static str {
+    if K::kind(&()) == "Provider" {
+        "Provider"
+    } else {
+        "Alert"
+    }
+}

@@ -1,0 +1,507 @@
+//! Notifications end to end: `weft run` against the real control plane, a real git server, and
+//! real HTTP receivers on loopback standing in for a webhook, GitHub and GitLab. Providers and
+//! Alerts are created in the test's namespace; the receivers record every request.
+//!
+//! - a pass that fails on a YAML error → the generic receiver gets Flux's event shape with
+//!   severity error and a message naming the file and line; the generic-hmac receiver's
+//!   `X-Signature` verifies with the Secret's key; no token is in the daemon's logs;
+//! - a pass of a new revision → GitHub gets exactly `pending` then `success` for that commit at
+//!   `/api/v3/repos/<org>/<repo>/statuses/<sha>` with the token, GitLab the same at
+//!   `/api/v4/projects/<org>%2F<repo>/statuses/<sha>`; an Alert with `eventSeverity: error`
+//!   gets nothing; a provider that hangs then answers 500 is retried, and the pass result is in
+//!   while its first request is still unanswered;
+//! - a Provider whose Secret lacks the key its type needs is `Ready=False` (`SecretKeyMissing`).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use serde_json::Value;
+use weft::api::notification::{
+    Alert, AlertSpec, EventSourceRef, LocalRef, Provider, ProviderSpec, ProviderType,
+    SeverityFilter, SourceKind,
+};
+
+use support::cluster::{install_crds, TestNamespace};
+use support::daemon::{Daemon, DaemonOptions};
+use support::git_servers::ServedRepo;
+
+const HMAC_KEY: &str = "hmac-key-d41d8cd98f00b204";
+const GITHUB_TOKEN: &str = "ghp_notify_test_token_0001";
+const GITLAB_TOKEN: &str = "glpat-notify-test-token-0002";
+const BEARER_TOKEN: &str = "bearer-notify-test-token-0003";
+
+/// One request a receiver got.
+#[derive(Clone, Debug)]
+struct Received {
+    path: String,
+    headers: BTreeMap<String, String>,
+    body: Vec<u8>,
+}
+
+impl Received {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// An HTTP server on loopback that records every request and answers `status` after `delay`.
+struct Receiver {
+    port: u16,
+    seen: Arc<Mutex<Vec<Received>>>,
+    answered: Arc<AtomicUsize>,
+}
+
+impl Receiver {
+    async fn start(status: u16, delay: Duration) -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let answered: Arc<AtomicUsize> = Arc::default();
+        let (s, a) = (seen.clone(), answered.clone());
+        let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+            let (seen, answered) = (s.clone(), a.clone());
+            async move {
+                let path = req.uri().path().to_string();
+                let headers = req
+                    .headers()
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+                    .collect();
+                let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+                    .await
+                    .map(|b| b.to_vec())
+                    .unwrap_or_default();
+                seen.lock().unwrap().push(Received {
+                    path,
+                    headers,
+                    body,
+                });
+                tokio::time::sleep(delay).await;
+                answered.fetch_add(1, Ordering::SeqCst);
+                axum::http::StatusCode::from_u16(status).unwrap()
+            }
+        });
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Receiver {
+            port,
+            seen,
+            answered,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn seen(&self) -> Vec<Received> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Wait until the requests satisfy `pred`, or panic with the logs.
+    async fn wait_for(
+        &self,
+        what: &str,
+        within: Duration,
+        d: &Daemon,
+        pred: impl Fn(&[Received]) -> bool,
+    ) -> Vec<Received> {
+        let deadline = Instant::now() + within;
+        loop {
+            let seen = self.seen();
+            if pred(&seen) {
+                return seen;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{what} did not happen within {within:?}; received: {:#?}\nlogs:\n{}",
+                    seen.iter().map(|r| (&r.path, r.json())).collect::<Vec<_>>(),
+                    d.logs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn secret(ns: &TestNamespace, name: &str, data: &[(&str, &str)]) {
+    let s = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        string_data: Some(
+            data.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &s)
+        .await
+        .expect("create Secret");
+}
+
+async fn provider(
+    ns: &TestNamespace,
+    name: &str,
+    type_: ProviderType,
+    address: &str,
+    secret: Option<&str>,
+) {
+    let p = Provider::new(
+        name,
+        ProviderSpec {
+            type_,
+            address: Some(address.into()),
+            channel: None,
+            username: None,
+            secret_ref: secret.map(|s| LocalRef { name: s.into() }),
+            suspend: false,
+        },
+    );
+    ns.api::<Provider>()
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("create Provider");
+}
+
+/// An Alert of the test's sync root (named after the namespace) to `provider`.
+async fn root_alert(ns: &TestNamespace, name: &str, provider: &str, severity: SeverityFilter) {
+    let a = Alert::new(
+        name,
+        AlertSpec {
+            provider_ref: LocalRef {
+                name: provider.into(),
+            },
+            event_severity: severity,
+            event_sources: vec![EventSourceRef {
+                kind: SourceKind::Root,
+                name: ns.name().into(),
+                namespace: None,
+            }],
+            exclusion_list: Vec::new(),
+            summary: Some("notify test".into()),
+            suspend: false,
+        },
+    );
+    ns.api::<Alert>()
+        .create(&PostParams::default(), &a)
+        .await
+        .expect("create Alert");
+}
+
+fn configmap(ns: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\n  namespace: {ns}\ndata:\n  value: hello\n")
+}
+
+fn assert_no_secret_in_logs(d: &Daemon) {
+    let logs = d.logs();
+    for token in [HMAC_KEY, GITHUB_TOKEN, GITLAB_TOKEN, BEARER_TOKEN] {
+        assert!(!logs.contains(token), "a token is in the logs:\n{logs}");
+    }
+}
+
+#[tokio::test]
+async fn a_failed_pass_reaches_the_webhooks_with_file_and_line_signed() {
+    let ns = TestNamespace::new("notify-fail").await;
+    install_crds(&ns.client()).await;
+    let generic = Receiver::start(200, Duration::ZERO).await;
+    let hmac = Receiver::start(200, Duration::ZERO).await;
+    secret(&ns, "bearer", &[("token", BEARER_TOKEN)]).await;
+    secret(&ns, "hmac", &[("token", HMAC_KEY)]).await;
+    provider(
+        &ns,
+        "generic",
+        ProviderType::Generic,
+        &generic.url("/hook"),
+        Some("bearer"),
+    )
+    .await;
+    provider(
+        &ns,
+        "signed",
+        ProviderType::GenericHmac,
+        &hmac.url("/signed"),
+        Some("hmac"),
+    )
+    .await;
+    root_alert(&ns, "to-generic", "generic", SeverityFilter::Info).await;
+    root_alert(&ns, "to-signed", "signed", SeverityFilter::Error).await;
+
+    let repo = ServedRepo::start();
+    repo.work.write("apps/greeting.yaml", configmap(ns.name()));
+    repo.work
+        .write("apps/bad.yaml", "apiVersion: v1\nkind: ConfigMap: oops\n");
+    let sha = repo.work.commit("a YAML error");
+    repo.work.push();
+    let d = Daemon::start(DaemonOptions::new(&repo.url(), ns.name()));
+
+    let seen = generic
+        .wait_for(
+            "an error event at the generic receiver",
+            Duration::from_secs(40),
+            &d,
+            |r| r.iter().any(|r| r.json()["severity"] == "error"),
+        )
+        .await;
+    let error = seen
+        .iter()
+        .find(|r| r.json()["severity"] == "error")
+        .unwrap();
+    let body = error.json();
+    assert_eq!(error.path, "/hook");
+    assert_eq!(body["reason"], "ReconciliationFailed");
+    assert_eq!(body["reportingController"], "weft");
+    assert_eq!(body["involvedObject"]["kind"], "Root");
+    assert_eq!(body["involvedObject"]["name"], ns.name());
+    assert_eq!(body["metadata"]["revision"], sha.as_str());
+    assert_eq!(body["metadata"]["summary"], "notify test");
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("apps/bad.yaml:2"), "{message}");
+    assert_eq!(
+        error.headers.get("authorization").map(String::as_str),
+        Some(format!("Bearer {BEARER_TOKEN}").as_str())
+    );
+    // The pending event of the new revision came first (info, to the info Alert).
+    assert_eq!(
+        seen[0].json()["reason"],
+        "Progressing",
+        "{:?}",
+        seen[0].json()
+    );
+
+    let signed = hmac
+        .wait_for(
+            "an error event at the hmac receiver",
+            Duration::from_secs(20),
+            &d,
+            |r| !r.is_empty(),
+        )
+        .await;
+    // eventSeverity error: the Progressing event (info) never reached it.
+    assert!(signed.iter().all(|r| r.json()["severity"] == "error"));
+    let r = &signed[0];
+    let expected = format!(
+        "sha256={}",
+        weft::notify::payload::hmac_sha256_hex(HMAC_KEY.as_bytes(), &r.body)
+    );
+    assert_eq!(r.headers.get("x-signature"), Some(&expected));
+    assert!(r.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("apps/bad.yaml:2"));
+    assert_no_secret_in_logs(&d);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_new_revision_gets_pending_then_success_commit_statuses() {
+    let ns = TestNamespace::new("notify-status").await;
+    install_crds(&ns.client()).await;
+    let github = Receiver::start(201, Duration::ZERO).await;
+    let gitlab = Receiver::start(201, Duration::ZERO).await;
+    let errors_only = Receiver::start(200, Duration::ZERO).await;
+    // Hangs 8 s, then fails: the pass must not wait for it.
+    let failing = Receiver::start(500, Duration::from_secs(8)).await;
+    secret(&ns, "github", &[("token", GITHUB_TOKEN)]).await;
+    secret(&ns, "gitlab", &[("token", GITLAB_TOKEN)]).await;
+    provider(
+        &ns,
+        "github",
+        ProviderType::Github,
+        &github.url("/org/repo"),
+        Some("github"),
+    )
+    .await;
+    provider(
+        &ns,
+        "gitlab",
+        ProviderType::Gitlab,
+        &gitlab.url("/org/repo.git"),
+        Some("gitlab"),
+    )
+    .await;
+    provider(
+        &ns,
+        "errors",
+        ProviderType::Generic,
+        &errors_only.url("/errors"),
+        None,
+    )
+    .await;
+    provider(
+        &ns,
+        "failing",
+        ProviderType::Generic,
+        &failing.url("/down"),
+        None,
+    )
+    .await;
+    root_alert(&ns, "to-github", "github", SeverityFilter::Info).await;
+    root_alert(&ns, "to-gitlab", "gitlab", SeverityFilter::Info).await;
+    root_alert(&ns, "to-errors", "errors", SeverityFilter::Error).await;
+    root_alert(&ns, "to-failing", "failing", SeverityFilter::Info).await;
+
+    let repo = ServedRepo::start();
+    repo.work.write("apps/greeting.yaml", configmap(ns.name()));
+    let sha = repo.work.commit("greeting");
+    repo.work.push();
+    let d = Daemon::start(DaemonOptions::new(&repo.url(), ns.name()));
+
+    let s = d
+        .wait_status("the first pass succeeded", Duration::from_secs(40), |s| {
+            s["lastPass"]["result"] == "succeeded"
+        })
+        .await;
+    assert_eq!(s["revision"], sha.as_str());
+    // The failing provider's first request (the pending event) is still unanswered: the pass
+    // did not wait for it.
+    assert!(
+        !failing.seen().is_empty(),
+        "the failing provider was called"
+    );
+    assert_eq!(failing.answered.load(Ordering::SeqCst), 0);
+
+    let two = |r: &[Received]| r.len() >= 2;
+    let statuses = github
+        .wait_for("two GitHub statuses", Duration::from_secs(20), &d, two)
+        .await;
+    let path = format!("/api/v3/repos/org/repo/statuses/{sha}");
+    let states: Vec<(String, Value)> = statuses
+        .iter()
+        .map(|r| (r.path.clone(), r.json()["state"].clone()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![(path.clone(), "pending".into()), (path, "success".into())]
+    );
+    for r in &statuses {
+        assert_eq!(
+            r.headers.get("authorization").map(String::as_str),
+            Some(format!("token {GITHUB_TOKEN}").as_str())
+        );
+        assert_eq!(r.json()["context"], format!("weft/Root/{}", ns.name()));
+    }
+    let statuses = gitlab
+        .wait_for("two GitLab statuses", Duration::from_secs(20), &d, two)
+        .await;
+    let path = format!("/api/v4/projects/org%2Frepo/statuses/{sha}");
+    let states: Vec<(String, Value)> = statuses
+        .iter()
+        .map(|r| (r.path.clone(), r.json()["state"].clone()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![(path.clone(), "pending".into()), (path, "success".into())]
+    );
+    assert!(statuses
+        .iter()
+        .all(|r| r.headers.get("private-token").map(String::as_str) == Some(GITLAB_TOKEN)));
+
+    // Retried after the failure (8 s hang + 1 s backoff).
+    failing
+        .wait_for(
+            "a retry of the failing provider",
+            Duration::from_secs(40),
+            &d,
+            two,
+        )
+        .await;
+    assert!(failing
+        .seen()
+        .iter()
+        .all(|r| r.json()["reason"] == "Progressing"
+            || r.json()["reason"] == "ReconciliationSucceeded"));
+    // No error happened: the errors-only Alert's receiver got nothing.
+    assert!(errors_only.seen().is_empty(), "{:?}", errors_only.seen());
+    // Exactly two statuses: nothing more arrived meanwhile.
+    assert_eq!(github.seen().len(), 2);
+    let metrics = reqwest::get(format!("{}/metrics", d.base()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let sent: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("weft_notifications_sent_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no weft_notifications_sent_total in:\n{metrics}"));
+    assert!(sent >= 4.0, "github and gitlab accepted 2 each: {sent}");
+    assert_no_secret_in_logs(&d);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_provider_without_the_key_its_type_needs_is_not_ready() {
+    let ns = TestNamespace::new("notify-ready").await;
+    install_crds(&ns.client()).await;
+    secret(
+        &ns,
+        "no-token",
+        &[("address", "https://github.com/org/repo")],
+    )
+    .await;
+    provider(
+        &ns,
+        "broken",
+        ProviderType::Github,
+        "https://github.com/org/repo",
+        Some("no-token"),
+    )
+    .await;
+    provider(
+        &ns,
+        "fine",
+        ProviderType::Generic,
+        "http://127.0.0.1:9/x",
+        None,
+    )
+    .await;
+    root_alert(&ns, "orphan", "missing", SeverityFilter::Info).await;
+    let repo = ServedRepo::start();
+    repo.work.write("apps/greeting.yaml", configmap(ns.name()));
+    repo.work.commit("greeting");
+    repo.work.push();
+    let d = Daemon::start(DaemonOptions::new(&repo.url(), ns.name()));
+
+    let providers: Api<Provider> = ns.api();
+    let alerts: Api<Alert> = ns.api();
+    let ready = |c: &Option<weft::api::notification::NotificationStatus>| {
+        c.as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready").cloned())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let broken = ready(&providers.get("broken").await.unwrap().status);
+        let fine = ready(&providers.get("fine").await.unwrap().status);
+        let orphan = ready(&alerts.get("orphan").await.unwrap().status);
+        if let (Some(b), Some(f), Some(o)) = (&broken, &fine, &orphan) {
+            assert_eq!(b.reason, "SecretKeyMissing", "{b:?}");
+            assert_eq!(
+                b.message,
+                "Secret no-token has no key `token`, which provider type github needs"
+            );
+            assert_eq!(format!("{:?}", f.status), "True");
+            assert_eq!(o.reason, "ProviderNotFound", "{o:?}");
+            break;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "no Ready conditions within 30s: {broken:?} {fine:?} {orphan:?}\nlogs:\n{}",
+                d.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ns.delete().await;
+}
