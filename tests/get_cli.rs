@@ -129,7 +129,8 @@ async fn get_lists_ready_and_failing_resources_and_waits_for_them() {
         rows,
         json!([{
             "kind": "ArmadaChart", "namespace": ns.name(), "name": "web", "ready": "True",
-            "revision": "4f2a9c1", "since": "2026-12-02T01:00:00Z", "message": "",
+            "revision": "4f2a9c1", "suspended": false, "since": "2026-12-02T01:00:00Z",
+            "message": "",
         }])
     );
 

@@ -139,7 +139,8 @@ pub async fn rows(
     let lp = ListParams::default();
     let wants = |w: What| what == w || what == What::All;
     let mut rows = Vec::new();
-    if wants(What::Root) {
+    // The roots live in Weft's namespace: `-n other` leaves them out, unless asked for by name.
+    if what == What::Root || (what == What::All && namespace.is_none_or(|n| n == weft_namespace)) {
         rows.extend(root_rows(client, weft_namespace).await?);
     }
     if wants(What::Weaveclouds) {
