@@ -88,6 +88,30 @@ async fn install_crds(client: &Client) {
     }
 }
 
+/// A test namespace with Weft's CRDs and the token Secret, and a repository (served by `git
+/// daemon`) holding its WeaveCloud.
+async fn weavecloud_in_git(prefix: &str) -> (TestNamespace, Client, RepoHost, GitDaemon) {
+    let ns = TestNamespace::new(prefix).await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
+    let mut token = Secret::default();
+    token.metadata.name = Some("weave-cloud-token".into());
+    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
+    secrets
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("create token Secret");
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("weave/weave-cloud.yaml", weavecloud(ns.name()));
+    work.commit("weave cloud");
+    work.push();
+    (ns, client, host, server)
+}
+
 fn ready_reason(wc: &WeaveCloud) -> Option<(String, String)> {
     wc.status
         .as_ref()?
@@ -100,25 +124,8 @@ fn ready_reason(wc: &WeaveCloud) -> Option<(String, String)> {
 #[tokio::test]
 async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finalizer() {
     let _one = ONE_CONTROLLER.lock().await;
-    let ns = TestNamespace::new("daemon-wc").await;
-    let client = ns.client();
-    install_crds(&client).await;
+    let (ns, client, _host, server) = weavecloud_in_git("daemon-wc").await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud-token".into());
-    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
-    secrets
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("create token Secret");
-
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
-    work.write("weave/weave-cloud.yaml", weavecloud(ns.name()));
-    work.commit("weave cloud");
-    work.push();
     // A flux agent installed before Weft (by the old launcher), with arguments the WeaveCloud
     // leaves unset: they are kept.
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
@@ -488,24 +495,7 @@ fn suspended_status(wc: &WeaveCloud) -> Option<String> {
 #[tokio::test]
 async fn a_suspended_weavecloud_is_left_alone_until_it_is_resumed() {
     let _one = ONE_CONTROLLER.lock().await;
-    let ns = TestNamespace::new("daemon-wc-suspend").await;
-    let client = ns.client();
-    install_crds(&client).await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud-token".into());
-    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
-    secrets
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("create token Secret");
-    let host = RepoHost::new();
-    let bare = host.create("config.git");
-    let server = GitDaemon::start(&host);
-    let work = WorkTree::new(&bare.display().to_string());
-    work.write("weave/weave-cloud.yaml", weavecloud(ns.name()));
-    work.commit("weave cloud");
-    work.push();
+    let (ns, client, _host, server) = weavecloud_in_git("daemon-wc-suspend").await;
     let url = server.url("config.git");
     let d = Daemon::start(DaemonOptions {
         controllers: true,

@@ -331,6 +331,20 @@ fn suspended_condition(chart: &ArmadaChart) -> Option<String> {
         .map(|c| format!("{:?}", c.status))
 }
 
+/// Wait until the chart `web`'s `Suspended` condition is `status`.
+async fn wait_chart_suspended(charts: &Api<ArmadaChart>, status: &str, d: &Daemon) {
+    wait_until(
+        &format!("the chart says Suspended={status}"),
+        Duration::from_secs(20),
+        d,
+        async || {
+            let c = charts.get_opt("web").await.ok()??;
+            (suspended_condition(&c).as_deref() == Some(status)).then_some(())
+        },
+    )
+    .await;
+}
+
 async fn annotate<K>(api: &Api<K>, name: &str, value: Option<&str>)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -381,16 +395,7 @@ async fn a_suspended_chart_keeps_its_objects_as_they_are_until_it_is_resumed() {
 
     // Suspend the chart with kubectl: a pass marks it Suspended.
     annotate(&charts, "web", Some("true")).await;
-    wait_until(
-        "the chart says Suspended=True",
-        Duration::from_secs(20),
-        &d,
-        async || {
-            let c = charts.get_opt("web").await.ok()??;
-            (suspended_condition(&c).as_deref() == Some("True")).then_some(())
-        },
-    )
-    .await;
+    wait_chart_suspended(&charts, "True", &d).await;
     // Its child deleted: not recreated (the controller neither corrects nor queues).
     deployments
         .delete("web", &DeleteParams::default())
@@ -440,29 +445,11 @@ async fn a_suspended_chart_keeps_its_objects_as_they_are_until_it_is_resumed() {
         },
     )
     .await;
-    wait_until(
-        "the chart says Suspended=False",
-        Duration::from_secs(20),
-        &d,
-        async || {
-            let c = charts.get_opt("web").await.ok()??;
-            (suspended_condition(&c).as_deref() == Some("False")).then_some(())
-        },
-    )
-    .await;
+    wait_chart_suspended(&charts, "False", &d).await;
 
     // Its group suspended: the chart is held too.
     annotate(&groups, "apps", Some("true")).await;
-    wait_until(
-        "the group's chart says Suspended=True",
-        Duration::from_secs(20),
-        &d,
-        async || {
-            let c = charts.get_opt("web").await.ok()??;
-            (suspended_condition(&c).as_deref() == Some("True")).then_some(())
-        },
-    )
-    .await;
+    wait_chart_suspended(&charts, "True", &d).await;
     deployments
         .delete("web", &DeleteParams::default())
         .await
