@@ -694,21 +694,16 @@ struct DeployingMarks(std::sync::Mutex<(BTreeSet<Owner>, Vec<JoinHandle<()>>)>);
 impl DeployingMarks {
     /// Mark `owner` deploying (once per pass) if it is an ArmadaChart.
     fn mark(&self, client: &Client, owner: &Owner) {
-        let Owner::Resource {
-            kind,
-            namespace,
-            name,
-        } = owner
-        else {
+        let Some((namespace, name)) = owner.as_chart() else {
             return;
         };
-        if kind != crate::render::armada::OWNER_KIND {
-            return;
-        }
         let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if marks.0.insert(owner.clone()) {
-            let write =
-                armada_status::mark_deploying(client.clone(), namespace.clone(), name.clone());
+            let write = armada_status::mark_deploying(
+                client.clone(),
+                namespace.to_string(),
+                name.to_string(),
+            );
             marks.1.push(tokio::spawn(write));
         }
     }

@@ -48,6 +48,18 @@ impl std::fmt::Display for OwnerId {
 }
 
 impl Owner {
+    /// `(namespace, name)` when the owner is an ArmadaChart.
+    pub fn as_chart(&self) -> Option<(&str, &str)> {
+        match self {
+            Owner::Resource {
+                kind,
+                namespace,
+                name,
+            } if kind == super::armada::OWNER_KIND => Some((namespace, name)),
+            _ => None,
+        }
+    }
+
     /// The sync root `name` of the installation in Weft's namespace `namespace`.
     pub fn root(namespace: impl Into<String>, name: impl Into<String>) -> Owner {
         Owner::SyncRoot {

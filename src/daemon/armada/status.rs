@@ -211,18 +211,7 @@ fn conditions_for(
 /// Mark the suspended charts of a pass `Suspended=True` (once: a chart already marked is not
 /// written again).
 pub async fn record_suspended(client: &Client, held: &BTreeSet<Owner>) {
-    for owner in held {
-        let Owner::Resource {
-            kind,
-            namespace,
-            name,
-        } = owner
-        else {
-            continue;
-        };
-        if kind != crate::render::armada::OWNER_KIND {
-            continue;
-        }
+    for (namespace, name) in held.iter().filter_map(Owner::as_chart) {
         let api: Api<ArmadaChart> = Api::namespaced(client.clone(), namespace);
         let Ok(Some(chart)) = api.get_opt(name).await else {
             continue;
