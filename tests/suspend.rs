@@ -418,6 +418,12 @@ async fn a_suspended_chart_keeps_its_objects_as_they_are_until_it_is_resumed() {
         configmaps.get_opt("web-extra").await.unwrap().is_some(),
         "a suspended chart's prune is deferred"
     );
+    let group = groups.get("apps").await.expect("the group");
+    assert_eq!(
+        group.status.and_then(|s| s.phase),
+        Some(Phase::Deployed),
+        "a suspended chart counts for its group as it stands"
+    );
     let (_, out, _) = weft(&["get", "charts", "-n", n, "-o", "json"]);
     let rows: Vec<Value> = serde_json::from_str(&out).expect("rows");
     assert_eq!(rows[0]["suspended"], true, "{out}");

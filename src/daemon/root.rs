@@ -277,6 +277,8 @@ pub struct RootReconciler {
     shard: Option<RootShard>,
     /// The revision the running pass fetched new, if any (notifications).
     fetched: Option<String>,
+    /// The phases of the charts the running pass holds because they are suspended.
+    held_phases: armada_status::ChartPhases,
 }
 
 impl RootReconciler {
@@ -294,6 +296,7 @@ impl RootReconciler {
             rendered: None,
             shard: None,
             fetched: None,
+            held_phases: Default::default(),
         }
     }
 
@@ -418,7 +421,7 @@ impl RootReconciler {
                 if let Some(held_set) = held_set {
                     set = Arc::new(held_set);
                 }
-                armada_status::record_suspended(&self.state.client, &held).await;
+                self.held_phases = armada_status::record_suspended(&self.state.client, &held).await;
             }
             Err(e) => {
                 report.error = Some(format!(
@@ -552,6 +555,7 @@ impl RootReconciler {
             set,
             &changes,
             error.as_ref(),
+            &self.held_phases,
         )
         .await;
         let outcomes = armada_status::chart_outcomes(set, &changes, error.as_ref());

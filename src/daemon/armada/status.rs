@@ -208,20 +208,29 @@ fn conditions_for(
     conds
 }
 
+/// The phase of each chart, by `(namespace, name)`.
+pub type ChartPhases = BTreeMap<(String, String), Phase>;
+
 /// Mark the suspended charts of a pass `Suspended=True` (once: a chart already marked is not
-/// written again).
-pub async fn record_suspended(client: &Client, held: &BTreeSet<Owner>) {
+/// written again); their phases as they stand, which their groups and manifests count as is.
+pub async fn record_suspended(client: &Client, held: &BTreeSet<Owner>) -> ChartPhases {
+    let mut phases = ChartPhases::new();
     for (namespace, name) in held.iter().filter_map(Owner::as_chart) {
         let api: Api<ArmadaChart> = Api::namespaced(client.clone(), namespace);
         let Ok(Some(chart)) = api.get_opt(name).await else {
             continue;
         };
-        let before = chart.status.unwrap_or_default().conditions;
+        let status = chart.status.unwrap_or_default();
+        if let Some(phase) = status.phase {
+            phases.insert((namespace.to_string(), name.to_string()), phase);
+        }
+        let before = status.conditions;
         let why = "weft.io/suspend is \"true\" on the chart, its group or its manifest";
         if let Err(e) = suspend::mark(&api, name, &before, Some(why)).await {
             tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot mark ArmadaChart suspended");
         }
     }
+    phases
 }
 
 pub(crate) async fn event<K: Resource<DynamicType = ()>>(
@@ -303,12 +312,14 @@ pub async fn record_pass(
     set: &DesiredSet,
     changes: &ChangeSet,
     error: Option<&SyncError>,
+    held: &ChartPhases,
 ) {
     let outcomes = chart_outcomes(set, changes, error);
     if outcomes.is_empty() {
         return;
     }
-    let mut phases: BTreeMap<(String, String), Phase> = BTreeMap::new();
+    // Suspended charts count for their groups as they stand.
+    let mut phases = held.clone();
     for (owner, outcome) in &outcomes {
         let Owner::Resource {
             namespace, name, ..
