@@ -269,3 +269,112 @@ async fn sigterm_during_a_long_pass_abandons_it_after_the_grace_and_exits_0() {
     assert!(logs.contains("released the leader Lease"), "{logs}");
     ns.delete().await;
 }
+
+fn other_configmap(ns: &str, name: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: \"x\"\n")
+}
+
+/// A push that changes a few manifest files has its changed objects applied ahead of the full
+/// pass (`src/daemon/early.rs`); a push whose files do not load, or that duplicates another
+/// file's object, has nothing applied early (and its full pass fails): no object of a revision
+/// the full pass refuses reaches the cluster.
+#[tokio::test]
+async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_all() {
+    let ns = TestNamespace::new("daemon-early").await;
+    let n = ns.name();
+    let repo = repo_with_greeting(n, "one");
+    repo.work
+        .write("apps/other.yaml", other_configmap(n, "other"));
+    repo.work.commit("other");
+    repo.work.push();
+    let d = Daemon::start(DaemonOptions::new(&repo.url, n));
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), n);
+    wait_greeting(&api, "one", Duration::from_secs(30), &d).await;
+    d.wait_status("first pass", Duration::from_secs(10), |s| {
+        s["lastPass"]["result"] == "succeeded"
+    })
+    .await;
+
+    repo.work.write("apps/greeting.yaml", configmap(n, "two"));
+    repo.work.commit("two");
+    repo.work.push();
+    let (status, body) = github_push(&d, "refs/heads/main", None).await;
+    assert_eq!(status, 202, "{body}");
+    wait_greeting(&api, "two", Duration::from_secs(10), &d).await;
+    let s = d
+        .wait_status("the webhook's pass", Duration::from_secs(10), |s| {
+            s["lastPass"]["pass"] == 2
+        })
+        .await;
+    assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
+    assert!(
+        d.logs()
+            .contains("applied the pushed changes ahead of the full pass objects=1 files=1"),
+        "the change went out early:\n{}",
+        d.logs()
+    );
+    assert_eq!(
+        s["lastPass"]["summary"]["configured"], 0,
+        "the full pass found the early write done: {s:#}"
+    );
+
+    // The same kind of change, with a file that does not load: nothing goes out.
+    repo.work.write("apps/greeting.yaml", configmap(n, "three"));
+    repo.work.write(
+        "apps/broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: [oops\n",
+    );
+    repo.work.commit("three, broken");
+    repo.work.push();
+    let (status, _) = github_push(&d, "refs/heads/main", None).await;
+    assert_eq!(status, 202);
+    let s = d
+        .wait_status("the broken revision's pass", Duration::from_secs(10), |s| {
+            s["lastPass"]["pass"] == 3
+        })
+        .await;
+    assert_eq!(s["lastPass"]["result"], "failed", "{s:#}");
+    assert!(
+        s["lastPass"]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("apps/broken.yaml"),
+        "{s:#}"
+    );
+    assert_eq!(greeting(&api).await.as_deref(), Some("two"));
+
+    // Fixed, but a new file takes the name of another file's object: refused, nothing early.
+    repo.work.remove("apps/broken.yaml");
+    repo.work.write("apps/greeting.yaml", configmap(n, "four"));
+    repo.work
+        .write("apps/dup.yaml", other_configmap(n, "other"));
+    repo.work.commit("four, duplicate");
+    repo.work.push();
+    let (status, _) = github_push(&d, "refs/heads/main", None).await;
+    assert_eq!(status, 202);
+    let s = d
+        .wait_status(
+            "the duplicate revision's pass",
+            Duration::from_secs(10),
+            |s| s["lastPass"]["pass"] == 4,
+        )
+        .await;
+    assert_eq!(s["lastPass"]["result"], "failed", "{s:#}");
+    assert!(
+        s["lastPass"]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("defined twice"),
+        "{s:#}"
+    );
+    assert_eq!(greeting(&api).await.as_deref(), Some("two"));
+    assert_eq!(
+        d.logs()
+            .matches("applied the pushed changes ahead of the full pass")
+            .count(),
+        1,
+        "{}",
+        d.logs()
+    );
+    ns.delete().await;
+}

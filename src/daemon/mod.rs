@@ -6,6 +6,7 @@
 //! with the same state.
 
 pub mod armada;
+pub mod early;
 #[cfg(test)]
 pub mod fixtures;
 pub mod health;

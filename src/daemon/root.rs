@@ -624,6 +624,21 @@ impl RootReconciler {
         let Some(snapshot) = fetched? else {
             return Ok(self.rendered.is_some());
         };
+        // A few changed manifest files: their changed objects go out before the full render.
+        if let Some(r) = &self.rendered {
+            let previous = super::early::Previous {
+                snapshot: &r.snapshot,
+                set: &r.set,
+                elsewhere: &r.elsewhere,
+            };
+            super::early::changed_first(
+                &self.state.client,
+                previous,
+                &snapshot,
+                &self.pass_options,
+            )
+            .await;
+        }
         self.fetched = snapshot.revision.clone();
         let started = crate::notify::root::started(&self.notified(), self.fetched.as_deref());
         self.state.notifier.emit(started);

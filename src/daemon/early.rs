@@ -1,0 +1,266 @@
+//! Changed objects first: when a push changes a few plain-manifest files, the daemon applies the
+//! objects they changed before the full pass loads and renders the whole repository. In a
+//! repository of 100,000 objects the full pass takes seconds; a one-object change then reaches
+//! the cluster within a fraction of a second of the webhook, and the full pass that follows finds
+//! it unchanged (it writes nothing more for it) and does everything else: new objects, prune,
+//! Armada, waits.
+//!
+//! Taken only when it cannot apply anything the full pass would refuse:
+//! - every changed file is a `*.yaml`/`*.yml` outside any chart directory, at most
+//!   [`MAX_FILES`] of them (removed files are left to the full pass);
+//! - the changed files load and render cleanly on their own, and hold only plain manifests of the
+//!   sync root (no WeaveCloud, no Armada document, no CRD, no Namespace);
+//! - none of their objects takes the name of an object of another file (the full load would
+//!   refuse the duplicate);
+//! - only objects that the previous render already had in those files (so already in the
+//!   inventory, and this shard's) and whose applied hash changed are written, at most
+//!   [`MAX_OBJECTS`]; new objects wait for the full pass and its write-ahead inventory.
+//!
+//! Anything else — or any error — skips the early apply, silently but for a debug line: the full
+//! pass does the work as before.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::Client;
+
+use crate::api::ObjectRef;
+use crate::apply::apply::apply_one;
+use crate::apply::plan;
+use crate::pass::prepare::prepare;
+use crate::pass::PassOptions;
+use crate::render::ownership::APPLIED_HASH_ANNOTATION;
+use crate::render::{AgentLayer, DesiredObject, DesiredSet, Owner, OWNER_KINDS};
+use crate::source::Snapshot;
+
+/// At most this many changed files take the early path.
+pub const MAX_FILES: usize = 20;
+/// At most this many objects are written early.
+pub const MAX_OBJECTS: usize = 200;
+
+/// What the previous pass rendered: its snapshot, this shard's part and the other shards'.
+pub struct Previous<'a> {
+    pub snapshot: &'a Snapshot,
+    pub set: &'a DesiredSet,
+    pub elsewhere: &'a DesiredSet,
+}
+
+/// Apply the objects a push changed in a few plain-manifest files (see the module docs); the
+/// references written. Empty when the early path does not apply or nothing needed it.
+pub async fn changed_first(
+    client: &Client,
+    previous: Previous<'_>,
+    next: &Snapshot,
+    opts: &PassOptions,
+) -> Vec<ObjectRef> {
+    let Some(changed) = changed_files(previous.snapshot, next) else {
+        return Vec::new();
+    };
+    let partial = Snapshot {
+        revision: next.revision.clone(),
+        files: changed
+            .iter()
+            .filter_map(|p| next.files.get(p).map(|b| (p.clone(), b.clone())))
+            .collect(),
+    };
+    let rendered = match prepare(partial, None, AgentLayer::Excluded, opts).await {
+        Ok(p) => p.set,
+        Err(e) => {
+            tracing::debug!(error = %e, "the changed files do not load on their own; the full pass decides");
+            return Vec::new();
+        }
+    };
+    let Some(writes) = to_write(&rendered, &previous, &changed) else {
+        return Vec::new();
+    };
+    if writes.is_empty() {
+        return Vec::new();
+    }
+    let refs: BTreeSet<ObjectRef> = writes.iter().map(|d| d.object_ref()).collect();
+    let catalog = match crate::daemon::armada::catalog_of(client, &refs).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(error = %e, "discovery for the early apply failed; the full pass decides");
+            return Vec::new();
+        }
+    };
+    let resolved = match plan::resolve(&writes, &[], &catalog, &opts.default_namespace) {
+        Ok(r) if r.pending_crd.is_empty() => r,
+        _ => return Vec::new(),
+    };
+    let applied = futures::future::join_all(resolved.planned.iter().map(|p| async move {
+        match apply_one(client, p).await {
+            Ok(_) => Some(p.object_ref.clone()),
+            Err(e) => {
+                tracing::debug!(object = %p.object_ref, error = %e, "early apply failed; the full pass applies it");
+                None
+            }
+        }
+    }))
+    .await;
+    let applied: Vec<ObjectRef> = applied.into_iter().flatten().collect();
+    tracing::info!(
+        objects = applied.len(),
+        files = changed.len(),
+        "applied the pushed changes ahead of the full pass"
+    );
+    applied
+}
+
+/// The files `next` changed or added since `previous`, if the early path may take them.
+fn changed_files(previous: &Snapshot, next: &Snapshot) -> Option<BTreeSet<String>> {
+    let changed: BTreeSet<String> = next
+        .files
+        .iter()
+        .filter(|(path, bytes)| previous.files.get(*path) != Some(*bytes))
+        .map(|(path, _)| path.clone())
+        .collect();
+    if changed.is_empty() || changed.len() > MAX_FILES {
+        return None;
+    }
+    let plain = changed.iter().all(|p| {
+        (p.ends_with(".yaml") || p.ends_with(".yml"))
+            && !in_chart_dir(p, next)
+            && !in_chart_dir(p, previous)
+    });
+    plain.then_some(changed)
+}
+
+/// Is `path` inside a directory that holds a `Chart.yaml` (itself included)?
+fn in_chart_dir(path: &str, snapshot: &Snapshot) -> bool {
+    let mut dir = path;
+    while let Some((parent, _)) = dir.rsplit_once('/') {
+        if snapshot.files.contains_key(&format!("{parent}/Chart.yaml")) {
+            return true;
+        }
+        dir = parent;
+    }
+    path.ends_with("Chart.yaml") || snapshot.files.contains_key("Chart.yaml")
+}
+
+/// The applied hash a render gave `d`.
+fn hash_of(d: &DesiredObject) -> Option<&str> {
+    d.object
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            APPLIED_HASH_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(|v| v.as_str())
+}
+
+fn from(d: &DesiredObject, files: &BTreeSet<String>) -> bool {
+    d.origin.as_ref().is_some_and(|o| files.contains(&o.file))
+}
+
+/// The objects of `rendered` to write early, or `None` when the early path must not be taken.
+fn to_write(
+    rendered: &DesiredSet,
+    previous: &Previous<'_>,
+    changed: &BTreeSet<String>,
+) -> Option<Vec<DesiredObject>> {
+    let objects = rendered.objects();
+    let plain = rendered.hooks().is_empty()
+        && rendered.failures().is_empty()
+        && objects.iter().all(|d| {
+            matches!(d.owner, Owner::SyncRoot { .. })
+                && !OWNER_KINDS.contains(&d.kind())
+                && !matches!(d.kind(), "CustomResourceDefinition" | "Namespace")
+        });
+    if !plain {
+        return None;
+    }
+    // What those files held before, in this shard's part.
+    let before: BTreeMap<ObjectRef, Option<&str>> = previous
+        .set
+        .objects()
+        .iter()
+        .filter(|d| from(d, changed))
+        .map(|d| (d.object_ref(), hash_of(d)))
+        .collect();
+    // A name another file (or another shard's file) has: the full load refuses the duplicate.
+    let new: BTreeSet<ObjectRef> = objects
+        .iter()
+        .map(DesiredObject::object_ref)
+        .filter(|r| !before.contains_key(r))
+        .collect();
+    if !new.is_empty() {
+        let elsewhere = previous
+            .set
+            .objects()
+            .iter()
+            .chain(previous.elsewhere.objects());
+        if elsewhere
+            .filter(|d| !from(d, changed))
+            .any(|d| new.contains(&d.object_ref()))
+        {
+            return None;
+        }
+    }
+    let writes: Vec<DesiredObject> = objects
+        .iter()
+        .filter(|d| {
+            before
+                .get(&d.object_ref())
+                .is_some_and(|old| *old != hash_of(d))
+        })
+        .cloned()
+        .collect();
+    (writes.len() <= MAX_OBJECTS).then_some(writes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(files: &[(&str, &str)]) -> Snapshot {
+        Snapshot {
+            revision: Some("r".into()),
+            files: files
+                .iter()
+                .map(|(p, b)| (p.to_string(), b.as_bytes().to_vec()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn only_a_few_changed_manifest_files_outside_charts_take_the_early_path() {
+        let before = snapshot(&[
+            ("apps/a.yaml", "a"),
+            ("apps/b.yaml", "b"),
+            ("charts/web/Chart.yaml", "c"),
+            ("charts/web/values.yaml", "v"),
+        ]);
+        let next = snapshot(&[
+            ("apps/a.yaml", "a2"),
+            ("apps/b.yaml", "b"),
+            ("apps/c.yaml", "c"),
+            ("charts/web/Chart.yaml", "c"),
+            ("charts/web/values.yaml", "v"),
+        ]);
+        assert_eq!(
+            changed_files(&before, &next),
+            Some(BTreeSet::from(["apps/a.yaml".into(), "apps/c.yaml".into()]))
+        );
+        // Nothing changed, a chart's file, a file that is not YAML: the full pass only.
+        assert_eq!(changed_files(&before, &before), None);
+        let chart = snapshot(&[
+            ("apps/a.yaml", "a"),
+            ("apps/b.yaml", "b"),
+            ("charts/web/Chart.yaml", "c"),
+            ("charts/web/values.yaml", "v2"),
+        ]);
+        assert_eq!(changed_files(&before, &chart), None);
+        let other = snapshot(&[
+            ("apps/a.yaml", "a"),
+            ("apps/b.yaml", "b"),
+            ("apps/notes.txt", "x"),
+            ("charts/web/Chart.yaml", "c"),
+            ("charts/web/values.yaml", "v"),
+        ]);
+        assert_eq!(changed_files(&before, &other), None);
+        let many: Vec<(String, String)> = (0..=MAX_FILES)
+            .map(|i| (format!("apps/f{i}.yaml"), "x".to_string()))
+            .collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(p, b)| (p.as_str(), b.as_str())).collect();
+        assert_eq!(changed_files(&before, &snapshot(&many)), None);
+    }
+}
