@@ -314,8 +314,14 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
         d.logs()
     );
     assert_eq!(
-        s["lastPass"]["summary"]["configured"], 0,
-        "the full pass found the early write done: {s:#}"
+        s["lastPass"]["summary"]["configured"], 1,
+        "the early write is the pass's change: {s:#}"
+    );
+    assert_eq!(
+        d.logs().matches("object changed pass=2 ").count(),
+        0,
+        "the full pass wrote nothing more after the early write:\n{}",
+        d.logs()
     );
 
     // The same kind of change, with a file that does not load: nothing goes out.

@@ -279,6 +279,8 @@ pub struct RootReconciler {
     fetched: Option<String>,
     /// The phases of the charts the running pass holds because they are suspended.
     held_phases: armada_status::ChartPhases,
+    /// What the running pass applied ahead of its full render (see [`super::early`]).
+    early: Vec<crate::api::ObjectRef>,
 }
 
 impl RootReconciler {
@@ -297,6 +299,7 @@ impl RootReconciler {
             shard: None,
             fetched: None,
             held_phases: Default::default(),
+            early: Vec::new(),
         }
     }
 
@@ -450,6 +453,7 @@ impl RootReconciler {
             ..self.pass_options.clone()
         };
         self.apply(&set, &opts, &mut report).await;
+        count_early(&mut report, std::mem::take(&mut self.early));
         report.duration_seconds = start.elapsed().as_secs_f64();
         log_outcome(&report);
         report
@@ -612,6 +616,7 @@ impl RootReconciler {
 
     async fn prepare(&mut self) -> Result<bool, RootError> {
         self.fetched = None;
+        self.early.clear();
         let t = Instant::now();
         let fetched = self
             .source
@@ -631,7 +636,7 @@ impl RootReconciler {
                 set: &r.set,
                 elsewhere: &r.elsewhere,
             };
-            super::early::changed_first(
+            self.early = super::early::changed_first(
                 &self.state.client,
                 previous,
                 &snapshot,
@@ -669,6 +674,24 @@ impl RootReconciler {
             elsewhere: Arc::new(elsewhere),
         });
         Ok(false)
+    }
+}
+
+/// The objects a pass applied ahead of its full render are its changes too: the full pass found
+/// them unchanged, the report says `configured` (so `weft trigger --wait` and notifications show
+/// what the push changed).
+fn count_early(report: &mut PassReport, early: Vec<crate::api::ObjectRef>) {
+    for r in early {
+        let object = r.to_string();
+        if report.changes.iter().any(|c| c.object == object) {
+            continue;
+        }
+        report.summary.configured += 1;
+        report.summary.unchanged = report.summary.unchanged.saturating_sub(1);
+        report.changes.push(ObjectChange {
+            object,
+            action: "configured".to_string(),
+        });
     }
 }
 

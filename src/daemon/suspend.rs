@@ -200,15 +200,11 @@ pub async fn write(
     Ok(RootSuspension::from_data(written.data.as_ref()))
 }
 
-/// The labels of a root record of (base) root `root_name`.
+/// The labels of a root record of (base) root `root_name`. Not `app.kubernetes.io/managed-by`:
+/// the record is Weft's own bookkeeping, like an inventory, not an object it applies (the
+/// controllers' child watches and the tests' listings of applied objects go by that label).
 pub fn record_labels(root_name: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (ROOT_LABEL.to_string(), root_name.to_string()),
-        (
-            crate::render::ownership::MANAGED_BY_LABEL.to_string(),
-            crate::render::ownership::MANAGED_BY_VALUE.to_string(),
-        ),
-    ])
+    BTreeMap::from([(ROOT_LABEL.to_string(), root_name.to_string())])
 }
 
 /// The root's suspension as this replica last saw it, shared by the root loop, the controllers,
