@@ -27,7 +27,7 @@ use channel_fixtures::{
 use support::cluster::TestNamespace;
 use weft::api::conditions::ConditionStatus;
 use weft::api::weavecloud::WeaveCloud;
-use weft::daemon::state::DaemonState;
+use weft::daemon::state::{DaemonState, WatchNamespaces};
 use weft::daemon::status::{DaemonStatus, OwnerStatus};
 use weft::daemon::updater::{
     cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, Updater, DIGEST_KEY,
@@ -75,8 +75,15 @@ async fn weavecloud(prefix: &str, general: serde_json::Value) -> (TestNamespace,
 
 /// An updater with a daemon state of its own (a fresh Weft: nothing in memory).
 fn updater(ns: &TestNamespace, health_timeout: Duration) -> Updater {
-    let state = DaemonState::new(ns.client(), ns.name(), DaemonStatus::default());
-    updater_with(state, ns, health_timeout)
+    updater_with(state(ns, DaemonStatus::default()), ns, health_timeout)
+}
+
+/// A daemon state that acts only on the test's namespace, as `--watch-namespaces` would: the
+/// tests of this file run at once, and a scheduler watching every namespace would check (and
+/// roll out) the other tests' WeaveClouds too.
+fn state(ns: &TestNamespace, status: DaemonStatus) -> DaemonState {
+    DaemonState::new(ns.client(), ns.name(), status)
+        .with_watch_namespaces(WatchNamespaces::only([ns.name()]))
 }
 
 fn updater_with(state: DaemonState, ns: &TestNamespace, health_timeout: Duration) -> Updater {
@@ -503,9 +510,8 @@ async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
     )
     .await;
     let owner_key = format!("WeaveCloud/{}/weave-cloud", ns.name());
-    let state = DaemonState::new(
-        ns.client(),
-        ns.name(),
+    let state = state(
+        &ns,
         DaemonStatus {
             leader: true,
             ..Default::default()
@@ -713,7 +719,7 @@ async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
     let (ns, wc) = weavecloud("update-lock", json!({"wcPollUrl": server.channel_url()})).await;
-    let state = DaemonState::new(ns.client(), ns.name(), DaemonStatus::default());
+    let state = state(&ns, DaemonStatus::default());
     let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(120)));
     updater.apply_active(&wc).await.unwrap();
     let owner = weft::pass::agents::owner_of(ns.name(), "weave-cloud");
@@ -803,7 +809,7 @@ async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.2.0", &broken_bundle_files("1.2.0"))]);
     let (ns, wc) = weavecloud("update-ctl", json!({"wcPollUrl": server.channel_url()})).await;
-    let state = DaemonState::new(ns.client(), ns.name(), DaemonStatus::default());
+    let state = state(&ns, DaemonStatus::default());
     let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(10)));
     updater.apply_active(&wc).await.unwrap();
     let api: Api<WeaveCloud> = ns.api();
