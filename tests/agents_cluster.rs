@@ -58,7 +58,7 @@ async fn apply_all(
 ) -> Vec<(ApiResource, String)> {
     let mut cluster_scoped = Vec::new();
     for o in objects {
-        let gvk = gvk_of(&o.object);
+        let gvk = gvk_of(&o.object.value());
         let (resource, caps) = pinned_kind(client, &gvk)
             .await
             .unwrap_or_else(|e| panic!("discovering {gvk:?}: {e}"));
@@ -77,7 +77,7 @@ async fn apply_all(
         if dry_run {
             params = params.dry_run();
         }
-        api.patch(o.name(), &params, &Patch::Apply(&*o.object))
+        api.patch(o.name(), &params, &Patch::Apply(o.object.raw()))
             .await
             .unwrap_or_else(|e| panic!("the API server refused {} {}: {e}", o.kind(), o.name()));
     }

@@ -97,7 +97,7 @@ async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a
         "4 charts (demo-lib is the library dependency of api and web), 2 groups, 1 manifest"
     );
     for o in &crs {
-        apply(&client, ns.name(), (*o.object).clone(), false)
+        apply(&client, ns.name(), o.object.value(), false)
             .await
             .unwrap_or_else(|e| panic!("the API server refused {} {}: {e}", o.kind(), o.name()));
     }
@@ -130,7 +130,7 @@ async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a
         .collect();
     assert_eq!(children.len(), 9, "the charts' objects, test Pods dropped");
     for o in &children {
-        apply(&client, ns.name(), (*o.object).clone(), true)
+        apply(&client, ns.name(), o.object.value(), true)
             .await
             .unwrap_or_else(|e| panic!("the API server refused {} {}: {e}", o.kind(), o.name()));
     }
@@ -140,7 +140,7 @@ async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a
         .iter()
         .find(|o| o.kind() == "Deployment" && o.name() == "demo-web")
         .unwrap();
-    apply(&client, ns.name(), (*web.object).clone(), false)
+    apply(&client, ns.name(), web.object.value(), false)
         .await
         .unwrap();
     let wait: weft::api::armada::Wait =

@@ -175,12 +175,13 @@ fn charts_come_in_deployment_order_after_their_crs() {
 #[test]
 fn values_substitution_and_overlays_reach_the_objects() {
     let (_, objects) = examples_repo();
-    let find = |kind: &str, name: &str| -> &Value {
-        &objects
+    let find = |kind: &str, name: &str| -> Value {
+        objects
             .iter()
             .find(|o| o.kind() == kind && o.name() == name)
             .unwrap_or_else(|| panic!("no {kind} {name}"))
             .object
+            .value()
     };
     let api = find("Deployment", "demo-api");
     assert_eq!(api["metadata"]["namespace"], "demo");
@@ -283,7 +284,7 @@ fn native_armada_documents_render_the_same_objects() {
     let values = |objs: &[DesiredObject]| -> Vec<(Value, u32, Owner)> {
         armada_part(objs)
             .into_iter()
-            .map(|o| ((*o.object).clone(), o.wave, o.owner.clone()))
+            .map(|o| (o.object.value(), o.wave, o.owner.clone()))
             .collect()
     };
     let (a, b) = (values(&from_crs), values(&from_native));
@@ -354,7 +355,7 @@ fn git_chart_source_from_a_real_repository_next_to_the_config_repository() {
     let objects = |objs: &[DesiredObject]| -> Vec<Value> {
         armada_part(objs)
             .into_iter()
-            .map(|o| (*o.object).clone())
+            .map(|o| o.object.value())
             .collect()
     };
     assert_eq!(
@@ -473,7 +474,7 @@ fn tar_chart_source_over_http_with_digest_pinning_and_cache() {
     let deploy = objects.iter().find(|o| o.kind() == "Deployment").unwrap();
     assert_eq!(deploy.name(), "web");
     assert_eq!(
-        deploy.object["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"],
+        deploy.object.value()["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"],
         "http://api"
     );
     assert_eq!(hits.load(Ordering::SeqCst), 1);

@@ -325,7 +325,7 @@ async fn a_helm_chart_with_a_library_dependency_deploys_upgrades_and_prunes() {
         .map(|o| {
             (
                 format!("{}/{}", o.kind(), o.name()),
-                without_weft((*o.object).clone()),
+                without_weft(o.object.value()),
             )
         })
         .collect();

@@ -52,7 +52,7 @@ pub fn apply_params() -> PatchParams {
 /// stored it.
 pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<Value, ApplyError> {
     let api = p.api(client);
-    let patch = Patch::Apply(&*p.desired.object);
+    let patch = Patch::Apply(p.desired.object.raw());
     let stored = api
         .patch(&p.object_ref.name, &apply_params(), &patch)
         .await

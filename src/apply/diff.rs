@@ -192,12 +192,16 @@ pub async fn diff_objects(
                         })
                     };
                     let dry = match api
-                        .patch(&p.object_ref.name, &pp, &Patch::Apply(&*p.desired.object))
+                        .patch(
+                            &p.object_ref.name,
+                            &pp,
+                            &Patch::Apply(p.desired.object.raw()),
+                        )
                         .await
                     {
                         Ok(d) => to_value(d)?,
                         // Its namespace is created by the same pass: shown as written.
-                        Err(e) if live.is_none() && is_not_found(&e) => (*p.desired.object).clone(),
+                        Err(e) if live.is_none() && is_not_found(&e) => p.desired.object.value(),
                         Err(e) => return Err(ApplyError::api("dry-run apply", &p.object_ref, e)),
                     };
                     let live = live.map(to_value).transpose()?;
@@ -234,7 +238,7 @@ pub async fn diff_objects(
     }
     for d in pending {
         let object = d.object_ref();
-        if let Some(text) = unified(&object, None, Some(&d.object)) {
+        if let Some(text) = unified(&object, None, Some(&d.object.value())) {
             out.push(ObjectDiff {
                 object,
                 change: DiffChange::Create,

@@ -112,7 +112,7 @@ impl PlannedObject {
     }
     /// The applied-hash annotation of the desired object.
     pub fn desired_hash(&self) -> Option<&str> {
-        annotation(&self.desired.object, APPLIED_HASH_ANNOTATION)
+        self.desired.object.applied_hash()
     }
 }
 
@@ -184,7 +184,7 @@ pub fn crds_of(objects: &[DesiredObject]) -> Vec<Value> {
     objects
         .iter()
         .filter(|d| d.kind() == "CustomResourceDefinition")
-        .map(|d| (*d.object).clone())
+        .map(|d| d.object.value())
         .collect()
 }
 
@@ -231,23 +231,25 @@ pub fn resolve(
                 if *namespaced {
                     if object_ref.namespace.is_empty() {
                         object_ref.namespace = default_namespace.to_string();
-                        if let Some(meta) = std::sync::Arc::make_mut(&mut desired.object)
-                            .get_mut("metadata")
-                            .and_then(Value::as_object_mut)
-                        {
-                            meta.insert(
-                                "namespace".into(),
-                                Value::String(default_namespace.to_string()),
-                            );
-                        }
+                        desired.object.edit(|v| {
+                            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut)
+                            {
+                                meta.insert(
+                                    "namespace".into(),
+                                    Value::String(default_namespace.to_string()),
+                                );
+                            }
+                        });
                     }
                 } else {
                     object_ref.namespace.clear();
-                    if let Some(meta) = std::sync::Arc::make_mut(&mut desired.object)
-                        .get_mut("metadata")
-                        .and_then(Value::as_object_mut)
-                    {
-                        meta.remove("namespace");
+                    if desired.namespace().is_some() {
+                        desired.object.edit(|v| {
+                            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut)
+                            {
+                                meta.remove("namespace");
+                            }
+                        });
                     }
                 }
                 out.planned.push(PlannedObject {
@@ -385,7 +387,7 @@ fn decide_meta(p: &PlannedObject, meta: &kube::api::ObjectMeta) -> Decision {
     let fields = ours
         .and_then(|e| e.fields_v1.as_ref())
         .and_then(|f| f.0.as_object());
-    match drift::drifted_from_fields(&p.desired.object, fields) {
+    match drift::drifted_from_fields(&p.desired.object.value(), fields) {
         Some(field) => Decision::Update(UpdateReason::Drifted { field }),
         None => Decision::Unchanged,
     }
@@ -410,7 +412,7 @@ pub fn decide_against(p: &PlannedObject, live: &Value) -> Decision {
     if live_hash != p.desired_hash() {
         return Decision::Update(UpdateReason::Changed);
     }
-    match drift::drifted_field(&p.desired.object, live) {
+    match drift::drifted_field(&p.desired.object.value(), live) {
         Some(field) => Decision::Update(UpdateReason::Drifted { field }),
         None => Decision::Unchanged,
     }
@@ -681,11 +683,11 @@ mod tests {
         let r = resolve(&objs, &crds_of(&objs), &catalog(), "default").unwrap();
         assert_eq!(r.planned[0].object_ref.to_string(), "ConfigMap/default/c");
         assert_eq!(
-            r.planned[0].desired.object["metadata"]["namespace"],
+            r.planned[0].desired.object.value()["metadata"]["namespace"],
             "default"
         );
         assert_eq!(r.planned[1].object_ref.to_string(), "Namespace/n");
-        assert!(r.planned[1].desired.object["metadata"]
+        assert!(r.planned[1].desired.object.value()["metadata"]
             .get("namespace")
             .is_none());
     }
@@ -725,7 +727,7 @@ mod tests {
         live.observe_unlabelled(p);
         assert_eq!(live.decide(p), Decision::Update(UpdateReason::Adopted));
         // The live copy as the server returns it after weft applied it.
-        let mut l = (*d.object).clone();
+        let mut l = d.object.value();
         l["metadata"]["managedFields"] = json!([{"manager": "weft", "operation": "Apply", "fieldsV1": {
             "f:data": {"f:k": {}},
             "f:metadata": {"f:labels": {"f:app.kubernetes.io/managed-by": {}, "f:weft.io/owner": {}},

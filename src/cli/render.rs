@@ -130,7 +130,7 @@ fn masked(objects: &[DesiredObject]) -> Vec<DesiredObject> {
         .iter()
         .map(|o| {
             let mut o = o.clone();
-            mask_secret(std::sync::Arc::make_mut(&mut o.object));
+            o.object.edit(mask_secret);
             o
         })
         .collect()

@@ -28,7 +28,6 @@ use crate::apply::apply::apply_one;
 use crate::apply::plan;
 use crate::pass::prepare::prepare;
 use crate::pass::PassOptions;
-use crate::render::ownership::APPLIED_HASH_ANNOTATION;
 use crate::render::{AgentLayer, DesiredObject, DesiredSet, Owner, OWNER_KINDS};
 use crate::source::Snapshot;
 
@@ -139,12 +138,7 @@ fn in_chart_dir(path: &str, snapshot: &Snapshot) -> bool {
 
 /// The applied hash a render gave `d`.
 fn hash_of(d: &DesiredObject) -> Option<&str> {
-    d.object
-        .pointer(&format!(
-            "/metadata/annotations/{}",
-            APPLIED_HASH_ANNOTATION.replace('/', "~1")
-        ))
-        .and_then(|v| v.as_str())
+    d.object.applied_hash()
 }
 
 fn from(d: &DesiredObject, files: &BTreeSet<String>) -> bool {

@@ -16,6 +16,7 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 
 use crate::api::WeaveCloud;
+use crate::render::Doc;
 use crate::source::sops::Identity as AgeIdentity;
 use crate::source::Snapshot;
 use yaml::{Pos, Positions, YamlLimits};
@@ -127,8 +128,9 @@ pub struct LoadedRepo {
     pub weaveclouds: Vec<Sourced<WeaveCloud>>,
     /// Armada charts, groups and manifests (CRs and native documents).
     pub armada: armada::ArmadaDocs,
-    /// Every other Kubernetes object, as written.
-    pub manifests: Vec<Sourced<Value>>,
+    /// Every other Kubernetes object, as written; compact (JSON text) from here on, so that a
+    /// repository of 100,000 documents is not held as 100,000 `Value` trees (docs/scaling.md).
+    pub manifests: Vec<Sourced<Doc>>,
     /// The snapshot itself, for chart directories referenced by `source.type: local`.
     pub snapshot: Arc<Snapshot>,
 }
@@ -307,7 +309,7 @@ struct Loader<'a> {
     seen: HashMap<String, Origin>,
     armada_docs: Vec<RawDoc>,
     weaveclouds: Vec<Sourced<WeaveCloud>>,
-    manifests: Vec<Sourced<Value>>,
+    manifests: Vec<Sourced<Doc>>,
 }
 
 impl Loader<'_> {
@@ -401,7 +403,7 @@ impl Loader<'_> {
             self.armada_docs.push(raw);
         } else {
             self.manifests.push(Sourced {
-                value: raw.value,
+                value: Doc::new(&raw.value),
                 origin: raw.origin,
             });
         }

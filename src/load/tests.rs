@@ -22,13 +22,7 @@ const TEMPLATE: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .
 fn names(repo: &LoadedRepo) -> Vec<String> {
     repo.manifests
         .iter()
-        .map(|m| {
-            format!(
-                "{}:{}",
-                m.origin.file,
-                m.value["metadata"]["name"].as_str().unwrap_or("")
-            )
-        })
+        .map(|m| format!("{}:{}", m.origin.file, m.value.name()))
         .collect()
 }
 

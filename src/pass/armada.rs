@@ -43,7 +43,7 @@ pub fn chart_specs(set: &DesiredSet) -> BTreeMap<Owner, ArmadaChartSpec> {
         .filter(|o| o.kind() == OWNER_KIND && o.api_version().starts_with("armada."))
         .filter_map(|o| {
             let spec: ArmadaChartSpec =
-                serde_json::from_value(o.object.get("spec")?.clone()).ok()?;
+                serde_json::from_value(o.object.value().get_mut("spec")?.take()).ok()?;
             Some((
                 Owner::Resource {
                     kind: OWNER_KIND.to_string(),

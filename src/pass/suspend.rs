@@ -38,11 +38,12 @@ pub fn suspended_owners(set: &DesiredSet, live: &BTreeSet<Key>) -> BTreeSet<Owne
         }
         let ns = o.namespace().unwrap_or("").to_string();
         let name = o.name().to_string();
-        if annotated_value(&o.object) {
+        let object = o.object.value();
+        if annotated_value(&object) {
             annotated_keys.insert((kind.to_string(), ns.clone(), name.clone()));
         }
         let names = |field: &str| -> Vec<String> {
-            o.object
+            object
                 .pointer(&format!("/spec/{field}"))
                 .and_then(|v| v.as_array())
                 .map(|a| {

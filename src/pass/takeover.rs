@@ -303,7 +303,7 @@ pub async fn find(
                 (true, None) => Decision::Remove("replaced by Weft's agent under another name"),
                 (true, Some(d))
                     if matches!(*kind, "Deployment" | "DaemonSet")
-                        && selector(&live.data) != selector(&d.object) =>
+                        && selector(&live.data) != selector(&d.object.value()) =>
                 {
                     Decision::Remove("recreated by Weft: its selector cannot change")
                 }
@@ -506,7 +506,7 @@ pub async fn before_pass(
         .objects()
         .iter()
         .filter(|o| o.kind() == "WeaveCloud")
-        .filter_map(|o| serde_json::from_value((*o.object).clone()).ok())
+        .filter_map(|o| serde_json::from_value(o.object.value()).ok())
         .collect();
     let mut changes = Vec::new();
     let mut left = BTreeSet::new();

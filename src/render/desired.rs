@@ -149,7 +149,7 @@ impl DesiredSet {
         let root = Owner::root(&opts.weft_namespace, &opts.root_name);
         let adopted: Vec<DesiredObject> = manifests
             .into_iter()
-            .map(|m| root.adopt(m.value, 0, Some(m.origin)))
+            .map(|m| root.adopt(m.value.value(), 0, Some(m.origin)))
             .collect();
         let RenderedParts {
             mut objects,

@@ -4,6 +4,7 @@
 pub mod armada;
 pub mod bundle;
 pub mod desired;
+pub mod doc;
 pub mod order;
 pub mod output;
 pub mod ownership;
@@ -11,21 +12,20 @@ pub mod patch;
 pub mod shard;
 pub mod weavecloud;
 
-use serde_json::Value;
-
 use crate::load::{LoadedRepo, Origin};
 pub use desired::{
     render_desired, render_parts, AgentLayer, DesiredSet, RenderInputs, RenderedParts, OWNER_KINDS,
 };
+pub use doc::Doc;
 pub use ownership::{Owner, OwnerId};
 
 /// One object Weft wants in the cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DesiredObject {
-    /// The full object (apiVersion, kind, metadata, …) with ownership labels and annotations.
-    /// Shared: the plan and the daemon's kept render hold the same object, not copies
-    /// (`Arc::make_mut` copies it only where it is changed).
-    pub object: std::sync::Arc<Value>,
+    /// The full object (apiVersion, kind, metadata, …) with ownership labels and annotations,
+    /// as compact JSON. Shared: the plan and the daemon's kept render hold the same object, not
+    /// copies ([`Doc::edit`] changes only its own copy).
+    pub object: Doc,
     /// Who applies it and may prune it.
     pub owner: Owner,
     /// Deployment wave: objects of a later wave are applied after the earlier wave is ready
@@ -37,27 +37,16 @@ pub struct DesiredObject {
 
 impl DesiredObject {
     pub fn api_version(&self) -> &str {
-        self.object
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        self.object.api_version()
     }
     pub fn kind(&self) -> &str {
-        self.object
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        self.object.kind()
     }
     pub fn name(&self) -> &str {
-        self.object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        self.object.name()
     }
     pub fn namespace(&self) -> Option<&str> {
-        self.object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
+        self.object.namespace()
     }
     /// The inventory reference of this object.
     pub fn object_ref(&self) -> crate::api::ObjectRef {
@@ -143,7 +132,7 @@ pub fn render_sync_layer(
     let owner = Owner::root(&opts.weft_namespace, &opts.root_name);
     let mut out = Vec::with_capacity(repo.len());
     for m in &repo.manifests {
-        out.push(owner.adopt(m.value.clone(), 0, Some(m.origin.clone())));
+        out.push(owner.adopt(m.value.value(), 0, Some(m.origin.clone())));
     }
     for wc in &repo.weaveclouds {
         let value = serde_json::to_value(&wc.value).map_err(|e| RenderError::At {

@@ -37,7 +37,7 @@ pub fn to_yaml_stream(objects: &[DesiredObject]) -> Result<String, serde_saphyr:
     let mut out = String::new();
     for o in objects {
         out.push_str("---\n");
-        out.push_str(&to_yaml(&o.object)?);
+        out.push_str(&to_yaml(&o.object.value())?);
     }
     Ok(out)
 }

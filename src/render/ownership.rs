@@ -92,7 +92,7 @@ impl Owner {
     pub fn adopt(&self, mut object: Value, wave: u32, origin: Option<Origin>) -> DesiredObject {
         label_object(&mut object, self);
         DesiredObject {
-            object: std::sync::Arc::new(object),
+            object: super::Doc::new(&object),
             owner: self.clone(),
             wave,
             origin,
@@ -185,32 +185,28 @@ mod tests {
         let owner = Owner::root("weft-system", "weft");
         let obj = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"y"}}});
         let d = owner.adopt(obj.clone(), 0, None);
-        let labels = &d.object["metadata"]["labels"];
+        let v = d.object.value();
+        let labels = &v["metadata"]["labels"];
         assert_eq!(labels["x"], "y");
         assert_eq!(labels[MANAGED_BY_LABEL], "weft");
         assert_eq!(labels[OWNER_LABEL], owner.id().0.as_str());
         assert_eq!(
-            d.object["metadata"]["annotations"][OWNER_REF_ANNOTATION],
+            v["metadata"]["annotations"][OWNER_REF_ANNOTATION],
             "root/weft-system/weft"
         );
-        let hash = d.object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION]
+        let hash = v["metadata"]["annotations"][APPLIED_HASH_ANNOTATION]
             .as_str()
             .unwrap()
             .to_string();
         // Re-adopting the already labelled object gives the same hash.
-        let again = owner.adopt((*d.object).clone(), 0, None);
-        assert_eq!(
-            again.object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION],
-            hash.as_str()
-        );
+        let again = owner.adopt(d.object.value(), 0, None);
+        assert_eq!(again.object.applied_hash(), Some(hash.as_str()));
+        assert_eq!(d.object.applied_hash(), Some(hash.as_str()));
         // A change of content changes it.
         let mut changed = obj;
         changed["data"] = json!({"k": "v"});
         let c = owner.adopt(changed, 0, None);
-        assert_ne!(
-            c.object["metadata"]["annotations"][APPLIED_HASH_ANNOTATION],
-            hash.as_str()
-        );
+        assert_ne!(c.object.applied_hash(), Some(hash.as_str()));
     }
 
     #[test]

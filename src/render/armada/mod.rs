@@ -155,7 +155,7 @@ pub fn render(
                 warnings.append(&mut rendered.warnings);
                 let chart = key;
                 for o in rendered.objects {
-                    let id = identity(&o.object);
+                    let id = identity(&o.object.value());
                     if let Some(other) = seen.get(&id) {
                         errors.push(RenderError::At {
                             origin: o.origin.clone().unwrap_or_default(),

@@ -179,24 +179,31 @@ fn dependencies_render_inside_the_parent_release_with_the_parents_values() {
     )
     .unwrap()
     .objects;
-    let names: Vec<(&str, &str)> = objects
+    let names: Vec<(&str, String)> = objects
         .iter()
         .map(|o| {
             (
                 o.name(),
-                o.object["data"]
+                o.object.value()["data"]
                     .as_object()
                     .unwrap()
                     .values()
                     .next()
                     .unwrap()
                     .as_str()
-                    .unwrap(),
+                    .unwrap()
+                    .to_string(),
             )
         })
         .collect();
     // `lib` is only a dependency: it is rendered once, inside `app`, with app's values.lib.
-    assert_eq!(names, vec![("app", "fast"), ("app-lib", "large")]);
+    assert_eq!(
+        names,
+        vec![
+            ("app", "fast".to_string()),
+            ("app-lib", "large".to_string())
+        ]
+    );
     assert!(objects.iter().all(|o| o.owner
         == Owner::Resource {
             kind: "ArmadaChart".into(),

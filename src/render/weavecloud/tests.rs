@@ -48,12 +48,16 @@ fn render(wc: &WeaveCloud) -> Vec<DesiredObject> {
     render_with(wc, &AgentInputs::default()).objects
 }
 
-fn find<'a>(objs: &'a [DesiredObject], kind: &str, name: &str) -> &'a Value {
-    &objs
+/// The object `kind/name` of `objs`, parsed. Leaked so that the helpers below can hand out
+/// references into it, as they did when objects were kept as `Value`s (a few KB per test).
+fn find(objs: &[DesiredObject], kind: &str, name: &str) -> &'static Value {
+    let value = objs
         .iter()
         .find(|o| o.kind() == kind && o.name() == name)
         .unwrap_or_else(|| panic!("no {kind} {name}"))
         .object
+        .value();
+    Box::leak(Box::new(value))
 }
 
 fn container<'a>(obj: &'a Value, name: &str) -> &'a Value {
@@ -318,7 +322,8 @@ fn disabled_scope_renders_no_scope_object_at_all() {
     let objs = render(&wc);
     for o in &objs {
         assert!(!o.name().contains("scope"), "{} {}", o.kind(), o.name());
-        let component = o.object.pointer("/metadata/labels/weave-cloud-component");
+        let v = o.object.value();
+        let component = v.pointer("/metadata/labels/weave-cloud-component");
         assert_ne!(component, Some(&json!("scope")));
     }
     assert!(names(&objs).contains(&"Deployment/weave-flux-agent".to_string()));
@@ -331,8 +336,8 @@ fn disabled_flux_and_prometheus_render_none_of_their_objects() {
     wc.spec.prometheus.disable = true;
     let objs = render(&wc);
     for o in &objs {
-        let component = o
-            .object
+        let v = o.object.value();
+        let component = v
             .pointer("/metadata/labels/weave-cloud-component")
             .and_then(Value::as_str);
         assert_eq!(component, Some("scope"), "{} {}", o.kind(), o.name());
@@ -541,9 +546,8 @@ fn every_pod_template_carries_the_token_hash() {
     for o in &objs {
         if let Some(pod) = pod_template_pointer(o.kind()) {
             workloads += 1;
-            let got = o
-                .object
-                .pointer(&format!("{pod}/metadata/annotations/weft.io~1token-hash"));
+            let v = o.object.value();
+            let got = v.pointer(&format!("{pod}/metadata/annotations/weft.io~1token-hash"));
             assert_eq!(got, Some(&json!(expected)), "{} {}", o.kind(), o.name());
         }
     }
@@ -607,11 +611,11 @@ fn children_are_owned_by_the_weavecloud_and_live_in_its_namespace() {
     for o in &objs {
         assert_eq!(o.owner, owner);
         assert_eq!(
-            o.object["metadata"]["labels"][OWNER_LABEL],
+            o.object.value()["metadata"]["labels"][OWNER_LABEL],
             owner.id().0.as_str()
         );
         assert_eq!(
-            o.object["metadata"]["annotations"][OWNER_REF_ANNOTATION],
+            o.object.value()["metadata"]["annotations"][OWNER_REF_ANNOTATION],
             "WeaveCloud/weave/weave-cloud"
         );
         if CLUSTER_SCOPED_KINDS.contains(&o.kind()) {

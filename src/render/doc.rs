@@ -1,0 +1,171 @@
+//! A desired object kept compact: its JSON text, with the identity and applied hash read out once.
+//!
+//! A rendered object lives from its render until the next one (the daemon keeps the last render
+//! between passes, the plan shares it). As a `serde_json::Value` a small ConfigMap takes about
+//! 4.3 KB (a B-tree node per map, however few keys it holds); as JSON text the same object is a
+//! few hundred bytes, so a root of 100,000 objects fits in tens of megabytes instead of half a
+//! gigabyte (issue 16, docs/scaling.md). The object is parsed again only where its content is
+//! needed: a drift check, a diff, an edit; it is applied as the text it holds.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::ownership::APPLIED_HASH_ANNOTATION;
+
+/// One object as compact JSON; cloning shares it.
+#[derive(Clone)]
+pub struct Doc(Arc<Inner>);
+
+struct Inner {
+    json: Box<RawValue>,
+    api_version: Box<str>,
+    kind: Box<str>,
+    name: Box<str>,
+    namespace: Option<Box<str>>,
+    applied_hash: Option<Box<str>>,
+}
+
+fn text(v: Option<&Value>) -> Box<str> {
+    v.and_then(Value::as_str).unwrap_or("").into()
+}
+
+impl Doc {
+    /// The object `value`, serialised.
+    pub fn new(value: &Value) -> Doc {
+        // Serialising a `Value` cannot fail (its keys are strings) and gives valid JSON.
+        let json = serde_json::value::to_raw_value(value)
+            .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("valid JSON"));
+        let meta = value.get("metadata");
+        Doc(Arc::new(Inner {
+            json,
+            api_version: text(value.get("apiVersion")),
+            kind: text(value.get("kind")),
+            name: text(meta.and_then(|m| m.get("name"))),
+            namespace: meta
+                .and_then(|m| m.get("namespace"))
+                .and_then(Value::as_str)
+                .map(Into::into),
+            applied_hash: meta
+                .and_then(|m| m.get("annotations"))
+                .and_then(|a| a.get(APPLIED_HASH_ANNOTATION))
+                .and_then(Value::as_str)
+                .map(Into::into),
+        }))
+    }
+
+    /// The object, parsed (a copy: edits go through [`Doc::edit`]).
+    pub fn value(&self) -> Value {
+        // The text was made from a `Value` by serde_json, so it parses back to the same value.
+        serde_json::from_str(self.0.json.get()).unwrap_or(Value::Null)
+    }
+
+    /// The object as JSON text: what is sent to the API server.
+    pub fn raw(&self) -> &RawValue {
+        &self.0.json
+    }
+
+    /// Change the object: parsed, edited, serialised again (only this copy changes).
+    pub fn edit(&mut self, f: impl FnOnce(&mut Value)) {
+        let mut v = self.value();
+        f(&mut v);
+        *self = Doc::new(&v);
+    }
+
+    pub fn api_version(&self) -> &str {
+        &self.0.api_version
+    }
+    pub fn kind(&self) -> &str {
+        &self.0.kind
+    }
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+    pub fn namespace(&self) -> Option<&str> {
+        self.0.namespace.as_deref()
+    }
+    /// The `weft.io/applied-hash` annotation.
+    pub fn applied_hash(&self) -> Option<&str> {
+        self.0.applied_hash.as_deref()
+    }
+    /// Bytes held for this object (its text and identity), for sizing.
+    pub fn heap_bytes(&self) -> usize {
+        let i = &self.0;
+        std::mem::size_of::<Inner>()
+            + i.json.get().len()
+            + i.api_version.len()
+            + i.kind.len()
+            + i.name.len()
+            + i.namespace.as_ref().map_or(0, |n| n.len())
+            + i.applied_hash.as_ref().map_or(0, |h| h.len())
+    }
+}
+
+impl From<Value> for Doc {
+    fn from(v: Value) -> Doc {
+        Doc::new(&v)
+    }
+}
+
+impl PartialEq for Doc {
+    fn eq(&self, other: &Doc) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.json.get() == other.0.json.get()
+    }
+}
+
+impl fmt::Debug for Doc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.json.get())
+    }
+}
+
+impl fmt::Display for Doc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.json.get())
+    }
+}
+
+impl serde::Serialize for Doc {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.json.serialize(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_doc_keeps_the_object_and_reads_its_identity_once() {
+        let v = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "n", "annotations": {APPLIED_HASH_ANNOTATION: "h1"}},
+            "data": {"k": "v", "n": 1.5},
+        });
+        let d = Doc::new(&v);
+        assert_eq!(d.value(), v);
+        assert_eq!(
+            (d.api_version(), d.kind(), d.name(), d.namespace()),
+            ("v1", "ConfigMap", "a", Some("n"))
+        );
+        assert_eq!(d.applied_hash(), Some("h1"));
+        assert_eq!(serde_json::to_value(&d).unwrap(), v, "sent as it is");
+        assert!(d.heap_bytes() < 400, "{}", d.heap_bytes());
+    }
+
+    #[test]
+    fn an_edit_changes_only_that_copy_and_its_identity() {
+        let a =
+            Doc::new(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
+        let mut b = a.clone();
+        b.edit(|v| v["metadata"]["namespace"] = json!("x"));
+        assert_eq!(a.namespace(), None);
+        assert_eq!(b.namespace(), Some("x"));
+        assert_ne!(a, b);
+        let c = Doc::new(&json!({"kind": 3}));
+        assert_eq!((c.kind(), c.name(), c.api_version()), ("", "", ""));
+    }
+}
