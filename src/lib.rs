@@ -9,6 +9,7 @@ pub mod apply;
 pub mod cli;
 pub mod daemon;
 pub mod load;
+pub mod mem;
 pub mod notify;
 pub mod pass;
 pub mod render;

@@ -375,6 +375,8 @@ impl RootReconciler {
         }
         let report = self.run_unsuspended(ticket, report, start).await;
         self.record_outcome(&record, &report).await;
+        // What the pass allocated (a render, its plan, pages of listed metadata) is freed by now.
+        crate::mem::release_free_memory();
         report
     }
 
