@@ -130,7 +130,10 @@ fn masked(objects: &[DesiredObject]) -> Vec<DesiredObject> {
         .iter()
         .map(|o| {
             let mut o = o.clone();
-            o.object.edit(mask_secret);
+            // Only Secrets change: the others are not parsed again.
+            if o.kind() == "Secret" {
+                o.object.edit(mask_secret);
+            }
             o
         })
         .collect()
