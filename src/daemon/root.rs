@@ -207,7 +207,7 @@ impl RootSource {
 
 /// The rendered sync layer of one revision, kept so an unchanged head skips load and render.
 struct Rendered {
-    snapshot: Snapshot,
+    snapshot: Arc<Snapshot>,
     /// This shard's part (the whole render when the root is not sharded).
     set: Arc<DesiredSet>,
     /// The other shards' part.
@@ -622,7 +622,7 @@ impl RootReconciler {
         let t = Instant::now();
         let fetched = self
             .source
-            .fetch(self.rendered.as_ref().map(|r| &r.snapshot))
+            .fetch(self.rendered.as_ref().map(|r| &*r.snapshot))
             .await;
         self.state
             .metrics
@@ -631,6 +631,7 @@ impl RootReconciler {
         let Some(snapshot) = fetched? else {
             return Ok(self.rendered.is_some());
         };
+        let snapshot = Arc::new(snapshot);
         // A few changed manifest files: their changed objects go out before the full render.
         if let Some(r) = &self.rendered {
             let previous = super::early::Previous {
@@ -657,7 +658,7 @@ impl RootReconciler {
             bundles: &self.state.bundles,
         };
         let prepared = crate::pass::prepare::prepare(
-            snapshot.clone(),
+            Arc::clone(&snapshot),
             Some(cluster),
             AgentLayer::Excluded,
             &self.pass_options,

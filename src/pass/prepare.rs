@@ -34,12 +34,14 @@ pub struct Prepared {
 }
 
 /// Load `snapshot`, fetch its charts, read the cluster inputs of its WeaveClouds, render.
+/// The snapshot is shared, not copied: the daemon keeps it beside the render.
 pub async fn prepare(
-    snapshot: Snapshot,
+    snapshot: impl Into<Arc<Snapshot>>,
     cluster: Option<ClusterInputs<'_>>,
     agent_layer: AgentLayer,
     opts: &PassOptions,
 ) -> Result<Prepared, PassError> {
+    let snapshot: Arc<Snapshot> = snapshot.into();
     let revision = snapshot.revision_label();
     // The keys are read only for a revision that has SOPS files (a decryption Secret that is
     // missing does not stop a repository without any).
@@ -54,7 +56,6 @@ pub async fn prepare(
     } else {
         load::LoadOptions::default()
     };
-    let snapshot = Arc::new(snapshot);
     let (repo, mut diagnostics) =
         tokio::task::spawn_blocking(move || load::load_with(snapshot, &load_opts))
             .await
