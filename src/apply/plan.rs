@@ -213,6 +213,7 @@ pub fn resolve(
     default_namespace: &str,
 ) -> Result<Resolved, ApplyError> {
     let mut out = Resolved::default();
+    out.planned.reserve_exact(objects.len());
     let mut errors = Vec::new();
     for d in objects {
         let object = d.object_ref();

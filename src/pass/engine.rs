@@ -350,11 +350,12 @@ impl<'a> Engine<'a> {
         let default_ns = &self.opts.default_namespace;
         let resolved = resolve_set(self.client, set.objects(), set, catalog, default_ns).await?;
 
-        // Stage 0: cluster prerequisites, then CRDs established and a fresh discovery.
-        let (stage0, mut rest): (Vec<PlannedObject>, Vec<PlannedObject>) = resolved
-            .planned
-            .into_iter()
-            .partition(|p| order::stage(&p.object_ref.kind) == 0);
+        // Stage 0: cluster prerequisites, then CRDs established and a fresh discovery. The rest
+        // stays in the plan's own vector (a plan of 100,000 objects is not copied).
+        let mut rest = resolved.planned;
+        let stage0: Vec<PlannedObject> = rest
+            .extract_if(.., |p| order::stage(&p.object_ref.kind) == 0)
+            .collect();
         self.apply(
             &stage0,
             "cluster prerequisites (CRDs, Namespaces, cluster roles, classes)",
@@ -424,7 +425,7 @@ impl<'a> Engine<'a> {
     /// (each owner by its own rule). The last wave is waited for after the prune.
     async fn apply_waves(
         &mut self,
-        rest: Vec<PlannedObject>,
+        mut rest: Vec<PlannedObject>,
         catalog: &Catalog,
     ) -> Result<Vec<PlannedObject>, PassError> {
         let waves: BTreeSet<u32> = rest
@@ -434,12 +435,16 @@ impl<'a> Engine<'a> {
             .collect();
         let last_wave = waves.iter().next_back().copied();
         let mut last: Vec<PlannedObject> = Vec::new();
+        // Each wave is moved out of the plan, not copied (stable: apply order within a wave is
+        // kept); a single wave is the plan itself.
+        rest.sort_by_key(|p| p.desired.wave);
         for wave in &waves {
-            let objects: Vec<PlannedObject> = rest
-                .iter()
-                .filter(|p| p.desired.wave == *wave)
-                .cloned()
-                .collect();
+            let n = rest.iter().take_while(|p| p.desired.wave == *wave).count();
+            let objects: Vec<PlannedObject> = if n == rest.len() {
+                std::mem::take(&mut rest)
+            } else {
+                rest.drain(..n).collect()
+            };
             let label = if waves.len() > 1 {
                 format!("wave {wave}")
             } else {
