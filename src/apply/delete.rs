@@ -64,7 +64,7 @@ pub async fn delete_before_update(
             continue;
         };
         let selector = selector(target, owner);
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &rule.namespace, &ar);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &rule.namespace, &*ar);
         let listed = api
             .list(&ListParams::default().labels(&selector))
             .await

@@ -3,6 +3,7 @@
 //! (create, update, or nothing).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
@@ -20,7 +21,8 @@ use crate::render::{DesiredObject, DesiredSet, Owner};
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
     /// (group, version, kind) → resource and whether it is namespaced.
-    by_gvk: HashMap<(String, String, String), (ApiResource, bool)>,
+    /// Shared with every planned object of the kind (one copy per kind, not per object).
+    by_gvk: HashMap<(String, String, String), (Arc<ApiResource>, bool)>,
 }
 
 /// Split `group/version` (or `v1`) into group and version.
@@ -48,7 +50,7 @@ impl Catalog {
                     let namespaced = caps.scope == Scope::Namespaced;
                     by_gvk.insert(
                         (ar.group.clone(), ar.version.clone(), ar.kind.clone()),
-                        (ar, namespaced),
+                        (Arc::new(ar), namespaced),
                     );
                 }
             }
@@ -64,7 +66,7 @@ impl Catalog {
                 .map(|(ar, ns)| {
                     (
                         (ar.group.clone(), ar.version.clone(), ar.kind.clone()),
-                        (ar, ns),
+                        (Arc::new(ar), ns),
                     )
                 })
                 .collect(),
@@ -72,7 +74,7 @@ impl Catalog {
     }
 
     /// The resource serving `apiVersion` + `kind`.
-    pub fn resolve(&self, api_version: &str, kind: &str) -> Option<&(ApiResource, bool)> {
+    pub fn resolve(&self, api_version: &str, kind: &str) -> Option<&(Arc<ApiResource>, bool)> {
         let (g, v) = split_api_version(api_version);
         self.by_gvk
             .get(&(g.to_string(), v.to_string(), kind.to_string()))
@@ -80,7 +82,11 @@ impl Catalog {
 
     /// The resource of a kind in any group and version (inventory entries of a CRD whose version
     /// changed, owner CRs known only by kind). Prefers the given group.
-    pub fn resolve_kind(&self, group: Option<&str>, kind: &str) -> Option<&(ApiResource, bool)> {
+    pub fn resolve_kind(
+        &self,
+        group: Option<&str>,
+        kind: &str,
+    ) -> Option<&(Arc<ApiResource>, bool)> {
         let mut candidates: Vec<_> = self
             .by_gvk
             .iter()
@@ -95,7 +101,7 @@ impl Catalog {
 #[derive(Clone, Debug)]
 pub struct PlannedObject {
     pub desired: DesiredObject,
-    pub resource: ApiResource,
+    pub resource: Arc<ApiResource>,
     pub namespaced: bool,
     /// Its reference (namespace filled in for namespaced objects, removed for cluster-scoped ones).
     pub object_ref: ObjectRef,
@@ -105,9 +111,9 @@ impl PlannedObject {
     /// A dynamic API for this object's resource and namespace.
     pub fn api(&self, client: &Client) -> Api<DynamicObject> {
         if self.namespaced {
-            Api::namespaced_with(client.clone(), &self.object_ref.namespace, &self.resource)
+            Api::namespaced_with(client.clone(), &self.object_ref.namespace, &*self.resource)
         } else {
-            Api::all_with(client.clone(), &self.resource)
+            Api::all_with(client.clone(), &*self.resource)
         }
     }
     /// The applied-hash annotation of the desired object.

@@ -299,9 +299,9 @@ fn api_for(client: &Client, catalog: &Catalog, r: &ObjectRef) -> Option<Api<Dyna
         .or_else(|| catalog.resolve_kind(Some(split_api_version(&r.api_version).0), &r.kind))
         .cloned()?;
     Some(if namespaced {
-        Api::namespaced_with(client.clone(), &r.namespace, &ar)
+        Api::namespaced_with(client.clone(), &r.namespace, &*ar)
     } else {
-        Api::all_with(client.clone(), &ar)
+        Api::all_with(client.clone(), &*ar)
     })
 }
 

@@ -25,7 +25,8 @@ use crate::api::ObjectRef;
 #[derive(Clone, Debug)]
 pub struct WaitTarget {
     pub object: ObjectRef,
-    pub resource: ApiResource,
+    /// Shared with the plan (one copy per kind).
+    pub resource: std::sync::Arc<ApiResource>,
     pub namespaced: bool,
 }
 
@@ -51,9 +52,9 @@ impl Default for WaitOptions {
 
 async fn look(client: &Client, t: &WaitTarget) -> Readiness {
     let api: Api<DynamicObject> = if t.namespaced {
-        Api::namespaced_with(client.clone(), &t.object.namespace, &t.resource)
+        Api::namespaced_with(client.clone(), &t.object.namespace, &*t.resource)
     } else {
-        Api::all_with(client.clone(), &t.resource)
+        Api::all_with(client.clone(), &*t.resource)
     };
     match api.get_opt(&t.object.name).await {
         Ok(Some(obj)) => match serde_json::to_value(&obj) {

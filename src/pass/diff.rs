@@ -109,9 +109,9 @@ async fn prune_diff(
         return Ok(None);
     };
     let api: Api<DynamicObject> = if namespaced {
-        Api::namespaced_with(client.clone(), &c.object.namespace, &ar)
+        Api::namespaced_with(client.clone(), &c.object.namespace, &*ar)
     } else {
-        Api::all_with(client.clone(), &ar)
+        Api::all_with(client.clone(), &*ar)
     };
     let live = api
         .get_opt(&c.object.name)

@@ -57,7 +57,7 @@ fn owner_kinds(set: &DesiredSet, owner: &Owner, catalog: &Catalog) -> Vec<(ApiRe
     for d in set.objects().iter().filter(|d| &d.owner == owner) {
         if let Some((ar, namespaced)) = catalog.resolve(d.api_version(), d.kind()) {
             seen.entry((ar.group.clone(), ar.kind.clone()))
-                .or_insert((ar.clone(), *namespaced));
+                .or_insert(((**ar).clone(), *namespaced));
         }
     }
     seen.into_values().collect()

@@ -110,9 +110,9 @@ fn owner_api(
 ) -> Option<Api<DynamicObject>> {
     let (ar, namespaced) = catalog.resolve_kind(None, kind)?;
     Some(if *namespaced {
-        Api::namespaced_with(client.clone(), namespace, ar)
+        Api::namespaced_with(client.clone(), namespace, &**ar)
     } else {
-        Api::all_with(client.clone(), ar)
+        Api::all_with(client.clone(), &**ar)
     })
 }
 
