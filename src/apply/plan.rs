@@ -128,6 +128,18 @@ fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
+/// Set (or remove) `metadata.namespace` of `object`.
+fn set_namespace(object: &mut crate::render::Doc, namespace: Option<&str>) {
+    object.edit(|v| {
+        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            match namespace {
+                Some(ns) => meta.insert("namespace".into(), ns.into()),
+                None => meta.remove("namespace"),
+            };
+        }
+    });
+}
+
 fn origin_prefix(d: &DesiredObject) -> String {
     d.origin
         .as_ref()
@@ -238,25 +250,12 @@ pub fn resolve(
                 if *namespaced {
                     if object_ref.namespace.is_empty() {
                         object_ref.namespace = default_namespace.to_string();
-                        desired.object.edit(|v| {
-                            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut)
-                            {
-                                meta.insert(
-                                    "namespace".into(),
-                                    Value::String(default_namespace.to_string()),
-                                );
-                            }
-                        });
+                        set_namespace(&mut desired.object, Some(default_namespace));
                     }
                 } else {
                     object_ref.namespace.clear();
                     if desired.namespace().is_some() {
-                        desired.object.edit(|v| {
-                            if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut)
-                            {
-                                meta.remove("namespace");
-                            }
-                        });
+                        set_namespace(&mut desired.object, None);
                     }
                 }
                 out.planned.push(PlannedObject {

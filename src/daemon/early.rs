@@ -136,11 +136,6 @@ fn in_chart_dir(path: &str, snapshot: &Snapshot) -> bool {
     path.ends_with("Chart.yaml") || snapshot.files.contains_key("Chart.yaml")
 }
 
-/// The applied hash a render gave `d`.
-fn hash_of(d: &DesiredObject) -> Option<&str> {
-    d.object.applied_hash()
-}
-
 fn from(d: &DesiredObject, files: &BTreeSet<String>) -> bool {
     d.origin.as_ref().is_some_and(|o| files.contains(&o.file))
 }
@@ -168,7 +163,7 @@ fn to_write(
         .objects()
         .iter()
         .filter(|d| from(d, changed))
-        .map(|d| (d.object_ref(), hash_of(d)))
+        .map(|d| (d.object_ref(), d.object.applied_hash()))
         .collect();
     // A name another file (or another shard's file) has: the full load refuses the duplicate.
     let new: BTreeSet<ObjectRef> = objects
@@ -194,7 +189,7 @@ fn to_write(
         .filter(|d| {
             before
                 .get(&d.object_ref())
-                .is_some_and(|old| *old != hash_of(d))
+                .is_some_and(|old| *old != d.object.applied_hash())
         })
         .cloned()
         .collect();

@@ -4,6 +4,7 @@
 
 pub mod armada;
 pub mod budget;
+pub mod doc;
 pub mod schema;
 pub mod sops;
 pub mod yaml;
@@ -16,9 +17,9 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 
 use crate::api::WeaveCloud;
-use crate::render::Doc;
 use crate::source::sops::Identity as AgeIdentity;
 use crate::source::Snapshot;
+pub use doc::Doc;
 use yaml::{Pos, Positions, YamlLimits};
 
 /// Where a document (or a field of it) was written.

@@ -4,7 +4,6 @@
 pub mod armada;
 pub mod bundle;
 pub mod desired;
-pub mod doc;
 pub mod order;
 pub mod output;
 pub mod ownership;
@@ -12,11 +11,11 @@ pub mod patch;
 pub mod shard;
 pub mod weavecloud;
 
+pub use crate::load::Doc;
 use crate::load::{LoadedRepo, Origin};
 pub use desired::{
     render_desired, render_parts, AgentLayer, DesiredSet, RenderInputs, RenderedParts, OWNER_KINDS,
 };
-pub use doc::Doc;
 pub use ownership::{Owner, OwnerId};
 
 /// One object Weft wants in the cluster.

@@ -91,8 +91,12 @@ impl Owner {
     /// Add the ownership labels and annotations to `object` and wrap it.
     pub fn adopt(&self, mut object: Value, wave: u32, origin: Option<Origin>) -> DesiredObject {
         label_object(&mut object, self);
+        let hash = object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(APPLIED_HASH_ANNOTATION))
+            .and_then(Value::as_str);
         DesiredObject {
-            object: super::Doc::new(&object),
+            object: super::Doc::rendered(&object, hash),
             owner: self.clone(),
             wave,
             origin,

@@ -155,7 +155,7 @@ pub fn render(
                 warnings.append(&mut rendered.warnings);
                 let chart = key;
                 for o in rendered.objects {
-                    let id = identity(&o.object.value());
+                    let id = identity(&o);
                     if let Some(other) = seen.get(&id) {
                         errors.push(RenderError::At {
                             origin: o.origin.clone().unwrap_or_default(),
@@ -204,22 +204,17 @@ fn combine(mut errors: Vec<RenderError>) -> RenderError {
     )
 }
 
-fn identity(o: &Value) -> (String, String, String, String) {
-    let s = |p: &str| {
-        o.pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let group = s("/apiVersion")
+fn identity(o: &DesiredObject) -> (String, String, String, String) {
+    let group = o
+        .api_version()
         .rsplit_once('/')
         .map(|(g, _)| g.to_string())
         .unwrap_or_default();
     (
         group,
-        s("/kind"),
-        s("/metadata/namespace"),
-        s("/metadata/name"),
+        o.kind().to_string(),
+        o.namespace().unwrap_or("").to_string(),
+        o.name().to_string(),
     )
 }
 

@@ -1,4 +1,5 @@
-//! A desired object kept compact: its JSON text, with the identity and applied hash read out once.
+//! An object kept compact: its JSON text, with its identity (and, once rendered, its applied
+//! hash) read out once.
 //!
 //! A rendered object lives from its render until the next one (the daemon keeps the last render
 //! between passes, the plan shares it). As a `serde_json::Value` a small ConfigMap takes about
@@ -13,8 +14,6 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::ownership::APPLIED_HASH_ANNOTATION;
-
 /// One object as compact JSON; cloning shares it.
 #[derive(Clone)]
 pub struct Doc(Arc<Inner>);
@@ -25,6 +24,8 @@ struct Inner {
     kind: Box<str>,
     name: Box<str>,
     namespace: Option<Box<str>>,
+    /// The applied hash the render gave the object (`None` as loaded): the render knows its
+    /// annotation, this layer does not.
     applied_hash: Option<Box<str>>,
 }
 
@@ -35,6 +36,15 @@ fn text(v: Option<&Value>) -> Box<str> {
 impl Doc {
     /// The object `value`, serialised.
     pub fn new(value: &Value) -> Doc {
+        Doc::build(value, None)
+    }
+
+    /// The object `value` as rendered, with the applied hash the render gave it.
+    pub fn rendered(value: &Value, applied_hash: Option<&str>) -> Doc {
+        Doc::build(value, applied_hash)
+    }
+
+    fn build(value: &Value, applied_hash: Option<&str>) -> Doc {
         // Serialising a `Value` cannot fail (its keys are strings) and gives valid JSON.
         let json = serde_json::value::to_raw_value(value)
             .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("valid JSON"));
@@ -48,11 +58,7 @@ impl Doc {
                 .and_then(|m| m.get("namespace"))
                 .and_then(Value::as_str)
                 .map(Into::into),
-            applied_hash: meta
-                .and_then(|m| m.get("annotations"))
-                .and_then(|a| a.get(APPLIED_HASH_ANNOTATION))
-                .and_then(Value::as_str)
-                .map(Into::into),
+            applied_hash: applied_hash.map(Into::into),
         }))
     }
 
@@ -67,11 +73,12 @@ impl Doc {
         &self.0.json
     }
 
-    /// Change the object: parsed, edited, serialised again (only this copy changes).
+    /// Change the object: parsed, edited, serialised again (only this copy changes; it keeps its
+    /// applied hash).
     pub fn edit(&mut self, f: impl FnOnce(&mut Value)) {
         let mut v = self.value();
         f(&mut v);
-        *self = Doc::new(&v);
+        *self = Doc::build(&v, self.applied_hash());
     }
 
     pub fn api_version(&self) -> &str {
@@ -86,20 +93,9 @@ impl Doc {
     pub fn namespace(&self) -> Option<&str> {
         self.0.namespace.as_deref()
     }
-    /// The `weft.io/applied-hash` annotation.
+    /// The applied hash the render gave the object.
     pub fn applied_hash(&self) -> Option<&str> {
         self.0.applied_hash.as_deref()
-    }
-    /// Bytes held for this object (its text and identity), for sizing.
-    pub fn heap_bytes(&self) -> usize {
-        let i = &self.0;
-        std::mem::size_of::<Inner>()
-            + i.json.get().len()
-            + i.api_version.len()
-            + i.kind.len()
-            + i.name.len()
-            + i.namespace.as_ref().map_or(0, |n| n.len())
-            + i.applied_hash.as_ref().map_or(0, |h| h.len())
     }
 }
 
@@ -142,10 +138,11 @@ mod tests {
     fn a_doc_keeps_the_object_and_reads_its_identity_once() {
         let v = json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "a", "namespace": "n", "annotations": {APPLIED_HASH_ANNOTATION: "h1"}},
+            "metadata": {"name": "a", "namespace": "n", "annotations": {"weft.io/applied-hash": "h1"}},
             "data": {"k": "v", "n": 1.5},
         });
-        let d = Doc::new(&v);
+        assert_eq!(Doc::new(&v).applied_hash(), None, "as loaded");
+        let d = Doc::rendered(&v, Some("h1"));
         assert_eq!(d.value(), v);
         assert_eq!(
             (d.api_version(), d.kind(), d.name(), d.namespace()),
@@ -153,7 +150,7 @@ mod tests {
         );
         assert_eq!(d.applied_hash(), Some("h1"));
         assert_eq!(serde_json::to_value(&d).unwrap(), v, "sent as it is");
-        assert!(d.heap_bytes() < 400, "{}", d.heap_bytes());
+        assert!(d.raw().get().len() < 200, "{}", d.raw().get().len());
     }
 
     #[test]
