@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use support::git_servers::{
     git, GitDaemon, HttpAuth, HttpGitServer, RepoHost, SshServer, WorkTree,
@@ -41,7 +42,7 @@ fn spec(url: &str, cache: &Path) -> GitSourceSpec {
     GitSourceSpec::new(url, cache)
 }
 
-fn new_snapshot(outcome: FetchOutcome) -> Snapshot {
+fn new_snapshot(outcome: FetchOutcome) -> Arc<Snapshot> {
     match outcome {
         FetchOutcome::New(s) => s,
         FetchOutcome::Unchanged => panic!("expected a new snapshot, got Unchanged"),
@@ -119,6 +120,8 @@ fn git_daemon_fetch_then_push_then_fetch_again_is_incremental() {
         src.last_good().unwrap().revision.as_deref(),
         Some(second.as_str())
     );
+    // The source keeps the snapshot it returned, not a copy of every file.
+    assert!(Arc::ptr_eq(src.last_good().unwrap(), &snap));
 
     // Pushing over git:// itself works the same way.
     let pusher = WorkTree::new(&daemon.url("config.git"));

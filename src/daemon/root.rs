@@ -128,7 +128,7 @@ impl RootSource {
     }
 
     /// Fetch: `Ok(None)` when the revision is the one we rendered last (`last`).
-    async fn fetch(&self, last: Option<&Snapshot>) -> Result<Option<Snapshot>, RootError> {
+    async fn fetch(&self, last: Option<&Snapshot>) -> Result<Option<Arc<Snapshot>>, RootError> {
         match self {
             RootSource::Git {
                 source: g,
@@ -198,7 +198,7 @@ impl RootSource {
                 if last == Some(&read) {
                     Ok(None)
                 } else {
-                    Ok(Some(read))
+                    Ok(Some(Arc::new(read)))
                 }
             }
         }
@@ -631,7 +631,6 @@ impl RootReconciler {
         let Some(snapshot) = fetched? else {
             return Ok(self.rendered.is_some());
         };
-        let snapshot = Arc::new(snapshot);
         // A few changed manifest files: their changed objects go out before the full render.
         if let Some(r) = &self.rendered {
             let previous = super::early::Previous {

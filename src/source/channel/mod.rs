@@ -229,7 +229,7 @@ pub struct ChannelSource {
 
 struct GitChannel {
     source: GitSource,
-    snapshot: Option<Snapshot>,
+    snapshot: Option<Arc<Snapshot>>,
 }
 
 impl std::fmt::Debug for ChannelSource {
@@ -435,7 +435,7 @@ impl ChannelSource {
     }
 
     /// Fetch the git channel (incrementally) and keep its snapshot for the bundles.
-    async fn fetch_git(&self) -> Result<Snapshot, ChannelError> {
+    async fn fetch_git(&self) -> Result<Arc<Snapshot>, ChannelError> {
         let Some(git) = self.git.clone() else {
             return Err(ChannelError::Index {
                 url: self.display.clone(),
@@ -473,7 +473,7 @@ impl ChannelSource {
     }
 
     /// The snapshot of the last index fetch (fetching it if there was none).
-    async fn git_snapshot(&self) -> Result<Snapshot, ChannelError> {
+    async fn git_snapshot(&self) -> Result<Arc<Snapshot>, ChannelError> {
         if let Some(git) = &self.git {
             let g = git.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(s) = &g.snapshot {

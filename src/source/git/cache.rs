@@ -26,7 +26,8 @@ pub struct GitSource {
     remote: RemoteUrl,
     cache_path: PathBuf,
     last_good_ref: String,
-    last_good: Option<Snapshot>,
+    /// Shared with whoever renders it (the daemon keeps the same snapshot with its render).
+    last_good: Option<Arc<Snapshot>>,
     last_good_oid: Option<Oid>,
     last_transfer: TransferStats,
     /// When the running fetch must be over (see [`GitSourceSpec::fetch_timeout`]).
@@ -119,7 +120,7 @@ impl GitSource {
     }
 
     /// The last snapshot that was fetched and read successfully.
-    pub fn last_good(&self) -> Option<&Snapshot> {
+    pub fn last_good(&self) -> Option<&Arc<Snapshot>> {
         self.last_good.as_ref()
     }
 
@@ -269,7 +270,12 @@ impl GitSource {
             }
         }
         // 4. Read the files from the tree at that commit.
-        let snapshot = read_tree_snapshot(repo, oid, self.spec.path.as_deref(), self.spec.limits)?;
+        let snapshot = Arc::new(read_tree_snapshot(
+            repo,
+            oid,
+            self.spec.path.as_deref(),
+            self.spec.limits,
+        )?);
         if let Err(e) = repo.reference(&self.last_good_ref, oid, true, "weft: last good snapshot") {
             return Err(self.cache_error(&e));
         }

@@ -25,6 +25,7 @@ mod url;
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use auth::redact_url_passwords;
@@ -256,8 +257,8 @@ impl GitError {
 pub enum FetchOutcome {
     /// The wanted commit is the last good snapshot's: nothing to load or render.
     Unchanged,
-    /// A new snapshot (also kept as [`GitSource::last_good`]).
-    New(Snapshot),
+    /// A new snapshot (also kept as [`GitSource::last_good`]: the same one, shared).
+    New(Arc<Snapshot>),
 }
 
 /// What the last network fetch transferred (all zero when no fetch was needed).
@@ -322,14 +323,16 @@ pub fn fetch_snapshot(
     let (outcome, last_good) = rx
         .recv_timeout(fetch_timeout + Duration::from_secs(2))
         .map_err(|_| overrun())??;
-    match outcome {
-        FetchOutcome::New(snapshot) => Ok(snapshot),
+    let snapshot = match outcome {
+        FetchOutcome::New(snapshot) => snapshot,
         // A new source has no last good snapshot, so this is not expected; answer it anyway.
         FetchOutcome::Unchanged => last_good.ok_or_else(|| GitError::Fetch {
             url,
             message: "no snapshot was read".to_string(),
-        }),
-    }
+        })?,
+    };
+    // The source is gone with its thread (or soon is): take the files rather than copy them.
+    Ok(Arc::unwrap_or_clone(snapshot))
 }
 
 /// A cache directory for the CLI: `$XDG_CACHE_HOME/weft/git`, else `~/.cache/weft/git`, else
