@@ -25,7 +25,9 @@
 //! `WEFT_BENCH_SIZES` (default `1000,10000,100000`), `WEFT_BENCH_KUBECTL_MAX` (default 1000),
 //! `WEFT_BENCH_FLUX_DEFAULT_MAX` (default 10000: at 50 requests a second, the default mode needs
 //! about 100,000 / 50 × 3 s ≈ 100 minutes for 100,000 objects), `WEFT_BENCH_TOOLS` (default all:
-//! `render,sync,daemon,flux-default,flux-tuned,kubectl`).
+//! `render,sync,daemon,flux-default,flux-tuned,kubectl`; `flux-default-noop`, not in the default
+//! set, runs the default mode's no-op pass on objects the tuned mode applied first, so that it
+//! can run as a second bench process beside a `flux-default` one at 100,000 objects).
 
 // The test support modules, at the crate root (they refer to each other through `super::`).
 #[path = "../tests/support/cluster.rs"]
@@ -353,11 +355,52 @@ impl Bench {
         let ns = self.namespace(&format!("scale-flux-{mode}-{size}"));
         let dir = tempfile::tempdir().expect("tempdir");
         write_repo(dir.path(), ns.name(), size);
+        for pass in ["first", "no-op"] {
+            self.flux_pass(size, helper, dir.path(), ns.name(), mode, pass, "");
+        }
+        self.drop_namespace(ns);
+    }
+
+    /// The default mode's no-op pass over objects the tuned mode applied first (the same engine,
+    /// field manager and owner labels: the objects are as the default mode's own first pass
+    /// leaves them). Its first pass is rate-limited to ≈ 100 minutes at 100,000 objects, and its
+    /// no-op pass to ≈ 66 more; run as its own bench process beside `flux-default` (which then
+    /// gives the first pass), the two fit in one working session.
+    fn flux_default_noop(&mut self, size: usize, helper: &Path) {
+        let ns = self.namespace(&format!("scale-flux-noop-{size}"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_repo(dir.path(), ns.name(), size);
+        let note = "; objects applied first by the tuned mode";
+        self.flux_pass(size, helper, dir.path(), ns.name(), "tuned", "first", "");
+        self.flux_pass(
+            size,
+            helper,
+            dir.path(),
+            ns.name(),
+            "default",
+            "no-op",
+            note,
+        );
+        self.drop_namespace(ns);
+    }
+
+    /// One run of the Flux helper over the repository in `dir`, applied into `ns`.
+    #[allow(clippy::too_many_arguments)]
+    fn flux_pass(
+        &mut self,
+        size: usize,
+        helper: &Path,
+        dir: &Path,
+        ns: &str,
+        mode: &str,
+        pass: &str,
+        note: &str,
+    ) {
         let args: Vec<String> = [
             "-kubeconfig",
             &self.proxy_kubeconfig,
             "-dir",
-            &dir.path().display().to_string(),
+            &dir.display().to_string(),
             "-mode",
             mode,
             "-passes",
@@ -365,44 +408,41 @@ impl Bench {
             "-name",
             "scale",
             "-namespace",
-            ns.name(),
+            ns,
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
-        for pass in ["first", "no-op"] {
-            let m = timed(&self.proxy, helper, &args, true);
-            let line: serde_json::Value = m
-                .stdout
-                .lines()
-                .last()
-                .and_then(|l| serde_json::from_str(l).ok())
-                .unwrap_or_else(|| panic!("flux-ssa printed no result: {}", m.stdout));
-            let count = |k: &str| line[k].as_u64().unwrap_or(0);
-            let (created, configured, unchanged) =
-                (count("created"), count("configured"), count("unchanged"));
-            assert_eq!(
-                created + configured + unchanged,
-                size as u64,
-                "flux-ssa {mode}: {line}"
-            );
-            if pass == "no-op" {
-                assert_eq!(unchanged, size as u64, "flux-ssa {mode} no-op: {line}");
-            }
-            self.push(Row {
-                size,
-                tool: format!("Flux ssa ({mode})"),
-                pass: pass.into(),
-                wall: m.wall,
-                calls: Some(m.calls),
-                rss_kib: Some(m.rss_kib),
-                note: format!(
-                    "{created} created, {configured} configured, {unchanged} unchanged; apply {:.2} s in-process",
-                    line["wall_seconds"].as_f64().unwrap_or(0.0) - line["read_seconds"].as_f64().unwrap_or(0.0)
-                ),
-            });
+        let m = timed(&self.proxy, helper, &args, true);
+        let line: serde_json::Value = m
+            .stdout
+            .lines()
+            .last()
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("flux-ssa printed no result: {}", m.stdout));
+        let count = |k: &str| line[k].as_u64().unwrap_or(0);
+        let (created, configured, unchanged) =
+            (count("created"), count("configured"), count("unchanged"));
+        assert_eq!(
+            created + configured + unchanged,
+            size as u64,
+            "flux-ssa {mode}: {line}"
+        );
+        if pass == "no-op" {
+            assert_eq!(unchanged, size as u64, "flux-ssa {mode} no-op: {line}");
         }
-        self.drop_namespace(ns);
+        self.push(Row {
+            size,
+            tool: format!("Flux ssa ({mode})"),
+            pass: pass.into(),
+            wall: m.wall,
+            calls: Some(m.calls),
+            rss_kib: Some(m.rss_kib),
+            note: format!(
+                "{created} created, {configured} configured, {unchanged} unchanged; apply {:.2} s in-process{note}",
+                line["wall_seconds"].as_f64().unwrap_or(0.0) - line["read_seconds"].as_f64().unwrap_or(0.0)
+            ),
+        });
     }
 
     fn kubectl(&mut self, size: usize) {
@@ -622,7 +662,10 @@ fn main() {
     }
     let proxy = runtime.block_on(ApiProxy::start());
     let proxy_kubeconfig = proxy.kubeconfig().display().to_string();
-    let helper = (wants("flux-default") || wants("flux-tuned")).then(flux_helper);
+    let helper = ["flux-default", "flux-tuned", "flux-default-noop"]
+        .into_iter()
+        .any(wants)
+        .then(flux_helper);
     let mut bench = Bench {
         runtime,
         client,
@@ -649,6 +692,9 @@ fn main() {
             }
             if wants("flux-tuned") {
                 bench.flux(size, helper, "tuned");
+            }
+            if wants("flux-default-noop") && size <= flux_default_max {
+                bench.flux_default_noop(size, helper);
             }
         }
         if wants("kubectl") && size <= kubectl_max {
