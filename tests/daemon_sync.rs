@@ -382,5 +382,42 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
         "{}",
         d.logs()
     );
+
+    // Fixed: the last render failed, so there is no previous render to compare with (a pass
+    // lets it go before rendering anew): this revision goes out by the full pass only.
+    repo.work.remove("apps/dup.yaml");
+    repo.work.write("apps/greeting.yaml", configmap(n, "five"));
+    repo.work.commit("five");
+    repo.work.push();
+    let (status, _) = github_push(&d, "refs/heads/main", None).await;
+    assert_eq!(status, 202);
+    let s = d
+        .wait_status("the fixed revision's pass", Duration::from_secs(10), |s| {
+            s["lastPass"]["pass"] == 5
+        })
+        .await;
+    assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
+    assert_eq!(greeting(&api).await.as_deref(), Some("five"));
+    let early = |d: &Daemon| {
+        d.logs()
+            .matches("applied the pushed changes ahead of the full pass")
+            .count()
+    };
+    assert_eq!(early(&d), 1, "{}", d.logs());
+
+    // Rendered again: the next small push goes out first again.
+    repo.work.write("apps/greeting.yaml", configmap(n, "six"));
+    repo.work.commit("six");
+    repo.work.push();
+    let (status, _) = github_push(&d, "refs/heads/main", None).await;
+    assert_eq!(status, 202);
+    let s = d
+        .wait_status("the sixth revision's pass", Duration::from_secs(10), |s| {
+            s["lastPass"]["pass"] == 6
+        })
+        .await;
+    assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
+    assert_eq!(greeting(&api).await.as_deref(), Some("six"));
+    assert_eq!(early(&d), 2, "{}", d.logs());
     ns.delete().await;
 }
