@@ -18,6 +18,25 @@ fn configmap(ns: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
 }
 
+/// Commit what the work tree holds, push it, send GitHub's push webhook, and wait for pass `pass`.
+async fn push_and_wait_pass(
+    repo: &Repo,
+    d: &Daemon,
+    message: &str,
+    pass: u64,
+) -> serde_json::Value {
+    repo.work.commit(message);
+    repo.work.push();
+    let (status, body) = github_push(d, "refs/heads/main", None).await;
+    assert_eq!(status, 202, "{body}");
+    d.wait_status(
+        &format!("the pass of \"{message}\""),
+        Duration::from_secs(10),
+        |s| s["lastPass"]["pass"] == pass,
+    )
+    .await
+}
+
 /// A bare repository served by `git daemon`, with one commit holding the greeting ConfigMap.
 struct Repo {
     _host: RepoHost,
@@ -330,15 +349,7 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
         "apps/broken.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: [oops\n",
     );
-    repo.work.commit("three, broken");
-    repo.work.push();
-    let (status, _) = github_push(&d, "refs/heads/main", None).await;
-    assert_eq!(status, 202);
-    let s = d
-        .wait_status("the broken revision's pass", Duration::from_secs(10), |s| {
-            s["lastPass"]["pass"] == 3
-        })
-        .await;
+    let s = push_and_wait_pass(&repo, &d, "three, broken", 3).await;
     assert_eq!(s["lastPass"]["result"], "failed", "{s:#}");
     assert!(
         s["lastPass"]["error"]
@@ -354,17 +365,7 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
     repo.work.write("apps/greeting.yaml", configmap(n, "four"));
     repo.work
         .write("apps/dup.yaml", other_configmap(n, "other"));
-    repo.work.commit("four, duplicate");
-    repo.work.push();
-    let (status, _) = github_push(&d, "refs/heads/main", None).await;
-    assert_eq!(status, 202);
-    let s = d
-        .wait_status(
-            "the duplicate revision's pass",
-            Duration::from_secs(10),
-            |s| s["lastPass"]["pass"] == 4,
-        )
-        .await;
+    let s = push_and_wait_pass(&repo, &d, "four, duplicate", 4).await;
     assert_eq!(s["lastPass"]["result"], "failed", "{s:#}");
     assert!(
         s["lastPass"]["error"]
@@ -387,15 +388,7 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
     // lets it go before rendering anew): this revision goes out by the full pass only.
     repo.work.remove("apps/dup.yaml");
     repo.work.write("apps/greeting.yaml", configmap(n, "five"));
-    repo.work.commit("five");
-    repo.work.push();
-    let (status, _) = github_push(&d, "refs/heads/main", None).await;
-    assert_eq!(status, 202);
-    let s = d
-        .wait_status("the fixed revision's pass", Duration::from_secs(10), |s| {
-            s["lastPass"]["pass"] == 5
-        })
-        .await;
+    let s = push_and_wait_pass(&repo, &d, "five", 5).await;
     assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
     assert_eq!(greeting(&api).await.as_deref(), Some("five"));
     let early = |d: &Daemon| {
@@ -407,15 +400,7 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
 
     // Rendered again: the next small push goes out first again.
     repo.work.write("apps/greeting.yaml", configmap(n, "six"));
-    repo.work.commit("six");
-    repo.work.push();
-    let (status, _) = github_push(&d, "refs/heads/main", None).await;
-    assert_eq!(status, 202);
-    let s = d
-        .wait_status("the sixth revision's pass", Duration::from_secs(10), |s| {
-            s["lastPass"]["pass"] == 6
-        })
-        .await;
+    let s = push_and_wait_pass(&repo, &d, "six", 6).await;
     assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
     assert_eq!(greeting(&api).await.as_deref(), Some("six"));
     assert_eq!(early(&d), 2, "{}", d.logs());

@@ -273,7 +273,8 @@ pub struct RootReconciler {
     /// When a running pass is abandoned after a stop request.
     shutdown: Shutdown,
     rendered: Option<Rendered>,
-    /// The revision of the last render, kept when a pass lets that render go for a new one.
+    /// The revision of the last successful render: what a failed pass reports as in effect,
+    /// also after the pass let that render go for a new one.
     applied_revision: Option<String>,
     /// The shard this loop applies; `None`: the whole root (no retired shards looked for).
     shard: Option<RootShard>,
@@ -397,10 +398,7 @@ impl RootReconciler {
                 let text = redact_url_passwords(&e.to_string());
                 tracing::warn!(pass = ticket.pass, error = %text, "pass failed before apply; nothing was applied or pruned");
                 report.error = Some(text);
-                report.revision = match &self.rendered {
-                    Some(r) => r.snapshot.revision.clone(),
-                    None => self.applied_revision.clone(),
-                };
+                report.revision = self.applied_revision.clone();
                 report.duration_seconds = start.elapsed().as_secs_f64();
                 return report;
             }
@@ -640,7 +638,6 @@ impl RootReconciler {
         // the rendered one is always rendered); the failed pass reports the revision in effect.
         let previous = self.rendered.take();
         if let Some(r) = &previous {
-            self.applied_revision = r.snapshot.revision.clone();
             // A few changed manifest files: their changed objects go out before the full render.
             let previous = super::early::Previous {
                 snapshot: &r.snapshot,
@@ -680,6 +677,7 @@ impl RootReconciler {
             Some(shard) if shard.shard.count > 1 => prepared.set.split_shard(shard.shard),
             _ => (prepared.set, DesiredSet::default()),
         };
+        self.applied_revision = snapshot.revision.clone();
         self.rendered = Some(Rendered {
             snapshot,
             set: Arc::new(set),
