@@ -310,28 +310,27 @@ pub fn fetch_snapshot(
     // it cannot see (headers that never end). A fetch past it is left behind: the command ends.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(
-            source
-                .fetch()
-                .map(|outcome| (outcome, source.last_good().cloned())),
-        );
+        let fetched = source.fetch().map(|outcome| match outcome {
+            FetchOutcome::New(snapshot) => Some(snapshot),
+            // A new source has no last good snapshot, so this is not expected; answer it anyway.
+            FetchOutcome::Unchanged => source.last_good().cloned(),
+        });
+        // The source lets its snapshot go before it is sent: the caller takes the files
+        // instead of copying them.
+        drop(source);
+        let _ = tx.send(fetched);
     });
     let overrun = || GitError::Timeout {
         url: url.clone(),
         timeout: fetch_timeout,
     };
-    let (outcome, last_good) = rx
+    let snapshot = rx
         .recv_timeout(fetch_timeout + Duration::from_secs(2))
-        .map_err(|_| overrun())??;
-    let snapshot = match outcome {
-        FetchOutcome::New(snapshot) => snapshot,
-        // A new source has no last good snapshot, so this is not expected; answer it anyway.
-        FetchOutcome::Unchanged => last_good.ok_or_else(|| GitError::Fetch {
+        .map_err(|_| overrun())??
+        .ok_or_else(|| GitError::Fetch {
             url,
             message: "no snapshot was read".to_string(),
-        })?,
-    };
-    // The source is gone with its thread (or soon is): take the files rather than copy them.
+        })?;
     Ok(Arc::unwrap_or_clone(snapshot))
 }
 
