@@ -527,19 +527,6 @@ fn https_chart_sources_behind_a_private_ca() {
     let ca_file = ca.ca_file();
     let ca_file = ca_file.to_str().unwrap();
 
-    // Not trusted: refused, saying how to trust it.
-    let (code, _, err) = weft(&["render", tar_site], &[], cache.path());
-    assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("certificate")
-            && err
-                .contains("a private CA is trusted with --ca-file, SSL_CERT_FILE or SSL_CERT_DIR"),
-        "{err}"
-    );
-    let (code, _, err) = weft(&["render", git_site], &[], cache.path());
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("certificate"), "{err}");
-
     for (what, args, env) in [
         (
             "--ca-file",
@@ -567,6 +554,19 @@ fn https_chart_sources_behind_a_private_ca() {
         assert_eq!(code, 0, "{what}: {err}");
         assert!(out.contains("kind: ConfigMap"), "{what}: {out}");
     }
+    // Not trusted: refused, saying how to trust it.
+    let (code, _, err) = weft(&["render", tar_site], &[], cache.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("certificate")
+            && err
+                .contains("a private CA is trusted with --ca-file, SSL_CERT_FILE or SSL_CERT_DIR"),
+        "{err}"
+    );
+    let (code, _, err) = weft(&["render", git_site], &[], cache.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("certificate"), "{err}");
+
     // `weft validate` takes the flag too; a file that holds no certificate is named.
     let (code, out, err) = weft(
         &["validate", "--ca-file", ca_file, tar_site],

@@ -248,7 +248,7 @@ pub enum GitError {
     TooLarge { limit: u64, revision: String },
     #[error("the trees of commit {revision} hold more than {limit} entries (a tree that names the same subtree many times?); refusing it")]
     TooManyTreeEntries { limit: usize, revision: String },
-    #[error("reading the files of commit {revision} did not finish within --fetch-timeout ({examined} tree entries in {}s); the last good revision stays applied", .elapsed.as_secs_f32().round())]
+    #[error("reading the files of commit {revision} did not finish within --fetch-timeout ({examined} tree entries in {elapsed:.1?}); the last good revision stays applied")]
     ReadTimeout {
         elapsed: Duration,
         examined: usize,
