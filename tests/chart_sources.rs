@@ -584,3 +584,80 @@ fn https_chart_sources_behind_a_private_ca() {
     assert_ne!(code, 0);
     assert!(err.contains("holds no PEM certificate"), "{err}");
 }
+
+/// Issue 28.8 in the daemon: `weft run --git-secret` fetches a private config repository and the
+/// private git chart source beside it with the same credentials, and the chart's objects reach
+/// the cluster (before, the chart source was fetched with none and the pass failed).
+#[tokio::test]
+async fn the_daemon_fetches_private_git_charts_with_its_git_secret() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::api::PostParams;
+    use support::cluster::TestNamespace;
+    use support::daemon::{Daemon, DaemonOptions};
+
+    let ns = TestNamespace::new("chart-creds").await;
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let host = RepoHost::new();
+    let charts = host.create("charts.git");
+    let chart_work = WorkTree::new(charts.to_str().unwrap());
+    write_chart(&chart_work, "web", "web");
+    chart_work.commit("web");
+    chart_work.push();
+    let config = host.create("config.git");
+    let config_work = WorkTree::new(config.to_str().unwrap());
+    config_work.write(
+        "armada.yaml",
+        format!(
+            "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  release: web\n  namespace: {ns}\n  source: {{type: git, location: ../charts.git, subpath: web, reference: main}}\n  values: {{message: private}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: apps, namespace: {ns}}}\nspec:\n  chart_group: [web]\n",
+            ns = ns.name()
+        ),
+    );
+    config_work.commit("a private chart");
+    config_work.push();
+    let password = "daemon-s3cret";
+    let server = HttpGitServer::start(
+        &host,
+        HttpAuth {
+            basic: Some(("weft".into(), password.into())),
+            bearer: None,
+        },
+    );
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "git-creds"},
+        "stringData": {"username": "weft", "password": password}
+    }))
+    .unwrap();
+    kube::Api::<Secret>::namespaced(client.clone(), ns.name())
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let url = server.url("config.git");
+    let d = Daemon::start(DaemonOptions {
+        extra: vec![
+            "--git-secret".into(),
+            "git-creds".into(),
+            "--allowed-chart-sources".into(),
+            format!("http://127.0.0.1:{}/", server.port),
+        ],
+        ..DaemonOptions::new(&url, ns.name())
+    });
+    let configmaps = kube::Api::<ConfigMap>::namespaced(client.clone(), ns.name());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        if let Ok(cm) = configmaps.get("web").await {
+            let data = cm.data.unwrap_or_default();
+            assert_eq!(data.get("message").map(String::as_str), Some("private"));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the chart's ConfigMap did not appear within 90 s:\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    assert!(!d.logs().contains(password), "the password reached the log");
+    drop(d);
+    ns.delete().await;
+}
