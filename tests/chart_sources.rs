@@ -661,3 +661,47 @@ async fn the_daemon_fetches_private_git_charts_with_its_git_secret() {
     drop(d);
     ns.delete().await;
 }
+
+/// The raw tar reader keeps what `helm package` writes: a file name longer than ustar's 100
+/// bytes travels in a PAX `path` header (Go's archive/tar), and names the file after it.
+#[test]
+fn a_chart_packaged_by_helm_with_a_long_file_name_unpacks() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("web");
+    for (path, content) in chart("", "web") {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    let long = format!("templates/{}.yaml", "f".repeat(130));
+    std::fs::write(
+        dir.join(&long),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: long}\n",
+    )
+    .unwrap();
+    let out = Command::new(support::helm::helm())
+        .arg("package")
+        .arg(&dir)
+        .arg("-d")
+        .arg(work.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(work.path().join("web-1.0.0.tgz")).unwrap();
+    let files = chart::unpack(
+        "https://charts.example/web-1.0.0.tgz",
+        &bytes,
+        Default::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        files.contains_key(&format!("web/{long}")),
+        "{:?}",
+        files.keys()
+    );
+    assert!(files.contains_key("web/Chart.yaml"), "{:?}", files.keys());
+}
