@@ -428,7 +428,7 @@ fn git_files(
             path: git::redact_url_passwords(&url),
             message: format!(
                 "no such directory or repository (location `{}` relative to `{}`)",
-                source.location,
+                clip(&source.location, QUOTE_CHARS),
                 git::redact_url_passwords(repo_location)
             ),
         });
@@ -574,7 +574,7 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
             let hex = r.strip_prefix("sha256:").unwrap_or("");
             if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(SourceFailure::BadDigest {
-                    reference: r.to_string(),
+                    reference: clip(r, QUOTE_CHARS),
                 });
             }
             Some(hex.to_ascii_lowercase())
