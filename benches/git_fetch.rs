@@ -210,8 +210,8 @@ fn bench(c: &mut Criterion) {
         "weft read_tree_snapshot (from the cache, no network)",
         |b| {
             b.iter(|| {
-                let snap =
-                    read_tree_snapshot(&cache, oid, None, SnapshotLimits::default()).expect("read");
+                let snap = read_tree_snapshot(&cache, oid, None, SnapshotLimits::default(), None)
+                    .expect("read");
                 assert_eq!(snap.files.len(), FILES);
             })
         },

@@ -16,6 +16,7 @@ use crate::apply::calls::{self, CallCounts};
 use crate::apply::fence::{FenceLayer, WriteFence};
 use crate::daemon::state::WatchNamespaces;
 use crate::pass::PassOptions;
+use crate::source::chart::{CaCertificates, FetchSettings};
 use crate::source::git::auth::{self as credentials, Credentials};
 use crate::source::policy::{
     ChannelPolicy, ChartSourcePolicy, UrlAllowList, DEFAULT_CHART_SOURCES,
@@ -42,6 +43,10 @@ pub struct RepoArgs {
     /// trickles): the fetch fails and the last good revision stays applied.
     #[arg(long, env = "WEFT_FETCH_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
     pub fetch_timeout: Duration,
+    /// PEM file of certificate authorities to trust for https besides the system's (which honour
+    /// `SSL_CERT_FILE`/`SSL_CERT_DIR`): chart archives, git chart sources and the repository.
+    #[arg(long, env = "WEFT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl RepoArgs {
@@ -60,6 +65,34 @@ impl RepoArgs {
         std::fs::canonicalize(&location)
             .map(|p| p.display().to_string())
             .unwrap_or(location)
+    }
+
+    /// The config repository's credentials: `secret` (`--git-secret`), else the CLI's own
+    /// ([`Credentials::from_env`]).
+    pub fn credentials(&self, secret: Option<Credentials>) -> anyhow::Result<Credentials> {
+        match secret {
+            Some(c) => Ok(c),
+            None => Credentials::from_env().context("reading git credentials"),
+        }
+    }
+
+    /// How chart sources are fetched: with `credentials` (the config repository's), `--ca-file`
+    /// and `--fetch-timeout`. The CA file is given to libgit2 here, for every https fetch of the
+    /// process (the repository's too): call this before [`RepoArgs::read_snapshot`].
+    pub fn chart_fetch(&self, credentials: Credentials) -> anyhow::Result<FetchSettings> {
+        let ca = match &self.ca_file {
+            Some(path) => {
+                let ca = CaCertificates::load(path)?;
+                source::git::trust_ca_file(path)?;
+                Some(ca)
+            }
+            None => None,
+        };
+        Ok(FetchSettings {
+            credentials,
+            ca,
+            fetch_timeout: Some(self.fetch_timeout),
+        })
     }
 
     /// Fetch (a git URL) or read (a directory) the snapshot. A git fetch uses `credentials`, or

@@ -5,13 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
 
 use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs, TrustArgs};
 use super::run::{self as wiring, RunConfig};
 use crate::daemon::leader;
-use crate::source::git::auth::Credentials;
 
 /// The flags of `weft run`.
 #[derive(Args, Debug, Clone)]
@@ -82,16 +80,15 @@ impl RunArgs {
         let Some(repo) = self.repo.given() else {
             anyhow::bail!("give a repository: --repo URL (or a PATH)");
         };
-        let credentials = match self.cluster.secret_credentials()? {
-            Some(c) => c,
-            None => Credentials::from_env().context("reading git credentials")?,
-        };
+        let credentials = self.repo.credentials(self.cluster.secret_credentials()?)?;
         let trust = self.trust.trust()?;
         let mut pass_options = self
             .apply
             .pass_options(&self.cluster.namespace, repo.clone());
         pass_options.chart_sources = trust.chart_sources.clone();
         pass_options.chart_cache_dir = self.cache_dir.as_ref().map(|d| d.join("charts"));
+        // Git chart sources beside the config repository are as private as it is.
+        pass_options.chart_fetch = self.repo.chart_fetch(credentials.clone())?;
         Ok(RunConfig {
             trust,
             credentials,

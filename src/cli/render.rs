@@ -48,9 +48,11 @@ enum Outcome {
 /// Read `args`' repository, then load it, fetch its charts and render it, offline. Reading the
 /// repository is an `Err` (exit 2, as for every command); what the pipeline says is the outcome.
 fn prepare_offline(args: &RepoArgs, key: &AgeKeyArgs) -> anyhow::Result<Outcome> {
-    let snapshot = args.read_snapshot(None)?;
+    let chart_fetch = args.chart_fetch(args.credentials(None)?)?;
+    let snapshot = args.read_snapshot(Some(chart_fetch.credentials.clone()))?;
     let opts = PassOptions {
         repo_location: args.location(),
+        chart_fetch,
         decryption: key.decryption()?,
         ..PassOptions::default()
     };

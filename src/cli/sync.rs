@@ -39,10 +39,11 @@ impl SyncArgs {
 
 /// `weft sync`: exit 0 when everything applied and became ready, 1 when the pass failed.
 pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
-    let snapshot = args
-        .repo
-        .read_snapshot(args.cluster.secret_credentials()?)?;
+    let credentials = args.repo.credentials(args.cluster.secret_credentials()?)?;
+    let chart_fetch = args.repo.chart_fetch(credentials.clone())?;
+    let snapshot = args.repo.read_snapshot(Some(credentials))?;
     let mut opts = args.pass_options();
+    opts.chart_fetch = chart_fetch;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, calls) = args.cluster.connect().await?;
@@ -75,10 +76,11 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
 
 /// `weft diff`: exit 0 no changes, 1 changes, 2 error.
 pub fn diff(args: SyncArgs) -> anyhow::Result<ExitCode> {
-    let snapshot = args
-        .repo
-        .read_snapshot(args.cluster.secret_credentials()?)?;
+    let credentials = args.repo.credentials(args.cluster.secret_credentials()?)?;
+    let chart_fetch = args.repo.chart_fetch(credentials.clone())?;
+    let snapshot = args.repo.read_snapshot(Some(credentials))?;
     let mut opts = args.pass_options();
+    opts.chart_fetch = chart_fetch;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;

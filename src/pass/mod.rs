@@ -76,6 +76,9 @@ pub struct PassOptions {
     pub chart_cache_dir: Option<std::path::PathBuf>,
     /// What git and tar chart locations may be (the daemon: `--allowed-chart-sources`).
     pub chart_sources: crate::source::policy::ChartSourcePolicy,
+    /// How chart sources are fetched: the config repository's credentials, `--ca-file`,
+    /// `--fetch-timeout`.
+    pub chart_fetch: chart::FetchSettings,
     /// Renders Helm charts (`$WEFT_HELM`, else `helm` on `PATH`); shared by every pass made with
     /// clones of these options, so that its render cache lives across passes (an unchanged pass
     /// starts no helm).
@@ -115,6 +118,7 @@ impl Default for PassOptions {
             repo_location: String::new(),
             chart_cache_dir: None,
             chart_sources: Default::default(),
+            chart_fetch: Default::default(),
             helm: Arc::new(HelmRenderer::new(HelmLocation::Environment)),
             decryption: Decryption::default(),
         }

@@ -129,8 +129,11 @@ pub async fn resolve_charts(
         .clone()
         .unwrap_or_else(ChartCache::default_dir);
     let policy = opts.chart_sources.clone();
+    let settings = opts.chart_fetch.clone();
     tokio::task::spawn_blocking(move || {
-        let cache = ChartCache::new(cache_dir).with_policy(policy);
+        let cache = ChartCache::new(cache_dir)
+            .with_policy(policy)
+            .with_settings(settings);
         chart::resolve(&charts, &snapshot, &location, &cache)
     })
     .await

@@ -5,11 +5,19 @@
 //!   leave the snapshot. Needs no I/O ([`local_files`]), so render can fall back to it.
 //! - `git`: another repository, through the git source ([`super::git`]); a relative `location`
 //!   (`../charts.git`) resolves against the config repository's location like a git submodule
-//!   URL. A location that resolves to a local directory which is not a git repository is read as
-//!   a plain directory (development, as with `--repo DIR`).
+//!   URL. Only the chart's `subpath` is read, so the chart is judged by what it holds (a broken
+//!   symlink elsewhere in the repository does not refuse it). The config repository's
+//!   credentials go with it to the config repository's own host (scheme, host and port); to
+//!   another host only the SSH key and known_hosts (public-key authentication never hands the
+//!   key over), never a password or token. Redirects are followed only on the same host. A
+//!   location that resolves to a local directory which is not a git repository is read as a
+//!   plain directory (development, as with `--repo DIR`).
 //! - `tar`: an http(s) `.tgz`, with limits on its size, entry count and unpacked size; entries are
 //!   unpacked in memory and any entry that is not a plain file or directory, or whose path is
-//!   absolute or contains `..`, is refused. `reference: sha256:<hex>` pins the archive.
+//!   absolute or contains `..`, is refused; extension headers (PAX, GNU long names) count against
+//!   the unpacked size before they are read. `reference: sha256:<hex>` pins the archive. https is
+//!   verified against the system's CAs (`SSL_CERT_FILE`/`SSL_CERT_DIR` honoured), Mozilla's, and
+//!   those of `--ca-file` ([`CaCertificates`]).
 //!
 //! Fetched sources are cached in a [`ChartCache`]: git repositories incrementally on disk (one
 //! [`GitSource`] per URL and reference, so an unchanged remote is not fetched again), archives by
@@ -26,8 +34,8 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::git::auth::Credentials;
-use super::git::{self, GitError, GitRef, GitSource, GitSourceSpec};
-use super::policy::{ChartSourcePolicy, SourceRefused};
+use super::git::{self, GitError, GitRef, GitSource, GitSourceSpec, Redirects};
+use super::policy::{clip, ChartSourcePolicy, SourceRefused};
 use super::{Snapshot, SnapshotLimits};
 use crate::api::armada::{ChartSource, SourceType};
 use crate::api::ResourceKey;
@@ -103,16 +111,83 @@ impl Default for ArchiveLimits {
     }
 }
 
+/// Certificate authorities trusted for https chart sources besides the system's (`--ca-file`):
+/// Armada's `certs` setting.
+#[derive(Clone, Debug)]
+pub struct CaCertificates {
+    path: PathBuf,
+    certificates: Vec<reqwest::Certificate>,
+}
+
+/// Why `--ca-file` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    #[error("--ca-file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--ca-file {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("--ca-file {}: holds no PEM certificate (`-----BEGIN CERTIFICATE-----`)", path.display())]
+    Empty { path: PathBuf },
+}
+
+impl CaCertificates {
+    /// The PEM certificates of `path` (one or more).
+    pub fn load(path: &Path) -> Result<Self, CaFileError> {
+        let pem = std::fs::read(path).map_err(|source| CaFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let certificates =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| CaFileError::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        if certificates.is_empty() {
+            return Err(CaFileError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(CaCertificates {
+            path: path.to_path_buf(),
+            certificates,
+        })
+    }
+
+    /// The file they came from (libgit2 is given the file: see [`git::trust_ca_file`]).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// How a command fetches chart sources, from its flags: the config repository's credentials,
+/// extra CAs (`--ca-file`), and the bound of one git fetch (`--fetch-timeout`).
+#[derive(Clone, Debug, Default)]
+pub struct FetchSettings {
+    /// The config repository's credentials (see [`credentials_for`] for where they go).
+    pub credentials: Credentials,
+    /// `--ca-file`.
+    pub ca: Option<CaCertificates>,
+    /// `--fetch-timeout` for git chart sources (default [`git::DEFAULT_FETCH_TIMEOUT`]).
+    pub fetch_timeout: Option<Duration>,
+}
+
 /// Where fetched chart sources are kept between passes. One per process; cheap to share.
 pub struct ChartCache {
     dir: PathBuf,
     credentials: Credentials,
+    ca: Option<CaCertificates>,
+    fetch_timeout: Duration,
     archive_limits: ArchiveLimits,
     snapshot_limits: SnapshotLimits,
     /// What git and tar locations may be (the daemon's `--allowed-chart-sources`).
     policy: ChartSourcePolicy,
-    /// (url, reference) → the git source that keeps the last good snapshot.
-    git: Mutex<HashMap<(String, String), GitSource>>,
+    /// (url, reference, subpath) → the git source that keeps the last good snapshot of that
+    /// chart directory (sources of one URL share the on-disk repository).
+    git: Mutex<HashMap<(String, String, String), GitSource>>,
 }
 
 impl std::fmt::Debug for ChartCache {
@@ -129,6 +204,8 @@ impl ChartCache {
         ChartCache {
             dir: dir.into(),
             credentials: Credentials::default(),
+            ca: None,
+            fetch_timeout: git::DEFAULT_FETCH_TIMEOUT,
             archive_limits: ArchiveLimits::default(),
             snapshot_limits: SnapshotLimits::default(),
             policy: ChartSourcePolicy::Any,
@@ -140,9 +217,19 @@ impl ChartCache {
         self.policy = policy;
         self
     }
-    /// Credentials for git chart sources (the config repository's, typically).
+    /// Credentials for git chart sources (the config repository's, typically; see
+    /// [`credentials_for`] for which of them go where).
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = credentials;
+        self
+    }
+    /// The command's fetch settings: credentials, `--ca-file`, `--fetch-timeout`.
+    pub fn with_settings(mut self, settings: FetchSettings) -> Self {
+        self.credentials = settings.credentials;
+        self.ca = settings.ca;
+        if let Some(timeout) = settings.fetch_timeout {
+            self.fetch_timeout = timeout;
+        }
         self
     }
     /// Limits on chart archives.
@@ -341,7 +428,7 @@ fn git_files(
             path: git::redact_url_passwords(&url),
             message: format!(
                 "no such directory or repository (location `{}` relative to `{}`)",
-                source.location,
+                clip(&source.location, QUOTE_CHARS),
                 git::redact_url_passwords(repo_location)
             ),
         });
@@ -373,12 +460,16 @@ fn git_files(
         .git
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let key = (url.clone(), reference.clone());
+    let key = (url.clone(), reference.clone(), subpath.clone());
     if !sources.contains_key(&key) {
         let mut spec = GitSourceSpec::new(url.clone(), cache.dir.join("git"));
         spec.reference = GitRef::parse(&reference);
-        spec.credentials = cache.credentials.clone();
+        // Only the chart directory is read: the chart is judged by what it holds.
+        spec.path = (!subpath.is_empty()).then(|| subpath.clone());
+        spec.credentials = credentials_for(&cache.credentials, repo_location, &url);
         spec.limits = cache.snapshot_limits;
+        spec.fetch_timeout = cache.fetch_timeout;
+        spec.redirects = Redirects::SameHost;
         sources.insert(key.clone(), GitSource::new(spec)?);
     }
     let Some(git_source) = sources.get_mut(&key) else {
@@ -392,14 +483,28 @@ fn git_files(
     let cached =
         matches!(GitRef::parse(&reference), GitRef::Commit(_)) && git_source.last_good().is_some();
     if !cached {
-        git_source.fetch()?;
+        git_source.fetch().map_err(|e| match e {
+            GitError::PathNotFound { path, revision } => SourceFailure::SubpathMissing {
+                subpath: path,
+                url: git_source.display_url().to_string(),
+                revision,
+            },
+            GitError::PathNotADirectory { path, revision } => SourceFailure::NotAChart {
+                root: format!(
+                    "{}@{}/{path} (a file, not a directory)",
+                    git_source.display_url(),
+                    revision.chars().take(12).collect::<String>()
+                ),
+            },
+            e => SourceFailure::Git(e),
+        })?;
     }
     let snapshot = git_source.last_good().ok_or_else(|| SourceFailure::Cache {
         path: git_source.cache_path().to_path_buf(),
         message: "fetch returned no snapshot".into(),
     })?;
     let revision = snapshot.revision.clone().unwrap_or_default();
-    let files = subtree(snapshot, &subpath);
+    let files = snapshot.files.clone();
     if files.is_empty() && !subpath.is_empty() {
         return Err(SourceFailure::SubpathMissing {
             subpath,
@@ -419,6 +524,43 @@ fn git_files(
     })
 }
 
+/// Scheme, host and port of a remote URL (scp-style read as ssh), for comparing origins.
+fn origin(url: &str) -> Option<(String, String, u16)> {
+    let parsed = url::Url::parse(&super::policy::normalise(url)?).ok()?;
+    let scheme = parsed.scheme().to_string();
+    let port = parsed.port_or_known_default().or(match scheme.as_str() {
+        "ssh" => Some(22),
+        "git" => Some(9418),
+        _ => None,
+    })?;
+    Some((scheme, parsed.host_str()?.to_ascii_lowercase(), port))
+}
+
+/// Which of the config repository's credentials a git chart source at `chart_url` gets: all of
+/// them on the config repository's own scheme, host and port (a private chart repository beside
+/// the config repository); elsewhere only what cannot leak — over ssh the key (public-key
+/// authentication proves it without handing it over) and known_hosts (the host is still
+/// checked); never a password or token to another host, nor over a weaker scheme.
+pub fn credentials_for(config: &Credentials, repo_location: &str, chart_url: &str) -> Credentials {
+    let chart = origin(chart_url);
+    if chart.is_some() && chart == origin(repo_location) {
+        return config.clone();
+    }
+    match chart {
+        Some((scheme, _, _)) if scheme == "ssh" => Credentials {
+            identity: config.identity.clone(),
+            known_hosts: config.known_hosts.clone(),
+            username: config.username.clone(),
+            password: None,
+            bearer_token: None,
+        },
+        _ => Credentials {
+            known_hosts: config.known_hosts.clone(),
+            ..Credentials::default()
+        },
+    }
+}
+
 fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, SourceFailure> {
     let url = source.location.clone();
     if !(url.starts_with("https://") || url.starts_with("http://")) {
@@ -432,7 +574,7 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
             let hex = r.strip_prefix("sha256:").unwrap_or("");
             if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(SourceFailure::BadDigest {
-                    reference: r.to_string(),
+                    reference: clip(r, QUOTE_CHARS),
                 });
             }
             Some(hex.to_ascii_lowercase())
@@ -452,7 +594,7 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
                 message: e.to_string(),
             })?
         }
-        None => download(&url, cache.archive_limits)?,
+        None => download(&url, cache.archive_limits, cache.ca.as_ref())?,
     };
     let digest = hex::encode(Sha256::digest(&bytes));
     if let Some(expected) = &pinned {
@@ -522,20 +664,31 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
     })
 }
 
-fn download(url: &str, limits: ArchiveLimits) -> Result<Vec<u8>, SourceFailure> {
+fn download(
+    url: &str,
+    limits: ArchiveLimits,
+    ca: Option<&CaCertificates>,
+) -> Result<Vec<u8>, SourceFailure> {
     let http = |message: String| SourceFailure::Http {
         url: url.to_string(),
-        message,
+        message: clip(&message, 500),
     };
-    let client = reqwest::blocking::Client::builder()
+    let mut builder = reqwest::blocking::Client::builder()
         .timeout(limits.timeout)
-        .redirect(super::policy::same_host_redirects())
-        .build()
-        .map_err(|e| http(e.to_string()))?;
-    let response = client
-        .get(url)
-        .send()
-        .map_err(|e| http(super::policy::describe_http_error(e)))?;
+        .redirect(super::policy::same_host_redirects());
+    for certificate in ca.map(|c| c.certificates.as_slice()).unwrap_or_default() {
+        builder = builder.add_root_certificate(certificate.clone());
+    }
+    let client = builder.build().map_err(|e| http(e.to_string()))?;
+    let response = client.get(url).send().map_err(|e| {
+        let mut message = super::policy::describe_http_error(e);
+        if message.contains("certificate") {
+            message.push_str(
+                " (a private CA is trusted with --ca-file, SSL_CERT_FILE or SSL_CERT_DIR)",
+            );
+        }
+        http(message)
+    })?;
     let status = response.status();
     if !status.is_success() {
         return Err(http(format!("HTTP {status}")));
@@ -563,7 +716,12 @@ fn download(url: &str, limits: ArchiveLimits) -> Result<Vec<u8>, SourceFailure> 
     Ok(bytes)
 }
 
-/// Unpack a `.tgz` in memory, refusing anything that could escape or exhaust.
+/// How many characters of an entry's name (the archive author's data) an error quotes.
+const QUOTE_CHARS: usize = 200;
+
+/// Unpack a `.tgz` in memory, refusing anything that could escape or exhaust. Entries are read
+/// raw, so that extension headers (PAX `x`/`g`, GNU long names) are charged against
+/// `max_entries` and `max_unpacked_bytes` before their data is read, like every other entry.
 pub fn unpack(
     url: &str,
     bytes: &[u8],
@@ -571,13 +729,19 @@ pub fn unpack(
 ) -> Result<BTreeMap<String, Vec<u8>>, SourceFailure> {
     let archive_err = |message: String| SourceFailure::Archive {
         url: url.to_string(),
-        message,
+        message: clip(&message, QUOTE_CHARS),
     };
     let decoder = flate2::read::GzDecoder::new(bytes);
     let mut archive = tar::Archive::new(decoder);
     let mut files = BTreeMap::new();
     let mut total: u64 = 0;
-    let entries = archive.entries().map_err(|e| archive_err(e.to_string()))?;
+    // What the extension headers before an entry said about it.
+    let mut long_path: Option<Vec<u8>> = None;
+    let mut pax_size: Option<Vec<u8>> = None;
+    let entries = archive
+        .entries()
+        .map_err(|e| archive_err(e.to_string()))?
+        .raw(true);
     for (count, entry) in entries.enumerate() {
         if count >= limits.max_entries {
             return Err(SourceFailure::TooManyEntries {
@@ -586,24 +750,74 @@ pub fn unpack(
             });
         }
         let mut entry = entry.map_err(|e| archive_err(e.to_string()))?;
-        let raw_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let kind = entry.header().entry_type();
+        let size = entry
+            .header()
+            .entry_size()
+            .map_err(|e| archive_err(e.to_string()))?;
+        total = total.saturating_add(size);
+        if total > limits.max_unpacked_bytes {
+            return Err(SourceFailure::UnpackedTooLarge {
+                url: url.to_string(),
+                limit: limits.max_unpacked_bytes,
+            });
+        }
+        let read = |entry: &mut tar::Entry<'_, flate2::read::GzDecoder<&[u8]>>| -> Result<Vec<u8>, SourceFailure> {
+            let mut content = Vec::with_capacity(size.min(1 << 20) as usize);
+            entry
+                .take(size)
+                .read_to_end(&mut content)
+                .map_err(|e| archive_err(e.to_string()))?;
+            Ok(content)
+        };
+        if kind.is_pax_local_extensions() {
+            let data = read(&mut entry)?;
+            for extension in tar::PaxExtensions::new(&data) {
+                let extension = extension.map_err(|e| archive_err(format!("PAX header: {e}")))?;
+                match extension.key_bytes() {
+                    b"path" => long_path = Some(extension.value_bytes().to_vec()),
+                    b"size" => pax_size = Some(extension.value_bytes().to_vec()),
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        if kind.is_gnu_longname() {
+            let mut name = read(&mut entry)?;
+            while name.last() == Some(&0) {
+                name.pop();
+            }
+            long_path = Some(name);
+            continue;
+        }
+        if kind.is_pax_global_extensions() || kind.is_gnu_longlink() {
+            // A global header (`git archive` writes the commit id in one) says nothing about a
+            // file's name; a long link name belongs to a link, refused below. Charged, skipped.
+            continue;
+        }
+        let raw_path = String::from_utf8_lossy(
+            &long_path
+                .take()
+                .unwrap_or_else(|| entry.path_bytes().into_owned()),
+        )
+        .into_owned();
+        let declared_size = pax_size.take();
         let bad = |why: &str| SourceFailure::BadEntry {
             url: url.to_string(),
-            entry: raw_path.clone(),
+            entry: clip(&raw_path, QUOTE_CHARS),
             why: why.to_string(),
         };
-        let kind = entry.header().entry_type();
-        if kind.is_dir()
-            || kind.is_pax_global_extensions()
-            || kind.is_pax_local_extensions()
-            || kind.is_gnu_longname()
-        {
+        if kind.is_dir() {
             continue;
         }
         if !kind.is_file() {
             return Err(bad(
                 "is not a regular file (links and devices are not allowed)",
             ));
+        }
+        if declared_size.is_some_and(|d| d != size.to_string().as_bytes()) {
+            // Readers that honour the PAX size and readers that do not would see different files.
+            return Err(bad("has a PAX size that differs from its header's"));
         }
         if raw_path.starts_with('/') || raw_path.contains('\\') {
             return Err(bad("has an absolute path"));
@@ -613,22 +827,7 @@ pub fn unpack(
         if path.is_empty() {
             return Err(bad("has an empty path"));
         }
-        let size = entry
-            .header()
-            .size()
-            .map_err(|e| archive_err(e.to_string()))?;
-        total = total.saturating_add(size);
-        if total > limits.max_unpacked_bytes {
-            return Err(SourceFailure::UnpackedTooLarge {
-                url: url.to_string(),
-                limit: limits.max_unpacked_bytes,
-            });
-        }
-        let mut content = Vec::with_capacity(size.min(1 << 20) as usize);
-        (&mut entry)
-            .take(size)
-            .read_to_end(&mut content)
-            .map_err(|e| archive_err(e.to_string()))?;
+        let content = read(&mut entry)?;
         files.insert(path, content);
     }
     Ok(files)
@@ -766,6 +965,40 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("entry `link` is not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn credentials_go_whole_only_to_the_config_repository_origin() {
+        use crate::source::git::auth::SecretValue;
+        let config = Credentials {
+            identity: Some(SecretValue::new("KEY")),
+            known_hosts: Some("git.example.com ssh-ed25519 AAAA".into()),
+            username: Some("weft".into()),
+            password: Some(SecretValue::new("pw")),
+            bearer_token: Some(SecretValue::new("tok")),
+        };
+        let repo = "https://git.example.com/org/config.git";
+        let all = credentials_for(&config, repo, "https://GIT.example.com:443/org/charts.git");
+        assert!(all.password.is_some() && all.bearer_token.is_some());
+        for elsewhere in [
+            "https://other.example.com/org/charts.git",
+            "http://git.example.com/org/charts.git",
+            "https://git.example.com:8443/org/charts.git",
+            "git://git.example.com/charts.git",
+            "/srv/charts",
+        ] {
+            let c = credentials_for(&config, repo, elsewhere);
+            assert!(
+                c.password.is_none() && c.bearer_token.is_none() && c.identity.is_none(),
+                "{elsewhere}"
+            );
+        }
+        let ssh = credentials_for(&config, repo, "git@other.example.com:org/charts.git");
+        assert!(ssh.identity.is_some() && ssh.known_hosts.is_some());
+        assert!(ssh.password.is_none() && ssh.bearer_token.is_none());
+        let scp_repo = "git@git.example.com:org/config.git";
+        let same = credentials_for(&config, scp_repo, "ssh://git@git.example.com:22/org/x.git");
+        assert!(same.password.is_some());
     }
 
     #[test]

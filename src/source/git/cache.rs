@@ -9,13 +9,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::{Duration, Instant};
 
-use git2::{AutotagOption, Direction, ErrorClass, FetchOptions, Oid, Remote, Repository};
+use git2::{
+    AutotagOption, Direction, ErrorClass, FetchOptions, Oid, Remote, RemoteRedirect, Repository,
+};
 use sha2::{Digest, Sha256};
 
 use super::auth::{remote_callbacks, AuthState};
 use super::tree::read_tree_snapshot;
 use super::url::RemoteUrl;
-use super::{FetchOutcome, GitError, GitRef, GitSourceSpec, HistoryRewrite, TransferStats};
+use super::{
+    FetchOutcome, GitError, GitRef, GitSourceSpec, HistoryRewrite, Redirects, TransferStats,
+};
+use crate::source::policy::clip;
 use crate::source::Snapshot;
 
 /// A git repository as a source of snapshots. Keep one per URL/ref; it remembers the last good
@@ -50,6 +55,12 @@ impl Deadline {
         let at = (Instant::now() + timeout).saturating_duration_since(Self::origin());
         let ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX);
         self.0.store(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// When the deadline is, if one was started.
+    fn instant(&self) -> Option<Instant> {
+        let ms = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        (ms != 0).then(|| Self::origin() + Duration::from_millis(ms))
     }
 
     /// Whether the deadline has passed.
@@ -139,7 +150,7 @@ impl GitSource {
             return parse_oid(c);
         }
         self.deadline.start(self.spec.fetch_timeout);
-        if self.spec.credentials.bearer_token.is_some() {
+        if self.lists_by_fetching() {
             let lock = cache_lock(&self.cache_path);
             let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let _across = self.lock_across_processes()?;
@@ -149,6 +160,13 @@ impl GitSource {
         }
         let heads = self.list_remote()?;
         self.resolve_listed(&heads).map(|(oid, _)| oid)
+    }
+
+    /// Whether the remote's refs are learnt by a fetch rather than a ref listing: libgit2 sends
+    /// custom headers (a bearer token) and honours a redirect policy only when it fetches; a
+    /// listing follows any redirect of its first request.
+    fn lists_by_fetching(&self) -> bool {
+        self.spec.credentials.bearer_token.is_some() || self.spec.redirects == Redirects::SameHost
     }
 
     /// Fetch the configured ref and read its snapshot. Returns [`FetchOutcome::Unchanged`] when
@@ -206,9 +224,7 @@ impl GitSource {
         // 1. Which commit does the remote want us at? (ls-remote: refs only, no objects)
         let (oid, branch_ref) = match &self.spec.reference {
             GitRef::Commit(c) => (parse_oid(c)?, None),
-            _ if self.spec.credentials.bearer_token.is_some() => {
-                self.fetch_named_ref(&repo, &mut stats)?
-            }
+            _ if self.lists_by_fetching() => self.fetch_named_ref(&repo, &mut stats)?,
             _ => {
                 let heads = self.list_remote()?;
                 self.resolve_listed(&heads)?
@@ -275,6 +291,7 @@ impl GitSource {
             oid,
             self.spec.path.as_deref(),
             self.spec.limits,
+            self.deadline.instant(),
         )?);
         if let Err(e) = repo.reference(&self.last_good_ref, oid, true, "weft: last good snapshot") {
             return Err(self.cache_error(&e));
@@ -452,10 +469,12 @@ impl GitSource {
         } else {
             "refs/heads/"
         };
-        let names: Vec<&str> = refs
+        // Ref names are the server's words: a few, each quoted up to a bound.
+        let names: Vec<String> = refs
             .keys()
             .filter_map(|r| r.strip_prefix(prefix))
             .take(10)
+            .map(|n| clip(n, 100))
             .collect();
         let available = if refs.is_empty() {
             " (the repository is empty)".to_string()
@@ -589,6 +608,9 @@ impl GitSource {
         options.remote_callbacks(callbacks);
         options.download_tags(AutotagOption::None);
         options.update_fetchhead(false);
+        if self.spec.redirects == Redirects::SameHost {
+            options.follow_redirects(RemoteRedirect::None);
+        }
         // Shallow only into an empty cache: later fetches then send `have`s for what the cache
         // holds and receive just the new objects, and the history check below stays exact.
         let shallow = self.spec.shallow
@@ -637,10 +659,17 @@ impl GitSource {
         if super::is_no_space(e.message()) {
             return self.cache_error(e);
         }
-        let message = self
-            .spec
-            .credentials
-            .scrub(e.message(), &self.remote.secrets());
+        // The text may quote what the server said (a redirect's target, say): bounded.
+        let message = clip(
+            &self
+                .spec
+                .credentials
+                .scrub(e.message(), &self.remote.secrets()),
+            500,
+        );
+        if self.spec.redirects == Redirects::SameHost && message.contains("cannot redirect from") {
+            return GitError::RedirectRefused { url, message };
+        }
         if let Some(auth) = auth {
             let state = auth.borrow();
             if let Some((host, message)) = &state.host_key_failure {

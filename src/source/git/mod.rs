@@ -115,7 +115,21 @@ pub struct GitSourceSpec {
     pub on_history_rewrite: HistoryRewrite,
     /// The most one fetch (or ref listing) may take, whatever the server does: a server that
     /// accepts and never answers, or trickles, fails the fetch when it is over (`--fetch-timeout`).
+    /// It bounds the read of the snapshot from the fetched tree too.
     pub fetch_timeout: Duration,
+    /// Which HTTP redirects the fetch follows.
+    pub redirects: Redirects,
+}
+
+/// Which HTTP redirects a git fetch follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Redirects {
+    /// As git does by default (`http.followRedirects=initial`): any redirect of the first request.
+    #[default]
+    Initial,
+    /// Only to the same host (libgit2 compares host names), never from https to http: a remote
+    /// someone else chose (a chart source) cannot send Weft to another host.
+    SameHost,
 }
 
 /// The default of [`GitSourceSpec::fetch_timeout`].
@@ -133,6 +147,7 @@ impl fmt::Debug for GitSourceSpec {
             .field("shallow", &self.shallow)
             .field("on_history_rewrite", &self.on_history_rewrite)
             .field("fetch_timeout", &self.fetch_timeout)
+            .field("redirects", &self.redirects)
             .finish()
     }
 }
@@ -150,6 +165,7 @@ impl GitSourceSpec {
             shallow: true,
             on_history_rewrite: HistoryRewrite::default(),
             fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+            redirects: Redirects::default(),
         }
     }
 }
@@ -230,6 +246,18 @@ pub enum GitError {
     TooManyFiles { limit: usize, revision: String },
     #[error("repository is larger than {limit} bytes in total at commit {revision}")]
     TooLarge { limit: u64, revision: String },
+    #[error("the trees of commit {revision} hold more than {limit} entries (a tree that names the same subtree many times?); refusing it")]
+    TooManyTreeEntries { limit: usize, revision: String },
+    #[error("reading the files of commit {revision} did not finish within --fetch-timeout ({examined} tree entries in {elapsed:.1?}); the last good revision stays applied")]
+    ReadTimeout {
+        elapsed: Duration,
+        examined: usize,
+        revision: String,
+    },
+    #[error("--ca-file {path}: cannot load it as PEM CA certificates: {message}")]
+    CaFile { path: PathBuf, message: String },
+    #[error("{url} answered with a redirect that is not followed ({message}): git chart sources follow redirects only on the same host, never from https to http")]
+    RedirectRefused { url: String, message: String },
     #[error("cannot read the git tree at commit {revision}: {message}")]
     Read { revision: String, message: String },
 }
@@ -332,6 +360,19 @@ pub fn fetch_snapshot(
             message: "no snapshot was read".to_string(),
         })?;
     Ok(Arc::unwrap_or_clone(snapshot))
+}
+
+/// Trust the PEM certificates of `file` for every https fetch of this process, in addition to
+/// the system's (libgit2's CA setting is process-wide: the config repository and git chart
+/// sources alike). For `--ca-file`.
+pub fn trust_ca_file(file: &std::path::Path) -> Result<(), GitError> {
+    // SAFETY: libgit2 adds the file to its process-global OpenSSL context; git2 initialises
+    // libgit2 first. Called from the CLI before any fetch starts, so no TLS handshake reads the
+    // store while it changes.
+    unsafe { git2::opts::set_ssl_cert_file(file) }.map_err(|e| GitError::CaFile {
+        path: file.to_path_buf(),
+        message: e.message().to_string(),
+    })
 }
 
 /// A cache directory for the CLI: `$XDG_CACHE_HOME/weft/git`, else `~/.cache/weft/git`, else

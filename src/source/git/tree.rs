@@ -1,21 +1,42 @@
 //! A [`Snapshot`] read from the tree of one commit: no checkout, names checked, symlinks followed
-//! only inside the repository, limits on files and sizes.
+//! only inside the repository, limits on files and sizes — and on the walk itself, since a
+//! crafted commit is a graph, not a directory: a few kilobytes of trees that name the same
+//! subtree many times describe billions of entries (a "tree bomb").
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Instant;
 
 use git2::{ObjectType, Oid, Repository};
 
 use super::GitError;
+use crate::source::policy::clip;
 use crate::source::{Snapshot, SnapshotLimits};
 
+/// Tree entries one snapshot may examine, per file it may hold ([`SnapshotLimits::max_files`]):
+/// every entry counts — directories, skipped dot-files and submodules too — so a tree that
+/// names one subtree many times is refused after this many, whatever its leaves are.
+pub const TREE_ENTRIES_PER_FILE: usize = 4;
+/// Longest path of a file in a snapshot (Linux's `PATH_MAX`): no checkout could hold a longer one.
+pub const MAX_PATH_BYTES: usize = 4096;
+/// Largest symlink blob that is read as a link target (`PATH_MAX` again); its size is read from
+/// the object header before the blob.
+pub const MAX_SYMLINK_TARGET_BYTES: usize = 4096;
+/// How many characters of a name or a link target (data of whoever wrote the commit) an error
+/// message quotes.
+pub const QUOTE_CHARS: usize = 200;
+/// Entries between two looks at the clock (the fetch's deadline also bounds the read).
+const DEADLINE_CHECK_EVERY: usize = 1024;
+
 /// Read the files of the tree at `commit` (below `path`, if given) into a snapshot, refusing
-/// unsafe names, symlinks that leave the repository, and anything over `limits`.
+/// unsafe names, symlinks that leave the repository, and anything over `limits`; past
+/// `deadline` (the fetch's, `--fetch-timeout`) the read stops with [`GitError::ReadTimeout`].
 pub fn read_tree_snapshot(
     repo: &Repository,
     commit: Oid,
     path: Option<&str>,
     limits: SnapshotLimits,
+    deadline: Option<Instant>,
 ) -> Result<Snapshot, GitError> {
     let revision = commit.to_string();
     let read_err = |e: git2::Error| GitError::Read {
@@ -26,26 +47,26 @@ pub fn read_tree_snapshot(
         .find_commit(commit)
         .and_then(|c| c.tree())
         .map_err(read_err)?;
-    let base: Vec<String> = path
+    let base: Vec<&str> = path
         .map(|p| {
             p.split('/')
                 .filter(|c| !c.is_empty() && *c != ".")
-                .map(str::to_string)
                 .collect()
         })
         .unwrap_or_default();
+    let base = base.join("/");
     let start = if base.is_empty() {
         root.clone()
     } else {
-        let entry =
-            root.get_path(Path::new(&base.join("/")))
-                .map_err(|_| GitError::PathNotFound {
-                    path: base.join("/"),
-                    revision: revision.clone(),
-                })?;
+        let entry = root
+            .get_path(Path::new(&base))
+            .map_err(|_| GitError::PathNotFound {
+                path: clip(&base, QUOTE_CHARS),
+                revision: revision.clone(),
+            })?;
         if entry.kind() != Some(ObjectType::Tree) {
             return Err(GitError::PathNotADirectory {
-                path: base.join("/"),
+                path: clip(&base, QUOTE_CHARS),
                 revision: revision.clone(),
             });
         }
@@ -64,50 +85,73 @@ pub fn read_tree_snapshot(
             files: BTreeMap::new(),
         },
     };
+    let max_entries = limits.max_files.saturating_mul(TREE_ENTRIES_PER_FILE);
+    let started = Instant::now();
+    let mut examined: usize = 0;
     // Depth-first over (repo-relative dir, snapshot-relative dir, tree).
-    let mut pending = vec![(base.clone(), Vec::<String>::new(), start)];
+    let mut pending = vec![(base.clone(), String::new(), start)];
     while let Some((repo_dir, rel_dir, tree)) = pending.pop() {
         for entry in tree.iter() {
-            let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
+            examined += 1;
+            if examined > max_entries {
+                return Err(GitError::TooManyTreeEntries {
+                    limit: max_entries,
+                    revision: revision.clone(),
+                });
+            }
+            if examined.is_multiple_of(DEADLINE_CHECK_EVERY)
+                && deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                return Err(GitError::ReadTimeout {
+                    elapsed: started.elapsed(),
+                    examined,
+                    revision: revision.clone(),
+                });
+            }
+            let name = String::from_utf8_lossy(entry.name_bytes());
             let repo_path = join(&repo_dir, &name);
-            check_entry_name(&name).map_err(|reason| GitError::UnsafePath {
-                path: repo_path.clone(),
+            let unsafe_path = |reason: String| GitError::UnsafePath {
+                path: clip(&repo_path, QUOTE_CHARS),
                 revision: revision.clone(),
-                reason: reason.to_string(),
-            })?;
+                reason,
+            };
+            check_entry_name(&name).map_err(|reason| unsafe_path(reason.to_string()))?;
             if name.starts_with('.') {
                 // Like a local directory: dot-files and dot-directories (.git, .github) are not config.
                 continue;
             }
-            let mut child_repo = repo_dir.clone();
-            child_repo.push(name.clone());
-            let mut child_rel = rel_dir.clone();
-            child_rel.push(name.clone());
+            if repo_path.len() > MAX_PATH_BYTES {
+                return Err(unsafe_path(format!(
+                    "the path is {} bytes long, over the limit of {MAX_PATH_BYTES}",
+                    repo_path.len()
+                )));
+            }
+            let rel_path = join(&rel_dir, &name);
             match entry.filemode() {
                 0o040000 => {
                     let sub = repo.find_tree(entry.id()).map_err(read_err)?;
-                    pending.push((child_repo, child_rel, sub));
+                    pending.push((repo_path, rel_path, sub));
                 }
                 0o120000 => {
-                    if let Some(blob) = reader.resolve_symlink(&child_repo, entry.id())? {
-                        reader.add_file(&child_repo, child_rel.join("/"), blob)?;
+                    if let Some(blob) = reader.resolve_symlink(&repo_path, entry.id())? {
+                        reader.add_file(&repo_path, rel_path, blob)?;
                     }
                 }
                 0o160000 => {
-                    tracing::debug!(path = %repo_path, "git: skipping submodule");
+                    tracing::debug!(path = %clip(&repo_path, QUOTE_CHARS), "git: skipping submodule");
                 }
-                _ => reader.add_file(&child_repo, child_rel.join("/"), entry.id())?,
+                _ => reader.add_file(&repo_path, rel_path, entry.id())?,
             }
         }
     }
     Ok(reader.snapshot)
 }
 
-fn join(dir: &[String], name: &str) -> String {
+fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() {
         name.to_string()
     } else {
-        format!("{}/{name}", dir.join("/"))
+        format!("{dir}/{name}")
     }
 }
 
@@ -154,13 +198,12 @@ impl TreeReader<'_> {
         }
     }
 
-    fn add_file(&mut self, repo_path: &[String], rel: String, blob: Oid) -> Result<(), GitError> {
-        let path = repo_path.join("/");
+    fn add_file(&mut self, repo_path: &str, rel: String, blob: Oid) -> Result<(), GitError> {
         let (size, _) = self.odb.read_header(blob).map_err(|e| self.read_err(e))?;
         let size = size as u64;
         if size > self.limits.max_file_bytes {
             return Err(GitError::FileTooLarge {
-                path,
+                path: clip(repo_path, QUOTE_CHARS),
                 size,
                 limit: self.limits.max_file_bytes,
                 revision: self.revision.to_string(),
@@ -189,26 +232,34 @@ impl TreeReader<'_> {
         Ok(())
     }
 
+    /// The target of a symlink blob, its size checked before it is read.
+    fn link_target(&self, link_path: &str, blob: Oid) -> Result<String, GitError> {
+        let (size, _) = self.odb.read_header(blob).map_err(|e| self.read_err(e))?;
+        if size > MAX_SYMLINK_TARGET_BYTES {
+            return Err(GitError::UnsafePath {
+                path: clip(link_path, QUOTE_CHARS),
+                revision: self.revision.to_string(),
+                reason: format!(
+                    "symlink target is {size} bytes, over the limit of {MAX_SYMLINK_TARGET_BYTES}"
+                ),
+            });
+        }
+        let blob = self.repo.find_blob(blob).map_err(|e| self.read_err(e))?;
+        Ok(String::from_utf8_lossy(blob.content()).into_owned())
+    }
+
     /// Follow a symlink (and symlink chains) inside the commit's tree. Returns the blob it
     /// points to, or `None` for a link to a directory (read through its real path, as for a
     /// local directory).
-    fn resolve_symlink(
-        &self,
-        link_path: &[String],
-        link_blob: Oid,
-    ) -> Result<Option<Oid>, GitError> {
-        let mut current_path = link_path.to_vec();
+    fn resolve_symlink(&self, link_path: &str, link_blob: Oid) -> Result<Option<Oid>, GitError> {
+        let mut current_path: Vec<String> = link_path.split('/').map(str::to_string).collect();
         let mut current_blob = link_blob;
         for _ in 0..16 {
-            let target_blob = self
-                .repo
-                .find_blob(current_blob)
-                .map_err(|e| self.read_err(e))?;
-            let target = String::from_utf8_lossy(target_blob.content()).into_owned();
             let shown = current_path.join("/");
+            let target = self.link_target(&shown, current_blob)?;
             let escapes = || GitError::SymlinkEscapes {
-                path: shown.clone(),
-                target: target.clone(),
+                path: clip(&shown, QUOTE_CHARS),
+                target: clip(&target, QUOTE_CHARS),
                 revision: self.revision.to_string(),
             };
             if target.starts_with('/') || target.contains('\\') {
@@ -234,8 +285,8 @@ impl TreeReader<'_> {
                 .root
                 .get_path(Path::new(&resolved.join("/")))
                 .map_err(|_| GitError::DanglingSymlink {
-                    path: shown.clone(),
-                    target: target.clone(),
+                    path: clip(&shown, QUOTE_CHARS),
+                    target: clip(&target, QUOTE_CHARS),
                     revision: self.revision.to_string(),
                 })?;
             match entry.filemode() {
@@ -249,7 +300,7 @@ impl TreeReader<'_> {
             }
         }
         Err(GitError::UnsafePath {
-            path: link_path.join("/"),
+            path: clip(link_path, QUOTE_CHARS),
             revision: self.revision.to_string(),
             reason: "symlink chain longer than 16 links".to_string(),
         })
