@@ -114,9 +114,11 @@ async fn reload_secrets(
         if let Some(path) = webhook_secret_file.as_ref().filter(|p| p.exists()) {
             match WebhookSecrets::load(path) {
                 Ok(hooks) => {
+                    let open = hooks.open_hooks();
                     if state.set_webhooks(hooks) {
                         tracing::info!(
-                            "the webhook secrets changed in their files; the new ones are in use"
+                            open = ?open,
+                            "the webhook secrets changed in their files; the new ones are in use (the other hooks are closed)"
                         );
                     }
                 }
@@ -274,6 +276,9 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         cfg.http_limits,
     );
     server_state.set_sync_token(sync_token);
+    if let Some(path) = &cfg.webhook_secret_file {
+        tracing::info!(path = %path.display(), open = ?webhooks.open_hooks(), "webhook secrets loaded; the other hooks are closed");
+    }
     server_state.set_webhooks(webhooks);
     // Rotated secrets (a mounted Secret is updated in place) take effect without a restart.
     tokio::spawn(reload_secrets(
