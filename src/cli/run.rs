@@ -56,6 +56,8 @@ pub struct RunConfig {
     pub listen: String,
     /// Address of the webhooks and the sync endpoint.
     pub hooks_listen: String,
+    /// Weft's Service: where a standby may forward to (`--service-name`).
+    pub service_name: String,
     /// Bounds of the HTTP server.
     pub http_limits: server::HttpLimits,
     pub sync_token_file: Option<PathBuf>,
@@ -298,7 +300,8 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
             &crate::daemon::leader::lease_name(&cfg.pass_options.root_name),
             &cfg.identity,
         )
-        .with_shards(cfg.shards),
+        .with_shards(cfg.shards)
+        .with_service(&cfg.service_name),
     );
     let server_task = tokio::spawn(server::serve(listeners, server_state, async move {
         let _ = server_stop_rx.await;
