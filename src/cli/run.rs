@@ -208,6 +208,7 @@ fn start_notifications(
             .watch_namespaces
             .listed()
             .map(|l| l.map(str::to_string).collect()),
+        policy: cfg.trust.notification_urls.clone(),
         ..Default::default()
     };
     let counters = state.metrics.notifications.clone();
