@@ -207,15 +207,16 @@ async fn one_peer_with_300_keep_alive_connections_does_not_hold_up_a_signed_webh
     ns.delete().await;
 }
 
-/// One slow body of almost 1 MiB with a fake signature: sent at once but for its last bytes,
-/// which trickle; again when the server answers or closes.
+/// One slow 1 MiB body with a fake signature: all of it sent at once but its last byte, which
+/// never comes (the server holds it until the body timeout); again when the server answers or
+/// closes. Sixteen of these fill the whole 16 MiB body budget but for 16 bytes.
 async fn slow_body_attacker(hooks: SocketAddr, answers: Arc<Answers>) {
     const LENGTH: usize = 1024 * 1024;
     let head = format!(
         "POST /hooks/github HTTP/1.1\r\nHost: weft\r\nX-GitHub-Event: push\r\nX-Hub-Signature-256: sha256={}\r\nContent-Length: {LENGTH}\r\n\r\n",
         "0".repeat(64)
     );
-    let bulk: Arc<[u8]> = vec![b'{'; LENGTH - 1024].into();
+    let bulk: Arc<[u8]> = vec![b'{'; LENGTH - 1].into();
     loop {
         let (head, bulk) = (head.clone(), bulk.clone());
         let Ok(s) = hostile_connect(hooks).await else {
@@ -225,18 +226,11 @@ async fn slow_body_attacker(hooks: SocketAddr, answers: Arc<Answers>) {
         answers.connections.fetch_add(1, Ordering::Relaxed);
         let (mut r, mut w) = s.into_split();
         let sender = tokio::spawn(async move {
-            if w.write_all(head.as_bytes()).await.is_err() {
-                return;
+            if w.write_all(head.as_bytes()).await.is_ok() {
+                let _ = w.write_all(&bulk).await;
             }
-            if w.write_all(&bulk).await.is_err() {
-                return;
-            }
-            loop {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                if w.write_all(b" ").await.is_err() {
-                    return;
-                }
-            }
+            // Hold the connection (and the last byte) until the server gives up.
+            std::future::pending::<()>().await;
         });
         let mut buf = vec![0u8; 4096];
         match r.read(&mut buf).await {
