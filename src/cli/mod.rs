@@ -90,9 +90,12 @@ pub fn main() -> ExitCode {
 /// pipe gets no escape sequences. The filter is `WEFT_LOG`, else `RUST_LOG`, else `info`. Every
 /// line passes [`redact_url_passwords`](crate::api::redact::redact_url_passwords) on its way out.
 fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_env("RUST_LOG"))
-        .unwrap_or_else(|_| "info".into());
+    let directives = log_directives(
+        std::env::var("WEFT_LOG").ok(),
+        std::env::var("RUST_LOG").ok(),
+    );
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| RedactedStderr);
@@ -128,6 +131,16 @@ fn print_diagnostics(diags: &Diagnostics) {
     }
 }
 
+/// The log filter: `WEFT_LOG`, else `RUST_LOG` (what every Rust program and operator knows),
+/// else `info`; an empty variable counts as unset.
+fn log_directives(weft_log: Option<String>, rust_log: Option<String>) -> String {
+    [weft_log, rust_log]
+        .into_iter()
+        .flatten()
+        .find(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "info".to_string())
+}
+
 /// stderr, with the password or token of every URL in a log line replaced by `***`: the last
 /// net under the redaction each message already gets. The fmt layer writes one event per
 /// `write_all`, so a URL is never split between two calls.
@@ -143,5 +156,19 @@ impl std::io::Write for RedactedStderr {
 
     fn flush(&mut self) -> std::io::Result<()> {
         std::io::stderr().flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_directives;
+
+    #[test]
+    fn weft_log_then_rust_log_then_info() {
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(log_directives(s("debug"), s("trace")), "debug");
+        assert_eq!(log_directives(None, s("weft=trace")), "weft=trace");
+        assert_eq!(log_directives(s(" "), s("warn")), "warn");
+        assert_eq!(log_directives(None, None), "info");
     }
 }
