@@ -342,6 +342,10 @@ async fn request_headers_are_capped_at_64_kib() {
         fits.len(),
         past.len()
     );
+    // The secrets are read again every 5 s; unchanged, they are not logged again.
+    tokio::time::sleep(weft::cli::run::SECRET_RELOAD_INTERVAL * 2 + Duration::from_secs(1)).await;
+    let loaded = d.logs().matches("webhook secrets loaded").count();
+    assert_eq!(loaded, 1, "{}", d.logs());
     ns.delete().await;
 }
 
