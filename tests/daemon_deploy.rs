@@ -224,6 +224,18 @@ async fn kubectl_apply_of_deploy_creates_everything() {
             &["update", "leases/someone-else", "-n", "weft-system"][..],
             false,
         ),
+        // Issue 30: shard 0 lists the Leases; a standby checks the leader against the endpoints.
+        (&["list", "leases", "-n", "weft-system"][..], true),
+        (
+            &[
+                "list",
+                "endpointslices.discovery.k8s.io",
+                "-n",
+                "weft-system",
+            ][..],
+            true,
+        ),
+        (&["list", "leases", "-n", "default"][..], false),
         (
             &[
                 "patch",

@@ -54,8 +54,11 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     work.commit("one");
     work.push();
     let url = server.url("config.git");
+    // Each replica as a pod: it publishes `http://<pod IP>:<hooks port>` on the Lease.
+    let ip = support::daemon::host_ip();
     let opts = || DaemonOptions {
         lease_duration: "4s",
+        pod_ip: Some(ip.clone()),
         ..DaemonOptions::new(&url, ns.name())
     };
     let first = Daemon::start(opts());
@@ -68,6 +71,14 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
         .await;
 
     let mut second = Daemon::start(opts());
+    // The endpoint controller's work for Weft's Service: a standby forwards only to these.
+    support::daemon::publish_endpoints(
+        ns.client(),
+        ns.name(),
+        &ip,
+        &[first.hooks_port, second.hooks_port],
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!leader_of(&second).await, "two leaders:\n{}", second.logs());
     assert!(leader_of(&first).await);

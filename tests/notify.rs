@@ -199,6 +199,28 @@ async fn root_alert(ns: &TestNamespace, name: &str, provider: &str, severity: Se
         .expect("create Alert");
 }
 
+/// `weft run` with `--allowed-notification-urls` opting in to these loopback receivers, as an
+/// operator would (loopback is refused by default).
+fn daemon_allowing(repo: &str, ns: &TestNamespace, receivers: &[&str]) -> Daemon {
+    let mut opts = DaemonOptions::new(repo, ns.name());
+    // Only this test's Providers: a daemon judges (and writes the status of) every Provider it
+    // watches, and the daemons of tests running beside it allow other receivers.
+    opts.extra = vec![
+        "--allowed-notification-urls".into(),
+        receivers.join(","),
+        "--watch-namespaces".into(),
+        ns.name().into(),
+    ];
+    Daemon::start(opts)
+}
+
+impl Receiver {
+    /// The prefix that allows this receiver and nothing else on loopback.
+    fn prefix(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
 fn configmap(ns: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\n  namespace: {ns}\ndata:\n  value: hello\n")
 }
@@ -243,7 +265,7 @@ async fn a_failed_pass_reaches_the_webhooks_with_file_and_line_signed() {
         .write("apps/bad.yaml", "apiVersion: v1\nkind: ConfigMap: oops\n");
     let sha = repo.work.commit("a YAML error");
     repo.work.push();
-    let d = Daemon::start(DaemonOptions::new(&repo.url(), ns.name()));
+    let d = daemon_allowing(&repo.url(), &ns, &[&generic.prefix(), &hmac.prefix()]);
 
     let seen = generic
         .wait_for(
@@ -355,7 +377,16 @@ async fn a_new_revision_gets_pending_then_success_commit_statuses() {
     repo.work.write("apps/greeting.yaml", configmap(ns.name()));
     let sha = repo.work.commit("greeting");
     repo.work.push();
-    let d = Daemon::start(DaemonOptions::new(&repo.url(), ns.name()));
+    let d = daemon_allowing(
+        &repo.url(),
+        &ns,
+        &[
+            &github.prefix(),
+            &gitlab.prefix(),
+            &errors_only.prefix(),
+            &failing.prefix(),
+        ],
+    );
 
     let s = d
         .wait_status("the first pass succeeded", Duration::from_secs(40), |s| {
@@ -459,11 +490,13 @@ async fn a_provider_without_the_key_its_type_needs_is_not_ready() {
         Some("no-token"),
     )
     .await;
+    // An address every daemon allows (other tests' daemons, watching every namespace with the
+    // default policy, judge this Provider too); nothing is sent to it (no Alert names it).
     provider(
         &ns,
         "fine",
         ProviderType::Generic,
-        "http://127.0.0.1:9/x",
+        "https://hooks.example.com/x",
         None,
     )
     .await;
@@ -472,7 +505,7 @@ async fn a_provider_without_the_key_its_type_needs_is_not_ready() {
     repo.work.write("apps/greeting.yaml", configmap(ns.name()));
     repo.work.commit("greeting");
     repo.work.push();
-    let d = Daemon::start(DaemonOptions::new(&repo.url(), ns.name()));
+    let d = daemon_allowing(&repo.url(), &ns, &["https://"]);
 
     let providers: Api<Provider> = ns.api();
     let alerts: Api<Alert> = ns.api();
@@ -491,7 +524,7 @@ async fn a_provider_without_the_key_its_type_needs_is_not_ready() {
                 b.message,
                 "Secret no-token has no key `token`, which provider type github needs"
             );
-            assert_eq!(format!("{:?}", f.status), "True");
+            assert_eq!(format!("{:?}", f.status), "True", "{f:?}");
             assert_eq!(o.reason, "ProviderNotFound", "{o:?}");
             break;
         }
@@ -503,5 +536,107 @@ async fn a_provider_without_the_key_its_type_needs_is_not_ready() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    ns.delete().await;
+}
+
+/// Issue 30: a Provider may not make Weft post to loopback (the node's services, the kubelet)
+/// or link-local (cloud metadata) unless the operator lists that address. The receiver outside
+/// the list gets nothing and its Provider says why; the listed one gets the pass's events.
+#[tokio::test]
+async fn a_provider_address_outside_the_allow_list_gets_nothing() {
+    let ns = TestNamespace::new("notify-policy").await;
+    install_crds(&ns.client()).await;
+    let listed = Receiver::start(200, Duration::ZERO).await;
+    let internal = Receiver::start(200, Duration::ZERO).await;
+    provider(
+        &ns,
+        "listed",
+        ProviderType::Generic,
+        &listed.url("/ok"),
+        None,
+    )
+    .await;
+    provider(
+        &ns,
+        "internal",
+        ProviderType::Generic,
+        &internal.url("/secret-service"),
+        None,
+    )
+    .await;
+    provider(
+        &ns,
+        "metadata",
+        ProviderType::Generic,
+        "https://169.254.169.254/latest/meta-data/",
+        None,
+    )
+    .await;
+    root_alert(&ns, "to-listed", "listed", SeverityFilter::Info).await;
+    root_alert(&ns, "to-internal", "internal", SeverityFilter::Info).await;
+    root_alert(&ns, "to-metadata", "metadata", SeverityFilter::Info).await;
+    let repo = ServedRepo::start();
+    repo.work.write("apps/greeting.yaml", configmap(ns.name()));
+    repo.work.commit("greeting");
+    repo.work.push();
+    let d = daemon_allowing(&repo.url(), &ns, &["https://", &listed.prefix()]);
+
+    listed
+        .wait_for(
+            "the pass's events at the listed receiver",
+            Duration::from_secs(40),
+            &d,
+            |r| {
+                r.iter()
+                    .any(|r| r.json()["reason"] == "ReconciliationSucceeded")
+            },
+        )
+        .await;
+    let providers: Api<Provider> = ns.api();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (internal_ready, metadata_ready) = loop {
+        let ready = |p: Provider| {
+            p.status
+                .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+        };
+        let i = ready(providers.get("internal").await.unwrap());
+        let m = ready(providers.get("metadata").await.unwrap());
+        if let (Some(i), Some(m)) = (&i, &m) {
+            break (i.clone(), m.clone());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no Ready conditions: {i:?} {m:?}\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for c in [&internal_ready, &metadata_ready] {
+        assert_eq!(c.reason, "AddressNotAllowed", "{c:?}");
+        assert_eq!(format!("{:?}", c.status), "False");
+        assert!(!c.message.contains("secret-service"), "{c:?}");
+    }
+    // http is not listed for that port; the listed https reaches no link-local host either.
+    assert!(
+        internal_ready
+            .message
+            .contains("not allowed by --allowed-notification-urls"),
+        "{internal_ready:?}"
+    );
+    assert!(
+        metadata_ready.message.contains("link-local"),
+        "{metadata_ready:?}"
+    );
+    assert!(
+        internal.seen().is_empty(),
+        "the unlisted loopback receiver got {} request(s)",
+        internal.seen().len()
+    );
+    println!(
+        "notify policy: listed receiver got {} event(s); unlisted loopback receiver 0; \"{}\" / \"{}\"",
+        listed.seen().len(),
+        internal_ready.message,
+        metadata_ready.message
+    );
     ns.delete().await;
 }

@@ -1,4 +1,5 @@
-//! The real `weft run` daemon against a few hundred hostile clients on loopback: slowloris
+//! The real `weft run` daemon against a few hundred hostile clients on loopback (each from its
+//! own address, 127.0.1.x: a few hundred peers): slowloris
 //! headers, slow bodies, oversized `Content-Length`, wrong tokens with huge bodies announced.
 //! Legitimate requests (health on port `http`, signed webhooks on port `hooks`) keep being
 //! answered; slow clients are cut after the header and body timeouts; the daemon's memory
@@ -13,7 +14,6 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions};
@@ -53,12 +53,24 @@ struct Cut {
     answer: String,
 }
 
-/// Connect, send `first`, then one byte of `trickle` every 500 ms until the server answers or
-/// closes (or `give_up` passes).
-async fn hostile(addr: SocketAddr, first: Vec<u8>, trickle: &'static [u8]) -> Cut {
+/// Client `n`'s own loopback address (127.0.1.1, 127.0.1.2, …): a few hundred clients are a
+/// few hundred peers, as on a network, each well under the per-peer limits (tests/attack_server.rs
+/// covers one peer with many connections).
+fn client_address(n: usize) -> SocketAddr {
+    let (hi, lo) = (1 + n / 250, 1 + n % 250);
+    format!("127.0.{hi}.{lo}:0").parse().unwrap()
+}
+
+/// Connect from client `n`'s address, send `first`, then one byte of `trickle` every 500 ms
+/// until the server answers or closes (or `give_up` passes).
+async fn hostile(n: usize, addr: SocketAddr, first: Vec<u8>, trickle: &'static [u8]) -> Cut {
     let give_up = Duration::from_secs(25);
     let started = Instant::now();
-    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(client_address(n))
+        .expect("bind a loopback address");
+    let mut s = socket.connect(addr).await.expect("connect");
     if s.write_all(&first).await.is_err() {
         return Cut {
             after: Some(started.elapsed()),
@@ -136,9 +148,10 @@ async fn hostile_clients_are_cut_and_memory_and_descriptors_stay_bounded() {
     let sig = format!("sha256={}", "0".repeat(64));
     for _ in 0..SLOWLORIS {
         let head = b"POST /hooks/github HTTP/1.1\r\nHost: weft\r\nX-Slow: ".to_vec();
+        let n = clients.len();
         clients.push((
             "slowloris",
-            tokio::spawn(hostile(hooks, head, b"aaaaaaaaaaaaaaaaaaaaaa")),
+            tokio::spawn(hostile(n, hooks, head, b"aaaaaaaaaaaaaaaaaaaaaa")),
         ));
     }
     for _ in 0..SLOW_BODIES {
@@ -147,18 +160,21 @@ async fn hostile_clients_are_cut_and_memory_and_descriptors_stay_bounded() {
         )
         .into_bytes();
         first.extend(std::iter::repeat_n(b'{', SLOW_BODY_PREFIX));
-        clients.push(("slow body", tokio::spawn(hostile(hooks, first, b" "))));
+        let n = clients.len();
+        clients.push(("slow body", tokio::spawn(hostile(n, hooks, first, b" "))));
     }
     for _ in 0..OVERSIZED {
         let first = format!(
             "POST /hooks/github HTTP/1.1\r\nHost: weft\r\nX-Hub-Signature-256: {sig}\r\nContent-Length: 100000000\r\n\r\n"
         )
         .into_bytes();
-        clients.push(("oversized", tokio::spawn(hostile(hooks, first, b"x"))));
+        let n = clients.len();
+        clients.push(("oversized", tokio::spawn(hostile(n, hooks, first, b"x"))));
     }
     for _ in 0..WRONG_TOKENS {
         let first = b"POST /api/v1/sync HTTP/1.1\r\nHost: weft\r\nAuthorization: Bearer guess\r\nContent-Length: 10000000\r\n\r\n".to_vec();
-        clients.push(("wrong token", tokio::spawn(hostile(hooks, first, b"x"))));
+        let n = clients.len();
+        clients.push(("wrong token", tokio::spawn(hostile(n, hooks, first, b"x"))));
     }
 
     // Meanwhile: legitimate requests, and the daemon's memory and descriptors.

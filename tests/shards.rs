@@ -138,8 +138,17 @@ fn sharded<'a>(url: &'a str, ns: &'a str, count: u32) -> DaemonOptions<'a> {
     DaemonOptions {
         lease_duration: "4s",
         extra: vec!["--shards".into(), count.to_string()],
+        // As pods: a holder passes a push on only to endpoints of Weft's Service.
+        pod_ip: Some(support::daemon::host_ip()),
         ..DaemonOptions::new(url, ns)
     }
+}
+
+/// The endpoint controller's work: these replicas are the endpoints of Weft's Service.
+async fn publish<'a>(ns: &TestNamespace, ds: impl IntoIterator<Item = &'a Daemon>) {
+    let ports: Vec<u16> = ds.into_iter().map(|d| d.hooks_port).collect();
+    support::daemon::publish_endpoints(ns.client(), ns.name(), &support::daemon::host_ip(), &ports)
+        .await;
 }
 
 #[tokio::test]
@@ -155,6 +164,7 @@ async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() 
     let replicas: Vec<Daemon> = (0..3)
         .map(|_| Daemon::start(sharded(&url, ns.name(), 3)))
         .collect();
+    publish(&ns, &replicas).await;
     let logs = || {
         replicas
             .iter()
@@ -219,6 +229,7 @@ async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() 
     // A standby, then SIGKILL of the holder of shard 1: the standby takes shard 1 over within
     // the 4 s lease (plus its retry period), and nothing is deleted.
     let standby = Daemon::start(sharded(&url, ns.name(), 3));
+    publish(&ns, replicas.iter().chain([&standby])).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
         held(&standby.status().await).is_empty(),
@@ -278,6 +289,7 @@ async fn changing_the_shard_count_moves_units_without_deleting_objects() {
     let mut three: Vec<Daemon> = (0..3)
         .map(|_| Daemon::start(sharded(&url, ns.name(), 3)))
         .collect();
+    publish(&ns, &three).await;
     let logs3 = |ds: &[Daemon]| {
         ds.iter()
             .map(Daemon::logs)
@@ -316,6 +328,7 @@ async fn changing_the_shard_count_moves_units_without_deleting_objects() {
     let two: Vec<Daemon> = (0..2)
         .map(|_| Daemon::start(sharded(&url, ns.name(), 2)))
         .collect();
+    publish(&ns, &two).await;
     let logs2 = || logs3(&two);
     let after = wait_assigned(
         &api_of(&ns),

@@ -79,11 +79,21 @@ async fn two_replicas_under_pushes_and_webhooks_lose_nothing_and_apply_each_revi
     work.commit("0");
     work.push();
     let url = server.url("config.git");
+    // Replicas as pods of Weft's Service: a standby forwards only to its endpoints.
+    let ip = support::daemon::host_ip();
     let opts = || DaemonOptions {
         lease_duration: "4s",
+        pod_ip: Some(ip.clone()),
         ..DaemonOptions::new(&url, &name)
     };
     let replicas = [Daemon::start(opts()), Daemon::start(opts())];
+    support::daemon::publish_endpoints(
+        ns.client(),
+        &name,
+        &ip,
+        &[replicas[0].hooks_port, replicas[1].hooks_port],
+    )
+    .await;
     replicas[0]
         .wait_status("a first pass", Duration::from_secs(60), |s| {
             s["lastPass"]["result"] == "succeeded"

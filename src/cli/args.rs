@@ -319,6 +319,11 @@ pub struct TrustArgs {
     /// allowed.
     #[arg(long, env = "WEFT_ALLOWED_CHART_SOURCES", default_value = DEFAULT_CHART_SOURCES)]
     pub allowed_chart_sources: String,
+    /// URL prefixes notification Provider addresses may name (comma-separated). Default: https
+    /// to any host; loopback and link-local hosts only when a prefix names that host
+    /// (`http://127.0.0.1:9000/`).
+    #[arg(long, env = "WEFT_ALLOWED_NOTIFICATION_URLS")]
+    pub allowed_notification_urls: Option<String>,
 }
 
 /// The daemon's trust settings, checked.
@@ -327,6 +332,7 @@ pub struct Trust {
     pub watch_namespaces: WatchNamespaces,
     pub allowed_channels: ChannelPolicy,
     pub chart_sources: ChartSourcePolicy,
+    pub notification_urls: crate::notify::policy::NotificationPolicy,
 }
 
 impl TrustArgs {
@@ -343,10 +349,18 @@ impl TrustArgs {
         let chart_sources = ChartSourcePolicy::Remote(
             UrlAllowList::parse(&self.allowed_chart_sources).context("--allowed-chart-sources")?,
         );
+        let notification_urls = self
+            .allowed_notification_urls
+            .as_deref()
+            .map(crate::notify::policy::NotificationPolicy::parse)
+            .transpose()
+            .context("--allowed-notification-urls")?
+            .unwrap_or_default();
         Ok(Trust {
             watch_namespaces: WatchNamespaces::only(self.watch_namespaces.iter().cloned()),
             allowed_channels,
             chart_sources,
+            notification_urls,
         })
     }
 }

@@ -44,6 +44,19 @@ pub struct RunArgs {
     /// Connections served at once on each HTTP listener; more wait in the accept queue.
     #[arg(long, env = "WEFT_MAX_CONNECTIONS", default_value = "256", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+    /// Connections one client (an IPv4 address, an IPv6 /64) may hold at once on each HTTP
+    /// listener; more are answered 503 and closed. Behind a proxy that does not keep the client's
+    /// address, the proxy is one client: raise this to --max-connections.
+    #[arg(long, env = "WEFT_MAX_CONNECTIONS_PER_PEER", default_value = "32", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections_per_peer: u32,
+    /// Bytes of request bodies one client may have in flight at once (of the 16 MiB all clients
+    /// share); past it, 503.
+    #[arg(long, env = "WEFT_MAX_BODY_BYTES_PER_PEER", default_value = "4194304", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_body_bytes_per_peer: u64,
+    /// Weft's Service in its namespace: a standby forwards webhooks and sync requests only to
+    /// a leader whose hooks URL is one of this Service's endpoints.
+    #[arg(long, env = "WEFT_SERVICE_NAME", default_value = crate::server::forward::DEFAULT_SERVICE_NAME)]
+    pub service_name: String,
     /// A client must send a request's headers within this (also the idle keep-alive limit).
     #[arg(long, env = "WEFT_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     pub http_header_timeout: Duration,
@@ -100,11 +113,15 @@ impl RunArgs {
             interval: self.interval,
             listen: self.listen.clone(),
             hooks_listen: self.hooks_listen.clone(),
+            service_name: self.service_name.clone(),
             http_limits: crate::server::HttpLimits {
                 max_connections: self.max_connections as usize,
                 header_read_timeout: self.http_header_timeout,
                 body_read_timeout: self.http_body_timeout,
                 request_timeout: self.http_request_timeout,
+                max_connections_per_peer: self.max_connections_per_peer as usize,
+                body_bytes_per_peer: usize::try_from(self.max_body_bytes_per_peer)
+                    .unwrap_or(usize::MAX),
                 ..Default::default()
             },
             sync_token_file: self.sync_token_file.clone(),

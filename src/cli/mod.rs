@@ -78,20 +78,27 @@ pub fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // A URL in the chain may carry a token as its user name (`https://<token>@host`).
+            let text = crate::api::redact::redact_url_passwords(&format!("{e:#}"));
+            eprintln!("error: {text}");
             ExitCode::from(2)
         }
     }
 }
 
 /// Logs go to stderr; human logs are coloured only on a terminal, so that a log file or a
-/// pipe gets no escape sequences.
+/// pipe gets no escape sequences. The filter is `WEFT_LOG`, else `RUST_LOG`, else `info`. Every
+/// line passes [`redact_url_passwords`](crate::api::redact::redact_url_passwords) on its way out.
 fn init_tracing(format: LogFormat) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "info".into());
+    let directives = log_directives(
+        std::env::var("WEFT_LOG").ok(),
+        std::env::var("RUST_LOG").ok(),
+    );
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(|| RedactedStderr);
     match format {
         LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => builder.json().init(),
@@ -121,5 +128,47 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 fn print_diagnostics(diags: &Diagnostics) {
     for d in &diags.0 {
         eprintln!("{d}");
+    }
+}
+
+/// The log filter: `WEFT_LOG`, else `RUST_LOG` (what every Rust program and operator knows),
+/// else `info`; an empty variable counts as unset.
+fn log_directives(weft_log: Option<String>, rust_log: Option<String>) -> String {
+    [weft_log, rust_log]
+        .into_iter()
+        .flatten()
+        .find(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "info".to_string())
+}
+
+/// stderr, with the password or token of every URL in a log line replaced by `***`: the last
+/// net under the redaction each message already gets. The fmt layer writes one event per
+/// `write_all`, so a URL is never split between two calls.
+struct RedactedStderr;
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let clean = crate::api::redact::redact_url_passwords(&text);
+        std::io::stderr().lock().write_all(clean.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_directives;
+
+    #[test]
+    fn weft_log_then_rust_log_then_info() {
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(log_directives(s("debug"), s("trace")), "debug");
+        assert_eq!(log_directives(None, s("weft=trace")), "weft=trace");
+        assert_eq!(log_directives(s(" "), s("warn")), "warn");
+        assert_eq!(log_directives(None, None), "info");
     }
 }

@@ -56,6 +56,8 @@ pub struct RunConfig {
     pub listen: String,
     /// Address of the webhooks and the sync endpoint.
     pub hooks_listen: String,
+    /// Weft's Service: where a standby may forward to (`--service-name`).
+    pub service_name: String,
     /// Bounds of the HTTP server.
     pub http_limits: server::HttpLimits,
     pub sync_token_file: Option<PathBuf>,
@@ -114,9 +116,11 @@ async fn reload_secrets(
         if let Some(path) = webhook_secret_file.as_ref().filter(|p| p.exists()) {
             match WebhookSecrets::load(path) {
                 Ok(hooks) => {
+                    let open = hooks.open_hooks();
                     if state.set_webhooks(hooks) {
                         tracing::info!(
-                            "the webhook secrets changed in their files; the new ones are in use"
+                            open = ?open,
+                            "the webhook secrets changed in their files; the new ones are in use (the other hooks are closed)"
                         );
                     }
                 }
@@ -204,6 +208,7 @@ fn start_notifications(
             .watch_namespaces
             .listed()
             .map(|l| l.map(str::to_string).collect()),
+        policy: cfg.trust.notification_urls.clone(),
         ..Default::default()
     };
     let counters = state.metrics.notifications.clone();
@@ -274,6 +279,9 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         cfg.http_limits,
     );
     server_state.set_sync_token(sync_token);
+    if let Some(path) = &cfg.webhook_secret_file {
+        tracing::info!(path = %path.display(), open = ?webhooks.open_hooks(), "webhook secrets loaded; the other hooks are closed");
+    }
     server_state.set_webhooks(webhooks);
     // Rotated secrets (a mounted Secret is updated in place) take effect without a restart.
     tokio::spawn(reload_secrets(
@@ -293,7 +301,8 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
             &crate::daemon::leader::lease_name(&cfg.pass_options.root_name),
             &cfg.identity,
         )
-        .with_shards(cfg.shards),
+        .with_shards(cfg.shards)
+        .with_service(&cfg.service_name),
     );
     let server_task = tokio::spawn(server::serve(listeners, server_state, async move {
         let _ = server_stop_rx.await;

@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 use super::limits::{Backoff, Dedup, RateLimit, DEDUP_WINDOW};
 use super::matching::AlertRule;
 use super::payload::{self, Outbound, ProviderProblem, ResolvedProvider};
+use super::policy::NotificationPolicy;
 use super::{Counters, Event, Notifier};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY};
 use crate::api::notification::{Alert, NotificationStatus, Provider};
@@ -55,6 +56,8 @@ pub struct DispatchConfig {
     /// Requests to one provider at once, and per second after that.
     pub rate_burst: u32,
     pub rate_per_second: f64,
+    /// Where notifications may go (`--allowed-notification-urls`).
+    pub policy: NotificationPolicy,
 }
 
 impl Default for DispatchConfig {
@@ -66,6 +69,7 @@ impl Default for DispatchConfig {
             dedup_window: DEDUP_WINDOW,
             rate_burst: 10,
             rate_per_second: 1.0,
+            policy: NotificationPolicy::default(),
         }
     }
 }
@@ -112,6 +116,8 @@ pub fn start(
         .connect_timeout(config.request_timeout.min(Duration::from_secs(5)))
         // A redirect would carry the token's header to wherever it points.
         .redirect(reqwest::redirect::Policy::none())
+        // A name that resolves to loopback or link-local gets no connection (unless named).
+        .dns_resolver(config.policy.resolver())
         .user_agent(concat!("weft/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(DispatchError::Http)?;
@@ -290,7 +296,7 @@ async fn deliver(
     else {
         return;
     };
-    let resolved = match resolve(&shared.client, &provider).await {
+    let resolved = match resolve(&shared.client, &provider, &shared.config.policy).await {
         Ok(p) => p,
         Err(e) => {
             shared.counters.failed.inc();
@@ -306,6 +312,12 @@ async fn deliver(
     ) else {
         return;
     };
+    // The request's own URL passes the policy too (the resolved target did, in `resolve`).
+    if let Err(why) = shared.config.policy.check(out.url.as_str()) {
+        shared.counters.failed.inc();
+        tracing::warn!(provider = %key, reason = %why, "notification not sent");
+        return;
+    }
     let backoff = shared.config.backoff;
     let mut attempt = 1;
     loop {
@@ -392,8 +404,12 @@ pub enum ResolveError {
     Api(#[source] kube::Error),
 }
 
-/// `provider` with its Secret read.
-async fn resolve(client: &Client, provider: &Provider) -> Result<ResolvedProvider, ResolveError> {
+/// `provider` with its Secret read, its destination allowed by `policy`.
+async fn resolve(
+    client: &Client,
+    provider: &Provider,
+    policy: &NotificationPolicy,
+) -> Result<ResolvedProvider, ResolveError> {
     let namespace = provider.namespace().unwrap_or_default();
     let secret = match &provider.spec.secret_ref {
         Some(r) => Api::<Secret>::namespaced(client.clone(), &namespace)
@@ -403,7 +419,11 @@ async fn resolve(client: &Client, provider: &Provider) -> Result<ResolvedProvide
             .map(crate::api::secret_bytes),
         None => None,
     };
-    Ok(payload::resolve(&provider.spec, secret.as_ref())?)
+    let resolved = payload::resolve(&provider.spec, secret.as_ref())?;
+    policy
+        .check(resolved.target.destination())
+        .map_err(ProviderProblem::from)?;
+    Ok(resolved)
 }
 
 /// Check every Provider and Alert when one changes, and every [`RECHECK_INTERVAL`].
@@ -422,7 +442,7 @@ async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Noti
             if !shared.config.watches(&namespace) {
                 continue;
             }
-            let condition = match resolve(&shared.client, &p).await {
+            let condition = match resolve(&shared.client, &p, &shared.config.policy).await {
                 Ok(_) => ready("Valid", "the provider can send"),
                 Err(ResolveError::Spec(problem)) => {
                     not_ready(problem.reason(), problem.to_string())

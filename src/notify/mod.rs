@@ -7,6 +7,7 @@
 //! - [`payload`]: a Provider resolved with its Secret, and the HTTP request of each provider
 //!   type (pure);
 //! - [`limits`]: the dedup window, the per-provider rate limit and the retry backoff (pure);
+//! - [`policy`]: where notifications may go (`--allowed-notification-urls`);
 //! - [`dispatch`]: the dispatcher (watch stores, per-provider senders, Provider/Alert status);
 //! - [`root`]: the events of the sync root's passes.
 //!
@@ -18,6 +19,7 @@ pub mod dispatch;
 pub mod limits;
 pub mod matching;
 pub mod payload;
+pub mod policy;
 pub mod root;
 
 use prometheus_client::metrics::counter::Counter;

@@ -43,6 +43,9 @@ pub enum ProviderProblem {
     InvalidAddress { from: &'static str, why: String },
     #[error("the key `headers` of Secret {name} is not a YAML map of strings")]
     BadHeaders { name: String },
+    /// The operator's `--allowed-notification-urls` refuses the destination.
+    #[error("{0}")]
+    NotAllowed(#[from] super::policy::AddressRefused),
 }
 
 impl ProviderProblem {
@@ -56,6 +59,7 @@ impl ProviderProblem {
             ProviderProblem::AddressMissing => "AddressMissing",
             ProviderProblem::InvalidAddress { .. } => "InvalidAddress",
             ProviderProblem::BadHeaders { .. } => "InvalidHeaders",
+            ProviderProblem::NotAllowed(_) => "AddressNotAllowed",
         }
     }
 }
@@ -171,6 +175,17 @@ pub fn resolve(
         channel: spec.channel.clone().filter(|c| !c.is_empty()),
         username: spec.username.clone().filter(|u| !u.is_empty()),
     })
+}
+
+impl Target {
+    /// The URL requests go to (the API base for GitHub and GitLab), for the destination policy.
+    pub fn destination(&self) -> &str {
+        match self {
+            Target::Webhook(url) => url.as_str(),
+            Target::Github { api, .. } => api,
+            Target::Gitlab { base, .. } => base,
+        }
+    }
 }
 
 /// `scheme://host[:port]` of `url`, without credentials or path.

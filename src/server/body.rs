@@ -1,9 +1,13 @@
 //! Reading a request body without trusting the client: a cap checked before anything is buffered
 //! (the declared `Content-Length`, then every chunk as it arrives), a deadline for the whole body,
 //! and one budget of bytes shared by every body being read at once, so that a few hundred slow
-//! uploads hold at most the budget, not a cap each.
+//! uploads hold at most the budget, not a cap each. One peer (one IPv4 address, one IPv6 /64)
+//! holds at most its share of that budget, so that one hostile client cannot spend all of it
+//! and make every other sender's webhook a 503.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -23,6 +27,9 @@ pub enum BodyError {
     /// The bodies being read by all requests together fill the budget (503); try again later.
     #[error("the server is reading too many request bodies at once ({budget} bytes in flight); retry later")]
     Busy { budget: usize },
+    /// This peer's bodies being read fill its share of the budget (503).
+    #[error("this client is sending too many request bodies at once (at most {per_peer} bytes in flight per client); retry later")]
+    PeerBusy { per_peer: usize },
     /// The connection failed or the framing was wrong (400).
     #[error("the body could not be read: {0}")]
     Read(String),
@@ -34,7 +41,7 @@ impl BodyError {
         match self {
             BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BodyError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
-            BodyError::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            BodyError::Busy { .. } | BodyError::PeerBusy { .. } => StatusCode::SERVICE_UNAVAILABLE,
             BodyError::Read(_) => StatusCode::BAD_REQUEST,
         }
     }
@@ -45,25 +52,38 @@ impl BodyError {
             BodyError::TooLarge { .. } => "too_large",
             BodyError::Timeout(_) => "body_timeout",
             BodyError::Busy { .. } => "busy",
+            BodyError::PeerBusy { .. } => "peer_busy",
             BodyError::Read(_) => "bad_request",
         }
     }
 }
 
-/// The bytes of request bodies being read or held, all requests together. Cloning shares it.
+/// The bytes of request bodies being read or held, all requests together, and per peer.
+/// Cloning shares it.
 #[derive(Clone, Debug)]
 pub struct BodyBudget {
     bytes: Arc<Semaphore>,
     total: usize,
+    per_peer: usize,
+    /// Bytes held per peer ([`super::listen::peer_key`]); a peer holding nothing has no entry.
+    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
 impl BodyBudget {
-    /// A budget of `total` bytes (at most `u32::MAX`, the semaphore's unit of acquisition).
+    /// A budget of `total` bytes (at most `u32::MAX`, the semaphore's unit of acquisition), all
+    /// of which one peer may hold.
     pub fn new(total: usize) -> BodyBudget {
+        BodyBudget::with_per_peer(total, total)
+    }
+
+    /// A budget of `total` bytes of which one peer holds at most `per_peer`.
+    pub fn with_per_peer(total: usize, per_peer: usize) -> BodyBudget {
         let total = total.min(u32::MAX as usize);
         BodyBudget {
             bytes: Arc::new(Semaphore::new(total)),
             total,
+            per_peer: per_peer.min(total),
+            peers: Arc::default(),
         }
     }
 
@@ -72,29 +92,87 @@ impl BodyBudget {
         self.total
     }
 
+    /// What one peer may hold.
+    pub fn per_peer(&self) -> usize {
+        self.per_peer
+    }
+
     /// Bytes not taken by any body now.
     pub fn available(&self) -> usize {
         self.bytes.available_permits()
     }
 
-    /// Take `n` more bytes into `held`, or say the budget is spent. Never waits: a request that
-    /// cannot be served now is refused at once instead of holding its connection.
-    fn take(&self, held: &mut Option<OwnedSemaphorePermit>, n: usize) -> Result<(), BodyError> {
+    /// Take `n` more bytes for `peer` into `held`, or say the budget (or the peer's share) is
+    /// spent. Never waits: a request that cannot be served now is refused at once instead of
+    /// holding its connection.
+    fn take(&self, held: &mut Option<Charge>, peer: IpAddr, n: usize) -> Result<(), BodyError> {
         if n == 0 {
             return Ok(());
         }
         let busy = BodyError::Busy { budget: self.total };
-        let n = u32::try_from(n).map_err(|_| busy.clone())?;
+        let n32 = u32::try_from(n).map_err(|_| busy.clone())?;
+        let peer = super::listen::peer_key(peer);
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        // The whole budget first (when both are spent, the server is busy for everyone), then
+        // the peer's share; a permit taken for a refused chunk goes back when it drops here.
         let permit = self
             .bytes
             .clone()
-            .try_acquire_many_owned(n)
+            .try_acquire_many_owned(n32)
             .map_err(|_| busy)?;
+        let holds = peers.get(&peer).copied().unwrap_or(0);
+        if holds + n > self.per_peer {
+            return Err(BodyError::PeerBusy {
+                per_peer: self.per_peer,
+            });
+        }
+        *peers.entry(peer).or_default() += n;
         match held {
-            Some(p) => p.merge(permit),
-            None => *held = Some(permit),
+            Some(c) => {
+                c.permit.merge(permit);
+                c.bytes += n;
+            }
+            None => {
+                *held = Some(Charge {
+                    permit,
+                    peer,
+                    bytes: n,
+                    peers: self.peers.clone(),
+                })
+            }
         }
         Ok(())
+    }
+
+    /// Bytes `peer` holds now.
+    pub fn held_by(&self, peer: IpAddr) -> usize {
+        let peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers
+            .get(&super::listen::peer_key(peer))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// Bytes charged to the budget and to one peer's share, given back when dropped.
+#[derive(Debug)]
+struct Charge {
+    permit: OwnedSemaphorePermit,
+    peer: IpAddr,
+    bytes: usize,
+    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = peers.get_mut(&self.peer) {
+            *held = held.saturating_sub(self.bytes);
+            if *held == 0 {
+                peers.remove(&self.peer);
+            }
+        }
+        // The permit goes back to the semaphore right after, when its field drops.
     }
 }
 
@@ -102,7 +180,7 @@ impl BodyBudget {
 #[derive(Debug)]
 pub struct BufferedBody {
     bytes: Vec<u8>,
-    _charge: Option<OwnedSemaphorePermit>,
+    _charge: Option<Charge>,
 }
 
 impl std::ops::Deref for BufferedBody {
@@ -139,14 +217,16 @@ pub fn check_declared(headers: &HeaderMap, limit: BodyLimit) -> Result<(), BodyE
     }
 }
 
-/// Read `body` whole, within `limit` and the shared `budget`. Every chunk is charged to the budget
-/// before it is kept, and the cap is checked before it is kept, so at no point does a request
-/// hold more than the cap, nor all requests more than the budget.
+/// Read `body` from `peer` whole, within `limit` and the shared `budget`. Every chunk is charged
+/// to the budget (and the peer's share) before it is kept, and the cap is checked before it is
+/// kept, so at no point does a request hold more than the cap, a peer more than its share, nor
+/// all requests more than the budget.
 pub async fn read(
     body: Body,
     headers: &HeaderMap,
     limit: BodyLimit,
     budget: &BodyBudget,
+    peer: IpAddr,
 ) -> Result<BufferedBody, BodyError> {
     check_declared(headers, limit)?;
     let deadline = tokio::time::Instant::now() + limit.timeout;
@@ -169,7 +249,7 @@ pub async fn read(
         }
         // Charged before it is kept, exactly: the vector grows to what it holds, no more (a
         // doubling would charge bytes no client sent, and refuse bodies that fit).
-        budget.take(&mut charge, chunk.len())?;
+        budget.take(&mut charge, peer, chunk.len())?;
         bytes.reserve_exact(chunk.len());
         bytes.extend_from_slice(&chunk);
     }
@@ -183,6 +263,8 @@ pub async fn read(
 mod tests {
     use super::*;
     use axum::body::Bytes;
+
+    const PEER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
     fn limit(max_bytes: usize) -> BodyLimit {
         BodyLimit {
@@ -219,6 +301,7 @@ mod tests {
             &HeaderMap::new(),
             limit(100),
             &budget,
+            PEER,
         )
         .await
         .unwrap();
@@ -237,6 +320,7 @@ mod tests {
             &headers_with_length(101),
             limit(100),
             &budget,
+            PEER,
         )
         .await
         .unwrap_err();
@@ -253,6 +337,7 @@ mod tests {
             &HeaderMap::new(),
             limit(100),
             &budget,
+            PEER,
         )
         .await
         .unwrap_err();
@@ -268,6 +353,7 @@ mod tests {
             &HeaderMap::new(),
             limit(100),
             &budget,
+            PEER,
         )
         .await
         .unwrap_err();
@@ -284,6 +370,7 @@ mod tests {
             &HeaderMap::new(),
             limit(100),
             &budget,
+            PEER,
         )
         .await
         .unwrap();
@@ -292,6 +379,7 @@ mod tests {
             &HeaderMap::new(),
             limit(100),
             &budget,
+            PEER,
         )
         .await
         .unwrap_err();
@@ -303,6 +391,7 @@ mod tests {
             &HeaderMap::new(),
             limit(100),
             &budget,
+            PEER,
         )
         .await
         .unwrap();
@@ -319,10 +408,70 @@ mod tests {
             &HeaderMap::new(),
             limit(1000),
             &budget,
+            PEER,
         )
         .await
         .unwrap();
         assert_eq!(body.len(), 500);
         assert!(1000 - budget.available() >= body.bytes.capacity());
+    }
+
+    #[tokio::test]
+    async fn one_peer_holds_at_most_its_share_and_others_still_fit() {
+        let budget = BodyBudget::with_per_peer(100, 40);
+        let hostile = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 9));
+        let first = read(
+            chunked(vec![&[b'a'; 30]], false),
+            &HeaderMap::new(),
+            limit(100),
+            &budget,
+            hostile,
+        )
+        .await
+        .unwrap();
+        let err = read(
+            chunked(vec![&[b'b'; 20]], false),
+            &HeaderMap::new(),
+            limit(100),
+            &budget,
+            hostile,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err, BodyError::PeerBusy { per_peer: 40 });
+        assert_eq!(err.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            budget.held_by(hostile),
+            30,
+            "the refused body gave its bytes back"
+        );
+        // Another peer still has the rest of the budget.
+        let other = read(
+            chunked(vec![&[b'c'; 40]], false),
+            &HeaderMap::new(),
+            limit(100),
+            &budget,
+            PEER,
+        )
+        .await
+        .unwrap();
+        assert_eq!(other.len(), 40);
+        drop(first);
+        assert_eq!(budget.held_by(hostile), 0);
+        assert_eq!(budget.available(), 60);
+    }
+
+    #[test]
+    fn an_ipv6_peer_is_its_slash_64() {
+        let budget = BodyBudget::with_per_peer(100, 10);
+        let mut held = None;
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::7".parse().unwrap();
+        budget.take(&mut held, a, 6).unwrap();
+        assert_eq!(
+            budget.take(&mut held, b, 6).unwrap_err(),
+            BodyError::PeerBusy { per_peer: 10 }
+        );
+        assert_eq!(budget.held_by(b), 6);
     }
 }

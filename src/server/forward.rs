@@ -10,8 +10,13 @@
 //! forwarded twice. When no leader can be found, or it does not answer, the standby answers 503
 //! as before.
 //!
-//! Trust: the URL comes from the Lease in Weft's namespace, which only Weft's ServiceAccount may
-//! write (deploy/): whoever can write that Lease can already stop Weft from working.
+//! Trust: the URL on the Lease is not believed. A forwarded request carries the client's
+//! credential (the sync token, a webhook signature) in plain http, so it goes only to an
+//! address that is an endpoint of Weft's own Service (`--service-name`, default `weft`, in
+//! Weft's namespace): its EndpointSlices, which the endpoint controller fills with the IPs and
+//! ports of the pods the Service selects. A URL that names anything else — another host, a
+//! port of the pod that is not one of the Service's, a name instead of an IP — is refused and
+//! logged, and the standby answers 503. Redirects are not followed.
 
 use std::time::Duration;
 
@@ -19,6 +24,8 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::ListParams;
 use kube::Api;
 
 use super::ServerState;
@@ -29,6 +36,12 @@ pub const HOOKS_URL_ANNOTATION: &str = "weft.io/hooks-url";
 pub const FORWARDED_HEADER: &str = "X-Weft-Forwarded-By";
 /// Set on the answer of a forwarded request: the leader that handled it.
 pub const FORWARDED_TO_HEADER: &str = "X-Weft-Forwarded-To";
+/// The default of `--service-name`: Weft's Service in its namespace (deploy/30-service.yaml).
+pub const DEFAULT_SERVICE_NAME: &str = "weft";
+/// The label an EndpointSlice carries with the name of its Service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// How much of a refused URL a log line quotes (it comes from a Lease, not from Weft).
+const SHOWN_URL_CHARS: usize = 120;
 
 /// Where a standby finds the leader: the Lease of this replica's sync root (with `--shards N`,
 /// the N shard Leases: every shard holder must hear of a push).
@@ -40,21 +53,67 @@ pub struct LeaderLink {
     shards: u32,
     /// This replica's identity (sent in [`FORWARDED_HEADER`]).
     identity: String,
+    /// Weft's Service: a hooks URL must be one of its endpoints.
+    endpoints: Api<EndpointSlice>,
+    service: String,
     http: reqwest::Client,
 }
 
 impl LeaderLink {
     pub fn new(client: kube::Client, namespace: &str, lease_name: &str, identity: &str) -> Self {
         LeaderLink {
-            leases: Api::namespaced(client, namespace),
+            leases: Api::namespaced(client.clone(), namespace),
             lease_name: lease_name.to_string(),
             shards: 1,
             identity: identity.to_string(),
+            endpoints: Api::namespaced(client, namespace),
+            service: DEFAULT_SERVICE_NAME.to_string(),
             http: reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(5))
+                // A redirect would take the credential somewhere the endpoint check never saw.
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap_or_default(),
         }
+    }
+
+    /// Forward only to endpoints of this Service (`--service-name`) in Weft's namespace.
+    pub fn with_service(mut self, service: &str) -> Self {
+        self.service = service.to_string();
+        self
+    }
+
+    /// Whether `url` is `http(s)://<ip>:<port>` of a ready or serving endpoint of Weft's
+    /// Service, at one of its ports; else why not.
+    async fn check_endpoint(&self, url: &str) -> Result<(), String> {
+        let shown: String = url.chars().take(SHOWN_URL_CHARS).collect();
+        let refuse = |why: String| {
+            format!("the hooks URL `{shown}` on the Lease is not forwarded to: {why}")
+        };
+        let parsed = url::Url::parse(url).map_err(|e| refuse(e.to_string()))?;
+        let ip: std::net::IpAddr = match parsed.host() {
+            Some(url::Host::Ipv4(v4)) => v4.into(),
+            Some(url::Host::Ipv6(v6)) => v6.into(),
+            _ => return Err(refuse("it does not name a pod IP".into())),
+        };
+        let port = parsed
+            .port_or_known_default()
+            .ok_or_else(|| refuse("no port".into()))?;
+        let params =
+            ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={}", self.service));
+        let slices = self.endpoints.list(&params).await.map_err(|e| {
+            refuse(format!(
+                "cannot list the endpoints of Service {}: {e}",
+                self.service
+            ))
+        })?;
+        if endpoint_of(&slices.items, ip, port) {
+            return Ok(());
+        }
+        Err(refuse(format!(
+            "{ip} port {port} is not an endpoint of Weft's Service {} (--service-name)",
+            self.service
+        )))
     }
 
     /// Forward to the holders of the `shards` shard Leases (`--shards`).
@@ -90,6 +149,7 @@ impl LeaderLink {
             .and_then(|a| a.get(HOOKS_URL_ANNOTATION).cloned())
             .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
             .ok_or("the holder publishes no hooks URL (no POD_IP, and --hooks-listen names no address)")?;
+        self.check_endpoint(&url).await?;
         Ok((holder, url))
     }
 
@@ -113,6 +173,25 @@ impl LeaderLink {
         }
         Ok(out)
     }
+}
+
+/// Whether `ip`:`port` is an endpoint of these EndpointSlices (one of their addresses, at one
+/// of their ports). Readiness does not matter: a leader whose repository cannot be fetched is
+/// not Ready, and is still a pod of Weft's Service.
+fn endpoint_of(slices: &[EndpointSlice], ip: std::net::IpAddr, port: u16) -> bool {
+    slices.iter().any(|slice| {
+        let has_port = slice
+            .ports
+            .iter()
+            .flatten()
+            .any(|p| p.port == Some(i32::from(port)));
+        has_port
+            && slice.endpoints.iter().flatten().any(|e| {
+                e.addresses
+                    .iter()
+                    .any(|a| a.parse::<std::net::IpAddr>().is_ok_and(|a| a == ip))
+            })
+    })
 }
 
 /// The URL this replica publishes when it leads: `http://$POD_IP:<port>`, else the hooks
@@ -316,6 +395,40 @@ mod tests {
         assert_eq!(
             advertised_hooks_url("0.0.0.0:8081", Some("not-an-ip")),
             None
+        );
+    }
+
+    fn slice(addresses: &[&str], ready: bool, port: i32) -> EndpointSlice {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "weft-abc", "labels": {SERVICE_NAME_LABEL: "weft"}},
+            "addressType": "IPv4",
+            "endpoints": addresses.iter().map(|a| serde_json::json!({
+                "addresses": [a], "conditions": {"ready": ready}
+            })).collect::<Vec<_>>(),
+            "ports": [{"name": "hooks", "port": port}, {"name": "http", "port": 8080}],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_an_endpoint_at_a_service_port_is_a_target() {
+        let ip = |s: &str| s.parse().unwrap();
+        let slices = [slice(&["10.0.0.7", "10.0.0.8"], true, 8081)];
+        assert!(endpoint_of(&slices, ip("10.0.0.7"), 8081));
+        assert!(endpoint_of(&slices, ip("10.0.0.8"), 8080));
+        assert!(
+            !endpoint_of(&slices, ip("10.0.0.9"), 8081),
+            "another address"
+        );
+        assert!(!endpoint_of(&slices, ip("10.0.0.7"), 10250), "another port");
+        let not_ready = [slice(&["10.0.0.7"], false, 8081)];
+        assert!(
+            endpoint_of(&not_ready, ip("10.0.0.7"), 8081),
+            "a pod that is not Ready"
+        );
+        assert!(
+            !endpoint_of(&[], ip("10.0.0.7"), 8081),
+            "no Service, no target"
         );
     }
 

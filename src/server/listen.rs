@@ -5,10 +5,15 @@
 //!
 //! Connections past `max_connections` are not accepted: they wait in the kernel's accept queue
 //! until a slot frees, so a flood of sockets costs the daemon no file descriptor and no task.
+//! One peer (an IPv4 address, an IPv6 /64: [`peer_key`]) holds at most
+//! `max_connections_per_peer` of those slots: its next connection is accepted and closed at once,
+//! so one hostile client cannot fill the listener and keep a webhook sender waiting.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -40,6 +45,11 @@ pub struct HttpLimits {
     pub request_timeout: Duration,
     /// Bytes of request bodies held by all requests together: 503 past it.
     pub body_budget_bytes: usize,
+    /// Connections of one peer served at once on each listener (`--max-connections-per-peer`);
+    /// more are closed at once.
+    pub max_connections_per_peer: usize,
+    /// Bytes of request bodies one peer holds at once (`--max-body-bytes-per-peer`): 503 past it.
+    pub body_bytes_per_peer: usize,
 }
 
 impl Default for HttpLimits {
@@ -50,6 +60,8 @@ impl Default for HttpLimits {
             body_read_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(60),
             body_budget_bytes: 16 * 1024 * 1024,
+            max_connections_per_peer: 32,
+            body_bytes_per_peer: 4 * 1024 * 1024,
         }
     }
 }
@@ -64,8 +76,70 @@ impl HttpLimits {
     }
 }
 
+/// Who a peer is for the per-peer limits: its IPv4 address (an IPv4-mapped IPv6 address counts
+/// as that IPv4 address), or the /64 of its IPv6 address (one host usually has a whole /64).
+pub fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut s = v6.segments();
+                s[4..].fill(0);
+                IpAddr::V6(std::net::Ipv6Addr::from(s))
+            }
+        },
+    }
+}
+
+/// Connections open per peer on one listener.
+#[derive(Clone, Default)]
+struct PeerConnections {
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// One connection counted against its peer; uncounted when dropped (the connection closed).
+struct PeerConnection {
+    peer: IpAddr,
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl PeerConnections {
+    /// Count one more connection of `ip`, unless it has `max` open already.
+    fn open(&self, ip: IpAddr, max: usize) -> Option<PeerConnection> {
+        let peer = peer_key(ip);
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(peer).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(PeerConnection {
+            peer,
+            open: self.open.clone(),
+        })
+    }
+}
+
+impl Drop for PeerConnection {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// What a peer past its connection limit reads before its connection is closed (written without
+/// waiting: if the socket cannot take it now, the client only sees the close).
+const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 52\r\n\r\ntoo many connections from this client; retry later\r\n";
+
 /// hyper's read buffer per connection (its minimum is 8 KiB; its default, about 400 KiB, times a
-/// few hundred connections would be more than the body budget). Request headers must fit in it.
+/// few hundred connections would be more than the body budget). It caps the request line and
+/// headers together: a head not finished within it is answered 431 (tests/attack_server.rs).
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Serve `router` on `listener` until `shutdown` turns true, then stop accepting, let in-flight
@@ -78,6 +152,9 @@ pub async fn serve_listener(
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let peers = PeerConnections::default();
+    // Refusals are counted and logged once a second at most (a flood must not flood the log).
+    let mut refused = RefusalLog::default();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
@@ -107,6 +184,13 @@ pub async fn serve_listener(
             },
             _ = shutdown.changed() => break,
         };
+        let Some(counted) = peers.open(peer.ip(), limits.max_connections_per_peer) else {
+            // Past its share: closed now, its slot back at once.
+            let _ = stream.try_write(TOO_MANY_CONNECTIONS);
+            drop(stream);
+            refused.count(name, peer.ip(), limits.max_connections_per_peer);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let router = router.clone();
         let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -121,6 +205,7 @@ pub async fn serve_listener(
         let stop = shutdown.clone();
         tokio::spawn(async move {
             let _slot = slot;
+            let _counted = counted;
             let mut conn = std::pin::pin!(conn);
             let result = tokio::select! {
                 r = conn.as_mut() => r,
@@ -140,6 +225,34 @@ pub async fn serve_listener(
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let _ = slots.acquire_many(all).await;
     Ok(())
+}
+
+/// Connections refused for their peer's limit, logged at most once a second with how many.
+#[derive(Default)]
+struct RefusalLog {
+    since_last: u64,
+    last: Option<std::time::Instant>,
+}
+
+impl RefusalLog {
+    fn count(&mut self, listener: &str, peer: IpAddr, max: usize) {
+        self.since_last += 1;
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+        {
+            tracing::warn!(
+                listener,
+                peer = %peer,
+                refused = self.since_last,
+                max_per_peer = max,
+                "connections refused: the client has too many open (--max-connections-per-peer)"
+            );
+            self.since_last = 0;
+            self.last = Some(now);
+        }
+    }
 }
 
 /// Resolves once `stop` is true (never, if its sender is gone without saying so).
@@ -250,5 +363,34 @@ impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WriteDeadline<T> {
         let this = self.get_mut();
         let p = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         this.settle(cx, p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_are_ipv4_addresses_and_ipv6_slash_64s() {
+        let k = |s: &str| peer_key(s.parse().unwrap()).to_string();
+        assert_eq!(k("10.0.0.7"), "10.0.0.7");
+        assert_eq!(k("::ffff:10.0.0.7"), "10.0.0.7");
+        assert_eq!(k("2001:db8:1:2:3:4:5:6"), "2001:db8:1:2::");
+    }
+
+    #[test]
+    fn a_peer_gets_its_share_of_connections_and_gets_them_back() {
+        let peers = PeerConnections::default();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let first = peers.open(a, 2).unwrap();
+        let _second = peers.open(a, 2).unwrap();
+        assert!(peers.open(a, 2).is_none());
+        assert!(
+            peers.open(b, 2).is_some(),
+            "another peer is not limited by a's"
+        );
+        drop(first);
+        assert!(peers.open(a, 2).is_some());
     }
 }

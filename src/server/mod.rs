@@ -19,9 +19,10 @@
 //! | `GET /healthz`, `GET /readyz` | liveness, readiness |
 //! | `GET /metrics` | Prometheus text |
 //!
-//! Hostile clients are bounded by [`HttpLimits`]: connections per listener, header, body and
-//! request timeouts ([`listen`]), body caps and one body budget ([`body`]), and credentials in
-//! headers are checked before a body is read. Webhook deliveries are refused when replayed
+//! Hostile clients are bounded by [`HttpLimits`]: connections per listener and per peer, header,
+//! body and request timeouts ([`listen`]), body caps and one body budget with a share per peer
+//! ([`body`]), and credentials in headers are checked before a body is read. On the hooks port a
+//! connection is closed after any answer that is not 2xx (no unauthenticated keep-alive). Webhook deliveries are refused when replayed
 //! ([`replay`]); each provider has its own secret ([`secrets`]).
 
 pub mod body;
@@ -141,7 +142,10 @@ impl ServerState {
             followed_ref: followed_ref.into(),
             ready,
             wait_timeout,
-            body_budget: BodyBudget::new(limits.body_budget_bytes),
+            body_budget: BodyBudget::with_per_peer(
+                limits.body_budget_bytes,
+                limits.body_bytes_per_peer,
+            ),
             limits,
             deliveries: Arc::new(ReplayCache::default()),
             leader_link: None,
@@ -207,7 +211,21 @@ pub fn hooks_router(state: ServerState) -> Router {
         .route("/api/v1/sync", post(sync))
         .route("/api/v1/suspend", post(suspend::suspend_root))
         .route("/api/v1/resume", post(suspend::resume_root))
+        .layer(middleware::map_response(close_unless_accepted))
         .with_state(state)
+}
+
+/// On the hooks port a connection stays open only after a request that was accepted (2xx): a
+/// client that failed its credential, sent a bad request or asked for a path that does not
+/// exist is answered and closed, so unauthenticated clients cannot park keep-alive connections.
+async fn close_unless_accepted(mut resp: Response) -> Response {
+    if !resp.status().is_success() {
+        resp.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    resp
 }
 
 /// The routes of port `http`: status, health, metrics. The hooks' paths answer 404 with a hint.
@@ -398,7 +416,7 @@ async fn sync(
     }
     // The endpoint takes no body; one is read (within its cap) only to keep the connection usable.
     let limit = state.limits.body(MAX_SYNC_BODY_BYTES);
-    let bytes = match body::read(body, &headers, limit, &state.body_budget).await {
+    let bytes = match body::read(body, &headers, limit, &state.body_budget, peer.ip()).await {
         Ok(b) => b,
         Err(e) => return body_refused(&state, ENDPOINT, peer, e),
     };

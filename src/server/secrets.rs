@@ -150,15 +150,18 @@ impl WebhookSecrets {
                 }
             }
         }
-        let secrets = WebhookSecrets::per_hook(github, gitlab, generic);
-        let open: Vec<&str> = HOOKS
+        Ok(WebhookSecrets::per_hook(github, gitlab, generic))
+    }
+
+    /// The hooks these secrets open (for the log line written when they are loaded or change:
+    /// the files are read again every few seconds, and an unchanged set says nothing).
+    pub fn open_hooks(&self) -> Vec<&'static str> {
+        HOOKS
             .iter()
-            .zip([&secrets.github, &secrets.gitlab, &secrets.generic])
+            .zip([&self.github, &self.gitlab, &self.generic])
             .filter(|(_, k)| k.key().is_ok())
             .map(|(n, _)| *n)
-            .collect();
-        tracing::info!(dir = %shown, open = ?open, "webhook secrets loaded; the other hooks are closed");
-        Ok(secrets)
+            .collect()
     }
 }
 

@@ -62,7 +62,7 @@ async fn record(
         return refused(&state, endpoint, peer, e);
     }
     let limit = state.limits.body(MAX_SYNC_BODY_BYTES);
-    let bytes = match body::read(body, &headers, limit, &state.body_budget).await {
+    let bytes = match body::read(body, &headers, limit, &state.body_budget, peer.ip()).await {
         Ok(b) => b,
         Err(e) => return body_refused(&state, endpoint, peer, e),
     };

@@ -349,6 +349,7 @@ fn short_limits() -> HttpLimits {
         body_read_timeout: Duration::from_millis(700),
         request_timeout: Duration::from_secs(2),
         body_budget_bytes: 64 * 1024,
+        ..HttpLimits::default()
     }
 }
 
@@ -425,6 +426,65 @@ async fn the_body_budget_is_shared_by_all_requests() {
         assert!(Instant::now() < deadline, "the budget was not released");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test]
+async fn a_refused_request_closes_its_connection() {
+    let srv = start(true).await;
+    let head = format!(
+        "POST /hooks/github HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256={}\r\nContent-Length: 2\r\n\r\n{{}}",
+        "0".repeat(64)
+    );
+    let addr = srv.hooks_addr;
+    // Keep-alive is HTTP/1.1's default: only the server's close ends the read before 5 s.
+    let (answer, took) =
+        tokio::task::spawn_blocking(move || raw_exchange(addr, head, Duration::from_secs(5)))
+            .await
+            .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(answer.contains("connection: close"), "{answer}");
+    assert!(
+        took < Duration::from_secs(4),
+        "the connection stayed open: {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn one_client_gets_its_share_of_connections_and_another_is_still_served() {
+    let limits = HttpLimits {
+        max_connections: 8,
+        max_connections_per_peer: 2,
+        ..short_limits()
+    };
+    let srv = start_with(true, per_hook_secrets(), limits).await;
+    let addr: SocketAddr = srv.base.trim_start_matches("http://").parse().unwrap();
+    let from = |ip: &str| {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+        socket
+    };
+    // 127.0.0.2 holds its two ...
+    let _held = [
+        from("127.0.0.2").connect(addr).await.unwrap(),
+        from("127.0.0.2").connect(addr).await.unwrap(),
+    ];
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // ... its third is answered 503 and closed at once ...
+    let mut third = from("127.0.0.2").connect(addr).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::io::AsyncReadExt::read_to_end(&mut third, &mut answer),
+    )
+    .await
+    .expect("closed at once")
+    .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("too many connections"), "{answer}");
+    // ... and 127.0.0.1 is served meanwhile.
+    let resp = reqwest::get(format!("{}/healthz", srv.base)).await.unwrap();
+    assert_eq!(resp.status(), 200);
 }
 
 #[tokio::test]

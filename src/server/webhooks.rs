@@ -196,7 +196,7 @@ async fn verified_hmac_body(
         .deliveries
         .check(&keys, Instant::now())
         .map_err(|r| replayed(state, endpoint, peer, r))?;
-    let bytes = body::read(body, headers, limit, &state.body_budget)
+    let bytes = body::read(body, headers, limit, &state.body_budget, peer.ip())
         .await
         .map_err(|e| body_refused(state, endpoint, peer, e))?;
     signature::verify_hmac_digest(sig_header, secret, &given, &bytes)
@@ -240,7 +240,7 @@ async fn verified_token_body(
         .deliveries
         .check(&keys, Instant::now())
         .map_err(|r| replayed(state, ENDPOINT, peer, r))?;
-    let bytes = body::read(body, headers, limit, &state.body_budget)
+    let bytes = body::read(body, headers, limit, &state.body_budget, peer.ip())
         .await
         .map_err(|e| body_refused(state, ENDPOINT, peer, e))?;
     state

@@ -41,6 +41,9 @@ pub struct DaemonOptions<'a> {
     pub kubeconfig: Option<PathBuf>,
     /// `--cache-dir` (default: a directory of the daemon's own).
     pub cache_dir: Option<PathBuf>,
+    /// Run as a pod with this IP would: `POD_IP` set, the hooks port on every address (so that
+    /// the URL it publishes on its Lease, `http://<ip>:<hooks port>`, reaches it).
+    pub pod_ip: Option<String>,
 }
 
 impl<'a> DaemonOptions<'a> {
@@ -54,6 +57,7 @@ impl<'a> DaemonOptions<'a> {
             extra: Vec::new(),
             kubeconfig: None,
             cache_dir: None,
+            pod_ip: None,
         }
     }
 }
@@ -86,7 +90,13 @@ impl Daemon {
             .args(["--interval", opts.interval])
             .args(["--lease-duration", opts.lease_duration])
             .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--hooks-listen", &format!("127.0.0.1:{hooks_port}")])
+            .args([
+                "--hooks-listen",
+                &match &opts.pod_ip {
+                    Some(_) => format!("0.0.0.0:{hooks_port}"),
+                    None => format!("127.0.0.1:{hooks_port}"),
+                },
+            ])
             .arg("--sync-token-file")
             .arg(&token)
             .arg("--webhook-secret-file")
@@ -112,6 +122,10 @@ impl Daemon {
         if !opts.controllers {
             cmd.arg("--no-controllers");
         }
+        match &opts.pod_ip {
+            Some(ip) => cmd.env("POD_IP", ip),
+            None => cmd.env_remove("POD_IP"),
+        };
         let child = cmd.spawn().expect("spawn weft run");
         let mut d = Daemon {
             child: Some(child),
@@ -314,6 +328,55 @@ pub fn delivery_id() -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// A non-loopback IPv4 address of this machine: what a test daemon uses as its pod IP, since an
+/// EndpointSlice may not hold a loopback address.
+pub fn host_ip() -> String {
+    let out = Command::new("hostname")
+        .arg("-I")
+        .output()
+        .expect("run hostname -I");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        .find(|a| !a.is_loopback() && !a.is_link_local())
+        .map(|a| a.to_string())
+        .expect("this machine has a non-loopback IPv4 address (hostname -I)")
+}
+
+/// What the endpoint controller does for Weft's pods: the Service `weft` in `namespace`, and an
+/// EndpointSlice listing `ip` at these hooks ports. A standby forwards only to such an endpoint.
+pub async fn publish_endpoints(client: kube::Client, namespace: &str, ip: &str, ports: &[u16]) {
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use kube::api::{Api, Patch, PatchParams};
+    let pp = PatchParams::apply("weft-test").force();
+    let service: Service = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "weft", "namespace": namespace},
+        "spec": {"ports": [{"name": "hooks", "port": 8081}]},
+    }))
+    .expect("Service");
+    Api::<Service>::namespaced(client.clone(), namespace)
+        .patch("weft", &pp, &Patch::Apply(&service))
+        .await
+        .expect("apply Service weft");
+    let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {
+            "name": "weft-test", "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": "weft"},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
+        "ports": ports.iter().map(|p| serde_json::json!({"name": format!("hooks-{p}"), "port": p, "protocol": "TCP"})).collect::<Vec<_>>(),
+    }))
+    .expect("EndpointSlice");
+    Api::<EndpointSlice>::namespaced(client, namespace)
+        .patch("weft-test", &pp, &Patch::Apply(&slice))
+        .await
+        .expect("apply EndpointSlice");
 }
 
 /// The path of the `weft` binary.

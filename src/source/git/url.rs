@@ -44,9 +44,11 @@ impl RemoteUrl {
             }
             let local = url.scheme() == "file";
             let fetch_url = url.to_string();
+            // Redacted whether the secret is a password or a token used as the user name
+            // (`https://<token>@github.com`): this is what logs, errors and status show.
             let display = match &password {
                 Some(_) => redact_url_passwords(given),
-                None => fetch_url.clone(),
+                None => redact_url_passwords(&fetch_url),
             };
             return Ok(RemoteUrl {
                 fetch_url,
@@ -268,6 +270,18 @@ mod tests {
         assert_eq!(u.display, "https://bob:***@example.com/org/repo.git");
         assert_eq!(u.password.unwrap().expose(), "s@cret");
         assert_eq!(u.username.as_deref(), Some("bob"));
+    }
+
+    #[test]
+    fn a_token_used_as_the_user_name_is_not_shown() {
+        let u = RemoteUrl::parse("https://ghp_S3cretToken@example.com/org/repo.git").unwrap();
+        assert_eq!(
+            u.fetch_url,
+            "https://ghp_S3cretToken@example.com/org/repo.git"
+        );
+        assert_eq!(u.display, "https://***@example.com/org/repo.git");
+        let ssh = RemoteUrl::parse("ssh://git@example.com/org/repo.git").unwrap();
+        assert_eq!(ssh.display, "ssh://git@example.com/org/repo.git");
     }
 
     #[test]
