@@ -52,6 +52,7 @@ fn prepare_offline(args: &RepoArgs, key: &AgeKeyArgs) -> anyhow::Result<Outcome>
     let opts = PassOptions {
         repo_location: args.location(),
         decryption: key.decryption()?,
+        target_manifest: args.target_manifest.clone(),
         ..PassOptions::default()
     };
     let runtime = tokio::runtime::Runtime::new()?;
