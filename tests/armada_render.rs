@@ -31,6 +31,7 @@ fn examples_key() -> load::LoadOptions {
     let file = root().join("examples-repo/TEST-ONLY-age.agekey");
     load::LoadOptions {
         identities: Arc::new(weft::source::sops::identities_from_key_file(&file).unwrap()),
+        ..load::LoadOptions::default()
     }
 }
 
@@ -628,4 +629,151 @@ fn a_missing_sibling_chart_repository_is_named() {
         )),
         "{err}"
     );
+}
+
+/// `weft validate` (or `render` with `args`) of a repository made of `files`, with the pinned
+/// helm and `env`.
+fn weft_on(files: &[(&str, &str)], args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("repo");
+    for (path, content) in files {
+        let p = config.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .arg("repo")
+        .current_dir(work.path())
+        .env("WEFT_HELM", helm())
+        .env_remove("WEFT_TARGET_MANIFEST")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A native chart may be annotated as a CR is: `weft.io/literal-braces: allow` lets helm's `{{`
+/// through, as the error tells users to do.
+#[test]
+fn a_native_chart_s_annotations_are_kept() {
+    let chart_yaml = "apiVersion: v2\nname: rules\nversion: 1.0.0\n";
+    let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rules\ndata:\n  summary: {{ \"{{ $labels.instance }} is down\" | quote }}\n";
+    let doc = |annotations: &str| {
+        format!(
+            "schema: armada/Chart/v1\nmetadata:\n  schema: metadata/Document/v1\n  name: rules\n{annotations}  storagePolicy: cleartext\ndata:\n  chart_name: rules\n  release: rules\n  namespace: monitoring\n  source: {{type: local, location: charts/rules, subpath: .}}\n"
+        )
+    };
+    let refused = doc("");
+    let (code, out) = weft_on(
+        &[
+            ("charts/rules/Chart.yaml", chart_yaml),
+            ("charts/rules/templates/cm.yaml", template),
+            ("site.yaml", &refused),
+        ],
+        &["validate"],
+        &[],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("`weft.io/literal-braces: allow`"), "{out}");
+    let allowed = doc("  annotations:\n    weft.io/literal-braces: allow\n");
+    let (code, out) = weft_on(
+        &[
+            ("charts/rules/Chart.yaml", chart_yaml),
+            ("charts/rules/templates/cm.yaml", template),
+            ("site.yaml", &allowed),
+        ],
+        &["render"],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("{{ $labels.instance }} is down"), "{out}");
+}
+
+/// A site of treasuremap's shape: Pegleg/Deckhand documents beside Armada's are an unsupported
+/// schema at their file and line, not Kubernetes objects without `apiVersion`.
+#[test]
+fn pegleg_documents_are_reported_as_an_unsupported_schema() {
+    let versions = "---\nschema: pegleg/SoftwareVersions/v1\nmetadata:\n  schema: metadata/Document/v1\n  name: software-versions\n  layeringDefinition:\n    abstract: false\n    layer: global\n  storagePolicy: cleartext\ndata:\n  charts: {}\n...\n";
+    let passphrase = "---\nschema: deckhand/Passphrase/v1\nmetadata:\n  schema: metadata/Document/v1\n  name: osh_keystone_admin_password\n  layeringDefinition: {abstract: false, layer: site}\n  storagePolicy: cleartext\ndata: password123\n...\n";
+    let (code, out) = weft_on(
+        &[
+            ("global/software/config/versions.yaml", versions),
+            ("site/secrets/passphrases/keystone.yaml", passphrase),
+        ],
+        &["validate"],
+        &[],
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("global/software/config/versions.yaml:2:1: unsupported document schema `pegleg/SoftwareVersions/v1`: this is a Pegleg/Deckhand document"),
+        "{out}"
+    );
+    assert!(
+        out.contains("site/secrets/passphrases/keystone.yaml:2:1: unsupported document schema `deckhand/Passphrase/v1`"),
+        "{out}"
+    );
+    assert!(!out.contains("missing required field"), "{out}");
+    assert!(!out.contains("password123"), "{out}");
+}
+
+/// Two manifests listing the same groups, as treasuremap's `full-site` and `cluster-bootstrap`:
+/// refused without a target (as Armada refuses them); with `--target-manifest` (or
+/// `WEFT_TARGET_MANIFEST`) only the target's groups are rendered.
+#[test]
+fn the_target_manifest_chooses_what_renders() {
+    let chart = |name: &str| {
+        (
+            format!("charts/{name}/Chart.yaml"),
+            format!("apiVersion: v2\nname: {name}\nversion: 1.0.0\n"),
+            format!("charts/{name}/templates/cm.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  chart: {{ .Chart.Name }}\n".to_string(),
+        )
+    };
+    let site = "schema: armada/Manifest/v1\nmetadata: {schema: metadata/Document/v1, name: full-site}\ndata: {release_prefix: airship, chart_groups: [db, identity]}\n---\nschema: armada/Manifest/v1\nmetadata: {schema: metadata/Document/v1, name: cluster-bootstrap}\ndata: {release_prefix: airship, chart_groups: [db, identity, ingress]}\n---\nschema: armada/ChartGroup/v1\nmetadata: {schema: metadata/Document/v1, name: db}\ndata: {sequenced: true, chart_group: [mariadb]}\n---\nschema: armada/ChartGroup/v1\nmetadata: {schema: metadata/Document/v1, name: identity}\ndata: {sequenced: true, chart_group: [keystone]}\n---\nschema: armada/ChartGroup/v1\nmetadata: {schema: metadata/Document/v1, name: ingress}\ndata: {chart_group: [ingress]}\n---\nschema: armada/Chart/v1\nmetadata: {schema: metadata/Document/v1, name: mariadb}\ndata: {release: mariadb, namespace: openstack, source: {type: local, location: charts/mariadb}}\n---\nschema: armada/Chart/v1\nmetadata: {schema: metadata/Document/v1, name: keystone}\ndata: {release: keystone, namespace: openstack, source: {type: local, location: charts/keystone}}\n---\nschema: armada/Chart/v1\nmetadata: {schema: metadata/Document/v1, name: ingress}\ndata: {release: ingress, namespace: kube-system, source: {type: local, location: charts/ingress}}\n";
+    let mut owned: Vec<(String, String)> = vec![("site.yaml".into(), site.into())];
+    for name in ["mariadb", "keystone", "ingress"] {
+        let (c, cv, t, tv) = chart(name);
+        owned.push((c, cv));
+        owned.push((t, tv));
+    }
+    let files: Vec<(&str, &str)> = owned
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+
+    let (code, out) = weft_on(&files, &["render"], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("2 ArmadaManifests: `default/cluster-bootstrap` (site.yaml:5:1), `default/full-site` (site.yaml:1:1)")
+            && out.contains("choose it with --target-manifest NAME (or WEFT_TARGET_MANIFEST)"),
+        "{out}"
+    );
+
+    let (code, out) = weft_on(&files, &["render", "--target-manifest", "full-site"], &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("name: airship-mariadb"), "{out}");
+    assert!(out.contains("name: airship-keystone"), "{out}");
+    assert!(!out.contains("airship-ingress"), "{out}");
+    assert!(out.contains("ArmadaChart `default/ingress` is not deployed: no chart group of the target manifest `full-site` lists it"), "{out}");
+    // Groups in order: the database before identity.
+    assert!(
+        out.find("name: airship-mariadb").unwrap() < out.find("name: airship-keystone").unwrap(),
+        "{out}"
+    );
+
+    let (code, out) = weft_on(
+        &files,
+        &["render"],
+        &[("WEFT_TARGET_MANIFEST", "cluster-bootstrap")],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("name: airship-ingress"), "{out}");
 }

@@ -520,3 +520,80 @@ async fn upgrade_pre_delete_removes_the_charts_own_job_but_not_a_foreign_one() {
     );
     ns.delete().await;
 }
+
+fn manifest(ns: &str, name: &str, groups: &[&str]) -> String {
+    format!(
+        "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaManifest\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  release_prefix: site\n  chart_groups: [{}]\n",
+        groups.join(", ")
+    )
+}
+
+/// A site with two manifests over the same groups, as treasuremap's `full-site` and
+/// `cluster-bootstrap`: without `--target-manifest` the pass is refused (as Armada refuses it)
+/// and nothing is applied; with it, only the target's groups deploy, in its order, and the chart
+/// that only the other manifest's group lists is not deployed (nor is its CR applied), with a
+/// warning naming it. Choosing the other manifest later deploys that chart and prunes what the
+/// new target does not list.
+#[tokio::test]
+async fn the_target_manifest_deploys_only_its_groups() {
+    let ns = TestNamespace::new("armada-target").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let mut docs = String::new();
+    for c in ["db", "identity", "ingress"] {
+        docs.push_str(&chart(
+            &name,
+            c,
+            "{}",
+            &deployment_wait(&format!("site-{c}"), 60, "1"),
+            "",
+        ));
+    }
+    docs.push_str(&group(&name, "infra", &["db"]));
+    docs.push_str(&group(&name, "apps", &["identity"]));
+    docs.push_str(&group(&name, "edge", &["ingress"]));
+    docs.push_str(&manifest(&name, "full-site", &["infra", "apps"]));
+    docs.push_str(&manifest(&name, "cluster-bootstrap", &["infra", "edge"]));
+    let files = repo(&docs, false);
+    let deployments: Api<Deployment> = ns.api();
+
+    let (r, events) = pass(&client, &files, &options(&name)).await;
+    assert!(!r.succeeded(), "{events:#?}");
+    assert!(
+        error_text(&r).contains("choose it with --target-manifest NAME"),
+        "{}",
+        error_text(&r)
+    );
+    assert!(events.is_empty(), "{events:#?}");
+
+    let full_site = PassOptions {
+        target_manifest: Some("full-site".into()),
+        ..options(&name)
+    };
+    let (r, events) = pass(&client, &files, &full_site).await;
+    assert!(r.succeeded(), "{}\n{events:#?}", error_text(&r));
+    let db_ready = position(&events, &format!("ready Deployment/{name}/site-db"));
+    let identity_created = position(&events, &format!("created Deployment/{name}/site-identity"));
+    assert!(db_ready < identity_created, "{events:#?}");
+    assert!(deployments.get_opt("site-ingress").await.unwrap().is_none());
+    let charts: Api<weft::api::armada::ArmadaChart> = ns.api();
+    assert!(charts.get_opt("ingress").await.unwrap().is_none());
+    assert!(
+        r.diagnostics.0.iter().any(|d| d.to_string().contains(&format!(
+            "ArmadaChart `{name}/ingress` is not deployed: no chart group of the target manifest `full-site` lists it"
+        ))),
+        "{:#?}",
+        r.diagnostics.0
+    );
+
+    let bootstrap = PassOptions {
+        target_manifest: Some("cluster-bootstrap".into()),
+        ..options(&name)
+    };
+    let (r, events) = pass(&client, &files, &bootstrap).await;
+    assert!(r.succeeded(), "{}\n{events:#?}", error_text(&r));
+    assert!(deployments.get_opt("site-ingress").await.unwrap().is_some());
+    position(&events, &format!("deleted Deployment/{name}/site-identity"));
+    ns.delete().await;
+}

@@ -39,6 +39,11 @@ pub struct RepoArgs {
     /// Subdirectory of the repository that holds the configuration.
     #[arg(long, env = "WEFT_PATH")]
     pub path: Option<String>,
+    /// The ArmadaManifest that deploys (`NAME` or `NAMESPACE/NAME`), as `armada apply
+    /// --target-manifest`: only its groups and their charts deploy. Needed when the repository
+    /// has more than one manifest.
+    #[arg(long, env = "WEFT_TARGET_MANIFEST")]
+    pub target_manifest: Option<String>,
     /// The most one git fetch may take, whatever the server does (accepts and never answers,
     /// trickles): the fetch fails and the last good revision stays applied.
     #[arg(long, env = "WEFT_FETCH_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]

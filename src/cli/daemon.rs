@@ -99,6 +99,7 @@ impl RunArgs {
             .apply
             .pass_options(&self.cluster.namespace, repo.clone());
         pass_options.chart_sources = trust.chart_sources.clone();
+        pass_options.target_manifest = self.repo.target_manifest.clone();
         pass_options.chart_cache_dir = self.cache_dir.as_ref().map(|d| d.join("charts"));
         // Git chart sources beside the config repository are as private as it is.
         pass_options.chart_fetch = self.repo.chart_fetch(credentials.clone())?;

@@ -54,6 +54,7 @@ fn prepare_offline(args: &RepoArgs, key: &AgeKeyArgs) -> anyhow::Result<Outcome>
         repo_location: args.location(),
         chart_fetch,
         decryption: key.decryption()?,
+        target_manifest: args.target_manifest.clone(),
         ..PassOptions::default()
     };
     let runtime = tokio::runtime::Runtime::new()?;

@@ -30,6 +30,7 @@ impl SyncArgs {
     fn pass_options(&self) -> PassOptions {
         PassOptions {
             dry_run: self.dry_run,
+            target_manifest: self.repo.target_manifest.clone(),
             ..self
                 .apply
                 .pass_options(&self.cluster.namespace, self.repo.location())

@@ -174,6 +174,8 @@ fn chart_dirs(snapshot: &Snapshot) -> Vec<String> {
 pub struct LoadOptions {
     /// The age identities that decrypt the repository's SOPS files, tried in turn.
     pub identities: Arc<Vec<AgeIdentity>>,
+    /// `--target-manifest`: the ArmadaManifest that deploys (see [`armada::load_targeted`]).
+    pub target_manifest: Option<String>,
 }
 
 /// sops's own configuration (creation rules), not a manifest.
@@ -272,7 +274,7 @@ pub fn load_with(
         snapshot,
         weaveclouds,
         manifests,
-        armada: armada::load(armada_docs, &mut diags),
+        armada: armada::load_targeted(armada_docs, opts.target_manifest.as_deref(), &mut diags),
     };
     check_one_weavecloud_per_namespace(&repo, &mut diags);
     for d in &mut diags.0 {

@@ -255,6 +255,7 @@ mod tests {
     fn with_key() -> LoadOptions {
         LoadOptions {
             identities: Arc::new(identities_from_key_text(KAT_KEY, "kat.agekey").unwrap()),
+            ..LoadOptions::default()
         }
     }
 

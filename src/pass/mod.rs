@@ -86,6 +86,8 @@ pub struct PassOptions {
     /// The age identities that decrypt the repository's SOPS files (a key file, a decryption
     /// Secret read when a revision is loaded).
     pub decryption: Decryption,
+    /// `--target-manifest`: the ArmadaManifest that deploys (`NAME` or `NAMESPACE/NAME`).
+    pub target_manifest: Option<String>,
 }
 
 /// What a pass of one shard knows of the others (see [`crate::render::shard`]).
@@ -121,6 +123,7 @@ impl Default for PassOptions {
             chart_fetch: Default::default(),
             helm: Arc::new(HelmRenderer::new(HelmLocation::Environment)),
             decryption: Decryption::default(),
+            target_manifest: None,
         }
     }
 }

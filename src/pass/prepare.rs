@@ -45,16 +45,19 @@ pub async fn prepare(
     let revision = snapshot.revision_label();
     // The keys are read only for a revision that has SOPS files (a decryption Secret that is
     // missing does not stop a repository without any).
-    let load_opts = if load::sops::needs_decryption(&snapshot) {
-        load::LoadOptions {
-            identities: opts
-                .decryption
-                .identities()
-                .await
-                .map_err(PassError::Decryption)?,
-        }
+    let identities = if load::sops::needs_decryption(&snapshot) {
+        opts.decryption
+            .identities()
+            .await
+            .map_err(PassError::Decryption)?
     } else {
-        load::LoadOptions::default()
+        Arc::default()
+    };
+    // The manifest that deploys is chosen while the Armada documents are loaded, before their
+    // references are checked: a site's other manifests may list the same groups.
+    let load_opts = load::LoadOptions {
+        identities,
+        target_manifest: opts.target_manifest.clone(),
     };
     let (repo, mut diagnostics) =
         tokio::task::spawn_blocking(move || load::load_with(snapshot, &load_opts))

@@ -6,7 +6,9 @@ use kube::CustomResourceExt;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
-use super::{Loaded, ResourceKey, ARMADA_API_VERSION, KELEUSTES_FIELDS, NATIVE_NAMESPACE};
+use super::{
+    Loaded, ResourceKey, AIRSHIPIT_V1, ARMADA_API_VERSION, KELEUSTES_FIELDS, NATIVE_NAMESPACE,
+};
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
 use crate::load::schema::{self, SchemaIssue};
 use crate::load::yaml::Positions;
@@ -118,6 +120,12 @@ pub(super) fn load_cr(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    if api_version == AIRSHIPIT_V1
+        && raw.value.get("spec").is_none()
+        && raw.value.get("data").is_some()
+    {
+        return load_data_form(raw, kind, schemas, diags);
+    }
     if api_version != ARMADA_API_VERSION {
         if let Some(map) = raw.value.as_object_mut() {
             map.insert(
@@ -193,10 +201,19 @@ pub(super) fn load_native(
         ["armada", "ChartGroup", "v1" | "v2"] => Kind::Group,
         ["armada", "Manifest", "v1" | "v2"] => Kind::Manifest,
         _ => {
-            diags.error(
-                raw.origin_of("/schema"),
-                format!("unknown Armada document schema `{schema_name}`: expected armada/Chart/v1, armada/Chart/v2, armada/ChartGroup/v1, armada/ChartGroup/v2, armada/Manifest/v1 or armada/Manifest/v2"),
-            );
+            let shown: String = schema_name.chars().take(MAX_QUOTED).collect();
+            let message = if parts.first() == Some(&"armada") {
+                format!("unknown Armada document schema `{shown}`: expected {ARMADA_SCHEMAS}")
+            } else {
+                format!(
+                    "unsupported document schema `{shown}`: this is a Pegleg/Deckhand document, \
+                     and Weft reads only Armada's own ({ARMADA_SCHEMAS}) and Kubernetes \
+                     objects (`apiVersion`, `kind`). Weft performs no Deckhand layering, \
+                     substitution or secret storage: render the site first (`pegleg site render`) \
+                     and keep the armada/* documents, or move this file out of the synced path"
+                )
+            };
+            diags.error(raw.origin_of("/schema"), message);
             return None;
         }
     };
@@ -219,6 +236,7 @@ pub(super) fn load_native(
     let name = match raw.value.pointer("/metadata/name") {
         Some(Value::String(n)) if is_dns_subdomain(n) => Some(n.clone()),
         Some(Value::String(n)) => {
+            let n: String = n.chars().take(MAX_QUOTED).collect();
             diags.error(
                 raw.origin_of("/metadata/name"),
                 format!("`metadata.name` `{n}` cannot name a Kubernetes resource: use lowercase letters, digits, `-` and `.` (at most 253 characters)"),
@@ -249,6 +267,96 @@ pub(super) fn load_native(
             "Deckhand layering is not performed by Weft: this abstract document is deployed as it is",
         );
     }
+    let Some(name) = name else {
+        // Still check `data`, so every error of the document shows at once.
+        let _ = spec_from_data(&raw, kind, schemas, diags);
+        return None;
+    };
+    let mut metadata = json!({"name": name, "namespace": namespace});
+    for field in ["labels", "annotations"] {
+        match string_map(&raw, field, diags) {
+            Ok(Some(map)) => metadata[field] = Value::Object(map),
+            Ok(None) => {}
+            Err(()) => ok = false,
+        }
+    }
+    let data = spec_from_data(&raw, kind, schemas, diags)?;
+    if !ok {
+        return None;
+    }
+    let value = json!({
+        "apiVersion": ARMADA_API_VERSION,
+        "kind": kind.name(),
+        "metadata": metadata,
+        "spec": data,
+    });
+    let doc = Doc {
+        value,
+        origin: raw.origin,
+        positions: raw.positions,
+        spec_pointer: "/data",
+        native_schema: Some(schema_name),
+    };
+    warn_unacted(kind, &doc, diags);
+    Some((kind, doc))
+}
+
+/// `metadata.<field>` (labels, annotations) of a document: a mapping of strings, or an error
+/// naming the entry that is not one.
+fn string_map(
+    raw: &RawDoc,
+    field: &str,
+    diags: &mut Diagnostics,
+) -> Result<Option<Map<String, Value>>, ()> {
+    let pointer = format!("/metadata/{field}");
+    match raw.value.pointer(&pointer) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(map)) => {
+            let mut ok = true;
+            for (key, value) in map {
+                if !value.is_string() {
+                    let key_shown: String = key.chars().take(MAX_QUOTED).collect();
+                    diags.error(
+                        raw.origin_of(&format!("{pointer}/{}", pointer_escape(key))),
+                        format!("`metadata.{field}.{key_shown}` must be a string (quote it)"),
+                    );
+                    ok = false;
+                }
+            }
+            if ok {
+                Ok(Some(map.clone()))
+            } else {
+                Err(())
+            }
+        }
+        Some(_) => {
+            diags.error(
+                raw.origin_of(&pointer),
+                format!("`metadata.{field}` must be a mapping of strings"),
+            );
+            Err(())
+        }
+    }
+}
+
+fn pointer_escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The schemas of Armada's own documents.
+const ARMADA_SCHEMAS: &str = "armada/Chart/v1, armada/Chart/v2, armada/ChartGroup/v1, armada/ChartGroup/v2, armada/Manifest/v1 or armada/Manifest/v2";
+
+/// The most characters of a document's own text quoted in a message.
+const MAX_QUOTED: usize = 100;
+
+/// `data` of a native document (or of an airshipit `v1` CR, which keeps its spec there) as a
+/// CR's spec: normalised and checked against the CRD's spec schema, positions from `/data`.
+fn spec_from_data(
+    raw: &RawDoc,
+    kind: Kind,
+    schemas: &Schemas,
+    diags: &mut Diagnostics,
+) -> Option<Value> {
     let mut data = match raw.value.get("data") {
         Some(Value::Object(d)) => Value::Object(d.clone()),
         Some(_) => {
@@ -263,6 +371,7 @@ pub(super) fn load_native(
     normalise(kind, &mut data, &mut |pointer: &str, message: String| {
         diags.warning(raw.origin_of(&format!("/data{pointer}")), message)
     });
+    let mut ok = true;
     let mut issues: Vec<SchemaIssue> = Vec::new();
     if let Some(spec_schema) = schemas
         .of(kind)
@@ -281,13 +390,64 @@ pub(super) fn load_native(
             diags.error(origin, issue.message);
         }
     }
-    let name = name?;
+    ok.then_some(data)
+}
+
+/// The airshipit armada-operator's own `armada.airshipit.org/v1` ArmadaChart, which keeps its
+/// spec under `data:` (its Go type: `Spec ArmadaChartSpec json:"data"`): read as written, its
+/// operator-only fields dropped with a warning.
+fn load_data_form(
+    mut raw: RawDoc,
+    kind: Kind,
+    schemas: &Schemas,
+    diags: &mut Diagnostics,
+) -> Option<(Kind, Doc)> {
+    let mut ok = true;
+    if let Value::Object(map) = &raw.value {
+        for key in map.keys() {
+            if !matches!(
+                key.as_str(),
+                "apiVersion" | "kind" | "metadata" | "data" | "status"
+            ) {
+                let hint = schema::did_you_mean(key, ["metadata", "data"])
+                    .map(|m| format!(" (did you mean `{m}`?)"))
+                    .unwrap_or_default();
+                let shown: String = key.chars().take(MAX_QUOTED).collect();
+                diags.error(
+                    raw.origin_of(&format!("/{}", pointer_escape(key))),
+                    format!("unknown field `{shown}` in an {AIRSHIPIT_V1} {} (its spec is `data`){hint}", kind.name()),
+                );
+                ok = false;
+            }
+        }
+    }
+    let mut dropped = Vec::new();
+    if let Some(data) = raw.value.get_mut("data") {
+        drop_operator_fields(data, &mut dropped);
+    }
+    for (pointer, field) in dropped {
+        diags.warning(
+            raw.origin_of(&format!("/data{pointer}")),
+            format!(
+                "`data.{field}` (an armada-operator field) is ignored: Weft does not act on it"
+            ),
+        );
+    }
+    let data = spec_from_data(&raw, kind, schemas, diags)?;
     if !ok {
         return None;
     }
-    let mut metadata = json!({"name": name, "namespace": namespace});
-    if let Some(Value::Object(labels)) = raw.value.pointer("/metadata/labels") {
-        metadata["labels"] = Value::Object(labels.clone());
+    let mut metadata = match raw.value.get("metadata") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    if metadata
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        metadata.insert("namespace".into(), Value::String(NATIVE_NAMESPACE.into()));
     }
     let value = json!({
         "apiVersion": ARMADA_API_VERSION,
@@ -297,13 +457,47 @@ pub(super) fn load_native(
     });
     let doc = Doc {
         value,
-        origin: raw.origin,
-        positions: raw.positions,
+        origin: std::mem::take(&mut raw.origin),
+        positions: std::mem::take(&mut raw.positions),
         spec_pointer: "/data",
-        native_schema: Some(schema_name),
+        native_schema: None,
     };
     warn_unacted(kind, &doc, diags);
     Some((kind, doc))
+}
+
+/// The fields of the airshipit operator's `v1` ArmadaChart that neither Armada's schemas nor
+/// Weft have: removed from `data`, each listed as (pointer, field path).
+fn drop_operator_fields(data: &mut Value, dropped: &mut Vec<(String, String)>) {
+    if let Some(pre) = data
+        .pointer_mut("/upgrade/pre")
+        .and_then(Value::as_object_mut)
+    {
+        for field in ["cleanup", "update_crd"] {
+            if pre.remove(field).is_some() {
+                dropped.push((
+                    format!("/upgrade/pre/{field}"),
+                    format!("upgrade.pre.{field}"),
+                ));
+            }
+        }
+    }
+    if let Some(resources) = data
+        .pointer_mut("/wait/resources")
+        .and_then(Value::as_array_mut)
+    {
+        for (i, r) in resources.iter_mut().enumerate() {
+            let Some(r) = r.as_object_mut() else { continue };
+            for field in ["namespace", "condition", "delay"] {
+                if r.remove(field).is_some() {
+                    dropped.push((
+                        format!("/wait/resources/{i}/{field}"),
+                        format!("wait.resources[{i}].{field}"),
+                    ));
+                }
+            }
+        }
+    }
 }
 
 pub(super) fn is_dns_subdomain(name: &str) -> bool {

@@ -9,6 +9,7 @@
 
 mod documents;
 mod references;
+mod target;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -246,17 +247,47 @@ pub struct PlannedChart {
     pub manifest: Option<ResourceKey>,
 }
 
-/// A native Armada document (`schema: armada/Chart/v1`, …).
+/// A native Armada document (`schema: armada/Chart/v1`, …), or another Deckhand-style document
+/// (`schema: pegleg/…`, `deckhand/…`, with `metadata.schema: metadata/Document/v1`): the loader
+/// of Armada documents reads the first and reports the others as an unsupported schema, naming
+/// file and line, instead of as a Kubernetes object without `apiVersion`.
 pub fn is_native(value: &Value) -> bool {
+    let Some(schema) = value.get("schema").and_then(Value::as_str) else {
+        return false;
+    };
+    if schema.starts_with("armada/") {
+        return true;
+    }
+    if value.get("apiVersion").is_some() || value.get("kind").is_some() {
+        return false;
+    }
+    let deckhand_metadata = value
+        .pointer("/metadata/schema")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.starts_with("metadata/"));
+    // `<namespace>/<Kind>/v<N>`, as every Deckhand schema is named.
+    let parts: Vec<&str> = schema.split('/').collect();
+    let deckhand_name = parts.len() == 3
+        && parts[2]
+            .strip_prefix('v')
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+    deckhand_metadata || deckhand_name
+}
+
+/// An Armada document of Armada's own schemas (`schema: armada/…`).
+fn is_armada_schema(value: &Value) -> bool {
     value
         .get("schema")
         .and_then(Value::as_str)
         .is_some_and(|s| s.starts_with("armada/"))
 }
 
+/// The airshipit armada-operator's version, whose ArmadaChart keeps its spec under `data:`.
+pub const AIRSHIPIT_V1: &str = "armada.airshipit.org/v1";
+
 /// `apiVersion`s of other Armada operators whose documents Weft reads as its own: the current
 /// airshipit armada-operator (`v1`); the keleustes operator's `v1alpha1` is Weft's own version.
-pub const COMPATIBLE_API_VERSIONS: &[&str] = &["armada.airshipit.org/v1"];
+pub const COMPATIBLE_API_VERSIONS: &[&str] = &[AIRSHIPIT_V1];
 
 /// Fields of the keleustes armada-operator's `v1alpha1` specs that Weft accepts and ignores, with
 /// a warning (they drive that operator's own state machine).
@@ -274,7 +305,9 @@ pub fn is_armada_cr(api_version: &str, kind: &str) -> bool {
 pub fn local_chart_dirs(docs: &[RawDoc]) -> Vec<String> {
     let mut dirs = BTreeSet::new();
     for raw in docs {
-        let pointer = if is_native(&raw.value) {
+        let pointer = if is_armada_schema(&raw.value)
+            || (raw.value.get("spec").is_none() && raw.value.get("data").is_some())
+        {
             "/data/source"
         } else {
             "/spec/source"
@@ -300,8 +333,20 @@ pub fn local_chart_dirs(docs: &[RawDoc]) -> Vec<String> {
     dirs.into_iter().collect()
 }
 
-/// Type and check the Armada documents.
+/// Type and check the Armada documents, without a target manifest (see [`load_targeted`]).
 pub fn load(docs: Vec<RawDoc>, diags: &mut Diagnostics) -> ArmadaDocs {
+    load_targeted(docs, None, diags)
+}
+
+/// Type and check the Armada documents. `target_manifest` (`--target-manifest`, as `armada
+/// apply`'s) selects the manifest that deploys: the other manifests, the groups it does not list
+/// and the charts none of its groups lists are left out (the charts and groups with a warning).
+/// Without one, more than one manifest is an error, as in Armada.
+pub fn load_targeted(
+    docs: Vec<RawDoc>,
+    target_manifest: Option<&str>,
+    diags: &mut Diagnostics,
+) -> ArmadaDocs {
     // Generating the CRD schemas takes milliseconds; once per process is enough.
     static SCHEMAS: std::sync::OnceLock<Schemas> = std::sync::OnceLock::new();
     let schemas = SCHEMAS.get_or_init(Schemas::new);
@@ -329,6 +374,7 @@ pub fn load(docs: Vec<RawDoc>, diags: &mut Diagnostics) -> ArmadaDocs {
             Kind::Manifest => out.manifests.extend(typed(doc, diags)),
         }
     }
+    target::select_manifest(&mut out, target_manifest, diags);
     check_charts(&out, diags);
     check_references(&out, diags);
     out

@@ -467,3 +467,184 @@ fn a_dependency_diamond_repeated_per_level_is_refused_by_tree_size() {
     .concat();
     assert_eq!(load_on_small_stack(one), Vec::<String>::new());
 }
+
+#[test]
+fn native_documents_keep_their_annotations_and_labels() {
+    let text = "schema: armada/Chart/v1\nmetadata:\n  schema: metadata/Document/v1\n  name: alerts\n  labels: {component: alerts}\n  annotations:\n    weft.io/literal-braces: allow\n  storagePolicy: cleartext\ndata: {release: alerts, namespace: x, source: {type: local, location: c}}\n---\nschema: armada/Chart/v1\nmetadata:\n  name: bad\n  annotations:\n    weft.io/retries: 3\ndata: {release: bad, namespace: x, source: {type: local, location: c}}\n";
+    let (docs, diags) = load_text(text);
+    let c = docs.chart(NATIVE_NAMESPACE, "alerts").unwrap();
+    let annotations = c.resource.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("weft.io/literal-braces")
+            .map(String::as_str),
+        Some("allow")
+    );
+    let labels = c.resource.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("component").map(String::as_str), Some("alerts"));
+    // A value that is not a string is an error at its line, not a failed conversion.
+    assert_eq!(
+        errors(&diags),
+        ["armada.yaml:15:5: `metadata.annotations.weft.io/retries` must be a string (quote it)"]
+    );
+    assert!(docs.chart(NATIVE_NAMESPACE, "bad").is_none());
+}
+
+/// The airshipit armada-operator's `v1` ArmadaChart keeps its spec under `data:` (its Go type's
+/// `Spec ArmadaChartSpec json:"data"`), with a few fields of its own.
+#[test]
+fn the_airshipit_operator_s_data_form_is_read_as_written() {
+    let text = "apiVersion: armada.airshipit.org/v1\nkind: ArmadaChart\nmetadata:\n  name: mariadb\n  namespace: openstack\n  annotations: {weft.io/literal-braces: allow}\ndata:\n  chart_name: mariadb\n  release: mariadb\n  namespace: openstack\n  source: {type: tar, location: 'http://charts.example/mariadb.tgz', subpath: mariadb}\n  values: {pod: {replicas: {server: 1}}}\n  wait:\n    timeout: 600\n    labels: {release_group: airship-mariadb}\n    resources:\n      - type: statefulset\n        min_ready: '1'\n        namespace: openstack\n        condition: Ready\n        delay: 5\n  upgrade:\n    pre:\n      cleanup: true\n      update_crd: false\n      delete: [{type: job, labels: {release_group: airship-mariadb}}]\n---\napiVersion: armada.airshipit.org/v1\nkind: ArmadaChart\nmetadata: {name: typo}\ndata:\n  release: typo\n  namespace: x\n  relase: y\n  source: {type: local, location: c}\n";
+    let (docs, diags) = load_text(text);
+    let c = docs
+        .chart("openstack", "mariadb")
+        .expect("the v1 data form is read");
+    let spec = &c.resource.spec;
+    assert_eq!(spec.release, "mariadb");
+    assert_eq!(spec.source.subpath.as_deref(), Some("mariadb"));
+    assert_eq!(spec.values["pod"]["replicas"]["server"], 1);
+    let wait = spec.wait.as_ref().unwrap();
+    assert_eq!(wait.timeout, Some(600));
+    assert_eq!(wait.resources.len(), 1);
+    assert_eq!(
+        c.resource
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("weft.io/literal-braces"))
+            .map(String::as_str),
+        Some("allow")
+    );
+    // Errors and warnings name `data.…` at its line.
+    assert_eq!(c.field_name("/wait/timeout"), "data.wait.timeout");
+    assert_eq!(c.origin_of("/wait/timeout").to_string(), "armada.yaml:14:5");
+    let w = warnings(&diags);
+    for (line, field) in [
+        (19, "wait.resources[0].namespace"),
+        (20, "wait.resources[0].condition"),
+        (21, "wait.resources[0].delay"),
+        (24, "upgrade.pre.cleanup"),
+        (25, "upgrade.pre.update_crd"),
+    ] {
+        assert!(
+            w.iter()
+                .any(|w| w.starts_with(&format!("armada.yaml:{line}:"))
+                    && w.contains(&format!(
+                        "`data.{field}` (an armada-operator field) is ignored"
+                    ))),
+            "{field}: {w:?}"
+        );
+    }
+    let e = errors(&diags);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("armada.yaml:34:3: ") && e[0].contains("relase"),
+        "{e:?}"
+    );
+    assert!(docs.chart(NATIVE_NAMESPACE, "typo").is_none());
+}
+
+/// A treasuremap site holds Pegleg and Deckhand documents beside Armada's: each is an
+/// unsupported schema at its file and line, never a Kubernetes object without `apiVersion`.
+#[test]
+fn pegleg_and_deckhand_documents_are_an_unsupported_schema() {
+    let text = "schema: pegleg/SoftwareVersions/v1\nmetadata:\n  schema: metadata/Document/v1\n  name: software-versions\n  layeringDefinition: {abstract: false, layer: global}\n  storagePolicy: cleartext\ndata: {charts: {}}\n---\nschema: deckhand/Passphrase/v1\nmetadata:\n  schema: metadata/Document/v1\n  name: osh_keystone_admin_password\n  storagePolicy: encrypted\ndata: password\n";
+    let docs = raw_docs("site/secrets.yaml", text);
+    assert!(docs.iter().all(|d| is_native(&d.value)));
+    let mut diags = Diagnostics::default();
+    load(docs, &mut diags);
+    let e = errors(&diags);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e[0].starts_with("site/secrets.yaml:1:1: unsupported document schema `pegleg/SoftwareVersions/v1`: this is a Pegleg/Deckhand document"),
+        "{e:?}"
+    );
+    assert!(
+        e[1].starts_with(
+            "site/secrets.yaml:9:1: unsupported document schema `deckhand/Passphrase/v1`"
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.iter().all(|e| !e.contains("missing required field")),
+        "{e:?}"
+    );
+    // A Kubernetes object with a field called `schema` stays a Kubernetes object.
+    let k8s = raw_docs(
+        "a.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nschema: x/Y/v1\n",
+    );
+    assert!(!is_native(&k8s[0].value));
+}
+
+/// Two manifests that list the same groups, as treasuremap's `full-site` and `cluster-bootstrap`,
+/// and a chart that only the second one's groups list.
+const TWO_MANIFESTS: &str = "schema: armada/Manifest/v1\nmetadata: {name: full-site}\ndata: {release_prefix: airship, chart_groups: [infra, apps]}\n---\nschema: armada/Manifest/v1\nmetadata: {name: cluster-bootstrap}\ndata: {release_prefix: airship, chart_groups: [infra, extra]}\n---\nschema: armada/ChartGroup/v1\nmetadata: {name: infra}\ndata: {chart_group: [db]}\n---\nschema: armada/ChartGroup/v1\nmetadata: {name: apps}\ndata: {sequenced: true, chart_group: [api]}\n---\nschema: armada/ChartGroup/v1\nmetadata: {name: extra}\ndata: {chart_group: [tools]}\n---\nschema: armada/Chart/v1\nmetadata: {name: db}\ndata: {release: db, namespace: x, source: {type: local, location: c}}\n---\nschema: armada/Chart/v1\nmetadata: {name: api}\ndata: {release: api, namespace: x, dependencies: [lib], source: {type: local, location: c}}\n---\nschema: armada/Chart/v1\nmetadata: {name: lib}\ndata: {release: lib, namespace: x, source: {type: local, location: c}}\n---\nschema: armada/Chart/v1\nmetadata: {name: tools}\ndata: {release: tools, namespace: x, source: {type: local, location: c}}\n";
+
+fn load_target(text: &str, target: Option<&str>) -> (ArmadaDocs, Diagnostics) {
+    let mut diags = Diagnostics::default();
+    let docs = load_targeted(raw_docs("armada.yaml", text), target, &mut diags);
+    diags.0.sort();
+    (docs, diags)
+}
+
+#[test]
+fn the_target_manifest_deploys_its_groups_only() {
+    let (docs, diags) = load_target(TWO_MANIFESTS, Some("full-site"));
+    assert_eq!(errors(&diags), Vec::<String>::new());
+    let plan: Vec<(String, u32)> = docs
+        .deployment_plan()
+        .iter()
+        .map(|p| {
+            (
+                docs.charts[p.chart].resource.metadata.name.clone().unwrap(),
+                p.wave,
+            )
+        })
+        .collect();
+    // `lib` stays, as `api`'s dependency; `tools` (listed only by `cluster-bootstrap`) goes.
+    assert_eq!(plan, vec![("db".into(), 1), ("api".into(), 2)]);
+    assert!(docs.chart(NATIVE_NAMESPACE, "lib").is_some());
+    assert!(docs.chart(NATIVE_NAMESPACE, "tools").is_none());
+    assert_eq!(docs.manifests.len(), 1);
+    assert_eq!(
+        warnings(&diags),
+        [
+            "armada.yaml:17:1: warning: ArmadaChartGroup `default/extra` is not deployed: the target manifest `full-site` does not list it",
+            "armada.yaml:33:1: warning: ArmadaChart `default/tools` is not deployed: no chart group of the target manifest `full-site` lists it",
+        ]
+    );
+    // NAMESPACE/NAME names the same manifest.
+    let (docs, diags) = load_target(TWO_MANIFESTS, Some("default/cluster-bootstrap"));
+    assert_eq!(errors(&diags), Vec::<String>::new());
+    assert!(docs.chart(NATIVE_NAMESPACE, "tools").is_some());
+    assert!(docs.chart(NATIVE_NAMESPACE, "api").is_none());
+}
+
+#[test]
+fn two_manifests_without_a_target_are_refused_as_armada_refuses_them() {
+    let (_, diags) = load_target(TWO_MANIFESTS, None);
+    let e = errors(&diags);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("2 ArmadaManifests: `default/cluster-bootstrap` (armada.yaml:5:1), `default/full-site` (armada.yaml:1:1)")
+            && e[0].contains("choose it with --target-manifest NAME (or WEFT_TARGET_MANIFEST)"),
+        "{e:?}"
+    );
+    // A target that names none is an error that lists them.
+    let (_, diags) = load_target(TWO_MANIFESTS, Some("full-sit"));
+    let e = errors(&diags);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("--target-manifest `full-sit` names no ArmadaManifest")
+            && e[0].contains("(did you mean `full-site`?)"),
+        "{e:?}"
+    );
+    let (_, diags) = load_target(&NATIVE.replace("name: site", "name: one"), Some("site"));
+    assert!(
+        errors(&diags)
+            .iter()
+            .any(|e| e.contains("--target-manifest `site` names no ArmadaManifest")),
+        "{diags:?}"
+    );
+}
