@@ -3,8 +3,9 @@
 //!
 //! - [`wait_ready`]: given objects, each by its kind's rule (every pod of a controller);
 //! - [`wait_owner`]: an owner's [`WaitRule`]: its label selectors over the listed objects of
-//!   its namespace (with their `min_ready`), plus its objects of other kinds that have a status,
-//!   within the rule's own timeout.
+//!   its namespace (with their `min_ready`; a required selector that finds nothing is not
+//!   ready), plus its objects of other kinds that have a status, within the rule's own timeout,
+//!   until the verdict is stable.
 //!
 //! On timeout the error names every object that is not ready and why.
 
@@ -177,10 +178,45 @@ async fn list_for_rule(client: &Client, rule: &WaitRule) -> (Vec<Value>, Vec<Str
     (out, errors)
 }
 
+/// What a look at an owner's objects saw, to tell a stable verdict from a passing one: every
+/// object its selectors judged, with its `resourceVersion`.
+fn fingerprint(rule: &WaitRule, live: &[Value]) -> Vec<(String, String, String, String)> {
+    let field = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut seen: Vec<_> = live
+        .iter()
+        .filter(|v| {
+            rule.selectors
+                .iter()
+                .any(|s| s.matches(v) && !readiness::excluded(&s.kind, v))
+        })
+        .map(|v| {
+            (
+                field(v, "/kind"),
+                field(v, "/metadata/namespace"),
+                field(v, "/metadata/name"),
+                field(v, "/metadata/resourceVersion"),
+            )
+        })
+        .collect();
+    seen.sort();
+    seen
+}
+
 /// Wait until an owner is ready by its own rule; `extra` are its objects outside the selectors'
 /// kinds that still have a status to wait for. Returns at once when something failed for good;
 /// otherwise at the rule's timeout with every object not ready and why (and every required
 /// selector that found nothing). `on_ready` is called once per object that is ready.
+///
+/// Readiness is re-checked until stable, as Armada's `wait.py` does (it waits again when the
+/// objects were modified while it watched): the owner is ready when two looks, a poll interval
+/// apart, find everything ready and the same objects at the same `resourceVersion`. A pod that
+/// a controller creates a moment after the others, or one that turns ready and fails again,
+/// keeps the wait going.
 pub async fn wait_owner(
     client: &Client,
     rule: &WaitRule,
@@ -190,6 +226,9 @@ pub async fn wait_owner(
 ) -> Result<(), NotReady> {
     let start = Instant::now();
     let mut reported: BTreeSet<ObjectRef> = BTreeSet::new();
+    // The last look, when it found everything ready: the next must find the same.
+    let mut ready_before: Option<Vec<(String, String, String, String)>> = None;
+    let mut confirmed_late = false;
     loop {
         let (live, list_errors) = list_for_rule(client, rule).await;
         let judged = readiness::judge(&rule.selectors, &live);
@@ -208,22 +247,49 @@ pub async fn wait_owner(
                 Readiness::Failed(why) => state.failed.push((t.object.clone(), why)),
             }
         }
-        for r in ready {
+        for r in &ready {
             // An object judged by two selectors is ready only if both say so.
-            if !state.not_ready.iter().any(|(o, _)| o == &r)
-                && !state.failed.iter().any(|(o, _)| o == &r)
+            if !state.not_ready.iter().any(|(o, _)| o == r)
+                && !state.failed.iter().any(|(o, _)| o == r)
                 && reported.insert(r.clone())
             {
-                on_ready(&r);
+                on_ready(r);
             }
         }
         if !state.failed.is_empty() {
             return Err(state);
         }
-        if state.not_ready.is_empty() && state.missing.is_empty() {
-            return Ok(());
+        let all_ready = state.not_ready.is_empty() && state.missing.is_empty();
+        let timed_out = start.elapsed() >= rule.timeout;
+        if all_ready {
+            let seen = fingerprint(rule, &live);
+            if rule.selectors.is_empty() || ready_before.as_ref() == Some(&seen) {
+                return Ok(());
+            }
+            ready_before = Some(seen);
+            if timed_out {
+                // Ready at the deadline: one more look says whether it holds.
+                if confirmed_late {
+                    state.not_ready = ready
+                        .into_iter()
+                        .map(|r| {
+                            (
+                                r,
+                                "ready, but changed since the last look (not stable)".to_string(),
+                            )
+                        })
+                        .collect();
+                    state.timed_out = Some(rule.timeout);
+                    return Err(state);
+                }
+                confirmed_late = true;
+                tokio::time::sleep(poll_interval).await;
+                continue;
+            }
+        } else {
+            ready_before = None;
         }
-        if start.elapsed() >= rule.timeout {
+        if timed_out {
             state.timed_out = Some(rule.timeout);
             return Err(state);
         }
