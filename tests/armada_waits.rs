@@ -365,7 +365,9 @@ async fn helm_labelled_pods_are_waited_for_and_an_upgrade_with_no_hooks_runs_non
         "{events:#?}"
     );
     assert!(
-        !events.iter().any(|e| e.contains("hook")),
+        !events
+            .iter()
+            .any(|e| e.contains("site-web-hook") || e.contains(" hook)")),
         "no hook runs on this upgrade: {events:#?}"
     );
     assert_eq!(hook_version().await, "1");
