@@ -178,9 +178,35 @@ async fn list_for_rule(client: &Client, rule: &WaitRule) -> (Vec<Value>, Vec<Str
     (out, errors)
 }
 
-/// What a look at an owner's objects saw, to tell a stable verdict from a passing one: every
-/// object its selectors judged, with its `resourceVersion`.
-fn fingerprint(rule: &WaitRule, live: &[Value]) -> Vec<(String, String, String, String)> {
+/// What a look at an owner's objects saw: every object its selectors judged (kind, namespace,
+/// name) with its `resourceVersion`.
+type Seen = Vec<(String, String, String, String)>;
+
+/// Tells a stable "ready" from a passing one, as Armada's `wait.py` waits again when the objects
+/// were modified while it watched: ready is stable when two looks in a row find everything
+/// ready and the same objects at the same versions.
+#[derive(Debug, Default)]
+struct Stability {
+    /// The last look, when it found everything ready.
+    ready_before: Option<Seen>,
+}
+
+impl Stability {
+    /// Record a look; `true` when it confirms the one before.
+    fn settled(&mut self, all_ready: bool, seen: Seen) -> bool {
+        if !all_ready {
+            self.ready_before = None;
+            return false;
+        }
+        if self.ready_before.as_ref() == Some(&seen) {
+            return true;
+        }
+        self.ready_before = Some(seen);
+        false
+    }
+}
+
+fn fingerprint(rule: &WaitRule, live: &[Value]) -> Seen {
     let field = |v: &Value, p: &str| {
         v.pointer(p)
             .and_then(Value::as_str)
@@ -226,8 +252,7 @@ pub async fn wait_owner(
 ) -> Result<(), NotReady> {
     let start = Instant::now();
     let mut reported: BTreeSet<ObjectRef> = BTreeSet::new();
-    // The last look, when it found everything ready: the next must find the same.
-    let mut ready_before: Option<Vec<(String, String, String, String)>> = None;
+    let mut stability = Stability::default();
     let mut confirmed_late = false;
     loop {
         let (live, list_errors) = list_for_rule(client, rule).await;
@@ -261,12 +286,11 @@ pub async fn wait_owner(
         }
         let all_ready = state.not_ready.is_empty() && state.missing.is_empty();
         let timed_out = start.elapsed() >= rule.timeout;
+        let settled = stability.settled(all_ready, fingerprint(rule, &live));
         if all_ready {
-            let seen = fingerprint(rule, &live);
-            if rule.selectors.is_empty() || ready_before.as_ref() == Some(&seen) {
+            if rule.selectors.is_empty() || settled {
                 return Ok(());
             }
-            ready_before = Some(seen);
             if timed_out {
                 // Ready at the deadline: one more look says whether it holds.
                 if confirmed_late {
@@ -286,8 +310,6 @@ pub async fn wait_owner(
                 tokio::time::sleep(poll_interval).await;
                 continue;
             }
-        } else {
-            ready_before = None;
         }
         if timed_out {
             state.timed_out = Some(rule.timeout);
@@ -295,5 +317,47 @@ pub async fn wait_owner(
         }
         let left = rule.timeout.saturating_sub(start.elapsed());
         tokio::time::sleep(poll_interval.min(left)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(objects: &[(&str, &str)]) -> Seen {
+        objects
+            .iter()
+            .map(|(name, version)| {
+                (
+                    "Pod".to_string(),
+                    "demo".to_string(),
+                    name.to_string(),
+                    version.to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ready_counts_only_when_a_second_look_finds_the_same() {
+        let mut s = Stability::default();
+        // One pod ready: not yet; its sibling appears (the ReplicaSet made it a moment later).
+        assert!(!s.settled(true, seen(&[("api-1", "10")])));
+        assert!(!s.settled(true, seen(&[("api-1", "10"), ("api-2", "11")])));
+        // The same two, unchanged: stable.
+        assert!(s.settled(true, seen(&[("api-1", "10"), ("api-2", "11")])));
+
+        // Ready, then modified (a new resourceVersion): look again.
+        let mut s = Stability::default();
+        assert!(!s.settled(true, seen(&[("api-1", "10")])));
+        assert!(!s.settled(true, seen(&[("api-1", "12")])));
+        assert!(s.settled(true, seen(&[("api-1", "12")])));
+
+        // A look that is not ready starts over.
+        let mut s = Stability::default();
+        assert!(!s.settled(true, seen(&[("api-1", "10")])));
+        assert!(!s.settled(false, seen(&[("api-1", "10")])));
+        assert!(!s.settled(true, seen(&[("api-1", "10")])));
+        assert!(s.settled(true, seen(&[("api-1", "10")])));
     }
 }
