@@ -6,6 +6,7 @@
 //!   required, so the chart fails after its `wait.timeout`, naming its `wait.labels`, and neither
 //!   the next chart of its sequenced group nor the group after it is deployed;
 //! - Armada v2's `wait.resources` mapping keeps the default types it does not drop;
+//! - a DaemonSet updated with `OnDelete` is ready only with `allow_async_updates: true`;
 //! - pods selected on the chart's own `app.kubernetes.io/managed-by: Helm` are found and ready;
 //! - `upgrade.no_hooks: true`: the install runs the chart's hook, the upgrade does not;
 //! - a release namespace that does not exist is created; removing its chart prunes it only when
@@ -486,5 +487,76 @@ async fn a_missing_release_namespace_is_created_and_pruned_only_when_weft_made_i
     for extra in [&ns_a, &ns_b] {
         let _ = namespaces.delete(extra, &DeleteParams::default()).await;
     }
+    ns.delete().await;
+}
+
+/// A DaemonSet whose pods are replaced only when someone deletes them.
+const DAEMONSET: &str = r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ .Release.Name }}
+  labels:
+    app.kubernetes.io/instance: {{ .Release.Name }}
+spec:
+  updateStrategy:
+    type: OnDelete
+  selector:
+    matchLabels:
+      app.kubernetes.io/instance: {{ .Release.Name }}
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/instance: {{ .Release.Name }}
+    spec:
+      containers:
+        - name: agent
+          image: registry.example/agent:{{ .Values.version }}
+"#;
+
+#[tokio::test]
+async fn an_on_delete_update_is_ready_only_with_allow_async_updates() {
+    let ns = TestNamespace::new("waits-async").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let files = |version: &str, allow: bool| {
+        let mut f = BTreeMap::from([
+            (
+                "charts/agent/Chart.yaml".to_string(),
+                "apiVersion: v2\nname: agent\nversion: 0.1.0\n".to_string(),
+            ),
+            (
+                "charts/agent/templates/daemonset.yaml".to_string(),
+                DAEMONSET.to_string(),
+            ),
+        ]);
+        let mut docs = format!(
+            "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: agent, namespace: {name}}}\nspec:\n  release: agent\n  namespace: {name}\n  source: {{type: local, location: charts/agent}}\n  values: {{version: \"{version}\"}}\n  wait:\n    timeout: 4\n    labels: {{app.kubernetes.io/instance: site-agent}}\n    resources:\n      - type: daemonset\n        allow_async_updates: {allow}\n"
+        );
+        docs.push_str(&group(&name, "first", true, &["agent"]));
+        docs.push_str(&manifest(&name, &["first"]));
+        f.insert("armada.yaml".to_string(), docs);
+        f
+    };
+    let opts = options(&name);
+
+    // The install is no update: ready once its pods are.
+    let (r, events) = pass(&client, &files("1", false), &opts).await;
+    assert!(r.succeeded(), "{}\n{events:#?}", error_text(&r));
+
+    // An update that leaves the old pods running: never ready, as in Armada.
+    let (r, events) = pass(&client, &files("2", false), &opts).await;
+    assert!(!r.succeeded(), "{events:#?}");
+    let text = error_text(&r);
+    assert!(
+        text.contains(&format!(
+            "DaemonSet/{name}/site-agent: async update not allowed: update strategy type is OnDelete"
+        )),
+        "{text}"
+    );
+
+    // Allowed: judged by its pods (all available, old or new), so ready.
+    let (r, events) = pass(&client, &files("3", true), &opts).await;
+    assert!(r.succeeded(), "{}\n{events:#?}", error_text(&r));
     ns.delete().await;
 }
