@@ -513,6 +513,8 @@ async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_
 /// A Helm chart printing what helm knows of the cluster, and one whose `required` value is
 /// missing, in two groups of a manifest: the first deploys with the control plane's version in
 /// `.Capabilities`, the second fails alone with helm's template file and line in its status.
+/// The first has no pods: as in Armada it says so (`wait.resources: []`), else its wait would
+/// require one.
 #[tokio::test]
 async fn helm_charts_in_the_daemon_see_the_cluster_and_fail_alone() {
     let _one = ONE_DAEMON.lock().await;
@@ -543,7 +545,7 @@ async fn helm_charts_in_the_daemon_see_the_cluster_and_fail_alone() {
     work.write(
         "armada.yaml",
         format!(
-            "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: caps, namespace: {n}}}\nspec:\n  release: caps\n  namespace: {n}\n  source: {{type: local, location: charts/caps}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: needy, namespace: {n}}}\nspec:\n  release: needy\n  namespace: {n}\n  source: {{type: local, location: charts/needy}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: first, namespace: {n}}}\nspec:\n  chart_group: [caps]\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: second, namespace: {n}}}\nspec:\n  chart_group: [needy]\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaManifest\nmetadata: {{name: site, namespace: {n}}}\nspec:\n  release_prefix: site\n  chart_groups: [first, second]\n"
+            "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: caps, namespace: {n}}}\nspec:\n  release: caps\n  namespace: {n}\n  source: {{type: local, location: charts/caps}}\n  wait: {{resources: []}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: needy, namespace: {n}}}\nspec:\n  release: needy\n  namespace: {n}\n  source: {{type: local, location: charts/needy}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: first, namespace: {n}}}\nspec:\n  chart_group: [caps]\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: second, namespace: {n}}}\nspec:\n  chart_group: [needy]\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaManifest\nmetadata: {{name: site, namespace: {n}}}\nspec:\n  release_prefix: site\n  chart_groups: [first, second]\n"
         ),
     );
     work.commit("helm charts");

@@ -18,9 +18,10 @@ use std::collections::BTreeMap;
 
 use super::changeset::{Action, Change, ChangeSet};
 use super::inventory::ref_key;
-use super::plan::{Decision, LiveState, PlannedObject};
+use super::plan::{Decision, LiveState, PlannedObject, UpdateReason};
 use super::policy::ReportDrift;
 use super::{ApplyError, FIELD_MANAGER};
+use crate::render::ownership::{CREATE_ANNOTATION, CREATE_IF_MISSING};
 use crate::render::Owner;
 
 /// How to apply.
@@ -64,6 +65,31 @@ pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<Value, Appl
     })
 }
 
+/// Why a Namespace that Weft creates only when missing ([`CREATE_IF_MISSING`]) is left as it is:
+/// it exists and no owner of this pass labelled it, so Weft did not create it (an existing
+/// namespace is never adopted, so never pruned).
+fn not_created_by_weft(p: &PlannedObject, decision: &Decision) -> Option<String> {
+    let unlabelled = matches!(
+        decision,
+        Decision::Update(UpdateReason::Adopted | UpdateReason::TakenOver { from: None })
+    );
+    // Only such objects are parsed again (a pass of 100,000 objects reads none of them).
+    if !unlabelled || p.object_ref.kind != "Namespace" {
+        return None;
+    }
+    let if_missing = p
+        .desired
+        .object
+        .value()
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(CREATE_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some(CREATE_IF_MISSING);
+    if_missing.then(|| {
+        format!("exists and Weft did not create it: left as it is ({CREATE_ANNOTATION}: {CREATE_IF_MISSING})")
+    })
+}
+
 /// Objects whose apply futures exist at once in [`apply_batch`].
 const APPLY_CHUNK: usize = 1000;
 
@@ -92,10 +118,17 @@ pub async fn apply_batch(
             let span = info_span!("apply", owner = %p.desired.owner.reference(), kind = %p.object_ref.kind, name = %p.object_ref.name);
             async move {
                 let decision = live.decide(p);
-                let skip = report_drift
-                    .get(&p.desired.owner)
-                    .and_then(|r| r.skip_reason(&decision, &ref_key(&p.object_ref)));
+                // An existing object Weft creates only when missing is not Weft's to write: it
+                // stays as it is, which is no change at all.
+                let kept = not_created_by_weft(p, &decision);
+                let kept_as_it_is = kept.is_some();
+                let skip = kept.or_else(|| {
+                    report_drift
+                        .get(&p.desired.owner)
+                        .and_then(|r| r.skip_reason(&decision, &ref_key(&p.object_ref)))
+                });
                 let (action, reason) = match (&decision, skip) {
+                    (_, Some(why)) if kept_as_it_is => (Action::Unchanged, Some(why)),
                     (_, Some(why)) => (Action::Skipped, Some(why)),
                     (Decision::Create, None) => (Action::Created, None),
                     (Decision::Update(why), None) => (Action::Configured, Some(why.to_string())),

@@ -80,6 +80,17 @@ impl Catalog {
             .get(&(g.to_string(), v.to_string(), kind.to_string()))
     }
 
+    /// Every namespaced resource the cluster serves, one version per group and kind.
+    pub fn namespaced(&self) -> Vec<Arc<ApiResource>> {
+        let mut by_kind: BTreeMap<(&str, &str), &Arc<ApiResource>> = BTreeMap::new();
+        for ((g, _, k), (ar, namespaced)) in &self.by_gvk {
+            if *namespaced {
+                by_kind.entry((g.as_str(), k.as_str())).or_insert(ar);
+            }
+        }
+        by_kind.into_values().cloned().collect()
+    }
+
     /// The resource of a kind in any group and version (inventory entries of a CRD whose version
     /// changed, owner CRs known only by kind). Prefers the given group.
     pub fn resolve_kind(

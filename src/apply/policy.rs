@@ -25,6 +25,9 @@ pub struct ApplyPolicy {
     /// Kinds never waited for, besides those the readiness table says have no status (e.g.
     /// custom resources whose own children are waited for instead).
     pub unwaited_kinds: BTreeSet<String>,
+    /// Owners whose upgrades run none of their Helm hooks (Armada's `upgrade.no_hooks`); their
+    /// installs still run them.
+    pub no_upgrade_hooks: BTreeSet<Owner>,
 }
 
 impl ApplyPolicy {

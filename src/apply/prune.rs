@@ -13,7 +13,9 @@
 //! - [`prune`] takes a [`DesiredSet`], which only a complete render produces: there is nothing to
 //!   prune against after a failed fetch, load or render;
 //! - a pruned CR's own children (its `status.inventory`) are pruned first, by the same rules;
-//! - deletes carry a UID precondition, so an object re-created since it was read is left alone.
+//! - deletes carry a UID precondition, so an object re-created since it was read is left alone;
+//! - a namespace Weft created only because it was missing (`weft.io/create: if-missing`, an
+//!   Armada release namespace) is pruned only when nothing but the owner's objects lives there.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
@@ -21,7 +23,8 @@ use std::pin::Pin;
 
 use futures::{FutureExt, StreamExt};
 use kube::api::{
-    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
+    PropagationPolicy,
 };
 use kube::Client;
 use serde_json::Value;
@@ -33,7 +36,9 @@ use super::plan::{split_api_version, Catalog};
 use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::order;
-use crate::render::ownership::PRUNE_ANNOTATION;
+use crate::render::ownership::{
+    CREATE_ANNOTATION, CREATE_IF_MISSING, OWNER_LABEL, PRUNE_ANNOTATION,
+};
 use crate::render::Owner;
 use crate::render::{DesiredSet, OWNER_KINDS};
 
@@ -343,7 +348,67 @@ async fn survey(
     if let Some(why) = protection(&r.kind, &live) {
         return Ok(Survey::Drop(Some(skipped(format!("not pruned: {why}")))));
     }
+    if created_if_missing(&live) && r.kind == "Namespace" && r.api_version == "v1" {
+        if let Some(resident) = resident_of_namespace(client, catalog, &r.name, owner).await {
+            return Ok(Survey::Keep(skipped(format!(
+                "not pruned: Weft created this namespace, but {resident} lives there too"
+            ))));
+        }
+    }
     Ok(Survey::Delete { api, uid, live })
+}
+
+/// Is `live` an object Weft creates only when missing (a release namespace)?
+fn created_if_missing(live: &Value) -> bool {
+    live.pointer("/metadata/annotations")
+        .and_then(|a| a.get(CREATE_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some(CREATE_IF_MISSING)
+}
+
+/// An object in namespace `ns` that is not `owner`'s (nor made by a controller for one, nor
+/// what the cluster puts in every namespace, nor already being deleted), described; or why the
+/// namespace's content cannot be told. `None`: only `owner`'s objects live there, and the
+/// namespace may go with them.
+async fn resident_of_namespace(
+    client: &Client,
+    catalog: &Catalog,
+    ns: &str,
+    owner: &Owner,
+) -> Option<String> {
+    let not_owner = format!("{OWNER_LABEL}!={}", owner.id().0);
+    for ar in catalog.namespaced() {
+        if matches!(ar.kind.as_str(), "Event") {
+            continue;
+        }
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &*ar);
+        let lp = ListParams::default().labels(&not_owner).limit(50);
+        let list = match api.list(&lp).await {
+            Ok(l) => l,
+            // Not listable (e.g. create-only review kinds): nothing of it lives anywhere.
+            Err(kube::Error::Api(e)) if matches!(e.code, 404 | 405) => continue,
+            Err(e) => {
+                return Some(format!(
+                    "its {} cannot be listed ({}), so it may hold something",
+                    ar.plural,
+                    super::describe(&e).0
+                ))
+            }
+        };
+        for item in list.items {
+            let m = &item.metadata;
+            let name = m.name.as_deref().unwrap_or("");
+            let made_for_one = m.owner_references.as_ref().is_some_and(|o| !o.is_empty());
+            let built_in = matches!(
+                (ar.kind.as_str(), name),
+                ("ServiceAccount", "default") | ("ConfigMap", "kube-root-ca.crt")
+            );
+            if m.deletion_timestamp.is_none() && !made_for_one && !built_in {
+                return Some(format!("{}/{name}", ar.kind));
+            }
+        }
+    }
+    None
 }
 
 /// Prune one object of `owner` (a child of a pruned owner custom resource): survey it, then

@@ -3,8 +3,9 @@
 //!
 //! - [`wait_ready`]: given objects, each by its kind's rule (every pod of a controller);
 //! - [`wait_owner`]: an owner's [`WaitRule`]: its label selectors over the listed objects of
-//!   its namespace (with their `min_ready`), plus its objects of other kinds that have a status,
-//!   within the rule's own timeout.
+//!   its namespace (with their `min_ready`; a required selector that finds nothing is not
+//!   ready), plus its objects of other kinds that have a status, within the rule's own timeout,
+//!   until the verdict is stable.
 //!
 //! On timeout the error names every object that is not ready and why.
 
@@ -177,10 +178,71 @@ async fn list_for_rule(client: &Client, rule: &WaitRule) -> (Vec<Value>, Vec<Str
     (out, errors)
 }
 
+/// What a look at an owner's objects saw: every object its selectors judged (kind, namespace,
+/// name) with its `resourceVersion`.
+type Seen = Vec<(String, String, String, String)>;
+
+/// Tells a stable "ready" from a passing one, as Armada's `wait.py` waits again when the objects
+/// were modified while it watched: ready is stable when two looks in a row find everything
+/// ready and the same objects at the same versions.
+#[derive(Debug, Default)]
+struct Stability {
+    /// The last look, when it found everything ready.
+    ready_before: Option<Seen>,
+}
+
+impl Stability {
+    /// Record a look; `true` when it confirms the one before.
+    fn settled(&mut self, all_ready: bool, seen: Seen) -> bool {
+        if !all_ready {
+            self.ready_before = None;
+            return false;
+        }
+        if self.ready_before.as_ref() == Some(&seen) {
+            return true;
+        }
+        self.ready_before = Some(seen);
+        false
+    }
+}
+
+fn fingerprint(rule: &WaitRule, live: &[Value]) -> Seen {
+    let field = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut seen: Vec<_> = live
+        .iter()
+        .filter(|v| {
+            rule.selectors
+                .iter()
+                .any(|s| s.matches(v) && !readiness::excluded(&s.kind, v))
+        })
+        .map(|v| {
+            (
+                field(v, "/kind"),
+                field(v, "/metadata/namespace"),
+                field(v, "/metadata/name"),
+                field(v, "/metadata/resourceVersion"),
+            )
+        })
+        .collect();
+    seen.sort();
+    seen
+}
+
 /// Wait until an owner is ready by its own rule; `extra` are its objects outside the selectors'
 /// kinds that still have a status to wait for. Returns at once when something failed for good;
 /// otherwise at the rule's timeout with every object not ready and why (and every required
 /// selector that found nothing). `on_ready` is called once per object that is ready.
+///
+/// Readiness is re-checked until stable, as Armada's `wait.py` does (it waits again when the
+/// objects were modified while it watched): the owner is ready when two looks, a poll interval
+/// apart, find everything ready and the same objects at the same `resourceVersion`. A pod that
+/// a controller creates a moment after the others, or one that turns ready and fails again,
+/// keeps the wait going.
 pub async fn wait_owner(
     client: &Client,
     rule: &WaitRule,
@@ -190,6 +252,8 @@ pub async fn wait_owner(
 ) -> Result<(), NotReady> {
     let start = Instant::now();
     let mut reported: BTreeSet<ObjectRef> = BTreeSet::new();
+    let mut stability = Stability::default();
+    let mut confirmed_late = false;
     loop {
         let (live, list_errors) = list_for_rule(client, rule).await;
         let judged = readiness::judge(&rule.selectors, &live);
@@ -208,26 +272,92 @@ pub async fn wait_owner(
                 Readiness::Failed(why) => state.failed.push((t.object.clone(), why)),
             }
         }
-        for r in ready {
+        for r in &ready {
             // An object judged by two selectors is ready only if both say so.
-            if !state.not_ready.iter().any(|(o, _)| o == &r)
-                && !state.failed.iter().any(|(o, _)| o == &r)
+            if !state.not_ready.iter().any(|(o, _)| o == r)
+                && !state.failed.iter().any(|(o, _)| o == r)
                 && reported.insert(r.clone())
             {
-                on_ready(&r);
+                on_ready(r);
             }
         }
         if !state.failed.is_empty() {
             return Err(state);
         }
-        if state.not_ready.is_empty() && state.missing.is_empty() {
-            return Ok(());
+        let all_ready = state.not_ready.is_empty() && state.missing.is_empty();
+        let timed_out = start.elapsed() >= rule.timeout;
+        let settled = stability.settled(all_ready, fingerprint(rule, &live));
+        if all_ready {
+            if rule.selectors.is_empty() || settled {
+                return Ok(());
+            }
+            if timed_out {
+                // Ready at the deadline: one more look says whether it holds.
+                if confirmed_late {
+                    state.not_ready = ready
+                        .into_iter()
+                        .map(|r| {
+                            (
+                                r,
+                                "ready, but changed since the last look (not stable)".to_string(),
+                            )
+                        })
+                        .collect();
+                    state.timed_out = Some(rule.timeout);
+                    return Err(state);
+                }
+                confirmed_late = true;
+                tokio::time::sleep(poll_interval).await;
+                continue;
+            }
         }
-        if start.elapsed() >= rule.timeout {
+        if timed_out {
             state.timed_out = Some(rule.timeout);
             return Err(state);
         }
         let left = rule.timeout.saturating_sub(start.elapsed());
         tokio::time::sleep(poll_interval.min(left)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(objects: &[(&str, &str)]) -> Seen {
+        objects
+            .iter()
+            .map(|(name, version)| {
+                (
+                    "Pod".to_string(),
+                    "demo".to_string(),
+                    name.to_string(),
+                    version.to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ready_counts_only_when_a_second_look_finds_the_same() {
+        let mut s = Stability::default();
+        // One pod ready: not yet; its sibling appears (the ReplicaSet made it a moment later).
+        assert!(!s.settled(true, seen(&[("api-1", "10")])));
+        assert!(!s.settled(true, seen(&[("api-1", "10"), ("api-2", "11")])));
+        // The same two, unchanged: stable.
+        assert!(s.settled(true, seen(&[("api-1", "10"), ("api-2", "11")])));
+
+        // Ready, then modified (a new resourceVersion): look again.
+        let mut s = Stability::default();
+        assert!(!s.settled(true, seen(&[("api-1", "10")])));
+        assert!(!s.settled(true, seen(&[("api-1", "12")])));
+        assert!(s.settled(true, seen(&[("api-1", "12")])));
+
+        // A look that is not ready starts over.
+        let mut s = Stability::default();
+        assert!(!s.settled(true, seen(&[("api-1", "10")])));
+        assert!(!s.settled(false, seen(&[("api-1", "10")])));
+        assert!(!s.settled(true, seen(&[("api-1", "10")])));
+        assert!(s.settled(true, seen(&[("api-1", "10")])));
     }
 }

@@ -2,8 +2,10 @@
 //! the engine's policy data, and the engine's results become Armada's reports.
 //!
 //! - waits: a chart's objects are waited for by its `wait` block (`labels`, `resources` with
-//!   `min_ready` and `required`; without `resources`, its pods and jobs), within its
-//!   `wait.timeout` (else the deprecated `timeout`, else 900 s) — a [`WaitRule`];
+//!   `min_ready`, `required` and `allow_async_updates`; without `resources`, its jobs and at
+//!   least one pod), until ready and stable, within its `wait.timeout` (else the deprecated
+//!   `timeout`, else 900 s) — a [`WaitRule`];
+//! - `upgrade.no_hooks`: an upgrade of the chart runs none of its Helm hooks;
 //! - `protected.continue_processing`: a failed chart lets its group go on (the rule's
 //!   `continue_on_failure`), and is reported at the end of the pass;
 //! - `upgrade.pre.delete`: the listed objects are deleted before an upgrade of the chart — a
@@ -76,6 +78,9 @@ pub fn add_chart(policy: &mut ApplyPolicy, owner: Owner, spec: &ArmadaChartSpec)
             },
         );
     }
+    if spec.upgrade.as_ref().is_some_and(spec::Upgrade::no_hooks) {
+        policy.no_upgrade_hooks.insert(owner.clone());
+    }
     if let Some(deletes) = pre_update_delete(spec) {
         policy.pre_update_deletes.insert(owner.clone(), deletes);
     }
@@ -107,23 +112,29 @@ pub fn wait_rule(owner: &Owner, spec: &ArmadaChartSpec) -> WaitRule {
     }
 }
 
-/// The selectors of a chart's `wait` block: each of `wait.resources` with `wait.labels` added;
-/// without `resources`, its pods and jobs matching `wait.labels` (none required to exist), as
-/// Armada does.
+/// The selectors of a chart's `wait` block, as Armada's `wait.py` builds them: each of
+/// `wait.resources` with `wait.labels` added (`required` unless it says `false`); without
+/// `resources`, Armada's default: the jobs matching `wait.labels` if there are any, and the
+/// pods matching them, at least one of which must exist (a chart whose pods a quota or a
+/// scheduling rule keeps from being created never becomes ready); `resources: []` waits for
+/// nothing.
 pub fn selectors(wait: Option<&Wait>) -> Vec<Selector> {
     let base = wait.map(|w| w.labels.clone()).unwrap_or_default();
-    let resources = wait.map(|w| w.resources.as_slice()).unwrap_or(&[]);
-    if resources.is_empty() {
-        return [spec::WaitResourceType::Pod, spec::WaitResourceType::Job]
-            .into_iter()
-            .map(|type_| Selector {
-                kind: type_.kind().to_string(),
-                labels: base.clone(),
-                min_ready: MinReady::default(),
-                required: false,
-            })
-            .collect();
-    }
+    let Some(resources) = wait.and_then(|w| w.resources.as_ref()) else {
+        return [
+            (spec::WaitResourceType::Job, false),
+            (spec::WaitResourceType::Pod, true),
+        ]
+        .into_iter()
+        .map(|(type_, required)| Selector {
+            kind: type_.kind().to_string(),
+            labels: base.clone(),
+            min_ready: MinReady::default(),
+            required,
+            allow_async_updates: false,
+        })
+        .collect();
+    };
     resources
         .iter()
         .map(|r| {
@@ -134,6 +145,7 @@ pub fn selectors(wait: Option<&Wait>) -> Vec<Selector> {
                 labels,
                 min_ready: min_ready(r.min_ready.as_ref()),
                 required: r.required.unwrap_or(true),
+                allow_async_updates: r.allow_async_updates.unwrap_or(false),
             }
         })
         .collect()

@@ -80,7 +80,7 @@ fn a_wait_block_becomes_selectors_with_its_labels_min_ready_and_required() {
     let s = spec(
         json!({"wait": {"timeout": 60, "labels": {"app": "api"}, "resources": [
             {"type": "deployment", "min_ready": "50%"},
-            {"type": "statefulset", "labels": {"tier": "db"}, "min_ready": 2, "required": false},
+            {"type": "statefulset", "labels": {"tier": "db"}, "min_ready": 2, "required": false, "allow_async_updates": true},
             {"type": "daemonset"}
         ]}}),
     );
@@ -97,18 +97,21 @@ fn a_wait_block_becomes_selectors_with_its_labels_min_ready_and_required() {
                 labels: labels(&[("app", "api")]),
                 min_ready: MinReady::Percent(50),
                 required: true,
+                allow_async_updates: false,
             },
             Selector {
                 kind: "StatefulSet".into(),
                 labels: labels(&[("app", "api"), ("tier", "db")]),
                 min_ready: MinReady::Count(2),
                 required: false,
+                allow_async_updates: true,
             },
             Selector {
                 kind: "DaemonSet".into(),
                 labels: labels(&[("app", "api")]),
                 min_ready: MinReady::Percent(100),
                 required: true,
+                allow_async_updates: false,
             },
         ]
     );
@@ -118,7 +121,7 @@ fn a_wait_block_becomes_selectors_with_its_labels_min_ready_and_required() {
 }
 
 #[test]
-fn without_resources_a_chart_waits_for_its_pods_and_jobs_none_required() {
+fn without_resources_a_chart_waits_for_its_jobs_and_requires_pods() {
     let by_labels = spec(json!({"wait": {"labels": {"app": "api"}}}));
     let kinds: Vec<(String, bool)> = wait_rule(&chart("api"), &by_labels)
         .selectors
@@ -128,13 +131,18 @@ fn without_resources_a_chart_waits_for_its_pods_and_jobs_none_required() {
             (s.kind, s.required)
         })
         .collect();
+    // Armada's `wait.py` for a chart without `resources`: jobs if any, pods required.
     assert_eq!(
         kinds,
-        vec![("Pod".to_string(), false), ("Job".to_string(), false)]
+        vec![("Job".to_string(), false), ("Pod".to_string(), true)]
     );
     let none = selectors(None);
     assert_eq!(none.len(), 2);
-    assert!(none.iter().all(|s| s.labels.is_empty() && !s.required));
+    assert!(none.iter().all(|s| s.labels.is_empty()));
+    assert!(none.iter().any(|s| s.kind == "Pod" && s.required));
+    // `resources: []` waits for nothing.
+    let nothing: Wait = serde_json::from_value(json!({"resources": []})).expect("wait");
+    assert!(selectors(Some(&nothing)).is_empty());
 }
 
 #[test]
@@ -284,8 +292,13 @@ fn a_chart_wait_judges_its_pods_and_leaves_job_pods_to_the_job() {
     let r = chart_readiness(Some(&wait), &live);
     assert!(r.is_ready(), "{r:?}");
     assert_eq!(r.ready.len(), 1);
-    assert!(
-        chart_readiness(None, &[]).is_ready(),
-        "no wait block and nothing deployed: nothing to wait for"
+    // No pod matches: not ready (Armada times out on it), and the reason names the labels.
+    let r = chart_readiness(Some(&wait), &live[1..2]);
+    assert!(!r.is_ready(), "{r:?}");
+    assert_eq!(
+        r.missing,
+        vec!["no Pod with labels {app=api}: are `wait.labels` correct? Does `wait.resources` need to exclude `type: pod`?"]
     );
+    let empty: Wait = serde_json::from_value(json!({"resources": []})).expect("wait");
+    assert!(chart_readiness(Some(&empty), &[]).is_ready());
 }

@@ -525,6 +525,9 @@ impl<'a> Engine<'a> {
         pre: bool,
         release: Release,
     ) -> Result<(), PassError> {
+        if release == Release::Upgrade && self.policy.no_upgrade_hooks.contains(owner) {
+            return Ok(());
+        }
         let hooks = hooks::hooks_for(&self.hooks, owner, wave, pre, release);
         let phase = match (pre, release) {
             (true, Release::Install) => "pre-install",

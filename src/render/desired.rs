@@ -157,8 +157,10 @@ impl DesiredSet {
             warnings,
             failures,
         } = render_parts(&repo, inputs, opts)?;
-        drop(repo);
         objects.extend(adopted);
+        let namespaces = super::armada::release_namespaces(&repo.armada, &objects);
+        drop(repo);
+        objects.extend(namespaces);
         super::order::sort(&mut objects);
         let mut owners = BTreeSet::new();
         owners.insert(Owner::root(&opts.weft_namespace, &opts.root_name));

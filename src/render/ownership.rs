@@ -19,6 +19,12 @@ pub const OWNER_REF_ANNOTATION: &str = "weft.io/owner-ref";
 pub const APPLIED_HASH_ANNOTATION: &str = "weft.io/applied-hash";
 /// `weft.io/prune: disabled` protects an object from pruning; `enabled` opts Namespaces and CRDs in.
 pub const PRUNE_ANNOTATION: &str = "weft.io/prune";
+/// `weft.io/create: if-missing`: the object is created when it does not exist, and an object of
+/// that name Weft did not create is left as it is (never adopted, never pruned). Armada's release
+/// namespaces (`helm install --create-namespace`) carry it.
+pub const CREATE_ANNOTATION: &str = "weft.io/create";
+/// The value of [`CREATE_ANNOTATION`].
+pub const CREATE_IF_MISSING: &str = "if-missing";
 /// `weft.io/requested-at` on a CR asks for a reconcile now.
 pub const REQUESTED_AT_ANNOTATION: &str = "weft.io/requested-at";
 

@@ -176,12 +176,13 @@ pub struct Wait {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub timeout: Option<i64>,
-    /// Labels added to every entry of `resources` (and used alone when `resources` is empty).
+    /// Labels added to every entry of `resources` (and used alone when `resources` is absent).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
-    /// The objects to wait for; default: the chart's pods and jobs matching `labels`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resources: Vec<WaitResource>,
+    /// The objects to wait for. Absent: Armada's default, the jobs matching `labels` (if any)
+    /// and at least one pod matching them (required); `[]`: nothing is waited for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Vec<WaitResource>>,
     /// Helm's own `--wait` (accepted, not acted on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<WaitNative>,
@@ -229,6 +230,11 @@ pub struct WaitResource {
     /// Armada v2: when false, finding no such object is not an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
+    /// daemonset and statefulset (Armada v2): an update whose pods are not replaced by a rolling
+    /// update (`OnDelete`, a partitioned rollout) counts as ready when its `min_ready` pods are.
+    /// Default false: such an update never becomes ready, as in Armada.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_async_updates: Option<bool>,
 }
 
 /// `min_ready`: a count of pods or a percentage of the desired pods.
@@ -359,6 +365,7 @@ pub struct Delete {
 /// `install` (Helm hooks).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Install {
+    /// Accepted, not acted on: Armada runs the hooks of every install.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_hooks: Option<bool>,
 }
@@ -366,7 +373,8 @@ pub struct Install {
 /// `upgrade`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Upgrade {
-    /// Helm hooks (accepted, not acted on).
+    /// Armada v1: `true` runs none of the chart's Helm hooks on an upgrade (an install still
+    /// runs them, as in Armada).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_hooks: Option<bool>,
     /// Actions before an upgrade.
@@ -408,8 +416,16 @@ pub struct UpgradeOptions {
     pub force: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recreate_pods: Option<bool>,
+    /// Armada v2's place of `upgrade.no_hooks`: `true` runs no Helm hook on an upgrade.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_hooks: Option<bool>,
+}
+
+impl Upgrade {
+    /// `upgrade.no_hooks` (v1) or `upgrade.options.no_hooks` (v2): an upgrade runs no hook.
+    pub fn no_hooks(&self) -> bool {
+        self.no_hooks == Some(true) || self.options.as_ref().and_then(|o| o.no_hooks) == Some(true)
+    }
 }
 
 /// One upgrade action: objects of a type, selected by labels.

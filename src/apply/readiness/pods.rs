@@ -5,7 +5,7 @@
 //!   `SuccessCriteriaMet`; a `Failed=True` condition fails.
 //!
 //! A label-selector wait leaves out Pods run by a Job (the Job is waited for), Helm test pods,
-//! and Jobs run by a CronJob (they come and go on a schedule).
+//! evicted Pods, and Jobs run by a CronJob (they come and go on a schedule).
 
 use serde_json::Value;
 
@@ -55,12 +55,14 @@ pub fn job(v: &Value) -> Readiness {
     }
 }
 
-/// Pods a label-selector wait leaves out: run by a Job (the Job's rule judges them) or Helm
-/// test pods (`helm.sh/hook: test…`).
+/// Pods a label-selector wait leaves out: run by a Job (the Job's rule judges them), Helm test
+/// pods (`helm.sh/hook: test…`), and evicted pods (their controller replaced them; Armada's
+/// `wait.py` means to skip them too), which stay `Failed` until they are collected.
 pub fn left_to_another_rule(v: &Value) -> bool {
     owned_by(v, "Job")
         || text(v, "/metadata/annotations/helm.sh~1hook")
             .is_some_and(|h| h.split(',').any(|h| h.trim().starts_with("test")))
+        || text(v, "/status/reason") == Some("Evicted")
 }
 
 /// Jobs a label-selector wait leaves out: run by a CronJob.
@@ -133,6 +135,8 @@ mod tests {
             json!({"metadata": {"ownerReferences": [{"kind": "Job", "name": "migrate"}]}});
         let test_pod = json!({"metadata": {"annotations": {"helm.sh/hook": "test-success"}}});
         let plain = json!({"metadata": {"name": "api-1"}});
+        let evicted = json!({"metadata": {"name": "api-2"}, "status": {"phase": "Failed", "reason": "Evicted"}});
+        assert!(excluded("Pod", &evicted));
         assert!(excluded("Pod", &job_pod));
         assert!(excluded("Pod", &test_pod));
         assert!(!excluded("Pod", &plain));

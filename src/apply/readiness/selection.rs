@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::workloads::async_update_refused;
 use super::{excluded, readiness_with, text, MinReady, Readiness};
 use crate::api::ObjectRef;
 
@@ -18,6 +19,10 @@ pub struct Selector {
     pub min_ready: MinReady,
     /// Finding no such object is "not ready" (else it is fine).
     pub required: bool,
+    /// DaemonSets and StatefulSets: an update that is not a rolling update (`OnDelete`, a
+    /// partitioned rollout) may be ready before every pod runs the new revision. Without it,
+    /// such an update is never ready (Armada's `allow_async_updates: false`).
+    pub allow_async_updates: bool,
 }
 
 impl Selector {
@@ -32,14 +37,23 @@ impl Selector {
         })
     }
 
-    /// `no Job with labels {app=migrate}`: what a required selector that found nothing says.
+    /// What a required selector that found nothing says, as Armada does: `no Pod with labels
+    /// {app=api}: are `wait.labels` correct? …`.
     fn describe_missing(&self) -> String {
         let labels: Vec<String> = self
             .labels
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        format!("no {} with labels {{{}}}", self.kind, labels.join(","))
+        let found = if labels.is_empty() {
+            format!("no {} in the namespace (no labels to select by)", self.kind)
+        } else {
+            format!("no {} with labels {{{}}}", self.kind, labels.join(","))
+        };
+        format!(
+            "{found}: are `wait.labels` correct? Does `wait.resources` need to exclude `type: {}`?",
+            self.kind.to_ascii_lowercase()
+        )
     }
 }
 
@@ -88,7 +102,16 @@ pub fn judge(selectors: &[Selector], live: &[Value]) -> Selection {
             .filter(|v| selector.matches(v) && !excluded(&selector.kind, v))
         {
             found += 1;
-            match readiness_with(&selector.kind, v, selector.min_ready) {
+            let refused = if selector.allow_async_updates {
+                None
+            } else {
+                async_update_refused(&selector.kind, v)
+            };
+            let verdict = match refused {
+                Some(why) => Readiness::InProgress(why),
+                None => readiness_with(&selector.kind, v, selector.min_ready),
+            };
+            match verdict {
                 Readiness::Ready => out.ready.push(object_ref(v)),
                 Readiness::InProgress(why) => out.not_ready.push((object_ref(v), why)),
                 Readiness::Failed(why) => out.failed.push((object_ref(v), why)),
@@ -128,6 +151,7 @@ mod tests {
                 .collect(),
             min_ready,
             required: true,
+            allow_async_updates: false,
         }
     }
 
@@ -172,7 +196,10 @@ mod tests {
             r.not_ready[0].1,
             "1 of 2 replicas available, 2 needed (min_ready)"
         );
-        assert_eq!(r.missing, vec!["no StatefulSet with labels {app=api}"]);
+        assert_eq!(
+            r.missing,
+            vec!["no StatefulSet with labels {app=api}: are `wait.labels` correct? Does `wait.resources` need to exclude `type: statefulset`?"]
+        );
 
         let optional = [Selector {
             required: false,

@@ -119,6 +119,33 @@ pub fn statefulset(v: &Value, min_ready: MinReady) -> Readiness {
     Readiness::Ready
 }
 
+/// Why an update of a DaemonSet or StatefulSet is refused when asynchronous updates are not
+/// allowed (Armada's `allow_async_updates: false`, its default): once the controller saw an
+/// update (`observedGeneration > 1`), a strategy other than `RollingUpdate`, or a StatefulSet's
+/// partitioned rollout, leaves pods on the old revision for as long as nobody deletes them, so
+/// the update never becomes ready. `None` for every other kind and for a first install.
+pub fn async_update_refused(kind: &str, v: &Value) -> Option<String> {
+    if !matches!(kind, "DaemonSet" | "StatefulSet") {
+        return None;
+    }
+    if int(v, "/status/observedGeneration").unwrap_or(0) <= 1 {
+        return None;
+    }
+    let strategy = text(v, "/spec/updateStrategy/type").unwrap_or("");
+    if strategy != "RollingUpdate" {
+        return Some(format!(
+            "async update not allowed: update strategy type is {} (set `allow_async_updates: true` to wait for it anyway)",
+            if strategy.is_empty() { "unset" } else { strategy }
+        ));
+    }
+    let partitioned = kind == "StatefulSet"
+        && int(v, "/spec/replicas").unwrap_or(1) > 0
+        && int(v, "/spec/updateStrategy/rollingUpdate/partition").unwrap_or(0) > 0;
+    partitioned.then(|| {
+        "async update not allowed: partitioned rollout (set `allow_async_updates: true` to wait for it anyway)".to_string()
+    })
+}
+
 /// A ReplicaSet: every replica available.
 pub fn replicaset(v: &Value) -> Readiness {
     if let Some((observed, generation)) = generation_behind(v) {

@@ -219,3 +219,47 @@ fn replicaset_needs_every_replica_available() {
         "observed generation 2 is behind generation 3"
     );
 }
+
+#[test]
+fn async_updates_are_refused_unless_allowed() {
+    let ds = |generation: i64, strategy: &str| {
+        json!({"kind": "DaemonSet", "metadata": {"generation": generation},
+            "spec": {"updateStrategy": {"type": strategy}},
+            "status": {"observedGeneration": generation}})
+    };
+    // A first install is never an async update.
+    assert_eq!(async_update_refused("DaemonSet", &ds(1, "OnDelete")), None);
+    assert_eq!(
+        async_update_refused("DaemonSet", &ds(2, "RollingUpdate")),
+        None
+    );
+    assert!(async_update_refused("DaemonSet", &ds(2, "OnDelete"))
+        .is_some_and(|w| w.contains("update strategy type is OnDelete")));
+    let sts = json!({"kind": "StatefulSet", "spec": {"replicas": 3,
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}},
+        "status": {"observedGeneration": 4}});
+    assert!(async_update_refused("StatefulSet", &sts)
+        .is_some_and(|w| w.contains("partitioned rollout")));
+    assert_eq!(async_update_refused("Deployment", &ds(5, "OnDelete")), None);
+
+    // In a label-selector wait: refused (not ready) unless the selector allows it.
+    let mut live = ds(3, "OnDelete");
+    live["apiVersion"] = json!("apps/v1");
+    live["metadata"]["name"] = json!("agent");
+    live["status"] = json!({"observedGeneration": 3, "desiredNumberScheduled": 1,
+        "updatedNumberScheduled": 0, "numberAvailable": 1});
+    let mut selector = super::super::Selector {
+        kind: "DaemonSet".into(),
+        labels: Default::default(),
+        min_ready: ALL,
+        required: true,
+        allow_async_updates: false,
+    };
+    let strict = super::super::judge(std::slice::from_ref(&selector), std::slice::from_ref(&live));
+    assert!(!strict.is_ready(), "{strict:?}");
+    assert!(strict.not_ready[0]
+        .1
+        .starts_with("async update not allowed"));
+    selector.allow_async_updates = true;
+    assert!(super::super::judge(&[selector], &[live]).is_ready());
+}

@@ -371,6 +371,9 @@ fn spec_from_data(
     normalise(kind, &mut data, &mut |pointer: &str, message: String| {
         diags.warning(raw.origin_of(&format!("/data{pointer}")), message)
     });
+    if raw.value.get("schema").and_then(Value::as_str) == Some("armada/Chart/v2") {
+        v2_default_waits(&mut data);
+    }
     let mut ok = true;
     let mut issues: Vec<SchemaIssue> = Vec::new();
     if let Some(spec_schema) = schemas
@@ -525,28 +528,71 @@ pub(super) fn normalise(kind: Kind, spec: &mut Value, note: &mut dyn FnMut(&str,
         );
     }
     if let Some(Value::Object(by_type)) = spec.pointer("/wait/resources").cloned() {
-        let mut list = Vec::new();
-        for (type_, entry) in by_type {
-            let entries = match entry {
-                Value::Array(items) => items,
-                other => vec![other],
+        spec["wait"]["resources"] = Value::Array(armada_v2_waits(&by_type));
+        note("/wait/resources", "`wait.resources` as a mapping by type (Armada v2) was converted to the list form `[{type, labels, min_ready, required}]`: Armada's default entry (`required: false`) for every type not listed, none for a type set to `false`".to_string());
+    }
+}
+
+/// Armada v2's resource types, in the order its `wait.py` waits for them (jobs first: they may
+/// initialise what the others need).
+const V2_WAIT_TYPES: [&str; 5] = ["job", "daemonset", "statefulset", "deployment", "pod"];
+
+/// Armada v2's `wait.resources` mapping as the list it stands for (`ChartWait.get_resources_list`):
+/// every type of [`V2_WAIT_TYPES`] with `required: false`, unless the mapping names it: `false`
+/// drops the type, a mapping or a list of mappings replaces its entry (so `required` is true
+/// unless it says otherwise, as in Armada). Types Armada does not know are kept for the schema
+/// to report.
+pub(super) fn armada_v2_waits(by_type: &Map<String, Value>) -> Vec<Value> {
+    let mut list = Vec::new();
+    let push = |type_: &str, entry: &Value, list: &mut Vec<Value>| {
+        let entries = match entry {
+            Value::Array(items) => items.clone(),
+            other => vec![other.clone()],
+        };
+        for e in entries {
+            let mut e = match e {
+                Value::Object(m) => m,
+                Value::Null => Map::new(),
+                other => {
+                    // Leave it for the schema to report.
+                    list.push(other);
+                    continue;
+                }
             };
-            for e in entries {
-                let mut e = match e {
-                    Value::Object(m) => m,
-                    Value::Null => Map::new(),
-                    other => {
-                        // Leave it for the schema to report.
-                        list.push(other);
-                        continue;
-                    }
-                };
-                e.insert("type".to_string(), Value::String(type_.clone()));
-                list.push(Value::Object(e));
-            }
+            e.insert("type".to_string(), Value::String(type_.to_string()));
+            list.push(Value::Object(e));
         }
-        spec["wait"]["resources"] = Value::Array(list);
-        note("/wait/resources", "`wait.resources` as a mapping by type (Armada v2) was converted to the list form `[{type, labels, min_ready}]`".to_string());
+    };
+    for type_ in V2_WAIT_TYPES {
+        match by_type.get(type_) {
+            None => list.push(json!({"type": type_, "required": false})),
+            Some(Value::Bool(false)) => {}
+            Some(entry) => push(type_, entry, &mut list),
+        }
+    }
+    for (type_, entry) in by_type {
+        if !V2_WAIT_TYPES.contains(&type_.as_str()) && entry != &Value::Bool(false) {
+            push(type_, entry, &mut list);
+        }
+    }
+    list
+}
+
+/// An `armada/Chart/v2` document without `wait.resources` waits as Armada v2 does: every
+/// resource type, none required (the CRD's own default, for an absent `resources`, is v1's).
+pub(super) fn v2_default_waits(data: &mut Value) {
+    if data.pointer("/wait/resources").is_some() {
+        return;
+    }
+    let Value::Object(map) = data else { return };
+    let wait = map
+        .entry("wait".to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(wait) = wait {
+        wait.insert(
+            "resources".to_string(),
+            Value::Array(armada_v2_waits(&Map::new())),
+        );
     }
 }
 
@@ -572,12 +618,16 @@ pub(super) fn warn_unacted(kind: Kind, doc: &Doc, diags: &mut Diagnostics) {
             if spec.pointer("/test/enabled") != Some(&Value::Bool(false)) {
                 warn("/test", "Weft does not run Helm tests");
             }
-            warn("/install", "Weft does not run Helm hooks");
-            warn("/upgrade/no_hooks", "Weft does not run Helm hooks");
             warn(
-                "/upgrade/options",
-                "Helm upgrade options do not apply to server-side apply",
+                "/install/no_hooks",
+                "Armada runs the Helm hooks of every install (`upgrade.no_hooks` applies to upgrades)",
             );
+            for option in ["force", "recreate_pods"] {
+                warn(
+                    &format!("/upgrade/options/{option}"),
+                    "Helm upgrade options do not apply to server-side apply",
+                );
+            }
             warn(
                 "/upgrade/pre/update",
                 "only `upgrade.pre.delete` actions are performed",

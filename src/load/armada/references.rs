@@ -18,7 +18,7 @@ pub(super) fn check_charts(docs: &ArmadaDocs, diags: &mut Diagnostics) {
         for (i, r) in spec
             .wait
             .iter()
-            .flat_map(|w| w.resources.iter())
+            .flat_map(|w| w.resources.iter().flatten())
             .enumerate()
         {
             if let Some(Err(e)) = r.min_ready.as_ref().map(|m| m.threshold()) {

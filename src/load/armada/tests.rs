@@ -98,12 +98,22 @@ fn native_documents_become_crs_and_a_plan() {
         (3, 2, 1)
     );
     let api = docs.chart("default", "api").unwrap();
-    let res = &api.resource.spec.wait.as_ref().unwrap().resources;
-    assert_eq!(res.len(), 2);
+    let res = api
+        .resource
+        .spec
+        .wait
+        .as_ref()
+        .unwrap()
+        .resources
+        .as_ref()
+        .unwrap();
+    // Armada v2's five types, jobs first; `deployment` and `job` as the mapping says.
+    assert_eq!(res.len(), 5);
     assert_eq!(
-        res[0].type_,
+        res[3].type_,
         crate::api::armada::WaitResourceType::Deployment
     );
+    assert_eq!(res[0].labels["app"], "migrate");
     assert_eq!(api.native_schema.as_deref(), Some("armada/Chart/v2"));
     let w = warnings(&diags);
     assert!(
@@ -265,10 +275,9 @@ fn fields_weft_cannot_act_on_are_warnings() {
     for (line, field) in [
         (7, "`data.timeout` is deprecated"),
         (8, "`data.test` is accepted but ignored"),
-        (9, "`data.install`"),
-        (11, "`data.upgrade.no_hooks`"),
+        (9, "`data.install.no_hooks`"),
         (14, "`data.upgrade.pre.create`"),
-        (15, "`data.upgrade.options`"),
+        (15, "`data.upgrade.options.force`"),
         (16, "`data.wait.native`"),
         (17, "`data.source.proxy_server`"),
         (17, "`data.source.auth_method`"),
@@ -280,8 +289,76 @@ fn fields_weft_cannot_act_on_are_warnings() {
             "{field} at {line}: {w:?}"
         );
     }
+    // `upgrade.no_hooks` is acted on (an upgrade runs no hook): no warning says otherwise.
+    assert!(
+        !w.iter().any(|w| w.contains("`data.upgrade.no_hooks`")),
+        "{w:?}"
+    );
     let up = docs.charts[0].resource.spec.upgrade.as_ref().unwrap();
     assert_eq!(up.pre.as_ref().unwrap().delete[0].type_, "job");
+}
+
+#[test]
+fn v2_wait_resources_by_type_keep_armadas_defaults() {
+    let text = "schema: armada/Chart/v2\nmetadata: {name: a}\ndata:\n  release: a\n  namespace: x\n  source: {type: local, location: c}\n  wait:\n    labels: {release_group: a}\n    resources:\n      daemonset: false\n      statefulset: {allow_async_updates: true, min_ready: 1}\n      job: [{labels: {component: db-init}}, {labels: {component: bootstrap}, required: false}]\n---\nschema: armada/Chart/v2\nmetadata: {name: b}\ndata:\n  release: b\n  namespace: x\n  source: {type: local, location: c}\n---\nschema: armada/Chart/v1\nmetadata: {name: c}\ndata:\n  chart_name: c\n  release: c\n  namespace: x\n  source: {type: local, location: c}\n";
+    let (docs, diags) = load_text(text);
+    assert!(errors(&diags).is_empty(), "{:?}", diags.0);
+    let waits = |name: &str| {
+        docs.chart("default", name)
+            .unwrap()
+            .resource
+            .spec
+            .wait
+            .as_ref()
+            .and_then(|w| w.resources.clone())
+            .map(|r| {
+                r.iter()
+                    .map(|r| {
+                        format!(
+                            "{}{}{}{}",
+                            r.type_.kind(),
+                            r.labels
+                                .iter()
+                                .map(|(k, v)| format!(" {k}={v}"))
+                                .collect::<String>(),
+                            match r.required {
+                                Some(false) => " optional",
+                                _ => "",
+                            },
+                            match r.allow_async_updates {
+                                Some(true) => " async",
+                                _ => "",
+                            }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+    };
+    // Jobs first, as Armada waits; a listed type replaces its default (required unless it says
+    // otherwise); `daemonset: false` drops the type; the others keep `required: false`.
+    assert_eq!(
+        waits("a").unwrap(),
+        vec![
+            "Job component=db-init",
+            "Job component=bootstrap optional",
+            "StatefulSet async",
+            "Deployment optional",
+            "Pod optional",
+        ]
+    );
+    // v2 without `resources`: every type, none required.
+    assert_eq!(
+        waits("b").unwrap(),
+        vec![
+            "Job optional",
+            "DaemonSet optional",
+            "StatefulSet optional",
+            "Deployment optional",
+            "Pod optional",
+        ]
+    );
+    // v1 without `resources`: left to the CRD's default (jobs if any, pods required).
+    assert_eq!(waits("c"), None);
 }
 
 #[test]
@@ -505,7 +582,7 @@ fn the_airshipit_operator_s_data_form_is_read_as_written() {
     assert_eq!(spec.values["pod"]["replicas"]["server"], 1);
     let wait = spec.wait.as_ref().unwrap();
     assert_eq!(wait.timeout, Some(600));
-    assert_eq!(wait.resources.len(), 1);
+    assert_eq!(wait.resources.as_ref().map(Vec::len), Some(1));
     assert_eq!(
         c.resource
             .metadata

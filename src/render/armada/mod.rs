@@ -190,6 +190,55 @@ pub fn render(
     })
 }
 
+/// The release namespaces of the deployment plan's charts that no object of `objects` (the whole
+/// set: plain manifests and charts' objects) declares, as Armada's `helm install
+/// --create-namespace` makes them: a Namespace owned by the first chart of the plan deployed
+/// into it, created only when missing ([`CREATE_IF_MISSING`]: an existing namespace is never
+/// adopted) and pruned (`weft.io/prune: enabled`) once no chart wants it, only if nothing else
+/// lives there.
+pub fn release_namespaces(docs: &ArmadaDocs, objects: &[DesiredObject]) -> Vec<DesiredObject> {
+    use super::ownership::{CREATE_ANNOTATION, CREATE_IF_MISSING, PRUNE_ANNOTATION};
+    let declared: BTreeSet<&str> = objects
+        .iter()
+        .filter(|o| o.kind() == "Namespace" && o.api_version() == "v1")
+        .map(|o| o.name())
+        .collect();
+    let mut wanted: BTreeMap<&str, Owner> = BTreeMap::new();
+    for planned in docs.deployment_plan() {
+        let chart = &docs.charts[planned.chart];
+        let ns = chart.resource.spec.namespace.as_str();
+        if ns.is_empty() || declared.contains(ns) || wanted.contains_key(ns) {
+            continue;
+        }
+        let key = chart_key(chart);
+        wanted.insert(
+            ns,
+            Owner::Resource {
+                kind: OWNER_KIND.to_string(),
+                namespace: key.namespace,
+                name: key.name,
+            },
+        );
+    }
+    wanted
+        .into_iter()
+        .map(|(ns, owner)| {
+            let object = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": ns,
+                    "annotations": {
+                        CREATE_ANNOTATION: CREATE_IF_MISSING,
+                        PRUNE_ANNOTATION: "enabled",
+                    },
+                },
+            });
+            owner.adopt(object, 0, None)
+        })
+        .collect()
+}
+
 /// Several render errors as one (each on its own line).
 fn combine(mut errors: Vec<RenderError>) -> RenderError {
     if errors.len() == 1 {
