@@ -83,6 +83,9 @@ pub struct PassOptions {
     /// The age identities that decrypt the repository's SOPS files (a key file, a decryption
     /// Secret read when a revision is loaded).
     pub decryption: Decryption,
+    /// `--launcher-takeover NAMESPACE/NAME`: the one WeaveCloud whose takeover may act in
+    /// kube-system (see [`takeover::designated`]); `None`: none.
+    pub launcher_takeover: Option<String>,
 }
 
 /// What a pass of one shard knows of the others (see [`crate::render::shard`]).
@@ -117,6 +120,7 @@ impl Default for PassOptions {
             chart_sources: Default::default(),
             helm: Arc::new(HelmRenderer::new(HelmLocation::Environment)),
             decryption: Decryption::default(),
+            launcher_takeover: None,
         }
     }
 }
@@ -251,7 +255,10 @@ pub async fn run_pass(
             // As the WeaveCloud controller does before it applies agents: no doubled agents.
             let taken = match opts.dry_run {
                 true => Ok((prepared.set, Vec::new())),
-                false => takeover::before_pass(client, prepared.set).await,
+                false => {
+                    takeover::before_pass(client, prepared.set, opts.launcher_takeover.as_deref())
+                        .await
+                }
             };
             match taken {
                 Ok((set, removed)) => {
