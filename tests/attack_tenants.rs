@@ -625,10 +625,16 @@ async fn a_rolled_back_bundle_leaves_none_of_its_objects_behind() {
     );
     let roles: Api<ClusterRole> = Api::all(ns.client());
     let bindings: Api<ClusterRoleBinding> = Api::all(ns.client());
+    // (Weft before issue 30 named them `<name>-<namespace>`.)
+    let old_name = format!("weave-flux-extra-{}", ns.name());
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let left_role = roles.get_opt(&name).await.unwrap().is_some();
-        let left_binding = bindings.get_opt(&name).await.unwrap().is_some();
+        let mut left_role = false;
+        let mut left_binding = false;
+        for n in [&name, &old_name] {
+            left_role |= roles.get_opt(n).await.unwrap().is_some();
+            left_binding |= bindings.get_opt(n).await.unwrap().is_some();
+        }
         if !left_role && !left_binding {
             break;
         }
