@@ -293,8 +293,9 @@ impl DecryptionArgs {
 /// docs/security.md.
 #[derive(Args, Debug, Clone, Default)]
 pub struct TrustArgs {
-    /// Namespaces whose WeaveClouds and Armada resources the controllers act on
-    /// (comma-separated; default: every namespace).
+    /// Namespaces whose WeaveClouds and Armada resources the controllers act on, whoever
+    /// created them (comma-separated). Default: only the WeaveClouds the root applied from the
+    /// config repository, and the root's Armada resources in every namespace.
     #[arg(long, env = "WEFT_WATCH_NAMESPACES", value_delimiter = ',')]
     pub watch_namespaces: Vec<String>,
     /// URL prefixes a WeaveCloud's `wcPollUrl`, and every bundle `url` its channel lists, may
