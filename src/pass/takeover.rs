@@ -599,3 +599,55 @@ pub async fn before_pass(
     let set = DesiredSet::for_owners(kept, set.owners().clone()).with_hooks(hooks);
     Ok((set, changes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(kind: &'static str, namespace: &str, name: &str) -> Found {
+        Found {
+            kind,
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+            action: Decision::Remove("test"),
+        }
+    }
+
+    #[test]
+    fn only_the_designated_weavecloud_acts_in_kube_system() {
+        assert!(designated(
+            Some("weave/weave-cloud"),
+            "weave",
+            "weave-cloud"
+        ));
+        for (flag, ns, name) in [
+            (None, "weave", "weave-cloud"),
+            (Some("weave/weave-cloud"), "team-a", "weave-cloud"),
+            (Some("weave/weave-cloud"), "weave", "other"),
+            (Some("weave/weave-cloud-2"), "weave", "weave-cloud"),
+        ] {
+            assert!(!designated(flag, ns, name), "{flag:?} {ns}/{name}");
+        }
+    }
+
+    #[test]
+    fn the_deploy_key_is_carried_only_beside_a_launcher_flux_in_kube_system() {
+        // A real launcher install: its flux agent in kube-system.
+        assert!(launcher_flux_in_kube_system(&[
+            found("Service", LAUNCHER_LEGACY_NAMESPACE, "weave-flux-memcached"),
+            found("Deployment", LAUNCHER_LEGACY_NAMESPACE, "weave-flux-agent"),
+        ]));
+        // Nothing found, a flux in the WeaveCloud's own namespace, or other agents only: no copy.
+        for f in [
+            vec![],
+            vec![found("Deployment", "weave", "weave-flux-agent")],
+            vec![found(
+                "DaemonSet",
+                LAUNCHER_LEGACY_NAMESPACE,
+                "weave-scope-agent",
+            )],
+        ] {
+            assert!(!launcher_flux_in_kube_system(&f), "{f:?}");
+        }
+    }
+}
