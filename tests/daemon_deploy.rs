@@ -205,8 +205,8 @@ async fn kubectl_apply_of_deploy_creates_everything() {
     // Issue 14: the install is not cluster-admin in disguise.
     for (args, allowed) in [
         // The agents' own roles, by name, in the launcher's namespace.
-        (&["escalate", "clusterroles/weave-flux-weave"][..], true),
-        (&["bind", "clusterroles/weave-scope-weave"][..], true),
+        (&["escalate", "clusterroles/weave-flux:weave"][..], true),
+        (&["bind", "clusterroles/weave-scope:weave"][..], true),
         // Anything else: no escalate, no bind, no wildcard.
         (&["bind", "clusterroles/cluster-admin"][..], false),
         (&["escalate", "clusterroles/cluster-admin"][..], false),

@@ -195,9 +195,13 @@ fn config_repo(weavecloud: String) -> (RepoHost, GitDaemon, String) {
     (host, server, url)
 }
 
+/// `weft run` as an operator migrating from the launcher runs it: the seed's WeaveCloud is the
+/// one designated to take over an install in kube-system (issue 30: no other WeaveCloud acts
+/// there).
 fn start_daemon(url: &str, ns: &str) -> Daemon {
     Daemon::start(DaemonOptions {
         controllers: true,
+        extra: vec!["--launcher-takeover".into(), format!("{ns}/weave-cloud")],
         ..DaemonOptions::new(url, ns)
     })
 }

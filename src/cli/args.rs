@@ -19,7 +19,7 @@ use crate::pass::PassOptions;
 use crate::source::chart::{CaCertificates, FetchSettings};
 use crate::source::git::auth::{self as credentials, Credentials};
 use crate::source::policy::{
-    ChannelPolicy, ChartSourcePolicy, UrlAllowList, DEFAULT_CHART_SOURCES,
+    ChannelPolicy, ChartSourcePolicy, UrlAllowList, DEFAULT_CHANNELS, DEFAULT_CHART_SOURCES,
 };
 use crate::source::sops::{self, Decryption, DecryptionSecret, Identity};
 use crate::source::{self, Snapshot, SnapshotLimits};
@@ -217,6 +217,25 @@ pub struct ApplyArgs {
     /// different repositories into one cluster need different names.
     #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
     pub root_name: String,
+    /// The one WeaveCloud (`NAMESPACE/NAME`) whose launcher takeover may act in kube-system
+    /// (read, remove and copy the launcher's objects there, installs before 2018). Default: none;
+    /// no other WeaveCloud touches kube-system (docs/migrating-from-launcher.md).
+    #[arg(long, env = "WEFT_LAUNCHER_TAKEOVER", value_parser = parse_weavecloud_ref)]
+    pub launcher_takeover: Option<String>,
+}
+
+/// `NAMESPACE/NAME` of a WeaveCloud.
+fn parse_weavecloud_ref(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    match text.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(text.to_string())
+        }
+        _ => Err(format!(
+            "`{}` is not NAMESPACE/NAME of a WeaveCloud",
+            text.chars().take(100).collect::<String>()
+        )),
+    }
 }
 
 /// A fraction from 0 to 1 (NaN would disarm a comparison, so it is refused).
@@ -243,6 +262,7 @@ impl ApplyArgs {
             concurrency: self.concurrency.max(1),
             root_name: self.root_name.clone(),
             repo_location,
+            launcher_takeover: self.launcher_takeover.clone(),
             ..PassOptions::default()
         }
     }
@@ -311,14 +331,16 @@ impl DecryptionArgs {
 /// docs/security.md.
 #[derive(Args, Debug, Clone, Default)]
 pub struct TrustArgs {
-    /// Namespaces whose WeaveClouds and Armada resources the controllers act on
-    /// (comma-separated; default: every namespace).
+    /// Namespaces whose WeaveClouds and Armada resources the controllers act on, whoever
+    /// created them (comma-separated). Default: only the WeaveClouds the root applied from the
+    /// config repository, and the root's Armada resources in every namespace.
     #[arg(long, env = "WEFT_WATCH_NAMESPACES", value_delimiter = ',')]
     pub watch_namespaces: Vec<String>,
-    /// URL prefixes a WeaveCloud's `wcPollUrl` may name (comma-separated). Default: only
-    /// `https://<wcHostname>/` of that WeaveCloud (no channel at all uses the built-in bundle).
-    #[arg(long, env = "WEFT_ALLOWED_CHANNELS")]
-    pub allowed_channels: Option<String>,
+    /// URL prefixes a WeaveCloud's `wcPollUrl`, and every bundle `url` its channel lists, may
+    /// name (comma-separated). Default: Weave Cloud's own host only (no channel at all uses the
+    /// built-in bundle); never a host taken from the WeaveCloud.
+    #[arg(long, env = "WEFT_ALLOWED_CHANNELS", default_value = DEFAULT_CHANNELS)]
+    pub allowed_channels: String,
     /// URL prefixes git and tar chart sources may name (comma-separated). Never `file://` nor a
     /// path of the pod's filesystem; `type: local` charts in the config repository are always
     /// allowed.
@@ -344,12 +366,9 @@ impl TrustArgs {
     /// The settings, or an error naming the flag whose prefix is not a URL prefix.
     pub fn trust(&self) -> anyhow::Result<Trust> {
         let allowed_channels = ChannelPolicy {
-            allowed: self
-                .allowed_channels
-                .as_deref()
-                .map(UrlAllowList::parse)
-                .transpose()
-                .context("--allowed-channels")?,
+            allowed: Some(
+                UrlAllowList::parse(&self.allowed_channels).context("--allowed-channels")?,
+            ),
         };
         let chart_sources = ChartSourcePolicy::Remote(
             UrlAllowList::parse(&self.allowed_chart_sources).context("--allowed-chart-sources")?,

@@ -51,6 +51,13 @@ pub enum AgentsError {
         bytes: usize,
         limit: usize,
     },
+    /// An object the agents need exists and belongs to another owner: never adopted.
+    #[error("{object} belongs to {other}, not to {owner}: Weft never adopts another owner's object (two WeaveClouds, or a WeaveCloud and the config repository, name the same object); rename or remove one of them")]
+    OwnedByAnother {
+        object: String,
+        owner: String,
+        other: String,
+    },
     /// The token Secret (or its key) does not exist: the agents cannot authenticate.
     #[error("Secret {namespace}/{name} with key `{key}` does not exist: the agents cannot authenticate. Create it (kubectl -n {namespace} create secret generic {name} --from-literal={key}=<token>)")]
     TokenMissing {
@@ -342,20 +349,25 @@ pub async fn token_data(
 pub const LAUNCHER_LEGACY_NAMESPACE: &str = "kube-system";
 
 /// The args of container `container` (else the first container, as the launcher read it) of
-/// Deployment `name` running now: in the WeaveCloud's namespace, else (with takeover) a
-/// launcher-labelled one in `kube-system`; and whether Weft (this WeaveCloud) owns it.
+/// Deployment `name` running now: in the WeaveCloud's namespace, else (with takeover, for the
+/// WeaveCloud designated to take over kube-system: `legacy`) a launcher-labelled one in
+/// `kube-system`; and whether Weft (this WeaveCloud) owns it.
 async fn running_container_args(
     client: &Client,
     wc: &WeaveCloud,
     name: &str,
     container: &str,
     launcher_app: &str,
+    legacy: bool,
 ) -> Result<Option<(Vec<String>, bool)>, kube::Error> {
     let ns = wc.namespace().unwrap_or_default();
+    if ns == LAUNCHER_LEGACY_NAMESPACE && !legacy {
+        return Ok(None);
+    }
     let mut found = Api::<Deployment>::namespaced(client.clone(), &ns)
         .get_opt(name)
         .await?;
-    if found.is_none() && wc.spec.general.takeover && ns != LAUNCHER_LEGACY_NAMESPACE {
+    if found.is_none() && wc.spec.general.takeover && legacy && ns != LAUNCHER_LEGACY_NAMESPACE {
         // A kube-system install is read only if the launcher labelled it so (never by name alone).
         found = Api::<Deployment>::namespaced(client.clone(), LAUNCHER_LEGACY_NAMESPACE)
             .get_opt(name)
@@ -391,17 +403,19 @@ pub async fn running_flux(
     kind: &str,
     name: &str,
     container: &str,
+    legacy: bool,
 ) -> Result<Option<(Vec<String>, bool)>, kube::Error> {
     if kind != "Deployment" || wc.spec.flux.disable {
         return Ok(None);
     }
-    running_container_args(client, wc, name, container, "weave-flux").await
+    running_container_args(client, wc, name, container, "weave-flux", legacy).await
 }
 
 /// The args of the memcached running now (Weft's, or the launcher's).
 pub async fn running_memcached(
     client: &Client,
     wc: &WeaveCloud,
+    legacy: bool,
 ) -> Result<Option<Vec<String>>, kube::Error> {
     if wc.spec.flux.disable {
         return Ok(None);
@@ -412,6 +426,7 @@ pub async fn running_memcached(
         MEMCACHED_DEPLOYMENT,
         MEMCACHED_CONTAINER,
         "weave-flux",
+        legacy,
     )
     .await?
     .map(|(args, _)| args))
@@ -450,11 +465,14 @@ pub struct AgentSources {
 
 /// The cluster inputs of `wc`'s agents rendered with `bundle`: its token Secret's hash and the
 /// arguments of the flux agent running now (with whether this WeaveCloud installed it).
-/// [`AgentsError::TokenMissing`] when the token Secret (or its key) does not exist.
+/// [`AgentsError::TokenMissing`] when the token Secret (or its key) does not exist. `legacy`:
+/// the WeaveCloud may read the launcher's agents in kube-system (see
+/// [`super::takeover::designated`]).
 pub async fn inputs(
     client: &Client,
     wc: &WeaveCloud,
     bundle: &Bundle,
+    legacy: bool,
 ) -> Result<(AgentInputs, Option<(Vec<String>, bool)>), AgentsError> {
     let ns = wc.namespace().unwrap_or_default();
     let secret_ref = &wc.spec.general.token_secret_ref;
@@ -467,10 +485,10 @@ pub async fn inputs(
             key: secret_ref.key.clone(),
         })?;
     let flux = bundle.flux.container();
-    let running = running_flux(client, wc, &flux.kind, &flux.name, &flux.container)
+    let running = running_flux(client, wc, &flux.kind, &flux.name, &flux.container, legacy)
         .await
         .map_err(|e| kube_err(format!("reading the running flux agent in {ns}"), e))?;
-    let memcached = running_memcached(client, wc)
+    let memcached = running_memcached(client, wc, legacy)
         .await
         .map_err(|e| kube_err(format!("reading the running memcached in {ns}"), e))?;
     let detected_cri_socket = detected_cri_socket(client, wc)
@@ -524,16 +542,81 @@ pub async fn gather(
     client: &Client,
     bundles: &AgentBundles,
     wc: &WeaveCloud,
+    legacy: bool,
 ) -> Result<AgentSources, AgentsError> {
     let bundle = bundles
         .active(&wc.namespace().unwrap_or_default(), &wc.name_any())
         .await?;
-    let (inputs, running_flux) = self::inputs(client, wc, &bundle.bundle).await?;
+    let (inputs, running_flux) = self::inputs(client, wc, &bundle.bundle, legacy).await?;
     Ok(AgentSources {
         bundle,
         inputs,
         running_flux,
     })
+}
+
+/// Refuse to adopt: each of `objects` (the agents of `owner`) that is not in `known` (the
+/// owner's inventory, whose objects were its own) and exists with another owner's
+/// `weft.io/owner` label is an error naming both owners. Objects without Weft's label (the
+/// launcher's, which a takeover adopts) pass. One read per new object; none in a steady state.
+pub async fn check_not_owned_by_another(
+    client: &Client,
+    owner: &Owner,
+    objects: &[crate::render::DesiredObject],
+    known: &std::collections::BTreeSet<crate::api::ObjectRef>,
+) -> Result<(), AgentsError> {
+    let id = owner.id().0;
+    for o in objects {
+        let namespace = o.namespace().unwrap_or_default();
+        let listed = known
+            .iter()
+            .any(|k| k.kind == o.kind() && k.name == o.name() && k.namespace == namespace);
+        if listed {
+            continue;
+        }
+        let (group, version) = o
+            .api_version()
+            .split_once('/')
+            .unwrap_or(("", o.api_version()));
+        let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            group,
+            version,
+            o.kind(),
+        ));
+        let api: Api<kube::api::DynamicObject> = match o.namespace() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let shown = match o.namespace() {
+            Some(ns) => format!("{}/{ns}/{}", o.kind(), o.name()),
+            None => format!("{}/{}", o.kind(), o.name()),
+        };
+        let Some(live) = api
+            .get_opt(o.name())
+            .await
+            .map_err(|e| kube_err(format!("reading {shown}"), e))?
+        else {
+            continue;
+        };
+        let Some(label) = live.labels().get(OWNER_LABEL) else {
+            continue;
+        };
+        if *label == id {
+            continue;
+        }
+        // The readable owner, bounded: the annotation is whatever the object's writer set.
+        let other = live
+            .annotations()
+            .get(OWNER_REF_ANNOTATION)
+            .map(|r| r.chars().take(200).collect::<String>())
+            .unwrap_or_else(|| format!("owner {}", label.chars().take(63).collect::<String>()));
+        return Err(AgentsError::OwnedByAnother {
+            object: shown,
+            owner: owner.reference(),
+            other,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

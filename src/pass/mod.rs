@@ -88,6 +88,9 @@ pub struct PassOptions {
     pub decryption: Decryption,
     /// `--target-manifest`: the ArmadaManifest that deploys (`NAME` or `NAMESPACE/NAME`).
     pub target_manifest: Option<String>,
+    /// `--launcher-takeover NAMESPACE/NAME`: the one WeaveCloud whose takeover may act in
+    /// kube-system (see [`takeover::designated`]); `None`: none.
+    pub launcher_takeover: Option<String>,
 }
 
 /// What a pass of one shard knows of the others (see [`crate::render::shard`]).
@@ -124,6 +127,7 @@ impl Default for PassOptions {
             helm: Arc::new(HelmRenderer::new(HelmLocation::Environment)),
             decryption: Decryption::default(),
             target_manifest: None,
+            launcher_takeover: None,
         }
     }
 }
@@ -258,7 +262,10 @@ pub async fn run_pass(
             // As the WeaveCloud controller does before it applies agents: no doubled agents.
             let taken = match opts.dry_run {
                 true => Ok((prepared.set, Vec::new())),
-                false => takeover::before_pass(client, prepared.set).await,
+                false => {
+                    takeover::before_pass(client, prepared.set, opts.launcher_takeover.as_deref())
+                        .await
+                }
             };
             match taken {
                 Ok((set, removed)) => {

@@ -86,7 +86,9 @@ pub async fn prepare(
                 wc.value.metadata.namespace.clone().unwrap_or_default(),
                 wc.value.metadata.name.clone().unwrap_or_default(),
             );
-            match agents::gather(cluster.client, cluster.bundles, &wc.value).await {
+            let legacy =
+                super::takeover::designated(opts.launcher_takeover.as_deref(), &key.0, &key.1);
+            match agents::gather(cluster.client, cluster.bundles, &wc.value, legacy).await {
                 Ok(sources) => {
                     inputs
                         .agents

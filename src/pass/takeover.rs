@@ -2,7 +2,9 @@
 //!
 //! Before a WeaveCloud's agents are applied, the launcher's objects are looked up by their exact
 //! names *and* the launcher's labels (never by a generic name alone), in the WeaveCloud's
-//! namespace and in `kube-system` (installs before 2018). Then, in this order:
+//! namespace and, for the one WeaveCloud the operator designates with `--launcher-takeover
+//! NAMESPACE/NAME` ([`designated`]), in `kube-system` (installs before 2018). No other
+//! WeaveCloud reads, deletes or copies anything in `kube-system`. Then, in this order:
 //! 1. `weave-agent` (Deployment, then its ClusterRoleBinding, ClusterRole, ServiceAccount) is
 //!    deleted, so it stops re-applying the launcher's manifest;
 //! 2. launcher workloads Weft replaces under another name (`prometheus`, `kube-state-metrics`,
@@ -11,12 +13,14 @@
 //!    Weft recreates them (a selector is immutable);
 //! 3. the launcher's other objects Weft does not render under that name are deleted (Services,
 //!    ConfigMaps, ServiceAccounts in kube-system; the `*`-granting ClusterRoles and bindings,
-//!    which Weft renders as `<name>-<namespace>`).
+//!    which Weft renders as `<name>:<namespace>`).
 //!
 //! Same-named objects left (Services, ServiceAccounts, the prometheus ConfigMap, Deployments
 //! whose selector already fits) are adopted by the server-side apply that follows. Secrets are
-//! never deleted: a `flux-git-deploy` key found only in kube-system is copied into the
-//! WeaveCloud's namespace. Standalone Scope (`weave-scope-app`) is not a launcher install.
+//! never deleted: the `flux-git-deploy` key in kube-system is copied into the WeaveCloud's
+//! namespace only during a real takeover, when the launcher's flux was found beside it (and so
+//! only for the designated WeaveCloud). Standalone Scope (`weave-scope-app`) is not a launcher
+//! install.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -206,16 +210,29 @@ fn selector(object: &Value) -> Option<&Value> {
     object.pointer("/spec/selector")
 }
 
+/// Whether WeaveCloud `namespace/name` may act in `kube-system` (read, remove and copy the
+/// launcher's objects there): only the one the operator names with `--launcher-takeover
+/// NAMESPACE/NAME` (`launcher_takeover`). A WeaveCloud is written by whoever may create one in
+/// its namespace; kube-system is the cluster's, so no WeaveCloud gets it by default.
+pub fn designated(launcher_takeover: Option<&str>, namespace: &str, name: &str) -> bool {
+    launcher_takeover.is_some_and(|d| d.trim() == format!("{namespace}/{name}"))
+}
+
 /// Find the launcher's objects for a WeaveCloud in `namespace` whose desired agents are
-/// `desired`, and decide for each: remove or adopt.
+/// `desired`, and decide for each: remove or adopt. `kube-system` (also as the WeaveCloud's own
+/// namespace) is looked at only when `legacy` (the WeaveCloud is [`designated`]).
 pub async fn find(
     client: &Client,
     namespace: &str,
     desired: &[DesiredObject],
+    legacy: bool,
 ) -> Result<Vec<Found>, kube::Error> {
     let mut found = Vec::new();
+    if namespace == LAUNCHER_LEGACY_NAMESPACE && !legacy {
+        return Ok(found);
+    }
     let mut namespaces = vec![namespace];
-    if namespace != LAUNCHER_LEGACY_NAMESPACE {
+    if namespace != LAUNCHER_LEGACY_NAMESPACE && legacy {
         namespaces.push(LAUNCHER_LEGACY_NAMESPACE);
     }
     let desired_of = |kind: &str, name: &str| {
@@ -364,7 +381,7 @@ pub async fn find(
         }
     }
 
-    // 3. the launcher's cluster-wide roles (`*` on everything): Weft's are `<name>-<namespace>`.
+    // 3. the launcher's cluster-wide roles (`*` on everything): Weft's are `<name>:<namespace>`.
     let scope_standalone_here = api(client, "Deployment", Some(namespace))
         .get_opt(STANDALONE_SCOPE_APP)
         .await?
@@ -443,11 +460,27 @@ pub async fn remove_all(
     Ok(removed)
 }
 
-/// The deploy key must survive a move out of kube-system: when the WeaveCloud's namespace has
-/// no `flux-git-deploy` data and kube-system's launcher copy has some, copy it (kube-system's
-/// Secret is left as it is). Returns whether it copied.
-pub async fn carry_deploy_key(client: &Client, namespace: &str) -> Result<bool, kube::Error> {
-    if namespace == LAUNCHER_LEGACY_NAMESPACE {
+/// Whether `found` holds the launcher's flux agent in kube-system: a real launcher install
+/// there, whose deploy key the takeover carries over.
+pub fn launcher_flux_in_kube_system(found: &[Found]) -> bool {
+    found.iter().any(|f| {
+        f.kind == "Deployment"
+            && f.name == "weave-flux-agent"
+            && f.namespace.as_deref() == Some(LAUNCHER_LEGACY_NAMESPACE)
+    })
+}
+
+/// The deploy key must survive a move out of kube-system: during a real takeover (the
+/// launcher's flux is among `found`, which holds kube-system objects only for the designated
+/// WeaveCloud), when the WeaveCloud's namespace has no `flux-git-deploy` data and kube-system's
+/// launcher copy has some, copy it (kube-system's Secret is left as it is). Never otherwise: a
+/// WeaveCloud is no reason to hand anyone kube-system's key. Returns whether it copied.
+pub async fn carry_deploy_key(
+    client: &Client,
+    namespace: &str,
+    found: &[Found],
+) -> Result<bool, kube::Error> {
+    if namespace == LAUNCHER_LEGACY_NAMESPACE || !launcher_flux_in_kube_system(found) {
         return Ok(false);
     }
     let here: Api<Secret> = Api::namespaced(client.clone(), namespace);
@@ -493,7 +526,8 @@ pub fn desired_reference(d: &DesiredObject) -> String {
 }
 
 /// One pass of `weft sync`: the takeover the WeaveCloud controller does ([`find`],
-/// [`carry_deploy_key`], [`remove_all`]), for every WeaveCloud whose agents `set` holds, before
+/// [`carry_deploy_key`], [`remove_all`]; kube-system only for the WeaveCloud named by
+/// `launcher_takeover`), for every WeaveCloud whose agents `set` holds, before
 /// they are applied. Returns the set to apply and the removals, as deleted changes of that
 /// WeaveCloud. A WeaveCloud with `takeover: false` keeps the launcher's objects: they are logged,
 /// and its same-named agents are left out of the set (as the controller does), so nothing is
@@ -501,6 +535,7 @@ pub fn desired_reference(d: &DesiredObject) -> String {
 pub async fn before_pass(
     client: &Client,
     set: DesiredSet,
+    launcher_takeover: Option<&str>,
 ) -> Result<(DesiredSet, Vec<Change>), kube::Error> {
     let weaveclouds: Vec<WeaveCloud> = set
         .objects()
@@ -522,7 +557,8 @@ pub async fn before_pass(
             .filter(|o| o.owner == owner)
             .cloned()
             .collect();
-        let found = find(client, &ns, &desired).await?;
+        let legacy = designated(launcher_takeover, &ns, &wc.name_any());
+        let found = find(client, &ns, &desired, legacy).await?;
         if !wc.spec.general.takeover {
             for f in &found {
                 tracing::warn!(weavecloud = %owner.reference(), object = %f.reference(), "spec.general.takeover is false: the launcher's object is left in place, so its agent may run beside Weft's");
@@ -530,7 +566,7 @@ pub async fn before_pass(
             }
             continue;
         }
-        if carry_deploy_key(client, &ns).await? {
+        if carry_deploy_key(client, &ns, &found).await? {
             tracing::info!(weavecloud = %owner.reference(), "takeover: copied the flux deploy key from kube-system");
         }
         for (reference, why) in remove_all(client, &found).await? {
@@ -562,4 +598,56 @@ pub async fn before_pass(
     let hooks = set.hooks().to_vec();
     let set = DesiredSet::for_owners(kept, set.owners().clone()).with_hooks(hooks);
     Ok((set, changes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(kind: &'static str, namespace: &str, name: &str) -> Found {
+        Found {
+            kind,
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+            action: Decision::Remove("test"),
+        }
+    }
+
+    #[test]
+    fn only_the_designated_weavecloud_acts_in_kube_system() {
+        assert!(designated(
+            Some("weave/weave-cloud"),
+            "weave",
+            "weave-cloud"
+        ));
+        for (flag, ns, name) in [
+            (None, "weave", "weave-cloud"),
+            (Some("weave/weave-cloud"), "team-a", "weave-cloud"),
+            (Some("weave/weave-cloud"), "weave", "other"),
+            (Some("weave/weave-cloud-2"), "weave", "weave-cloud"),
+        ] {
+            assert!(!designated(flag, ns, name), "{flag:?} {ns}/{name}");
+        }
+    }
+
+    #[test]
+    fn the_deploy_key_is_carried_only_beside_a_launcher_flux_in_kube_system() {
+        // A real launcher install: its flux agent in kube-system.
+        assert!(launcher_flux_in_kube_system(&[
+            found("Service", LAUNCHER_LEGACY_NAMESPACE, "weave-flux-memcached"),
+            found("Deployment", LAUNCHER_LEGACY_NAMESPACE, "weave-flux-agent"),
+        ]));
+        // Nothing found, a flux in the WeaveCloud's own namespace, or other agents only: no copy.
+        for f in [
+            vec![],
+            vec![found("Deployment", "weave", "weave-flux-agent")],
+            vec![found(
+                "DaemonSet",
+                LAUNCHER_LEGACY_NAMESPACE,
+                "weave-scope-agent",
+            )],
+        ] {
+            assert!(!launcher_flux_in_kube_system(&f), "{f:?}");
+        }
+    }
 }

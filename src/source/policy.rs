@@ -159,13 +159,18 @@ impl ChartSourcePolicy {
     }
 }
 
-/// Which agent channels (`spec.general.wcPollUrl`) a WeaveCloud may name.
+/// Which agent channels (`spec.general.wcPollUrl`) a WeaveCloud may name, and where the
+/// bundles a channel lists may be downloaded from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChannelPolicy {
-    /// `--allowed-channels`; `None`: only `https://<wcHostname>/` (and the built-in bundle, which
-    /// needs no channel).
+    /// `--allowed-channels`; `None`: [`DEFAULT_CHANNELS`], Weave Cloud's own host (never a
+    /// host taken from the WeaveCloud, whose author is not the operator).
     pub allowed: Option<UrlAllowList>,
 }
+
+/// The default of `--allowed-channels`: Weave Cloud's own host (the built-in bundle needs no
+/// channel at all).
+pub const DEFAULT_CHANNELS: &str = "https://cloud.weave.works/";
 
 /// A channel refused by [`ChannelPolicy`].
 #[derive(Debug, thiserror::Error)]
@@ -176,38 +181,40 @@ pub struct ChannelRefused {
 }
 
 impl ChannelPolicy {
-    /// Check a WeaveCloud's channel against the policy.
-    pub fn check(&self, poll_url: &str, wc_hostname: &str) -> Result<(), ChannelRefused> {
-        let default;
-        let list = match &self.allowed {
-            Some(list) => list,
-            None => {
-                let host = wc_hostname.trim();
-                default = if host.is_empty() || host.contains(['/', '@', '?', '#']) {
-                    UrlAllowList {
-                        prefixes: Vec::new(),
-                    }
-                } else {
-                    UrlAllowList {
-                        prefixes: vec![format!("https://{}/", host.to_ascii_lowercase())],
-                    }
-                };
-                &default
-            }
-        };
-        if list.allows(poll_url) {
-            return Ok(());
+    fn list(&self) -> UrlAllowList {
+        match &self.allowed {
+            Some(list) => list.clone(),
+            None => UrlAllowList {
+                prefixes: vec![DEFAULT_CHANNELS.to_string()],
+            },
         }
-        let allowed = if list.prefixes.is_empty() {
+    }
+
+    /// The allowed prefixes, as error messages show them.
+    pub fn describe(&self) -> String {
+        let list = self.list();
+        if list.prefixes.is_empty() {
             "none".to_string()
         } else if self.allowed.is_none() {
             format!("by default only {list}")
         } else {
             list.to_string()
-        };
+        }
+    }
+
+    /// Whether `url` (a channel, or a bundle a channel lists) may be fetched.
+    pub fn allows(&self, url: &str) -> bool {
+        self.list().allows(url)
+    }
+
+    /// Check a WeaveCloud's channel against the policy.
+    pub fn check(&self, poll_url: &str) -> Result<(), ChannelRefused> {
+        if self.allows(poll_url) {
+            return Ok(());
+        }
         Err(ChannelRefused {
             url: super::git::redact_url_passwords(poll_url.trim()),
-            allowed,
+            allowed: self.describe(),
         })
     }
 }
@@ -335,45 +342,36 @@ mod tests {
     }
 
     #[test]
-    fn channels_default_to_the_weave_cloud_host() {
+    fn channels_default_to_the_weave_cloud_host_not_to_a_field_of_the_weavecloud() {
         let default = ChannelPolicy::default();
         assert!(default
-            .check(
-                "https://cloud.weave.works/k8s/agents/channel.yaml",
-                "cloud.weave.works"
-            )
+            .check("https://cloud.weave.works/k8s/agents/channel.yaml")
             .is_ok());
         for refused in [
             "https://evil.example/channel.yaml",
             "http://cloud.weave.works/channel.yaml",
             "file:///var/run/secrets/kubernetes.io/serviceaccount/token",
+            "file:///etc/hostname",
             "git+https://cloud.weave.works/x.git",
             "https://cloud.weave.works.evil.example/c.yaml",
         ] {
-            let err = default
-                .check(refused, "cloud.weave.works")
-                .unwrap_err()
-                .to_string();
+            let err = default.check(refused).unwrap_err().to_string();
             assert!(
                 err.contains(
                     "is not an allowed agent channel (by default only https://cloud.weave.works/)"
                 ),
                 "{err}"
             );
+            assert!(!default.allows(refused), "{refused}");
         }
-        // A hostname that is not a host allows nothing.
-        assert!(default.check("https://x/", "x/@y").is_err());
         let listed = ChannelPolicy {
             allowed: Some(UrlAllowList::parse("http://127.0.0.1:8080/").unwrap()),
         };
+        assert!(listed.check("http://127.0.0.1:8080/channel.yaml").is_ok());
+        // The same port only: a bundle URL elsewhere on the host is refused.
+        assert!(!listed.allows("http://127.0.0.1:8081/bundle.tar.gz"));
         assert!(listed
-            .check("http://127.0.0.1:8080/channel.yaml", "cloud.weave.works")
-            .is_ok());
-        assert!(listed
-            .check(
-                "https://cloud.weave.works/channel.yaml",
-                "cloud.weave.works"
-            )
+            .check("https://cloud.weave.works/channel.yaml")
             .is_err());
     }
 

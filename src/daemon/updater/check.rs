@@ -184,7 +184,15 @@ impl Updater {
             Err(failure) => {
                 tracing::warn!(%from, %to, reason = %failure, "agents not healthy; rolling back");
                 let (message, available_after) = self
-                    .roll_back(wc, &previous, &inputs, &candidates, &to, &failure)
+                    .roll_back(
+                        wc,
+                        &previous,
+                        &candidate.bundle,
+                        &inputs,
+                        &candidates,
+                        &to,
+                        &failure,
+                    )
                     .await?;
                 let outcome = UpdateOutcome::RolledBack {
                     from: to,
@@ -216,9 +224,7 @@ impl Updater {
             .filter(|u| !u.trim().is_empty())
         {
             Some(url) => {
-                self.opts
-                    .allowed_channels
-                    .check(url, &general.wc_hostname)?;
+                self.opts.allowed_channels.check(url)?;
                 let source = self.channel(url)?;
                 let channel = source.fetch_index().await?;
                 Ok(Candidates {
@@ -273,10 +279,12 @@ impl Updater {
 
     /// The update is not healthy: roll back to `previous`, mark `bad` bad, hold `Ready=False`.
     /// Returns the rollback's message and what is available after it.
+    #[allow(clippy::too_many_arguments)]
     async fn roll_back(
         &self,
         wc: &WeaveCloud,
         previous: &ActiveBundle,
+        candidate: &Bundle,
         inputs: &AgentInputs,
         candidates: &Candidates,
         bad: &str,
@@ -294,6 +302,14 @@ impl Updater {
             message.push_str(&format!(
                 "; the rollback to {from} is not healthy either: {e}"
             ));
+        }
+        // Nothing of the refused bundle stays: what it brought that the previous one does not
+        // have (a role, a binding …) is deleted, whatever the rollback's prune could judge.
+        for problem in self
+            .remove_leftovers(wc, candidate, &previous.bundle, inputs)
+            .await
+        {
+            message.push_str(&format!("; {problem}"));
         }
         let status = wc.status.clone().unwrap_or_default();
         let bad_versions = [status.bad_versions.clone(), vec![bad.to_string()]].concat();
@@ -330,6 +346,85 @@ impl Updater {
         Ok((message, available_after))
     }
 
+    /// Delete the objects `candidate` renders for `wc` that `previous` does not, when they are
+    /// provably this WeaveCloud's (its owner label, set by Weft's apply). Returns what could
+    /// not be removed.
+    async fn remove_leftovers(
+        &self,
+        wc: &WeaveCloud,
+        candidate: &Bundle,
+        previous: &Bundle,
+        inputs: &AgentInputs,
+    ) -> Vec<String> {
+        let key = |o: &crate::render::DesiredObject| {
+            (
+                o.api_version().to_string(),
+                o.kind().to_string(),
+                o.namespace().map(str::to_string),
+                o.name().to_string(),
+            )
+        };
+        let (Ok(new), Ok(old)) = (
+            render_agents(wc, candidate, inputs),
+            render_agents(wc, previous, inputs),
+        ) else {
+            return Vec::new();
+        };
+        let kept: std::collections::BTreeSet<_> = old.objects.iter().map(key).collect();
+        let owner =
+            crate::pass::agents::owner_of(&wc.namespace().unwrap_or_default(), &wc.name_any());
+        let mut problems = Vec::new();
+        for (api_version, kind, namespace, name) in new.objects.iter().map(key) {
+            if kept.contains(&(
+                api_version.clone(),
+                kind.clone(),
+                namespace.clone(),
+                name.clone(),
+            )) {
+                continue;
+            }
+            let (group, version) = api_version
+                .split_once('/')
+                .unwrap_or(("", api_version.as_str()));
+            let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+                group, version, &kind,
+            ));
+            let api: Api<kube::api::DynamicObject> = match &namespace {
+                Some(ns) => Api::namespaced_with(self.state.client.clone(), ns, &ar),
+                None => Api::all_with(self.state.client.clone(), &ar),
+            };
+            let shown = match &namespace {
+                Some(ns) => format!("{kind}/{ns}/{name}"),
+                None => format!("{kind}/{name}"),
+            };
+            let live = match api.get_opt(&name).await {
+                Ok(Some(live)) => live,
+                Ok(None) => continue,
+                Err(e) => {
+                    problems.push(format!("could not read {shown} to remove it: {e}"));
+                    continue;
+                }
+            };
+            let proven = serde_json::to_value(&live)
+                .ok()
+                .is_some_and(|v| crate::apply::ownership::proof_of_ownership(&v, &owner).is_ok());
+            if !proven {
+                continue;
+            }
+            match api
+                .delete(&name, &kube::api::DeleteParams::background())
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(object = %shown, "rollback: removed an object of the refused bundle")
+                }
+                Err(e) if crate::apply::is_not_found(&e) => {}
+                Err(e) => problems.push(format!("could not remove {shown}: {e}")),
+            }
+        }
+        problems
+    }
+
     /// WeaveCloud `ns/name` as the API server has it; [`UpdateError::Gone`] when it is deleted
     /// or being deleted.
     async fn live_weavecloud(&self, ns: &str, name: &str) -> Result<WeaveCloud, UpdateError> {
@@ -353,6 +448,19 @@ impl Updater {
         source: &ChannelSource,
         entry: &ChannelEntry,
     ) -> Result<ActiveBundle, UpdateError> {
+        // A channel names its bundles: each URL passes the policy its channel passed, or a
+        // channel could send Weft to a file of its pod or a port the operator never allowed.
+        // (A git channel's bundles are paths inside its repository.)
+        if entry.url.contains("://") && !self.opts.allowed_channels.allows(&entry.url) {
+            return Err(UpdateError::BundleUrlRefused {
+                version: entry.version.clone(),
+                url: crate::api::redact::redact_url_passwords(&entry.url)
+                    .chars()
+                    .take(200)
+                    .collect(),
+                allowed: self.opts.allowed_channels.describe(),
+            });
+        }
         let fetched = source.fetch_bundle(entry).await?;
         let bundle = Bundle::from_files(fetched.files).map_err(|error| UpdateError::Bundle {
             version: entry.version.to_string(),
@@ -382,9 +490,16 @@ impl Updater {
         wc: &WeaveCloud,
         running: &Bundle,
     ) -> Result<AgentInputs, UpdateError> {
-        Ok(crate::pass::agents::inputs(&self.state.client, wc, running)
-            .await?
-            .0)
+        let legacy = crate::pass::takeover::designated(
+            self.opts.pass.launcher_takeover.as_deref(),
+            &wc.namespace().unwrap_or_default(),
+            &wc.name_any(),
+        );
+        Ok(
+            crate::pass::agents::inputs(&self.state.client, wc, running, legacy)
+                .await?
+                .0,
+        )
     }
 
     /// Render `wc` with its active bundle, apply, prune and wait for the agents' health: what
@@ -419,6 +534,18 @@ impl Updater {
         let ns = wc.namespace().unwrap_or_default();
         let rendered = render_agents(wc, bundle, inputs)?;
         let owner = crate::pass::agents::owner_of(&ns, &wc.name_any());
+        let known: std::collections::BTreeSet<crate::api::ObjectRef> = wc
+            .status
+            .as_ref()
+            .map(|s| s.inventory.iter().cloned().collect())
+            .unwrap_or_default();
+        crate::pass::agents::check_not_owned_by_another(
+            &self.state.client,
+            &owner,
+            &rendered.objects,
+            &known,
+        )
+        .await?;
         let set = DesiredSet::for_owners(rendered.objects, [owner].into());
         let opts = self.opts.rollout_pass_options(&ns);
         let run =

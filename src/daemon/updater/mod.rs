@@ -67,6 +67,12 @@ pub enum UpdateError {
     Channel(#[from] ChannelError),
     #[error("{0}")]
     ChannelRefused(#[from] crate::source::policy::ChannelRefused),
+    #[error("bundle {version}: `url: {url}` is not allowed by --allowed-channels ({allowed}): the channel's bundles are fetched only from where a channel may be; nothing was fetched")]
+    BundleUrlRefused {
+        version: semver::Version,
+        url: String,
+        allowed: String,
+    },
     #[error("agent bundle {version} from {source_url}: {error}")]
     Bundle {
         version: String,
@@ -106,6 +112,8 @@ pub enum RolloutError {
     Render(#[from] RenderError),
     #[error("{0}")]
     Pass(#[from] SyncError),
+    #[error("{0}")]
+    Agents(#[from] crate::pass::agents::AgentsError),
     #[error("the rollout was abandoned: the daemon is stopping")]
     Abandoned,
 }

@@ -49,13 +49,19 @@ impl Updater {
             .map_err(|e| kube_err("listing WeaveClouds", e))?;
         let mut earliest: Option<DateTime<Utc>> = None;
         let mut seen = Vec::new();
+        let roots = crate::daemon::weavecloud::trust::roots(
+            &self.state,
+            &self.opts.weft_namespace,
+            &self.opts.pass.root_name,
+        );
         for wc in list.items {
-            if wc.metadata.deletion_timestamp.is_some()
-                || !self
-                    .state
-                    .namespaces
-                    .contains(wc.metadata.namespace.as_deref().unwrap_or_default())
-            {
+            if wc.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            // Only the operator's WeaveClouds (docs/security.md); the controller says why not.
+            let trust =
+                crate::daemon::weavecloud::trust::trust(&wc, &roots, &self.state.namespaces);
+            if trust != crate::daemon::weavecloud::trust::Trust::Reconciled {
                 continue;
             }
             if !self.state.handles(

@@ -135,7 +135,7 @@ mod against_a_fake_api_server {
 
     #[tokio::test]
     async fn a_channel_the_operator_did_not_allow_is_never_fetched() {
-        // Issue 14: a WeaveCloud names its channel; by default only https://<wcHostname>/ is
+        // Issue 14: a WeaveCloud names its channel; by default only Weave Cloud's host is
         // allowed, so a cloud metadata endpoint (or any other host) is refused before any fetch.
         let (client, api) = mock_client();
         let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
@@ -156,9 +156,33 @@ mod against_a_fake_api_server {
     }
 
     #[tokio::test]
-    async fn the_scheduler_records_the_next_check_and_checks_only_when_due() {
+    async fn the_default_channel_policy_is_not_taken_from_the_weavecloud_s_wc_hostname() {
+        // Issue 30: the default allowed `https://<wcHostname>/`, a field the WeaveCloud's author
+        // sets: naming their own host there let them choose the channel (and its bundles).
         let (client, api) = mock_client();
         let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        let updater = Updater::new(state, UpdateOptions::default());
+        let mut wc = weavecloud(json!({}));
+        wc.spec.general.wc_hostname = "attacker.example".into();
+        wc.spec.general.wc_poll_url = Some("https://attacker.example/channel.yaml".into());
+        let server = api.run(Scenario::new().then(cache()).then(Expect::event("weave")));
+        let report = updater.check(&wc).await;
+        match &report.outcome {
+            UpdateOutcome::Failed { reason } => assert!(
+                reason.contains("`spec.general.wcPollUrl: https://attacker.example/channel.yaml` is not an allowed agent channel (by default only https://cloud.weave.works/)"),
+                "{reason}"
+            ),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        server.await.expect("no fetch, nothing applied");
+    }
+
+    #[tokio::test]
+    async fn the_scheduler_records_the_next_check_and_checks_only_when_due() {
+        let (client, api) = mock_client();
+        // A WeaveCloud made by hand: the operator lists its namespace.
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default())
+            .with_watch_namespaces(crate::daemon::state::WatchNamespaces::only(["weave"]));
         let updater = Updater::new(state, UpdateOptions::default());
         let running = builtin_version();
         let wc = weavecloud(json!({"agentVersion": running}));

@@ -26,6 +26,9 @@ use crate::pass::{PassOptions, SyncError};
 use crate::render::weavecloud::{render_agents, RenderedAgents};
 use crate::render::{DesiredObject, DesiredSet};
 
+/// Condition reason: an object of the agents belongs to another owner (never adopted).
+pub const OWNED_BY_ANOTHER: &str = "OwnedByAnotherOwner";
+
 /// What one reconcile of the agents found.
 pub(super) struct Outcome {
     pub ready: Condition,
@@ -157,6 +160,34 @@ pub(super) async fn reconcile_agents(
         timeout: Duration::from_secs(2),
         ..ctx.pass_options.clone()
     };
+    let inventory: BTreeSet<ObjectRef> = status.inventory.iter().cloned().collect();
+    // An object another owner applied is never adopted (a cluster-scoped name, or a second
+    // WeaveCloud in the namespace): say whose it is, apply nothing.
+    let checked = crate::pass::agents::check_not_owned_by_another(
+        &ctx.state.client,
+        &owner_of(wc),
+        rendered.set.objects(),
+        &inventory,
+    )
+    .await;
+    match checked {
+        Ok(()) => {}
+        Err(source @ AgentsError::Kube { .. }) => {
+            return Err(WeaveCloudError::Agents {
+                weavecloud: reference(wc),
+                source,
+            })
+        }
+        Err(e) => {
+            tracing::warn!(weavecloud = %reference(wc), error = %e, "not applied");
+            return Ok(Outcome::not_ready(
+                OWNED_BY_ANOTHER,
+                e.to_string(),
+                true,
+                known,
+            ));
+        }
+    }
     let taken = take_over(wc, ctx, rendered.set.objects(), &rendered.preserved()).await?;
     let mut rendered = rendered;
     if let Some((t, _)) = &taken {
@@ -173,7 +204,6 @@ pub(super) async fn reconcile_agents(
             rendered.set = DesiredSet::for_owners(keep, [owner_of(wc)].into());
         }
     }
-    let inventory: BTreeSet<ObjectRef> = status.inventory.iter().cloned().collect();
     let mut outcome = apply_or_report(wc, ctx, rendered, &opts, &inventory, status, known).await?;
     outcome.takeover = taken;
     Ok(outcome)
@@ -194,7 +224,14 @@ async fn take_over(
         action: "taking over the launcher's objects",
         source,
     };
-    let found = takeover::find(client, &ns, desired).await.map_err(kube)?;
+    let legacy = takeover::designated(
+        ctx.pass_options.launcher_takeover.as_deref(),
+        &ns,
+        &wc.name_any(),
+    );
+    let found = takeover::find(client, &ns, desired, legacy)
+        .await
+        .map_err(kube)?;
     let mut result = Takeover::default();
     if !wc.spec.general.takeover {
         if found.is_empty() {
@@ -228,7 +265,7 @@ async fn take_over(
         );
         return Ok(Some((result, c)));
     }
-    let copied = takeover::carry_deploy_key(client, &ns)
+    let copied = takeover::carry_deploy_key(client, &ns, &found)
         .await
         .map_err(kube)?;
     if copied {
@@ -338,8 +375,14 @@ async fn render(
             known,
         )))
     };
-    let sources = match crate::pass::agents::gather(&ctx.state.client, &ctx.state.bundles, wc).await
-    {
+    let legacy = takeover::designated(
+        ctx.pass_options.launcher_takeover.as_deref(),
+        &wc.namespace().unwrap_or_default(),
+        &wc.name_any(),
+    );
+    let gathered =
+        crate::pass::agents::gather(&ctx.state.client, &ctx.state.bundles, wc, legacy).await;
+    let sources = match gathered {
         Ok(s) => s,
         Err(e @ AgentsError::TokenMissing { .. }) => {
             tracing::warn!(weavecloud = %reference(wc), secret = %wc.spec.general.token_secret_ref.name, "token Secret missing");

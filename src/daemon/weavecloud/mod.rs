@@ -11,6 +11,7 @@
 mod agents;
 #[cfg(test)]
 mod tests;
+pub mod trust;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +41,8 @@ use crate::render::ownership::OWNER_REF_ANNOTATION;
 use crate::render::DesiredSet;
 use crate::render::Owner;
 use agents::{reconcile_agents, reference, Outcome};
+use trust::Trust;
+pub use trust::NOT_RECONCILED;
 
 /// The finalizer that makes Weft prune a deleted WeaveCloud's agents.
 pub const FINALIZER: &str = "weft.io/agents";
@@ -223,10 +226,24 @@ fn error_policy(wc: Arc<WeaveCloud>, err: &WeaveCloudError, ctx: Arc<Context>) -
 /// Apply or clean up one WeaveCloud, through the finalizer helper.
 pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action, WeaveCloudError> {
     let namespace = wc.namespace().unwrap_or_default();
-    if !ctx.state.namespaces.contains(&namespace) {
-        // Not ours to act on (`--watch-namespaces`): no agents, no finalizer, no status.
-        tracing::debug!(weavecloud = %reference(&wc), "outside --watch-namespaces; ignored");
-        return Ok(Action::await_change());
+    let roots = trust::roots(
+        &ctx.state,
+        &ctx.pass_options.weft_namespace,
+        &ctx.pass_options.root_name,
+    );
+    if let Trust::Ignored { why, tell } = trust::trust(&wc, &roots, &ctx.state.namespaces) {
+        let ours = wc.finalizers().iter().any(|f| f == FINALIZER);
+        if wc.metadata.deletion_timestamp.is_none() || !ours {
+            // Not the operator's (docs/security.md): no agents, no finalizer, no update.
+            tracing::debug!(weavecloud = %reference(&wc), %why, "ignored");
+            if tell {
+                mark_not_reconciled(&ctx, &wc, why).await?;
+            }
+            return Ok(Action::await_change());
+        }
+        // Reconciled before (by an older Weft, or before the operator narrowed its trust) and
+        // deleted now: its agents are pruned and the finalizer released, as for any other, so
+        // that the deletion does not hang.
     }
     if !ctx
         .state
@@ -260,6 +277,45 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
     })
     .await
     .map_err(|e| WeaveCloudError::Finalizer(Box::new(e)))
+}
+
+/// Say in `wc`'s status why it is not reconciled (`Ready=False`, [`NOT_RECONCILED`]) and in one
+/// event, unless it already has a `Ready` condition: whoever reconciles it (another
+/// installation) owns that condition, and two installations never overwrite each other.
+async fn mark_not_reconciled(
+    ctx: &Context,
+    wc: &WeaveCloud,
+    why: String,
+) -> Result<(), WeaveCloudError> {
+    let mut conditions = wc
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    if conditions.iter().any(|c| c.type_ == READY) {
+        return Ok(());
+    }
+    let mut c = Condition::new(READY, ConditionStatus::False, NOT_RECONCILED, why.clone());
+    c.observed_generation = wc.metadata.generation;
+    set_condition(&mut conditions, c, &now_rfc3339());
+    let api: Api<WeaveCloud> = Api::namespaced(
+        ctx.state.client.clone(),
+        &wc.namespace().unwrap_or_default(),
+    );
+    let patch = json!({"status": {"conditions": conditions}});
+    api.patch_status(
+        &wc.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(|source| WeaveCloudError::Kube {
+        weavecloud: reference(wc),
+        action: "writing the NotReconciled condition",
+        source,
+    })?;
+    event(ctx, wc, EventType::Warning, NOT_RECONCILED, why).await;
+    Ok(())
 }
 
 async fn event(ctx: &Context, wc: &WeaveCloud, type_: EventType, reason: &str, note: String) {

@@ -116,7 +116,9 @@ mod against_a_fake_api_server {
     #[tokio::test]
     async fn a_missing_token_is_ready_false_token_missing_and_nothing_is_applied() {
         let (client, api) = mock_client();
-        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        // The operator lists the namespace (a WeaveCloud made by hand is trusted only so).
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default())
+            .with_watch_namespaces(crate::daemon::state::WatchNamespaces::only(["weave"]));
         let ctx = Arc::new(Context::new(
             state.clone(),
             PassOptions::default(),
@@ -179,7 +181,9 @@ mod against_a_fake_api_server {
     #[tokio::test]
     async fn a_new_weavecloud_gets_the_finalizer_first_and_nothing_else() {
         let (client, api) = mock_client();
-        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        // The operator lists the namespace (a WeaveCloud made by hand is trusted only so).
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default())
+            .with_watch_namespaces(crate::daemon::state::WatchNamespaces::only(["weave"]));
         let ctx = Arc::new(Context::new(
             state,
             PassOptions::default(),
@@ -206,5 +210,61 @@ mod against_a_fake_api_server {
         let action = reconcile(Arc::new(wc), ctx).await.expect("reconcile");
         assert_eq!(action, Action::await_change());
         server.await.expect("only the finalizer patch");
+    }
+
+    #[tokio::test]
+    async fn a_weavecloud_the_root_did_not_apply_is_told_why_and_gets_nothing_else() {
+        let (client, api) = mock_client();
+        // The default: no --watch-namespaces, only the root's WeaveClouds.
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
+        let ctx = Arc::new(Context::new(
+            state,
+            PassOptions::default(),
+            crate::daemon::state::Shutdown::never(),
+        ));
+        let mut wc = weavecloud();
+        wc.metadata.finalizers = None;
+        let status_path = "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds/wc/status";
+        let server = api.run(
+            Scenario::new()
+                .then(Expect::with(Method::PATCH, status_path, |seen| {
+                    let conditions = seen.body["status"]["conditions"]
+                        .as_array()
+                        .expect("conditions");
+                    assert_eq!(conditions.len(), 1, "{conditions:?}");
+                    assert_eq!(conditions[0]["type"], "Ready");
+                    assert_eq!(conditions[0]["status"], "False");
+                    assert_eq!(conditions[0]["reason"], NOT_RECONCILED);
+                    json!(weavecloud())
+                }))
+                .then(Expect::event("weave")),
+        );
+        let action = reconcile(Arc::new(wc.clone()), ctx.clone())
+            .await
+            .expect("reconcile");
+        assert_eq!(action, Action::await_change());
+        server
+            .await
+            .expect("a status patch and an event: no finalizer, no Secret read, no apply");
+        // Said once: with a Ready condition there, nothing is written again.
+        let (client, api) = mock_client();
+        let ctx = Arc::new(Context::new(
+            DaemonState::new(client, "weft-system", DaemonStatus::default()),
+            PassOptions::default(),
+            crate::daemon::state::Shutdown::never(),
+        ));
+        let mut told = wc;
+        told.status = Some(crate::api::weavecloud::WeaveCloudStatus {
+            conditions: vec![crate::api::conditions::Condition::new(
+                crate::api::conditions::READY,
+                crate::api::conditions::ConditionStatus::False,
+                NOT_RECONCILED,
+                "not reconciled",
+            )],
+            ..Default::default()
+        });
+        let server = api.run(Scenario::new());
+        reconcile(Arc::new(told), ctx).await.expect("reconcile");
+        server.await.expect("no call at all");
     }
 }

@@ -3,7 +3,10 @@
 //! The bundle is therefore held to what agents need:
 //!
 //! - only the kinds agents are made of ([`ALLOWED_KINDS`], each with its API group);
-//! - RBAC bindings grant only the bundle's own roles, and only to the bundle's own
+//! - every rule of every (Cluster)Role is within a fixed allow-list of the agent whose files
+//!   hold it ([`allowed_rules`]): what the built-in bundle's agents need, nothing more (a
+//!   prometheus role that may read Secrets, or a scope role that may create pods, is refused);
+//! - RBAC bindings grant only the roles of their own agent, and only to that agent's
 //!   ServiceAccounts (which the renderer places in the WeaveCloud's namespace): never
 //!   `cluster-admin`, never a group such as `system:authenticated`, never a user;
 //! - roles do not aggregate (no `aggregationRule`, no `rbac.authorization.k8s.io/aggregate-to-*`
@@ -59,40 +62,272 @@ pub(super) fn check_kind(template: &Template) -> Result<(), String> {
     ))
 }
 
-/// The RBAC of the whole bundle (every agent, every environment).
+/// The RBAC of the whole bundle (every agent, every environment), agent by agent.
 pub(super) fn check_rbac(bundle: &Bundle) -> Result<(), BundleError> {
-    let templates: Vec<&Template> = Agent::ALL
-        .iter()
-        .flat_map(|a| bundle.agent(*a).all())
-        .collect();
-    let names = |kind: &str| -> BTreeSet<&str> {
-        templates
-            .iter()
-            .filter(|t| t.kind() == kind)
-            .map(|t| t.name())
-            .collect()
-    };
-    let service_accounts = names("ServiceAccount");
-    let cluster_roles = names("ClusterRole");
-    let roles = names("Role");
-    for t in &templates {
-        let fail = |message: String| BundleError::Template {
-            path: t.file.clone(),
-            pos: t.pos,
-            message: format!("{} `{}`: {message}", t.kind(), t.name()),
+    for agent in Agent::ALL {
+        let templates: Vec<&Template> = bundle.agent(agent).all().collect();
+        let names = |kind: &str| -> BTreeSet<&str> {
+            templates
+                .iter()
+                .filter(|t| t.kind() == kind)
+                .map(|t| t.name())
+                .collect()
         };
-        match t.kind() {
-            "ClusterRole" | "Role" => check_role(&t.object).map_err(fail)?,
-            "ClusterRoleBinding" | "RoleBinding" => {
-                check_binding(&t.object, &service_accounts, &cluster_roles, &roles).map_err(fail)?
+        let service_accounts = names("ServiceAccount");
+        let cluster_roles = names("ClusterRole");
+        let roles = names("Role");
+        for t in &templates {
+            let fail = |message: String| BundleError::Template {
+                path: t.file.clone(),
+                pos: t.pos,
+                message: format!("{} `{}`: {message}", t.kind(), t.name()),
+            };
+            match t.kind() {
+                "ClusterRole" | "Role" => check_role(agent, &t.object).map_err(fail)?,
+                "ClusterRoleBinding" | "RoleBinding" => {
+                    check_binding(&t.object, &service_accounts, &cluster_roles, &roles)
+                        .map_err(fail)?
+                }
+                _ => {}
             }
-            _ => {}
         }
     }
     Ok(())
 }
 
-fn check_role(role: &Value) -> Result<(), String> {
+/// One rule of an agent's allow-list: a bundle rule is allowed when each (group, resource,
+/// verb) it grants is covered by one of these (`*` in an allow-list entry covers anything; a
+/// `*` in a bundle's rule is covered only by a `*`). An entry with `names` covers only a rule
+/// limited to those `resourceNames`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllowedRule {
+    pub groups: &'static [&'static str],
+    pub resources: &'static [&'static str],
+    pub verbs: &'static [&'static str],
+    pub names: &'static [&'static str],
+}
+
+/// Non-resource URLs an agent may be granted, with their verbs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllowedUrls {
+    pub urls: &'static [&'static str],
+    pub verbs: &'static [&'static str],
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+const LIST: &[&str] = &["list", "watch"];
+
+const fn rule(
+    groups: &'static [&'static str],
+    resources: &'static [&'static str],
+    verbs: &'static [&'static str],
+) -> AllowedRule {
+    AllowedRule {
+        groups,
+        resources,
+        verbs,
+        names: &[],
+    }
+}
+
+/// `use` of OpenShift's `privileged` SCC (scope's probe and prometheus' node exporter).
+const PRIVILEGED_SCC: AllowedRule = AllowedRule {
+    groups: &["security.openshift.io"],
+    resources: &["securitycontextconstraints"],
+    verbs: &["use"],
+    names: &["privileged"],
+};
+
+/// flux applies whatever its git repository holds: every right, as the launcher's flux had
+/// (which is why only the operator's WeaveClouds are reconciled; docs/security.md).
+const FLUX_RULES: &[AllowedRule] = &[rule(&["*"], &["*"], &["*"])];
+const FLUX_URLS: &[AllowedUrls] = &[AllowedUrls {
+    urls: &["*"],
+    verbs: &["*"],
+}];
+
+/// scope's probes read what Scope shows; its controls delete pods, read logs and scale.
+const SCOPE_RULES: &[AllowedRule] = &[
+    rule(
+        &[""],
+        &[
+            "pods",
+            "pods/log",
+            "replicationcontrollers",
+            "services",
+            "namespaces",
+            "persistentvolumes",
+            "persistentvolumeclaims",
+            "nodes",
+            "endpoints",
+        ],
+        READ,
+    ),
+    rule(&[""], &["pods"], &["delete"]),
+    rule(
+        &["apps"],
+        &["deployments", "daemonsets", "statefulsets", "replicasets"],
+        READ,
+    ),
+    rule(&["apps"], &["deployments/scale"], &["get", "update"]),
+    rule(&["batch"], &["cronjobs", "jobs"], READ),
+    rule(&["storage.k8s.io"], &["storageclasses"], READ),
+    rule(
+        &["snapshot.storage.k8s.io"],
+        &[
+            "volumesnapshots",
+            "volumesnapshotdatas",
+            "volumesnapshotclasses",
+        ],
+        READ,
+    ),
+    PRIVILEGED_SCC,
+];
+
+/// prometheus discovers and scrapes targets; kube-state-metrics lists what it reports on.
+const PROMETHEUS_RULES: &[AllowedRule] = &[
+    rule(
+        &[""],
+        &[
+            "nodes",
+            "nodes/proxy",
+            "nodes/metrics",
+            "services",
+            "endpoints",
+            "pods",
+        ],
+        READ,
+    ),
+    rule(&["discovery.k8s.io"], &["endpointslices"], READ),
+    rule(
+        &[""],
+        &[
+            "configmaps",
+            "secrets",
+            "nodes",
+            "pods",
+            "services",
+            "serviceaccounts",
+            "resourcequotas",
+            "replicationcontrollers",
+            "limitranges",
+            "persistentvolumeclaims",
+            "persistentvolumes",
+            "namespaces",
+            "endpoints",
+        ],
+        LIST,
+    ),
+    rule(
+        &["apps"],
+        &["statefulsets", "daemonsets", "deployments", "replicasets"],
+        LIST,
+    ),
+    rule(&["batch"], &["cronjobs", "jobs"], LIST),
+    rule(&["autoscaling"], &["horizontalpodautoscalers"], LIST),
+    rule(&["policy"], &["poddisruptionbudgets"], LIST),
+    rule(
+        &["certificates.k8s.io"],
+        &["certificatesigningrequests"],
+        LIST,
+    ),
+    rule(
+        &["storage.k8s.io"],
+        &["storageclasses", "volumeattachments"],
+        LIST,
+    ),
+    rule(
+        &["admissionregistration.k8s.io"],
+        &[
+            "mutatingwebhookconfigurations",
+            "validatingwebhookconfigurations",
+        ],
+        LIST,
+    ),
+    rule(
+        &["networking.k8s.io"],
+        &["networkpolicies", "ingresses", "ingressclasses"],
+        LIST,
+    ),
+    rule(&["coordination.k8s.io"], &["leases"], LIST),
+    PRIVILEGED_SCC,
+];
+const PROMETHEUS_URLS: &[AllowedUrls] = &[AllowedUrls {
+    urls: &["/metrics"],
+    verbs: &["get"],
+}];
+
+/// The rules a role of `agent` may hold: what the built-in bundle's agent needs.
+pub fn allowed_rules(agent: Agent) -> (&'static [AllowedRule], &'static [AllowedUrls]) {
+    match agent {
+        Agent::Flux => (FLUX_RULES, FLUX_URLS),
+        Agent::Scope => (SCOPE_RULES, &[]),
+        Agent::Prometheus => (PROMETHEUS_RULES, PROMETHEUS_URLS),
+    }
+}
+
+fn covers(allowed: &[&str], wanted: &str) -> bool {
+    allowed.contains(&"*") || allowed.contains(&wanted)
+}
+
+fn strings<'a>(rule: &'a Value, key: &str) -> Result<Vec<&'a str>, String> {
+    match rule.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| format!("`{key}` must be a list of strings"))
+            })
+            .collect(),
+        Some(_) => Err(format!("`{key}` must be a list of strings")),
+    }
+}
+
+/// Whether `rule` (one entry of a role's `rules`) is within `agent`'s allow-list; `Err` names
+/// the first right that is not.
+pub fn check_rule(agent: Agent, rule: &Value) -> Result<(), String> {
+    let (allowed, urls) = allowed_rules(agent);
+    let groups = strings(rule, "apiGroups")?;
+    let resources = strings(rule, "resources")?;
+    let verbs = strings(rule, "verbs")?;
+    let names = strings(rule, "resourceNames")?;
+    let urls_wanted = strings(rule, "nonResourceURLs")?;
+    for group in &groups {
+        for resource in &resources {
+            for verb in &verbs {
+                let ok = allowed.iter().any(|a| {
+                    covers(a.groups, group)
+                        && covers(a.resources, resource)
+                        && covers(a.verbs, verb)
+                        && (a.names.is_empty()
+                            || (!names.is_empty() && names.iter().all(|n| a.names.contains(n))))
+                });
+                if !ok {
+                    let group = if group.is_empty() { "core" } else { group };
+                    return Err(format!(
+                        "grants `{verb}` on `{resource}` (API group {group}), which the {agent} agent does not need: a bundle's roles may hold only what the built-in agents need (docs/security.md)"
+                    ));
+                }
+            }
+        }
+    }
+    for url in &urls_wanted {
+        for verb in &verbs {
+            if !urls
+                .iter()
+                .any(|a| covers(a.urls, url) && covers(a.verbs, verb))
+            {
+                return Err(format!(
+                    "grants `{verb}` on the non-resource URL `{url}`, which the {agent} agent does not need: a bundle's roles may hold only what the built-in agents need (docs/security.md)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_role(agent: Agent, role: &Value) -> Result<(), String> {
     if role.get("aggregationRule").is_some() {
         return Err("`aggregationRule` is not allowed in a bundle: an aggregated role collects rights the bundle does not declare".into());
     }
@@ -105,6 +340,14 @@ fn check_role(role: &Value) -> Result<(), String> {
                 "label `{label}` is not allowed in a bundle: it would add the agent's rights to a cluster role that people hold"
             ));
         }
+    }
+    let rules = match role.get("rules") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Array(rules)) => rules,
+        Some(_) => return Err("`rules` must be a list".into()),
+    };
+    for (i, rule) in rules.iter().enumerate() {
+        check_rule(agent, rule).map_err(|e| format!("`rules[{i}]` {e}"))?;
     }
     Ok(())
 }
@@ -126,7 +369,7 @@ fn check_binding(
     };
     if group != RBAC_GROUP || !own {
         return Err(format!(
-            "`roleRef` {kind} `{name}` is not a role of this bundle: a bundle may grant only its own roles"
+            "`roleRef` {kind} `{name}` is not a role of this agent in the bundle: a bundle may grant only an agent's own roles, to that agent's ServiceAccounts"
         ));
     }
     let subjects = binding
@@ -142,7 +385,7 @@ fn check_binding(
         let name = str_at(subject, "/name");
         if kind != "ServiceAccount" || !service_accounts.contains(name) {
             return Err(format!(
-                "`subjects[{i}]` {kind} `{name}` is not a ServiceAccount of this bundle: a bundle may grant rights only to its own ServiceAccounts"
+                "`subjects[{i}]` {kind} `{name}` is not a ServiceAccount of this agent in the bundle: a bundle may grant rights only to the agent's own ServiceAccounts"
             ));
         }
         if subject.get("namespace").is_some() {

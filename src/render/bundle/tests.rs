@@ -402,7 +402,7 @@ fn a_bundle_binding_cluster_admin_to_everyone_is_refused() {
     let err = Bundle::from_files(files).unwrap_err().to_string();
     assert!(err.starts_with("flux/rbac.yaml:"), "{err}");
     assert!(
-        err.contains("ClusterRoleBinding `everyone-admin`: `roleRef` ClusterRole `cluster-admin` is not a role of this bundle"),
+        err.contains("ClusterRoleBinding `everyone-admin`: `roleRef` ClusterRole `cluster-admin` is not a role of this agent in the bundle"),
         "{err}"
     );
 }
@@ -432,7 +432,7 @@ fn a_binding_of_the_bundle_s_own_role_to_a_group_or_a_foreign_account_is_refused
         let err = Bundle::from_files(files).unwrap_err().to_string();
         assert!(
             err.contains(&format!(
-                "`subjects[0]` {shown} is not a ServiceAccount of this bundle"
+                "`subjects[0]` {shown} is not a ServiceAccount of this agent in the bundle"
             )),
             "{err}"
         );
@@ -486,4 +486,132 @@ fn only_the_kinds_agents_are_made_of_are_allowed() {
         assert!(err.contains(&format!("a bundle may not contain a {kind}")), "{err}");
         assert!(err.starts_with("flux/memcached.yaml:1:1:"), "{err}");
     }
+}
+
+// ---- the per-agent allow-list of rules (issue 30 item 2) ----
+
+#[test]
+fn every_role_of_the_builtin_bundle_is_within_its_agent_s_allow_list() {
+    let b = Bundle::builtin().unwrap();
+    let mut roles = 0;
+    for agent in Agent::ALL {
+        for t in b.agent(agent).all() {
+            if matches!(t.kind(), "ClusterRole" | "Role") {
+                roles += 1;
+                for r in t.object["rules"].as_array().unwrap() {
+                    assert_eq!(policy::check_rule(agent, r), Ok(()), "{} {r}", t.name());
+                }
+            }
+        }
+    }
+    assert!(roles >= 7, "{roles} roles checked");
+}
+
+#[test]
+fn a_role_beyond_its_agent_s_needs_is_refused_before_anything_is_applied() {
+    use serde_json::json;
+    let cases = [
+        // prometheus lists Secrets (kube-state-metrics), but never reads one by name.
+        (
+            Agent::Prometheus,
+            json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
+            "`get` on `secrets` (API group core)",
+        ),
+        (
+            Agent::Prometheus,
+            json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
+            "`*` on `*` (API group *)",
+        ),
+        (
+            Agent::Scope,
+            json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}),
+            "`create` on `pods`",
+        ),
+        (
+            Agent::Scope,
+            json!({"apiGroups": [""], "resources": ["pods/*"], "verbs": ["get"]}),
+            "`get` on `pods/*`",
+        ),
+        (
+            Agent::Scope,
+            json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["escalate"]}),
+            "`escalate` on `clusterroles`",
+        ),
+        // The SCC only by name, and only `privileged`'s `use`.
+        (
+            Agent::Scope,
+            json!({"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"], "verbs": ["use"]}),
+            "`use` on `securitycontextconstraints`",
+        ),
+        (
+            Agent::Prometheus,
+            json!({"nonResourceURLs": ["/api/*"], "verbs": ["get"]}),
+            "non-resource URL `/api/*`",
+        ),
+        (
+            Agent::Scope,
+            json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}),
+            "non-resource URL `/metrics`",
+        ),
+    ];
+    for (agent, rule, shown) in cases {
+        let err = policy::check_rule(agent, &rule).expect_err(&rule.to_string());
+        assert!(err.contains(shown), "{agent}: {err}");
+        assert!(
+            err.contains(&format!("the {agent} agent does not need")),
+            "{err}"
+        );
+    }
+    // Within the list: a subset of what the built-in agents hold.
+    for (agent, rule) in [
+        (
+            Agent::Scope,
+            json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]}),
+        ),
+        (
+            Agent::Scope,
+            json!({"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"], "resourceNames": ["privileged"], "verbs": ["use"]}),
+        ),
+        (
+            Agent::Prometheus,
+            json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}),
+        ),
+        (
+            Agent::Flux,
+            json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
+        ),
+    ] {
+        assert_eq!(policy::check_rule(agent, &rule), Ok(()), "{rule}");
+    }
+    // In a bundle: the whole bundle is refused, naming file, line, role and rule.
+    let files = replace_in(
+        &builtin_files(),
+        "prometheus/rbac.yaml",
+        "  - nonResourceURLs: [/metrics]\n    verbs: [get]\n",
+        "  - nonResourceURLs: [/metrics]\n    verbs: [get]\n  - apiGroups: ['']\n    resources: [secrets]\n    verbs: [get]\n",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(err.starts_with("prometheus/rbac.yaml:"), "{err}");
+    assert!(
+        err.contains("ClusterRole `weave-cortex`: `rules[3]` grants `get` on `secrets`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_agent_may_not_bind_another_agent_s_role() {
+    // scope's account bound to flux's `*` role: both are the bundle's, but not the same agent's.
+    let files = replace_in(
+        &builtin_files(),
+        "scope/rbac.yaml",
+        "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: weave-scope\n",
+        "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: weave-flux\n",
+    );
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "`roleRef` ClusterRole `weave-flux` is not a role of this agent in the bundle"
+        ),
+        "{err}"
+    );
 }

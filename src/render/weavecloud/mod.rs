@@ -63,6 +63,14 @@ pub struct AgentInputs {
     pub detected_cri_socket: Option<String>,
 }
 
+/// The name of a bundle's cluster-scoped object (a ClusterRole, …) rendered for the WeaveCloud
+/// in `namespace`: `<name>:<namespace>`. A namespace (a DNS label) never holds a `:`, so two
+/// (name, namespace) pairs never give one name: with `<name>-<namespace>`, `weave-scope` of
+/// namespace `cluster-agent-weave` and `weave-scope-cluster-agent` of namespace `weave` met.
+pub fn cluster_scoped_name(name: &str, namespace: &str) -> String {
+    format!("{name}:{namespace}")
+}
+
 /// The memcached Deployment of the flux agent and its container, whose `-m`/`-I` are kept.
 pub const MEMCACHED_DEPLOYMENT: &str = "weave-flux-memcached";
 /// The container of [`MEMCACHED_DEPLOYMENT`].

@@ -77,7 +77,7 @@ impl Context<'_> {
             // Two WeaveClouds (two namespaces) must not fight over one ClusterRole.
             json_patch::merge(
                 object,
-                &json!({"metadata": {"name": format!("{}-{ns}", template.name())}}),
+                &json!({"metadata": {"name": super::cluster_scoped_name(template.name(), ns)}}),
             );
         } else {
             json_patch::merge(object, &json!({"metadata": {"namespace": ns}}));
@@ -100,7 +100,7 @@ impl Context<'_> {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if role_kind == Some("ClusterRole") && self.cluster_roles.contains(role_name) {
-                ops.push(json!({"op": "replace", "path": "/roleRef/name", "value": format!("{role_name}-{ns}")}));
+                ops.push(json!({"op": "replace", "path": "/roleRef/name", "value": super::cluster_scoped_name(role_name, ns)}));
             }
             self.json_patch(template, object, Value::Array(ops))?;
         }

@@ -258,7 +258,7 @@ fn scope_has_one_cluster_agent_with_its_own_rbac_beside_the_node_probe() {
         .is_some());
     // Its RBAC: a ServiceAccount, a ClusterRole that lists and watches what Scope shows, and a
     // binding of the two in this WeaveCloud's namespace.
-    let role = find(&objs, "ClusterRole", "weave-scope-cluster-agent-weave");
+    let role = find(&objs, "ClusterRole", "weave-scope-cluster-agent:weave");
     let rules = role["rules"].as_array().unwrap();
     for (group, resource) in [
         ("", "pods"),
@@ -283,11 +283,11 @@ fn scope_has_one_cluster_agent_with_its_own_rbac_beside_the_node_probe() {
     let binding = find(
         &objs,
         "ClusterRoleBinding",
-        "weave-scope-cluster-agent-weave",
+        "weave-scope-cluster-agent:weave",
     );
     assert_eq!(
         binding["roleRef"]["name"],
-        "weave-scope-cluster-agent-weave"
+        "weave-scope-cluster-agent:weave"
     );
     assert_eq!(
         binding["subjects"],
@@ -620,7 +620,7 @@ fn children_are_owned_by_the_weavecloud_and_live_in_its_namespace() {
         );
         if CLUSTER_SCOPED_KINDS.contains(&o.kind()) {
             assert_eq!(o.namespace(), None, "{}", o.name());
-            assert!(o.name().ends_with("-weave"), "{}", o.name());
+            assert!(o.name().ends_with(":weave"), "{}", o.name());
         } else {
             assert_eq!(o.namespace(), Some("weave"), "{} {}", o.kind(), o.name());
         }
@@ -632,13 +632,13 @@ fn bindings_point_at_this_namespace_and_the_renamed_cluster_roles() {
     let mut wc = example();
     wc.metadata.namespace = Some("team-a".into());
     let objs = render(&wc);
-    let crb = find(&objs, "ClusterRoleBinding", "weave-flux-team-a");
-    assert_eq!(crb["roleRef"]["name"], "weave-flux-team-a");
+    let crb = find(&objs, "ClusterRoleBinding", "weave-flux:team-a");
+    assert_eq!(crb["roleRef"]["name"], "weave-flux:team-a");
     assert_eq!(
         crb["subjects"][0],
         json!({"kind": "ServiceAccount", "name": "weave-flux", "namespace": "team-a"})
     );
-    find(&objs, "ClusterRole", "weave-flux-team-a");
+    find(&objs, "ClusterRole", "weave-flux:team-a");
 }
 
 #[test]
@@ -662,9 +662,9 @@ fn openshift_grants_the_privileged_scc_and_drops_fixed_uids() {
     wc.spec.general.environment = Environment::Openshift;
     let objs = render(&wc);
     let rb = find(&objs, "RoleBinding", "weave-scope-scc");
-    assert_eq!(rb["roleRef"]["name"], "weave-scope-scc-weave");
+    assert_eq!(rb["roleRef"]["name"], "weave-scope-scc:weave");
     assert_eq!(rb["subjects"][0]["namespace"], "weave");
-    find(&objs, "ClusterRole", "weave-cortex-scc-weave");
+    find(&objs, "ClusterRole", "weave-cortex-scc:weave");
     let memcached = find(&objs, "Deployment", "weave-flux-memcached");
     let sc = memcached
         .pointer("/spec/template/spec/securityContext")
@@ -762,4 +762,26 @@ fn golden_files() {
         }
     }
     assert!(cases >= 2, "golden cases found: {cases}");
+}
+
+#[test]
+fn cluster_scoped_names_of_two_namespaces_never_meet() {
+    // Issue 30: with `<name>-<namespace>`, namespace `cluster-agent-weave` rendered
+    // `weave-scope-cluster-agent-weave`, the cluster agent's binding of namespace `weave`.
+    let names = |ns: &str| -> Vec<String> {
+        let mut wc = example();
+        wc.metadata.namespace = Some(ns.into());
+        render(&wc)
+            .iter()
+            .filter(|o| CLUSTER_SCOPED_KINDS.contains(&o.kind()))
+            .map(|o| format!("{}/{}", o.kind(), o.name()))
+            .collect()
+    };
+    let weave = names("weave");
+    let other = names("cluster-agent-weave");
+    assert!(weave.contains(&"ClusterRoleBinding/weave-scope-cluster-agent:weave".to_string()));
+    assert!(other.contains(&"ClusterRoleBinding/weave-scope:cluster-agent-weave".to_string()));
+    for n in &other {
+        assert!(!weave.contains(n), "{n} is rendered for both namespaces");
+    }
 }

@@ -1,0 +1,717 @@
+//! Issue 30, items 1 and 2: tenants cannot borrow Weft's power through a WeaveCloud or a channel
+//! bundle. Each test is an attack, driven as the attacker drives it, on the real control plane:
+//! a tenant who may only create WeaveClouds and Secrets in their own namespace (a Role there,
+//! used through impersonation, as `kubectl --as` does), or a channel the operator allowed that
+//! lists more than it should. Each failed before the change it tests.
+//!
+//! - a tenant's WeaveCloud is not reconciled (no agents, no copy of kube-system's deploy key,
+//!   not even with the root's owner label copied onto it) and says why in its status;
+//! - a WeaveCloud in a watched namespace, not designated by `--launcher-takeover`, never reads,
+//!   removes or copies anything in kube-system;
+//! - cluster-scoped names of two namespaces never meet, and a second WeaveCloud never adopts the
+//!   first one's agents (an error naming both);
+//! - a bundle whose role grants more than its agent needs is refused before anything is applied;
+//! - a rolled-back bundle leaves none of its objects behind;
+//! - a channel's bundle URLs pass `--allowed-channels`: no `file://` read, no other port.
+
+#[path = "support/channel.rs"]
+mod channel_fixtures;
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::ByteString;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use channel_fixtures::{broken_bundle_files, bundle_files, ChannelServer, Published};
+use support::cluster::TestNamespace;
+use support::daemon::{Daemon, DaemonOptions};
+use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use weft::api::WeaveCloud;
+use weft::daemon::state::{DaemonState, WatchNamespaces};
+use weft::daemon::status::DaemonStatus;
+use weft::daemon::updater::{UpdateOptions, UpdateOutcome, Updater};
+use weft::render::Owner;
+use weft::source::policy::{ChannelPolicy, UrlAllowList};
+
+const FLUX: &str = "weave-flux-agent";
+const KUBE_SYSTEM: &str = "kube-system";
+const DEPLOY_KEY: &str = "flux-git-deploy";
+
+/// Tests that put launcher objects into kube-system (fixed names) take turns.
+static KUBE_SYSTEM_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn wait_for<T>(
+    what: &str,
+    within: Duration,
+    logs: &dyn Fn() -> String,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe().await {
+            eprintln!("{what}: after {:.1?}", start.elapsed());
+            return v;
+        }
+        if start.elapsed() > within {
+            panic!("{what} did not happen within {within:?}\nlogs:\n{}", logs());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A client that acts as user `user` (impersonation, as `kubectl --as=user`).
+async fn client_as(user: &str) -> Client {
+    let c = support::cluster::cluster();
+    let kubeconfig = kube::config::Kubeconfig::read_from(c.kubeconfig_path()).expect("kubeconfig");
+    let options = kube::config::KubeConfigOptions {
+        context: c.context().map(str::to_string),
+        ..Default::default()
+    };
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .expect("config");
+    config.headers.push((
+        http::HeaderName::from_static("impersonate-user"),
+        http::HeaderValue::from_str(user).expect("a user name"),
+    ));
+    Client::try_from(config).expect("client")
+}
+
+/// The tenant of `ns`: may create WeaveClouds and Secrets there, and nothing else anywhere.
+async fn tenant_of(ns: &TestNamespace) -> Client {
+    let user = format!("tenant-{}", ns.name());
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "weavecloud-tenant"},
+        "rules": [
+            {"apiGroups": ["cloud.weave.works"], "resources": ["weaveclouds"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},
+        ]
+    }))
+    .unwrap();
+    ns.api::<Role>()
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("tenant Role");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "weavecloud-tenant"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "weavecloud-tenant"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }))
+    .unwrap();
+    ns.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("tenant RoleBinding");
+    let tenant = client_as(&user).await;
+    // The tenant really is limited to its namespace.
+    let elsewhere: Api<Secret> = Api::namespaced(tenant.clone(), KUBE_SYSTEM);
+    assert!(
+        elsewhere.get_opt(DEPLOY_KEY).await.is_err(),
+        "the tenant may not read kube-system"
+    );
+    tenant
+}
+
+/// The token Secret and a WeaveCloud (flux only unless `general`/`agents` say otherwise),
+/// created with `client` in `ns`.
+async fn create_weavecloud(client: &Client, ns: &str, name: &str, agents: serde_json::Value) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let token: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}-token")},
+        "stringData": {"token": "tenant-token"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("token Secret");
+    let mut spec = json!({
+        "general": {"environment": "generic", "autoUpdate": false,
+                    "tokenSecretRef": {"name": format!("{name}-token"), "key": "token"}},
+        "scope": {"disable": true},
+        "prometheus": {"disable": true},
+    });
+    json_patch::merge(&mut spec, &agents);
+    let wc: WeaveCloud = serde_json::from_value(json!({
+        "apiVersion": "cloud.weave.works/v1beta1",
+        "kind": "WeaveCloud",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }))
+    .unwrap();
+    Api::<WeaveCloud>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &wc)
+        .await
+        .expect("create the WeaveCloud");
+}
+
+/// A config repository holding one ConfigMap in `ns` (the operator's), served on loopback.
+fn config_repo(ns: &str) -> (RepoHost, GitDaemon, String) {
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write(
+        "config/cm.yaml",
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: operator, namespace: {ns}}}\ndata: {{k: v}}\n"),
+    );
+    work.commit("the operator's config");
+    work.push();
+    let url = server.url("config.git");
+    (host, server, url)
+}
+
+fn start_daemon(url: &str, ns: &str, extra: Vec<String>) -> Daemon {
+    Daemon::start(DaemonOptions {
+        controllers: true,
+        extra,
+        ..DaemonOptions::new(url, ns)
+    })
+}
+
+fn ready(wc: &WeaveCloud) -> Option<(String, String, String)> {
+    wc.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| {
+            (
+                format!("{:?}", c.status),
+                c.reason.clone(),
+                c.message.clone(),
+            )
+        })
+}
+
+/// Put a Secret `flux-git-deploy` with data into kube-system unless one is there; `true` when
+/// this test made it (and so removes it).
+async fn kube_system_deploy_key(client: &Client) -> (bool, BTreeMap<String, ByteString>) {
+    let api: Api<Secret> = Api::namespaced(client.clone(), KUBE_SYSTEM);
+    if let Some(s) = api.get_opt(DEPLOY_KEY).await.unwrap() {
+        if s.data.as_ref().is_some_and(|d| !d.is_empty()) {
+            return (false, s.data.unwrap());
+        }
+        let _ = api.delete(DEPLOY_KEY, &DeleteParams::default()).await;
+    }
+    let data: BTreeMap<String, ByteString> = [(
+        "identity".to_string(),
+        ByteString(b"-----BEGIN kube-system's deploy key (attack test)-----".to_vec()),
+    )]
+    .into();
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(DEPLOY_KEY.into()),
+            ..Default::default()
+        },
+        data: Some(data.clone()),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &secret).await.unwrap();
+    (true, data)
+}
+
+#[tokio::test]
+async fn a_tenant_weavecloud_is_not_reconciled_and_says_why() {
+    let _turn = KUBE_SYSTEM_TURN.lock().await;
+    let ns = TestNamespace::new("attack-tenant-wc").await;
+    let admin = ns.client();
+    support::cluster::install_crds(&admin).await;
+    let (made_key, _) = kube_system_deploy_key(&admin).await;
+    let tenant = tenant_of(&ns).await;
+    create_weavecloud(&tenant, ns.name(), "weave-cloud", json!({})).await;
+
+    // The operator's daemon, as installed: no --watch-namespaces.
+    let (_host, _server, url) = config_repo(ns.name());
+    let d = start_daemon(&url, ns.name(), Vec::new());
+    let wcs: Api<WeaveCloud> = ns.api();
+    let (status, reason, message) = wait_for(
+        "the tenant's WeaveCloud says it is not reconciled",
+        Duration::from_secs(60),
+        &|| d.logs(),
+        async || ready(&wcs.get("weave-cloud").await.ok()?),
+    )
+    .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "NotReconciled"),
+        "{message}"
+    );
+    assert!(message.contains("config repository"), "{message}");
+    eprintln!("tenant WeaveCloud: Ready=False NotReconciled: {message}");
+
+    // The tenant copies the root's owner label onto it: still not the operator's.
+    let root = Owner::root(ns.name(), ns.name());
+    Api::<WeaveCloud>::namespaced(tenant.clone(), ns.name())
+        .patch(
+            "weave-cloud",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"weft.io/owner": root.id().0}}})),
+        )
+        .await
+        .expect("the tenant labels its WeaveCloud");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let deployments: Api<Deployment> = ns.api();
+    assert!(
+        deployments.get_opt(FLUX).await.unwrap().is_none(),
+        "no flux agent for a tenant\n{}",
+        d.logs()
+    );
+    assert!(
+        ns.api::<Secret>()
+            .get_opt(DEPLOY_KEY)
+            .await
+            .unwrap()
+            .is_none(),
+        "kube-system's deploy key was not copied to the tenant"
+    );
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    for name in [
+        format!("weave-flux:{}", ns.name()),
+        format!("weave-flux-{}", ns.name()),
+    ] {
+        assert!(roles.get_opt(&name).await.unwrap().is_none(), "{name}");
+    }
+    let wc = wcs.get("weave-cloud").await.unwrap();
+    assert!(
+        !wc.finalizers().iter().any(|f| f == "weft.io/agents"),
+        "no finalizer on a WeaveCloud Weft does not reconcile"
+    );
+    let events: Api<Event> = ns.api();
+    let notes: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("NotReconciled"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(!notes.is_empty(), "an event says why");
+    drop(d);
+    if made_key {
+        let _ = Api::<Secret>::namespaced(admin.clone(), KUBE_SYSTEM)
+            .delete(DEPLOY_KEY, &DeleteParams::default())
+            .await;
+    }
+    ns.delete().await;
+}
+
+/// A launcher flux agent in kube-system, labelled as the launcher labelled it.
+fn launcher_flux() -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": FLUX, "labels": {"name": FLUX, "app": "weave-flux", "weave-cloud-component": "flux"}},
+        "spec": {
+            "selector": {"matchLabels": {"name": FLUX}},
+            "template": {
+                "metadata": {"labels": {"name": FLUX, "app": "weave-flux", "weave-cloud-component": "flux"}},
+                "spec": {"containers": [{
+                    "name": "flux",
+                    "image": "docker.io/weaveworks/flux:1.4.0",
+                    "args": ["--git-url=git@kube-system.example:operator/secret-repo.git", "--git-poll-interval=7m"]
+                }]}
+            }
+        }
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_watched_but_undesignated_weavecloud_never_touches_kube_system() {
+    let _turn = KUBE_SYSTEM_TURN.lock().await;
+    let ns = TestNamespace::new("attack-ks").await;
+    let admin = ns.client();
+    support::cluster::install_crds(&admin).await;
+    let ks_deployments: Api<Deployment> = Api::namespaced(admin.clone(), KUBE_SYSTEM);
+    let _ = ks_deployments
+        .delete(FLUX, &DeleteParams::background())
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    ks_deployments
+        .create(&PostParams::default(), &launcher_flux())
+        .await
+        .expect("the launcher's flux in kube-system");
+    let (made_key, ks_key) = kube_system_deploy_key(&admin).await;
+    let tenant = tenant_of(&ns).await;
+    create_weavecloud(&tenant, ns.name(), "weave-cloud", json!({})).await;
+
+    // The operator trusts the namespace (--watch-namespaces), and designates no takeover.
+    let (_host, _server, url) = config_repo(ns.name());
+    let d = start_daemon(
+        &url,
+        ns.name(),
+        vec!["--watch-namespaces".into(), ns.name().to_string()],
+    );
+    let deployments: Api<Deployment> = ns.api();
+    let flux = wait_for(
+        "the tenant's flux agent is applied in its namespace",
+        Duration::from_secs(90),
+        &|| d.logs(),
+        async || deployments.get_opt(FLUX).await.ok().flatten(),
+    )
+    .await;
+    let args = flux.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.contains("kube-system.example") || a == "--git-poll-interval=7m"),
+        "kube-system's flux arguments were read into the tenant's agent: {args:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        ks_deployments.get_opt(FLUX).await.unwrap().is_some(),
+        "kube-system's flux agent was deleted for a tenant's WeaveCloud\n{}",
+        d.logs()
+    );
+    let copied = ns.api::<Secret>().get_opt(DEPLOY_KEY).await.unwrap();
+    assert!(
+        copied.and_then(|s| s.data).unwrap_or_default() != ks_key,
+        "kube-system's deploy key was copied into the tenant's namespace"
+    );
+    drop(d);
+    let _ = ks_deployments
+        .delete(FLUX, &DeleteParams::background())
+        .await;
+    if made_key {
+        let _ = Api::<Secret>::namespaced(admin.clone(), KUBE_SYSTEM)
+            .delete(DEPLOY_KEY, &DeleteParams::default())
+            .await;
+    }
+    ns.delete().await;
+}
+
+fn owner_ref(meta: &kube::api::ObjectMeta) -> Option<String> {
+    meta.annotations.as_ref()?.get("weft.io/owner-ref").cloned()
+}
+
+#[tokio::test]
+async fn cluster_scoped_names_never_collide_and_another_owner_s_agents_are_never_adopted() {
+    let a = TestNamespace::new("attack-names").await;
+    let admin = a.client();
+    support::cluster::install_crds(&admin).await;
+    // The namespace `cluster-agent-<a>`: with `<name>-<namespace>`, its `weave-scope` binding
+    // was `weave-scope-cluster-agent-<a>`, the cluster agent's binding of namespace <a>.
+    let b = format!("cluster-agent-{}", a.name());
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    let b_ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": b, "labels": {"weft.test/namespace": "true"}}
+    }))
+    .unwrap();
+    namespaces
+        .create(&PostParams::default(), &b_ns)
+        .await
+        .expect("namespace b");
+    let scope_only = json!({"scope": {"disable": false}, "flux": {"disable": true}});
+    create_weavecloud(&admin, a.name(), "weave-cloud", scope_only.clone()).await;
+    create_weavecloud(&admin, &b, "weave-cloud", scope_only.clone()).await;
+    let (_host, _server, url) = config_repo(a.name());
+    let d = start_daemon(
+        &url,
+        a.name(),
+        vec!["--watch-namespaces".into(), format!("{},{b}", a.name())],
+    );
+    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    let mine = format!("weave-scope-cluster-agent:{}", a.name());
+    let theirs = format!("weave-scope:{b}");
+    for (name, owner) in [
+        (mine.clone(), format!("WeaveCloud/{}/weave-cloud", a.name())),
+        (theirs.clone(), format!("WeaveCloud/{b}/weave-cloud")),
+    ] {
+        let binding = wait_for(
+            &format!("ClusterRoleBinding {name}"),
+            Duration::from_secs(90),
+            &|| d.logs(),
+            async || bindings.get_opt(&name).await.ok().flatten(),
+        )
+        .await;
+        assert_eq!(owner_ref(&binding.metadata), Some(owner.clone()), "{name}");
+    }
+    // Neither took the other's: the old collision name is nobody's agent binding.
+    let old = format!("weave-scope-cluster-agent-{}", a.name());
+    assert!(bindings.get_opt(&old).await.unwrap().is_none(), "{old}");
+
+    // A second WeaveCloud in namespace a names the same agents: never adopted.
+    create_weavecloud(&admin, a.name(), "weave-cloud-2", scope_only).await;
+    let wcs: Api<WeaveCloud> = a.api();
+    let (status, reason, message) = wait_for(
+        "the second WeaveCloud says whose the agents are",
+        Duration::from_secs(60),
+        &|| d.logs(),
+        async || ready(&wcs.get("weave-cloud-2").await.ok()?),
+    )
+    .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "OwnedByAnotherOwner"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("WeaveCloud/{}/weave-cloud,", a.name()))
+            || message.contains(&format!("belongs to WeaveCloud/{}/weave-cloud", a.name())),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("WeaveCloud/{}/weave-cloud-2", a.name())),
+        "{message}"
+    );
+    eprintln!("second WeaveCloud: {message}");
+    let daemonsets: Api<DaemonSet> = a.api();
+    let probe = daemonsets.get("weave-scope-agent").await.unwrap();
+    assert_eq!(
+        owner_ref(&probe.metadata),
+        Some(format!("WeaveCloud/{}/weave-cloud", a.name())),
+        "the first WeaveCloud's probe is still its own"
+    );
+    drop(d);
+    for wc in ["weave-cloud", "weave-cloud-2"] {
+        let _ = wcs
+            .patch(
+                wc,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+    }
+    let b_wcs: Api<WeaveCloud> = Api::namespaced(admin.clone(), &b);
+    let _ = b_wcs
+        .patch(
+            "weave-cloud",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    for ns in [a.name(), b.as_str()] {
+        for n in ["weave-scope", "weave-scope-cluster-agent"] {
+            let _ = bindings
+                .delete(&format!("{n}:{ns}"), &DeleteParams::default())
+                .await;
+            let _ = roles
+                .delete(&format!("{n}:{ns}"), &DeleteParams::default())
+                .await;
+        }
+    }
+    let _ = namespaces.delete(&b, &DeleteParams::background()).await;
+    a.delete().await;
+}
+
+// ---- channel bundles: the operator allowed a channel; what it lists is still held to policy ----
+
+/// A namespace with the token Secret and a flux-only WeaveCloud on `channel`, made by the
+/// operator (the tests below attack through the channel, not the WeaveCloud).
+async fn channel_weavecloud(prefix: &str, channel: &str) -> (TestNamespace, WeaveCloud) {
+    let ns = TestNamespace::new(prefix).await;
+    support::cluster::install_crds(&ns.client()).await;
+    create_weavecloud(
+        &ns.client(),
+        ns.name(),
+        "weave-cloud",
+        json!({"general": {"wcPollUrl": channel, "autoUpdate": true}}),
+    )
+    .await;
+    let wc = ns.api::<WeaveCloud>().get("weave-cloud").await.unwrap();
+    (ns, wc)
+}
+
+fn updater(ns: &TestNamespace, allowed: &str, health_timeout: Duration) -> Updater {
+    let state = DaemonState::new(ns.client(), ns.name(), DaemonStatus::default())
+        .with_watch_namespaces(WatchNamespaces::only([ns.name()]));
+    Updater::new(
+        state,
+        UpdateOptions {
+            weft_namespace: ns.name().to_string(),
+            health_timeout,
+            poll_interval: Duration::from_millis(500),
+            allowed_channels: ChannelPolicy {
+                allowed: Some(UrlAllowList::parse(allowed).expect("prefix")),
+            },
+            ..Default::default()
+        },
+    )
+}
+
+async fn fresh(ns: &TestNamespace) -> WeaveCloud {
+    ns.api::<WeaveCloud>().get("weave-cloud").await.unwrap()
+}
+
+fn append(files: &mut BTreeMap<String, Vec<u8>>, path: &str, text: &str) {
+    let mut bytes = files[path].clone();
+    bytes.extend_from_slice(text.as_bytes());
+    files.insert(path.to_string(), bytes);
+}
+
+async fn notes(ns: &TestNamespace, reason: &str) -> Vec<String> {
+    ns.api::<Event>()
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_bundle_role_beyond_its_agent_s_needs_is_refused_before_anything_is_applied() {
+    let server = ChannelServer::start();
+    let mut files = bundle_files("1.1.0");
+    // prometheus' files bring a role that reads any Secret by name: its roleRef and subject
+    // are the bundle's own (they passed before), its rules are not what prometheus needs.
+    append(
+        &mut files,
+        "prometheus/rbac.yaml",
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: weave-cortex-secrets}\nrules:\n  - apiGroups: ['']\n    resources: [secrets]\n    verbs: [get]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: weave-cortex-secrets}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: weave-cortex-secrets}\nsubjects: [{kind: ServiceAccount, name: weave-cortex}]\n",
+    );
+    server.publish(&[Published::new("1.1.0", &files)]);
+    let (ns, wc) = channel_weavecloud("attack-bundle-rbac", &server.channel_url()).await;
+    let updater = updater(&ns, &server.url(""), Duration::from_secs(20));
+    updater.apply_active(&wc).await.unwrap();
+    let report = updater.check(&fresh(&ns).await).await;
+    match &report.outcome {
+        UpdateOutcome::Refused { version, reason } => {
+            assert_eq!(version, "1.1.0");
+            assert!(
+                reason.contains(
+                    "ClusterRole `weave-cortex-secrets`: `rules[0]` grants `get` on `secrets`"
+                ),
+                "{reason}"
+            );
+            eprintln!("refused: {reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let roles: Api<ClusterRole> = Api::all(ns.client());
+    let name = format!("weave-cortex-secrets:{}", ns.name());
+    assert!(
+        roles.get_opt(&name).await.unwrap().is_none(),
+        "{name} applied"
+    );
+    assert_eq!(report.current, "1.0.0", "nothing rolled out");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_rolled_back_bundle_leaves_none_of_its_objects_behind() {
+    let server = ChannelServer::start();
+    let mut files = broken_bundle_files("1.2.0");
+    // Within flux's allow-list (flux may hold anything), and new in this bundle.
+    append(
+        &mut files,
+        "flux/rbac.yaml",
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: weave-flux-extra}\nrules:\n  - apiGroups: ['']\n    resources: [secrets]\n    verbs: [get, list]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: weave-flux-extra}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: weave-flux-extra}\nsubjects: [{kind: ServiceAccount, name: weave-flux}]\n",
+    );
+    server.publish(&[Published::new("1.2.0", &files)]);
+    let (ns, wc) = channel_weavecloud("attack-rollback", &server.channel_url()).await;
+    let updater = updater(&ns, &server.url(""), Duration::from_secs(15));
+    updater.apply_active(&wc).await.unwrap();
+    let name = format!("weave-flux-extra:{}", ns.name());
+    let report = updater.check(&fresh(&ns).await).await;
+    assert!(
+        matches!(report.outcome, UpdateOutcome::RolledBack { .. }),
+        "{:?}",
+        report.outcome
+    );
+    let roles: Api<ClusterRole> = Api::all(ns.client());
+    let bindings: Api<ClusterRoleBinding> = Api::all(ns.client());
+    // (Weft before issue 30 named them `<name>-<namespace>`.)
+    let old_name = format!("weave-flux-extra-{}", ns.name());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut left_role = false;
+        let mut left_binding = false;
+        for n in [&name, &old_name] {
+            left_role |= roles.get_opt(n).await.unwrap().is_some();
+            left_binding |= bindings.get_opt(n).await.unwrap().is_some();
+        }
+        if !left_role && !left_binding {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after AgentUpdateRolledBack: role left {left_role}, binding left {left_binding}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_channel_s_bundle_urls_pass_the_channel_policy() {
+    let server = ChannelServer::start();
+    // Another port on the same host, which the operator did not allow: nothing may connect.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    other.set_nonblocking(true).unwrap();
+    let other_url = format!("http://{}/agents-1.2.0.tar.gz", other.local_addr().unwrap());
+    let hostname = std::fs::read("/etc/hostname").ok();
+    let digest = hostname
+        .as_deref()
+        .map(|b| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b)));
+    server.put(
+        "channel.yaml",
+        format!(
+            "channel: evil\nbundles:\n  - version: 1.1.0\n    url: file:///etc/hostname\n    sha256: {}\n",
+            "0".repeat(64)
+        )
+        .into_bytes(),
+    );
+    let (ns, wc) = channel_weavecloud("attack-bundle-url", &server.channel_url()).await;
+    let updater = updater(&ns, &server.url(""), Duration::from_secs(20));
+    updater.apply_active(&wc).await.unwrap();
+    let report = updater.check(&fresh(&ns).await).await;
+    match &report.outcome {
+        UpdateOutcome::Refused { reason, .. } => {
+            assert!(
+                reason.contains("`url: file:///etc/hostname` is not allowed by --allowed-channels"),
+                "{reason}"
+            );
+            if let Some(d) = &digest {
+                assert!(!reason.contains(d.as_str()), "the file was read: {reason}");
+            }
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    if let Some(d) = &digest {
+        for n in notes(&ns, "AgentBundleRefused").await {
+            assert!(
+                !n.contains(d.as_str()),
+                "a tenant-visible event shows the file's digest: {n}"
+            );
+        }
+    }
+
+    server.put(
+        "channel.yaml",
+        format!(
+            "channel: evil\nbundles:\n  - version: 1.2.0\n    url: {other_url}\n    sha256: {}\n",
+            "0".repeat(64)
+        )
+        .into_bytes(),
+    );
+    let report = updater.check(&fresh(&ns).await).await;
+    match &report.outcome {
+        UpdateOutcome::Refused { reason, .. } => {
+            assert!(
+                reason.contains("is not allowed by --allowed-channels"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(
+        matches!(other.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "Weft connected to a port the operator did not allow"
+    );
+    ns.delete().await;
+}
