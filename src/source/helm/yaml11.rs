@@ -1,0 +1,800 @@
+//! helm's output read as Kubernetes reads it. `helm install` (and `kubectl apply`) turn each
+//! manifest into JSON with `sigs.k8s.io/yaml`, which decodes YAML with go-yaml v2 into untyped Go
+//! values and marshals them with `encoding/json`. So the scalars of a chart follow YAML 1.1 as
+//! go-yaml v2 resolves them (`resolve.go`), not the YAML 1.2 core schema:
+//!
+//! - integers: `0555` and `0o555` are octal (365), `0x1F` hex, `0b101` binary, a leading `+`
+//!   is allowed, every `_` is removed first (`1_000`); beyond 64 bits a number becomes a float;
+//!   `1:30` (sexagesimal) is a string;
+//! - floats: `1.5`, `.5`, `1e3`, `08` (not octal, so a float); `.inf`/`.nan` are floats that JSON
+//!   cannot carry, an error here as in `encoding/json`; a float with an integral value is written
+//!   as an integer (`1.0` → `1`), as `encoding/json` writes it;
+//! - booleans: `y Y yes Yes YES on On ON true True TRUE` and their negatives;
+//! - null: `~`, `null`, `Null`, `NULL`, empty;
+//! - timestamps stay strings; `!!binary` is decoded; other tags leave the text a string;
+//! - map keys become strings (`on:` → `"true"`, `1.5:` → `"1.5"`), a null key is an error;
+//! - `<<` merges in document order (a later key or merge overwrites an earlier one; of a list
+//!   of merged maps the first wins), and a duplicate key is accepted, the last one winning, as
+//!   go-yaml v2 decodes without `strict`. Each duplicate is reported to the caller.
+//!
+//! Anchors and aliases are expanded within [`Yaml11Limits`], charged before anything is copied.
+
+use std::collections::{HashMap, HashSet};
+
+use base64::Engine;
+use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
+use serde_json::{Map, Number, Value};
+
+/// Bounds on what one helm render's output may make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Yaml11Limits {
+    /// Nodes of every document of one render together, the output's own and alias copies.
+    pub max_nodes: usize,
+    /// Nodes copied by aliases (and anchors), over the whole render.
+    pub max_alias_nodes: usize,
+    /// Bytes of text copied by aliases, over the whole render.
+    pub max_alias_bytes: usize,
+    /// Nesting depth (CRD schemas nest deeply).
+    pub max_depth: usize,
+}
+
+impl Default for Yaml11Limits {
+    fn default() -> Self {
+        Yaml11Limits {
+            max_nodes: 2_000_000,
+            max_alias_nodes: 250_000,
+            max_alias_bytes: 16 * 1024 * 1024,
+            max_depth: 256,
+        }
+    }
+}
+
+/// Why a document is not what Kubernetes could read. `line` is 1-based within the document.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line} of the rendered document: {message}")]
+pub struct Yaml11Error {
+    pub line: u32,
+    pub message: String,
+}
+
+/// A key written twice in one mapping: the last one wins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DuplicateKey {
+    /// The key, cut to [`MAX_QUOTED`] characters.
+    pub key: String,
+    /// JSON pointer of the mapping that holds it (cut to [`MAX_QUOTED`] characters).
+    pub mapping: String,
+    /// 1-based line of the later occurrence, within the document.
+    pub line: u32,
+}
+
+/// The most characters of a key or path that a message quotes.
+pub const MAX_QUOTED: usize = 120;
+
+/// What a render's documents have spent so far; one per render.
+#[derive(Debug, Default)]
+pub struct Spent {
+    nodes: usize,
+    alias_nodes: usize,
+    alias_bytes: usize,
+}
+
+/// Parse one document of helm's output (helm's `---` separators are already split off; a text
+/// holding more documents is refused). Returns the value (`Null` for an empty document) and the
+/// duplicate keys met.
+pub fn parse_document(
+    text: &str,
+    limits: &Yaml11Limits,
+    spent: &mut Spent,
+) -> Result<(Value, Vec<DuplicateKey>), Yaml11Error> {
+    let mut builder = Builder {
+        limits,
+        spent,
+        anchors: HashMap::new(),
+        stack: Vec::new(),
+        result: None,
+        documents: 0,
+        duplicates: Vec::new(),
+    };
+    let mut parser = Parser::new_from_str(text);
+    while let Some(ev) = parser.next_event() {
+        let (event, span) = ev.map_err(|e| Yaml11Error {
+            line: e.marker().line() as u32,
+            message: cut(e.info()),
+        })?;
+        builder.event(event, span)?;
+    }
+    let duplicates = builder.duplicates;
+    Ok((builder.result.unwrap_or(Value::Null), duplicates))
+}
+
+/// A scalar as go-yaml v2 resolves it, before it becomes JSON.
+#[derive(Clone, Debug, PartialEq)]
+enum Scalar {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    Str(String),
+}
+
+/// A key of a mapping, or the `<<` merge key.
+enum Key {
+    Merge,
+    Name(String),
+}
+
+enum Frame {
+    Seq {
+        items: Vec<Value>,
+        anchor: usize,
+    },
+    Map {
+        map: Map<String, Value>,
+        anchor: usize,
+        key: Option<(Key, u32)>,
+        /// Keys that came from `<<` merges and were not written since: writing one is an
+        /// override, not a duplicate.
+        merged: HashSet<String>,
+    },
+}
+
+/// An anchored node, kept for its aliases: a scalar keeps its type for use as a key.
+enum Anchored {
+    Scalar(Scalar),
+    Tree(Value, usize, usize),
+}
+
+struct Builder<'a> {
+    limits: &'a Yaml11Limits,
+    spent: &'a mut Spent,
+    anchors: HashMap<usize, Anchored>,
+    stack: Vec<Frame>,
+    result: Option<Value>,
+    documents: usize,
+    duplicates: Vec<DuplicateKey>,
+}
+
+fn line_of(span: &Span) -> u32 {
+    span.start.line() as u32
+}
+
+impl Builder<'_> {
+    fn fail(line: u32, message: impl Into<String>) -> Yaml11Error {
+        Yaml11Error {
+            line,
+            message: message.into(),
+        }
+    }
+
+    fn charge_nodes(&mut self, nodes: usize, line: u32) -> Result<(), Yaml11Error> {
+        self.spent.nodes = self.spent.nodes.saturating_add(nodes);
+        if self.spent.nodes > self.limits.max_nodes {
+            return Err(Self::fail(
+                line,
+                format!(
+                    "helm's output would hold more than {} YAML nodes; refusing to read further",
+                    self.limits.max_nodes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn charge_copy(&mut self, nodes: usize, bytes: usize, line: u32) -> Result<(), Yaml11Error> {
+        self.spent.alias_nodes = self.spent.alias_nodes.saturating_add(nodes);
+        self.spent.alias_bytes = self.spent.alias_bytes.saturating_add(bytes);
+        if self.spent.alias_nodes > self.limits.max_alias_nodes {
+            return Err(Self::fail(
+                line,
+                format!(
+                    "YAML anchors and aliases would copy more than {} nodes (an alias bomb?)",
+                    self.limits.max_alias_nodes
+                ),
+            ));
+        }
+        if self.spent.alias_bytes > self.limits.max_alias_bytes {
+            return Err(Self::fail(
+                line,
+                format!(
+                    "YAML anchors and aliases would copy more than {} bytes of text (an alias bomb?)",
+                    self.limits.max_alias_bytes
+                ),
+            ));
+        }
+        self.charge_nodes(nodes, line)
+    }
+
+    fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), Yaml11Error> {
+        let line = line_of(&span);
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::Nothing | Event::DocumentEnd => Ok(()),
+            Event::DocumentStart(_) => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    return Err(Self::fail(line, "a second document where one was expected"));
+                }
+                Ok(())
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                self.charge_nodes(1, line)?;
+                let key_position = matches!(self.stack.last(), Some(Frame::Map { key: None, .. }));
+                if key_position
+                    && text == "<<"
+                    && style == ScalarStyle::Plain
+                    && tag.as_deref().is_none_or(|t| is_core(t, "merge"))
+                {
+                    return self.set_key(Key::Merge, line);
+                }
+                let scalar =
+                    resolve(&text, style, tag.as_deref()).map_err(|m| Self::fail(line, m))?;
+                if anchor > 0 {
+                    self.anchors
+                        .insert(anchor, Anchored::Scalar(scalar.clone()));
+                }
+                if key_position {
+                    let key = key_string(&scalar).map_err(|m| Self::fail(line, m))?;
+                    return self.set_key(Key::Name(key), line);
+                }
+                let value = to_json(scalar).map_err(|m| Self::fail(line, m))?;
+                self.attach(value, line)
+            }
+            Event::Alias(id) => {
+                let key_position = matches!(self.stack.last(), Some(Frame::Map { key: None, .. }));
+                let (nodes, bytes, scalar) = match self.anchors.get(&id) {
+                    None => return Err(Self::fail(line, "alias refers to an unknown anchor")),
+                    Some(Anchored::Scalar(s)) => {
+                        let bytes = match s {
+                            Scalar::Str(s) => s.len(),
+                            _ => 0,
+                        };
+                        (1, bytes, Some(s.clone()))
+                    }
+                    Some(Anchored::Tree(_, nodes, bytes)) => (*nodes, *bytes, None),
+                };
+                // Charge before cloning: a refused alias never copies.
+                self.charge_copy(nodes, bytes, line)?;
+                let value = match (scalar, key_position) {
+                    (Some(s), true) => {
+                        let key = key_string(&s).map_err(|m| Self::fail(line, m))?;
+                        return self.set_key(Key::Name(key), line);
+                    }
+                    (None, true) => {
+                        return Err(Self::fail(line, "a mapping key must be a scalar"));
+                    }
+                    (Some(s), false) => to_json(s).map_err(|m| Self::fail(line, m))?,
+                    (None, false) => match self.anchors.get(&id) {
+                        Some(Anchored::Tree(v, _, _)) => v.clone(),
+                        _ => return Err(Self::fail(line, "alias refers to an unknown anchor")),
+                    },
+                };
+                self.attach(value, line)
+            }
+            Event::SequenceStart(anchor, _) => {
+                self.open(line)?;
+                self.stack.push(Frame::Seq {
+                    items: Vec::new(),
+                    anchor,
+                });
+                Ok(())
+            }
+            Event::MappingStart(anchor, _) => {
+                self.open(line)?;
+                self.stack.push(Frame::Map {
+                    map: Map::new(),
+                    anchor,
+                    key: None,
+                    merged: HashSet::new(),
+                });
+                Ok(())
+            }
+            Event::SequenceEnd => match self.stack.pop() {
+                Some(Frame::Seq { items, anchor }) => {
+                    let value = Value::Array(items);
+                    self.anchor(anchor, &value, line)?;
+                    self.attach(value, line)
+                }
+                _ => Err(Self::fail(line, "unbalanced sequence end")),
+            },
+            Event::MappingEnd => match self.stack.pop() {
+                Some(Frame::Map { map, anchor, .. }) => {
+                    let value = Value::Object(map);
+                    self.anchor(anchor, &value, line)?;
+                    self.attach(value, line)
+                }
+                _ => Err(Self::fail(line, "unbalanced mapping end")),
+            },
+        }
+    }
+
+    fn open(&mut self, line: u32) -> Result<(), Yaml11Error> {
+        if matches!(self.stack.last(), Some(Frame::Map { key: None, .. })) {
+            // go-yaml v2: "invalid map key".
+            return Err(Self::fail(line, "a mapping key must be a scalar"));
+        }
+        if self.stack.len() >= self.limits.max_depth {
+            return Err(Self::fail(
+                line,
+                format!("YAML nesting deeper than {} levels", self.limits.max_depth),
+            ));
+        }
+        self.charge_nodes(1, line)
+    }
+
+    /// Keep a copy of an anchored collection for its aliases, charged like an alias.
+    fn anchor(&mut self, id: usize, value: &Value, line: u32) -> Result<(), Yaml11Error> {
+        if id == 0 {
+            return Ok(());
+        }
+        let (nodes, bytes) = measure(value);
+        self.charge_copy(nodes, bytes, line)?;
+        self.anchors
+            .insert(id, Anchored::Tree(value.clone(), nodes, bytes));
+        Ok(())
+    }
+
+    fn set_key(&mut self, key: Key, line: u32) -> Result<(), Yaml11Error> {
+        if let Some(Frame::Map { key: slot, .. }) = self.stack.last_mut() {
+            *slot = Some((key, line));
+        }
+        Ok(())
+    }
+
+    /// Attach a finished value to its parent, or make it the document.
+    fn attach(&mut self, value: Value, line: u32) -> Result<(), Yaml11Error> {
+        let duplicate = match self.stack.last() {
+            Some(Frame::Map {
+                map,
+                merged,
+                key: Some((Key::Name(k), key_line)),
+                ..
+            }) if map.contains_key(k) && !merged.contains(k) => Some(DuplicateKey {
+                key: cut(k),
+                mapping: cut(&pointer_of(&self.stack[..self.stack.len() - 1])),
+                line: *key_line,
+            }),
+            _ => None,
+        };
+        if let Some(d) = duplicate {
+            self.duplicates.push(d);
+        }
+        match self.stack.last_mut() {
+            None => {
+                self.result = Some(value);
+                Ok(())
+            }
+            Some(Frame::Seq { items, .. }) => {
+                items.push(value);
+                Ok(())
+            }
+            Some(Frame::Map {
+                map, key, merged, ..
+            }) => match key.take() {
+                Some((Key::Name(k), _)) => {
+                    merged.remove(&k);
+                    map.insert(k, value);
+                    Ok(())
+                }
+                Some((Key::Merge, _)) => merge(map, merged, value).map_err(|m| Self::fail(line, m)),
+                None => Err(Self::fail(line, "a mapping key must be a scalar")),
+            },
+        }
+    }
+}
+
+/// The JSON pointer of the node being built under `frames` (for messages).
+fn pointer_of(frames: &[Frame]) -> String {
+    let mut pointer = String::new();
+    for frame in frames {
+        match frame {
+            Frame::Seq { items, .. } => pointer.push_str(&format!("/{}", items.len())),
+            Frame::Map {
+                key: Some((Key::Name(k), _)),
+                ..
+            } => {
+                pointer.push('/');
+                pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+            }
+            Frame::Map { .. } => pointer.push_str("/<<"),
+        }
+        if pointer.len() > MAX_QUOTED * 4 {
+            break;
+        }
+    }
+    if pointer.is_empty() {
+        "/".to_string()
+    } else {
+        pointer
+    }
+}
+
+/// go-yaml v2's merge: the merged map's keys overwrite those already set (keys written after
+/// `<<` overwrite them in turn); of a list of maps, the first wins (applied last).
+fn merge(
+    map: &mut Map<String, Value>,
+    merged: &mut HashSet<String>,
+    value: Value,
+) -> Result<(), String> {
+    let want_map = || "map merge requires map or sequence of maps as the value".to_string();
+    let sources = match value {
+        Value::Object(source) => vec![source],
+        Value::Array(items) => {
+            let mut sources = Vec::with_capacity(items.len());
+            // Earlier maps take precedence: applied last.
+            for item in items.into_iter().rev() {
+                match item {
+                    Value::Object(source) => sources.push(source),
+                    _ => return Err(want_map()),
+                }
+            }
+            sources
+        }
+        _ => return Err(want_map()),
+    };
+    for source in sources {
+        for (k, v) in source {
+            if !map.contains_key(&k) {
+                merged.insert(k.clone());
+            }
+            map.insert(k, v);
+        }
+    }
+    Ok(())
+}
+
+/// Nodes and text bytes of a value, without recursion.
+fn measure(value: &Value) -> (usize, usize) {
+    let (mut nodes, mut bytes) = (0usize, 0usize);
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        nodes += 1;
+        match v {
+            Value::String(s) => bytes += s.len(),
+            Value::Array(items) => stack.extend(items.iter()),
+            Value::Object(map) => {
+                for (k, item) in map {
+                    bytes += k.len();
+                    stack.push(item);
+                }
+            }
+            _ => {}
+        }
+    }
+    (nodes, bytes)
+}
+
+/// `text` cut to [`MAX_QUOTED`] characters, marked when cut.
+pub fn cut(text: &str) -> String {
+    match text.char_indices().nth(MAX_QUOTED) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+const CORE: &str = "tag:yaml.org,2002:";
+
+fn is_core(tag: &Tag, name: &str) -> bool {
+    tag.handle == CORE && tag.suffix == name
+}
+
+/// go-yaml v2's `resolve` for a scalar node, as decoded into `interface{}`.
+fn resolve(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Scalar, String> {
+    let core = tag.filter(|t| t.handle == CORE).map(|t| t.suffix.as_str());
+    match (tag, core) {
+        // An untagged quoted or block scalar is a string.
+        (None, _) if style != ScalarStyle::Plain => Ok(Scalar::Str(text.to_string())),
+        (None, _) => Ok(resolve_plain(text, None)),
+        (Some(_), Some("str")) => Ok(Scalar::Str(text.to_string())),
+        (Some(_), Some("binary")) => {
+            let cleaned: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(cleaned.as_bytes())
+                .map_err(|_| "!!binary value contains invalid base64 data".to_string())?;
+            Ok(Scalar::Str(String::from_utf8_lossy(&data).into_owned()))
+        }
+        (Some(_), Some(t @ ("bool" | "int" | "float" | "null" | "timestamp"))) => {
+            let resolved = resolve_plain(text, Some(t));
+            let got = match &resolved {
+                Scalar::Null => "null",
+                Scalar::Bool(_) => "bool",
+                Scalar::Int(_) | Scalar::Uint(_) => "int",
+                Scalar::Float(_) => "float",
+                Scalar::Str(_) if t == "timestamp" && looks_like_timestamp(text) => "timestamp",
+                Scalar::Str(_) => "str",
+            };
+            match (t, got) {
+                (t, g) if t == g => Ok(resolved),
+                ("float", "int") => Ok(match resolved {
+                    Scalar::Int(i) => Scalar::Float(i as f64),
+                    Scalar::Uint(u) => Scalar::Float(u as f64),
+                    other => other,
+                }),
+                _ => Err(format!("cannot decode !!{got} `{}` as a !!{t}", cut(text))),
+            }
+        }
+        // Any other tag (`!foo`, `!!set`): not resolvable, the text stays a string.
+        _ => Ok(Scalar::Str(text.to_string())),
+    }
+}
+
+/// go-yaml v2's timestamp test, as far as it matters here: four digits and a `-`.
+fn looks_like_timestamp(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() > 4 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-'
+}
+
+/// An untagged plain scalar (or one tagged with a resolvable type).
+fn resolve_plain(text: &str, tag: Option<&str>) -> Scalar {
+    match text {
+        "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
+            return Scalar::Bool(true)
+        }
+        "n" | "N" | "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
+            return Scalar::Bool(false)
+        }
+        "" | "~" | "null" | "Null" | "NULL" => return Scalar::Null,
+        ".nan" | ".NaN" | ".NAN" => return Scalar::Float(f64::NAN),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Scalar::Float(f64::INFINITY)
+        }
+        "-.inf" | "-.Inf" | "-.INF" => return Scalar::Float(f64::NEG_INFINITY),
+        _ => {}
+    }
+    let Some(first) = text.bytes().next() else {
+        return Scalar::Null;
+    };
+    match first {
+        b'.' => go_parse_float_dot(text)
+            .map(Scalar::Float)
+            .unwrap_or_else(|| Scalar::Str(text.to_string())),
+        b'0'..=b'9' | b'+' | b'-' => {
+            if tag.is_none_or(|t| t == "timestamp") && looks_like_timestamp(text) {
+                // A timestamp decoded into `interface{}` is kept as its text.
+                return Scalar::Str(text.to_string());
+            }
+            let plain: String = text.chars().filter(|c| *c != '_').collect();
+            match go_parse_int(&plain) {
+                Ok(i) => return Scalar::Int(i),
+                Err(_) => {
+                    if let Ok(u) = go_parse_uint(&plain) {
+                        return Scalar::Uint(u);
+                    }
+                }
+            }
+            if yaml_style_float(&plain) {
+                if let Some(f) = go_parse_float(&plain) {
+                    return Scalar::Float(f);
+                }
+            }
+            if let Some(bin) = plain.strip_prefix("-0b") {
+                if let Ok(i) = i64::from_str_radix(&format!("-{bin}"), 2) {
+                    return Scalar::Int(i);
+                }
+            }
+            Scalar::Str(text.to_string())
+        }
+        _ => Scalar::Str(text.to_string()),
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum GoParseError {
+    Syntax,
+    Range,
+}
+
+/// Go's `strconv.ParseUint(s, 0, 64)` (underscores already removed): `0x`, `0o`, `0b` prefixes
+/// and a leading `0` for octal; no sign.
+fn go_parse_uint(s: &str) -> Result<u64, GoParseError> {
+    if s.is_empty() {
+        return Err(GoParseError::Syntax);
+    }
+    let b = s.as_bytes();
+    let (radix, digits) =
+        if b[0] == b'0' && b.len() >= 3 && matches!(b[1] | 0x20, b'b' | b'o' | b'x') {
+            let radix = match b[1] | 0x20 {
+                b'b' => 2,
+                b'o' => 8,
+                _ => 16,
+            };
+            (radix, &s[2..])
+        } else if b[0] == b'0' {
+            (8, &s[1..])
+        } else {
+            (10, s)
+        };
+    let mut n: u64 = 0;
+    for c in digits.chars() {
+        let d = c.to_digit(radix).ok_or(GoParseError::Syntax)?;
+        n = n
+            .checked_mul(u64::from(radix))
+            .and_then(|n| n.checked_add(u64::from(d)))
+            .ok_or(GoParseError::Range)?;
+    }
+    Ok(n)
+}
+
+/// Go's `strconv.ParseInt(s, 0, 64)`: an optional sign, then [`go_parse_uint`].
+fn go_parse_int(s: &str) -> Result<i64, GoParseError> {
+    let (neg, rest) = match s.as_bytes().first() {
+        Some(b'+') => (false, &s[1..]),
+        Some(b'-') => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let un = go_parse_uint(rest)?;
+    const CUTOFF: u64 = 1 << 63;
+    if !neg && un >= CUTOFF || neg && un > CUTOFF {
+        return Err(GoParseError::Range);
+    }
+    Ok(if neg {
+        (un as i64).wrapping_neg()
+    } else {
+        un as i64
+    })
+}
+
+/// go-yaml v2's `yamlStyleFloat`: `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`.
+fn yaml_style_float(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    if matches!(b.first(), Some(b'+' | b'-')) {
+        i += 1;
+    }
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i - start
+    };
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    } else {
+        if digits(&mut i) == 0 {
+            return false;
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            digits(&mut i);
+        }
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        if digits(&mut i) == 0 {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+/// Go's `strconv.ParseFloat` of a decimal literal: out of range (±Inf) is an error.
+fn go_parse_float(s: &str) -> Option<f64> {
+    let f: f64 = s.parse().ok()?;
+    f.is_finite().then_some(f)
+}
+
+/// Go's `strconv.ParseFloat` of a text starting with `.` (`.5`, `.5e3`, `.5_0`).
+fn go_parse_float_dot(s: &str) -> Option<f64> {
+    // Underscores only between digits, as Go's `underscoreOK`.
+    let b = s.as_bytes();
+    for (i, c) in b.iter().enumerate() {
+        if *c == b'_' {
+            let digit = |j: Option<&u8>| j.is_some_and(u8::is_ascii_digit);
+            if !(i > 0 && digit(b.get(i - 1)) && digit(b.get(i + 1))) {
+                return None;
+            }
+        }
+    }
+    let plain: String = s.chars().filter(|c| *c != '_').collect();
+    if !yaml_style_float(&plain) {
+        return None;
+    }
+    go_parse_float(&plain)
+}
+
+/// A resolved scalar as `encoding/json` writes it.
+fn to_json(scalar: Scalar) -> Result<Value, String> {
+    Ok(match scalar {
+        Scalar::Null => Value::Null,
+        Scalar::Bool(b) => Value::Bool(b),
+        Scalar::Int(i) => Value::Number(i.into()),
+        Scalar::Uint(u) => Value::Number(u.into()),
+        Scalar::Float(f) => float_to_json(f)?,
+        Scalar::Str(s) => Value::String(s),
+    })
+}
+
+/// `encoding/json` writes a float without a fraction as an integer (`1e3` → `1000`); NaN and
+/// infinities it refuses ("json: unsupported value").
+fn float_to_json(f: f64) -> Result<Value, String> {
+    if !f.is_finite() {
+        return Err(format!(
+            "`{}` cannot be carried in JSON: Kubernetes' YAML reader (sigs.k8s.io/yaml) refuses it too",
+            go_format_float_key(f)
+        ));
+    }
+    if f.fract() == 0.0 && f.abs() < 1e21 {
+        if f >= i64::MIN as f64 && f < i64::MAX as f64 {
+            return Ok(Value::Number((f as i64).into()));
+        }
+        if f >= 0.0 && f < u64::MAX as f64 {
+            return Ok(Value::Number((f as u64).into()));
+        }
+    }
+    Number::from_f64(f)
+        .map(Value::Number)
+        .ok_or_else(|| format!("`{f}` cannot be carried in JSON"))
+}
+
+/// A map key as `sigs.k8s.io/yaml` converts it to a JSON object key.
+fn key_string(scalar: &Scalar) -> Result<String, String> {
+    match scalar {
+        Scalar::Str(s) => Ok(s.clone()),
+        Scalar::Int(i) => Ok(i.to_string()),
+        Scalar::Bool(b) => Ok(b.to_string()),
+        Scalar::Float(f) => Ok(go_format_float_key(*f)),
+        Scalar::Uint(u) => Err(format!(
+            "map key {u} is an unsigned 64-bit integer, which Kubernetes' YAML reader (sigs.k8s.io/yaml) refuses as a key"
+        )),
+        Scalar::Null => Err(
+            "a null map key (`~`, `null` or empty): Kubernetes' YAML reader (sigs.k8s.io/yaml) refuses it; quote it"
+                .to_string(),
+        ),
+    }
+}
+
+/// Go's `strconv.FormatFloat(f, 'g', -1, 32)`, with `.inf`/`.nan` spelled as YAML does.
+fn go_format_float_key(f: f64) -> String {
+    if f.is_nan() {
+        return ".nan".to_string();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { ".inf" } else { "-.inf" }.to_string();
+    }
+    let single = f as f32;
+    // Rust's `{:e}` gives the shortest digits that round-trip, as Go's precision -1 does.
+    let e = format!("{single:e}");
+    let (mantissa, exp) = e.split_once('e').unwrap_or((e.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (neg, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let sign = if neg { "-" } else { "" };
+    if single == 0.0 {
+        return format!("{sign}0");
+    }
+    if !(-4..6).contains(&exp) {
+        let (first, rest) = digits.split_at(1);
+        let frac = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
+        let esign = if exp < 0 { '-' } else { '+' };
+        return format!("{sign}{first}{frac}e{esign}{:02}", exp.abs());
+    }
+    // Fixed notation with exactly the significant digits.
+    let point = exp + 1; // digits before the decimal point
+    let text = if point <= 0 {
+        format!("0.{}{}", "0".repeat((-point) as usize), digits)
+    } else if point as usize >= digits.len() {
+        format!("{digits}{}", "0".repeat(point as usize - digits.len()))
+    } else {
+        let (int, frac) = digits.split_at(point as usize);
+        format!("{int}.{frac}")
+    };
+    format!("{sign}{text}")
+}
+
+#[cfg(test)]
+#[path = "yaml11_tests.rs"]
+mod tests;
