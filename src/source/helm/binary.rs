@@ -100,12 +100,14 @@ pub const MAX_MEMORY_ENV: &str = "WEFT_HELM_MAX_MEMORY";
 pub const MAX_CPU_ENV: &str = "WEFT_HELM_MAX_CPU_SECONDS";
 
 impl Default for ProcessLimits {
-    /// 2 GiB of address space (helm's Go runtime maps about 1.2 GiB before it renders
-    /// anything; a real chart needs tens of MiB more) and 60 s of CPU (a large
-    /// openstack-helm chart renders in about a second).
+    /// 1 GiB of address space and 60 s of CPU. helm's Go runtime maps 700 to 800 MiB of
+    /// address space before it renders anything (`helm version` fails under 700 MiB, works
+    /// at 800), so 1 GiB leaves it about 250 MiB of heap: far more than a large
+    /// openstack-helm chart needs, and little enough that a runaway helm stays beside the
+    /// daemon in its 512 MiB container. A large chart renders in about a second of CPU.
     fn default() -> Self {
         ProcessLimits {
-            max_memory_bytes: Some(2 * 1024 * 1024 * 1024),
+            max_memory_bytes: Some(1024 * 1024 * 1024),
             max_cpu_seconds: Some(60),
         }
     }
