@@ -473,10 +473,11 @@ fn yaml_1_1_scalars_in_helms_output_are_read_as_kubernetes_reads_them() {
         probe["keys"],
         json!({"true": "f", "false": "b", "365": "c", "1.5": "d", "1e+07": "e", "12": "g", "~": "h"})
     );
+    // `y` is a YAML 1.1 boolean, as a key too: go-yaml v2 makes it `true`.
     assert_eq!(
         probe["anchors"],
-        json!({"base": {"x": 1, "y": 2}, "merged": {"x": 1, "y": 3}, "first": {"a": 1},
-               "list": {"a": 1, "x": 1, "y": 2}, "copy": {"x": 1, "y": 2}})
+        json!({"base": {"x": 1, "true": 2}, "merged": {"x": 1, "true": 3}, "first": {"a": 1},
+               "list": {"a": 1, "x": 1, "true": 2}, "copy": {"x": 1, "true": 2}})
     );
 
     let deployment = &find(&render, "Deployment", "scalars").value["spec"];
@@ -532,7 +533,9 @@ fn yaml_1_1_scalars_in_helms_output_are_read_as_kubernetes_reads_them() {
 }
 
 #[test]
-fn infinities_in_helms_output_are_refused_naming_the_template() {
+fn infinities_are_refused_by_helm_itself_naming_the_template() {
+    // helm converts its output to JSON as Kubernetes' client does, and JSON has no infinity:
+    // the render fails before Weft reads it (Weft's reader refuses `.inf` too, see yaml11.rs).
     let chart = ChartTree::new(ChartFiles::from_pairs([
         ("Chart.yaml", "apiVersion: v2\nname: inf\nversion: 0.1.0\n"),
         (
@@ -540,9 +543,7 @@ fn infinities_in_helms_output_are_refused_naming_the_template() {
             "apiVersion: weft.test/v1\nkind: ScalarProbe\nmetadata:\n  name: inf\nspec:\n  limit: .inf\n",
         ),
     ]));
-    let err = render(&chart, &json!({})).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "inf/templates/cm.yaml: helm's output is not valid YAML: line 6 of the rendered document: `.inf` cannot be carried in JSON: Kubernetes' YAML reader (sigs.k8s.io/yaml) refuses it too"
-    );
+    let err = render(&chart, &json!({})).unwrap_err().to_string();
+    assert!(err.contains("inf/templates/cm.yaml"), "{err}");
+    assert!(err.contains("+Inf"), "{err}");
 }
