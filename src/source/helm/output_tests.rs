@@ -312,7 +312,7 @@ fn duplicate_keys_are_warned_about_with_template_and_key() {
     );
     assert_eq!(
         render.warnings,
-        ["mariadb/templates/statefulset.yaml: StatefulSet/mariadb-server: key `securityContext` appears twice in the mapping at /spec/template/spec (the later one at line 12 of the document); the last one is used, as helm and Kubernetes do"]
+        ["mariadb/templates/statefulset.yaml: StatefulSet/mariadb-server: key `securityContext` appears twice in the mapping at /spec/template/spec (the later one at line 11 of the document); the last one is used, as helm and Kubernetes do"]
     );
     assert!(!render.warnings[0].contains("DuplicateKeyPolicy"));
 }
