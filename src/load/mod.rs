@@ -512,10 +512,16 @@ fn identify(raw: &RawDoc, diags: &mut Diagnostics) -> Option<Identity> {
         .unwrap_or("")
         .to_string();
     let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    // Quoted in messages: cut to a bound (the names are the repository's, unchecked yet).
     let display = if namespace.is_empty() {
-        format!("{kind} `{name}`")
+        format!("{} `{}`", yaml::quoted(&kind), yaml::quoted(&name))
     } else {
-        format!("{kind} `{namespace}/{name}`")
+        format!(
+            "{} `{}/{}`",
+            yaml::quoted(&kind),
+            yaml::quoted(&namespace),
+            yaml::quoted(&name)
+        )
     };
     Some(Identity {
         key: format!("{group}|{kind}|{namespace}|{name}"),

@@ -309,8 +309,8 @@ struct Builder<'b, F> {
     doc_start: Pos,
 }
 
-/// A key cut to a bound, for messages.
-fn quoted(key: &str) -> String {
+/// A key or scalar cut to a bound, for messages: they quote the input only so far.
+pub fn quoted(key: &str) -> String {
     const MAX: usize = 120;
     match key.char_indices().nth(MAX) {
         Some((at, _)) => format!("{}…", &key[..at]),
@@ -605,7 +605,7 @@ fn resolve_scalar(
 ) -> Result<Value, YamlError> {
     let bad = |what: &str| YamlError {
         pos,
-        message: format!("`{text}` is not a valid {what}"),
+        message: format!("`{}` is not a valid {what}", quoted(text)),
     };
     match tag {
         Some("str") => return Ok(Value::String(text.to_string())),
@@ -894,6 +894,21 @@ mod tests {
     fn a_collection_as_a_mapping_key_is_an_error() {
         let err = parse_documents("? [a]\n: x\n", YamlLimits::default()).unwrap_err();
         assert!(err.message.contains("key must be a scalar"), "{err}");
+    }
+
+    #[test]
+    fn messages_quote_the_input_only_up_to_a_bound() {
+        let long = "9".repeat(100_000);
+        let err =
+            parse_documents(&format!("a: !!float x{long}\n"), YamlLimits::default()).unwrap_err();
+        assert!(err.message.len() < 300, "{}", err.message.len());
+        let key = "k".repeat(1000);
+        let err = parse_documents(
+            &format!("? {key}\n: 1\n? {key}\n: 2\n"),
+            YamlLimits::default(),
+        )
+        .unwrap_err();
+        assert!(err.message.len() < 300, "{}", err.message.len());
     }
 
     #[test]
