@@ -67,7 +67,7 @@ impl fmt::Display for Format {
 /// what to fix; none carries cleartext or a secret key.
 #[derive(Debug, thiserror::Error)]
 pub enum SopsError {
-    #[error("{file}: not valid {format}: {message}")]
+    #[error("{file}: not valid {format}: {}", cut(message, 2 * MAX_ITEM_CHARS))]
     Parse {
         file: String,
         format: Format,
@@ -75,7 +75,7 @@ pub enum SopsError {
     },
     #[error("{file}: no `sops` metadata: the file is not encrypted by sops")]
     NotEncrypted { file: String },
-    #[error("{file}: invalid `sops` metadata: {message}")]
+    #[error("{file}: invalid `sops` metadata: {}", cut(message, 2 * MAX_ITEM_CHARS))]
     Metadata { file: String, message: String },
     #[error(
         "{file}: encrypted only for {} keys, which are not supported: Weft decrypts with age \
@@ -103,11 +103,11 @@ pub enum SopsError {
         reason: String,
     },
     #[error(
-        "{file}: the value at `{path}` failed authentication: it was changed after encryption \
-         (or moved from another path or file)"
+        "{file}: the value at `{}` failed authentication: it was changed after encryption \
+         (or moved from another path or file)", cut(path, 2 * MAX_ITEM_CHARS)
     )]
     ValueAuthentication { file: String, path: String },
-    #[error("{file}: the value at `{path}` is not a valid sops value: {reason}")]
+    #[error("{file}: the value at `{}` is not a valid sops value: {}", cut(path, 2 * MAX_ITEM_CHARS), cut(reason, 2 * MAX_ITEM_CHARS))]
     MalformedValue {
         file: String,
         path: String,
@@ -118,7 +118,7 @@ pub enum SopsError {
          removed or reordered, or the MAC itself); re-encrypt it with sops"
     )]
     MacMismatch { file: String },
-    #[error("{file}: the value at `{path}` is NaN or infinite, which JSON cannot hold")]
+    #[error("{file}: the value at `{}` is NaN or infinite, which JSON cannot hold", cut(path, 2 * MAX_ITEM_CHARS))]
     NotRepresentable { file: String, path: String },
     #[error("{source_name}: {message}")]
     Identity {
