@@ -416,3 +416,134 @@ fn helm_warnings_with_success_are_warnings() {
         render.warnings
     );
 }
+
+/// The `scalars` fixture chart: every YAML 1.1 scalar form a template can emit.
+fn scalars() -> ChartTree {
+    ChartTree::new(fixture("scalars"))
+}
+
+#[test]
+fn yaml_1_1_scalars_in_helms_output_are_read_as_kubernetes_reads_them() {
+    // What sigs.k8s.io/yaml (go-yaml v2's resolve rules, then encoding/json) makes of each form;
+    // tests/helm_sync.rs checks the same chart against what `helm install` stores.
+    let render = render(&scalars(), &json!({})).unwrap();
+    let probe = &find(&render, "ScalarProbe", "scalars").value["spec"];
+    assert_eq!(
+        probe["integers"],
+        json!({"octal": 365, "octalO": 292, "zero": 0, "hex": 31, "hexUpper": 31, "binary": 5,
+               "plus": 12, "minusHex": -16, "underscores": 1000,
+               "max": 9223372036854775807i64, "min": -9223372036854775808i64})
+    );
+    assert_eq!(
+        probe["floats"],
+        json!({"float": 1.5, "dot": 0.5, "exponent": 1000, "whole": 1, "notOctal": 8,
+               "negative": -2.25, "small": 1e-7})
+    );
+    // Integers are JSON integers, never `365.0`: the API server refuses a float for an int field.
+    assert_eq!(probe["integers"]["octal"].to_string(), "365");
+    assert_eq!(probe["floats"]["whole"].to_string(), "1");
+    let mut booleans = vec![json!(true); 11];
+    booleans.extend(vec![json!(false); 11]);
+    assert_eq!(probe["booleans"], json!(booleans));
+    assert_eq!(probe["nulls"], json!([null, null, null, null]));
+    assert_eq!(
+        probe["strings"],
+        json!([
+            "0555",
+            "yes",
+            "yess",
+            "1.2.3",
+            "1:30",
+            "0x",
+            "+",
+            ".",
+            "1e999",
+            "2001-12-14",
+            "2001-12-14T21:59:43Z",
+            "0b2",
+            "0o9",
+            "<<"
+        ])
+    );
+    assert_eq!(
+        probe["tagged"],
+        json!(["0555", 16, 3, "hello", "12", "2001-12-14"])
+    );
+    assert_eq!(
+        probe["keys"],
+        json!({"true": "f", "false": "b", "365": "c", "1.5": "d", "1e+07": "e", "12": "g", "~": "h"})
+    );
+    // `y` is a YAML 1.1 boolean, as a key too: go-yaml v2 makes it `true`.
+    assert_eq!(
+        probe["anchors"],
+        json!({"base": {"x": 1, "true": 2}, "merged": {"x": 1, "true": 3}, "first": {"a": 1},
+               "list": {"a": 1, "x": 1, "true": 2}, "copy": {"x": 1, "true": 2}})
+    );
+
+    let deployment = &find(&render, "Deployment", "scalars").value["spec"];
+    assert_eq!(deployment["replicas"], json!(1));
+    assert_eq!(deployment["revisionHistoryLimit"], json!(8));
+    assert_eq!(deployment["progressDeadlineSeconds"], json!(600));
+    let pod = &deployment["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], json!(false));
+    assert_eq!(pod["terminationGracePeriodSeconds"], json!(30));
+    assert_eq!(pod["containers"][0]["tty"], json!(false));
+    let modes: Vec<&Value> = (0..3)
+        .map(|i| {
+            let v = &pod["volumes"][i];
+            if v["configMap"].is_object() {
+                &v["configMap"]["defaultMode"]
+            } else {
+                &v["secret"]["defaultMode"]
+            }
+        })
+        .collect();
+    assert_eq!(modes, [&json!(365), &json!(292), &json!(256)]);
+
+    // ConfigMap data stay strings; keys are made strings as Kubernetes makes them.
+    assert_eq!(
+        find(&render, "ConfigMap", "scalars").value["data"],
+        json!({"mode": "0555", "answer": "yes", "true": "a key read as a boolean",
+               "365": "a key read as an octal number", "time": "2001-12-14", "block": "0555\n",
+               "twice": "last"})
+    );
+    // Duplicate keys: accepted, last wins, a warning names the template and the key.
+    let duplicates: Vec<&String> = render
+        .warnings
+        .iter()
+        .filter(|w| w.contains("appears twice"))
+        .collect();
+    assert_eq!(duplicates.len(), 2, "{:?}", render.warnings);
+    assert!(
+        duplicates.iter().any(|w| w.starts_with(
+            "scalars/templates/configmap.yaml: ConfigMap/scalars: key `twice` appears twice in the mapping at /data"
+        )),
+        "{duplicates:?}"
+    );
+    assert!(
+        duplicates.iter().any(|w| w.starts_with(
+            "scalars/templates/probe.yaml: ScalarProbe/scalars: key `true` appears twice in the mapping at /spec/keys"
+        )),
+        "{duplicates:?}"
+    );
+    assert!(render
+        .warnings
+        .iter()
+        .all(|w| !w.contains("DuplicateKeyPolicy")));
+}
+
+#[test]
+fn infinities_are_refused_by_helm_itself_naming_the_template() {
+    // helm converts its output to JSON as Kubernetes' client does, and JSON has no infinity:
+    // the render fails before Weft reads it (Weft's reader refuses `.inf` too, see yaml11.rs).
+    let chart = ChartTree::new(ChartFiles::from_pairs([
+        ("Chart.yaml", "apiVersion: v2\nname: inf\nversion: 0.1.0\n"),
+        (
+            "templates/cm.yaml",
+            "apiVersion: weft.test/v1\nkind: ScalarProbe\nmetadata:\n  name: inf\nspec:\n  limit: .inf\n",
+        ),
+    ]));
+    let err = render(&chart, &json!({})).unwrap_err().to_string();
+    assert!(err.contains("inf/templates/cm.yaml"), "{err}");
+    assert!(err.contains("+Inf"), "{err}");
+}

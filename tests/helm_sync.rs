@@ -521,3 +521,201 @@ async fn a_required_value_missing_fails_its_chart_alone_and_is_reported_by_valid
     assert!(all.contains("tests/helm/ensure"), "{all}");
     ns.delete().await;
 }
+
+/// The CRD of the `scalars` fixture's `ScalarProbe`: it keeps whatever it is given, so what the
+/// API server stores is exactly the JSON the client sent.
+async fn install_scalar_probe_crd(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    use kube::runtime::wait::{await_condition, conditions};
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "scalarprobes.weft.test"},
+        "spec": {
+            "group": "weft.test",
+            "scope": "Namespaced",
+            "names": {"plural": "scalarprobes", "singular": "scalarprobe", "kind": "ScalarProbe"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                }}}
+            }]
+        }
+    }))
+    .unwrap();
+    let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    api.patch(
+        "scalarprobes.weft.test",
+        &PatchParams::apply("weft-test").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(
+            api,
+            "scalarprobes.weft.test",
+            conditions::is_crd_established(),
+        ),
+    )
+    .await
+    .expect("CRD established")
+    .unwrap();
+}
+
+/// An object as the API server stores it, as JSON.
+async fn stored(client: &Client, ns: &str, api_version: &str, kind: &str, name: &str) -> Value {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let (resource, _) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+    let api: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(client.clone(), ns, &resource);
+    let object = api.get(name).await.unwrap();
+    serde_json::to_value(object).unwrap()
+}
+
+#[tokio::test]
+async fn yaml_1_1_scalars_deploy_as_helm_install_stores_them() {
+    // The same chart twice: installed by the real `helm install` into one namespace, deployed
+    // by Weft into another. What the API server stores must be the same: openstack-helm's
+    // `defaultMode: 0555` is 365 (not 555.0, which the API server refuses), data strings stay
+    // strings, and every other YAML 1.1 form reads as Kubernetes' client reads it.
+    let by_helm = TestNamespace::new("scalars-helm").await;
+    let by_weft = TestNamespace::new("scalars-weft").await;
+    let client = by_weft.client();
+    support::cluster::install_crds(&client).await;
+    install_scalar_probe_crd(&client).await;
+
+    let chart = root().join("tests/fixtures/helm/scalars");
+    let home = tempfile::tempdir().unwrap();
+    let cluster = support::cluster::cluster();
+    let mut install = Command::new(helm());
+    install
+        .args(["install", "scalars"])
+        .arg(&chart)
+        .arg(format!("--namespace={}", by_helm.name()))
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ));
+    if let Some(context) = cluster.context() {
+        install.arg(format!("--kube-context={context}"));
+    }
+    for (var, dir) in [
+        ("HELM_CACHE_HOME", "cache"),
+        ("HELM_CONFIG_HOME", "config"),
+        ("HELM_DATA_HOME", "data"),
+    ] {
+        install.env(var, home.path().join(dir));
+    }
+    let out = install.output().unwrap();
+    assert!(
+        out.status.success(),
+        "helm install: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let ns = by_weft.name().to_string();
+    let mut files = BTreeMap::new();
+    fixture("scalars", "charts/scalars", false, &mut files);
+    files.insert(
+        "armada.yaml".into(),
+        format!(
+            r#"apiVersion: armada.airshipit.org/v1alpha1
+kind: ArmadaChart
+metadata: {{name: scalars, namespace: {ns}}}
+spec:
+  release: scalars
+  namespace: {ns}
+  source: {{type: local, location: charts/scalars}}
+  wait: {{timeout: 60}}
+---
+apiVersion: armada.airshipit.org/v1alpha1
+kind: ArmadaChartGroup
+metadata: {{name: apps, namespace: {ns}}}
+spec:
+  chart_group: [scalars]
+---
+apiVersion: armada.airshipit.org/v1alpha1
+kind: ArmadaManifest
+metadata: {{name: site, namespace: {ns}}}
+spec:
+  release_prefix: site
+  chart_groups: [apps]
+"#
+        ),
+    );
+    let renderer = Arc::new(HelmRenderer::new(HelmLocation::Binary(
+        helm().to_path_buf(),
+    )));
+    let opts = options(&ns, &renderer);
+    let (r, events) = pass(&client, &files, &opts).await;
+    assert!(r.succeeded(), "{}\n{events:#?}", error_text(&r));
+    let warnings: Vec<String> = r.diagnostics.warnings().map(|w| w.to_string()).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("key `twice` appears twice in the mapping at /data")),
+        "{warnings:#?}"
+    );
+
+    let both = |path: &'static str| {
+        let (helm_ns, weft_ns) = (by_helm.name().to_string(), ns.clone());
+        let client = client.clone();
+        async move {
+            let (api_version, kind, pointer) = match path {
+                "probe" => ("weft.test/v1", "ScalarProbe", "/spec"),
+                "deployment" => ("apps/v1", "Deployment", "/spec"),
+                _ => ("v1", "ConfigMap", "/data"),
+            };
+            let a = stored(&client, &helm_ns, api_version, kind, "scalars").await;
+            let b = stored(&client, &weft_ns, api_version, kind, "scalars").await;
+            (
+                a.pointer(pointer).cloned().unwrap_or(Value::Null),
+                b.pointer(pointer).cloned().unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (helm_probe, weft_probe) = both("probe").await;
+    assert_eq!(weft_probe, helm_probe);
+    assert_eq!(helm_probe["integers"]["octal"], serde_json::json!(365));
+    let (helm_data, weft_data) = both("configmap").await;
+    assert_eq!(weft_data, helm_data);
+    assert_eq!(weft_data["mode"], serde_json::json!("0555"));
+    let (helm_spec, weft_spec) = both("deployment").await;
+    for pointer in [
+        "/replicas",
+        "/revisionHistoryLimit",
+        "/progressDeadlineSeconds",
+        "/template/spec/automountServiceAccountToken",
+        "/template/spec/terminationGracePeriodSeconds",
+        "/template/spec/containers/0/tty",
+        "/template/spec/volumes",
+    ] {
+        assert_eq!(
+            weft_spec.pointer(pointer),
+            helm_spec.pointer(pointer),
+            "{pointer}"
+        );
+    }
+    let modes: Vec<Value> = weft_spec["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            v.pointer("/configMap/defaultMode")
+                .or_else(|| v.pointer("/secret/defaultMode"))
+                .cloned()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(modes, [365, 292, 256]);
+    println!(
+        "stored by helm install and by weft alike: defaultMode 0555 → 365, 0444 → 292, 0o400 → 256"
+    );
+    by_helm.delete().await;
+    by_weft.delete().await;
+}

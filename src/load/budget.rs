@@ -10,10 +10,12 @@
 //! not recursed into.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-/// The bounds of one unit of work (one YAML file, one chart's render).
+/// The bounds of one unit of work: a whole load and its render (every YAML file, every chart).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Nodes (scalars, sequences, mappings) produced beyond the input's own.
@@ -111,12 +113,19 @@ pub fn measure(value: &Value, limits: &Limits) -> Size {
     size
 }
 
-/// What has been produced so far against [`Limits`].
+/// What has been produced so far against [`Limits`]. One budget bounds a whole load and the
+/// render that follows it (every file, every chart): a clone is a handle on the *same* counts,
+/// so what one file or chart spends, the next one no longer has.
 #[derive(Clone, Debug)]
 pub struct Budget {
     limits: Limits,
-    nodes: usize,
-    bytes: usize,
+    spent: Arc<Spent>,
+}
+
+#[derive(Debug, Default)]
+struct Spent {
+    nodes: AtomicUsize,
+    bytes: AtomicUsize,
 }
 
 impl Default for Budget {
@@ -125,12 +134,22 @@ impl Default for Budget {
     }
 }
 
+fn charge(counter: &AtomicUsize, amount: usize) -> usize {
+    // Saturating: a huge charge must not wrap around to a small count.
+    let previous = counter
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            Some(n.saturating_add(amount))
+        })
+        .unwrap_or(usize::MAX);
+    previous.saturating_add(amount)
+}
+
 impl Budget {
+    /// A new budget, nothing spent.
     pub fn new(limits: Limits) -> Self {
         Budget {
             limits,
-            nodes: 0,
-            bytes: 0,
+            spent: Arc::default(),
         }
     }
 
@@ -138,10 +157,17 @@ impl Budget {
         &self.limits
     }
 
+    /// Nodes and bytes spent so far (by every handle of this budget).
+    pub fn spent(&self) -> (usize, usize) {
+        (
+            self.spent.nodes.load(Ordering::Relaxed),
+            self.spent.bytes.load(Ordering::Relaxed),
+        )
+    }
+
     /// Charge `nodes` new nodes.
     pub fn nodes(&mut self, nodes: usize) -> Result<(), Exceeded> {
-        self.nodes = self.nodes.saturating_add(nodes);
-        if self.nodes > self.limits.max_nodes {
+        if charge(&self.spent.nodes, nodes) > self.limits.max_nodes {
             return Err(self.exceeded(Resource::Nodes));
         }
         Ok(())
@@ -149,8 +175,7 @@ impl Budget {
 
     /// Charge `bytes` new bytes of text.
     pub fn bytes(&mut self, bytes: usize) -> Result<(), Exceeded> {
-        self.bytes = self.bytes.saturating_add(bytes);
-        if self.bytes > self.limits.max_bytes {
+        if charge(&self.spent.bytes, bytes) > self.limits.max_bytes {
             return Err(self.exceeded(Resource::Bytes));
         }
         Ok(())
@@ -236,6 +261,25 @@ mod tests {
         assert_eq!(err.resource, Resource::Depth);
         let err = Budget::new(budget.limits).bytes(101).unwrap_err();
         assert_eq!(err.resource, Resource::Bytes);
+    }
+
+    #[test]
+    fn clones_charge_one_budget() {
+        let budget = Budget::new(Limits {
+            max_nodes: 10,
+            max_bytes: 100,
+            max_depth: 3,
+        });
+        let mut first_file = budget.clone();
+        let mut second_file = budget.clone();
+        first_file.nodes(6).unwrap();
+        let err = second_file.nodes(6).unwrap_err();
+        assert_eq!(err.resource, Resource::Nodes);
+        assert_eq!(budget.spent().0, 12);
+        // A huge charge saturates instead of wrapping around.
+        let mut b = Budget::default();
+        assert!(b.bytes(usize::MAX).is_err());
+        assert!(b.bytes(usize::MAX).is_err());
     }
 
     #[test]

@@ -134,6 +134,10 @@ pub struct LoadedRepo {
     pub manifests: Vec<Sourced<Doc>>,
     /// The snapshot itself, for chart directories referenced by `source.type: local`.
     pub snapshot: Arc<Snapshot>,
+    /// The one budget of this load and its render: what YAML anchors and aliases copied in
+    /// every file, which `${…}` substitutions and overlays go on charging (a handle on the same
+    /// counts; also in `armada.budget`).
+    pub budget: budget::Budget,
 }
 
 impl LoadedRepo {
@@ -178,6 +182,12 @@ pub struct LoadOptions {
     pub target_manifest: Option<String>,
 }
 
+/// Whether a file may be a SOPS file (an encrypted value, or a `sops` key anywhere): its
+/// documents are parsed together, as decryption needs them all.
+fn may_be_sops(bytes: &[u8]) -> bool {
+    crate::source::sops::may_be_encrypted(bytes) || bytes.windows(5).any(|w| w == b"sops:")
+}
+
 /// sops's own configuration (creation rules), not a manifest.
 fn is_sops_config(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
@@ -202,6 +212,8 @@ pub fn load_with(
     let candidates = chart_dirs(&snapshot);
     let mut loader = Loader {
         opts,
+        budget: budget::Budget::default(),
+        stopped: false,
         diags: Diagnostics::default(),
         cleartexts: sops::Cleartexts::default(),
         wc_schema: crd_schema(WeaveCloud::crd()),
@@ -256,6 +268,7 @@ pub fn load_with(
         armada_docs,
         weaveclouds,
         manifests,
+        budget,
         ..
     } = loader;
     // Charts read their files from the repository's snapshot: encrypted ones in cleartext.
@@ -269,12 +282,16 @@ pub fn load_with(
         Some(decrypted) => Arc::new(decrypted),
         None => snapshot,
     };
+    let mut armada =
+        armada::load_targeted(armada_docs, opts.target_manifest.as_deref(), &mut diags);
+    armada.budget = budget.clone();
     let repo = LoadedRepo {
         revision: snapshot.revision.clone(),
         snapshot,
         weaveclouds,
         manifests,
-        armada: armada::load_targeted(armada_docs, opts.target_manifest.as_deref(), &mut diags),
+        armada,
+        budget,
     };
     check_one_weavecloud_per_namespace(&repo, &mut diags);
     for d in &mut diags.0 {
@@ -303,9 +320,17 @@ fn under_any(path: &str, dirs: &[String]) -> bool {
         .any(|d| d.is_empty() || path.starts_with(d.as_str()))
 }
 
+/// The most diagnostics one load collects: past them it stops reading (a file of a million
+/// broken documents must not make a million messages).
+pub const MAX_DIAGNOSTICS: usize = 10_000;
+
 /// The state of one load while it goes through the files.
 struct Loader<'a> {
     opts: &'a LoadOptions,
+    /// The one budget of the load (and of the render after it).
+    budget: budget::Budget,
+    /// Too many diagnostics: the rest of the repository is not read.
+    stopped: bool,
     diags: Diagnostics,
     cleartexts: sops::Cleartexts,
     wc_schema: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
@@ -318,30 +343,42 @@ struct Loader<'a> {
 impl Loader<'_> {
     /// Parse, decrypt and classify the documents of one file.
     fn file(&mut self, path: &str, bytes: &[u8]) {
-        if !is_yaml(path) || is_sops_config(path) {
+        if !is_yaml(path) || is_sops_config(path) || self.stop_if_too_many(path) {
             return;
         }
-        let diags = &mut self.diags;
         let file_origin = Origin {
             file: path.to_string(),
             pos: Pos { line: 1, col: 1 },
         };
         let Ok(text) = std::str::from_utf8(bytes) else {
-            diags.error(file_origin, "file is not valid UTF-8");
+            self.diags.error(file_origin, "file is not valid UTF-8");
             return;
         };
-        let mut docs = match yaml::parse_documents(text, YamlLimits::default()) {
-            Ok(d) => d,
-            Err(e) => {
-                diags.error(
-                    Origin {
-                        file: path.to_string(),
-                        pos: e.pos,
-                    },
-                    e.message,
-                );
-                return;
+        let limits = YamlLimits::default();
+        let mut budget = self.budget.clone();
+        let parse_error = |diags: &mut Diagnostics, e: yaml::YamlError| {
+            diags.error(
+                Origin {
+                    file: path.to_string(),
+                    pos: e.pos,
+                },
+                e.message,
+            )
+        };
+        if !may_be_sops(bytes) {
+            // Each document is classified as soon as it is parsed: a file of many documents
+            // is never held whole as trees.
+            let result = yaml::for_each_document(text, limits, &mut budget, |doc| {
+                self.parsed(path, doc);
+            });
+            if let Err(e) = result {
+                parse_error(&mut self.diags, e);
             }
+            return;
+        }
+        let mut docs = match yaml::parse_documents_in(text, limits, &mut budget) {
+            Ok(d) => d,
+            Err(e) => return parse_error(&mut self.diags, e),
         };
         let decryption = sops::decrypt_documents(
             path,
@@ -349,22 +386,48 @@ impl Loader<'_> {
             &mut docs,
             &self.opts.identities,
             &mut self.cleartexts,
-            diags,
+            &mut self.diags,
         );
         if decryption == sops::FileDecryption::Failed {
             return;
         }
         for doc in docs {
-            let raw = RawDoc {
-                origin: Origin {
-                    file: path.to_string(),
-                    pos: doc.positions.get("").unwrap_or(doc.start),
-                },
-                value: doc.value,
-                positions: doc.positions,
-            };
-            self.document(raw);
+            self.parsed(path, doc);
         }
+    }
+
+    /// Classify one parsed document of `path` (empty ones are skipped).
+    fn parsed(&mut self, path: &str, doc: yaml::YamlDoc) {
+        if doc.value.is_null() || self.stopped {
+            return;
+        }
+        let raw = RawDoc {
+            origin: Origin {
+                file: path.to_string(),
+                pos: doc.positions.get("").unwrap_or(doc.start),
+            },
+            value: doc.value,
+            positions: doc.positions,
+        };
+        self.document(raw);
+        self.stop_if_too_many(path);
+    }
+
+    /// Stop reading once [`MAX_DIAGNOSTICS`] were collected, with an error saying so.
+    fn stop_if_too_many(&mut self, path: &str) -> bool {
+        if !self.stopped && self.diags.0.len() >= MAX_DIAGNOSTICS {
+            self.stopped = true;
+            self.diags.error(
+                Origin {
+                    file: path.to_string(),
+                    pos: Pos { line: 1, col: 1 },
+                },
+                format!(
+                    "{MAX_DIAGNOSTICS} problems found; the rest of the repository was not read (fix these first)"
+                ),
+            );
+        }
+        self.stopped
     }
 
     fn document(&mut self, raw: RawDoc) {
@@ -452,10 +515,16 @@ fn identify(raw: &RawDoc, diags: &mut Diagnostics) -> Option<Identity> {
         .unwrap_or("")
         .to_string();
     let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    // Quoted in messages: cut to a bound (the names are the repository's, unchecked yet).
     let display = if namespace.is_empty() {
-        format!("{kind} `{name}`")
+        format!("{} `{}`", yaml::quoted(&kind), yaml::quoted(&name))
     } else {
-        format!("{kind} `{namespace}/{name}`")
+        format!(
+            "{} `{}/{}`",
+            yaml::quoted(&kind),
+            yaml::quoted(&namespace),
+            yaml::quoted(&name)
+        )
     };
     Some(Identity {
         key: format!("{group}|{kind}|{namespace}|{name}"),

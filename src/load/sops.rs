@@ -124,7 +124,8 @@ pub fn decrypt_documents(
     cleartexts: &mut Cleartexts,
     diags: &mut Diagnostics,
 ) -> FileDecryption {
-    if !sops::may_be_encrypted(bytes) || !docs.iter().any(|d| sops::has_sops_metadata(&d.value)) {
+    // Not only files with an encrypted value: one with sops metadata but no MAC is refused.
+    if !docs.iter().any(|d| sops::has_sops_metadata(&d.value)) {
         return FileDecryption::NotEncrypted;
     }
     let decrypted = match sops::decrypt(path, bytes, Format::from_file_name(path), identities) {
@@ -336,6 +337,23 @@ mod tests {
                 .contains("apps/x.yaml:1:1: the value at `name` failed authentication"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_sops_looking_file_without_a_mac_is_refused_not_applied_as_plain() {
+        // sops metadata (recipients, lastmodified) but the MAC removed, and no encrypted value
+        // left: before, the file was loaded as a plain ConfigMap, `sops` key and all.
+        let stripped = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default}\n\
+            data: {password: hunter2}\nsops:\n  age:\n    - recipient: age1x\n      enc: x\n\
+            \x20 lastmodified: \"2024-01-01T00:00:00Z\"\n  version: 3.9.0\n";
+        let err = load_with(snapshot(&[("apps/cm.yaml", stripped)]), &with_key()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("apps/cm.yaml:1:1"), "{text}");
+        assert!(text.contains("`mac` is missing"), "{text}");
+        // A document whose `sops` is not sops metadata stays a plain document.
+        assert!(!sops::has_sops_metadata(
+            &json!({"sops": {"enabled": true}})
+        ));
     }
 
     #[test]

@@ -130,3 +130,51 @@ fn when_a_document_fails_no_chart_directory_is_called_stray() {
     assert!(!text.contains("charts/web/templates"), "{text}");
     assert!(!text.contains("no Armada chart has"), "{text}");
 }
+
+/// A ConfigMap whose data copies an anchored list of 1,000 strings `aliases` times.
+fn alias_file(i: usize, aliases: usize) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a{i}, namespace: default}}\nx: &x [{}]\ndata: {{{}}}\n",
+        vec!["abcdefgh"; 1000].join(", "),
+        (0..aliases).map(|j| format!("k{j}: *x")).collect::<Vec<_>>().join(", ")
+    )
+}
+
+#[test]
+fn one_budget_bounds_every_file_of_a_load() {
+    // One file copies 20,020 nodes (20 aliases of 1,001): far within the budget. Forty of them
+    // (800,000 nodes) were each within a per-file budget; the load's one budget refuses them.
+    let files: Vec<(String, String)> = (0..40)
+        .map(|i| (format!("f{i:02}.yaml"), alias_file(i, 20)))
+        .collect();
+    let one: Vec<(&str, &str)> = vec![(files[0].0.as_str(), files[0].1.as_str())];
+    let (repo, _) = load(snapshot(&one)).unwrap();
+    let (nodes, _) = repo.budget.spent();
+    assert_eq!(nodes, 1001 * 21, "the anchor and its 20 aliases");
+    let all: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let err = load(snapshot(&all)).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("anchors and aliases would produce more than 250000"),
+        "{text}"
+    );
+    // The files before the budget ran out loaded; the first refused one is named.
+    assert!(text.contains("f11.yaml:"), "{text}");
+}
+
+#[test]
+fn empty_documents_cost_nothing_and_broken_ones_stop_at_a_bound() {
+    // 2 MiB of `---`: streamed, nothing kept (and within the documents per file).
+    let (repo, _) = load(snapshot(&[("e.yaml", &"---\n".repeat(90_000))])).unwrap();
+    assert!(repo.manifests.is_empty());
+    // 50,000 documents that are not objects: the load stops at MAX_DIAGNOSTICS messages.
+    let err = load(snapshot(&[("s.yaml", &"--- a\n".repeat(50_000))])).unwrap_err();
+    let errors = err.0.errors().count();
+    assert_eq!(errors, MAX_DIAGNOSTICS + 1, "{}", err.0 .0.last().unwrap());
+    assert!(err
+        .to_string()
+        .contains("the rest of the repository was not read"));
+}

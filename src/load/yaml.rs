@@ -33,35 +33,139 @@ impl Pos {
     }
 }
 
-/// Where each node of a document is: JSON pointer (RFC 6901) → position of the node. For a
-/// mapping entry the position is that of its key, which is where a user looks for a bad field.
+/// Where each node of a document is, looked up by JSON pointer (RFC 6901). For a mapping entry
+/// the position is that of its key, which is where a user looks for a bad field.
+///
+/// A tree parallel to the document, stored flat in document order: each node keeps its
+/// position, the end of its subtree and, for a mapping entry, its key (in one shared string).
+/// So a node costs the same whatever its depth (20 bytes plus its key), not its whole pointer:
+/// memory is bounded by the input. A lookup walks the pointer's segments through the children
+/// of each node. Nodes copied by an alias have no positions of their own (the alias has one).
 #[derive(Clone, Debug, Default)]
 pub struct Positions {
-    map: HashMap<String, Pos>,
+    nodes: Vec<PosNode>,
+    keys: String,
 }
+
+#[derive(Clone, Copy, Debug)]
+struct PosNode {
+    pos: Pos,
+    /// Index one past the node's last descendant.
+    end: u32,
+    /// Start of its key in `keys`; `key_len == SEQ_ITEM` for an item of a sequence.
+    key_start: u32,
+    key_len: u32,
+}
+
+const SEQ_ITEM: u32 = u32::MAX;
 
 impl Positions {
     /// The position of the node at `pointer`, or of its nearest ancestor that has one.
     pub fn find(&self, pointer: &str) -> Pos {
-        let mut p = pointer;
-        loop {
-            if let Some(pos) = self.map.get(p) {
-                return *pos;
-            }
-            match p.rfind('/') {
-                Some(i) => p = &p[..i],
-                None => return self.map.get("").copied().unwrap_or_default(),
-            }
+        match self.walk(pointer) {
+            (Some(i), _) | (None, Some(i)) => self.nodes[i].pos,
+            (None, None) => Pos::default(),
         }
     }
 
     /// The position recorded for exactly `pointer`, if any.
     pub fn get(&self, pointer: &str) -> Option<Pos> {
-        self.map.get(pointer).copied()
+        self.walk(pointer).0.map(|i| self.nodes[i].pos)
     }
 
-    fn insert(&mut self, pointer: String, pos: Pos) {
-        self.map.entry(pointer).or_insert(pos);
+    /// How many nodes have a position.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The heap memory these positions hold, in bytes.
+    pub fn heap_bytes(&self) -> usize {
+        self.nodes.capacity() * std::mem::size_of::<PosNode>() + self.keys.capacity()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// (the node at `pointer`, the deepest ancestor found on the way).
+    fn walk(&self, pointer: &str) -> (Option<usize>, Option<usize>) {
+        if self.nodes.is_empty() {
+            return (None, None);
+        }
+        let mut current = 0usize;
+        if pointer.is_empty() {
+            return (Some(0), Some(0));
+        }
+        let Some(rest) = pointer.strip_prefix('/') else {
+            return (None, Some(0));
+        };
+        for raw in rest.split('/') {
+            let segment = unescape_pointer(raw);
+            match self.child(current, &segment) {
+                Some(child) => current = child,
+                None => return (None, Some(current)),
+            }
+        }
+        (Some(current), Some(current))
+    }
+
+    /// The child of `parent` named `segment` (a key, or an index of a sequence).
+    fn child(&self, parent: usize, segment: &str) -> Option<usize> {
+        let end = self.nodes[parent].end as usize;
+        let mut i = parent + 1;
+        let mut ordinal = 0usize;
+        let index: Option<usize> = segment.parse().ok();
+        while i < end {
+            let node = &self.nodes[i];
+            let hit = if node.key_len == SEQ_ITEM {
+                index == Some(ordinal)
+            } else {
+                let start = node.key_start as usize;
+                self.keys.get(start..start + node.key_len as usize) == Some(segment)
+            };
+            if hit {
+                return Some(i);
+            }
+            ordinal += 1;
+            i = (node.end as usize).max(i + 1);
+        }
+        None
+    }
+
+    /// Add a node (its subtree empty so far) and return its index.
+    fn push(&mut self, pos: Pos, key: Option<&str>) -> usize {
+        let index = self.nodes.len();
+        let (key_start, key_len) = match key {
+            Some(k) => {
+                let start = self.keys.len() as u32;
+                self.keys.push_str(k);
+                (start, k.len() as u32)
+            }
+            None => (0, SEQ_ITEM),
+        };
+        self.nodes.push(PosNode {
+            pos,
+            end: index as u32 + 1,
+            key_start,
+            key_len,
+        });
+        index
+    }
+
+    /// Close the subtree of node `index`: every node added since belongs to it.
+    fn close(&mut self, index: usize) {
+        let end = self.nodes.len() as u32;
+        if let Some(node) = self.nodes.get_mut(index) {
+            node.end = end;
+        }
+    }
+}
+
+fn unescape_pointer(segment: &str) -> std::borrow::Cow<'_, str> {
+    if segment.contains('~') {
+        segment.replace("~1", "/").replace("~0", "~").into()
+    } else {
+        segment.into()
     }
 }
 
@@ -87,12 +191,18 @@ pub struct YamlError {
 /// Limits that keep parsing bounded.
 #[derive(Clone, Copy, Debug)]
 pub struct YamlLimits {
-    /// Maximum nodes copied by anchors and aliases in one file, beyond the file's own nodes.
+    /// Maximum nodes copied by anchors and aliases, beyond the input's own, when the parse has
+    /// a budget of its own ([`parse_documents`]); a load charges its one budget instead.
     pub max_alias_nodes: usize,
-    /// Maximum bytes of text (strings and keys) copied by anchors and aliases in one file.
+    /// Maximum bytes of text (strings and keys) copied by anchors and aliases, likewise.
     pub max_alias_bytes: usize,
     /// Maximum nesting depth.
     pub max_depth: usize,
+    /// Maximum nodes of one document, its own and copied: a Kubernetes object is at most about
+    /// 1.5 MiB (etcd's request limit), far fewer nodes than this.
+    pub max_document_nodes: usize,
+    /// Maximum documents in one file (empty ones included).
+    pub max_documents: usize,
 }
 
 impl Default for YamlLimits {
@@ -101,23 +211,53 @@ impl Default for YamlLimits {
             max_alias_nodes: 100_000,
             max_alias_bytes: 16 * 1024 * 1024,
             max_depth: 256,
+            max_document_nodes: 1_000_000,
+            max_documents: 100_000,
         }
     }
 }
 
-/// Parse every document of `text`. Empty documents are kept as `Value::Null`.
+/// Parse every document of `text` with a budget of its own (`limits`' alias bounds). Empty
+/// documents are kept as `Value::Null`.
 pub fn parse_documents(text: &str, limits: YamlLimits) -> Result<Vec<YamlDoc>, YamlError> {
+    let mut budget = Budget::new(Limits {
+        max_nodes: limits.max_alias_nodes,
+        max_bytes: limits.max_alias_bytes,
+        max_depth: usize::MAX,
+    });
+    parse_documents_in(text, limits, &mut budget)
+}
+
+/// Parse every document of `text`, charging what anchors and aliases copy to `budget` (shared
+/// by a whole load and render). Empty documents are kept as `Value::Null`.
+pub fn parse_documents_in(
+    text: &str,
+    limits: YamlLimits,
+    budget: &mut Budget,
+) -> Result<Vec<YamlDoc>, YamlError> {
+    let mut docs = Vec::new();
+    for_each_document(text, limits, budget, |doc| docs.push(doc))?;
+    Ok(docs)
+}
+
+/// Parse `text` one document at a time, handing each to `each` as soon as it is complete, so
+/// that a file of many documents is never held whole as trees.
+pub fn for_each_document(
+    text: &str,
+    limits: YamlLimits,
+    budget: &mut Budget,
+    each: impl FnMut(YamlDoc),
+) -> Result<(), YamlError> {
     let mut builder = Builder {
         limits,
         anchors: HashMap::new(),
-        copies: Budget::new(Limits {
-            max_nodes: limits.max_alias_nodes,
-            max_bytes: limits.max_alias_bytes,
-            max_depth: usize::MAX,
-        }),
-        docs: Vec::new(),
+        copies: budget,
+        each,
+        documents: 0,
+        document_nodes: 0,
         stack: Vec::new(),
         positions: Positions::default(),
+        pending: None,
         doc_start: Pos::default(),
     };
     let mut parser = Parser::new_from_str(text);
@@ -131,62 +271,82 @@ pub fn parse_documents(text: &str, limits: YamlLimits) -> Result<Vec<YamlDoc>, Y
         })?;
         builder.event(event, span)?;
     }
-    Ok(builder.docs)
+    Ok(())
 }
 
 enum Frame {
     Seq {
         items: Vec<Value>,
         anchor: usize,
-        pointer: String,
+        /// Its node in the positions tree.
+        node: usize,
         nodes: usize,
     },
     Map {
         map: Map<String, Value>,
         anchor: usize,
-        pointer: String,
+        node: usize,
         pending_key: Option<(String, Pos)>,
         merged: Vec<Value>,
         nodes: usize,
     },
 }
 
-struct Builder {
+struct Builder<'b, F> {
     limits: YamlLimits,
     /// anchor id → (value, node count)
     anchors: HashMap<usize, (Value, Size)>,
-    /// What anchors and aliases copied so far in this file.
-    copies: Budget,
-    docs: Vec<YamlDoc>,
+    /// What anchors and aliases copy, charged to the load's budget.
+    copies: &'b mut Budget,
+    each: F,
+    documents: usize,
+    /// Nodes of the current document, own and copied.
+    document_nodes: usize,
     stack: Vec<Frame>,
     positions: Positions,
+    /// The positions node made for a mapping key, which its value takes.
+    pending: Option<usize>,
     doc_start: Pos,
 }
 
-fn escape_pointer(key: &str) -> String {
-    // Almost no key needs escaping; skip the two scans-and-copies for those.
-    if key.contains(['~', '/']) {
-        key.replace('~', "~0").replace('/', "~1")
-    } else {
-        key.to_string()
+/// A key or scalar cut to a bound, for messages: they quote the input only so far.
+pub fn quoted(key: &str) -> String {
+    const MAX: usize = 120;
+    match key.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &key[..at]),
+        None => key.to_string(),
     }
 }
 
-impl Builder {
-    /// The pointer the next value gets, given the current stack top.
-    fn child_pointer(&self) -> Option<String> {
+impl<F: FnMut(YamlDoc)> Builder<'_, F> {
+    /// The positions node of the value that starts now (made for it unless it is a mapping
+    /// value, whose key made it), or `None` for a mapping key.
+    fn value_node(&mut self, pos: Pos) -> Option<usize> {
         match self.stack.last() {
-            None => Some(String::new()),
-            Some(Frame::Seq { items, pointer, .. }) => Some(format!("{pointer}/{}", items.len())),
+            None => Some(self.positions.push(pos, None)),
+            Some(Frame::Seq { .. }) => Some(self.positions.push(pos, None)),
             Some(Frame::Map {
-                pending_key: Some((k, _)),
-                pointer,
+                pending_key: Some(_),
                 ..
-            }) => Some(format!("{pointer}/{}", escape_pointer(k))),
+            }) => self.pending.take(),
             Some(Frame::Map {
                 pending_key: None, ..
-            }) => None, // this value is a key
+            }) => None,
         }
+    }
+
+    fn count(&mut self, nodes: usize, pos: Pos) -> Result<(), YamlError> {
+        self.document_nodes = self.document_nodes.saturating_add(nodes);
+        if self.document_nodes > self.limits.max_document_nodes {
+            return Err(YamlError {
+                pos,
+                message: format!(
+                    "a document of more than {} YAML nodes; refusing to read further",
+                    self.limits.max_document_nodes
+                ),
+            });
+        }
+        Ok(())
     }
 
     fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), YamlError> {
@@ -194,12 +354,25 @@ impl Builder {
         match event {
             Event::StreamStart | Event::StreamEnd | Event::Nothing | Event::DocumentEnd => Ok(()),
             Event::DocumentStart(_) => {
+                self.documents += 1;
+                if self.documents > self.limits.max_documents {
+                    return Err(YamlError {
+                        pos,
+                        message: format!(
+                            "more than {} documents in one file; refusing to read further",
+                            self.limits.max_documents
+                        ),
+                    });
+                }
                 self.positions = Positions::default();
+                self.pending = None;
                 self.anchors.clear();
+                self.document_nodes = 0;
                 self.doc_start = pos;
                 Ok(())
             }
             Event::Scalar(text, style, anchor, tag) => {
+                self.count(1, pos)?;
                 let value =
                     resolve_scalar(&text, style, tag.as_deref().map(|t| t.suffix.as_str()), pos)?;
                 if anchor > 0 {
@@ -219,29 +392,40 @@ impl Builder {
                 };
                 // Charge before cloning: a refused alias never copies.
                 self.charge_copy(size, pos)?;
+                self.count(size.nodes, pos)?;
                 let value = self.anchors[&id].0.clone();
                 self.push_value(value, size.nodes, pos)
             }
             Event::SequenceStart(anchor, _) => {
                 self.check_depth(pos)?;
-                let pointer = self.child_pointer().unwrap_or_default();
-                self.record(pos);
+                self.count(1, pos)?;
+                let Some(node) = self.value_node(pos) else {
+                    return Err(YamlError {
+                        pos,
+                        message: "a mapping key must be a scalar".into(),
+                    });
+                };
                 self.stack.push(Frame::Seq {
                     items: Vec::new(),
                     anchor,
-                    pointer,
+                    node,
                     nodes: 1,
                 });
                 Ok(())
             }
             Event::MappingStart(anchor, _) => {
                 self.check_depth(pos)?;
-                let pointer = self.child_pointer().unwrap_or_default();
-                self.record(pos);
+                self.count(1, pos)?;
+                let Some(node) = self.value_node(pos) else {
+                    return Err(YamlError {
+                        pos,
+                        message: "a mapping key must be a scalar".into(),
+                    });
+                };
                 self.stack.push(Frame::Map {
                     map: Map::new(),
                     anchor,
-                    pointer,
+                    node,
                     pending_key: None,
                     merged: Vec::new(),
                     nodes: 1,
@@ -252,9 +436,10 @@ impl Builder {
                 Some(Frame::Seq {
                     items,
                     anchor,
+                    node,
                     nodes,
-                    ..
                 }) => {
+                    self.positions.close(node);
                     let value = Value::Array(items);
                     if anchor > 0 {
                         self.anchor(anchor, &value, pos)?;
@@ -270,10 +455,12 @@ impl Builder {
                 Some(Frame::Map {
                     mut map,
                     anchor,
+                    node,
                     merged,
                     nodes,
                     ..
                 }) => {
+                    self.positions.close(node);
                     // `<<` merge keys: explicit keys win, earlier merge sources win over later ones.
                     for source in merged {
                         let sources = match source {
@@ -337,18 +524,10 @@ impl Builder {
         Ok(())
     }
 
-    fn record(&mut self, pos: Pos) {
-        if let Some(pointer) = self.child_pointer() {
-            // For mapping values the key's position was recorded already; keep it.
-            self.positions.insert(pointer, pos);
-        }
-    }
-
     /// A scalar or alias: either a mapping key or a value.
     fn push_value(&mut self, value: Value, nodes: usize, pos: Pos) -> Result<(), YamlError> {
         if let Some(Frame::Map {
             pending_key: pending @ None,
-            pointer,
             map,
             ..
         }) = self.stack.last_mut()
@@ -368,15 +547,14 @@ impl Builder {
             if key != "<<" && map.contains_key(&key) {
                 return Err(YamlError {
                     pos,
-                    message: format!("duplicate key `{key}` in the same mapping"),
+                    message: format!("duplicate key `{}` in the same mapping", quoted(&key)),
                 });
             }
-            let child = format!("{pointer}/{}", escape_pointer(&key));
-            self.positions.insert(child, pos);
+            self.pending = Some(self.positions.push(pos, Some(&key)));
             *pending = Some((key, pos));
             return Ok(());
         }
-        self.record(pos);
+        self.value_node(pos);
         self.attach(value, nodes, pos)
     }
 
@@ -384,11 +562,12 @@ impl Builder {
     fn attach(&mut self, value: Value, child_nodes: usize, _pos: Pos) -> Result<(), YamlError> {
         match self.stack.last_mut() {
             None => {
-                self.docs.push(YamlDoc {
+                let doc = YamlDoc {
                     value,
                     positions: std::mem::take(&mut self.positions),
                     start: self.doc_start,
-                });
+                };
+                (self.each)(doc);
             }
             Some(Frame::Seq { items, nodes, .. }) => {
                 items.push(value);
@@ -426,7 +605,7 @@ fn resolve_scalar(
 ) -> Result<Value, YamlError> {
     let bad = |what: &str| YamlError {
         pos,
-        message: format!("`{text}` is not a valid {what}"),
+        message: format!("`{}` is not a valid {what}", quoted(text)),
     };
     match tag {
         Some("str") => return Ok(Value::String(text.to_string())),
@@ -618,6 +797,118 @@ mod tests {
         let err = parse_documents(&text, YamlLimits::default()).unwrap_err();
         assert!(err.message.contains("bytes"), "{err}");
         assert_eq!(err.pos.line, 2, "{err}");
+    }
+
+    #[test]
+    fn positions_cost_the_same_at_any_depth() {
+        // The shape of issue 30's 146 KB file: long keys nested deep, many leaves at the
+        // bottom. Storing each node's whole pointer made this gigabytes.
+        let key = "k".repeat(400);
+        let depth = 200;
+        let mut text = String::new();
+        for i in 0..depth {
+            text.push_str(&format!("{}{key}{i}:\n", "  ".repeat(i)));
+        }
+        for j in 0..2000 {
+            text.push_str(&format!("{}l{j}: {j}\n", "  ".repeat(depth)));
+        }
+        let d = one(&text);
+        assert_eq!(d.positions.len(), depth + 2000 + 1);
+        let per_input_byte = d.positions.heap_bytes() as f64 / text.len() as f64;
+        println!(
+            "{} bytes of YAML: {} nodes, positions {} bytes ({per_input_byte:.2} per input byte)",
+            text.len(),
+            d.positions.len(),
+            d.positions.heap_bytes()
+        );
+        assert!(per_input_byte < 2.0, "{per_input_byte}");
+        // Lookups by pointer still work, for errors.
+        let pointer: String = (0..depth).map(|i| format!("/{key}{i}")).collect();
+        assert_eq!(
+            d.positions.get(&format!("{pointer}/l1999")),
+            Some(Pos {
+                line: (depth + 2000) as u32,
+                col: 2 * depth as u32 + 1
+            })
+        );
+        assert_eq!(
+            d.positions.find(&format!("{pointer}/missing/deeper")).line,
+            depth as u32
+        );
+    }
+
+    #[test]
+    fn escaped_pointer_segments_and_sequences_inside_mappings() {
+        let d = one("a/b:\n  - x\n  - {c~d: 1}\n");
+        assert_eq!(
+            d.positions.get("/a~1b/1/c~0d"),
+            Some(Pos { line: 3, col: 6 })
+        );
+        assert_eq!(d.positions.get("/a~1b/2"), None);
+        assert_eq!(d.positions.get(""), Some(Pos { line: 1, col: 1 }));
+    }
+
+    #[test]
+    fn a_load_budget_is_shared_by_every_file() {
+        // Each file is within the limits alone; the shared budget refuses the fifth.
+        let text = format!("a: &a [{}]\nb: [*a, *a, *a]\n", vec!["x"; 1000].join(", "));
+        let mut budget = Budget::new(Limits {
+            max_nodes: 16_000,
+            max_bytes: usize::MAX,
+            max_depth: usize::MAX,
+        });
+        let results: Vec<bool> = (0..5)
+            .map(|_| parse_documents_in(&text, YamlLimits::default(), &mut budget).is_ok())
+            .collect();
+        assert_eq!(results, [true, true, true, false, false]);
+    }
+
+    #[test]
+    fn documents_and_their_nodes_are_bounded() {
+        let limits = YamlLimits {
+            max_documents: 1000,
+            ..YamlLimits::default()
+        };
+        let err = parse_documents(&"---\n".repeat(5000), limits).unwrap_err();
+        assert!(err.message.contains("more than 1000 documents"), "{err}");
+        let limits = YamlLimits {
+            max_document_nodes: 1000,
+            ..YamlLimits::default()
+        };
+        let text = format!("a: [{}]\n", vec!["[]"; 2000].join(","));
+        let err = parse_documents(&text, limits).unwrap_err();
+        assert!(err.message.contains("more than 1000 YAML nodes"), "{err}");
+        // Streaming hands documents over one by one.
+        let mut seen = 0;
+        for_each_document(
+            "a: 1\n---\nb: 2\n",
+            YamlLimits::default(),
+            &mut Budget::default(),
+            |_| seen += 1,
+        )
+        .unwrap();
+        assert_eq!(seen, 2);
+    }
+
+    #[test]
+    fn a_collection_as_a_mapping_key_is_an_error() {
+        let err = parse_documents("? [a]\n: x\n", YamlLimits::default()).unwrap_err();
+        assert!(err.message.contains("key must be a scalar"), "{err}");
+    }
+
+    #[test]
+    fn messages_quote_the_input_only_up_to_a_bound() {
+        let long = "9".repeat(100_000);
+        let err =
+            parse_documents(&format!("a: !!float x{long}\n"), YamlLimits::default()).unwrap_err();
+        assert!(err.message.len() < 300, "{}", err.message.len());
+        let key = "k".repeat(1000);
+        let err = parse_documents(
+            &format!("? {key}\n: 1\n? {key}\n: 2\n"),
+            YamlLimits::default(),
+        )
+        .unwrap_err();
+        assert!(err.message.len() < 300, "{}", err.message.len());
     }
 
     #[test]

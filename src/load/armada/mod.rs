@@ -81,6 +81,9 @@ pub struct ArmadaDocs {
     pub charts: Vec<Loaded<ArmadaChart>>,
     pub groups: Vec<Loaded<ArmadaChartGroup>>,
     pub manifests: Vec<Loaded<ArmadaManifest>>,
+    /// The load's budget, which the charts' render goes on charging (a handle on the same
+    /// counts: one budget bounds the whole load and render, see [`crate::load::budget`]).
+    pub budget: crate::load::budget::Budget,
 }
 
 impl ArmadaDocs {

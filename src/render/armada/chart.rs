@@ -189,7 +189,7 @@ impl Renderer<'_> {
             );
             return None;
         };
-        let doc = match parse_one(bytes) {
+        let doc = match parse_one(bytes, &mut self.budget) {
             Ok(d) => d,
             Err((pos, message)) => {
                 self.error(origin(pos), message);
@@ -224,7 +224,7 @@ impl Renderer<'_> {
             return Some((Value::Object(Map::new()), Positions::default()));
         };
         let file = files.display_path("values.yaml");
-        match parse_one(bytes) {
+        match parse_one(bytes, &mut self.budget) {
             Ok((Value::Null, p)) => Some((Value::Object(Map::new()), p)),
             Ok((v @ Value::Object(_), p)) => Some((v, p)),
             Ok((_, p)) => {
@@ -264,7 +264,8 @@ impl Renderer<'_> {
             );
             return;
         };
-        let docs = match yaml::parse_documents(text, YamlLimits::default()) {
+        // Aliases in a chart's templates spend the render's one budget (shared with the load).
+        let docs = match yaml::parse_documents_in(text, YamlLimits::default(), &mut self.budget) {
             Ok(d) => d,
             Err(e) => {
                 self.error(Origin { file, pos: e.pos }, e.message);
@@ -373,11 +374,14 @@ struct ChartMeta {
     version: String,
 }
 
-fn parse_one(bytes: &[u8]) -> Result<(Value, Positions), (crate::load::yaml::Pos, String)> {
+fn parse_one(
+    bytes: &[u8],
+    budget: &mut Budget,
+) -> Result<(Value, Positions), (crate::load::yaml::Pos, String)> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| (Default::default(), "file is not valid UTF-8".to_string()))?;
-    let mut docs =
-        yaml::parse_documents(text, YamlLimits::default()).map_err(|e| (e.pos, e.message))?;
+    let mut docs = yaml::parse_documents_in(text, YamlLimits::default(), budget)
+        .map_err(|e| (e.pos, e.message))?;
     docs.retain(|d| !d.value.is_null());
     match docs.len() {
         0 => Ok((Value::Null, Positions::default())),

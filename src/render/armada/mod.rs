@@ -77,7 +77,6 @@ pub struct RenderedCharts {
     /// The charts that could not be rendered, in plan order.
     pub failures: Vec<ChartFailure>,
 }
-use crate::load::budget::Budget;
 pub use values::{deep_merge, substitute, substitute_str, Builtins};
 
 /// The owner kind of chart objects.
@@ -367,7 +366,7 @@ pub fn render_chart(
         release: &release,
         namespace: &spec.namespace,
         errors: &mut errors,
-        budget: Budget::default(),
+        budget: docs.budget.clone(),
     };
     let rendered = ctx.chart(chart, &files, None, &mut BTreeSet::new());
     if !errors.is_empty() {
@@ -486,7 +485,7 @@ fn from_helm(
         release: &release,
         namespace: &spec.namespace,
         errors: &mut errors,
-        budget: Budget::default(),
+        budget: docs.budget.clone(),
     };
     renderer.chart_overlays(chart, &mut plain);
     if !errors.is_empty() {

@@ -83,6 +83,161 @@ fn is_executable_file(path: &Path) -> bool {
     }
 }
 
+/// Bounds on one helm process, set as rlimits on the child before it starts: a template can
+/// do any amount of work (`{{ range }}` over a doubling string reached 2 GB in seconds), and
+/// helm runs beside the daemon, in its container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessLimits {
+    /// `RLIMIT_AS`: the address space helm may map, in bytes (`None`: unlimited).
+    pub max_memory_bytes: Option<u64>,
+    /// `RLIMIT_CPU`: the CPU time helm may use, in seconds (`None`: unlimited).
+    pub max_cpu_seconds: Option<u64>,
+}
+
+/// Environment variable: helm's address-space limit (`2GiB`, `1500MiB`, bytes; `unlimited`).
+pub const MAX_MEMORY_ENV: &str = "WEFT_HELM_MAX_MEMORY";
+/// Environment variable: helm's CPU-time limit in seconds (`unlimited` for none).
+pub const MAX_CPU_ENV: &str = "WEFT_HELM_MAX_CPU_SECONDS";
+
+impl Default for ProcessLimits {
+    /// 1 GiB of address space and 60 s of CPU. helm's Go runtime maps 700 to 800 MiB of
+    /// address space before it renders anything (`helm version` fails under 700 MiB, works
+    /// at 800), so 1 GiB leaves it about 250 MiB of heap: far more than a large
+    /// openstack-helm chart needs, and little enough that a runaway helm stays beside the
+    /// daemon in its 512 MiB container. A large chart renders in about a second of CPU.
+    fn default() -> Self {
+        ProcessLimits {
+            max_memory_bytes: Some(1024 * 1024 * 1024),
+            max_cpu_seconds: Some(60),
+        }
+    }
+}
+
+impl ProcessLimits {
+    /// The defaults, changed by [`MAX_MEMORY_ENV`] and [`MAX_CPU_ENV`] when they are set.
+    pub fn from_env() -> Result<ProcessLimits, HelmError> {
+        Self::from_values(
+            std::env::var(MAX_MEMORY_ENV).ok().as_deref(),
+            std::env::var(MAX_CPU_ENV).ok().as_deref(),
+        )
+    }
+
+    /// [`ProcessLimits::from_env`] given the variables' values.
+    pub fn from_values(
+        memory: Option<&str>,
+        cpu: Option<&str>,
+    ) -> Result<ProcessLimits, HelmError> {
+        let mut limits = ProcessLimits::default();
+        let bad = |var: &str, value: &str, what: &str| HelmError::BadLimit {
+            variable: var.to_string(),
+            value: value.chars().take(40).collect(),
+            expected: what.to_string(),
+        };
+        if let Some(v) = memory.map(str::trim).filter(|v| !v.is_empty()) {
+            limits.max_memory_bytes = if v == "unlimited" {
+                None
+            } else {
+                Some(parse_size(v).ok_or_else(|| {
+                    bad(
+                        MAX_MEMORY_ENV,
+                        v,
+                        "a size such as `2GiB`, `1500MiB` or `unlimited`",
+                    )
+                })?)
+            };
+        }
+        if let Some(v) = cpu.map(str::trim).filter(|v| !v.is_empty()) {
+            limits.max_cpu_seconds = if v == "unlimited" {
+                None
+            } else {
+                Some(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|s| *s > 0)
+                        .ok_or_else(|| bad(MAX_CPU_ENV, v, "whole seconds or `unlimited`"))?,
+                )
+            };
+        }
+        Ok(limits)
+    }
+
+    /// Set the limits on `command`'s child, between fork and exec.
+    pub(crate) fn apply(&self, command: &mut Command) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            let limits = *self;
+            // SAFETY: only `setrlimit` runs in the child before exec, which is
+            // async-signal-safe; nothing is allocated or locked.
+            unsafe {
+                command.pre_exec(move || {
+                    let set = |resource, value: u64| {
+                        let limit = libc::rlimit {
+                            rlim_cur: value as libc::rlim_t,
+                            rlim_max: value as libc::rlim_t,
+                        };
+                        if libc::setrlimit(resource, &limit) == 0 {
+                            Ok(())
+                        } else {
+                            Err(std::io::Error::last_os_error())
+                        }
+                    };
+                    if let Some(bytes) = limits.max_memory_bytes {
+                        set(libc::RLIMIT_AS, bytes)?;
+                    }
+                    if let Some(seconds) = limits.max_cpu_seconds {
+                        set(libc::RLIMIT_CPU, seconds)?;
+                    }
+                    Ok(())
+                });
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = command;
+    }
+
+    /// Which limit a failed helm most likely ran into, from how it ended: killed by SIGXCPU
+    /// or SIGKILL past the CPU limit, or Go's "out of memory" under the address-space limit.
+    pub(crate) fn exceeded(&self, status: &ExitStatus, stderr: &str) -> Option<String> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            if let (Some(seconds), Some(signal)) = (self.max_cpu_seconds, status.signal()) {
+                if signal == libc::SIGXCPU || signal == libc::SIGKILL {
+                    return Some(format!("{seconds} s of CPU time ({MAX_CPU_ENV})"));
+                }
+            }
+        }
+        let out_of_memory = stderr.contains("out of memory")
+            || stderr.contains("cannot allocate memory")
+            || stderr.contains("runtime: cannot map pages");
+        match self.max_memory_bytes {
+            Some(bytes) if out_of_memory && !status.success() => Some(format!(
+                "{} MiB of memory ({MAX_MEMORY_ENV})",
+                bytes / (1024 * 1024)
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// `2GiB`, `1500MiB`, `512Mi`, `1G`, `1048576` → bytes.
+fn parse_size(text: &str) -> Option<u64> {
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KB" | "Ki" | "KiB" => 1 << 10,
+        "M" | "MB" | "Mi" | "MiB" => 1 << 20,
+        "G" | "GB" | "Gi" | "GiB" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(factor).filter(|b| *b > 0)
+}
+
 /// What a finished helm process wrote.
 #[derive(Debug)]
 pub(crate) struct Finished {
@@ -96,12 +251,27 @@ const MAX_STDERR: usize = 1024 * 1024;
 
 /// Run `command` to completion, killing it after `timeout`; count the launch in `launches`.
 pub(crate) fn run(
-    mut command: Command,
+    command: Command,
     program: &Path,
     timeout: Duration,
     max_stdout: usize,
     launches: &AtomicU64,
 ) -> Result<Finished, HelmError> {
+    run_limited(command, program, timeout, max_stdout, None, launches)
+}
+
+/// [`run`] with `limits` set on the child.
+pub(crate) fn run_limited(
+    mut command: Command,
+    program: &Path,
+    timeout: Duration,
+    max_stdout: usize,
+    limits: Option<&ProcessLimits>,
+    launches: &AtomicU64,
+) -> Result<Finished, HelmError> {
+    if let Some(limits) = limits {
+        limits.apply(&mut command);
+    }
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -286,6 +456,78 @@ mod tests {
         assert!(matches!(err, HelmError::Timeout { .. }), "{err}");
         assert!(started.elapsed() < Duration::from_secs(4));
         assert_eq!(launches.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn limits_come_from_the_environment_values() {
+        assert_eq!(
+            ProcessLimits::from_values(None, None).unwrap(),
+            ProcessLimits::default()
+        );
+        let l = ProcessLimits::from_values(Some("1500MiB"), Some("unlimited")).unwrap();
+        assert_eq!(l.max_memory_bytes, Some(1500 << 20));
+        assert_eq!(l.max_cpu_seconds, None);
+        let l = ProcessLimits::from_values(Some("unlimited"), Some("5")).unwrap();
+        assert_eq!((l.max_memory_bytes, l.max_cpu_seconds), (None, Some(5)));
+        let err = ProcessLimits::from_values(Some("lots"), None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "WEFT_HELM_MAX_MEMORY is `lots`: expected a size such as `2GiB`, `1500MiB` or `unlimited`"
+        );
+        assert!(ProcessLimits::from_values(None, Some("0")).is_err());
+        assert_eq!(parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(parse_size("0"), None);
+    }
+
+    #[test]
+    fn a_child_over_its_cpu_limit_is_stopped_and_named() {
+        let launches = AtomicU64::new(0);
+        let limits = ProcessLimits {
+            max_memory_bytes: None,
+            max_cpu_seconds: Some(1),
+        };
+        let mut command = Command::new("sh");
+        command.args(["-c", "while :; do :; done"]);
+        let started = Instant::now();
+        let finished = run_limited(
+            command,
+            Path::new("sh"),
+            Duration::from_secs(30),
+            1024,
+            Some(&limits),
+            &launches,
+        )
+        .unwrap();
+        assert!(!finished.status.success());
+        assert!(started.elapsed() < Duration::from_secs(20));
+        let what = limits.exceeded(&finished.status, "").unwrap();
+        assert_eq!(what, "1 s of CPU time (WEFT_HELM_MAX_CPU_SECONDS)");
+    }
+
+    #[test]
+    fn a_child_over_its_memory_limit_fails_to_allocate() {
+        let launches = AtomicU64::new(0);
+        let limits = ProcessLimits {
+            max_memory_bytes: Some(64 << 20),
+            max_cpu_seconds: None,
+        };
+        // `head -c` of 512 MiB into one buffer would need more than 64 MiB of address space.
+        let mut command = Command::new("sh");
+        command.args([
+            "-c",
+            "x=$(head -c 536870912 /dev/zero | tr '\\0' x); echo ${#x}",
+        ]);
+        let finished = run_limited(
+            command,
+            Path::new("sh"),
+            Duration::from_secs(60),
+            1024,
+            Some(&limits),
+            &launches,
+        )
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&finished.stdout);
+        assert_ne!(stdout.trim(), "536870912", "the limit did not hold");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!   `charts/<name in their Chart.yaml>`);
 //! - [`binary`]: finding helm (`$WEFT_HELM`, else `helm` on `PATH`) and running it with a timeout;
 //! - [`failure`]: helm's error text → template file, line and column;
-//! - [`output`]: helm's multi-document output → objects classified as plain, CRD or hook;
+//! - [`output`]: helm's multi-document output → objects classified as plain, CRD or hook, each
+//!   read as Kubernetes reads it ([`yaml11`]: YAML 1.1 scalars as `sigs.k8s.io/yaml` resolves them);
 //! - [`cache`]: renders keyed by everything that can change helm's output;
 //! - [`renderer`]: [`HelmRenderer`], which ties them together.
 //!
@@ -23,13 +24,14 @@ pub mod failure;
 pub mod format;
 pub mod output;
 pub mod renderer;
+pub mod yaml11;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use binary::{locate_helm, HelmLocation};
+pub use binary::{locate_helm, HelmLocation, ProcessLimits};
 pub use cache::RenderKey;
 pub use failure::{parse_helm_failure, HelmFailure, TemplateLocation};
 pub use format::{chart_format, ChartFormat, HelmEvidence, TEMPLATE_FORMAT_ANNOTATION};
@@ -122,6 +124,16 @@ pub enum HelmError {
 
     #[error("helm did not finish within {}s and was stopped", .after.as_secs_f64())]
     Timeout { after: Duration },
+
+    #[error("{variable} is `{value}`: expected {expected}")]
+    BadLimit {
+        variable: String,
+        value: String,
+        expected: String,
+    },
+
+    #[error("helm was stopped at its limit of {limit}: a template does unbounded work (raise the limit if the chart really needs more)")]
+    ResourceLimit { limit: String },
 
     #[error("helm wrote more than {limit} bytes of output")]
     OutputTooLarge { limit: usize },

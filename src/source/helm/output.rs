@@ -9,6 +9,7 @@
 
 use serde_json::Value;
 
+use super::yaml11::{self, Spent, Yaml11Limits};
 use super::HelmError;
 
 /// The objects of one render, in helm's order, and what helm and Weft warned about.
@@ -154,24 +155,35 @@ const HOOK_DELETE_POLICY: &str = "helm.sh/hook-delete-policy";
 /// Used when output comes before helm's first `# Source:` line (helm never does this).
 const UNKNOWN_TEMPLATE: &str = "helm output";
 
-/// Split helm's output into objects; empty documents are dropped.
+/// The most duplicate keys reported one by one per render; the rest are counted.
+const MAX_DUPLICATE_WARNINGS: usize = 20;
+
+/// Split helm's output into objects; empty documents are dropped. Each document is read as
+/// Kubernetes reads it (YAML 1.1 as `sigs.k8s.io/yaml` resolves it, see [`super::yaml11`]): what
+/// Weft applies is what `helm install` would send. A key written twice is accepted, the last one
+/// winning, with a warning naming the template and the key.
 pub fn parse_manifests(stdout: &str) -> Result<HelmRender, HelmError> {
+    parse_manifests_within(stdout, &Yaml11Limits::default())
+}
+
+/// [`parse_manifests`] within `limits` (one budget for every document of the render).
+pub fn parse_manifests_within(
+    stdout: &str,
+    limits: &Yaml11Limits,
+) -> Result<HelmRender, HelmError> {
     let mut render = HelmRender::default();
+    let mut spent = Spent::default();
+    let mut duplicates = 0usize;
     for (source, text) in split_documents(stdout) {
         let source = source.unwrap_or(UNKNOWN_TEMPLATE);
         if !has_content(&text) {
             continue;
         }
-        let options = serde_saphyr::options! {
-            // CRD schemas nest deeply; the default depth of 64 is too tight for some.
-            budget: serde_saphyr::budget! { max_depth: 256 },
-        };
-        let value: Value = serde_saphyr::from_str_with_options(&text, options).map_err(|e| {
-            // Only the first line: the rest is a snippet of the document, which may be a Secret.
-            let message = e.to_string();
+        // Messages carry no snippet of the document, which may be a Secret.
+        let (value, dups) = yaml11::parse_document(&text, limits, &mut spent).map_err(|e| {
             HelmError::OutputYaml {
                 template: source.to_string(),
-                message: message.lines().next().unwrap_or_default().to_string(),
+                message: e.to_string(),
             }
         })?;
         if value.is_null() {
@@ -181,12 +193,31 @@ pub fn parse_manifests(stdout: &str) -> Result<HelmRender, HelmError> {
             template: source.to_string(),
             reason: reason.to_string(),
         })?;
+        for dup in dups {
+            duplicates += 1;
+            if duplicates <= MAX_DUPLICATE_WARNINGS {
+                render.warnings.push(format!(
+                    "{source}: {}: key `{}` appears twice in the mapping at {} (the later one at \
+                     line {} of the document); the last one is used, as helm and Kubernetes do",
+                    describe(&value),
+                    dup.key,
+                    dup.mapping,
+                    dup.line
+                ));
+            }
+        }
         let class = classify(&value, source, &mut render.warnings);
         render.objects.push(RenderedObject {
             value,
             source_template: source.to_string(),
             class,
         });
+    }
+    if duplicates > MAX_DUPLICATE_WARNINGS {
+        render.warnings.push(format!(
+            "{} more duplicate keys in this chart's output, each resolved the same way (the last one is used)",
+            duplicates - MAX_DUPLICATE_WARNINGS
+        ));
     }
     Ok(render)
 }

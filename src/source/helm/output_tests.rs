@@ -282,3 +282,48 @@ fn unrendered_actions_are_refused_with_template_object_and_pointer() {
         "{err}"
     );
 }
+
+#[test]
+fn octal_modes_are_read_as_kubernetes_reads_them() {
+    // openstack-helm's shape: `defaultMode: 0555` in a volume, as `helm install` sends it (365).
+    let render = parse_manifests(
+        "---\n# Source: keystone/templates/deployment-api.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: keystone-api\nspec:\n  template:\n    spec:\n      volumes:\n        - name: keystone-bin\n          configMap:\n            name: keystone-bin\n            defaultMode: 0555\n        - name: keystone-etc\n          secret:\n            secretName: keystone-etc\n            defaultMode: 0444\n",
+    )
+    .unwrap();
+    let volumes = &render.objects[0].value["spec"]["template"]["spec"]["volumes"];
+    assert_eq!(volumes[0]["configMap"]["defaultMode"], json!(365));
+    assert_eq!(volumes[1]["secret"]["defaultMode"], json!(292));
+    assert_eq!(
+        serde_json::to_string(&volumes[0]["configMap"]["defaultMode"]).unwrap(),
+        "365"
+    );
+}
+
+#[test]
+fn duplicate_keys_are_warned_about_with_template_and_key() {
+    // treasuremap's mariadb with monitoring: `securityContext` written twice.
+    let render = parse_manifests(
+        "---\n# Source: mariadb/templates/statefulset.yaml\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: mariadb-server\nspec:\n  template:\n    spec:\n      securityContext:\n        runAsUser: 0\n      containers: []\n      securityContext:\n        runAsUser: 999\n",
+    )
+    .unwrap();
+    assert_eq!(
+        render.objects[0].value["spec"]["template"]["spec"]["securityContext"],
+        json!({"runAsUser": 999})
+    );
+    assert_eq!(
+        render.warnings,
+        ["mariadb/templates/statefulset.yaml: StatefulSet/mariadb-server: key `securityContext` appears twice in the mapping at /spec/template/spec (the later one at line 11 of the document); the last one is used, as helm and Kubernetes do"]
+    );
+    assert!(!render.warnings[0].contains("DuplicateKeyPolicy"));
+}
+
+#[test]
+fn many_duplicate_keys_give_a_bounded_number_of_warnings() {
+    let mut doc = String::from("---\n# Source: w/templates/d.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: d}\ndata:\n");
+    for _ in 0..1000 {
+        doc.push_str("  k: v\n");
+    }
+    let render = parse_manifests(&doc).unwrap();
+    assert_eq!(render.warnings.len(), MAX_DUPLICATE_WARNINGS + 1);
+    assert!(render.warnings[MAX_DUPLICATE_WARNINGS].starts_with("979 more duplicate keys"));
+}

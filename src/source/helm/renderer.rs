@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use super::assemble::{assemble, write_chart};
-use super::binary::{self, HelmLocation};
+use super::binary::{self, HelmLocation, ProcessLimits};
 use super::cache::{render_key, RenderCache, RenderKey};
 use super::failure::parse_helm_failure;
 use super::output::{json_type, parse_manifests, reject_template_actions, HelmRender};
@@ -113,6 +113,8 @@ pub struct HelmRenderer {
     versions: Mutex<HashMap<PathBuf, (BinaryStamp, String)>>,
     launches: AtomicU64,
     max_output_bytes: usize,
+    /// rlimits of each helm process; `None`: [`ProcessLimits::from_env`] at each render.
+    process_limits: Option<ProcessLimits>,
 }
 
 type BinaryStamp = (u64, Option<SystemTime>);
@@ -132,7 +134,14 @@ impl HelmRenderer {
             versions: Mutex::new(HashMap::new()),
             launches: AtomicU64::new(0),
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            process_limits: None,
         }
+    }
+
+    /// Run helm within `limits` instead of the defaults and the environment's.
+    pub fn with_process_limits(mut self, limits: ProcessLimits) -> Self {
+        self.process_limits = Some(limits);
+        self
     }
 
     /// Keep at most `capacity` renders (0: no cache).
@@ -246,15 +255,23 @@ impl HelmRenderer {
         ] {
             command.env(var, work.path().join("helm").join(dir));
         }
-        let finished = binary::run(
+        let limits = match self.process_limits {
+            Some(limits) => limits,
+            None => ProcessLimits::from_env()?,
+        };
+        let finished = binary::run_limited(
             command,
             helm,
             request.timeout,
             self.max_output_bytes,
+            Some(&limits),
             &self.launches,
         )?;
         let stderr = String::from_utf8_lossy(&finished.stderr);
         if !finished.status.success() {
+            if let Some(limit) = limits.exceeded(&finished.status, &stderr) {
+                return Err(HelmError::ResourceLimit { limit });
+            }
             return Err(HelmError::Template(parse_helm_failure(&stderr)));
         }
         let stdout = String::from_utf8(finished.stdout).map_err(|_| HelmError::OutputYaml {

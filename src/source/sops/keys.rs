@@ -209,11 +209,22 @@ pub(crate) fn unwrap_data_key(
     }
 }
 
+/// The largest `enc` of one `age` entry read (sops writes about 400 bytes: one X25519 stanza).
+pub(crate) const MAX_ENC_BYTES: usize = 16 * 1024;
+
 /// Decrypt one armored age file; `Err(None)` when no identity matches, `Err(Some(reason))` when
 /// the file is broken.
 fn unwrap_one(key: &AgeKey, identities: &[Identity]) -> Result<Zeroizing<Vec<u8>>, Option<String>> {
     if identities.is_empty() {
         return Err(None);
+    }
+    // age reads a header again for each line it adds (quadratic in its stanzas): an entry is
+    // bounded before age sees it. sops writes one stanza per entry, well under 1 KiB.
+    if key.enc.len() > MAX_ENC_BYTES {
+        return Err(Some(format!(
+            "the wrapped data key is {} bytes, more than the {MAX_ENC_BYTES} bytes sops ever writes for one recipient",
+            key.enc.len()
+        )));
     }
     let armored = age::armor::ArmoredReader::new(key.enc.as_bytes());
     let decryptor = age::Decryptor::new_buffered(armored).map_err(|e| Some(e.to_string()))?;

@@ -123,7 +123,12 @@ impl Metadata {
             .ok_or_else(|| invalid("`lastmodified` is missing"))?;
         let lastmodified_aad = scalar::rfc3339_seconds(&lastmodified)
             .ok_or_else(|| invalid("`lastmodified` is not an RFC 3339 time"))?;
-        let mac = string_field(map, "mac")?.unwrap_or_default();
+        // sops refuses a file without its MAC; so does Weft (never applying it as plain).
+        let mac = string_field(map, "mac")?
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| {
+                invalid("`mac` is missing: the file is not a complete sops file; re-encrypt it with sops")
+            })?;
         let mac_only_encrypted = match field(map, "mac_only_encrypted") {
             None | Some(Node::Null) => false,
             Some(Node::Bool(b)) => *b,

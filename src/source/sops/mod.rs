@@ -67,7 +67,7 @@ impl fmt::Display for Format {
 /// what to fix; none carries cleartext or a secret key.
 #[derive(Debug, thiserror::Error)]
 pub enum SopsError {
-    #[error("{file}: not valid {format}: {message}")]
+    #[error("{file}: not valid {format}: {}", cut(message, 2 * MAX_ITEM_CHARS))]
     Parse {
         file: String,
         format: Format,
@@ -75,7 +75,7 @@ pub enum SopsError {
     },
     #[error("{file}: no `sops` metadata: the file is not encrypted by sops")]
     NotEncrypted { file: String },
-    #[error("{file}: invalid `sops` metadata: {message}")]
+    #[error("{file}: invalid `sops` metadata: {}", cut(message, 2 * MAX_ITEM_CHARS))]
     Metadata { file: String, message: String },
     #[error(
         "{file}: encrypted only for {} keys, which are not supported: Weft decrypts with age \
@@ -96,18 +96,18 @@ pub enum SopsError {
         /// Other key groups in the file (`pgp`, `kms`, …), which Weft cannot use.
         other_groups: Vec<String>,
     },
-    #[error("{file}: the data key wrapped for {recipient} cannot be unwrapped: {reason}")]
+    #[error("{file}: the data key wrapped for {} cannot be unwrapped: {}", cut(recipient, MAX_ITEM_CHARS), cut(reason, 2 * MAX_ITEM_CHARS))]
     DataKey {
         file: String,
         recipient: String,
         reason: String,
     },
     #[error(
-        "{file}: the value at `{path}` failed authentication: it was changed after encryption \
-         (or moved from another path or file)"
+        "{file}: the value at `{}` failed authentication: it was changed after encryption \
+         (or moved from another path or file)", cut(path, 2 * MAX_ITEM_CHARS)
     )]
     ValueAuthentication { file: String, path: String },
-    #[error("{file}: the value at `{path}` is not a valid sops value: {reason}")]
+    #[error("{file}: the value at `{}` is not a valid sops value: {}", cut(path, 2 * MAX_ITEM_CHARS), cut(reason, 2 * MAX_ITEM_CHARS))]
     MalformedValue {
         file: String,
         path: String,
@@ -118,7 +118,7 @@ pub enum SopsError {
          removed or reordered, or the MAC itself); re-encrypt it with sops"
     )]
     MacMismatch { file: String },
-    #[error("{file}: the value at `{path}` is NaN or infinite, which JSON cannot hold")]
+    #[error("{file}: the value at `{}` is NaN or infinite, which JSON cannot hold", cut(path, 2 * MAX_ITEM_CHARS))]
     NotRepresentable { file: String, path: String },
     #[error("{source_name}: {message}")]
     Identity {
@@ -141,15 +141,55 @@ fn no_matching_identity(
     };
     let mut s = format!(
         "{file}: cannot decrypt: {tried}; the file is encrypted for the age recipients {}",
-        recipients.join(", ")
+        quoted_list(recipients)
     );
     if !other_groups.is_empty() {
         s.push_str(&format!(
             " (and for {} keys, which are not supported)",
-            other_groups.join(", ")
+            quoted_list(other_groups)
         ));
     }
     s
+}
+
+/// The most items of a list a message names; the file may hold thousands.
+const MAX_LISTED: usize = 10;
+/// The most characters of one item a message quotes.
+const MAX_ITEM_CHARS: usize = 100;
+
+/// `items` joined with `, `, each cut to [`MAX_ITEM_CHARS`], at most [`MAX_LISTED`] of them
+/// (distinct ones, in order) and a count of the rest: messages quote file data only up to a
+/// bound.
+pub(crate) fn quoted_list(items: &[String]) -> String {
+    let mut shown: Vec<&str> = Vec::new();
+    for item in items {
+        if shown.len() == MAX_LISTED {
+            break;
+        }
+        if !shown.contains(&item.as_str()) {
+            shown.push(item);
+        }
+    }
+    let mut out = shown
+        .iter()
+        .map(|i| cut(i, MAX_ITEM_CHARS))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > shown.len() {
+        out.push_str(&format!(
+            " (and {} more entries)",
+            items.len() - shown.len()
+        ));
+    }
+    out
+}
+
+/// `text` cut to `max` characters, marked when cut.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
 }
 
 /// The cleartext of a SOPS file. `Debug` does not print the documents.
@@ -185,13 +225,30 @@ pub fn may_be_encrypted(bytes: &[u8]) -> bool {
         .any(|w| w == ENCRYPTED_VALUE_MARKER)
 }
 
-/// Whether a parsed document carries SOPS metadata: a top-level `sops` mapping with a `mac`, as
-/// sops writes into every document of a file it encrypted (and as Flux recognises them).
+/// What sops writes into the `sops` mapping of a file it encrypted; one of them is enough to
+/// call a document a SOPS file.
+const METADATA_FIELDS: &[&str] = &[
+    "mac",
+    "lastmodified",
+    "version",
+    "age",
+    "pgp",
+    "kms",
+    "gcp_kms",
+    "azure_kv",
+    "hc_vault",
+    "key_groups",
+];
+
+/// Whether a parsed document carries SOPS metadata: a top-level `sops` mapping with one of the
+/// fields sops writes there (its `mac`, `lastmodified`, `version`, a key group). A document that
+/// does must be decrypted and verified, or refused: a `sops` mapping without a `mac` is not
+/// applied as a plain manifest.
 pub fn has_sops_metadata(document: &Value) -> bool {
     document
         .get(metadata::SOPS_KEY)
         .and_then(Value::as_object)
-        .is_some_and(|m| m.contains_key("mac"))
+        .is_some_and(|m| METADATA_FIELDS.iter().any(|f| m.contains_key(*f)))
 }
 
 /// Decrypt the SOPS file `file` (a name for errors) with the first of `identities` that matches

@@ -508,3 +508,25 @@ fn enc_values_split_as_sops_regex_matches_them() {
         assert_eq!(cipher::split_enc(value), expected, "{value}");
     }
 }
+
+#[test]
+fn messages_list_recipients_and_quote_paths_only_up_to_a_bound() {
+    let many: Vec<String> = (0..48_000)
+        .map(|_| format!("age1{}", "x".repeat(500)))
+        .collect();
+    let err = SopsError::NoMatchingIdentity {
+        file: "s.yaml".into(),
+        identities: 1,
+        recipients: many,
+        other_groups: Vec::new(),
+    };
+    let text = err.to_string();
+    assert!(text.len() < 400, "{}", text.len());
+    assert!(text.ends_with("(and 47999 more entries)"), "{text}");
+    let err = SopsError::ValueAuthentication {
+        file: "s.yaml".into(),
+        path: "k".repeat(100_000),
+    };
+    assert!(err.to_string().len() < 400);
+    assert_eq!(quoted_list(&["a".into(), "b".into()]), "a, b");
+}
