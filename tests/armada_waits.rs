@@ -560,3 +560,81 @@ async fn an_on_delete_update_is_ready_only_with_allow_async_updates() {
     assert!(r.succeeded(), "{}\n{events:#?}", error_text(&r));
     ns.delete().await;
 }
+
+/// keystone's shape: a `pre-install` hook Secret kept by its delete policy (`hook-failed`,
+/// `helm.sh/resource-policy: keep`) beside a plain Secret of the same chart. The hook outlives
+/// the pass that ran it: a chart's inventory rebuilt from its labelled objects (the chart has
+/// Secrets, so Secrets are listed) must not count the hook, or the prune deleted it at once.
+#[tokio::test]
+async fn a_hook_kept_by_its_delete_policy_is_not_pruned_with_the_chart_s_own_secrets() {
+    let ns = TestNamespace::new("waits-kept-hook").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let templates = r#"apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Release.Name }}-fernet-keys
+  annotations:
+    "helm.sh/hook": pre-install
+    "helm.sh/hook-delete-policy": hook-failed
+    "helm.sh/resource-policy": keep
+type: Opaque
+data: {}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Release.Name }}-db-password
+type: Opaque
+stringData:
+  password: not-a-secret
+"#;
+    let mut docs = chart(&name, "ks", &name, "  wait: {resources: []}\n");
+    docs.push_str(&group(&name, "identity", true, &["ks"]));
+    docs.push_str(&manifest(&name, &["identity"]));
+    let files = BTreeMap::from([
+        ("charts/app/Chart.yaml".to_string(), CHART.to_string()),
+        (
+            "charts/app/templates/secrets.yaml".to_string(),
+            templates.to_string(),
+        ),
+        ("armada.yaml".to_string(), docs),
+    ]);
+    let opts = options(&name);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = ns.api();
+
+    let (r, events) = pass(&client, &files, &opts).await;
+    assert!(r.succeeded(), "{}\n{events:#?}", error_text(&r));
+    assert!(
+        events.contains(&format!(
+            "created Secret/{name}/site-ks-fernet-keys (pre-install hook)"
+        )),
+        "{events:#?}"
+    );
+    assert!(
+        !events.iter().any(|e| e.starts_with("deleted ")),
+        "nothing is pruned on an install: {events:#?}"
+    );
+    assert!(secrets
+        .get_opt("site-ks-fernet-keys")
+        .await
+        .unwrap()
+        .is_some());
+    assert!(secrets
+        .get_opt("site-ks-db-password")
+        .await
+        .unwrap()
+        .is_some());
+
+    // The next pass changes nothing, runs no hook and still keeps it.
+    let (r, events) = pass(&client, &files, &opts).await;
+    assert!(r.succeeded(), "{}\n{events:#?}", error_text(&r));
+    assert_eq!(writes(&r), Vec::<String>::new(), "{events:#?}");
+    assert!(secrets
+        .get_opt("site-ks-fernet-keys")
+        .await
+        .unwrap()
+        .is_some());
+    ns.delete().await;
+}

@@ -34,7 +34,9 @@ use super::ownership::proof_of_ownership;
 use super::plan::{list_labelled, split_api_version, Catalog};
 use super::{is_not_found, ApplyError, InventoryProblem, FIELD_MANAGER};
 use crate::api::ObjectRef;
-use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL};
+use crate::render::ownership::{
+    HELM_HOOK_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL,
+};
 use crate::render::Owner;
 
 /// The label that marks an inventory ConfigMap.
@@ -207,7 +209,8 @@ pub async fn read_stored(
 }
 
 /// Rebuild a lost inventory: objects of `kinds` (the resources this owner renders) that carry the
-/// owner's label and were labelled by Weft's own apply.
+/// owner's label and were labelled by Weft's own apply, except Helm hooks (see
+/// [`HELM_HOOK_ANNOTATION`]: a hook is run, never inventoried, so never pruned).
 pub async fn rebuild(
     client: &Client,
     owner: &Owner,
@@ -217,7 +220,11 @@ pub async fn rebuild(
     let mut out = BTreeSet::new();
     for (ar, _) in kinds {
         for live in list_labelled(client, ar, None, &selector).await? {
-            if proof_of_ownership(&live, owner).is_ok() {
+            let hook = live
+                .pointer("/metadata/annotations")
+                .and_then(Value::as_object)
+                .is_some_and(|a| a.contains_key(HELM_HOOK_ANNOTATION));
+            if !hook && proof_of_ownership(&live, owner).is_ok() {
                 out.insert(ObjectRef {
                     api_version: ar.api_version.clone(),
                     kind: ar.kind.clone(),
