@@ -8,6 +8,7 @@ pub mod armada;
 pub mod conditions;
 pub mod notification;
 pub mod redact;
+pub mod suspend;
 pub mod weavecloud;
 
 use kube::CustomResourceExt;

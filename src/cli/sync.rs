@@ -8,6 +8,7 @@ use clap::Args;
 use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs};
 use super::print_diagnostics;
 use super::progress::ProgressPrinter;
+use crate::daemon::record;
 use crate::pass::{self, PassOptions};
 
 /// The flags of `weft sync` and `weft diff`.
@@ -51,6 +52,14 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         opts.decryption = args
             .decryption
             .decryption(&client, &args.cluster.namespace)?;
+        if !opts.dry_run {
+            let suspended =
+                record::suspension_of(&client, &opts.weft_namespace, &opts.root_name).await;
+            if let Some(why) = suspended {
+                eprintln!("error: {why}");
+                return Ok(ExitCode::from(1));
+            }
+        }
         let printer = ProgressPrinter::new(std::io::stdout().is_terminal(), opts.dry_run);
         let result = pass::run_pass(&client, snapshot, &opts, &|p| printer.observe(p)).await;
         printer.finish();

@@ -73,9 +73,13 @@ pub struct LeaseConfig {
     /// the root refuses to start instead of taking turns with this one.
     pub claim: Option<String>,
     /// The URL of this replica's hooks port, published on the Lease while it leads so that
-    /// standbys forward webhooks and sync requests to it (see [`crate::server::forward`]).
+    /// standbys forward webhooks and sync requests to it ([`HOOKS_URL_ANNOTATION`]).
     pub hooks_url: Option<String>,
 }
+
+/// The Lease annotation with the leader's hooks URL (`http://10.0.0.7:8081`): where standbys
+/// forward webhooks and sync requests (the server checks it is a pod of Weft's own Service).
+pub const HOOKS_URL_ANNOTATION: &str = "weft.io/hooks-url";
 
 /// The annotation of the Lease that says which repository its holder syncs.
 pub const SOURCE_ANNOTATION: &str = "weft.io/source";
@@ -215,7 +219,7 @@ impl LeaderElector {
             a.insert(SOURCE_ANNOTATION.to_string(), claim.clone());
         }
         a.insert(
-            crate::server::forward::HOOKS_URL_ANNOTATION.to_string(),
+            HOOKS_URL_ANNOTATION.to_string(),
             self.cfg.hooks_url.clone().unwrap_or_default(),
         );
         Some(a)

@@ -95,6 +95,28 @@ pub async fn read(
     Ok(RootRecord::from_configmap(cm.as_ref()))
 }
 
+/// Why a one-shot pass of root `root_name` must not run: the root is suspended (`weft
+/// suspend`), or its record cannot be read. `None`: it may run.
+pub async fn suspension_of(
+    client: &Client,
+    weft_namespace: &str,
+    root_name: &str,
+) -> Option<String> {
+    match read(client, weft_namespace, root_name).await {
+        Ok(r) if r.suspension.suspended => Some(format!(
+            "the root {root_name} is suspended{}; nothing was applied or pruned (`weft resume` first)",
+            r.suspension
+                .message
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        )),
+        Ok(_) => None,
+        Err(e) => Some(format!(
+            "cannot read the root record (is the root suspended?), nothing was applied or pruned: {e}"
+        )),
+    }
+}
+
 /// Record `outcome` for root `root_name` (shard `shard` of base root `base_root`).
 pub async fn write_outcome(
     client: &Client,

@@ -23,14 +23,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio::sync::watch;
 
 use super::status::now_rfc3339;
 use crate::api::conditions::{Condition, ConditionStatus};
 
-/// The annotation that suspends a resource (value `"true"`).
-pub const SUSPEND_ANNOTATION: &str = "weft.io/suspend";
+pub use crate::api::suspend::{annotated, annotated_value, suspends, SUSPEND_ANNOTATION};
 /// The condition type of a suspended resource.
 pub const SUSPENDED: &str = "Suspended";
 /// The field manager of the suspend keys of the root record.
@@ -42,30 +40,6 @@ pub const ROOT_LABEL: &str = "weft.io/root";
 pub const KEY_SUSPENDED: &str = "suspended";
 pub const KEY_SUSPEND_MESSAGE: &str = "suspendMessage";
 pub const KEY_SUSPENDED_AT: &str = "suspendedAt";
-
-/// Is `value` the annotation value that suspends?
-fn suspends(value: Option<&str>) -> bool {
-    value.is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-}
-
-/// Does `meta` carry `weft.io/suspend: "true"`?
-pub fn annotated(meta: &ObjectMeta) -> bool {
-    suspends(
-        meta.annotations
-            .as_ref()
-            .and_then(|a| a.get(SUSPEND_ANNOTATION))
-            .map(String::as_str),
-    )
-}
-
-/// Does the document `object` (a desired object, JSON) carry `weft.io/suspend: "true"`?
-pub fn annotated_value(object: &Value) -> bool {
-    suspends(
-        object
-            .pointer("/metadata/annotations/weft.io~1suspend")
-            .and_then(Value::as_str),
-    )
-}
 
 /// The `Suspended` condition of a resource: `True` while suspended, `False` once resumed.
 pub fn condition(suspended: bool, why: &str) -> Condition {

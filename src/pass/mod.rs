@@ -221,7 +221,9 @@ impl PassResult {
     }
 }
 
-/// Run one pass over `snapshot`.
+/// Run one pass over `snapshot`. Whether the root may run at all (`weft suspend`) is the
+/// caller's decision, made before (`daemon::record::suspension_of` for `weft sync`): the pass
+/// holds out suspended resources only.
 pub async fn run_pass(
     client: &Client,
     snapshot: Snapshot,
@@ -244,13 +246,6 @@ pub async fn run_pass(
         revision: snapshot.revision.clone(),
         ..opts.clone()
     };
-    if !opts.dry_run {
-        if let Some(why) = root_suspended(client, opts).await {
-            result.error = Some(PassError::Suspended(why));
-            result.duration = start.elapsed();
-            return result;
-        }
-    }
     let bundles = AgentBundles::new(client.clone(), opts.weft_namespace.clone());
     let cluster = ClusterInputs {
         client,
@@ -305,25 +300,6 @@ pub async fn run_pass(
     }
     result.duration = start.elapsed();
     result
-}
-
-/// Why a one-shot pass must not run: the root is suspended (`weft suspend`), or its record
-/// cannot be read.
-async fn root_suspended(client: &Client, opts: &PassOptions) -> Option<String> {
-    match crate::daemon::record::read(client, &opts.weft_namespace, &opts.root_name).await {
-        Ok(r) if r.suspension.suspended => Some(format!(
-            "the root {} is suspended{}; nothing was applied or pruned (`weft resume` first)",
-            opts.root_name,
-            r.suspension
-                .message
-                .map(|m| format!(" ({m})"))
-                .unwrap_or_default()
-        )),
-        Ok(_) => None,
-        Err(e) => Some(format!(
-            "cannot read the root record (is the root suspended?), nothing was applied or pruned: {e}"
-        )),
-    }
 }
 
 /// The engine policy of a complete render: Armada's rules for its charts, and Weft's own custom

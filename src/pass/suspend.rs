@@ -1,4 +1,4 @@
-//! Suspended owners in a pass (`weft.io/suspend: "true"`, see [`crate::daemon::suspend`]): the
+//! Suspended owners in a pass (`weft.io/suspend: "true"`, see `daemon::suspend`): the
 //! resource documents themselves are applied as usual, but the objects of a suspended WeaveCloud
 //! or ArmadaChart — or of a chart whose ArmadaChartGroup or ArmadaManifest is suspended — are
 //! held out of the pass: not applied, not corrected, not pruned, their inventories untouched.
@@ -12,8 +12,8 @@ use kube::core::{ObjectList, PartialObjectMeta};
 use kube::{Client, Resource};
 
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::api::suspend::{annotated, annotated_value};
 use crate::api::WeaveCloud;
-use crate::daemon::suspend::{annotated, annotated_value};
 use crate::render::{DesiredSet, Owner};
 
 /// `(kind, namespace, name)` of a resource.
