@@ -4,6 +4,7 @@
 pub mod channel;
 pub mod chart;
 pub mod git;
+pub mod go_yaml;
 pub mod helm;
 pub mod local;
 pub mod policy;

@@ -6,6 +6,7 @@ use saphyr_parser::{ScalarStyle, Tag};
 use serde_json::{Number, Value};
 
 use super::cut;
+use crate::source::go_yaml::yaml_style_float;
 
 /// A scalar as go-yaml v2 resolves it, before it becomes JSON.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,46 +179,6 @@ fn go_parse_int(s: &str) -> Result<i64, GoParseError> {
     } else {
         un as i64
     })
-}
-
-/// go-yaml v2's `yamlStyleFloat`: `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`.
-fn yaml_style_float(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut i = 0;
-    if matches!(b.first(), Some(b'+' | b'-')) {
-        i += 1;
-    }
-    let digits = |i: &mut usize| {
-        let start = *i;
-        while *i < b.len() && b[*i].is_ascii_digit() {
-            *i += 1;
-        }
-        *i - start
-    };
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        if digits(&mut i) == 0 {
-            return false;
-        }
-    } else {
-        if digits(&mut i) == 0 {
-            return false;
-        }
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            digits(&mut i);
-        }
-    }
-    if matches!(b.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(b.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        if digits(&mut i) == 0 {
-            return false;
-        }
-    }
-    i == b.len()
 }
 
 /// Go's `strconv.ParseFloat` of a decimal literal: out of range (±Inf) is an error.

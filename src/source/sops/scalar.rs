@@ -8,6 +8,7 @@ use base64::Engine;
 use saphyr_parser::Tag;
 
 use super::tree::Node;
+use crate::source::go_yaml::yaml_style_float;
 
 /// The tag of a YAML scalar, as far as resolution cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,7 +138,7 @@ fn resolve_plain(input: &str, allow_timestamp: bool) -> Result<Node, ScalarError
                 Some(IntParse::Unsigned) => return Err(ScalarError::IntegerTooLarge),
                 None => {}
             }
-            if is_yaml_style_float(&plain) {
+            if yaml_style_float(&plain) {
                 if let Some(f) = go_parse_float(&plain) {
                     return Ok(Node::Float(f));
                 }
@@ -188,46 +189,6 @@ fn go_parse_int(s: &str) -> Option<IntParse> {
     } else {
         Some(IntParse::Unsigned)
     }
-}
-
-/// yaml.v3's `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`.
-fn is_yaml_style_float(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut i = 0;
-    if matches!(b.first(), Some(b'+' | b'-')) {
-        i += 1;
-    }
-    let digits = |i: &mut usize| {
-        let start = *i;
-        while *i < b.len() && b[*i].is_ascii_digit() {
-            *i += 1;
-        }
-        *i - start
-    };
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        if digits(&mut i) == 0 {
-            return false;
-        }
-    } else {
-        if digits(&mut i) == 0 {
-            return false;
-        }
-        if b.get(i) == Some(&b'.') {
-            i += 1;
-            digits(&mut i);
-        }
-    }
-    if matches!(b.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(b.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        if digits(&mut i) == 0 {
-            return false;
-        }
-    }
-    i == b.len()
 }
 
 /// `strconv.ParseFloat(s, 64)` for decimal text: out of range (±Inf from finite text) is an error.
