@@ -48,11 +48,6 @@ impl ProviderType {
             ProviderType::GenericHmac | ProviderType::Github | ProviderType::Gitlab
         )
     }
-
-    /// Whether the provider posts commit statuses (and so acts only on events with a revision).
-    pub fn is_commit_status(self) -> bool {
-        matches!(self, ProviderType::Github | ProviderType::Gitlab)
-    }
 }
 
 /// A reference to an object of the same namespace by name.

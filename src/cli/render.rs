@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::apply::diff::mask_secret;
 use crate::pass::prepare::{prepare, Prepared};
-use crate::pass::{PassOptions, SyncError};
+use crate::pass::{PassError, PassOptions};
 use crate::render::{output, AgentLayer, DesiredObject, Owner};
 
 use super::args::{AgeKeyArgs, RepoArgs};
@@ -68,13 +68,13 @@ fn prepare_offline(args: &RepoArgs, key: &AgeKeyArgs) -> anyhow::Result<Outcome>
                 }
                 None => Outcome::Rendered(prepared),
             },
-            Err(SyncError::Load(load)) => {
+            Err(PassError::Load(load)) => {
                 print_diagnostics(&load.0);
                 Outcome::NotLoaded
             }
             // Without the words of a pass ("nothing was applied"): render and validate apply nothing.
-            Err(SyncError::Render(e)) => Outcome::Failed(Box::new(e)),
-            Err(SyncError::ChartSource(e)) => Outcome::Failed(Box::new(e)),
+            Err(PassError::Render(e)) => Outcome::Failed(Box::new(e)),
+            Err(PassError::ChartSource(e)) => Outcome::Failed(Box::new(e)),
             Err(e) => Outcome::Failed(Box::new(e)),
         },
     )

@@ -27,7 +27,7 @@ pub mod weavecloud;
 use kube::Client;
 
 use crate::apply::changeset::ChangeSet;
-use crate::pass::{Observer, PassOptions, SyncError};
+use crate::pass::{Observer, PassError, PassOptions};
 use crate::render::DesiredSet;
 use state::Shutdown;
 
@@ -35,7 +35,7 @@ use state::Shutdown;
 #[derive(Debug)]
 pub enum EngineRun {
     /// It ran to the end: every change, and the error that stopped it, if any.
-    Finished(ChangeSet, Option<SyncError>),
+    Finished(ChangeSet, Option<PassError>),
     /// The daemon stopped and the grace period ran out: the work was dropped between two API
     /// calls (nothing is pruned unless every apply finished, so the next pass starts from a
     /// consistent state).

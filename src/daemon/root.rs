@@ -51,7 +51,7 @@ pub enum RootError {
     #[error("reading the repository: the task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
     #[error(transparent)]
-    Prepare(#[from] crate::pass::SyncError),
+    Prepare(#[from] crate::pass::PassError),
 }
 
 /// Why the repository cannot be followed at all.

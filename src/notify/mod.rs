@@ -241,11 +241,6 @@ impl Notifier {
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
-
-    /// Whether events go anywhere.
-    pub fn is_enabled(&self) -> bool {
-        self.queue.is_some()
-    }
 }
 
 #[cfg(test)]

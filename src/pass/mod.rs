@@ -187,9 +187,6 @@ pub enum PassError {
     Many(Vec<PassError>),
 }
 
-/// The former name of [`PassError`].
-pub type SyncError = PassError;
-
 impl PassError {
     /// One error for a list of them: `None` for none, the error itself for one, [`Many`](Self::Many) otherwise.
     pub fn from_list(mut errors: Vec<PassError>) -> Option<PassError> {

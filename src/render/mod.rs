@@ -155,16 +155,3 @@ pub fn render_all(
 ) -> Result<Vec<DesiredObject>, RenderError> {
     render_desired(repo, &RenderInputs::default(), opts)
 }
-
-/// [`render_all`] with the chart sources resolved by `source::chart::resolve`.
-pub fn render_all_with_charts(
-    repo: &LoadedRepo,
-    charts: &crate::source::chart::ChartSources,
-    opts: &RenderOptions,
-) -> Result<Vec<DesiredObject>, RenderError> {
-    let inputs = RenderInputs {
-        charts: charts.clone(),
-        ..RenderInputs::default()
-    };
-    render_desired(repo, &inputs, opts)
-}

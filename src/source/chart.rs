@@ -217,12 +217,6 @@ impl ChartCache {
         self.policy = policy;
         self
     }
-    /// Credentials for git chart sources (the config repository's, typically; see
-    /// [`credentials_for`] for which of them go where).
-    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
-        self.credentials = credentials;
-        self
-    }
     /// The command's fetch settings: credentials, `--ca-file`, `--fetch-timeout`.
     pub fn with_settings(mut self, settings: FetchSettings) -> Self {
         self.credentials = settings.credentials;

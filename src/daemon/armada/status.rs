@@ -21,7 +21,7 @@ use crate::apply::ApplyError;
 use crate::daemon::status::{now_rfc3339, OwnerStatus};
 use crate::daemon::suspend;
 use crate::notify::Notifier;
-use crate::pass::SyncError;
+use crate::pass::PassError;
 use crate::render::DesiredSet;
 use crate::render::Owner;
 use crate::source::git::redact_url_passwords;
@@ -35,10 +35,10 @@ pub struct ChartOutcome {
     pub not_ready: Vec<ObjectRef>,
 }
 
-fn not_ready_objects(e: &SyncError, out: &mut BTreeMap<ObjectRef, String>) {
+fn not_ready_objects(e: &PassError, out: &mut BTreeMap<ObjectRef, String>) {
     match e {
-        SyncError::Apply(a) => not_ready_of_apply(a, out),
-        SyncError::Many(all) => all.iter().for_each(|e| not_ready_objects(e, out)),
+        PassError::Apply(a) => not_ready_of_apply(a, out),
+        PassError::Many(all) => all.iter().for_each(|e| not_ready_objects(e, out)),
         _ => {}
     }
 }
@@ -57,7 +57,7 @@ fn not_ready_of_apply(e: &ApplyError, out: &mut BTreeMap<ObjectRef, String>) {
 pub fn chart_outcomes(
     set: &DesiredSet,
     changes: &ChangeSet,
-    error: Option<&SyncError>,
+    error: Option<&PassError>,
 ) -> BTreeMap<Owner, ChartOutcome> {
     let mut not_ready = BTreeMap::new();
     if let Some(e) = error {
@@ -311,7 +311,7 @@ pub async fn record_pass(
     notifier: &Notifier,
     set: &DesiredSet,
     changes: &ChangeSet,
-    error: Option<&SyncError>,
+    error: Option<&PassError>,
     held: &ChartPhases,
 ) {
     let outcomes = chart_outcomes(set, changes, error);
@@ -617,7 +617,7 @@ mod tests {
             ],
         };
         let api_ref = changes.entries[1].object.clone();
-        let error = SyncError::Apply(ApplyError::WaitTimeout {
+        let error = PassError::Apply(ApplyError::WaitTimeout {
             timeout: std::time::Duration::from_secs(900),
             not_ready: vec![(api_ref.clone(), "0 of 1 replicas available".into())],
         });

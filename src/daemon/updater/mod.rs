@@ -35,7 +35,7 @@ use tokio::sync::Mutex;
 
 use super::state::{DaemonState, Shutdown};
 use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
-use crate::pass::{PassOptions, SyncError};
+use crate::pass::{PassError, PassOptions};
 use crate::render::bundle::BundleError;
 use crate::render::RenderError;
 use crate::source::channel::{ChannelError, ChannelOptions, ChannelSource};
@@ -111,7 +111,7 @@ pub enum RolloutError {
     #[error("{0}")]
     Render(#[from] RenderError),
     #[error("{0}")]
-    Pass(#[from] SyncError),
+    Pass(#[from] PassError),
     #[error("{0}")]
     Agents(#[from] crate::pass::agents::AgentsError),
     #[error("the rollout was abandoned: the daemon is stopping")]

@@ -22,7 +22,7 @@ use crate::apply::ApplyError;
 use crate::daemon::EngineRun;
 use crate::pass::agents::{ActiveBundle, AgentsError};
 use crate::pass::takeover::{self, Decision, Found, Takeover};
-use crate::pass::{PassOptions, SyncError};
+use crate::pass::{PassError, PassOptions};
 use crate::render::weavecloud::{render_agents, RenderedAgents};
 use crate::render::{DesiredObject, DesiredSet};
 
@@ -135,10 +135,10 @@ pub(super) fn has_desired_changes(changes: &ChangeSet, inventory: &BTreeSet<Obje
 }
 
 /// Whether a pass error only says that objects are not ready yet (the wait's deadline).
-fn only_not_ready_yet(e: &SyncError) -> bool {
+fn only_not_ready_yet(e: &PassError) -> bool {
     match e {
-        SyncError::Apply(ApplyError::WaitTimeout { .. }) => true,
-        SyncError::Many(all) => !all.is_empty() && all.iter().all(only_not_ready_yet),
+        PassError::Apply(ApplyError::WaitTimeout { .. }) => true,
+        PassError::Many(all) => !all.is_empty() && all.iter().all(only_not_ready_yet),
         _ => false,
     }
 }
@@ -548,7 +548,7 @@ pub(super) async fn engine(
     ctx: &Context,
     set: &DesiredSet,
     opts: &PassOptions,
-) -> Result<(ChangeSet, Option<SyncError>), WeaveCloudError> {
+) -> Result<(ChangeSet, Option<PassError>), WeaveCloudError> {
     match crate::daemon::run_engine(&ctx.state.client, set, opts, &|_| {}, &ctx.shutdown).await {
         EngineRun::Finished(changes, error) => Ok((changes, error)),
         EngineRun::Abandoned => Err(WeaveCloudError::Abandoned),

@@ -36,7 +36,7 @@ use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY, R
 use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
 use crate::apply::changeset::Action as ChangeAction;
 use crate::pass::agents::AgentsError;
-use crate::pass::{PassOptions, SyncError};
+use crate::pass::{PassError, PassOptions};
 use crate::render::ownership::OWNER_REF_ANNOTATION;
 use crate::render::DesiredSet;
 use crate::render::Owner;
@@ -75,7 +75,7 @@ pub enum WeaveCloudError {
     Prune {
         weavecloud: String,
         #[source]
-        source: Box<SyncError>,
+        source: Box<PassError>,
     },
     #[error("the daemon is stopping; the reconcile was abandoned")]
     Abandoned,

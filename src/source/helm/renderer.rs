@@ -144,18 +144,6 @@ impl HelmRenderer {
         self
     }
 
-    /// Keep at most `capacity` renders (0: no cache).
-    pub fn with_cache_capacity(mut self, capacity: usize) -> Self {
-        self.cache = Mutex::new(RenderCache::new(capacity));
-        self
-    }
-
-    /// Refuse helm output larger than `bytes`.
-    pub fn with_max_output_bytes(mut self, bytes: usize) -> Self {
-        self.max_output_bytes = bytes;
-        self
-    }
-
     /// How many helm processes this renderer started (`template` and `version`), for metrics
     /// and for tests that prove a pass started none.
     pub fn launches(&self) -> u64 {

@@ -113,11 +113,6 @@ pub struct Decryption {
 }
 
 impl Decryption {
-    /// Whether any source of identities is configured.
-    pub fn is_configured(&self) -> bool {
-        !self.key_file.is_empty() || self.secret.is_some()
-    }
-
     /// Every identity available now: the key file's, then the Secret's current ones.
     pub async fn identities(&self) -> Result<Arc<Vec<Identity>>, SopsError> {
         let Some(secret) = &self.secret else {
