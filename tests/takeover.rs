@@ -978,11 +978,53 @@ async fn weft_sync_takes_over_in_its_one_pass_too() {
             .expect("list")
             .items
         {
-            if o.name_any().ends_with(&format!("-{n}")) {
+            if o.name_any().ends_with(&format!(":{n}")) {
                 let _ = api.delete(&o.name_any(), &DeleteParams::background()).await;
             }
         }
     }
+    remove_outside(&client, &launcher, &n).await;
+    ns.delete().await;
+}
+
+/// `weft.io/suspend: "true"` on a WeaveCloud holds it before any takeover, in `weft sync` as in
+/// `weft run`: the one-shot pass took the launcher's objects over (17 deleted) and applied no
+/// agent for a suspended WeaveCloud, leaving nothing running (issue 29, item 1).
+#[tokio::test]
+async fn weft_sync_takes_nothing_over_for_a_suspended_weavecloud() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let ns = TestNamespace::new("takeover-suspended").await;
+    let n = ns.name().to_string();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let launcher = launcher_objects("weave-ns.yaml", &n);
+    remove_outside(&client, &launcher, &n).await;
+    install(&client, &launcher).await;
+    let repo = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(repo.path().join("weave")).expect("mkdir");
+    let seed = seed_weavecloud(&n).replace(
+        "metadata:\n  name: weave-cloud\n",
+        "metadata:\n  name: weave-cloud\n  annotations:\n    weft.io/suspend: \"true\"\n",
+    );
+    assert!(seed.contains("weft.io/suspend"), "{seed}");
+    std::fs::write(repo.path().join("weave/weave-cloud.yaml"), seed).expect("write");
+
+    let (code, stdout, stderr) = weft_sync(repo.path(), &n);
+    assert_eq!(code, 0, "weft sync succeeds\n{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains("launcher takeover") && !stdout.lines().any(|l| l.starts_with("deleted")),
+        "a suspended WeaveCloud takes nothing over:\n{stdout}"
+    );
+    for o in &launcher {
+        let (kind, namespace, name) = key(o);
+        let live = dynamic_api(&client, &kind, namespace.as_deref())
+            .get_opt(&name)
+            .await
+            .expect("get");
+        assert!(live.is_some(), "{kind}/{name} is left as it is:\n{stdout}");
+    }
+    let launcher_agent = deployment(&client, &n, "weave-agent").await;
+    assert!(!is_weft_managed(&launcher_agent.metadata));
     remove_outside(&client, &launcher, &n).await;
     ns.delete().await;
 }

@@ -251,28 +251,28 @@ pub async fn run_pass(
     match prepare(snapshot, Some(cluster), AgentLayer::Included, opts).await {
         Ok(prepared) => {
             result.diagnostics = prepared.diagnostics;
+            // Suspended WeaveClouds and Armada charts are held out first: a suspended
+            // WeaveCloud's launcher objects are left as they are, not taken over.
+            let set = match suspend::hold_suspended(client, &prepared.set).await {
+                Ok((Some(held), _)) => held,
+                Ok((None, _)) => prepared.set,
+                Err(e) => {
+                    result.error = Some(PassError::Suspended(format!(
+                        "cannot tell which resources are suspended, nothing was applied or pruned: {e}"
+                    )));
+                    result.duration = start.elapsed();
+                    return result;
+                }
+            };
             // As the WeaveCloud controller does before it applies agents: no doubled agents.
             let taken = match opts.dry_run {
-                true => Ok((prepared.set, Vec::new())),
+                true => Ok((set, Vec::new())),
                 false => {
-                    takeover::before_pass(client, prepared.set, opts.launcher_takeover.as_deref())
-                        .await
+                    takeover::before_pass(client, set, opts.launcher_takeover.as_deref()).await
                 }
             };
             match taken {
                 Ok((set, removed)) => {
-                    // Suspended WeaveClouds and Armada charts are held out.
-                    let set = match suspend::hold_suspended(client, &set).await {
-                        Ok((Some(held), _)) => held,
-                        Ok((None, _)) => set,
-                        Err(e) => {
-                            result.error = Some(PassError::Suspended(format!(
-                                "cannot tell which resources are suspended, nothing was applied or pruned: {e}"
-                            )));
-                            result.duration = start.elapsed();
-                            return result;
-                        }
-                    };
                     if !removed.is_empty() {
                         observer(Progress::Phase {
                             message: "taking over the Weave Cloud launcher's objects".to_string(),
