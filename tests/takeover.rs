@@ -879,6 +879,18 @@ async fn weft_run_takes_over_an_older_install_in_kube_system() {
     ns.delete().await;
 }
 
+/// The launcher's objects of `weave-ns.yaml` installed in `n` (as the launcher applied them), and
+/// an empty config repository with its `weave/` folder, for a one-shot `weft sync`.
+async fn launcher_and_repo(client: &Client, n: &str) -> (Vec<Value>, tempfile::TempDir) {
+    support::cluster::install_crds(client).await;
+    let launcher = launcher_objects("weave-ns.yaml", n);
+    remove_outside(client, &launcher, n).await;
+    install(client, &launcher).await;
+    let repo = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(repo.path().join("weave")).expect("mkdir");
+    (launcher, repo)
+}
+
 fn weft_sync(repo: &Path, ns: &str) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
         .arg("sync")
@@ -903,12 +915,7 @@ async fn weft_sync_takes_over_in_its_one_pass_too() {
     let ns = TestNamespace::new("takeover-sync").await;
     let n = ns.name().to_string();
     let client = ns.client();
-    support::cluster::install_crds(&client).await;
-    let launcher = launcher_objects("weave-ns.yaml", &n);
-    remove_outside(&client, &launcher, &n).await;
-    install(&client, &launcher).await;
-    let repo = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(repo.path().join("weave")).expect("mkdir");
+    let (launcher, repo) = launcher_and_repo(&client, &n).await;
     let seed = seed_weavecloud(&n).replace(
         "    config:\n      git-label: label\n      git-url: url\n      git-path: path\n      git-branch: branch\n",
         "",
@@ -996,12 +1003,7 @@ async fn weft_sync_takes_nothing_over_for_a_suspended_weavecloud() {
     let ns = TestNamespace::new("takeover-suspended").await;
     let n = ns.name().to_string();
     let client = ns.client();
-    support::cluster::install_crds(&client).await;
-    let launcher = launcher_objects("weave-ns.yaml", &n);
-    remove_outside(&client, &launcher, &n).await;
-    install(&client, &launcher).await;
-    let repo = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(repo.path().join("weave")).expect("mkdir");
+    let (launcher, repo) = launcher_and_repo(&client, &n).await;
     let seed = seed_weavecloud(&n).replace(
         "metadata:\n  name: weave-cloud\n",
         "metadata:\n  name: weave-cloud\n  annotations:\n    weft.io/suspend: \"true\"\n",
