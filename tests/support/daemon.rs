@@ -65,7 +65,7 @@ impl<'a> DaemonOptions<'a> {
 impl Daemon {
     /// Start `weft run` and wait until its HTTP API answers `/healthz`.
     pub fn start(opts: DaemonOptions<'_>) -> Daemon {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dir = tempfile::tempdir().expect("tempdir");
         let token = dir.path().join("sync-token");
         let secret = dir.path().join("webhooks");
         std::fs::write(&token, format!("{SYNC_TOKEN}\n")).expect("write token");
@@ -77,8 +77,41 @@ impl Daemon {
         ] {
             std::fs::write(secret.join(hook), format!("{value}\n")).expect("write secret");
         }
-        let port = free_port();
-        let hooks_port = free_port();
+        // The ports are picked free, then bound by the child a moment later: another test (or
+        // another test binary) may take one in between. A daemon that could not listen is started
+        // again on other ports; any other early exit fails the test.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let port = free_port();
+            let hooks_port = free_port();
+            let child = Self::spawn(&opts, &dir, port, hooks_port);
+            let log = dir.path().join("weft.log");
+            let mut d = Daemon {
+                child: Some(child),
+                port,
+                hooks_port,
+                log,
+                dir,
+            };
+            match d.wait_healthy() {
+                Ok(()) => return d,
+                Err(logs) if attempt < 5 && logs.contains("Address already in use") => {
+                    dir = d.take_dir();
+                }
+                Err(logs) => panic!("{logs}"),
+            }
+        }
+    }
+
+    fn spawn(
+        opts: &DaemonOptions<'_>,
+        dir: &tempfile::TempDir,
+        port: u16,
+        hooks_port: u16,
+    ) -> Child {
+        let token = dir.path().join("sync-token");
+        let secret = dir.path().join("webhooks");
         let log = dir.path().join("weft.log");
         let log_file = std::fs::File::create(&log).expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
@@ -126,35 +159,40 @@ impl Daemon {
             Some(ip) => cmd.env("POD_IP", ip),
             None => cmd.env_remove("POD_IP"),
         };
-        let child = cmd.spawn().expect("spawn weft run");
-        let mut d = Daemon {
-            child: Some(child),
-            port,
-            hooks_port,
-            log,
-            dir,
-        };
-        d.wait_healthy();
-        d
+        cmd.spawn().expect("spawn weft run")
     }
 
-    fn wait_healthy(&mut self) {
+    /// The daemon's directory, taken out of a daemon that did not start (to start it again).
+    fn take_dir(mut self) -> tempfile::TempDir {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let placeholder = tempfile::tempdir().expect("tempdir");
+        std::mem::replace(&mut self.dir, placeholder)
+    }
+
+    /// Wait until `/healthz` answers; the daemon's logs as the error when it exits or never does.
+    fn wait_healthy(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
-                    panic!("weft run exited early ({status}):\n{}", self.logs());
+                    return Err(format!(
+                        "weft run exited early ({status}):\n{}",
+                        self.logs()
+                    ));
                 }
             }
             if healthz_ok(self.port) {
-                return;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!(
+        Err(format!(
             "weft run did not answer /healthz within 30s:\n{}",
             self.logs()
-        );
+        ))
     }
 
     /// `http://127.0.0.1:PORT` of port `http`: status, health, metrics.
