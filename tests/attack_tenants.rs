@@ -39,7 +39,7 @@ use weft::daemon::state::{DaemonState, WatchNamespaces};
 use weft::daemon::status::DaemonStatus;
 use weft::daemon::updater::{UpdateOptions, UpdateOutcome, Updater};
 use weft::render::Owner;
-use weft::source::policy::{ChannelPolicy, UrlAllowList};
+use weft::source::fetch_policy::{ChannelPolicy, UrlAllowList};
 
 const FLUX: &str = "weave-flux-agent";
 const KUBE_SYSTEM: &str = "kube-system";

@@ -48,7 +48,7 @@ pub struct DaemonConfig {
     pub controllers: bool,
     pub pass_options: PassOptions,
     /// Which agent channels a WeaveCloud may name (`--allowed-channels`).
-    pub allowed_channels: crate::source::policy::ChannelPolicy,
+    pub allowed_channels: crate::source::fetch_policy::ChannelPolicy,
     /// What this installation syncs, recorded on its Lease (see [`LeaseConfig::claim`]).
     pub claim: Option<String>,
     /// The URL of the hooks port, published on the Lease while leading.

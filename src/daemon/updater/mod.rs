@@ -66,7 +66,7 @@ pub enum UpdateError {
     #[error("{0}")]
     Channel(#[from] ChannelError),
     #[error("{0}")]
-    ChannelRefused(#[from] crate::source::policy::ChannelRefused),
+    ChannelRefused(#[from] crate::source::fetch_policy::ChannelRefused),
     #[error("bundle {version}: `url: {url}` is not allowed by --allowed-channels ({allowed}): the channel's bundles are fetched only from where a channel may be; nothing was fetched")]
     BundleUrlRefused {
         version: semver::Version,
@@ -170,7 +170,7 @@ pub struct UpdateOptions {
     /// How channels are reached.
     pub channel: ChannelOptions,
     /// Which channels a WeaveCloud may name (`--allowed-channels`).
-    pub allowed_channels: crate::source::policy::ChannelPolicy,
+    pub allowed_channels: crate::source::fetch_policy::ChannelPolicy,
     /// Upper bound of the scheduler's sleep (it also wakes for each WeaveCloud's next check).
     pub rescan_interval: Duration,
     /// The daemon's pass options (`weft run`'s `--max-prune-fraction`, `--force-prune`,
