@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use kube::runtime::events::{Recorder, Reporter};
 use kube::Client;
 use tokio::sync::{watch, Notify, OwnedMutexGuard};
 
@@ -46,8 +45,8 @@ pub struct DaemonState {
     pub queue: Arc<TriggerQueue<PassReport>>,
     /// Agent update checks asked for over HTTP.
     pub update_requests: UpdateRequests,
-    /// Kubernetes events of every component.
-    pub recorder: Recorder,
+    /// Kubernetes events of every component, and the notifications made of them.
+    events: super::events::EventPublisher,
     /// The agent bundle each WeaveCloud runs.
     pub bundles: AgentBundles,
     /// Update verdicts the WeaveCloud controller must keep reporting.
@@ -65,8 +64,6 @@ pub struct DaemonState {
     pub shard: Arc<RwLock<Option<ShardClaim>>>,
     /// Whether the root is suspended (`weft suspend`), as last read from the cluster.
     pub suspension: super::suspend::SuspendState,
-    /// Notifications (Providers and Alerts); disabled unless `weft run` starts its dispatcher.
-    pub notifier: crate::notify::Notifier,
 }
 
 /// The shard a replica holds, and how to tell which custom resources are its own.
@@ -147,7 +144,10 @@ impl DaemonState {
     /// A fresh state; agent bundles are cached in `weft_namespace`.
     pub fn new(client: Client, weft_namespace: &str, status: DaemonStatus) -> DaemonState {
         DaemonState {
-            recorder: recorder(client.clone()),
+            events: super::events::EventPublisher::new(
+                client.clone(),
+                crate::notify::Notifier::disabled(),
+            ),
             bundles: AgentBundles::new(client.clone(), weft_namespace.to_string()),
             client,
             metrics: Arc::new(Metrics::new()),
@@ -160,14 +160,23 @@ impl DaemonState {
             fence: Default::default(),
             shard: Default::default(),
             suspension: Default::default(),
-            notifier: crate::notify::Notifier::disabled(),
         }
     }
 
     /// Send notifications through `notifier` (its dispatcher started by the caller).
     pub fn with_notifier(mut self, notifier: crate::notify::Notifier) -> DaemonState {
-        self.notifier = notifier;
+        self.events = self.events.with_notifier(notifier);
         self
+    }
+
+    /// Publishes Kubernetes events (bounded and redacted) and their notifications.
+    pub fn events(&self) -> &super::events::EventPublisher {
+        &self.events
+    }
+
+    /// Notifications (Providers and Alerts); disabled unless `weft run` starts its dispatcher.
+    pub fn notifier(&self) -> &crate::notify::Notifier {
+        self.events.notifier()
     }
 
     /// The write fence `client` was built with.
@@ -256,17 +265,6 @@ impl DaemonState {
             .as_ref()
             .is_none_or(|c| c.handles(labels, kind, namespace, name))
     }
-}
-
-/// A recorder for Weft's events.
-pub fn recorder(client: Client) -> Recorder {
-    Recorder::new(
-        client,
-        Reporter {
-            controller: "weft".to_string(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    )
 }
 
 /// One async lock per owner: the WeaveCloud controller and the updater hold it around render,

@@ -28,8 +28,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
-use kube::{Resource, ResourceExt};
+use kube::runtime::events::EventType;
+
+use crate::daemon::events::Note;
+use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
@@ -302,29 +304,14 @@ impl Updater {
     }
 
     async fn event(&self, wc: &WeaveCloud, type_: EventType, reason: &str, note: String) {
-        let (ns, name, warning) = (
-            wc.namespace().unwrap_or_default(),
-            wc.name_any(),
-            type_ == EventType::Warning,
-        );
-        let notification =
-            crate::notify::Event::from_kube("WeaveCloud", &ns, &name, warning, reason, &note);
-        self.state.notifier.emit_some(notification);
-        let ev = Event {
-            type_,
-            reason: reason.to_string(),
-            note: Some(
-                crate::api::redact::redact_url_passwords(&note)
-                    .chars()
-                    .take(1000)
-                    .collect(),
-            ),
-            action: "AgentUpdate".to_string(),
-            secondary: None,
+        let event = Note {
+            warning: type_ == EventType::Warning,
+            reason,
+            action: "AgentUpdate",
+            text: &note,
+            related: None,
         };
-        if let Err(e) = self.state.recorder.publish(&ev, &wc.object_ref(&())).await {
-            tracing::warn!(error = %e, reason, "cannot publish event");
-        }
+        self.state.events().publish(wc, event).await;
     }
 
     /// Read-modify-write of the updater's fields of `wc`'s status: a merge patch of the fields
