@@ -705,7 +705,7 @@ fn count_early(report: &mut PassReport, early: Vec<crate::api::ObjectRef>) {
 }
 
 /// What a pass of a suspended root says.
-fn suspended_message(s: &super::suspend::RootSuspension) -> String {
+fn suspended_message(s: &super::record::RootSuspension) -> String {
     let mut text = String::from("the root is suspended");
     if let Some(since) = &s.since {
         text.push_str(&format!(" since {since}"));

@@ -208,7 +208,7 @@ impl DaemonState {
 
     /// Record the root's suspension as read from the cluster (status included); `true` when
     /// this resumes a suspended root.
-    pub fn set_suspension(&self, now: super::suspend::RootSuspension) -> bool {
+    pub fn set_suspension(&self, now: super::record::RootSuspension) -> bool {
         self.update_status(|s| s.suspension = now.clone());
         self.suspension.set(now)
     }
