@@ -61,48 +61,9 @@ pub struct DaemonState {
     /// a fresh leader Lease.
     pub fence: crate::apply::fence::WriteFence,
     /// The shard this replica works on during its term (`--shards N`); `None` on a standby.
-    pub shard: Arc<RwLock<Option<ShardClaim>>>,
+    pub shard: Arc<RwLock<Option<super::shards::ShardClaim>>>,
     /// Whether the root is suspended (`weft suspend`), as last read from the cluster.
     pub suspension: super::suspend::SuspendState,
-}
-
-/// The shard a replica holds, and how to tell which custom resources are its own.
-#[derive(Clone, Debug)]
-pub struct ShardClaim {
-    pub shard: crate::render::shard::Shard,
-    /// The root's own name (`--root-name`), shard 0's.
-    pub root_name: String,
-    pub weft_namespace: String,
-}
-
-impl ShardClaim {
-    fn owner_of(&self, index: u32) -> Owner {
-        Owner::root(
-            &self.weft_namespace,
-            crate::render::shard::shard_root_name(&self.root_name, index),
-        )
-    }
-
-    /// Does this shard act on the custom resource `kind` `namespace`/`name` with `labels`? The
-    /// shard whose root applied it (its `weft.io/owner` label) does; one that no shard applied
-    /// (created by hand) goes by the hash of its identity.
-    pub fn handles(
-        &self,
-        labels: &BTreeMap<String, String>,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-    ) -> bool {
-        if self.shard.count <= 1 {
-            return true;
-        }
-        if let Some(label) = labels.get(crate::render::ownership::OWNER_LABEL) {
-            if let Some(j) = (0..self.shard.count).find(|j| self.owner_of(*j).id().0 == *label) {
-                return j == self.shard.index;
-            }
-        }
-        self.shard.holds(&format!("{kind}:{namespace}/{name}"))
-    }
 }
 
 /// `--watch-namespaces`: the namespaces whose custom resources the controllers and the updater
@@ -226,7 +187,7 @@ impl DaemonState {
 
     /// Record the shard this replica holds for a term (`None` when the term ends): status,
     /// metrics, and which custom resources the controllers act on.
-    pub fn set_shard(&self, claim: Option<ShardClaim>) {
+    pub fn set_shard(&self, claim: Option<super::shards::ShardClaim>) {
         let held: Vec<u32> = claim.iter().map(|c| c.shard.index).collect();
         self.metrics.set_shards(&held);
         self.update_status(|s| s.shards = held.clone());
@@ -250,7 +211,7 @@ impl DaemonState {
         }
     }
 
-    /// Whether this replica acts on the custom resource (see [`ShardClaim::handles`]); `true`
+    /// Whether this replica acts on the custom resource (see [`super::shards::ShardClaim::handles`]); `true`
     /// when it holds no shard claim (an unsharded root: the controllers run only while leading).
     pub fn handles(
         &self,
