@@ -15,7 +15,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::status::now_rfc3339;
+use crate::api::conditions::now_rfc3339;
 use crate::api::suspend::suspends;
 use crate::apply::FIELD_MANAGER;
 

@@ -174,10 +174,12 @@ async fn lead(
     let root_task = tokio::spawn(root.run());
     let _ = state.queue.trigger(TriggerReason::Startup);
     let poll_task = tokio::spawn(poll(state.clone(), config.interval));
+    let followed = (state.clone(), base_root.clone());
     let suspend_task = tokio::spawn(super::suspend::follow(
-        state.clone(),
+        state.client.clone(),
         config.namespace.clone(),
         base_root.clone(),
+        move |now| followed.0.suspension_seen(&followed.1, now),
     ));
     let controllers = config
         .controllers

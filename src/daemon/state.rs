@@ -174,6 +174,23 @@ impl DaemonState {
         self.suspension.set(now)
     }
 
+    /// The root's suspension as the root record says now (see [`super::suspend::follow`]):
+    /// kept, and a pass started when this resumes the root. `false` once the queue is closed.
+    pub fn suspension_seen(&self, root_name: &str, now: super::record::RootSuspension) -> bool {
+        let suspended = now.suspended;
+        if self.set_suspension(now) {
+            tracing::info!(root = %root_name, "the root was resumed; starting a pass");
+            return self
+                .queue
+                .trigger(super::trigger::TriggerReason::Resumed)
+                .is_ok();
+        }
+        if suspended {
+            tracing::debug!(root = %root_name, "the root is suspended");
+        }
+        true
+    }
+
     /// Whether this replica holds the leader Lease.
     pub fn is_leader(&self) -> bool {
         self.status.read().map(|s| s.leader).unwrap_or(false)

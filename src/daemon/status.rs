@@ -206,10 +206,7 @@ impl DaemonStatus {
     }
 }
 
-/// Now, as RFC 3339 UTC with seconds precision (the format of every time Weft shows).
-pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
+pub use crate::api::conditions::now_rfc3339;
 
 #[cfg(test)]
 mod tests {

@@ -28,8 +28,7 @@ use super::record::{
     record_labels, record_name, RootSuspension, KEY_SUSPENDED, KEY_SUSPENDED_AT,
     KEY_SUSPEND_MESSAGE, SUSPEND_MANAGER,
 };
-use super::status::now_rfc3339;
-use crate::api::conditions::{Condition, ConditionStatus};
+use crate::api::conditions::{now_rfc3339, Condition, ConditionStatus};
 
 pub use crate::api::suspend::{annotated, annotated_value, SUSPEND_ANNOTATION};
 /// The condition type of a suspended resource.
@@ -188,13 +187,19 @@ impl SuspendState {
     }
 }
 
-/// Follow the root record of `root_name` while this replica works: keep `state` current, and
-/// start a pass (`resumed`) when the root is resumed. Runs until aborted.
-pub async fn follow(state: super::state::DaemonState, weft_namespace: String, root_name: String) {
+/// Follow the root record of `root_name` while this replica works, handing each suspension
+/// seen to `seen` (the daemon state keeps it and starts a pass when the root is resumed); stops
+/// when `seen` returns `false`, or when aborted.
+pub async fn follow(
+    client: Client,
+    weft_namespace: String,
+    root_name: String,
+    seen: impl Fn(RootSuspension) -> bool,
+) {
     use futures::StreamExt;
     use kube::runtime::watcher::{self, Event};
     use kube::runtime::WatchStreamExt;
-    let api: Api<ConfigMap> = Api::namespaced(state.client.clone(), &weft_namespace);
+    let api: Api<ConfigMap> = Api::namespaced(client, &weft_namespace);
     let config =
         watcher::Config::default().fields(&format!("metadata.name={}", record_name(&root_name)));
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
@@ -217,18 +222,8 @@ pub async fn follow(state: super::state::DaemonState, weft_namespace: String, ro
                 continue;
             }
         };
-        let suspended = now.suspended;
-        if state.set_suspension(now) {
-            tracing::info!(root = %root_name, "the root was resumed; starting a pass");
-            if state
-                .queue
-                .trigger(super::trigger::TriggerReason::Resumed)
-                .is_err()
-            {
-                return;
-            }
-        } else if suspended {
-            tracing::debug!(root = %root_name, "the root is suspended");
+        if !seen(now) {
+            return;
         }
     }
 }
