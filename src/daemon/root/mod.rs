@@ -7,203 +7,35 @@
 //! writes nothing unless something drifted.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use kube::Client;
 use tokio::task::JoinHandle;
+
+mod report;
+mod source;
+
+use report::{count_early, log_outcome, suspended_message};
+pub use report::{fill_changes, summary_of};
+pub use source::{OpenError, RootError, RootSource, SOURCE_READY};
 
 use super::armada::status as armada_status;
 use super::record::{self, RootOutcome, RootRecord};
 use super::shards;
 use super::state::{DaemonState, Shutdown};
-use super::status::{now_rfc3339, ChangeSummary, ObjectChange, PassReport, PassResultKind};
+use super::status::{now_rfc3339, ChangeSummary, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
 use super::EngineRun;
 use crate::api::conditions::{set_condition, Condition, ConditionStatus};
-use crate::apply::changeset::{Action, ChangeSet};
+use crate::apply::changeset::Action;
 use crate::pass::{PassOptions, Progress, ShardPass};
 use crate::render::shard::Shard;
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
-use crate::source::git::auth::Credentials;
 use crate::source::git::redact_url_passwords;
-use crate::source::git::{self, FetchOutcome, GitError, GitRef, GitSource, GitSourceSpec};
-use crate::source::{self, Snapshot, SnapshotLimits};
-
-/// Why a stage of a pass failed (shown in the pass report and the log).
-#[derive(Debug, thiserror::Error)]
-pub enum RootError {
-    #[error("fetching {url}: {source}")]
-    Fetch {
-        url: String,
-        #[source]
-        source: GitError,
-    },
-    #[error("reading {dir}: {source}")]
-    Read {
-        dir: String,
-        #[source]
-        source: source::local::LocalError,
-    },
-    /// The blocking fetch or read task panicked.
-    #[error("reading the repository: the task failed: {0}")]
-    Task(#[source] tokio::task::JoinError),
-    #[error(transparent)]
-    Prepare(#[from] crate::pass::PassError),
-}
-
-/// Why the repository cannot be followed at all.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("the repository: {0}")]
-    Git(#[source] GitError),
-    #[error("the repository: `{0}` is neither a git URL nor a directory")]
-    NotFound(String),
-}
-
-/// The root condition that says whether the repository can be fetched.
-pub const SOURCE_READY: &str = "SourceReady";
-
-/// Where the sync root's documents come from. Clones share the git source (and its cache).
-#[derive(Clone)]
-pub enum RootSource {
-    /// A git repository (fetched incrementally into a cache), its URL as shown (passwords
-    /// redacted) and its fetch deadline: both readable while a fetch holds the source.
-    Git {
-        source: Arc<Mutex<GitSource>>,
-        url: String,
-        timeout: Duration,
-    },
-    /// A local directory (development): read on every pass.
-    Dir { dir: PathBuf, path: Option<String> },
-}
-
-impl RootSource {
-    /// Follow `repo` (a git URL, or a local directory) at `git_ref` (default: the remote's
-    /// `main`), under `path`; git repositories are cached in `cache_dir`.
-    pub fn open(
-        repo: &str,
-        git_ref: Option<&str>,
-        path: Option<&str>,
-        cache_dir: Option<PathBuf>,
-        credentials: Credentials,
-        fetch_timeout: Duration,
-    ) -> Result<RootSource, OpenError> {
-        if git::is_git_url(repo) {
-            let cache_dir = cache_dir.unwrap_or_else(git::default_cache_dir);
-            let mut spec = GitSourceSpec::new(repo.to_string(), cache_dir);
-            if let Some(r) = git_ref {
-                spec.reference = GitRef::parse(r);
-            }
-            spec.path = path.map(str::to_string);
-            spec.credentials = credentials;
-            spec.fetch_timeout = fetch_timeout;
-            let timeout = spec.fetch_timeout;
-            let source = GitSource::new(spec).map_err(OpenError::Git)?;
-            Ok(RootSource::Git {
-                url: source.display_url().to_string(),
-                source: Arc::new(Mutex::new(source)),
-                timeout,
-            })
-        } else {
-            let dir = PathBuf::from(repo);
-            if !dir.is_dir() {
-                return Err(OpenError::NotFound(repo.to_string()));
-            }
-            Ok(RootSource::Dir {
-                dir,
-                path: path.map(str::to_string),
-            })
-        }
-    }
-
-    /// The repository as shown in status and logs (passwords redacted).
-    pub fn display(&self) -> String {
-        match self {
-            RootSource::Git { url, .. } => url.clone(),
-            RootSource::Dir { dir, .. } => dir.display().to_string(),
-        }
-    }
-
-    /// Fetch: `Ok(None)` when the revision is the one we rendered last (`last`).
-    async fn fetch(&self, last: Option<&Snapshot>) -> Result<Option<Arc<Snapshot>>, RootError> {
-        match self {
-            RootSource::Git {
-                source: g,
-                url,
-                timeout,
-            } => {
-                let (g, timeout) = (g.clone(), *timeout);
-                let fetching = tokio::task::spawn_blocking(move || {
-                    // A fetch still stuck in a server that never ends its answer holds the
-                    // source: this pass fails at once instead of queueing behind it.
-                    let mut g = match g.try_lock() {
-                        Ok(g) => g,
-                        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                        Err(std::sync::TryLockError::WouldBlock) => return None,
-                    };
-                    let url = g.display_url().to_string();
-                    let outcome = g.fetch();
-                    let last_good = g.last_good().cloned();
-                    Some((url, outcome, last_good))
-                });
-                // libgit2 honours the deadline while data flows and cuts a silent server; this
-                // bounds what it cannot see (a ref advertisement that never ends).
-                let overrun = || RootError::Fetch {
-                    url: url.clone(),
-                    source: GitError::Timeout {
-                        url: url.clone(),
-                        timeout,
-                    },
-                };
-                let (url, outcome, last_good) =
-                    match tokio::time::timeout(timeout + Duration::from_secs(5), fetching).await {
-                        Ok(joined) => match joined.map_err(RootError::Task)? {
-                            Some(done) => done,
-                            None => return Err(overrun()),
-                        },
-                        Err(_) => return Err(overrun()),
-                    };
-                match outcome {
-                    Ok(FetchOutcome::New(s)) => Ok(Some(s)),
-                    // Unchanged since the source's last good snapshot; if we never rendered it
-                    // (e.g. the previous render failed and was fixed nowhere), use it anyway.
-                    Ok(FetchOutcome::Unchanged) => match (last, last_good) {
-                        (Some(l), Some(g)) if l.revision == g.revision => Ok(None),
-                        (_, Some(g)) => Ok(Some(g)),
-                        (_, None) => Ok(None),
-                    },
-                    Err(source) => Err(RootError::Fetch { url, source }),
-                }
-            }
-            RootSource::Dir { dir, path } => {
-                let dir = dir.clone();
-                let path = path.clone();
-                let read = tokio::task::spawn_blocking(move || {
-                    let s = source::local::read_dir(&dir, SnapshotLimits::default()).map_err(
-                        |source| RootError::Read {
-                            dir: dir.display().to_string(),
-                            source,
-                        },
-                    )?;
-                    Ok::<_, RootError>(match &path {
-                        Some(p) => s.subdir(p),
-                        None => s,
-                    })
-                })
-                .await
-                .map_err(RootError::Task)??;
-                if last == Some(&read) {
-                    Ok(None)
-                } else {
-                    Ok(Some(Arc::new(read)))
-                }
-            }
-        }
-    }
-}
+use crate::source::git::GitError;
+use crate::source::Snapshot;
 
 /// The rendered sync layer of one revision, kept so an unchanged head skips load and render.
 struct Rendered {
@@ -687,58 +519,6 @@ impl RootReconciler {
     }
 }
 
-/// The objects a pass applied ahead of its full render are its changes too: the full pass found
-/// them unchanged, the report says `configured` (so `weft trigger --wait` and notifications show
-/// what the push changed).
-fn count_early(report: &mut PassReport, early: Vec<crate::api::ObjectRef>) {
-    for r in early {
-        let object = r.to_string();
-        if report.changes.iter().any(|c| c.object == object) {
-            continue;
-        }
-        report.summary.configured += 1;
-        report.summary.unchanged = report.summary.unchanged.saturating_sub(1);
-        report.changes.push(ObjectChange {
-            object,
-            action: "configured".to_string(),
-        });
-    }
-}
-
-/// What a pass of a suspended root says.
-fn suspended_message(s: &super::suspend::RootSuspension) -> String {
-    let mut text = String::from("the root is suspended");
-    if let Some(since) = &s.since {
-        text.push_str(&format!(" since {since}"));
-    }
-    if let Some(m) = &s.message {
-        text.push_str(&format!(" ({m})"));
-    }
-    text.push_str("; nothing was fetched, applied or pruned (resume with `weft resume`)");
-    text
-}
-
-/// The log line of a finished pass.
-fn log_outcome(report: &PassReport) {
-    let pass = report.pass;
-    match &report.error {
-        None => tracing::info!(
-            pass,
-            revision = report.revision.as_deref().unwrap_or("-"),
-            head_unchanged = report.head_unchanged,
-            created = report.summary.created,
-            configured = report.summary.configured,
-            pruned = report.summary.pruned,
-            unchanged = report.summary.unchanged,
-            seconds = report.duration_seconds,
-            "pass succeeded"
-        ),
-        Some(e) => {
-            tracing::warn!(pass, revision = report.revision.as_deref().unwrap_or("-"), error = %e, "pass failed")
-        }
-    }
-}
-
 /// Charts marked `deploying` in one pass, and the status writes doing it.
 #[derive(Default)]
 struct DeployingMarks(std::sync::Mutex<(BTreeSet<Owner>, Vec<JoinHandle<()>>)>);
@@ -766,33 +546,5 @@ impl DeployingMarks {
         for write in writes {
             let _ = write.await;
         }
-    }
-}
-
-/// The report's view of a change set.
-pub fn fill_changes(report: &mut PassReport, changes: &ChangeSet) {
-    let s = changes.summary();
-    report.summary = summary_of(changes);
-    debug_assert_eq!(report.summary.unchanged, s.unchanged as u64);
-    report.changes = changes
-        .entries
-        .iter()
-        .filter(|c| c.action != Action::Unchanged)
-        .map(|c| ObjectChange {
-            object: c.object.to_string(),
-            action: c.action.done().to_string(),
-        })
-        .collect();
-}
-
-/// Counts per action of a change set.
-pub fn summary_of(changes: &ChangeSet) -> ChangeSummary {
-    let s = changes.summary();
-    ChangeSummary {
-        created: s.created as u64,
-        configured: s.configured as u64,
-        unchanged: s.unchanged as u64,
-        pruned: s.deleted as u64,
-        skipped: s.skipped as u64,
     }
 }
