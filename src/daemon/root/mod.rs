@@ -110,12 +110,26 @@ pub struct RootReconciler {
     applied_revision: Option<String>,
     /// The shard this loop applies; `None`: the whole root (no retired shards looked for).
     shard: Option<RootShard>,
-    /// The revision the running pass fetched new, if any (notifications).
-    fetched: Option<String>,
-    /// The phases of the charts the running pass holds because they are suspended.
-    held_phases: armada_status::ChartPhases,
-    /// What the running pass applied ahead of its full render (see [`super::early`]).
+}
+
+/// What a pass ends with: its report, and the revision it fetched new, if any (notifications).
+pub struct PassDone {
+    pub report: PassReport,
+    pub fetched: Option<String>,
+}
+
+/// What the fetch and render of one pass gave.
+struct Fetched {
+    /// The head was unchanged: the cached render is applied again.
+    unchanged: bool,
+    /// What the pass applied ahead of its full render (see [`super::early`]).
     early: Vec<crate::api::ObjectRef>,
+}
+
+/// How a pass's body ended: stopped before apply (it logged why), or applied.
+enum Ended {
+    Stopped,
+    Applied,
 }
 
 impl RootReconciler {
@@ -133,9 +147,6 @@ impl RootReconciler {
             rendered: None,
             applied_revision: None,
             shard: None,
-            fetched: None,
-            held_phases: Default::default(),
-            early: Vec::new(),
         }
     }
 
@@ -150,8 +161,8 @@ impl RootReconciler {
     /// stop gets the shutdown grace period to finish, then it is abandoned.
     pub async fn run(mut self) {
         while let Some(ticket) = self.state.queue.next_pass().await {
-            let report = self.run_pass(ticket).await;
-            let outcome = report.notification(self.fetched.as_deref());
+            let PassDone { report, fetched } = self.run_pass(ticket).await;
+            let outcome = report.notification(fetched.as_deref());
             self.state
                 .notifier
                 .emit_all(crate::notify::root::finished(&self.notified(), &outcome));
@@ -169,7 +180,7 @@ impl RootReconciler {
     }
 
     /// One pass: fetch, and if new, load and render; then apply, prune and wait.
-    pub async fn run_pass(&mut self, ticket: PassTicket) -> PassReport {
+    pub async fn run_pass(&mut self, ticket: PassTicket) -> PassDone {
         let reasons: Vec<String> = ticket
             .reasons
             .iter()
@@ -189,14 +200,31 @@ impl RootReconciler {
             summary: ChangeSummary::default(),
             changes: Vec::new(),
         };
+        let mut fetched = None;
+        let ended = self.pass_body(ticket, &mut report, &mut fetched).await;
+        // The one exit of every pass.
+        report.duration_seconds = start.elapsed().as_secs_f64();
+        if let Ended::Applied = ended {
+            log_outcome(&report);
+        }
+        PassDone { report, fetched }
+    }
+
+    /// The pass without its bookkeeping: read the record; unless suspended, run the pass and
+    /// record its outcome.
+    async fn pass_body(
+        &mut self,
+        ticket: PassTicket,
+        report: &mut PassReport,
+        fetched: &mut Option<String>,
+    ) -> Ended {
         let record = match self.read_record().await {
             Ok(record) => record,
             Err(e) => {
                 let text = format!("cannot read the root record (is the root suspended?): {e}");
                 tracing::warn!(pass = ticket.pass, error = %text, "pass failed before fetch; nothing was applied or pruned");
                 report.error = Some(text);
-                report.duration_seconds = start.elapsed().as_secs_f64();
-                return report;
+                return Ended::Stopped;
             }
         };
         if let Some(suspension) = record.suspension.suspended.then_some(&record.suspension) {
@@ -206,38 +234,39 @@ impl RootReconciler {
             );
             report.result = PassResultKind::Suspended;
             report.error = Some(suspended_message(suspension));
-            report.duration_seconds = start.elapsed().as_secs_f64();
-            return report;
+            return Ended::Stopped;
         }
-        let report = self.run_unsuspended(ticket, report, start).await;
-        self.record_outcome(&record, &report).await;
+        let ended = self.run_unsuspended(ticket, report, fetched).await;
+        self.record_outcome(&record, report).await;
         // What the pass allocated (a render, its plan, pages of listed metadata) is freed by now.
         crate::mem::release_free_memory();
-        report
+        ended
     }
 
     /// The pass of a root that is not suspended.
     async fn run_unsuspended(
         &mut self,
         ticket: PassTicket,
-        mut report: PassReport,
-        start: Instant,
-    ) -> PassReport {
-        match self.prepare().await {
-            Ok(unchanged) => report.head_unchanged = unchanged,
+        report: &mut PassReport,
+        fetched: &mut Option<String>,
+    ) -> Ended {
+        let early = match self.prepare(fetched).await {
+            Ok(f) => {
+                report.head_unchanged = f.unchanged;
+                f.early
+            }
             Err(e) => {
                 // Status and logs never show a password of a URL inside an error.
                 let text = redact_url_passwords(&e.to_string());
                 tracing::warn!(pass = ticket.pass, error = %text, "pass failed before apply; nothing was applied or pruned");
                 report.error = Some(text);
                 report.revision = self.applied_revision.clone();
-                report.duration_seconds = start.elapsed().as_secs_f64();
-                return report;
+                return Ended::Stopped;
             }
-        }
+        };
         let Some(rendered) = &self.rendered else {
             report.error = Some("nothing was fetched yet".to_string());
-            return report;
+            return Ended::Stopped;
         };
         report.revision = rendered
             .snapshot
@@ -248,27 +277,26 @@ impl RootReconciler {
             report.result = PassResultKind::Abandoned;
             report.error =
                 Some("the daemon is stopping; the pass was abandoned before apply".into());
-            report.duration_seconds = start.elapsed().as_secs_f64();
-            return report;
+            return Ended::Stopped;
         }
         let mut set = rendered.set.clone();
         let elsewhere = rendered.elsewhere.clone();
         // Suspended Armada charts (and their groups' and manifests' charts) are held out.
-        match crate::pass::suspend::hold_suspended(&self.state.client, &set).await {
+        let held_phases = match crate::pass::suspend::hold_suspended(&self.state.client, &set).await
+        {
             Ok((held_set, held)) => {
                 if let Some(held_set) = held_set {
                     set = Arc::new(held_set);
                 }
-                self.held_phases = armada_status::record_suspended(&self.state.client, &held).await;
+                armada_status::record_suspended(&self.state.client, &held).await
             }
             Err(e) => {
                 report.error = Some(format!(
                     "cannot tell which resources are suspended: {e}; nothing was applied or pruned"
                 ));
-                report.duration_seconds = start.elapsed().as_secs_f64();
-                return report;
+                return Ended::Stopped;
             }
-        }
+        };
         let shard_pass = match &mut self.shard {
             Some(shard) => {
                 let retired = shard
@@ -287,11 +315,9 @@ impl RootReconciler {
             shard: shard_pass,
             ..self.pass_options.clone()
         };
-        self.apply(&set, &opts, &mut report).await;
-        count_early(&mut report, std::mem::take(&mut self.early));
-        report.duration_seconds = start.elapsed().as_secs_f64();
-        log_outcome(&report);
-        report
+        self.apply(&set, &opts, &held_phases, report).await;
+        count_early(report, early);
+        Ended::Applied
     }
 
     /// The root record (own outcome) and the suspension, which a shard reads from its base
@@ -357,7 +383,13 @@ impl RootReconciler {
 
     /// Apply, prune and wait for `set`, and record the outcome in `report`, the Armada
     /// resources' status and the daemon status.
-    async fn apply(&self, set: &DesiredSet, opts: &PassOptions, report: &mut PassReport) {
+    async fn apply(
+        &self,
+        set: &DesiredSet,
+        opts: &PassOptions,
+        held_phases: &armada_status::ChartPhases,
+        report: &mut PassReport,
+    ) {
         let pass = report.pass;
         // Charts whose objects this pass changes are marked `deploying` as it goes; the writes
         // are awaited before the pass's outcome is recorded (see `armada::status::mark_deploying`).
@@ -394,7 +426,7 @@ impl RootReconciler {
             set,
             &changes,
             error.as_ref(),
-            &self.held_phases,
+            held_phases,
         )
         .await;
         let outcomes = armada_status::chart_outcomes(set, &changes, error.as_ref());
@@ -411,8 +443,6 @@ impl RootReconciler {
         }
     }
 
-    /// Fetch and, when the revision is new, load and render it. `Ok(true)` when the head was
-    /// unchanged (the cached render is used).
     /// The root's `SourceReady` condition (shown in the status, and by `/readyz` while false):
     /// why the repository cannot be fetched, if it cannot.
     fn record_source(&self, failed: Option<&RootError>) {
@@ -449,20 +479,24 @@ impl RootReconciler {
         crate::notify::EventSource::root(&o.weft_namespace, &o.root_name)
     }
 
-    async fn prepare(&mut self) -> Result<bool, RootError> {
-        self.fetched = None;
-        self.early.clear();
+    /// Fetch and, when the revision is new, load and render it; `fetched` is set to a revision
+    /// fetched new as soon as it is known (a pass whose render then fails still names it).
+    async fn prepare(&mut self, fetched: &mut Option<String>) -> Result<Fetched, RootError> {
+        let mut early = Vec::new();
         let t = Instant::now();
-        let fetched = self
+        let new = self
             .source
             .fetch(self.rendered.as_ref().map(|r| &*r.snapshot))
             .await;
         self.state
             .metrics
             .observe_git_fetch(t.elapsed().as_secs_f64());
-        self.record_source(fetched.as_ref().err());
-        let Some(snapshot) = fetched? else {
-            return Ok(self.rendered.is_some());
+        self.record_source(new.as_ref().err());
+        let Some(snapshot) = new? else {
+            return Ok(Fetched {
+                unchanged: self.rendered.is_some(),
+                early,
+            });
         };
         // The previous render is let go before the new one is built (both at once were ≈ 100 MB
         // more at the peak of such a pass at 100,000 objects). If the new render fails, none is
@@ -476,7 +510,7 @@ impl RootReconciler {
                 set: &r.set,
                 elsewhere: &r.elsewhere,
             };
-            self.early = super::early::changed_first(
+            early = super::early::changed_first(
                 &self.state.client,
                 previous,
                 &snapshot,
@@ -485,8 +519,8 @@ impl RootReconciler {
             .await;
         }
         drop(previous);
-        self.fetched = snapshot.revision.clone();
-        let started = crate::notify::root::started(&self.notified(), self.fetched.as_deref());
+        fetched.clone_from(&snapshot.revision);
+        let started = crate::notify::root::started(&self.notified(), fetched.as_deref());
         self.state.notifier.emit(started);
         // The WeaveClouds' agents are left to their controller, which renders them with the
         // same function and the cluster's inputs; the cluster is still read for the Helm
@@ -515,7 +549,10 @@ impl RootReconciler {
             set: Arc::new(set),
             elsewhere: Arc::new(elsewhere),
         });
-        Ok(false)
+        Ok(Fetched {
+            unchanged: false,
+            early,
+        })
     }
 }
 
