@@ -182,6 +182,14 @@ pub enum PassError {
     /// applied or pruned.
     #[error("{0}")]
     Suspended(String),
+    /// A step of the pass that runs on a blocking thread (the loader, the chart fetch) panicked
+    /// or was cancelled: a defect of Weft, not of the repository; nothing was applied or pruned.
+    #[error("{step} failed, nothing was applied or pruned: {source}")]
+    Task {
+        step: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
     /// Several things failed (e.g. an apply error and an inventory error).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Many(Vec<PassError>),
