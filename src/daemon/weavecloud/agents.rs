@@ -43,6 +43,9 @@ pub(super) struct Outcome {
     pub reconciling: bool,
     /// What the takeover of launcher objects did this reconcile, and its condition.
     pub takeover: Option<(Takeover, Condition)>,
+    /// The takeover step ran (and found nothing when `takeover` is `None`): a condition or
+    /// `status.takeover.left` of an earlier reconcile no longer holds.
+    pub launcher_checked: bool,
 }
 
 impl Outcome {
@@ -62,6 +65,7 @@ impl Outcome {
             requeue: Duration::from_secs(60),
             reconciling: false,
             takeover: None,
+            launcher_checked: false,
         }
     }
 
@@ -77,6 +81,7 @@ impl Outcome {
             requeue: Duration::from_secs(600),
             reconciling: false,
             takeover: None,
+            launcher_checked: false,
         }
     }
 }
@@ -206,6 +211,7 @@ pub(super) async fn reconcile_agents(
     }
     let mut outcome = apply_or_report(wc, ctx, rendered, &opts, &inventory, status, known).await?;
     outcome.takeover = taken;
+    outcome.launcher_checked = true;
     Ok(outcome)
 }
 

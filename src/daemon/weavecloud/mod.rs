@@ -54,6 +54,8 @@ pub const LAUNCHER_OBJECTS: &str = "LauncherObjects";
 pub const TAKEOVER_DISABLED: &str = "TakeoverDisabled";
 /// Condition reason: the launcher's objects were taken over (removed or adopted).
 pub const TAKEN_OVER: &str = "TakenOver";
+/// Condition reason: no launcher object is left, and none was taken over by this WeaveCloud.
+pub const NONE_LEFT: &str = "NoLauncherObjects";
 
 /// Why a WeaveCloud reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -451,6 +453,32 @@ fn next_status(
         }
         t.left = taken.left.clone();
         status.takeover = Some(t);
+    } else if outcome.launcher_checked && launcher_condition_is_stale(&status) {
+        // No launcher object is left (removed by hand, by `weft sync`, or by an earlier
+        // reconcile): what a `takeover: false` reconcile wrote no longer holds.
+        if let Some(t) = status.takeover.as_mut() {
+            t.left.clear();
+        }
+        let taken_over = status
+            .takeover
+            .as_ref()
+            .is_some_and(|t| !t.removed.is_empty());
+        let c = if taken_over {
+            Condition::new(
+                LAUNCHER_OBJECTS,
+                ConditionStatus::False,
+                TAKEN_OVER,
+                "the launcher's objects were taken over (see status.takeover)",
+            )
+        } else {
+            Condition::new(
+                LAUNCHER_OBJECTS,
+                ConditionStatus::False,
+                NONE_LEFT,
+                "no launcher object is left next to the agents",
+            )
+        };
+        set_condition(&mut status.conditions, with_generation(&c), now);
     } else if status
         .takeover
         .as_ref()
@@ -471,6 +499,16 @@ fn next_status(
         set_condition(&mut status.conditions, with_generation(&c), now);
     }
     status
+}
+
+/// Whether `status` still says launcher objects are left in place (`LauncherObjects=True`, or a
+/// `status.takeover.left`), which a reconcile that found none must correct.
+fn launcher_condition_is_stale(status: &WeaveCloudStatus) -> bool {
+    status.takeover.as_ref().is_some_and(|t| !t.left.is_empty())
+        || status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == LAUNCHER_OBJECTS && c.status == ConditionStatus::True)
 }
 
 /// The WeaveCloud's entry in the daemon status and its version gauge.
