@@ -310,7 +310,7 @@ fn a_reconcile_that_finds_no_launcher_object_clears_what_takeover_false_wrote() 
         .find(|c| c.type_ == LAUNCHER_OBJECTS)
         .expect("the condition");
     assert_eq!(
-        (launcher.status.clone(), launcher.reason.as_str()),
+        (launcher.status, launcher.reason.as_str()),
         (ConditionStatus::False, NONE_LEFT)
     );
     assert!(after.takeover.expect("takeover").left.is_empty());
