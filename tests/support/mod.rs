@@ -3,3 +3,4 @@ pub mod daemon;
 pub mod faults;
 pub mod git_servers;
 pub mod helm;
+pub mod launcher;

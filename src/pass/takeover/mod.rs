@@ -24,10 +24,14 @@
 
 mod decide;
 pub mod live;
+mod one_shot;
+pub mod record;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+pub use one_shot::{before_pass, Planned};
+
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -37,14 +41,10 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use super::agents::owner_of;
 pub(super) use super::agents::LAUNCHER_LEGACY_NAMESPACE;
-use crate::api::weavecloud::WeaveCloud;
-use crate::api::ObjectRef;
-use crate::apply::changeset::{Action, Change};
 use crate::apply::FIELD_MANAGER;
 use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-use crate::render::{DesiredObject, DesiredSet};
+use crate::render::DesiredObject;
 
 /// The launcher's own agent and the namespace it always ran in.
 pub(super) const WEAVE_AGENT: &str = "weave-agent";
@@ -341,79 +341,4 @@ pub fn desired_reference(d: &DesiredObject) -> String {
         Some(ns) => format!("{}/{ns}/{}", d.kind(), d.name()),
         None => format!("{}/{}", d.kind(), d.name()),
     }
-}
-
-/// One pass of `weft sync`: the takeover the WeaveCloud controller does ([`find`],
-/// [`carry_deploy_key`], [`remove_all`]; kube-system only for the WeaveCloud named by
-/// `launcher_takeover`), for every WeaveCloud whose agents `set` holds, before
-/// they are applied. Returns the set to apply and the removals, as deleted changes of that
-/// WeaveCloud. A WeaveCloud with `takeover: false` keeps the launcher's objects: they are logged,
-/// and its same-named agents are left out of the set (as the controller does), so nothing is
-/// applied over them.
-pub async fn before_pass(
-    client: &Client,
-    set: DesiredSet,
-    launcher_takeover: Option<&str>,
-) -> Result<(DesiredSet, Vec<Change>), kube::Error> {
-    let weaveclouds: Vec<WeaveCloud> = set
-        .objects()
-        .iter()
-        .filter(|o| o.kind() == "WeaveCloud")
-        .filter_map(|o| serde_json::from_value(o.object.value()).ok())
-        .collect();
-    let mut changes = Vec::new();
-    let mut left = BTreeSet::new();
-    for wc in &weaveclouds {
-        let ns = wc.namespace().unwrap_or_default();
-        let owner = owner_of(&ns, &wc.name_any());
-        if !set.owners().contains(&owner) {
-            continue;
-        }
-        let desired: Vec<DesiredObject> = set
-            .objects()
-            .iter()
-            .filter(|o| o.owner == owner)
-            .cloned()
-            .collect();
-        let legacy = designated(launcher_takeover, &ns, &wc.name_any());
-        let found = find(client, &ns, &desired, legacy).await?;
-        if !wc.spec.general.takeover {
-            for f in &found {
-                tracing::warn!(weavecloud = %owner.reference(), object = %f.reference(), "spec.general.takeover is false: the launcher's object is left in place, so its agent may run beside Weft's");
-                left.insert(f.reference());
-            }
-            continue;
-        }
-        if carry_deploy_key(client, &ns, &found).await? {
-            tracing::info!(weavecloud = %owner.reference(), "takeover: copied the flux deploy key from kube-system");
-        }
-        for (reference, why) in remove_all(client, &found).await? {
-            let Some(f) = found.iter().find(|f| f.reference() == reference) else {
-                continue;
-            };
-            changes.push(Change {
-                object: ObjectRef {
-                    api_version: api_resource(f.kind).api_version,
-                    kind: f.kind.to_string(),
-                    namespace: f.namespace.clone().unwrap_or_default(),
-                    name: f.name.clone(),
-                },
-                owner: owner.clone(),
-                action: Action::Deleted,
-                reason: Some(format!("launcher takeover: {why}")),
-            });
-        }
-    }
-    if left.is_empty() {
-        return Ok((set, changes));
-    }
-    let kept: Vec<DesiredObject> = set
-        .objects()
-        .iter()
-        .filter(|d| !left.contains(&desired_reference(d)))
-        .cloned()
-        .collect();
-    let hooks = set.hooks().to_vec();
-    let set = DesiredSet::for_owners(kept, set.owners().clone()).with_hooks(hooks);
-    Ok((set, changes))
 }

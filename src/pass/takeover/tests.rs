@@ -1,6 +1,7 @@
 //! Unit tests of the takeover's decisions.
 
 use super::*;
+use crate::api::weavecloud::WeaveCloud;
 
 fn found(kind: &'static str, namespace: &str, name: &str) -> Found {
     Found {
@@ -155,7 +156,7 @@ fn launcher_install(ns: &str) -> Vec<(Key, DynamicObject)> {
 
 /// Weft's agents in `ns`: flux (selecting `name` only), its ServiceAccount, Service and key.
 fn weft_agents(ns: &str) -> Vec<DesiredObject> {
-    let owner = super::owner_of(ns, "weave-cloud");
+    let owner = crate::pass::agents::owner_of(ns, "weave-cloud");
     let sel = json!({"matchLabels": {"name": "weave-flux-agent"}});
     [
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
@@ -321,4 +322,106 @@ fn kube_system_is_looked_at_only_for_the_designated_weavecloud() {
     assert!(found
         .iter()
         .any(|f| f.reference() == "ClusterRoleBinding/weave-flux"));
+}
+
+/// A launcher flux a user customised: a known_hosts ConfigMap, a hostPath volume, a sidecar.
+fn customised_launcher_flux() -> Value {
+    json!({"spec": {"template": {"spec": {
+        "containers": [
+            {"name": "flux-agent", "args": [
+                "--token=$(WEAVE_CLOUD_TOKEN)", "--connect=wss://cloud.weave.works./api/flux",
+                "--git-url=ssh://git@git.internal:2222/ops/config.git", "--git-branch=prod",
+                "--git-poll-interval=2m", "--git-readonly", "--sync-state=secret"],
+             "env": [{"name": "WEAVE_CLOUD_TOKEN"}, {"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+             "volumeMounts": [
+                {"name": "git-key", "mountPath": "/etc/fluxd/ssh"},
+                {"name": "ssh-config", "mountPath": "/root/.ssh"},
+                {"name": "docker", "mountPath": "/var/run/docker.sock"}]},
+            {"name": "logger", "image": "busybox"}],
+        "volumes": [
+            {"name": "git-key", "secret": {"secretName": "flux-git-deploy"}},
+            {"name": "ssh-config", "configMap": {"name": "flux-ssh-config"}},
+            {"name": "docker", "hostPath": {"path": "/var/run/docker.sock"}}]}}}})
+}
+
+#[test]
+fn the_record_keeps_every_flag_and_configmap_volume_and_names_what_it_drops() {
+    let memcached = vec![
+        "-m 1024".to_string(),
+        "-I 8m".to_string(),
+        "-p 11211".to_string(),
+    ];
+    let r = record::Record::from_launcher(&customised_launcher_flux(), "flux-agent", &memcached);
+    assert_eq!(
+        r.flux_args,
+        [
+            "--git-url=ssh://git@git.internal:2222/ops/config.git",
+            "--git-branch=prod",
+            "--git-poll-interval=2m",
+            "--git-readonly",
+            "--sync-state=secret"
+        ]
+    );
+    assert_eq!(r.memcached_args, ["-I 8m", "-m 1024"]);
+    assert_eq!(
+        r.volumes,
+        [json!({"name": "ssh-config", "configMap": {"name": "flux-ssh-config"}})]
+    );
+    assert_eq!(
+        r.volume_mounts,
+        [json!({"name": "ssh-config", "mountPath": "/root/.ssh"})]
+    );
+    assert_eq!(
+        r.extra_flux_args(),
+        ["--git-readonly", "--sync-state=secret"]
+    );
+    for dropped in [
+        "volume docker (hostPath",
+        "env HTTPS_PROXY",
+        "container logger",
+    ] {
+        assert!(
+            r.dropped.iter().any(|d| d.starts_with(dropped)),
+            "{dropped} in {:?}",
+            r.dropped
+        );
+    }
+}
+
+#[test]
+fn the_yaml_to_commit_holds_what_the_spec_does_not_say_yet() {
+    let r = record::Record::from_launcher(&customised_launcher_flux(), "flux-agent", &[]);
+    let mut wc: WeaveCloud = serde_json::from_value(json!({
+        "apiVersion": "cloud.weave.works/v1beta1", "kind": "WeaveCloud",
+        "metadata": {"name": "weave-cloud", "namespace": "weave"},
+        "spec": {"general": {"environment": "generic"},
+                 "flux": {"config": {"gitBranch": "main"}, "appendArgs": ["--git-readonly"]}}
+    }))
+    .expect("a WeaveCloud");
+    let yaml = record::commit_yaml(&r, &wc);
+    let doc: Value = serde_saphyr::from_str(&yaml).expect("YAML");
+    let flux = &doc["spec"]["flux"];
+    // gitBranch is the spec's already; gitUrl is not.
+    assert_eq!(
+        flux["config"],
+        json!({"gitUrl": "ssh://git@git.internal:2222/ops/config.git"})
+    );
+    assert_eq!(
+        flux["appendArgs"],
+        json!([
+            "--git-readonly",
+            "--git-poll-interval=2m",
+            "--sync-state=secret"
+        ]),
+        "{yaml}"
+    );
+    assert_eq!(flux["volumes"][0]["name"], "ssh-config");
+    assert_eq!(flux["volumeMounts"][0]["mountPath"], "/root/.ssh");
+    // Committed: the WeaveCloud with that spec needs nothing more.
+    wc.spec.flux.config.git_url = Some("ssh://git@git.internal:2222/ops/config.git".into());
+    wc.spec.flux.append_args = serde_json::from_value(flux["appendArgs"].clone()).expect("args");
+    wc.spec.flux.volumes = serde_json::from_value(flux["volumes"].clone()).expect("volumes");
+    wc.spec.flux.volume_mounts =
+        serde_json::from_value(flux["volumeMounts"].clone()).expect("mounts");
+    assert_eq!(record::commit_yaml(&r, &wc), "");
 }
