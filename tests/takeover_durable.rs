@@ -13,6 +13,8 @@ use kube::Api;
 use serde_json::{json, Value};
 
 use support::cluster::TestNamespace;
+use support::daemon::{Daemon, DaemonOptions};
+use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use support::launcher::*;
 use weft::api::WeaveCloud;
 
@@ -307,6 +309,120 @@ async fn previews_show_the_planned_takeover_with_the_counts_of_the_real_sync() {
     );
 
     remove_weft_cluster_roles(&client, &n).await;
+    remove_outside(&client, &launcher, &n).await;
+    ns.delete().await;
+}
+
+/// Wait (bounded) until `probe` gives a value; the daemon's logs on a timeout.
+async fn wait_until<T>(what: &str, d: &Daemon, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    for _ in 0..480 {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("{what} did not happen within 120s\nlogs:\n{}", d.logs());
+}
+
+/// Item 4: the takeover adopts the launcher's `weave-flux` ServiceAccount; a user's
+/// flux-helm-operator runs as it. Deleting the WeaveCloud prunes Weft's agents but keeps that
+/// account (released, said in a `ServiceAccountKept` event): the operator stays authorised.
+#[tokio::test]
+async fn deleting_the_weavecloud_keeps_a_service_account_another_workload_runs_as() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let ns = TestNamespace::new("takeover-sa").await;
+    let n = ns.name().to_string();
+    let client = ns.client();
+    let (launcher, _dir) = launcher_and_repo(&client, &n).await;
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("weave/weave-cloud.yaml", seed(&n));
+    work.commit("the WeaveCloud");
+    work.push();
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        ..DaemonOptions::new(&server.url("config.git"), &n)
+    });
+    let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), &n);
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), &n);
+    wait_until(
+        "the launcher's weave-flux account is adopted",
+        &d,
+        async || {
+            let wc = wcs.get_opt("weave-cloud").await.ok()??;
+            let listed = wc
+                .status?
+                .inventory
+                .iter()
+                .any(|r| r.kind == "ServiceAccount" && r.name == "weave-flux");
+            let sa = accounts.get_opt("weave-flux").await.ok()??;
+            (listed && is_weft_managed(&sa.metadata)).then_some(())
+        },
+    )
+    .await;
+    // The user's Helm operator, as Weave Cloud users ran it: as the weave-flux account.
+    let operator: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "flux-helm-operator", "namespace": n},
+        "spec": {"selector": {"matchLabels": {"name": "flux-helm-operator"}},
+            "template": {"metadata": {"labels": {"name": "flux-helm-operator"}},
+                "spec": {"serviceAccountName": "weave-flux",
+                    "containers": [{"name": "flux-helm-operator", "image": "docker.io/weaveworks/helm-operator:0.10.1"}]}}}
+    }))
+    .expect("operator");
+    Api::<Deployment>::namespaced(client.clone(), &n)
+        .create(&Default::default(), &operator)
+        .await
+        .expect("create the operator");
+
+    wcs.delete("weave-cloud", &DeleteParams::default())
+        .await
+        .expect("delete the WeaveCloud");
+    wait_until("the WeaveCloud is gone", &d, async || {
+        wcs.get_opt("weave-cloud")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let sa = accounts
+        .get_opt("weave-flux")
+        .await
+        .expect("get")
+        .expect("the account the operator runs as is kept");
+    assert!(
+        !is_weft_managed(&sa.metadata),
+        "released: {:?}",
+        sa.metadata.labels
+    );
+    assert!(
+        Api::<Deployment>::namespaced(client.clone(), &n)
+            .get_opt("weave-flux-agent")
+            .await
+            .expect("get")
+            .is_none(),
+        "Weft's flux is pruned"
+    );
+    assert!(
+        accounts
+            .get_opt("weave-scope")
+            .await
+            .expect("get")
+            .is_none(),
+        "an account no other workload uses is pruned"
+    );
+    let notes = event_notes(&client, &n, "ServiceAccountKept").await;
+    assert!(
+        notes.iter().any(|x| x.contains(&format!(
+            "ServiceAccount/{n}/weave-flux (used by Deployment/flux-helm-operator)"
+        ))),
+        "{notes:?}"
+    );
+    drop(d);
     remove_outside(&client, &launcher, &n).await;
     ns.delete().await;
 }

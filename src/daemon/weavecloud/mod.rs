@@ -9,6 +9,7 @@
 //! seconds; and Secrets, so a changed token rolls the agents and a deleted one is `TokenMissing`.
 
 mod agents;
+mod release;
 #[cfg(test)]
 mod tests;
 pub mod trust;
@@ -599,6 +600,19 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
         max_prune_fraction: 1.0,
         ..ctx.pass_options.clone()
     };
+    // A ServiceAccount another workload runs as (an adopted `weave-flux` a user's
+    // flux-helm-operator uses) is released, not pruned.
+    let released = release::release_shared_service_accounts(&ctx.state.client, wc, &owner)
+        .await
+        .map_err(|source| WeaveCloudError::Kube {
+            weavecloud: reference(wc),
+            action: "releasing ServiceAccounts other workloads use",
+            source,
+        })?;
+    if !released.is_empty() {
+        let note = format!("kept, not pruned: {}", released.join(", "));
+        event(ctx, wc, EventType::Normal, "ServiceAccountKept", note).await;
+    }
     let (changes, error) = agents::engine(ctx, &set, &opts).await?;
     if let Some(source) = error {
         return Err(WeaveCloudError::Prune {
