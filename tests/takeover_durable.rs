@@ -426,3 +426,82 @@ async fn deleting_the_weavecloud_keeps_a_service_account_another_workload_runs_a
     remove_outside(&client, &launcher, &n).await;
     ns.delete().await;
 }
+
+/// Item 4: the rollback of docs/migrating-from-launcher.md, then a pass of the launcher's agent
+/// emulated as it works (git settings read only from the running `weave-flux-agent`'s
+/// `containers[0]`, manifests applied with `kubectl apply`): the launcher's flux comes back with
+/// the git settings and memcached flags, and no apply fails on an immutable selector.
+#[tokio::test]
+async fn the_documented_rollback_restores_the_launcher_with_flux_git_settings() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let ns = TestNamespace::new("takeover-rollback").await;
+    let n = ns.name().to_string();
+    let client = ns.client();
+    let (launcher, repo) = launcher_and_repo(&client, &n).await;
+    std::fs::write(repo.path().join("weave/weave-cloud.yaml"), seed(&n)).expect("write");
+    let (code, stdout, stderr) = weft_sync(repo.path(), &n);
+    assert_eq!(code, 0, "the takeover\n{stdout}\n{stderr}");
+
+    // 1. Weft is stopped (no daemon runs here); the WeaveCloud is removed without a prune.
+    let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), &n);
+    wcs.patch(
+        "weave-cloud",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release the finalizer");
+    wcs.delete("weave-cloud", &DeleteParams::default())
+        .await
+        .expect("delete the WeaveCloud");
+    // 2. flux and memcached handed back in the launcher's shape (`kubectl replace --force`).
+    hand_back(&client, &n, "weave-flux-agent", "agent").await;
+    hand_back(&client, &n, "weave-flux-memcached", "memcached").await;
+    // 3. Weft's other agents removed.
+    for kind in ["Deployment", "DaemonSet"] {
+        let api = dynamic_api(&client, kind, Some(&n));
+        let weft = api
+            .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=weft"))
+            .await
+            .expect("list")
+            .items;
+        for o in weft {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            assert_ne!(name, "weave-flux-agent", "handed back, no longer Weft's");
+            api.delete(&name, &DeleteParams::foreground())
+                .await
+                .expect("delete");
+        }
+    }
+    // 4. The launcher re-applied: its agent's pass.
+    let errors = launcher_pass(&client, &n, &launcher).await;
+    assert!(errors.is_empty(), "the launcher's apply: {errors:#?}");
+
+    let flux = deployment(&client, &n, "weave-flux-agent").await;
+    assert!(!is_weft_managed(&flux.metadata));
+    let selector = flux
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.clone())
+        .unwrap_or_default();
+    assert_eq!(selector.len(), 4, "the launcher's selector: {selector:?}");
+    let args = container_args(&flux.spec.expect("spec").template, "flux-agent");
+    for a in LAUNCHER_GIT_ARGS {
+        assert_eq!(
+            args.iter().filter(|x| x == a).count(),
+            1,
+            "the launcher's flux keeps {a}: {args:?}"
+        );
+    }
+    let memcached = deployment(&client, &n, "weave-flux-memcached").await;
+    let m = container_args(&memcached.spec.expect("spec").template, "memcached");
+    for a in LAUNCHER_MEMCACHED_ARGS {
+        assert!(m.iter().any(|x| x == a), "memcached keeps {a}: {m:?}");
+    }
+    let agent = deployment(&client, &n, "weave-agent").await;
+    assert!(!is_weft_managed(&agent.metadata), "weave-agent is back");
+
+    remove_weft_cluster_roles(&client, &n).await;
+    remove_outside(&client, &launcher, &n).await;
+    ns.delete().await;
+}

@@ -269,3 +269,172 @@ pub async fn remove_weft_cluster_roles(client: &Client, n: &str) {
         }
     }
 }
+
+/// Rollback step 2 (docs/migrating-from-launcher.md), as `kubectl replace --force` of the
+/// documented jq program does: Deployment `name` (Weft's flux or memcached) deleted and created
+/// again in the launcher's shape (its four labels on the object, the selector and the pod
+/// template; no Weft label or annotation), with the same pod spec, so its args stay.
+pub async fn hand_back(client: &Client, ns: &str, name: &str, role: &str) {
+    let api: Api<DynamicObject> = dynamic_api(client, "Deployment", Some(ns));
+    let live = api
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let labels = serde_json::json!({"name": name, "app": "weave-flux",
+        "weave-cloud-component": "flux", "weave-flux-component": role});
+    let mut spec = live.data["spec"].clone();
+    spec["selector"] = serde_json::json!({"matchLabels": labels});
+    spec["template"]["metadata"]["labels"] = labels.clone();
+    let object: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": spec,
+    }))
+    .expect("hand-back object");
+    api.delete(name, &DeleteParams::foreground())
+        .await
+        .expect("replace --force: delete");
+    for _ in 0..120 {
+        if api.get_opt(name).await.expect("get").is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let params = PostParams {
+        field_manager: Some("kubectl-replace".into()),
+        ..Default::default()
+    };
+    api.create(&params, &object)
+        .await
+        .expect("replace --force: create");
+}
+
+/// The args of `containers[0]` of the Deployment labelled `name=<name>` in `ns`, split on
+/// spaces, as the launcher's agent reads them (agent/flux.go `getFluxConfig`: `kubectl get
+/// deploy -l name=… -o jsonpath=…containers[0].args[*]`, then `strings.Split(…, " ")`).
+async fn launcher_reads(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let list = api
+        .list(&ListParams::default().labels(&format!("name={name}")))
+        .await
+        .expect("list");
+    list.items
+        .iter()
+        .filter(|d| {
+            d.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("name"))
+                .map(String::as_str)
+                == Some(name)
+        })
+        .filter_map(|d| {
+            d.spec
+                .as_ref()?
+                .template
+                .spec
+                .as_ref()?
+                .containers
+                .first()?
+                .args
+                .clone()
+        })
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .split(' ')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// One pass of the launcher's agent over `objects` (the fixture's agents in `ns`): read flux's
+/// git settings and memcached's `-m`/`-I` from the running Deployments, put them into the
+/// manifests (as the generator did from the query parameters), and apply every object as
+/// `kubectl apply` does (created if absent, else patched), going on after an error as the
+/// agent does. Returns the errors, `Kind/name: error`.
+pub async fn launcher_pass(client: &Client, ns: &str, objects: &[Value]) -> Vec<String> {
+    const GIT_FLAGS: &[&str] = &[
+        "git-url",
+        "git-path",
+        "git-branch",
+        "git-label",
+        "git-poll-interval",
+    ];
+    let flux: Vec<String> = launcher_reads(client, ns, "weave-flux-agent")
+        .await
+        .into_iter()
+        .filter(|a| GIT_FLAGS.iter().any(|f| a.starts_with(&format!("--{f}="))))
+        .collect();
+    let memcached = launcher_reads(client, ns, "weave-flux-memcached").await;
+    let mem_flag = |flag: &str| -> Option<String> {
+        let i = memcached.iter().position(|a| a == flag)?;
+        memcached.get(i + 1).map(|v| format!("{flag} {v}"))
+    };
+    let mut errors = Vec::new();
+    let params = PostParams {
+        field_manager: Some("kubectl-client-side-apply".into()),
+        ..Default::default()
+    };
+    for o in objects {
+        let mut o = o.clone();
+        let (kind, object_ns, name) = key(&o);
+        if kind == "Deployment" && name == "weave-flux-agent" {
+            let args = o["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array_mut()
+                .expect("flux args");
+            args.retain(|a| {
+                !GIT_FLAGS.iter().any(|f| {
+                    a.as_str()
+                        .is_some_and(|a| a.starts_with(&format!("--{f}=")))
+                })
+            });
+            args.extend(flux.iter().map(|a| Value::from(a.as_str())));
+        }
+        if kind == "Deployment" && name == "weave-flux-memcached" {
+            let args = o["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array_mut()
+                .expect("memcached args");
+            for (flag, value) in [("-m", mem_flag("-m")), ("-I", mem_flag("-I"))] {
+                if let Some(v) = value {
+                    for a in args.iter_mut() {
+                        if a.as_str()
+                            .is_some_and(|s| s.starts_with(&format!("{flag} ")))
+                        {
+                            *a = Value::from(v.as_str());
+                        }
+                    }
+                }
+            }
+        }
+        let api = dynamic_api(client, &kind, object_ns.as_deref());
+        let result = match api.get_opt(&name).await {
+            Ok(None) => {
+                let object: DynamicObject = serde_json::from_value(o).expect("object");
+                api.create(&params, &object).await.map(|_| ())
+            }
+            Ok(Some(_)) => {
+                // kubectl's strategic merge keeps only the given keys of `spec.strategy`
+                // (`retainKeys`): a Recreate strategy drops the live rollingUpdate.
+                if o.pointer("/spec/strategy/type") == Some(&Value::from("Recreate")) {
+                    o["spec"]["strategy"]["rollingUpdate"] = Value::Null;
+                }
+                api.patch(
+                    &name,
+                    &kube::api::PatchParams {
+                        field_manager: Some("kubectl-client-side-apply".into()),
+                        ..Default::default()
+                    },
+                    &kube::api::Patch::Merge(&o),
+                )
+                .await
+                .map(|_| ())
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            errors.push(format!("{kind}/{name}: {e}"));
+        }
+    }
+    errors
+}
