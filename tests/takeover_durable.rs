@@ -363,6 +363,19 @@ async fn deleting_the_weavecloud_keeps_a_service_account_another_workload_runs_a
         },
     )
     .await;
+    // The controller's takeover recorded the launcher's flux and said so.
+    assert!(Api::<ConfigMap>::namespaced(client.clone(), &n)
+        .get_opt("weft-takeover-weave-cloud")
+        .await
+        .expect("get")
+        .is_some());
+    let preserved = event_notes(&client, &n, "TakeoverPreserved").await;
+    assert!(
+        preserved
+            .iter()
+            .any(|x| x.contains("gitUrl: git@github.com:example/config.git")),
+        "a TakeoverPreserved event with the YAML to commit: {preserved:?}"
+    );
     // The user's Helm operator, as Weave Cloud users ran it: as the weave-flux account.
     let operator: Deployment = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
@@ -501,6 +514,98 @@ async fn the_documented_rollback_restores_the_launcher_with_flux_git_settings() 
     let agent = deployment(&client, &n, "weave-agent").await;
     assert!(!is_weft_managed(&agent.metadata), "weave-agent is back");
 
+    remove_weft_cluster_roles(&client, &n).await;
+    remove_outside(&client, &launcher, &n).await;
+    ns.delete().await;
+}
+
+/// Item 6: `takeover: false` writes `LauncherObjects=True TakeoverDisabled` and
+/// `status.takeover.left`; once the launcher is removed by hand and `takeover` is true, neither
+/// is left beside `Ready=True`.
+#[tokio::test]
+async fn takeover_false_then_true_leaves_no_stale_launcher_status() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let ns = TestNamespace::new("takeover-flip").await;
+    let n = ns.name().to_string();
+    let client = ns.client();
+    let (launcher, _dir) = launcher_and_repo(&client, &n).await;
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    let off = seed(&n).replace("  general:\n", "  general:\n    takeover: false\n");
+    work.write("weave/weave-cloud.yaml", off);
+    work.commit("takeover: false");
+    work.push();
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        interval: "3s",
+        ..DaemonOptions::new(&server.url("config.git"), &n)
+    });
+    let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), &n);
+    wait_until("LauncherObjects=True TakeoverDisabled", &d, async || {
+        let wc = wcs.get_opt("weave-cloud").await.ok()??;
+        let status = wc.status?;
+        let c = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "LauncherObjects")?;
+        (c.reason == "TakeoverDisabled" && !status.takeover?.left.is_empty()).then_some(())
+    })
+    .await;
+    // The user removes the launcher by hand (keeping the token and the deploy key), then lets
+    // Weft take over.
+    for o in &launcher {
+        let (kind, object_ns, name) = key(o);
+        if kind == "Secret" {
+            continue;
+        }
+        let _ = dynamic_api(&client, &kind, object_ns.as_deref())
+            .delete(&name, &DeleteParams::background())
+            .await;
+    }
+    work.write("weave/weave-cloud.yaml", seed(&n));
+    work.commit("takeover: true");
+    work.push();
+    let status = wait_until("Ready=True", &d, async || {
+        let wc = wcs.get_opt("weave-cloud").await.ok()??;
+        let status = wc.status?;
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+        // Generation 2: the WeaveCloud with `takeover: true`.
+        (ready.status == weft::api::conditions::ConditionStatus::True
+            && wc.metadata.generation >= Some(2)
+            && status.observed_generation == wc.metadata.generation)
+            .then_some(status)
+    })
+    .await;
+    let launcher_condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "LauncherObjects")
+        .expect("the condition");
+    assert_eq!(
+        (
+            format!("{:?}", launcher_condition.status),
+            launcher_condition.reason.as_str()
+        ),
+        ("False".to_string(), "NoLauncherObjects"),
+        "{status:?}"
+    );
+    assert!(
+        status.takeover.as_ref().is_none_or(|t| t.left.is_empty()),
+        "no stale status.takeover.left: {:?}",
+        status.takeover
+    );
+    // The daemon re-applies the WeaveCloud from git every 3s: stop it, then let the namespace
+    // go without the finalizer.
+    drop(d);
+    wcs.patch(
+        "weave-cloud",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release the finalizer");
     remove_weft_cluster_roles(&client, &n).await;
     remove_outside(&client, &launcher, &n).await;
     ns.delete().await;

@@ -569,6 +569,9 @@ async fn patch_status(
     // older than the takeover's status write must not erase it (a merge patch's null would).
     if let Some(t) = &status.takeover {
         patch["status"]["takeover"] = json!(t);
+        // An empty list is left out of the serialized status, and a merge patch that leaves a
+        // field out keeps it: `left` is written explicitly, so that an emptied list is emptied.
+        patch["status"]["takeover"]["left"] = json!(t.left);
     }
     api.patch_status(
         &wc.name_any(),
