@@ -333,7 +333,8 @@ async fn deleting_the_weavecloud_keeps_a_service_account_another_workload_runs_a
     let ns = TestNamespace::new("takeover-sa").await;
     let n = ns.name().to_string();
     let client = ns.client();
-    let (launcher, _dir) = launcher_and_repo(&client, &n).await;
+    // A customised launcher flux: what the controller cannot keep is in status.flux.dropped.
+    let (launcher, _dir) = launcher_and_repo_with(&client, &n, customise(&n)).await;
     let host = RepoHost::new();
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
@@ -363,7 +364,19 @@ async fn deleting_the_weavecloud_keeps_a_service_account_another_workload_runs_a
         },
     )
     .await;
-    // The controller's takeover recorded the launcher's flux and said so.
+    // The controller's takeover recorded the launcher's flux and said so; status lists what it
+    // could not keep.
+    let dropped = wait_until("status.flux.dropped", &d, async || {
+        let flux = wcs.get_opt("weave-cloud").await.ok()??.status?.flux?;
+        (!flux.dropped.is_empty()).then_some(flux.dropped)
+    })
+    .await;
+    assert!(
+        dropped
+            .iter()
+            .any(|x| x.starts_with("volume docker-socket (hostPath")),
+        "{dropped:?}"
+    );
     assert!(Api::<ConfigMap>::namespaced(client.clone(), &n)
         .get_opt("weft-takeover-weave-cloud")
         .await
