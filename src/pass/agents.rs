@@ -509,10 +509,11 @@ pub async fn inputs(
     let recorded = recorded.unwrap_or_default();
     // What a takeover kept from the launcher's flux: captured from it while it runs, else
     // Weft's record of it, which outlives the WeaveCloud (`takeover::record`).
-    let record = takeover_record(client, wc, &flux.container, running.as_ref(), legacy)
-        .await
-        .map_err(|e| kube_err(format!("reading the takeover record in {ns}"), e))?
-        .unwrap_or_default();
+    let record =
+        super::takeover::record::for_render(client, wc, &flux.container, running.as_ref(), legacy)
+            .await
+            .map_err(|e| kube_err(format!("reading the takeover record in {ns}"), e))?
+            .unwrap_or_default();
     let record_flux = parse_flux_args(&record.flux_args);
     let mut inputs = AgentInputs {
         token_hash: Some(secret_data_hash(&token)),
@@ -541,32 +542,6 @@ pub async fn inputs(
         inputs.preserved_flux_mounts.clear();
     }
     Ok((inputs, running, record.dropped))
-}
-
-/// The takeover's record for `wc`: captured from the launcher's flux when the running flux is
-/// not Weft's (`running` owned by another), else the one Weft wrote
-/// ([`super::takeover::record`]); `None` for a disabled flux or without either.
-async fn takeover_record(
-    client: &Client,
-    wc: &WeaveCloud,
-    container: &str,
-    running: Option<&(Vec<String>, bool)>,
-    legacy: bool,
-) -> Result<Option<super::takeover::record::Record>, kube::Error> {
-    use super::takeover::record;
-    if wc.spec.flux.disable {
-        return Ok(None);
-    }
-    let launcher_runs = match running {
-        Some((_, ours)) => !ours,
-        None => false,
-    };
-    if launcher_runs {
-        if let Some(r) = record::capture(client, wc, container, legacy).await? {
-            return Ok(Some(r));
-        }
-    }
-    record::read(client, &wc.namespace().unwrap_or_default(), &wc.name_any()).await
 }
 
 /// `status.flux` of `wc` as the API server has it now (a controller's copy may be older than

@@ -367,3 +367,28 @@ pub async fn keep(
     write(client, wc, &record).await?;
     Ok(Some(record))
 }
+
+/// The takeover's record for `wc`: captured from the launcher's flux when the running flux is
+/// not Weft's (`running` owned by another), else the one Weft wrote
+/// ([`read`]); `None` for a disabled flux or without either.
+pub async fn for_render(
+    client: &Client,
+    wc: &WeaveCloud,
+    container: &str,
+    running: Option<&(Vec<String>, bool)>,
+    legacy: bool,
+) -> Result<Option<Record>, kube::Error> {
+    if wc.spec.flux.disable {
+        return Ok(None);
+    }
+    let launcher_runs = match running {
+        Some((_, ours)) => !ours,
+        None => false,
+    };
+    if launcher_runs {
+        if let Some(r) = capture(client, wc, container, legacy).await? {
+            return Ok(Some(r));
+        }
+    }
+    read(client, &wc.namespace().unwrap_or_default(), &wc.name_any()).await
+}
