@@ -273,17 +273,24 @@ pub async fn run_pass(
                 }
             };
             // As the WeaveCloud controller does before it applies agents: no doubled agents.
-            let taken = match opts.dry_run {
-                true => Ok((set, Vec::new())),
-                false => {
-                    takeover::before_pass(client, set, opts.launcher_takeover.as_deref()).await
-                }
-            };
+            // A dry run finds the same objects and plans the takeover without writing.
+            let taken = takeover::before_pass(
+                client,
+                set,
+                opts.launcher_takeover.as_deref(),
+                opts.dry_run,
+                observer,
+            )
+            .await;
             match taken {
-                Ok((set, removed)) => {
+                Ok((set, planned)) => {
+                    let removed = planned.changes;
                     if !removed.is_empty() {
                         observer(Progress::Phase {
-                            message: "taking over the Weave Cloud launcher's objects".to_string(),
+                            message: format!(
+                                "taking over the Weave Cloud launcher's objects ({} adopted by the apply)",
+                                planned.adopted
+                            ),
                             objects: removed.len(),
                         });
                         removed.iter().for_each(|c| observer(Progress::Change(c)));
