@@ -185,29 +185,12 @@ pub async fn inventory(ui: &Ui, root: &str) -> Result<Option<Vec<Item>>, UiError
                     return unknown(refs, &why);
                 };
                 let api: Api<DynamicObject> = Api::all_with(ui.client().clone(), &*ar);
-                let lp = ListParams::default().labels(&selector);
+                let lp = ListParams::default().labels(&selector).limit(LIST_PAGE);
                 // Kinds with nothing to wait for only need to exist: their metadata is enough.
-                let live: Result<Live, _> = if readiness::needs_wait(&kind) {
-                    api.list(&lp).await.map(|l| {
-                        l.items
-                            .into_iter()
-                            .map(|o| {
-                                let value = serde_json::to_value(&o).unwrap_or_default();
-                                let health = Health::of(readiness::readiness(&kind, &value));
-                                (key(&o.metadata), (health, controller(&o.metadata)))
-                            })
-                            .collect()
-                    })
+                let live = if readiness::needs_wait(&kind) {
+                    list_health(&api, lp, &kind).await
                 } else {
-                    api.list_metadata(&lp).await.map(|l| {
-                        l.items
-                            .into_iter()
-                            .map(|o| {
-                                let c = controller(&o.metadata);
-                                (key(&o.metadata), (Health::Ready, c))
-                            })
-                            .collect()
-                    })
+                    list_present(&api, lp).await
                 };
                 match live {
                     Ok(mut live) => refs
@@ -243,6 +226,46 @@ pub async fn inventory(ui: &Ui, root: &str) -> Result<Option<Vec<Item>>, UiError
 
 /// The listed objects of one kind: (namespace, name) → health and controller.
 type Live = BTreeMap<(String, String), (Health, Option<String>)>;
+
+/// Objects per LIST page: a page is held in memory at a time (its JSON and its objects), not the
+/// whole kind.
+const LIST_PAGE: u32 = 500;
+
+/// The objects of one kind matching `lp`, judged by the readiness table, page by page.
+async fn list_health(
+    api: &Api<DynamicObject>,
+    mut lp: ListParams,
+    kind: &str,
+) -> Result<Live, kube::Error> {
+    let mut live = Live::new();
+    loop {
+        let page = api.list(&lp).await?;
+        for o in page.items {
+            let value = serde_json::to_value(&o).unwrap_or_default();
+            let health = Health::of(readiness::readiness(kind, &value));
+            live.insert(key(&o.metadata), (health, controller(&o.metadata)));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(live),
+        }
+    }
+}
+
+/// The objects of one kind matching `lp` (metadata only: they are ready once they exist).
+async fn list_present(api: &Api<DynamicObject>, mut lp: ListParams) -> Result<Live, kube::Error> {
+    let mut live = Live::new();
+    loop {
+        let page = api.list_metadata(&lp).await?;
+        for o in page.items {
+            live.insert(key(&o.metadata), (Health::Ready, controller(&o.metadata)));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(live),
+        }
+    }
+}
 
 fn unknown(refs: Vec<ObjectRef>, why: &str) -> Vec<Item> {
     refs.into_iter()

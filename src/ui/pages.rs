@@ -101,7 +101,12 @@ pub async fn main(ui: &Ui, view: &View) -> Result<Markup, UiError> {
         View::Roots => Ok(roots(ui, &cluster::roots(ui).await?)),
         View::Root(name) => {
             let items = cluster::inventory(ui, name).await?;
-            Ok(inventory(name, items.as_deref()))
+            let page = inventory(name, items.as_deref());
+            drop(items);
+            // A big inventory's listed pages are freed: hand them back (as the daemon does
+            // after a pass).
+            crate::mem::release_free_memory();
+            Ok(page)
         }
         View::Armada => Ok(armada(ui, &cluster::armada(ui).await?)),
         View::WeaveClouds => Ok(weaveclouds(ui, &cluster::weaveclouds(ui).await?)),
