@@ -229,7 +229,7 @@ type Live = BTreeMap<(String, String), (Health, Option<String>)>;
 
 /// Objects per LIST page: a page is held in memory at a time (its JSON and its objects), not the
 /// whole kind.
-const LIST_PAGE: u32 = 500;
+const LIST_PAGE: u32 = 1000;
 
 /// The objects of one kind matching `lp`, judged by the readiness table, page by page.
 async fn list_health(

@@ -100,8 +100,17 @@ pub async fn main(ui: &Ui, view: &View) -> Result<Markup, UiError> {
     match view {
         View::Roots => Ok(roots(ui, &cluster::roots(ui).await?)),
         View::Root(name) => {
+            let started = std::time::Instant::now();
             let items = cluster::inventory(ui, name).await?;
+            let read = started.elapsed();
             let page = inventory(name, items.as_deref());
+            tracing::debug!(
+                root = %name,
+                objects = items.as_ref().map_or(0, Vec::len),
+                read_ms = read.as_millis() as u64,
+                render_ms = (started.elapsed() - read).as_millis() as u64,
+                "inventory page"
+            );
             drop(items);
             // A big inventory's listed pages are freed: hand them back (as the daemon does
             // after a pass).
