@@ -305,7 +305,7 @@ fn inventory(root: &str, items: Option<&[Item]>) -> Markup {
                                     (health_badge(&i.health)) " " (i.object.name)
                                     @if let Some(c) = &i.controller { " " span class="sub" { "owned by " (c) } }
                                     @if !i.health.reason().is_empty() { " " span class="why" { (i.health.reason()) } }
-                                    " " a class="sub" href={ "/drift?object=" (url::form_urlencoded::byte_serialize(i.object.to_string().as_bytes()).collect::<String>()) } { "diff" }
+                                    " " a class="sub" aria-label={ "drift of " (i.object) } href={ "/drift?object=" (url::form_urlencoded::byte_serialize(i.object.to_string().as_bytes()).collect::<String>()) } { "diff" }
                                 }
                             }
                         }
