@@ -16,6 +16,7 @@ pub mod run;
 mod suspend;
 mod sync;
 mod trigger;
+mod ui;
 mod uninstall;
 
 use crate::load::Diagnostics;
@@ -69,6 +70,8 @@ enum Command {
     /// Take Weft out of the cluster: remove its finalizers from WeaveClouds and ArmadaCharts so
     /// nothing is stuck terminating; `--prune` also deletes what it created. Stop the daemon first.
     Uninstall(uninstall::UninstallArgs),
+    /// A dashboard on 127.0.0.1 with your kubeconfig and RBAC, as `kubectl proxy` serves the API.
+    Ui(ui::UiArgs),
 }
 
 /// Parse the command line, run the command, and give the exit code.
@@ -121,6 +124,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Suspend(args) => suspend::suspend(args, true),
         Command::Resume(args) => suspend::suspend(args, false),
         Command::Uninstall(args) => uninstall::uninstall(args),
+        Command::Ui(args) => ui::ui(args),
     }
 }
 
