@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub mod args;
 mod daemon;
 mod get;
+mod install;
 pub mod progress;
 mod render;
 pub mod run;
@@ -69,6 +70,9 @@ enum Command {
     /// Take Weft out of the cluster: remove its finalizers from WeaveClouds and ArmadaCharts so
     /// nothing is stuck terminating; `--prune` also deletes what it created. Stop the daemon first.
     Uninstall(uninstall::UninstallArgs),
+    /// Install Weft into the cluster (deploy/'s manifests, built into this binary) with
+    /// server-side apply, as `flux install` does; `-o yaml` prints them instead.
+    Install(Box<install::InstallArgs>),
 }
 
 /// Parse the command line, run the command, and give the exit code.
@@ -121,6 +125,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Suspend(args) => suspend::suspend(args, true),
         Command::Resume(args) => suspend::suspend(args, false),
         Command::Uninstall(args) => uninstall::uninstall(args),
+        Command::Install(args) => install::install(*args),
     }
 }
 
