@@ -568,3 +568,71 @@ async fn shipped_tiers_apply_the_examples_repo() {
     }
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn a_forbidden_apply_is_said_once() {
+    let ns = TestNamespace::new("install-forbidden").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    cluster::install_crds(&client).await;
+    // A ServiceAccount with Weft's base tier only (its own namespace): no right on Alerts.
+    let pp = PatchParams::apply("weft-test").force();
+    for o in shipped_rbac(&name).into_iter().filter(|o| {
+        matches!(
+            o["kind"].as_str(),
+            Some("ServiceAccount" | "Role" | "RoleBinding")
+        )
+    }) {
+        let kind = o["kind"].as_str().expect("kind").to_string();
+        let ar = match kind.as_str() {
+            "ServiceAccount" => kube::api::ApiResource::erase::<ServiceAccount>(&()),
+            _ => kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+                "rbac.authorization.k8s.io",
+                "v1",
+                &kind,
+            )),
+        };
+        Api::<kube::api::DynamicObject>::namespaced_with(client.clone(), &name, &ar)
+            .patch(
+                o["metadata"]["name"].as_str().expect("name"),
+                &pp,
+                &Patch::Apply(&o),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+    }
+    let repo = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        repo.path().join("alert.yaml"),
+        format!(
+            "apiVersion: notification.weft.io/v1alpha1\nkind: Alert\nmetadata: {{name: a1, namespace: {name}}}\n\
+             spec:\n  providerRef: {{name: p1}}\n  eventSources: [{{kind: ArmadaChart, name: \"*\"}}]\n"
+        ),
+    )
+    .expect("write");
+    let kubeconfig =
+        impersonating_kubeconfig(repo.path(), &format!("system:serviceaccount:{name}:weft"));
+    for command in ["diff", "sync"] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+        cmd.arg(command)
+            .arg("--repo")
+            .arg(repo.path().join("alert.yaml").parent().expect("dir"))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--namespace", &name, "--root-name", &name])
+            .env_remove("KUBECONFIG")
+            .env("WEFT_LOG", "warn");
+        if let Some(context) = cluster::cluster().context() {
+            cmd.args(["--context", context]);
+        }
+        let out = cmd.output().expect("weft");
+        let (stdout, stderr) = text(&out);
+        assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        assert_eq!(
+            stderr.matches("is forbidden").count(),
+            1,
+            "weft {command}: the forbidden error once:\n{stderr}"
+        );
+    }
+    ns.delete().await;
+}

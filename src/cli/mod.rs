@@ -13,6 +13,7 @@ mod get;
 mod install;
 pub mod progress;
 mod render;
+mod report;
 pub mod run;
 mod suspend;
 mod sync;
@@ -83,7 +84,7 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // A URL in the chain may carry a token as its user name (`https://<token>@host`).
-            let text = crate::api::redact::redact_url_passwords(&format!("{e:#}"));
+            let text = crate::api::redact::redact_url_passwords(&report::error_text(&e));
             eprintln!("error: {text}");
             ExitCode::from(2)
         }
