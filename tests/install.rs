@@ -476,8 +476,13 @@ async fn shipped_tiers_apply_the_examples_repo() {
     let _ = providers
         .delete("ops-webhook", &DeleteParams::default())
         .await;
-    // The local control plane has no storage provisioner: a volume for the redis chart's claim.
-    if cluster::cluster().is_local() {
+    // A control plane without a storage provisioner (the test one, local or shared): a volume
+    // for the redis chart's claim.
+    let classes = Api::<k8s_openapi::api::storage::v1::StorageClass>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .expect("storage classes");
+    if classes.items.is_empty() {
         let pv: PersistentVolume = serde_json::from_value(json!({"apiVersion": "v1", "kind": "PersistentVolume",
             "metadata": {"name": format!("{name}-pv")},
             "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/weft-test-pv"}}}))
