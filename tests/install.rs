@@ -193,6 +193,30 @@ async fn delete_cluster_rbac(client: &Client, namespace: &str) {
     }
 }
 
+/// Deletes, when dropped (a failed assertion included), the cluster-scoped RBAC an installation
+/// into its namespace made: the shared cluster keeps no leftovers of a failed run.
+struct ClusterRbacCleanup(String);
+
+impl Drop for ClusterRbacCleanup {
+    fn drop(&mut self) {
+        let names: Vec<String> = ["controller", "agents", "apply", "notifications"]
+            .iter()
+            .flat_map(|t| {
+                let name = format!("weft-{t}:{}", self.0);
+                [
+                    format!("clusterrole/{name}"),
+                    format!("clusterrolebinding/{name}"),
+                ]
+            })
+            .collect();
+        let _ = Command::new("kubectl")
+            .args(cluster::cluster().kube_args())
+            .args(["delete", "--ignore-not-found", "--wait=false"])
+            .args(&names)
+            .output();
+    }
+}
+
 /// Wait until the Deployment `weft` in `namespace` has its replica available.
 async fn wait_available(client: &Client, namespace: &str) {
     let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
@@ -219,6 +243,7 @@ async fn helm_install_of_the_chart_gives_an_available_weft() {
     let c = cluster::cluster();
     // The release is stored in the test namespace; Weft's namespace is made by the chart.
     let weft_ns = format!("{}-weft", ns.name());
+    let _cleanup = ClusterRbacCleanup(weft_ns.clone());
     let mut install = Command::new(helm());
     install
         .args(["install", "weft"])
@@ -294,6 +319,7 @@ async fn weft_install_applies_waits_and_a_second_run_changes_nothing() {
     let client = ns.client();
     let c = cluster::cluster();
     let weft_ns = format!("{}-weft", ns.name());
+    let _cleanup = ClusterRbacCleanup(weft_ns.clone());
     // CRDs are shared by every test in this cluster: this one leaves them alone (`--skip-crds`)
     // and only lets the API server check them (`--dry-run` below).
     let flags = [
@@ -408,6 +434,7 @@ async fn shipped_tiers_apply_the_examples_repo() {
     let ns = TestNamespace::new("install-rbac").await;
     let name = ns.name().to_string();
     let client = ns.client();
+    let _cleanup = ClusterRbacCleanup(name.clone());
     cluster::install_crds(&client).await;
     let pp = PatchParams::apply("weft-test").force();
     for o in shipped_rbac(&name) {
