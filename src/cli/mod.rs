@@ -10,8 +10,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub mod args;
 mod daemon;
 mod get;
+mod install;
 pub mod progress;
 mod render;
+mod report;
 pub mod run;
 mod suspend;
 mod sync;
@@ -72,6 +74,9 @@ enum Command {
     Uninstall(uninstall::UninstallArgs),
     /// A dashboard on 127.0.0.1 with your kubeconfig and RBAC, as `kubectl proxy` serves the API.
     Ui(ui::UiArgs),
+    /// Install Weft into the cluster (deploy/'s manifests, built into this binary) with
+    /// server-side apply, as `flux install` does; `-o yaml` prints them instead.
+    Install(Box<install::InstallArgs>),
 }
 
 /// Parse the command line, run the command, and give the exit code.
@@ -82,7 +87,7 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // A URL in the chain may carry a token as its user name (`https://<token>@host`).
-            let text = crate::api::redact::redact_url_passwords(&format!("{e:#}"));
+            let text = crate::api::redact::redact_url_passwords(&report::error_text(&e));
             eprintln!("error: {text}");
             ExitCode::from(2)
         }
@@ -125,6 +130,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Resume(args) => suspend::suspend(args, false),
         Command::Uninstall(args) => uninstall::uninstall(args),
         Command::Ui(args) => ui::ui(args),
+        Command::Install(args) => install::install(*args),
     }
 }
 

@@ -22,8 +22,9 @@ use serde_json::json;
 use super::{Ui, UiError};
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
 use crate::api::WeaveCloud;
+use crate::daemon::record::record_name;
 use crate::daemon::status::now_rfc3339;
-use crate::daemon::suspend::{self, record_name, SUSPEND_ANNOTATION};
+use crate::daemon::suspend::{self, SUSPEND_ANNOTATION};
 use crate::render::ownership::REQUESTED_AT_ANNOTATION;
 
 /// The field manager of the UI's annotation writes.
