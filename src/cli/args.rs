@@ -125,15 +125,11 @@ impl RepoArgs {
             (None, Some(r)) => PathBuf::from(r),
             (None, None) => anyhow::bail!("give a repository: a PATH or --repo URL"),
         };
-        let snapshot = source::local::read_dir(&dir, SnapshotLimits::default())
-            .with_context(|| format!("reading {}", dir.display()))?;
-        Ok(match &self.path {
-            Some(p) => {
-                source::check_relative_path(p)?;
-                snapshot.subdir(p)
-            }
-            None => snapshot,
-        })
+        if let Some(p) = &self.path {
+            source::check_relative_path(p)?;
+        }
+        source::local::read_dir_at(&dir, self.path.as_deref(), SnapshotLimits::default())
+            .with_context(|| format!("reading {}", dir.display()))
     }
 }
 
@@ -210,6 +206,10 @@ pub struct ApplyArgs {
     /// `weft trigger --force-prune`).
     #[arg(long, env = "WEFT_FORCE_PRUNE")]
     pub force_prune: bool,
+    /// Let a repository (or `--path`) that renders no object at all prune everything the root
+    /// applied (as Argo CD's `allowEmpty`); without it such a pass prunes nothing and fails.
+    #[arg(long, env = "WEFT_ALLOW_EMPTY")]
+    pub allow_empty: bool,
     /// API calls at the same time within a stage.
     #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = 10)]
     pub concurrency: usize,
@@ -259,6 +259,7 @@ impl ApplyArgs {
             timeout: self.timeout,
             max_prune_fraction: self.max_prune_fraction,
             force_prune: self.force_prune,
+            allow_empty: self.allow_empty,
             concurrency: self.concurrency.max(1),
             root_name: self.root_name.clone(),
             repo_location,

@@ -316,6 +316,7 @@ impl<'a> Engine<'a> {
             dry_run: opts.dry_run,
             concurrency: opts.concurrency,
             revision: opts.revision.clone(),
+            allow_empty: opts.allow_empty,
         };
         let observer = self.observer;
         prune::prune(

@@ -1,0 +1,205 @@
+//! Operator mistakes and neighbours (issue 31), with the `weft` binary against the real control
+//! plane: a `--path` typo, an emptied repository, a small root emptied under the guard's floor, a
+//! Namespace or CRD removed from git while what lives in it is still declared (or not Weft's), a
+//! second root declaring an object another root owns, an HPA scaling a Deployment whose
+//! `spec.replicas` is in git, and a `weft sync` racing a live daemon.
+//!
+//! One binary, one setup: every test makes its own namespace (the root's inventory lives there
+//! too, `--namespace <ns> --root-name <ns>`), and runs the built `weft` as an operator would.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use kube::{Api, ResourceExt};
+
+use support::cluster::{self, TestNamespace};
+
+/// A config repository on disk.
+struct Repo {
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new() -> Repo {
+        Repo {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn write(&self, file: &str, text: &str) {
+        let p = self.dir.path().join(file);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    fn remove(&self, file: &str) {
+        std::fs::remove_file(self.dir.path().join(file)).expect("remove");
+    }
+}
+
+fn configmap(ns: &str, name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: {value}\n")
+}
+
+/// `weft <sub> --repo <repo> <cluster> --namespace <weft_ns> --root-name <root> <extra>`.
+fn weft_as(sub: &str, repo: &Path, weft_ns: &str, root: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg(sub)
+        .arg("--repo")
+        .arg(repo)
+        .args(cluster::cluster().kube_args())
+        .args(["--namespace", weft_ns, "--root-name", root])
+        .args(extra)
+        .env_remove("KUBECONFIG")
+        .env("WEFT_LOG", "warn")
+        .output()
+        .expect("run weft")
+}
+
+/// `weft <sub>` with the root and its inventory in `ns`.
+fn weft(sub: &str, repo: &Path, ns: &str, extra: &[&str]) -> Output {
+    weft_as(sub, repo, ns, ns, extra)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+async fn configmaps(client: &Client, ns: &str) -> Vec<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut names: Vec<String> = api
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .filter(|n| n != "kube-root-ca.crt" && !n.starts_with("weft-"))
+        .collect();
+    names.sort();
+    names
+}
+
+// ---- item 1: an empty path, an empty desired set, a small root ----
+
+#[tokio::test]
+async fn a_path_that_does_not_exist_is_an_error_and_prunes_nothing() {
+    let ns = TestNamespace::new("ops-path").await;
+    let name = ns.name().to_string();
+    let repo = Repo::new();
+    for n in ["a", "b", "c"] {
+        repo.write(&format!("apps/{n}.yaml"), &configmap(&name, n, "one"));
+    }
+    let out = weft("sync", repo.path(), &name, &["--path", "apps"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // The typo of the issue: `--path appz`.
+    let out = weft("sync", repo.path(), &name, &["--path", "appz"]);
+    let t = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("--path `appz` does not exist"), "{t}");
+    assert!(!t.contains("deleted"), "{t}");
+    assert_eq!(configmaps(&ns.client(), &name).await, ["a", "b", "c"]);
+
+    // `weft validate --path nsx` fails too, naming the path.
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg("validate")
+        .arg(repo.path())
+        .args(["--path", "nsx"])
+        .env("WEFT_LOG", "warn")
+        .output()
+        .expect("run weft validate");
+    let t = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("--path `nsx` does not exist"), "{t}");
+    assert!(!t.contains("ok: 0 documents"), "{t}");
+    // A file is no directory either.
+    let out = weft("sync", repo.path(), &name, &["--path", "apps/a.yaml"]);
+    let t = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("is not a directory"), "{t}");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn an_empty_desired_set_prunes_nothing_without_allow_empty() {
+    let ns = TestNamespace::new("ops-empty").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let repo = Repo::new();
+    for n in ["a", "b", "c"] {
+        repo.write(&format!("{n}.yaml"), &configmap(&name, n, "one"));
+    }
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    for n in ["a", "b", "c"] {
+        repo.remove(&format!("{n}.yaml"));
+    }
+    repo.write("README.md", "nothing here any more\n");
+
+    let out = weft("sync", repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("desired set is empty"), "{t}");
+    assert!(t.contains("--allow-empty"), "{t}");
+    assert_eq!(configmaps(&client, &name).await, ["a", "b", "c"]);
+    // Still refused on the next pass: the inventory kept every entry.
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(configmaps(&client, &name).await, ["a", "b", "c"]);
+
+    let out = weft("sync", repo.path(), &name, &["--allow-empty"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(configmaps(&client, &name).await.is_empty());
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn the_guard_floor_never_lets_a_small_root_lose_more_than_half() {
+    let ns = TestNamespace::new("ops-small").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let repo = Repo::new();
+    for n in ["a", "b", "c", "d"] {
+        repo.write(&format!("{n}.yaml"), &configmap(&name, n, "one"));
+    }
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // 3 of 4: under the floor of 10, but more than half of a small root.
+    for n in ["b", "c", "d"] {
+        repo.remove(&format!("{n}.yaml"));
+    }
+    let out = weft("sync", repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("refusing to prune 3 of the 4 objects"), "{t}");
+    assert_eq!(configmaps(&client, &name).await, ["a", "b", "c", "d"]);
+    // Half is allowed: put one back, 2 of 4 go.
+    repo.write("b.yaml", &configmap(&name, "b", "one"));
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(configmaps(&client, &name).await, ["a", "b"]);
+    // And --force-prune, once, lets more than half go.
+    repo.write("c.yaml", &configmap(&name, "c", "one"));
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    repo.remove("b.yaml");
+    repo.remove("c.yaml");
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(configmaps(&client, &name).await, ["a", "b", "c"]);
+    let out = weft("sync", repo.path(), &name, &["--force-prune"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(configmaps(&client, &name).await, ["a"]);
+    ns.delete().await;
+}
