@@ -203,3 +203,212 @@ async fn the_guard_floor_never_lets_a_small_root_lose_more_than_half() {
     assert_eq!(configmaps(&client, &name).await, ["a"]);
     ns.delete().await;
 }
+
+// ---- item 4: a Namespace or CRD removed from git ----
+
+fn namespace_doc(name: &str) -> String {
+    format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n  annotations:\n    weft.io/prune: enabled\n")
+}
+
+/// `n` ConfigMaps in the root's own namespace, so that the root is large enough for the guard's
+/// floor and the tests below see only the Namespace/CRD rules.
+fn bystanders(repo: &Repo, ns: &str, n: usize) {
+    for i in 0..n {
+        repo.write(
+            &format!("bystanders/cm-{i:02}.yaml"),
+            &configmap(ns, &format!("bystander-{i:02}"), "x"),
+        );
+    }
+}
+
+async fn namespace_exists(client: &Client, name: &str) -> bool {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: Api<Namespace> = Api::all(client.clone());
+    match api.get_opt(name).await.expect("get namespace") {
+        Some(n) => n.metadata.deletion_timestamp.is_none(),
+        None => false,
+    }
+}
+
+async fn delete_namespace(client: &Client, name: &str) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let api: Api<Namespace> = Api::all(client.clone());
+    let _ = api.delete(name, &Default::default()).await;
+}
+
+#[tokio::test]
+async fn a_namespace_removed_from_git_is_kept_while_git_declares_its_objects_or_a_human_owns_some()
+{
+    let ns = TestNamespace::new("ops-nsprune").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let fg = format!("{name}-fg");
+    let repo = Repo::new();
+    bystanders(&repo, &name, 20);
+    repo.write("fg/namespace.yaml", &namespace_doc(&fg));
+    for i in 0..5 {
+        repo.write(
+            &format!("fg/cm-{i}.yaml"),
+            &configmap(&fg, &format!("cm-{i}"), "v"),
+        );
+    }
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // A human's ConfigMap and Secret in the namespace.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &fg);
+    let human: ConfigMap = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "human"}, "data": {"k": "v"}}),
+    )
+    .expect("configmap");
+    cms.create(&Default::default(), &human)
+        .await
+        .expect("create");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &fg);
+    let secret = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "human"}, "stringData": {"k": "v"}}),
+    )
+    .expect("secret");
+    secrets
+        .create(&Default::default(), &secret)
+        .await
+        .expect("create");
+
+    // Only the Namespace's document goes: its 5 ConfigMaps are still declared.
+    repo.remove("fg/namespace.yaml");
+    let out = weft("sync", repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains(&format!(
+            "skipped    Namespace/{fg} (not pruned: git still declares"
+        )),
+        "{t}"
+    );
+    assert!(namespace_exists(&client, &fg).await, "{t}");
+    assert_eq!(
+        configmaps(&client, &fg).await,
+        ["cm-0", "cm-1", "cm-2", "cm-3", "cm-4", "human"]
+    );
+    // The next pass does the same (the namespace stays in the inventory), and does not fail.
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // The ConfigMaps go too: the human's objects still keep the namespace.
+    for i in 0..5 {
+        repo.remove(&format!("fg/cm-{i}.yaml"));
+    }
+    let out = weft("sync", repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("is not this owner's"), "{t}");
+    assert!(namespace_exists(&client, &fg).await, "{t}");
+    assert_eq!(configmaps(&client, &fg).await, ["human"]);
+    assert!(secrets.get_opt("human").await.expect("get").is_some());
+
+    // --force-prune overrides that once.
+    let out = weft("sync", repo.path(), &name, &["--force-prune"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains(&format!("deleted    Namespace/{fg}")), "{t}");
+    assert!(!namespace_exists(&client, &fg).await, "{t}");
+    delete_namespace(&client, &fg).await;
+    ns.delete().await;
+}
+
+fn crd_doc(group: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.{group}
+  annotations:
+    weft.io/prune: enabled
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{kind: Gadget, plural: gadgets, singular: gadget, listKind: GadgetList}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+"#
+    )
+}
+
+fn gadget(group: &str, ns: &str, name: &str) -> String {
+    format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  size: 1\n")
+}
+
+#[tokio::test]
+async fn a_crd_removed_from_git_is_kept_while_its_objects_are_declared_or_not_wefts() {
+    use kube::api::{ApiResource, DynamicObject};
+    use kube::core::GroupVersionKind;
+    let ns = TestNamespace::new("ops-crdprune").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let group = format!("{name}.weft.test");
+    let repo = Repo::new();
+    bystanders(&repo, &name, 20);
+    repo.write("crd.yaml", &crd_doc(&group));
+    repo.write("g1.yaml", &gadget(&group, &name, "g1"));
+    repo.write("g2.yaml", &gadget(&group, &name, "g2"));
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&group, "v1", "Gadget"),
+        "gadgets",
+    );
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, &ar);
+    let mut human = DynamicObject::new("human", &ar);
+    human.data = serde_json::json!({"spec": {"size": 2}});
+    gadgets
+        .create(&Default::default(), &human)
+        .await
+        .expect("a human's Gadget");
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let crd_name = format!("gadgets.{group}");
+
+    // The CRD's document goes, its Gadgets stay in git.
+    repo.remove("crd.yaml");
+    let out = weft("sync", repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("git still declares"), "{t}");
+    assert!(crds.get_opt(&crd_name).await.expect("get").is_some(), "{t}");
+
+    // The Gadgets go too: the human's Gadget keeps the CRD.
+    repo.remove("g1.yaml");
+    repo.remove("g2.yaml");
+    let out = weft("sync", repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains(&format!(
+            "Gadget/{name}/human is of this CRD's kind and is not this owner's"
+        )),
+        "{t}"
+    );
+    assert!(crds.get_opt(&crd_name).await.expect("get").is_some(), "{t}");
+    assert!(gadgets.get_opt("human").await.expect("get").is_some());
+    assert!(gadgets.get_opt("g1").await.expect("get").is_none());
+
+    // Once the human's Gadget is gone, the CRD is pruned.
+    gadgets
+        .delete("human", &Default::default())
+        .await
+        .expect("delete");
+    let out = weft("sync", repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains(&format!("deleted    CustomResourceDefinition/{crd_name}")),
+        "{t}"
+    );
+    let _ = crds.delete(&crd_name, &Default::default()).await;
+    ns.delete().await;
+}

@@ -14,6 +14,7 @@
 //! - [`ownership`]: proof that a live object is an owner's (its label, set by Weft's apply);
 //! - [`inventory`]: what each owner applied (ConfigMap for the sync root, `status.inventory` for CRs);
 //! - [`prune`]: previous inventory − desired, with every safety rule of the design;
+//! - [`cascade`]: what pruning a Namespace or CRD would take with it;
 //! - [`readiness`]: the one table of readiness rules, kind → rule, and label-selector waits;
 //! - [`wait`]: waiting with timeouts, by the table or by an owner's wait rule;
 //! - [`diff`]: server-side dry-run and a unified diff per changed object;
@@ -23,6 +24,7 @@
 #[allow(clippy::module_inception)] // `apply::apply` is the apply verb, beside `apply::prune` etc.
 pub mod apply;
 pub mod calls;
+pub mod cascade;
 pub mod changeset;
 pub mod delete;
 pub mod diff;

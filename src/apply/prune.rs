@@ -14,12 +14,16 @@
 //!   prune against after a failed fetch, load or render;
 //! - a pruned CR's own children (its `status.inventory`) are pruned first, by the same rules;
 //! - deletes carry a UID precondition, so an object re-created since it was read is left alone;
+//! - a Namespace or CRD is kept while this pass desires something in it (or of its kind), or while
+//!   something not the owner's lives there (unless forced); the guard counts what its delete
+//!   cascades to (see [`super::cascade`]);
 //! - a namespace Weft created only because it was missing (`weft.io/create: if-missing`, an
 //!   Armada release namespace) is pruned only when nothing but the owner's objects lives there.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use kube::api::{
@@ -29,8 +33,9 @@ use kube::api::{
 use kube::Client;
 use serde_json::Value;
 
+use super::cascade::{self, Cascade};
 use super::changeset::{Action, Change, ChangeSet};
-use super::inventory::{read_resource, ref_key, Inventory};
+use super::inventory::{read_resource, ref_key, Inventory, RefKey};
 use super::ownership::proof_of_ownership;
 use super::plan::{split_api_version, Catalog};
 use super::{is_not_found, ApplyError};
@@ -218,6 +223,8 @@ enum Survey {
         api: Api<DynamicObject>,
         uid: Option<String>,
         live: Value,
+        /// The owner's objects its delete takes with it (a Namespace's, a CRD's).
+        cascade: Vec<ObjectRef>,
     },
     /// It leaves the inventory (gone, not ours, protected), with this change to report.
     Drop(Option<Change>),
@@ -249,16 +256,28 @@ pub async fn prune(
     // First find out which candidates would really be deleted: only those count for the guard.
     let surveyed: Vec<(Owner, ObjectRef, Result<Survey, ApplyError>)> =
         futures::stream::iter(candidates.into_iter().map(|(owner, r)| async move {
-            let s = survey(client, catalog, &owner, &r).await;
+            let s = survey(client, catalog, &owner, &r, desired, opts.force).await;
             (owner, r, s)
         }))
         .buffer_unordered(opts.concurrency.max(1))
         .collect()
         .await;
     let mut work: Vec<(Owner, ObjectRef, Deletion)> = Vec::new();
+    // What each owner would lose, cascades included (each object once).
+    let mut lost: BTreeMap<Owner, HashSet<RefKey>> = BTreeMap::new();
     for (owner, r, s) in surveyed {
         match s {
-            Ok(Survey::Delete { api, uid, live }) => work.push((owner, r, (api, uid, live))),
+            Ok(Survey::Delete {
+                api,
+                uid,
+                live,
+                cascade,
+            }) => {
+                let lost = lost.entry(owner.clone()).or_default();
+                lost.insert(ref_key(&r));
+                lost.extend(cascade.iter().map(ref_key));
+                work.push((owner, r, (api, uid, live)));
+            }
             Ok(Survey::Drop(change)) => change.into_iter().for_each(|c| report(&mut outcome, c)),
             Ok(Survey::Keep(change)) => {
                 outcome.kept.entry(owner).or_default().insert(r);
@@ -270,10 +289,17 @@ pub async fn prune(
             }
         }
     }
-    let mut deletions: BTreeMap<Owner, usize> = BTreeMap::new();
-    for (owner, ..) in &work {
-        *deletions.entry(owner.clone()).or_default() += 1;
-    }
+    let deletions: BTreeMap<Owner, usize> =
+        lost.into_iter().map(|(o, refs)| (o, refs.len())).collect();
+    // Children of a pruned owner custom resource are surveyed later, against the same set.
+    let shared_desired = if work
+        .iter()
+        .any(|(_, r, _)| OWNER_KINDS.contains(&r.kind.as_str()))
+    {
+        Arc::new(desired.clone())
+    } else {
+        Arc::default()
+    };
     if let Some(refused) = guard(inventories, &deletions, desired.len(), opts) {
         for (owner, r, ..) in work {
             outcome.kept.entry(owner).or_default().insert(r);
@@ -292,6 +318,7 @@ pub async fn prune(
     for batch in [later, stage0] {
         let results: Vec<(Owner, ObjectRef, Result<Vec<Change>, ApplyError>)> =
             futures::stream::iter(batch.into_iter().map(|(owner, r, deletion)| {
+                let desired = shared_desired.clone();
                 async move {
                     let res = delete_surveyed(
                         client.clone(),
@@ -300,6 +327,7 @@ pub async fn prune(
                         r.clone(),
                         deletion,
                         opts.clone(),
+                        desired,
                     )
                     .await;
                     (owner, r, res)
@@ -346,6 +374,8 @@ async fn survey(
     catalog: &Catalog,
     owner: &Owner,
     r: &ObjectRef,
+    desired: &BTreeSet<ObjectRef>,
+    force: bool,
 ) -> Result<Survey, ApplyError> {
     let skipped = |why: String| Change {
         object: r.clone(),
@@ -385,7 +415,17 @@ async fn survey(
             ))));
         }
     }
-    Ok(Survey::Delete { api, uid, live })
+    let cascade = match cascade::judge(client, catalog, owner, r, &live, desired, force).await? {
+        Some(Cascade::Keep(why)) => return Ok(Survey::Keep(skipped(why))),
+        Some(Cascade::Deletes(objects)) => objects,
+        None => Vec::new(),
+    };
+    Ok(Survey::Delete {
+        api,
+        uid,
+        live,
+        cascade,
+    })
 }
 
 /// Is `live` an object Weft creates only when missing (a release namespace)?
@@ -449,11 +489,12 @@ fn prune_child(
     owner: Owner,
     r: ObjectRef,
     opts: PruneOptions,
+    desired: Arc<BTreeSet<ObjectRef>>,
 ) -> BoxFuture<Result<Vec<Change>, ApplyError>> {
     Box::pin(async move {
-        match survey(&client, &catalog, &owner, &r).await? {
-            Survey::Delete { api, uid, live } => {
-                delete_surveyed(client, catalog, owner, r, (api, uid, live), opts).await
+        match survey(&client, &catalog, &owner, &r, &desired, opts.force).await? {
+            Survey::Delete { api, uid, live, .. } => {
+                delete_surveyed(client, catalog, owner, r, (api, uid, live), opts, desired).await
             }
             Survey::Drop(change) => Ok(change.into_iter().collect()),
             Survey::Keep(change) => Ok(vec![change]),
@@ -504,6 +545,7 @@ fn delete_surveyed(
     r: ObjectRef,
     (api, uid, live): Deletion,
     opts: PruneOptions,
+    desired: Arc<BTreeSet<ObjectRef>>,
 ) -> BoxFuture<Result<Vec<Change>, ApplyError>> {
     Box::pin(async move {
         let mut changes = Vec::new();
@@ -522,6 +564,7 @@ fn delete_surveyed(
                         child_owner.clone(),
                         child,
                         opts.clone(),
+                        desired.clone(),
                     );
                     changes.extend(pruned.await?);
                 }
