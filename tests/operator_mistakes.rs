@@ -412,3 +412,110 @@ async fn a_crd_removed_from_git_is_kept_while_its_objects_are_declared_or_not_we
     let _ = crds.delete(&crd_name, &Default::default()).await;
     ns.delete().await;
 }
+
+// ---- item 2: two roots, one object ----
+
+/// The value and the owner label of ConfigMap `name`.
+async fn value_and_owner(client: &Client, ns: &str, name: &str) -> (String, String) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let cm = api.get(name).await.expect("get");
+    (
+        cm.data
+            .unwrap_or_default()
+            .get("value")
+            .cloned()
+            .unwrap_or_default(),
+        cm.metadata
+            .labels
+            .unwrap_or_default()
+            .get("weft.io/owner-ref")
+            .cloned()
+            .unwrap_or_else(|| {
+                cm.metadata
+                    .annotations
+                    .unwrap_or_default()
+                    .get("weft.io/owner-ref")
+                    .cloned()
+                    .unwrap_or_default()
+            }),
+    )
+}
+
+#[tokio::test]
+async fn two_roots_never_fight_over_an_object_and_both_report_the_conflict() {
+    let ns = TestNamespace::new("ops-tworoots").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let (root_a, root_b) = (format!("{name}-a"), format!("{name}-b"));
+    let (ref_a, ref_b) = (
+        format!("root/{name}/{root_a}"),
+        format!("root/{name}/{root_b}"),
+    );
+    let a = Repo::new();
+    a.write("cm.yaml", &configmap(&name, "cm-0001", "from-a"));
+    let b = Repo::new();
+    b.write("cm.yaml", &configmap(&name, "cm-0001", "from-b"));
+    b.write("own.yaml", &configmap(&name, "only-b", "b"));
+    let out = weft_as("sync", a.path(), &name, &root_a, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    for round in 0..3 {
+        let out = weft_as("sync", b.path(), &name, &root_b, &[]);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(1), "round {round}: {t}");
+        assert!(
+            t.contains(&format!(
+                "ConfigMap/{name}/cm-0001: conflict: owned by another Weft root, {ref_a}; not adopted"
+            )),
+            "{t}"
+        );
+        assert!(t.contains("weft.io/take-over-from"), "{t}");
+        assert_eq!(
+            value_and_owner(&client, &name, "cm-0001").await,
+            ("from-a".to_string(), ref_a.clone())
+        );
+        let out = weft_as("sync", a.path(), &name, &root_a, &[]);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(1), "round {round}: {t}");
+        assert!(
+            t.contains(&format!(
+                "ConfigMap/{name}/cm-0001: conflict: another Weft root, {ref_b}, declares it too"
+            )),
+            "{t}"
+        );
+        assert_eq!(
+            value_and_owner(&client, &name, "cm-0001").await,
+            ("from-a".to_string(), ref_a.clone())
+        );
+    }
+    // B's own object is applied all the same.
+    assert_eq!(configmaps(&client, &name).await, ["cm-0001", "only-b"]);
+
+    // An explicit, per-object take-over moves it to B, once; A then reports the conflict, and
+    // does not take it back.
+    b.write(
+        "cm.yaml",
+        &format!(
+            "{}metadata:\n  name: cm-0001\n  namespace: {name}\n  annotations:\n    weft.io/take-over-from: {ref_a}\n",
+            "apiVersion: v1\nkind: ConfigMap\ndata:\n  value: from-b\n"
+        ),
+    );
+    let out = weft_as("sync", b.path(), &name, &root_b, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        value_and_owner(&client, &name, "cm-0001").await,
+        ("from-b".to_string(), ref_b.clone())
+    );
+    let out = weft_as("sync", a.path(), &name, &root_a, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains(&format!("owned by another Weft root, {ref_b}")),
+        "{t}"
+    );
+    assert_eq!(
+        value_and_owner(&client, &name, "cm-0001").await,
+        ("from-b".to_string(), ref_b.clone())
+    );
+    ns.delete().await;
+}

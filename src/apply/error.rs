@@ -68,6 +68,9 @@ pub enum ApplyError {
         owners: String,
         revision: Option<String>,
     },
+    /// Two Weft roots declare one object (see [`crate::apply::conflict`]).
+    #[error("{object}: conflict: {message}")]
+    Conflict { object: String, message: String },
     /// Objects did not become ready in time.
     #[error("timed out after {timeout:?} waiting for {} object(s) to become ready:\n{}", .not_ready.len(), .not_ready.iter().map(|(o, why)| format!("  {o}: {why}")).collect::<Vec<_>>().join("\n"))]
     WaitTimeout {

@@ -15,6 +15,7 @@
 //! - [`inventory`]: what each owner applied (ConfigMap for the sync root, `status.inventory` for CRs);
 //! - [`prune`]: previous inventory − desired, with every safety rule of the design;
 //! - [`cascade`]: what pruning a Namespace or CRD would take with it;
+//! - [`conflict`]: an object two roots declare (never adopted, reported on both sides);
 //! - [`readiness`]: the one table of readiness rules, kind → rule, and label-selector waits;
 //! - [`wait`]: waiting with timeouts, by the table or by an owner's wait rule;
 //! - [`diff`]: server-side dry-run and a unified diff per changed object;
@@ -26,6 +27,7 @@ pub mod apply;
 pub mod calls;
 pub mod cascade;
 pub mod changeset;
+pub mod conflict;
 pub mod delete;
 pub mod diff;
 pub mod drift;
