@@ -519,3 +519,131 @@ async fn two_roots_never_fight_over_an_object_and_both_report_the_conflict() {
     );
     ns.delete().await;
 }
+
+// ---- item 3: other managers' fields ----
+
+fn deployment(ns: &str, name: &str, replicas: u32) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      containers:
+        - name: app
+          image: registry.example/app:1
+"#
+    )
+}
+
+#[tokio::test]
+async fn an_hpa_keeps_its_replicas_and_listed_fields_are_left_to_their_manager() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Patch, PatchParams};
+    let ns = TestNamespace::new("ops-hpa").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let repo = Repo::new();
+    repo.write("web.yaml", &deployment(&name, "web", 2));
+    repo.write(
+        "settings.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {name}\n  annotations:\n    weft.io/ignore-fields: /data/value\ndata:\n  value: git\n  other: git\n"
+        ),
+    );
+    let out = weft("sync", repo.path(), &name, &["--timeout", "60s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // An HPA (min = max = 4, so the real controller agrees with the scale below), and the scale
+    // it makes through the scale subresource.
+    let hpa = serde_json::json!({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": name},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                 "minReplicas": 4, "maxReplicas": 4,
+                 "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                     "target": {"type": "Utilization", "averageUtilization": 50}}}]}
+    });
+    let hpas: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &name,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("autoscaling", "v2", "HorizontalPodAutoscaler"),
+            "horizontalpodautoscalers",
+        ),
+    );
+    hpas.create(
+        &Default::default(),
+        &serde_json::from_value(hpa).expect("hpa"),
+    )
+    .await
+    .expect("create the HPA");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &name);
+    deployments
+        .patch_scale(
+            "web",
+            &PatchParams {
+                field_manager: Some("hpa-test".into()),
+                ..Default::default()
+            },
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .expect("scale");
+    let generation = |d: Deployment| (d.metadata.generation, d.spec.and_then(|s| s.replicas));
+    let before = generation(deployments.get("web").await.expect("get"));
+    assert_eq!(before.1, Some(4));
+
+    // Another controller owns settings' data.value.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    cms.patch(
+        "settings",
+        &PatchParams {
+            field_manager: Some("someone-else".into()),
+            ..Default::default()
+        },
+        &Patch::Merge(serde_json::json!({"data": {"value": "theirs"}})),
+    )
+    .await
+    .expect("patch");
+    // Git changes the ignored field and the rest: only the rest follows git.
+    repo.write(
+        "settings.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {name}\n  annotations:\n    weft.io/ignore-fields: /data/value\ndata:\n  value: git-2\n  other: git-2\n"
+        ),
+    );
+
+    let mut warnings = 0;
+    for _ in 0..3 {
+        let out = weft("sync", repo.path(), &name, &["--timeout", "60s"]);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(0), "{t}");
+        warnings += t
+            .matches("its spec.replicas is left to the autoscaler")
+            .count();
+        assert_eq!(
+            generation(deployments.get("web").await.expect("get")),
+            before,
+            "{t}"
+        );
+    }
+    assert!(warnings >= 1, "no warning about the HPA");
+    let data = cms
+        .get("settings")
+        .await
+        .expect("get")
+        .data
+        .unwrap_or_default();
+    assert_eq!(data.get("value").map(String::as_str), Some("theirs"));
+    assert_eq!(data.get("other").map(String::as_str), Some("git-2"));
+    ns.delete().await;
+}

@@ -16,6 +16,7 @@
 //! - [`prune`]: previous inventory − desired, with every safety rule of the design;
 //! - [`cascade`]: what pruning a Namespace or CRD would take with it;
 //! - [`conflict`]: an object two roots declare (never adopted, reported on both sides);
+//! - [`ignore`]: fields left to other managers (an autoscaler's `spec.replicas`, listed pointers);
 //! - [`readiness`]: the one table of readiness rules, kind → rule, and label-selector waits;
 //! - [`wait`]: waiting with timeouts, by the table or by an owner's wait rule;
 //! - [`diff`]: server-side dry-run and a unified diff per changed object;
@@ -33,6 +34,7 @@ pub mod diff;
 pub mod drift;
 mod error;
 pub mod fence;
+pub mod ignore;
 pub mod inventory;
 pub mod ownership;
 pub mod plan;
