@@ -647,3 +647,108 @@ async fn an_hpa_keeps_its_replicas_and_listed_fields_are_left_to_their_manager()
     assert_eq!(data.get("other").map(String::as_str), Some("git-2"));
     ns.delete().await;
 }
+
+// ---- item 5: one writer per root, one repository per root ----
+
+/// A Lease of root `root` in `ns` as a daemon holds it: `renewed_secs_ago`, for 15 s.
+async fn daemon_lease(client: &Client, ns: &str, root: &str, renewed_secs_ago: i64, source: &str) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Patch, PatchParams};
+    let renewed = k8s_openapi::jiff::Timestamp::now()
+        - k8s_openapi::jiff::SignedDuration::from_secs(renewed_secs_ago);
+    let lease: Lease = serde_json::from_value(serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": format!("weft-leader-{root}"), "namespace": ns,
+                     "annotations": {"weft.io/source": source}},
+        "spec": {"holderIdentity": "weft-7d9f-abcde", "leaseDurationSeconds": 15,
+                 "renewTime": renewed.to_string(), "acquireTime": renewed.to_string()}
+    }))
+    .expect("lease");
+    let api: Api<Lease> = Api::namespaced(client.clone(), ns);
+    api.patch(
+        &format!("weft-leader-{root}"),
+        &PatchParams::apply("lease-test").force(),
+        &Patch::Apply(&lease),
+    )
+    .await
+    .expect("the Lease");
+}
+
+#[tokio::test]
+async fn a_sync_beside_a_live_daemon_or_from_another_repository_is_refused() {
+    let ns = TestNamespace::new("ops-writer").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let a = Repo::new();
+    for n in ["a1", "a2", "shared"] {
+        a.write(&format!("{n}.yaml"), &configmap(&name, n, "a"));
+    }
+    let b = Repo::new();
+    for n in ["b1", "shared"] {
+        b.write(&format!("{n}.yaml"), &configmap(&name, n, "b"));
+    }
+    let a_dir = std::fs::canonicalize(a.path()).expect("canonical");
+
+    // A live daemon leads the root: the CLI does not race it.
+    daemon_lease(&client, &name, &name, 2, &a_dir.display().to_string()).await;
+    let out = weft("sync", a.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("is led by a live daemon"), "{t}");
+    assert!(t.contains("weft trigger"), "{t}");
+    assert!(configmaps(&client, &name).await.is_empty(), "{t}");
+    // A dry run writes nothing: allowed.
+    let out = weft("sync", a.path(), &name, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The override.
+    let out = weft("sync", a.path(), &name, &["--ignore-leader"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(configmaps(&client, &name).await, ["a1", "a2", "shared"]);
+
+    // The daemon is gone (its Lease expired): the CLI may write, but not from another
+    // repository, which would prune a1 and a2 (2 of 4: within the guard).
+    daemon_lease(&client, &name, &name, 600, &a_dir.display().to_string()).await;
+    let out = weft("sync", a.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = weft("sync", b.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("--switch-repository"), "{t}");
+    assert_eq!(configmaps(&client, &name).await, ["a1", "a2", "shared"]);
+    let out = weft("sync", b.path(), &name, &["--switch-repository"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(configmaps(&client, &name).await, ["b1", "shared"]);
+    // The root records b now: a is the other repository.
+    let out = weft("sync", a.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let records: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    let record = records
+        .get(&format!("weft-root-{name}"))
+        .await
+        .expect("the root record")
+        .data
+        .unwrap_or_default();
+    let b_dir = std::fs::canonicalize(b.path()).expect("canonical");
+    assert_eq!(
+        record.get("repository").map(String::as_str),
+        Some(b_dir.to_str().expect("utf-8"))
+    );
+
+    // Only a daemon's Lease claim, no record: still checked.
+    let c = TestNamespace::new("ops-writer-claim").await;
+    let cname = c.name().to_string();
+    daemon_lease(
+        &client,
+        &cname,
+        &cname,
+        600,
+        "https://git.example/team/config//apps",
+    )
+    .await;
+    let out = weft("sync", a.path(), &cname, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("syncs https://git.example/team/config"), "{t}");
+    c.delete().await;
+    ns.delete().await;
+}
