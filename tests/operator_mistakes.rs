@@ -456,6 +456,11 @@ async fn two_roots_never_fight_over_an_object_and_both_report_the_conflict() {
     let b = Repo::new();
     b.write("cm.yaml", &configmap(&name, "cm-0001", "from-b"));
     b.write("own.yaml", &configmap(&name, "only-b", "b"));
+    // A Namespace both declare: left to its holder, no conflict.
+    let shared_ns = format!("{name}-shared");
+    let ns_doc = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {shared_ns}\n");
+    a.write("ns.yaml", &ns_doc);
+    b.write("ns.yaml", &ns_doc);
     let out = weft_as("sync", a.path(), &name, &root_a, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 
@@ -470,6 +475,16 @@ async fn two_roots_never_fight_over_an_object_and_both_report_the_conflict() {
             "{t}"
         );
         assert!(t.contains("weft.io/take-over-from"), "{t}");
+        assert!(
+            t.contains(&format!(
+                "unchanged  Namespace/{shared_ns} (held by {ref_a}, which declares it too: left as it is)"
+            )),
+            "{t}"
+        );
+        assert!(
+            !t.contains(&format!("Namespace/{shared_ns}: conflict")),
+            "{t}"
+        );
         assert_eq!(
             value_and_owner(&client, &name, "cm-0001").await,
             ("from-a".to_string(), ref_a.clone())
@@ -517,6 +532,7 @@ async fn two_roots_never_fight_over_an_object_and_both_report_the_conflict() {
         value_and_owner(&client, &name, "cm-0001").await,
         ("from-b".to_string(), ref_b.clone())
     );
+    delete_namespace(&client, &shared_ns).await;
     ns.delete().await;
 }
 

@@ -139,6 +139,12 @@ pub async fn apply_batch(
                 // say so).
                 let conflict = live.conflict(p);
                 let (action, reason) = match conflict {
+                    // Several repositories routinely declare one Namespace: it is left to the
+                    // root that holds it, which is no change and no conflict.
+                    Some(Conflict::HeldBy(holder)) if conflict::shared_kind(p) => (
+                        Action::Unchanged,
+                        Some(format!("held by {holder}, which declares it too: left as it is")),
+                    ),
                     Some(c @ Conflict::HeldBy(holder)) => {
                         let e = conflict::settle(client, p, c, opts.dry_run).await;
                         on_change(&Change {
@@ -155,7 +161,7 @@ pub async fn apply_batch(
                 if write && !opts.dry_run {
                     apply_one(client, p).await?;
                 }
-                if let Some(c @ Conflict::ClaimedBy(_)) = conflict {
+                if let Some(c @ Conflict::ClaimedBy(_)) = conflict.filter(|_| !conflict::shared_kind(p)) {
                     return Err(conflict::settle(client, p, c, opts.dry_run).await);
                 }
                 debug!(?action, "applied");

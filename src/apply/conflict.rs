@@ -1,7 +1,7 @@
 //! Two roots never fight over an object.
 //!
 //! An object that another Weft installation's root holds (its `weft.io/owner-ref` names a sync
-//! root of another namespace or root name) is not adopted: the pass skips it, reports a conflict,
+//! root of another namespace or root name, whose inventory still lists it) is not adopted: the pass skips it, reports a conflict,
 //! and leaves a claim on it (`weft.io/claimed-by: <this root>`, a metadata annotation written
 //! with its own field manager, so it never counts as Weft's apply). The holder's next pass finds
 //! the claim, reports the conflict on its side too, and removes the claim (the claimer writes it
@@ -11,13 +11,19 @@
 //! repository carries `weft.io/take-over-from: <the holder's reference>` (`root/<namespace>/<name>`).
 //!
 //! The shards of one root (`<root>-shard-<n>`) are one installation: no conflict between them.
+//! A Namespace that two roots declare is no conflict: it is left to the root that holds it
+//! (several repositories routinely declare the namespaces they deploy into).
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::Value;
 
+use std::collections::{HashMap, HashSet};
+
+use super::inventory::{read_root, ref_key, RefKey};
 use super::plan::PlannedObject;
 use super::{is_not_found, ApplyError};
+use crate::api::ObjectRef;
 use crate::render::Owner;
 
 /// On a desired object: this root may take it over from the named holder.
@@ -55,6 +61,42 @@ pub fn other_root(owner: &Owner, other: &str) -> Option<String> {
     let mine = installation(&mine)?;
     let theirs = installation(other)?;
     (mine != theirs).then(|| other.chars().take(253).collect())
+}
+
+/// The holders (`root/<ns>/<name>`) whose inventory was read in one live read, with the keys
+/// of what they list (`None`: the root has no inventory, it is gone).
+pub type Holders = HashMap<String, Option<HashSet<RefKey>>>;
+
+/// Does the root `holder` still hold `object` — its inventory (in its own Weft namespace) lists
+/// it? A root that is gone (its inventory deleted, as `weft uninstall` or a deleted namespace
+/// leaves it) holds nothing: its former objects may be adopted.
+pub async fn still_held(
+    client: &Client,
+    holder: &str,
+    object: &ObjectRef,
+    holders: &mut Holders,
+) -> Result<bool, ApplyError> {
+    if !holders.contains_key(holder) {
+        let listed = match holder
+            .strip_prefix("root/")
+            .and_then(|rest| rest.split_once('/'))
+        {
+            Some((ns, name)) => read_root(client, &Owner::root(ns, name), ns)
+                .await?
+                .map(|(entries, _)| entries.iter().map(ref_key).collect()),
+            None => None,
+        };
+        holders.insert(holder.to_string(), listed);
+    }
+    Ok(holders
+        .get(holder)
+        .and_then(Option::as_ref)
+        .is_some_and(|keys| keys.contains(&ref_key(object))))
+}
+
+/// A kind several roots may declare without a conflict: a Namespace (left to its holder).
+pub fn shared_kind(p: &PlannedObject) -> bool {
+    p.object_ref.kind == "Namespace" && p.object_ref.api_version == "v1"
 }
 
 /// Does the desired object say it may be taken over from `holder`?

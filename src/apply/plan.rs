@@ -625,6 +625,7 @@ async fn read_group(
     }
     if members.iter().any(|p| !state.found(p)) {
         let holders = list_holders(&api, &what).await?;
+        let mut roots = conflict::Holders::new();
         for p in &members {
             if state.found(p) {
                 continue;
@@ -637,7 +638,8 @@ async fn read_group(
                 .as_deref()
                 .and_then(|h| conflict::other_root(&p.desired.owner, h))
                 .filter(|h| !conflict::take_over_allowed(p, h));
-            if let Some(other) = other {
+            let Some(other) = other else { continue };
+            if conflict::still_held(client, &other, &p.object_ref, &mut roots).await? {
                 state
                     .conflicts
                     .insert(p.object_ref.clone(), Conflict::HeldBy(other));
