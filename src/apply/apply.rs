@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use super::apply_policy::ReportDrift;
 use super::changeset::{Action, Change, ChangeSet};
+use super::conflict::{self, Conflict};
 use super::inventory::ref_key;
 use super::plan::{Decision, LiveState, PlannedObject, UpdateReason};
 use super::{ApplyError, FIELD_MANAGER};
@@ -134,9 +135,34 @@ pub async fn apply_batch(
                     (Decision::Update(why), None) => (Action::Configured, Some(why.to_string())),
                     (Decision::Unchanged, None) => (Action::Unchanged, None),
                 };
+                // Another root's object is not written; this root's claimed one is (and both
+                // say so).
+                let conflict = live.conflict(p);
+                let (action, reason) = match conflict {
+                    // Several repositories routinely declare one Namespace: it is left to the
+                    // root that holds it, which is no change and no conflict.
+                    Some(Conflict::HeldBy(holder)) if conflict::shared_kind(p) => (
+                        Action::Unchanged,
+                        Some(format!("held by {holder}, which declares it too: left as it is")),
+                    ),
+                    Some(c @ Conflict::HeldBy(holder)) => {
+                        let e = conflict::settle(client, p, c, opts.dry_run).await;
+                        on_change(&Change {
+                            object: p.object_ref.clone(),
+                            owner: p.desired.owner.clone(),
+                            action: Action::Skipped,
+                            reason: Some(format!("conflict: owned by {holder}")),
+                        });
+                        return Err(e);
+                    }
+                    _ => (action, reason),
+                };
                 let write = matches!(action, Action::Created | Action::Configured);
                 if write && !opts.dry_run {
                     apply_one(client, p).await?;
+                }
+                if let Some(c @ Conflict::ClaimedBy(_)) = conflict.filter(|_| !conflict::shared_kind(p)) {
+                    return Err(conflict::settle(client, p, c, opts.dry_run).await);
                 }
                 debug!(?action, "applied");
                 let change = Change {

@@ -59,6 +59,18 @@ pub enum ApplyError {
         /// The revision the pass applies.
         revision: Option<String>,
     },
+    /// The pass desires no object at all while its inventories hold some: a wrong `--path` or an
+    /// emptied repository looks exactly like this, so nothing is pruned without an override.
+    #[error("refusing to prune {count} object(s) ({owners}): this pass's desired set is empty (a wrong --path or ref, an emptied repository?); nothing was pruned. If the repository is meant to be empty, pass --allow-empty; or allow it once: `weft sync --force-prune`, `weft trigger --force-prune`, or annotate each owner with `{annotation}: {}`", .revision.as_deref().unwrap_or("<revision>"), annotation = crate::apply::prune::FORCE_PRUNE_ANNOTATION)]
+    EmptyDesiredSet {
+        count: usize,
+        /// Which owners would lose how many objects (`3 of root/weft-system/weft`).
+        owners: String,
+        revision: Option<String>,
+    },
+    /// Two Weft roots declare one object (see [`crate::apply::conflict`]).
+    #[error("{object}: conflict: {message}")]
+    Conflict { object: String, message: String },
     /// Objects did not become ready in time.
     #[error("timed out after {timeout:?} waiting for {} object(s) to become ready:\n{}", .not_ready.len(), .not_ready.iter().map(|(o, why)| format!("  {o}: {why}")).collect::<Vec<_>>().join("\n"))]
     WaitTimeout {

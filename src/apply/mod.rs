@@ -14,6 +14,9 @@
 //! - [`ownership`]: proof that a live object is an owner's (its label, set by Weft's apply);
 //! - [`inventory`]: what each owner applied (ConfigMap for the sync root, `status.inventory` for CRs);
 //! - [`prune`]: previous inventory − desired, with every safety rule of the design;
+//! - [`cascade`]: what pruning a Namespace or CRD would take with it;
+//! - [`conflict`]: an object two roots declare (never adopted, reported on both sides);
+//! - [`ignore`]: fields left to other managers (an autoscaler's `spec.replicas`, listed pointers);
 //! - [`readiness`]: the one table of readiness rules, kind → rule, and label-selector waits;
 //! - [`wait`]: waiting with timeouts, by the table or by an owner's wait rule;
 //! - [`diff`]: server-side dry-run and a unified diff per changed object;
@@ -24,12 +27,15 @@
 pub mod apply;
 pub mod apply_policy;
 pub mod calls;
+pub mod cascade;
 pub mod changeset;
+pub mod conflict;
 pub mod delete;
 pub mod diff;
 pub mod drift;
 mod error;
 pub mod fence;
+pub mod ignore;
 pub mod inventory;
 pub mod ownership;
 pub mod plan;

@@ -14,12 +14,16 @@
 //!   prune against after a failed fetch, load or render;
 //! - a pruned CR's own children (its `status.inventory`) are pruned first, by the same rules;
 //! - deletes carry a UID precondition, so an object re-created since it was read is left alone;
+//! - a Namespace or CRD is kept while this pass desires something in it (or of its kind), or while
+//!   something not the owner's lives there (unless forced); the guard counts what its delete
+//!   cascades to (see [`super::cascade`]);
 //! - a namespace Weft created only because it was missing (`weft.io/create: if-missing`, an
 //!   Armada release namespace) is pruned only when nothing but the owner's objects lives there.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use kube::api::{
@@ -29,8 +33,9 @@ use kube::api::{
 use kube::Client;
 use serde_json::Value;
 
+use super::cascade::{self, Cascade};
 use super::changeset::{Action, Change, ChangeSet};
-use super::inventory::{read_resource, ref_key, Inventory};
+use super::inventory::{read_resource, ref_key, Inventory, RefKey};
 use super::ownership::proof_of_ownership;
 use super::plan::{split_api_version, Catalog};
 use super::{is_not_found, ApplyError};
@@ -56,6 +61,8 @@ pub struct PruneOptions {
     /// The revision this pass applies: an inventory annotated [`FORCE_PRUNE_ANNOTATION`] with it
     /// lets this pass past the guard.
     pub revision: Option<String>,
+    /// An empty desired set may prune everything (`--allow-empty`, as Argo CD's `allowEmpty`).
+    pub allow_empty: bool,
 }
 
 impl Default for PruneOptions {
@@ -66,6 +73,7 @@ impl Default for PruneOptions {
             dry_run: false,
             concurrency: 10,
             revision: None,
+            allow_empty: false,
         }
     }
 }
@@ -126,26 +134,33 @@ pub fn candidates(
         .collect()
 }
 
-/// The fraction guard over a whole pass: `deletions` are the objects that exist, are provably
-/// the pass's owners' and would be deleted, per owner. Deleting more than [`GUARD_FLOOR`] objects
-/// and more than `max_fraction` of every inventory of the pass together is refused, unless
-/// forced — by the options, or by every owner that would lose objects carrying
-/// [`FORCE_PRUNE_ANNOTATION`] with this pass's revision.
+/// The guard over a whole pass: `deletions` are the objects that exist, are provably the pass's
+/// owners' and would be deleted (with what deleting them cascades to), per owner; `desired` is
+/// how many objects the whole pass desires. Refused, unless forced — by the options, or by every
+/// owner that would lose objects carrying [`FORCE_PRUNE_ANNOTATION`] with this pass's revision:
+/// - any deletion when nothing at all is desired, unless `allow_empty`;
+/// - more than `max_fraction` of every inventory of the pass together, except up to
+///   [`GUARD_FLOOR`] deletions — which, when a sync root loses objects, must also be no more
+///   than half of the inventories (the floor never lets a small root be emptied).
 pub fn guard(
     inventories: &[Inventory],
     deletions: &BTreeMap<Owner, usize>,
+    desired: usize,
     opts: &PruneOptions,
 ) -> Option<ApplyError> {
     let count: usize = deletions.values().sum();
     let total: usize = inventories.iter().map(|i| i.entries.len()).sum();
-    if opts.force || count <= GUARD_FLOOR || total == 0 {
+    if opts.force || count == 0 {
         return None;
     }
-    let fraction = count as f64 / total as f64;
-    // Written so that a NaN limit (refused by the flag parser anyway) keeps the guard on.
-    if fraction <= opts.max_fraction {
-        return None;
-    }
+    let owners = || {
+        deletions
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(o, n)| format!("{n} of {}", o.reference()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let allowed_by_annotation = opts.revision.as_deref().is_some_and(|rev| {
         deletions.iter().filter(|(_, n)| **n > 0).all(|(owner, _)| {
             inventories
@@ -155,19 +170,39 @@ pub fn guard(
                 .is_some_and(|allowed| revision_allows(allowed, rev))
         })
     });
+    // Only a sync root's render can be empty by mistake (a custom resource whose agents are all
+    // disabled desires nothing on purpose).
+    let root_loses = deletions
+        .iter()
+        .any(|(o, n)| *n > 0 && matches!(o, Owner::SyncRoot { .. }));
+    if desired == 0 && root_loses {
+        if opts.allow_empty || allowed_by_annotation {
+            return None;
+        }
+        return Some(ApplyError::EmptyDesiredSet {
+            count,
+            owners: owners(),
+            revision: opts.revision.clone(),
+        });
+    }
+    if total == 0 {
+        return None;
+    }
+    let fraction = count as f64 / total as f64;
+    // Written so that a NaN limit (refused by the flag parser anyway) keeps the guard on.
+    if fraction <= opts.max_fraction {
+        return None;
+    }
+    if count <= GUARD_FLOOR && (count * 2 <= total || !root_loses) {
+        return None;
+    }
     if allowed_by_annotation {
         return None;
     }
-    let owners = deletions
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(o, n)| format!("{n} of {}", o.reference()))
-        .collect::<Vec<_>>()
-        .join(", ");
     Some(ApplyError::PruneGuard {
         count,
         total,
-        owners,
+        owners: owners(),
         percent: fraction * 100.0,
         limit: opts.max_fraction * 100.0,
         revision: opts.revision.clone(),
@@ -188,6 +223,8 @@ enum Survey {
         api: Api<DynamicObject>,
         uid: Option<String>,
         live: Value,
+        /// The owner's objects its delete takes with it (a Namespace's, a CRD's).
+        cascade: Vec<ObjectRef>,
     },
     /// It leaves the inventory (gone, not ours, protected), with this change to report.
     Drop(Option<Change>),
@@ -219,16 +256,28 @@ pub async fn prune(
     // First find out which candidates would really be deleted: only those count for the guard.
     let surveyed: Vec<(Owner, ObjectRef, Result<Survey, ApplyError>)> =
         futures::stream::iter(candidates.into_iter().map(|(owner, r)| async move {
-            let s = survey(client, catalog, &owner, &r).await;
+            let s = survey(client, catalog, &owner, &r, desired, opts.force).await;
             (owner, r, s)
         }))
         .buffer_unordered(opts.concurrency.max(1))
         .collect()
         .await;
     let mut work: Vec<(Owner, ObjectRef, Deletion)> = Vec::new();
+    // What each owner would lose, cascades included (each object once).
+    let mut lost: BTreeMap<Owner, HashSet<RefKey>> = BTreeMap::new();
     for (owner, r, s) in surveyed {
         match s {
-            Ok(Survey::Delete { api, uid, live }) => work.push((owner, r, (api, uid, live))),
+            Ok(Survey::Delete {
+                api,
+                uid,
+                live,
+                cascade,
+            }) => {
+                let lost = lost.entry(owner.clone()).or_default();
+                lost.insert(ref_key(&r));
+                lost.extend(cascade.iter().map(ref_key));
+                work.push((owner, r, (api, uid, live)));
+            }
             Ok(Survey::Drop(change)) => change.into_iter().for_each(|c| report(&mut outcome, c)),
             Ok(Survey::Keep(change)) => {
                 outcome.kept.entry(owner).or_default().insert(r);
@@ -240,11 +289,18 @@ pub async fn prune(
             }
         }
     }
-    let mut deletions: BTreeMap<Owner, usize> = BTreeMap::new();
-    for (owner, ..) in &work {
-        *deletions.entry(owner.clone()).or_default() += 1;
-    }
-    if let Some(refused) = guard(inventories, &deletions, opts) {
+    let deletions: BTreeMap<Owner, usize> =
+        lost.into_iter().map(|(o, refs)| (o, refs.len())).collect();
+    // Children of a pruned owner custom resource are surveyed later, against the same set.
+    let shared_desired = if work
+        .iter()
+        .any(|(_, r, _)| OWNER_KINDS.contains(&r.kind.as_str()))
+    {
+        Arc::new(desired.clone())
+    } else {
+        Arc::default()
+    };
+    if let Some(refused) = guard(inventories, &deletions, desired.len(), opts) {
         for (owner, r, ..) in work {
             outcome.kept.entry(owner).or_default().insert(r);
         }
@@ -262,6 +318,7 @@ pub async fn prune(
     for batch in [later, stage0] {
         let results: Vec<(Owner, ObjectRef, Result<Vec<Change>, ApplyError>)> =
             futures::stream::iter(batch.into_iter().map(|(owner, r, deletion)| {
+                let desired = shared_desired.clone();
                 async move {
                     let res = delete_surveyed(
                         client.clone(),
@@ -270,6 +327,7 @@ pub async fn prune(
                         r.clone(),
                         deletion,
                         opts.clone(),
+                        desired,
                     )
                     .await;
                     (owner, r, res)
@@ -316,6 +374,8 @@ async fn survey(
     catalog: &Catalog,
     owner: &Owner,
     r: &ObjectRef,
+    desired: &BTreeSet<ObjectRef>,
+    force: bool,
 ) -> Result<Survey, ApplyError> {
     let skipped = |why: String| Change {
         object: r.clone(),
@@ -355,7 +415,17 @@ async fn survey(
             ))));
         }
     }
-    Ok(Survey::Delete { api, uid, live })
+    let cascade = match cascade::judge(client, catalog, owner, r, &live, desired, force).await? {
+        Some(Cascade::Keep(why)) => return Ok(Survey::Keep(skipped(why))),
+        Some(Cascade::Deletes(objects)) => objects,
+        None => Vec::new(),
+    };
+    Ok(Survey::Delete {
+        api,
+        uid,
+        live,
+        cascade,
+    })
 }
 
 /// Is `live` an object Weft creates only when missing (a release namespace)?
@@ -419,11 +489,12 @@ fn prune_child(
     owner: Owner,
     r: ObjectRef,
     opts: PruneOptions,
+    desired: Arc<BTreeSet<ObjectRef>>,
 ) -> BoxFuture<Result<Vec<Change>, ApplyError>> {
     Box::pin(async move {
-        match survey(&client, &catalog, &owner, &r).await? {
-            Survey::Delete { api, uid, live } => {
-                delete_surveyed(client, catalog, owner, r, (api, uid, live), opts).await
+        match survey(&client, &catalog, &owner, &r, &desired, opts.force).await? {
+            Survey::Delete { api, uid, live, .. } => {
+                delete_surveyed(client, catalog, owner, r, (api, uid, live), opts, desired).await
             }
             Survey::Drop(change) => Ok(change.into_iter().collect()),
             Survey::Keep(change) => Ok(vec![change]),
@@ -474,6 +545,7 @@ fn delete_surveyed(
     r: ObjectRef,
     (api, uid, live): Deletion,
     opts: PruneOptions,
+    desired: Arc<BTreeSet<ObjectRef>>,
 ) -> BoxFuture<Result<Vec<Change>, ApplyError>> {
     Box::pin(async move {
         let mut changes = Vec::new();
@@ -492,6 +564,7 @@ fn delete_surveyed(
                         child_owner.clone(),
                         child,
                         opts.clone(),
+                        desired.clone(),
                     );
                     changes.extend(pruned.await?);
                 }
@@ -611,14 +684,72 @@ mod tests {
     }
 
     #[test]
-    fn small_changes_pass_the_guard_whatever_their_fraction() {
-        // A chart of two objects whose namespace changes: 100% of that owner, 2 deletions.
+    fn small_changes_pass_the_guard_up_to_half_of_the_inventories() {
+        // A chart of two objects whose namespace changes: its inventory, written ahead, holds the
+        // two old and the two new objects; 2 deletions are half of it.
+        let invs = [inventory(chart("small"), 4, None)];
+        let deletions = BTreeMap::from([(chart("small"), 2)]);
+        assert!(guard(&invs, &deletions, 2, &PruneOptions::default()).is_none());
+        // A custom resource's small change is not a root being emptied: the floor holds.
         let invs = [inventory(chart("small"), 2, None)];
         let deletions = BTreeMap::from([(chart("small"), 2)]);
-        assert!(guard(&invs, &deletions, &PruneOptions::default()).is_none());
-        let at_floor = [inventory(root(), GUARD_FLOOR, None)];
+        assert!(guard(&invs, &deletions, 2, &PruneOptions::default()).is_none());
+        // A large root: the floor of 10 holds whatever the fraction limit.
+        let large = [inventory(root(), 2 * GUARD_FLOOR, None)];
         let deletions = BTreeMap::from([(root(), GUARD_FLOOR)]);
-        assert!(guard(&at_floor, &deletions, &PruneOptions::default()).is_none());
+        let strict = PruneOptions {
+            max_fraction: 0.1,
+            ..PruneOptions::default()
+        };
+        assert!(guard(&large, &deletions, 10, &strict).is_none());
+    }
+
+    #[test]
+    fn the_floor_never_lets_a_small_root_be_emptied() {
+        // 3 of a root's 5 objects: under the floor, but more than half.
+        let invs = [inventory(root(), 5, None)];
+        let deletions = BTreeMap::from([(root(), 3)]);
+        let err = guard(&invs, &deletions, 2, &PruneOptions::default()).expect("refused");
+        assert!(
+            err.to_string()
+                .starts_with("refusing to prune 3 of the 5 objects"),
+            "{err}"
+        );
+        let forced = PruneOptions {
+            force: true,
+            ..PruneOptions::default()
+        };
+        assert!(guard(&invs, &deletions, 2, &forced).is_none());
+        // 2 of 5 is fine.
+        let deletions = BTreeMap::from([(root(), 2)]);
+        assert!(guard(&invs, &deletions, 3, &PruneOptions::default()).is_none());
+    }
+
+    #[test]
+    fn an_empty_desired_set_prunes_nothing_without_an_override() {
+        // One of a large root's objects, but nothing desired at all: a wrong --path.
+        let invs = [inventory(root(), 100, None)];
+        let deletions = BTreeMap::from([(root(), 1)]);
+        let err = guard(&invs, &deletions, 0, &PruneOptions::default()).expect("refused");
+        let text = err.to_string();
+        assert!(text.contains("desired set is empty"), "{text}");
+        assert!(text.contains("--allow-empty"), "{text}");
+        for opts in [
+            PruneOptions {
+                allow_empty: true,
+                ..PruneOptions::default()
+            },
+            PruneOptions {
+                force: true,
+                ..PruneOptions::default()
+            },
+        ] {
+            assert!(guard(&invs, &deletions, 0, &opts).is_none());
+        }
+        // A custom resource that desires nothing (every agent disabled) is not refused.
+        let invs = [inventory(chart("off"), 3, None)];
+        let deletions = BTreeMap::from([(chart("off"), 3)]);
+        assert!(guard(&invs, &deletions, 0, &PruneOptions::default()).is_none());
     }
 
     #[test]
@@ -629,14 +760,14 @@ mod tests {
             inventory(root(), 88, None),
         ];
         let deletions = BTreeMap::from([(chart("gone"), 12)]);
-        assert!(guard(&invs, &deletions, &PruneOptions::default()).is_none());
+        assert!(guard(&invs, &deletions, 1, &PruneOptions::default()).is_none());
         // 60 of 100: refused, and the error says how to allow it once.
         let deletions = BTreeMap::from([(chart("gone"), 12), (root(), 48)]);
         let opts = PruneOptions {
             revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
             ..PruneOptions::default()
         };
-        let err = guard(&invs, &deletions, &opts).expect("refused");
+        let err = guard(&invs, &deletions, 1, &opts).expect("refused");
         let text = err.to_string();
         assert!(
             text.starts_with("refusing to prune 60 of the 100 objects in this pass's inventories (48 of root/weft-system/weft, 12 of ArmadaChart/a/gone: 60% > 50% allowed by --max-prune-fraction); nothing was pruned."),
@@ -654,13 +785,13 @@ mod tests {
             force: true,
             ..opts.clone()
         };
-        assert!(guard(&invs, &deletions, &forced).is_none());
+        assert!(guard(&invs, &deletions, 1, &forced).is_none());
         let nan = PruneOptions {
             max_fraction: f64::NAN,
             ..opts.clone()
         };
         assert!(
-            guard(&invs, &deletions, &nan).is_some(),
+            guard(&invs, &deletions, 1, &nan).is_some(),
             "NaN must not disarm the guard"
         );
     }
@@ -677,21 +808,21 @@ mod tests {
             inventory(chart("gone"), 12, Some("0123456")),
             inventory(root(), 88, Some(rev)),
         ];
-        assert!(guard(&both, &deletions, &opts).is_none());
+        assert!(guard(&both, &deletions, 1, &opts).is_none());
         let one = [
             inventory(chart("gone"), 12, None),
             inventory(root(), 88, Some(rev)),
         ];
-        assert!(guard(&one, &deletions, &opts).is_some());
+        assert!(guard(&one, &deletions, 1, &opts).is_some());
         let stale = [
             inventory(chart("gone"), 12, Some("fedcba9")),
             inventory(root(), 88, Some("fedcba9876")),
         ];
-        assert!(guard(&stale, &deletions, &opts).is_some());
+        assert!(guard(&stale, &deletions, 1, &opts).is_some());
         let too_short = [
             inventory(chart("gone"), 12, Some("0123")),
             inventory(root(), 88, Some("0123")),
         ];
-        assert!(guard(&too_short, &deletions, &opts).is_some());
+        assert!(guard(&too_short, &deletions, 1, &opts).is_some());
     }
 }

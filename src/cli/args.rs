@@ -125,15 +125,11 @@ impl RepoArgs {
             (None, Some(r)) => PathBuf::from(r),
             (None, None) => anyhow::bail!("give a repository: a PATH or --repo URL"),
         };
-        let snapshot = source::local::read_dir(&dir, SnapshotLimits::default())
-            .with_context(|| format!("reading {}", dir.display()))?;
-        Ok(match &self.path {
-            Some(p) => {
-                source::check_relative_path(p)?;
-                snapshot.subdir(p)
-            }
-            None => snapshot,
-        })
+        if let Some(p) = &self.path {
+            source::check_relative_path(p)?;
+        }
+        source::local::read_dir_at(&dir, self.path.as_deref(), SnapshotLimits::default())
+            .with_context(|| format!("reading {}", dir.display()))
     }
 }
 
@@ -210,6 +206,10 @@ pub struct ApplyArgs {
     /// `weft trigger --force-prune`).
     #[arg(long, env = "WEFT_FORCE_PRUNE")]
     pub force_prune: bool,
+    /// Let a repository (or `--path`) that renders no object at all prune everything the root
+    /// applied (as Argo CD's `allowEmpty`); without it such a pass prunes nothing and fails.
+    #[arg(long, env = "WEFT_ALLOW_EMPTY")]
+    pub allow_empty: bool,
     /// API calls at the same time within a stage.
     #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = 10)]
     pub concurrency: usize,
@@ -259,6 +259,7 @@ impl ApplyArgs {
             timeout: self.timeout,
             max_prune_fraction: self.max_prune_fraction,
             force_prune: self.force_prune,
+            allow_empty: self.allow_empty,
             concurrency: self.concurrency.max(1),
             root_name: self.root_name.clone(),
             repo_location,
@@ -266,6 +267,20 @@ impl ApplyArgs {
             ..PassOptions::default()
         }
     }
+}
+
+/// Who may write a root (`weft sync`): not beside a live daemon, not from another repository,
+/// unless told (see `daemon::writer`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct WriterArgs {
+    /// Sync even though a live daemon leads this root (its leader Lease is held and fresh).
+    /// Prefer `weft trigger`, which asks the daemon to run the pass.
+    #[arg(long, env = "WEFT_IGNORE_LEADER")]
+    pub ignore_leader: bool,
+    /// Confirm that this root switches to another repository than the one it records (what
+    /// the new repository lacks is pruned, within the prune guard).
+    #[arg(long)]
+    pub switch_repository: bool,
 }
 
 /// Age identities from a key file: the offline commands' (`render`, `validate`) only source.

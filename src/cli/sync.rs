@@ -5,10 +5,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs};
+use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs, WriterArgs};
 use super::print_diagnostics;
 use super::progress::ProgressPrinter;
-use crate::daemon::record;
+use crate::daemon::{record, writer};
 use crate::pass::{self, PassOptions};
 
 /// The flags of `weft sync` and `weft diff`.
@@ -22,6 +22,8 @@ pub struct SyncArgs {
     pub apply: ApplyArgs,
     #[command(flatten)]
     pub decryption: DecryptionArgs,
+    #[command(flatten)]
+    pub writer: WriterArgs,
     /// Print the plan (create / update / unchanged / prune per object); change nothing.
     #[arg(long, env = "WEFT_DRY_RUN")]
     pub dry_run: bool,
@@ -59,6 +61,12 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("error: {why}");
                 return Ok(ExitCode::from(1));
             }
+            // Its own connection: the record is no write of the pass (a no-op pass says 0).
+            let (record_client, _) = args.cluster.connect().await?;
+            if let Err(why) = one_writer(&record_client, &args, &opts).await {
+                eprintln!("error: {why}; nothing was applied or pruned");
+                return Ok(ExitCode::from(1));
+            }
         }
         let printer = ProgressPrinter::new(std::io::stdout().is_terminal(), opts.dry_run);
         let result = pass::run_pass(&client, snapshot, &opts, &|p| printer.observe(p)).await;
@@ -82,6 +90,22 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             }
         }
     })
+}
+
+/// One writer per root, from the repository it records (see [`writer`]); records this sync's
+/// source when it may write.
+async fn one_writer(
+    client: &kube::Client,
+    args: &SyncArgs,
+    opts: &PassOptions,
+) -> Result<(), writer::WriterError> {
+    let (ns, root) = (&opts.weft_namespace, &opts.root_name);
+    if !args.writer.ignore_leader {
+        writer::check_no_live_leader(client, ns, root).await?;
+    }
+    let repository = args.repo.location();
+    writer::check_repository(client, ns, root, &repository, args.writer.switch_repository).await?;
+    writer::record_source(client, ns, root, &repository, args.repo.path.as_deref()).await
 }
 
 /// `weft diff`: exit 0 no changes, 1 changes, 2 error.

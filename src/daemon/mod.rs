@@ -24,6 +24,7 @@ pub mod trigger;
 pub mod uninstall;
 pub mod updater;
 pub mod weavecloud;
+pub mod writer;
 
 use kube::Client;
 

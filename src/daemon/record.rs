@@ -39,6 +39,12 @@ pub const KEY_SHARD: &str = "shard";
 pub const KEY_SUSPENDED: &str = "suspended";
 pub const KEY_SUSPEND_MESSAGE: &str = "suspendMessage";
 pub const KEY_SUSPENDED_AT: &str = "suspendedAt";
+/// The repository the root syncs (written by `weft sync`, field manager [`SOURCE_MANAGER`]).
+pub const KEY_REPOSITORY: &str = "repository";
+/// The `--path` the root syncs (empty for the whole repository).
+pub const KEY_PATH: &str = "path";
+/// The field manager of the source keys (apart from the outcome's and the suspension's).
+pub const SOURCE_MANAGER: &str = "weft-source";
 
 /// The name of the root record of root `root_name` (shard roots have their own).
 pub fn record_name(root_name: &str) -> String {

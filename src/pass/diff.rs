@@ -93,6 +93,7 @@ async fn would_prune(
         dry_run: true,
         concurrency: opts.concurrency,
         revision: opts.revision.clone(),
+        allow_empty: opts.allow_empty,
     };
     let outcome = prune::prune(
         client,

@@ -316,6 +316,7 @@ impl<'a> Engine<'a> {
             dry_run: opts.dry_run,
             concurrency: opts.concurrency,
             revision: opts.revision.clone(),
+            allow_empty: opts.allow_empty,
         };
         let observer = self.observer;
         prune::prune(
@@ -741,14 +742,17 @@ pub async fn resolve_set(
     default_namespace: &str,
 ) -> Result<plan::Resolved, ApplyError> {
     let mut crds = plan::crds_of(set.objects());
-    match plan::resolve(objects, &crds, catalog, default_namespace) {
-        Ok(r) => Ok(r),
+    let mut resolved = match plan::resolve(objects, &crds, catalog, default_namespace) {
+        Ok(r) => r,
         Err(ApplyError::UnknownKind { .. }) | Err(ApplyError::Many(_)) => {
             crds.extend(plan::cluster_crds(client).await?);
-            plan::resolve(objects, &crds, catalog, default_namespace)
+            plan::resolve(objects, &crds, catalog, default_namespace)?
         }
-        Err(e) => Err(e),
-    }
+        Err(e) => return Err(e),
+    };
+    // Before the live state is read: an autoscaler's replicas are neither drift nor a change.
+    crate::apply::ignore::respect_other_managers(client, catalog, &mut resolved.planned).await?;
+    Ok(resolved)
 }
 
 fn order_planned(objects: &mut [PlannedObject]) {

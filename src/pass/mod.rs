@@ -58,6 +58,8 @@ pub struct PassOptions {
     pub timeout: Duration,
     pub max_prune_fraction: f64,
     pub force_prune: bool,
+    /// `--allow-empty`: a render with no object at all may prune the root's whole inventory.
+    pub allow_empty: bool,
     /// The revision the pass applies (set by [`run_pass`] from its snapshot): an owner annotated
     /// `weft.io/force-prune: <this revision>` may be pruned past the fraction guard.
     pub revision: Option<String>,
@@ -115,6 +117,7 @@ impl Default for PassOptions {
             timeout: Duration::from_secs(300),
             max_prune_fraction: 0.5,
             force_prune: false,
+            allow_empty: false,
             revision: None,
             dry_run: false,
             shard: None,

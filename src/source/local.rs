@@ -28,6 +28,49 @@ pub enum LocalError {
     TooLarge { root: PathBuf, limit: u64 },
     #[error("{path}: not a directory")]
     NotADirectory { path: PathBuf },
+    /// `--path` names nothing in the directory: a typo must not become an empty desired set
+    /// (which would prune everything), as it is not for a git repository either.
+    #[error("--path `{path}` does not exist in {root}")]
+    PathNotFound { root: PathBuf, path: String },
+    #[error("--path `{path}` in {root} is not a directory")]
+    PathNotADirectory { root: PathBuf, path: String },
+}
+
+/// [`read_dir`] of `root`, restricted to its subdirectory `path` (`--path`) when given, which
+/// must exist and be a directory.
+pub fn read_dir_at(
+    root: &Path,
+    path: Option<&str>,
+    limits: SnapshotLimits,
+) -> Result<Snapshot, LocalError> {
+    let Some(path) = path else {
+        return read_dir(root, limits);
+    };
+    let trimmed = path.trim_matches('/');
+    let bounded = || path.chars().take(200).collect::<String>();
+    if !trimmed.is_empty() {
+        match fs::metadata(root.join(trimmed)) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(LocalError::PathNotADirectory {
+                    root: root.to_path_buf(),
+                    path: bounded(),
+                })
+            }
+            Err(_) => {
+                return Err(LocalError::PathNotFound {
+                    root: root.to_path_buf(),
+                    path: bounded(),
+                })
+            }
+        }
+    }
+    let snapshot = read_dir(root, limits)?;
+    Ok(if trimmed.is_empty() {
+        snapshot
+    } else {
+        snapshot.subdir(trimmed)
+    })
 }
 
 /// Read every regular file under `root` (skipping `.git` and other dot-directories) into a

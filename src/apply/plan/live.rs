@@ -2,7 +2,7 @@
 //! must be done to each: [`Decision`] (create, update and why, or nothing), kept per object in
 //! [`LiveState`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use super::PlannedObject;
 use crate::api::ObjectRef;
+use crate::apply::conflict::{self, Conflict};
 use crate::apply::{drift, ApplyError};
-use crate::render::ownership::{APPLIED_HASH_ANNOTATION, OWNER_LABEL};
+use crate::render::ownership::{APPLIED_HASH_ANNOTATION, OWNER_LABEL, OWNER_REF_ANNOTATION};
 use crate::render::Owner;
 
 /// What must happen to one object.
@@ -64,6 +65,8 @@ impl std::fmt::Display for UpdateReason {
 pub struct LiveState {
     /// Objects found live (carrying an owner label of this pass, or adopted): their decision.
     decisions: HashMap<ObjectRef, Decision>,
+    /// Objects another root holds or claims (see [`conflict`]).
+    conflicts: HashMap<ObjectRef, Conflict>,
 }
 
 impl LiveState {
@@ -88,6 +91,11 @@ impl LiveState {
             p.object_ref.clone(),
             Decision::Update(UpdateReason::Adopted),
         );
+    }
+
+    /// The conflict with another root over `p`, if any.
+    pub fn conflict(&self, p: &PlannedObject) -> Option<&Conflict> {
+        self.conflicts.get(&p.object_ref)
     }
 
     fn found(&self, p: &PlannedObject) -> bool {
@@ -179,11 +187,27 @@ async fn for_each_metadata_page(
     }
 }
 
-/// The names of every object of `api`.
-async fn list_names(api: &Api<DynamicObject>, what: &str) -> Result<HashSet<String>, ApplyError> {
-    let mut out = HashSet::new();
+/// The names of every object of `api`, each with the owner reference (`weft.io/owner-ref`) of
+/// the Weft owner that labelled it, if one did.
+async fn list_holders(
+    api: &Api<DynamicObject>,
+    what: &str,
+) -> Result<HashMap<String, Option<String>>, ApplyError> {
+    let mut out = HashMap::new();
     for_each_metadata_page(api, ListParams::default().limit(META_PAGE), what, |items| {
-        out.extend(items.into_iter().filter_map(|m| m.metadata.name));
+        for m in items.into_iter().map(|i| i.metadata) {
+            let labelled = m
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(OWNER_LABEL));
+            let holder = m
+                .annotations
+                .and_then(|mut a| a.remove(OWNER_REF_ANNOTATION))
+                .filter(|_| labelled);
+            if let Some(name) = m.name {
+                out.insert(name, holder);
+            }
+        }
         Ok(())
     })
     .await?;
@@ -235,7 +259,9 @@ pub async fn read_live(
     .await;
     let mut out = LiveState::default();
     for r in results {
-        out.decisions.extend(r?.decisions);
+        let r = r?;
+        out.decisions.extend(r.decisions);
+        out.conflicts.extend(r.conflicts);
     }
     Ok(out)
 }
@@ -280,6 +306,17 @@ async fn read_group(
                 whole.push(p);
                 continue;
             }
+            let claimer = item
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(conflict::CLAIM_ANNOTATION))
+                .and_then(|c| conflict::other_root(&p.desired.owner, c));
+            if let Some(claimer) = claimer {
+                state
+                    .conflicts
+                    .insert(p.object_ref.clone(), Conflict::ClaimedBy(claimer));
+            }
             state
                 .decisions
                 .insert(p.object_ref.clone(), decide_meta(p, &item.metadata));
@@ -309,10 +346,25 @@ async fn read_group(
         }
     }
     if members.iter().any(|p| !state.found(p)) {
-        let names = list_names(&api, &what).await?;
+        let holders = list_holders(&api, &what).await?;
+        let mut roots = conflict::Holders::new();
         for p in &members {
-            if !state.found(p) && names.contains(&p.object_ref.name) {
-                state.observe_unlabelled(p);
+            if state.found(p) {
+                continue;
+            }
+            let Some(holder) = holders.get(&p.object_ref.name) else {
+                continue;
+            };
+            state.observe_unlabelled(p);
+            let other = holder
+                .as_deref()
+                .and_then(|h| conflict::other_root(&p.desired.owner, h))
+                .filter(|h| !conflict::take_over_allowed(p, h));
+            let Some(other) = other else { continue };
+            if conflict::still_held(client, &other, &p.object_ref, &mut roots).await? {
+                state
+                    .conflicts
+                    .insert(p.object_ref.clone(), Conflict::HeldBy(other));
             }
         }
     }

@@ -165,16 +165,11 @@ impl RootSource {
                 let dir = dir.clone();
                 let path = path.clone();
                 let read = tokio::task::spawn_blocking(move || {
-                    let s = source::local::read_dir(&dir, SnapshotLimits::default()).map_err(
-                        |source| RootError::Read {
+                    source::local::read_dir_at(&dir, path.as_deref(), SnapshotLimits::default())
+                        .map_err(|source| RootError::Read {
                             dir: dir.display().to_string(),
                             source,
-                        },
-                    )?;
-                    Ok::<_, RootError>(match &path {
-                        Some(p) => s.subdir(p),
-                        None => s,
-                    })
+                        })
                 })
                 .await
                 .map_err(RootError::Task)??;

@@ -1,0 +1,202 @@
+//! One writer per root, and one repository per root.
+//!
+//! - A one-shot `weft sync` must not race a live daemon of the same root: while the root's leader
+//!   Lease ([`super::leader::lease_name`]) is held and fresh, the CLI refuses (unless
+//!   `--ignore-leader`) and points to `weft trigger`, which asks the leader to run the pass.
+//! - The root records its source: `weft sync` writes `repository` and `path` into the root
+//!   record (`weft-root-<root>`, field manager `weft-source`, apart from the outcome keys), and a
+//!   daemon records it on its Lease (`weft.io/source`). A sync from another repository than the
+//!   recorded one is refused unless confirmed (`--switch-repository`): a replacement repository
+//!   that overlaps the old one would otherwise be pruned down to the overlap without a word.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::Client;
+
+use super::leader::{lease_name, SOURCE_ANNOTATION};
+use super::record::{record_labels, record_name, KEY_PATH, KEY_REPOSITORY, SOURCE_MANAGER};
+use crate::api::redact::redact_url_passwords;
+
+/// Why a one-shot pass may not write, or the API error that kept it from being told.
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    #[error("the root {root} is led by a live daemon ({holder} holds the Lease {namespace}/{lease}, renewed {age}s ago); a second writer would race it (objects deleted and recreated). Ask the daemon to run the pass: `weft trigger` (with --force-prune if needed); or, if that daemon is not syncing this root, pass --ignore-leader")]
+    LedByDaemon {
+        root: String,
+        holder: String,
+        namespace: String,
+        lease: String,
+        age: i64,
+    },
+    #[error("the root {root} syncs {recorded}; this sync is from {given}. Switching a root to another repository prunes everything the new one lacks: if that is intended, pass --switch-repository (else use another --root-name)")]
+    RepositorySwitch {
+        root: String,
+        recorded: String,
+        given: String,
+    },
+    #[error("reading or writing the root's writer record: {0}")]
+    Api(#[from] kube::Error),
+}
+
+/// A repository as compared: passwords redacted, no trailing `/` or `.git`.
+fn normalized(repo: &str) -> String {
+    let r = redact_url_passwords(repo.trim());
+    let r = r.trim_end_matches('/');
+    r.strip_suffix(".git").unwrap_or(r).to_string()
+}
+
+/// The repository of a Lease's source claim (`<repo>` or `<repo>//<path>`).
+fn claim_repository(claim: &str) -> &str {
+    match claim.rsplit_once("//") {
+        Some((repo, _)) if !repo.ends_with(':') && !repo.is_empty() => repo,
+        _ => claim,
+    }
+}
+
+/// The bound of a quoted repository in an error.
+fn bounded(text: &str) -> String {
+    text.chars().take(300).collect()
+}
+
+/// `Err` when a live daemon leads `root` (its Lease in `namespace` is held and was renewed within
+/// its duration).
+pub async fn check_no_live_leader(
+    client: &Client,
+    namespace: &str,
+    root: &str,
+) -> Result<(), WriterError> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let lease = lease_name(root);
+    let Some(l) = leases.get_opt(&lease).await? else {
+        return Ok(());
+    };
+    let Some(spec) = l.spec else {
+        return Ok(());
+    };
+    let holder = spec.holder_identity.unwrap_or_default();
+    let (Some(renewed), Some(duration)) = (spec.renew_time, spec.lease_duration_seconds) else {
+        return Ok(());
+    };
+    let age = Timestamp::now().as_second() - renewed.0.as_second();
+    if holder.is_empty() || age > i64::from(duration) {
+        return Ok(());
+    }
+    Err(WriterError::LedByDaemon {
+        root: root.to_string(),
+        holder: bounded(&holder),
+        namespace: namespace.to_string(),
+        lease,
+        age: age.max(0),
+    })
+}
+
+/// The repository `root` was last synced from: its record's (a `weft sync`), else its Lease's
+/// source claim (a daemon, alive or not).
+pub async fn recorded_repository(
+    client: &Client,
+    namespace: &str,
+    root: &str,
+) -> Result<Option<String>, WriterError> {
+    let records: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let recorded = records
+        .get_opt(&record_name(root))
+        .await?
+        .and_then(|c| c.data)
+        .and_then(|mut d| d.remove(KEY_REPOSITORY))
+        .filter(|r| !r.is_empty());
+    if recorded.is_some() {
+        return Ok(recorded);
+    }
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    Ok(leases
+        .get_opt(&lease_name(root))
+        .await?
+        .and_then(|l| l.metadata.annotations)
+        .and_then(|a| a.get(SOURCE_ANNOTATION).cloned())
+        .map(|claim| claim_repository(&claim).to_string()))
+}
+
+/// `Err` when `given` is another repository than the one `root` records, unless `confirmed`.
+pub async fn check_repository(
+    client: &Client,
+    namespace: &str,
+    root: &str,
+    given: &str,
+    confirmed: bool,
+) -> Result<(), WriterError> {
+    let Some(recorded) = recorded_repository(client, namespace, root).await? else {
+        return Ok(());
+    };
+    if confirmed || normalized(&recorded) == normalized(given) {
+        return Ok(());
+    }
+    Err(WriterError::RepositorySwitch {
+        root: root.to_string(),
+        recorded: bounded(&normalized(&recorded)),
+        given: bounded(&normalized(given)),
+    })
+}
+
+/// Record that `root` syncs `repository` at `path`.
+pub async fn record_source(
+    client: &Client,
+    namespace: &str,
+    root: &str,
+    repository: &str,
+    path: Option<&str>,
+) -> Result<(), WriterError> {
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(record_name(root)),
+            namespace: Some(namespace.to_string()),
+            labels: Some(record_labels(root)),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([
+            (KEY_REPOSITORY.to_string(), normalized(repository)),
+            (
+                KEY_PATH.to_string(),
+                path.unwrap_or("").trim_matches('/').to_string(),
+            ),
+        ])),
+        ..Default::default()
+    };
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    api.patch(
+        &record_name(root),
+        &PatchParams::apply(SOURCE_MANAGER).force(),
+        &Patch::Apply(&cm),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repositories_compare_without_passwords_slashes_or_dot_git() {
+        assert_eq!(
+            normalized("https://u:secret@git.example/team/config.git/"),
+            normalized("https://u:other@git.example/team/config")
+        );
+        assert_ne!(
+            normalized("https://git.example/team/config"),
+            normalized("https://git.example/team/other")
+        );
+        assert_eq!(
+            claim_repository("https://git.example/r//apps"),
+            "https://git.example/r"
+        );
+        assert_eq!(
+            claim_repository("https://git.example/r"),
+            "https://git.example/r"
+        );
+        assert_eq!(claim_repository("/srv/config//apps"), "/srv/config");
+    }
+}
