@@ -10,6 +10,7 @@ use clap::Args;
 use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs, TrustArgs};
 use super::run::{self as wiring, RunConfig};
 use crate::daemon::leader;
+use crate::daemon::run::DaemonConfig;
 
 /// The flags of `weft run`.
 #[derive(Args, Debug, Clone)]
@@ -103,6 +104,7 @@ impl RunArgs {
         pass_options.chart_cache_dir = self.cache_dir.as_ref().map(|d| d.join("charts"));
         // Git chart sources beside the config repository are as private as it is.
         pass_options.chart_fetch = self.repo.chart_fetch(credentials.clone())?;
+        let allowed_channels = trust.allowed_channels.clone();
         Ok(RunConfig {
             trust,
             credentials,
@@ -110,8 +112,6 @@ impl RunArgs {
             git_ref: self.repo.git_ref.clone(),
             fetch_timeout: self.repo.fetch_timeout,
             path: self.repo.path.clone(),
-            namespace: self.cluster.namespace.clone(),
-            interval: self.interval,
             listen: self.listen.clone(),
             hooks_listen: self.hooks_listen.clone(),
             service_name: self.service_name.clone(),
@@ -127,14 +127,20 @@ impl RunArgs {
             },
             sync_token_file: self.sync_token_file.clone(),
             webhook_secret_file: self.webhook_secret_file.clone(),
-            pass_options,
-            lease_duration: self.lease_duration,
             cache_dir: self.cache_dir.as_ref().map(|d| d.join("git")),
-            channel_cache_dir: self.cache_dir.as_ref().map(|d| d.join("channels")),
-            shutdown_grace: self.shutdown_grace,
-            identity: leader::default_identity(),
-            controllers: !self.no_controllers,
-            shards: self.shards,
+            daemon: DaemonConfig {
+                interval: self.interval,
+                lease_duration: self.lease_duration,
+                shutdown_grace: self.shutdown_grace,
+                identity: leader::default_identity(),
+                controllers: !self.no_controllers,
+                pass_options,
+                allowed_channels,
+                claim: None,
+                hooks_url: None,
+                channel_cache_dir: self.cache_dir.as_ref().map(|d| d.join("channels")),
+                shards: self.shards,
+            },
             // Closed until this replica holds the leader Lease.
             fence: crate::apply::fence::WriteFence::closed(),
         })
@@ -148,7 +154,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let result = runtime.block_on(async {
         let (client, _) = args.cluster.connect_fenced(config.fence.clone()).await?;
         // The Secret is read again on every revision loaded (see docs/secrets.md).
-        config.pass_options.decryption = args
+        config.daemon.pass_options.decryption = args
             .decryption
             .decryption(&client, &args.cluster.namespace)?;
         wiring::run(config, client)

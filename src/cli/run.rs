@@ -13,7 +13,6 @@ use crate::daemon::root::{OpenError, RootSource};
 use crate::daemon::run::{Daemon, DaemonConfig, DaemonError};
 use crate::daemon::state::DaemonState;
 use crate::daemon::status::DaemonStatus;
-use crate::pass::PassOptions;
 use crate::server::{self, signature, ServerState, WebhookSecrets};
 
 /// Why the daemon stopped with an error.
@@ -50,9 +49,6 @@ pub struct RunConfig {
     pub repo: String,
     pub git_ref: Option<String>,
     pub path: Option<String>,
-    /// Weft's namespace (Lease, inventories).
-    pub namespace: String,
-    pub interval: Duration,
     pub listen: String,
     /// Address of the webhooks and the sync endpoint.
     pub hooks_listen: String,
@@ -62,19 +58,10 @@ pub struct RunConfig {
     pub http_limits: server::HttpLimits,
     pub sync_token_file: Option<PathBuf>,
     pub webhook_secret_file: Option<PathBuf>,
-    pub pass_options: PassOptions,
-    pub lease_duration: Duration,
+    /// The daemon's own settings, built once from the flags (its Lease claim and hooks URL are
+    /// filled in when the server is bound).
+    pub daemon: DaemonConfig,
     pub cache_dir: Option<PathBuf>,
-    /// The agent channels' git cache (`--cache-dir`/channels).
-    pub channel_cache_dir: Option<PathBuf>,
-    /// How long a running pass may go on after SIGTERM.
-    pub shutdown_grace: Duration,
-    /// Identity in the Lease.
-    pub identity: String,
-    /// Run the custom resource controllers (WeaveCloud, ArmadaChart) and the agent updater.
-    pub controllers: bool,
-    /// `--shards`.
-    pub shards: u32,
     /// Credentials of the config repository (`--git-secret`, or files); read once at start.
     pub credentials: crate::source::git::auth::Credentials,
     /// Whose custom resources the controllers act on, which channels and chart sources they
@@ -240,13 +227,13 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     let followed_ref = cfg.git_ref.clone().unwrap_or_else(|| "main".to_string());
     let state = DaemonState::new(
         client.clone(),
-        &cfg.pass_options.weft_namespace,
+        &cfg.daemon.pass_options.weft_namespace,
         DaemonStatus {
             repo: source.display(),
             git_ref: followed_ref.clone(),
             path: cfg.path.clone(),
-            identity: cfg.identity.clone(),
-            shard_count: cfg.shards,
+            identity: cfg.daemon.identity.clone(),
+            shard_count: cfg.daemon.shards,
             ..Default::default()
         },
     )
@@ -275,7 +262,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         state.clone(),
         followed_ref,
         ready_rx,
-        cfg.pass_options.timeout + Duration::from_secs(120),
+        cfg.daemon.pass_options.timeout + Duration::from_secs(120),
         cfg.http_limits,
     );
     server_state.set_sync_token(sync_token);
@@ -297,11 +284,11 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     server_state.leader_link = Some(
         crate::server::forward::LeaderLink::new(
             client.clone(),
-            &cfg.namespace,
-            &crate::daemon::leader::lease_name(&cfg.pass_options.root_name),
-            &cfg.identity,
+            &cfg.daemon.pass_options.weft_namespace,
+            &crate::daemon::leader::lease_name(&cfg.daemon.pass_options.root_name),
+            &cfg.daemon.identity,
         )
-        .with_shards(cfg.shards)
+        .with_shards(cfg.daemon.shards)
         .with_service(&cfg.service_name),
     );
     let server_task = tokio::spawn(server::serve(listeners, server_state, async move {
@@ -320,18 +307,9 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
 
     let daemon = Daemon::new(
         DaemonConfig {
-            namespace: cfg.namespace.clone(),
-            interval: cfg.interval,
-            lease_duration: cfg.lease_duration,
-            shutdown_grace: cfg.shutdown_grace,
-            identity: cfg.identity.clone(),
-            controllers: cfg.controllers,
-            pass_options: cfg.pass_options.clone(),
-            allowed_channels: cfg.trust.allowed_channels.clone(),
             claim: Some(claim(&cfg)),
             hooks_url: hooks_url.clone(),
-            channel_cache_dir: cfg.channel_cache_dir.clone(),
-            shards: cfg.shards,
+            ..cfg.daemon.clone()
         },
         state.clone(),
         source,

@@ -36,8 +36,6 @@ pub enum DaemonError {
 /// How the daemon works (the flags of `weft run` that are not the HTTP server's).
 #[derive(Clone, Debug)]
 pub struct DaemonConfig {
-    /// Weft's namespace (Lease, inventories, cached bundles).
-    pub namespace: String,
     /// The poll timer.
     pub interval: Duration,
     pub lease_duration: Duration,
@@ -47,6 +45,8 @@ pub struct DaemonConfig {
     pub identity: String,
     /// Run the custom resource controllers (WeaveCloud, ArmadaChart) and the agent updater.
     pub controllers: bool,
+    /// Per-pass settings and services; `pass_options.weft_namespace` is Weft's namespace (Lease,
+    /// inventories, cached bundles).
     pub pass_options: PassOptions,
     /// Which agent channels a WeaveCloud may name (`--allowed-channels`).
     pub allowed_channels: crate::source::fetch_policy::ChannelPolicy,
@@ -91,10 +91,14 @@ impl Daemon {
             state,
             source,
         } = self;
-        let lease = LeaseConfig::new(&config.namespace, &config.identity, config.lease_duration)
-            .for_root(&config.pass_options.root_name)
-            .claiming(config.claim.clone())
-            .publishing(config.hooks_url.clone());
+        let lease = LeaseConfig::new(
+            &config.pass_options.weft_namespace,
+            &config.identity,
+            config.lease_duration,
+        )
+        .for_root(&config.pass_options.root_name)
+        .claiming(config.claim.clone())
+        .publishing(config.hooks_url.clone());
         loop {
             let held = if config.shards > 1 {
                 shards::acquire(&state, &lease, config.shards, &mut stop)
@@ -153,7 +157,7 @@ async fn lead(
     state.set_shard(Some(ShardClaim {
         shard,
         root_name: base_root.clone(),
-        weft_namespace: config.namespace.clone(),
+        weft_namespace: config.pass_options.weft_namespace.clone(),
     }));
 
     // Keep renewing until told to release (after the work has stopped), or until lost.
@@ -177,7 +181,7 @@ async fn lead(
     let followed = (state.clone(), base_root.clone());
     let suspend_task = tokio::spawn(super::suspend::follow(
         state.client.clone(),
-        config.namespace.clone(),
+        config.pass_options.weft_namespace.clone(),
         base_root.clone(),
         move |now| followed.0.suspension_seen(&followed.1, now),
     ));

@@ -9,6 +9,8 @@
 //! - [`helm`](mod@helm): the Helm charts rendered by helm, before the pure render;
 //! - [`helm_hooks`]: Helm hooks run on a chart's install or upgrade;
 //! - [`engine`]: the staged run of the generic apply engine (stages, waves, prune, inventories);
+//! - [`driver`]: the one pass driver (hold suspended → takeover → engine) of `weft sync` and
+//!   the daemon's sync root;
 //! - [`diff`](mod@diff): `weft diff`;
 //! - [`agents`]: the WeaveClouds' inputs read from the cluster.
 //!
@@ -17,6 +19,7 @@
 pub mod agents;
 pub mod armada;
 pub mod diff;
+pub mod driver;
 pub mod engine;
 pub mod helm;
 pub mod helm_hooks;
@@ -239,17 +242,29 @@ pub async fn run_pass(
     observer: &Observer<'_>,
 ) -> PassResult {
     let start = Instant::now();
-    let mut result = PassResult {
-        revision: snapshot.revision_label(),
-        diagnostics: Diagnostics::default(),
-        changes: ChangeSet::default(),
-        error: None,
-        duration: Duration::ZERO,
-    };
+    let revision = snapshot.revision_label();
     observer(Progress::Phase {
-        message: format!("loading revision {}", result.revision),
+        message: format!("loading revision {revision}"),
         objects: 0,
     });
+    let (diagnostics, changes, error) = sync_pass(client, snapshot, opts, observer).await;
+    // The one exit of every pass.
+    PassResult {
+        revision,
+        diagnostics,
+        changes,
+        error,
+        duration: start.elapsed(),
+    }
+}
+
+/// The body of [`run_pass`]: prepare (load → render) with the agents' layer, then [`driver::drive`].
+async fn sync_pass(
+    client: &Client,
+    snapshot: Snapshot,
+    opts: &PassOptions,
+    observer: &Observer<'_>,
+) -> (Diagnostics, ChangeSet, Option<PassError>) {
     let opts = &PassOptions {
         revision: snapshot.revision.clone(),
         ..opts.clone()
@@ -259,62 +274,44 @@ pub async fn run_pass(
         client,
         bundles: &bundles,
     };
-    match prepare(snapshot, Some(cluster), AgentLayer::Included, opts).await {
-        Ok(prepared) => {
-            result.diagnostics = prepared.diagnostics;
-            // Suspended WeaveClouds and Armada charts are held out first: a suspended
-            // WeaveCloud's launcher objects are left as they are, not taken over.
-            let set = match suspend::hold_suspended(client, &prepared.set).await {
-                Ok((Some(held), _)) => held,
-                Ok((None, _)) => prepared.set,
-                Err(e) => {
-                    result.error = Some(PassError::Suspended(format!(
-                        "cannot tell which resources are suspended, nothing was applied or pruned: {e}"
-                    )));
-                    result.duration = start.elapsed();
-                    return result;
-                }
-            };
-            // As the WeaveCloud controller does before it applies agents: no doubled agents.
-            // A dry run finds the same objects and plans the takeover without writing.
-            let taken = takeover::before_pass(
-                client,
-                set,
-                opts.launcher_takeover.as_deref(),
-                opts.dry_run,
-                observer,
-            )
-            .await;
-            match taken {
-                Ok((set, planned)) => {
-                    let removed = planned.changes;
-                    if !removed.is_empty() {
-                        observer(Progress::Phase {
-                            message: format!(
-                                "taking over the Weave Cloud launcher's objects ({} adopted by the apply)",
-                                planned.adopted
-                            ),
-                            objects: removed.len(),
-                        });
-                        removed.iter().for_each(|c| observer(Progress::Change(c)));
-                    }
-                    let (mut changes, error) = reconcile(client, &set, opts, observer).await;
-                    changes.entries.splice(0..0, removed);
-                    result.changes = changes;
-                    result.error = error;
-                }
-                Err(e) => result.error = Some(PassError::Takeover(e)),
-            }
-        }
+    let prepared = match prepare(snapshot, Some(cluster), AgentLayer::Included, opts).await {
+        Ok(prepared) => prepared,
         Err(e) => {
-            if let PassError::Load(l) = &e {
-                result.diagnostics = l.0.clone();
-            }
-            result.error = Some(e);
+            let diagnostics = match &e {
+                PassError::Load(l) => l.0.clone(),
+                _ => Diagnostics::default(),
+            };
+            return (diagnostics, ChangeSet::default(), Some(e));
         }
-    }
-    result.duration = start.elapsed();
-    result
+    };
+    let diagnostics = prepared.diagnostics;
+    // Suspended WeaveClouds and Armada charts are held out first: a suspended WeaveCloud's
+    // launcher objects are left as they are, not taken over (as the WeaveCloud controller does
+    // before it applies agents: no doubled agents).
+    let set = Arc::new(prepared.set);
+    let outcome = driver::drive(
+        client,
+        set,
+        opts,
+        observer,
+        true,
+        |_| async {},
+        std::future::pending(),
+    )
+    .await;
+    let (changes, error) = match outcome {
+        driver::Outcome::Finished { changes, error, .. } => (changes, error),
+        driver::Outcome::Unheld(e) => (
+            ChangeSet::default(),
+            Some(PassError::Suspended(format!(
+                "cannot tell which resources are suspended, nothing was applied or pruned: {e}"
+            ))),
+        ),
+        driver::Outcome::Takeover(e) => (ChangeSet::default(), Some(PassError::Takeover(e))),
+        // Never: `weft sync` gives the driver no stop.
+        driver::Outcome::Abandoned => (ChangeSet::default(), None),
+    };
+    (diagnostics, changes, error)
 }
 
 /// The engine policy of a complete render: Armada's rules for its charts, and Weft's own custom

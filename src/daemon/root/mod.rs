@@ -26,10 +26,9 @@ use super::shards;
 use super::state::{DaemonState, Shutdown};
 use super::status::{now_rfc3339, ChangeSummary, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
-use super::EngineRun;
 use crate::api::conditions::{set_condition, Condition, ConditionStatus};
 use crate::apply::changeset::Action;
-use crate::pass::{PassOptions, Progress, ShardPass};
+use crate::pass::{driver, PassError, PassOptions, Progress, ShardPass};
 use crate::render::shard::Shard;
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
@@ -279,24 +278,8 @@ impl RootReconciler {
                 Some("the daemon is stopping; the pass was abandoned before apply".into());
             return Ended::Stopped;
         }
-        let mut set = rendered.set.clone();
+        let set = rendered.set.clone();
         let elsewhere = rendered.elsewhere.clone();
-        // Suspended Armada charts (and their groups' and manifests' charts) are held out.
-        let held_phases = match crate::pass::suspend::hold_suspended(&self.state.client, &set).await
-        {
-            Ok((held_set, held)) => {
-                if let Some(held_set) = held_set {
-                    set = Arc::new(held_set);
-                }
-                armada_status::record_suspended(&self.state.client, &held).await
-            }
-            Err(e) => {
-                report.error = Some(format!(
-                    "cannot tell which resources are suspended: {e}; nothing was applied or pruned"
-                ));
-                return Ended::Stopped;
-            }
-        };
         let shard_pass = match &mut self.shard {
             Some(shard) => {
                 let retired = shard
@@ -315,9 +298,11 @@ impl RootReconciler {
             shard: shard_pass,
             ..self.pass_options.clone()
         };
-        self.apply(&set, &opts, &held_phases, report).await;
-        count_early(report, early);
-        Ended::Applied
+        let ended = self.apply(set, &opts, report).await;
+        if let Ended::Applied = ended {
+            count_early(report, early);
+        }
+        ended
     }
 
     /// The root record (own outcome) and the suspension, which a shard reads from its base
@@ -385,11 +370,10 @@ impl RootReconciler {
     /// resources' status and the daemon status.
     async fn apply(
         &self,
-        set: &DesiredSet,
+        set: Arc<DesiredSet>,
         opts: &PassOptions,
-        held_phases: &armada_status::ChartPhases,
         report: &mut PassReport,
-    ) {
+    ) -> Ended {
         let pass = report.pass;
         // Charts whose objects this pass changes are marked `deploying` as it goes; the writes
         // are awaited before the pass's outcome is recorded (see `armada::status::mark_deploying`).
@@ -403,19 +387,46 @@ impl RootReconciler {
             Progress::Change(_) => {}
             Progress::Ready(r) => tracing::debug!(pass, object = %r, "ready"),
         };
-        let outcome =
-            super::run_engine(&self.state.client, set, opts, &observer, &self.shutdown).await;
-        let (changes, error) = match outcome {
-            EngineRun::Abandoned => {
+        // Suspended Armada charts (and their groups' and manifests' charts) are held out.
+        let client = &self.state.client;
+        let outcome = driver::drive(
+            client,
+            set,
+            opts,
+            &observer,
+            false,
+            |held| async move { armada_status::record_suspended(client, &held).await },
+            self.shutdown.abandoned(),
+        )
+        .await;
+        let (set, changes, error, held_phases) = match outcome {
+            driver::Outcome::Unheld(e) => {
+                report.error = Some(format!(
+                    "cannot tell which resources are suspended: {e}; nothing was applied or pruned"
+                ));
+                return Ended::Stopped;
+            }
+            // Never: the daemon's root leaves the launcher to the WeaveCloud controller.
+            driver::Outcome::Takeover(e) => {
+                report.error = Some(PassError::Takeover(e).to_string());
+                return Ended::Stopped;
+            }
+            driver::Outcome::Abandoned => {
                 report.result = PassResultKind::Abandoned;
                 report.error = Some(format!(
                     "the daemon is stopping; the pass was abandoned after {}s of grace",
                     self.shutdown.grace().as_secs()
                 ));
-                return;
+                return Ended::Applied;
             }
-            EngineRun::Finished(changes, error) => (changes, error),
+            driver::Outcome::Finished {
+                set,
+                changes,
+                error,
+                held,
+            } => (set, changes, error, held),
         };
+        let set = &*set;
         fill_changes(report, &changes);
         deploying.written().await;
         // The Armada charts' phases are views of this pass.
@@ -425,7 +436,7 @@ impl RootReconciler {
             set,
             &changes,
             error.as_ref(),
-            held_phases,
+            &held_phases,
         )
         .await;
         let outcomes = armada_status::chart_outcomes(set, &changes, error.as_ref());
@@ -440,6 +451,7 @@ impl RootReconciler {
             None => report.result = PassResultKind::Succeeded,
             Some(e) => report.error = Some(redact_url_passwords(&e.to_string())),
         }
+        Ended::Applied
     }
 
     /// The root's `SourceReady` condition (shown in the status, and by `/readyz` while false):
