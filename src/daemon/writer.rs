@@ -62,6 +62,19 @@ fn bounded(text: &str) -> String {
     text.chars().take(300).collect()
 }
 
+/// The Lease `name` in `namespace`, read by a list with a field selector: the shipped Role lets
+/// Weft `get` only the default root's Lease by name (`weft-leader`), but `list` every Lease of its
+/// namespace, and a one-shot `weft sync` of another root runs with that Role too.
+async fn read_lease(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Lease>, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+    Ok(leases.list(&params).await?.items.into_iter().next())
+}
+
 /// `Err` when a live daemon leads `root` (its Lease in `namespace` is held and was renewed within
 /// its duration).
 pub async fn check_no_live_leader(
@@ -69,9 +82,8 @@ pub async fn check_no_live_leader(
     namespace: &str,
     root: &str,
 ) -> Result<(), WriterError> {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let lease = lease_name(root);
-    let Some(l) = leases.get_opt(&lease).await? else {
+    let Some(l) = read_lease(client, namespace, &lease).await? else {
         return Ok(());
     };
     let Some(spec) = l.spec else {
@@ -111,9 +123,7 @@ pub async fn recorded_repository(
     if recorded.is_some() {
         return Ok(recorded);
     }
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    Ok(leases
-        .get_opt(&lease_name(root))
+    Ok(read_lease(client, namespace, &lease_name(root))
         .await?
         .and_then(|l| l.metadata.annotations)
         .and_then(|a| a.get(SOURCE_ANNOTATION).cloned())
