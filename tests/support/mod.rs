@@ -5,3 +5,4 @@ pub mod git_servers;
 pub mod helm;
 pub mod manifests;
 pub mod wait;
+pub mod weft_cli;
