@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use support::helm::helm;
+use support::weft_cli::Weft;
 use weft::load::{self, LoadedRepo};
 use weft::render::armada::HelmRenders;
 use weft::render::{self, DesiredObject, Owner, RenderInputs, RenderOptions};
@@ -517,20 +518,10 @@ fn tar_archives_over_the_size_limit_are_refused() {
 }
 
 fn weft(args: &[&str], dir: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
+    Weft::new(args)
         .current_dir(dir)
-        .env(
-            "SOPS_AGE_KEY_FILE",
-            root().join("examples-repo/TEST-ONLY-age.agekey"),
-        )
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .age_key(root().join("examples-repo/TEST-ONLY-age.agekey"))
+        .run()
 }
 
 /// A config repository whose local chart has a placeholder without value or default.

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use support::git_servers::{free_port, GitDaemon, HttpAuth, HttpGitServer, RepoHost, WorkTree};
+use support::weft_cli::Weft;
 use weft::api::armada::ChartSource;
 use weft::api::ResourceKey;
 use weft::source::chart::{self, ChartCache, ChartRequest};
@@ -75,8 +76,7 @@ fn armada_chart(name: &str, source: &str) -> String {
 
 /// Run the weft binary with `env` (and a cache of its own under `cache`).
 fn weft(args: &[&str], env: &[(&str, &Path)], cache: &Path) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
-    cmd.args(args)
+    let mut cmd = Weft::new(args)
         .env("XDG_CACHE_HOME", cache)
         .env("HOME", cache)
         .env_remove("SSL_CERT_FILE")
@@ -84,14 +84,9 @@ fn weft(args: &[&str], env: &[(&str, &Path)], cache: &Path) -> (i32, String, Str
         .env_remove("WEFT_GIT_CREDENTIALS_DIR")
         .env_remove("WEFT_CA_FILE");
     for (k, v) in env {
-        cmd.env(k, v);
+        cmd = cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    cmd.run()
 }
 
 /// Issue 28.3: openstack-helm has dangling and escaping symlinks outside its charts

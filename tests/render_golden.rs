@@ -1,22 +1,18 @@
 //! Golden tests: `weft render examples-repo` and `weft crds` against committed files.
 //! Regenerate after an intended change with `UPDATE_GOLDEN=1 cargo test --test render_golden`.
 
+mod support;
+
 use std::path::Path;
-use std::process::Command;
+
+use support::weft_cli::Weft;
 
 fn weft(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
+    Weft::new(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         // The example's encrypted Secret (docs/secrets.md); render masks its values.
-        .env("SOPS_AGE_KEY_FILE", "examples-repo/TEST-ONLY-age.agekey")
-        .output()
-        .expect("weft runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .age_key("examples-repo/TEST-ONLY-age.agekey")
+        .run()
 }
 
 fn check_golden(relative: &str, actual: &str) {

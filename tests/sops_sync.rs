@@ -21,10 +21,11 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::Api;
 
 use sops_tools::{keygen, AgeKeyPair};
-use support::cluster::{self, TestNamespace};
+use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use support::manifests::configmap;
+use support::weft_cli::Weft;
 
 /// A value no test could have by chance, so that finding it in an output is a leak.
 fn unique(prefix: &str) -> String {
@@ -87,19 +88,15 @@ fn write(dir: &Path, file: &str, text: &str) {
 /// `weft <sub> --repo DIR` against the test cluster, sync root and inventory in `ns`; no
 /// `SOPS_AGE_KEY_FILE` from the caller's environment.
 fn weft(sub: &str, repo: &Path, ns: &str, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .arg(sub)
-        .arg("--repo")
-        .arg(repo)
-        .args(cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns])
+    Weft::new([sub])
+        .repo(repo)
+        .cluster()
+        .root(ns)
         .args(extra)
-        .env_remove("KUBECONFIG")
         .env_remove("SOPS_AGE_KEY_FILE")
         .env_remove("WEFT_DECRYPTION_SECRET")
         .env("WEFT_LOG", "info")
         .output()
-        .expect("run weft")
 }
 
 /// `weft <args>` offline, with `env` set.

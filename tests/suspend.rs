@@ -11,7 +11,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -24,22 +23,16 @@ use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions, SYNC_TOKEN};
 use support::git_servers::ServedRepo;
 use support::manifests::configmap;
+use support::weft_cli::Weft;
 use weft::api::armada::{ArmadaChart, Phase};
 
 /// Run the `weft` binary with the test cluster's kubeconfig; (exit code, stdout, stderr).
 fn weft(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
+    Weft::new(args)
         .args(support::cluster::cluster().kube_args())
         .env_remove("WEFT_REPO")
         .env_remove("WEFT_ROOT_NAME")
-        .output()
-        .expect("run weft");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .run()
 }
 
 async fn value(api: &Api<ConfigMap>, name: &str) -> Option<String> {

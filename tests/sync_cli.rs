@@ -13,6 +13,7 @@ use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
 use support::manifests::configmap;
+use support::weft_cli::Weft;
 
 struct Repo {
     dir: tempfile::TempDir,
@@ -40,21 +41,15 @@ impl Repo {
 /// Run `weft <args> --repo <repo>` against the test cluster, with its inventory and sync root
 /// in `ns`.
 fn weft(sub: &str, repo: &Path, ns: &str, extra: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
-    cmd.arg(sub)
-        .arg("--repo")
-        .arg(repo)
-        .args(cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns])
+    Weft::new([sub])
+        .repo(repo)
+        .cluster()
+        .root(ns)
         .args(extra)
-        .env_remove("KUBECONFIG")
         // The examples repository's encrypted Secret (docs/secrets.md).
-        .env(
-            "SOPS_AGE_KEY_FILE",
-            examples_repo().join("TEST-ONLY-age.agekey"),
-        )
-        .env("WEFT_LOG", "warn");
-    cmd.output().expect("run weft")
+        .age_key(examples_repo().join("TEST-ONLY-age.agekey"))
+        .env("WEFT_LOG", "warn")
+        .output()
 }
 
 fn text(o: &Output) -> (String, String) {

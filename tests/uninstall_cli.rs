@@ -5,7 +5,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -18,18 +18,15 @@ use kube::Api;
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
+use support::weft_cli::Weft;
 
 fn weft(args: &[&str], ns: &str, repo: Option<&Path>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
-    cmd.args(args)
-        .args(cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns])
-        .env_remove("KUBECONFIG")
-        .env("WEFT_LOG", "warn");
-    if let Some(repo) = repo {
-        cmd.arg("--repo").arg(repo);
+    let cmd = Weft::new(args).cluster().root(ns).env("WEFT_LOG", "warn");
+    match repo {
+        Some(repo) => cmd.repo(repo),
+        None => cmd,
     }
-    cmd.output().expect("run weft")
+    .output()
 }
 
 fn text(o: &Output) -> String {

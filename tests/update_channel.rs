@@ -27,7 +27,8 @@ use channel_fixtures::{
 use support::cluster::TestNamespace;
 use weft::api::conditions::ConditionStatus;
 use weft::api::weavecloud::WeaveCloud;
-use weft::daemon::state::{DaemonState, WatchNamespaces};
+use weft::daemon::namespaces::WatchNamespaces;
+use weft::daemon::state::DaemonState;
 use weft::daemon::status::{DaemonStatus, OwnerStatus};
 use weft::daemon::updater::{
     cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, Updater, DIGEST_KEY,
@@ -735,7 +736,7 @@ async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_
     .await
     .unwrap();
     // A pass of the WeaveCloud controller holds the lock.
-    let controller_pass = state.pass_locks.lock(&owner).await;
+    let controller_pass = state.pass_locks().lock(&owner).await;
     let requests = server.requests();
     let check = {
         let (u, wc) = (updater.clone(), stale.clone());
@@ -775,7 +776,7 @@ async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_
         Published::new("1.1.0", &bundle_files("1.1.0")),
         Published::new("1.2.0", &bundle_files("1.2.0")),
     ]);
-    let cleanup_pass = state.pass_locks.lock(&owner).await;
+    let cleanup_pass = state.pass_locks().lock(&owner).await;
     let requests = server.requests();
     let check = {
         let (u, wc) = (updater.clone(), fresh(&ns).await);
@@ -804,7 +805,7 @@ async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_
 
 #[tokio::test]
 async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
-    use weft::daemon::state::Shutdown;
+    use weft::daemon::shutdown::Shutdown;
     use weft::daemon::weavecloud::{self, Context, FINALIZER};
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.2.0", &broken_bundle_files("1.2.0"))]);

@@ -14,7 +14,7 @@ use kube::Client;
 
 use crate::apply::calls::{self, CallCounts};
 use crate::apply::fence::{FenceLayer, WriteFence};
-use crate::daemon::state::WatchNamespaces;
+use crate::daemon::namespaces::WatchNamespaces;
 use crate::pass::PassOptions;
 use crate::source::chart::{CaCertificates, FetchSettings};
 use crate::source::fetch_policy::{

@@ -198,7 +198,7 @@ fn start_notifications(
         policy: cfg.trust.notification_urls.clone(),
         ..Default::default()
     };
-    let counters = state.metrics.notifications.clone();
+    let counters = state.metrics().notifications.clone();
     match crate::notify::dispatch::start(client.clone(), config, counters) {
         // The dispatcher's tasks end with the process.
         Ok((notifier, _tasks)) => notifier,
@@ -319,7 +319,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     // Stopping: not ready any more, then the HTTP server (in-flight requests finish).
     probe.abort();
     let _ = ready_tx.send(false);
-    state.queue.close();
+    state.queue().close();
     let _ = server_stop_tx.send(());
     match tokio::time::timeout(Duration::from_secs(5), server_task).await {
         Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server stopped with an error"),

@@ -26,7 +26,7 @@ pub async fn probe_api_server(state: DaemonState, every: Duration) {
         let request = http::Request::get("/readyz")
             .body(Vec::new())
             .expect("a GET request");
-        let answer = tokio::time::timeout(every, state.client.request_text(request)).await;
+        let answer = tokio::time::timeout(every, state.client().request_text(request)).await;
         let failure = match answer {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(e.to_string()),

@@ -13,10 +13,13 @@ pub mod fixtures;
 pub mod health;
 pub mod leader;
 pub mod metrics;
+pub mod namespaces;
+pub mod pass_locks;
 pub mod record;
 pub mod root;
 pub mod run;
 pub mod shards;
+pub mod shutdown;
 pub mod state;
 pub mod status;
 pub mod suspend;
@@ -31,7 +34,7 @@ use kube::Client;
 use crate::apply::changeset::ChangeSet;
 use crate::pass::{Observer, PassError, PassOptions};
 use crate::render::DesiredSet;
-use state::Shutdown;
+use shutdown::Shutdown;
 
 /// What an engine run of the daemon ended with.
 #[derive(Debug)]

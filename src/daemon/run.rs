@@ -12,10 +12,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::leader::{lease_name, LeaderElector, LeaderError, LeaseConfig};
-use super::root::{RootReconciler, RootShard, RootSource};
+use super::root::{RootReconciler, RootSource};
 use super::shards;
-use super::shards::ShardClaim;
-use super::state::{DaemonState, Shutdown};
+use super::shards::{RootShard, ShardClaim};
+use super::shutdown::Shutdown;
+use super::state::DaemonState;
 use super::trigger::TriggerReason;
 use super::updater::{UpdateOptions, Updater};
 use super::{armada, weavecloud};
@@ -105,8 +106,8 @@ impl Daemon {
                     .await
                     .map_err(|e| DaemonError::Claimed(Box::new(e)))?
             } else {
-                let mut elector = LeaderElector::new(state.client.clone(), lease.clone())
-                    .with_fence(state.fence.clone());
+                let mut elector = LeaderElector::new(state.client().clone(), lease.clone())
+                    .with_fence(state.fence().clone());
                 elector
                     .acquire(&mut stop)
                     .await
@@ -120,7 +121,7 @@ impl Daemon {
                 Term::Stopped => return Ok(()),
                 Term::Lost(why) => {
                     tracing::warn!(error = %why, "standing by for the leader Lease again");
-                    state.metrics.count_leadership_lost();
+                    state.metrics().count_leadership_lost();
                 }
             }
         }
@@ -152,7 +153,7 @@ async fn lead(
     let base_root = config.pass_options.root_name.clone();
     config.pass_options.root_name = shard_root_name(&base_root, shard.index);
     let config = &config;
-    state.queue.reopen();
+    state.queue().reopen();
     state.set_leader(true);
     state.set_shard(Some(ShardClaim {
         shard,
@@ -176,11 +177,11 @@ async fn lead(
     )
     .sharded(RootShard::new(shard, base_root.clone(), leader_lease));
     let root_task = tokio::spawn(root.run());
-    let _ = state.queue.trigger(TriggerReason::Startup);
+    let _ = state.queue().trigger(TriggerReason::Startup);
     let poll_task = tokio::spawn(poll(state.clone(), config.interval));
     let followed = (state.clone(), base_root.clone());
     let suspend_task = tokio::spawn(super::suspend::follow(
-        state.client.clone(),
+        state.client().clone(),
         config.pass_options.weft_namespace.clone(),
         base_root.clone(),
         move |now| followed.0.suspension_seen(&followed.1, now),
@@ -198,13 +199,13 @@ async fn lead(
             Err(e) => DaemonError::LeaseTask(e),
         }),
     };
-    state.queue.close();
+    state.queue().close();
     poll_task.abort();
     suspend_task.abort();
     if let Some(why) = lost {
         // The elector shut the fence: whatever still runs (a pass on a blocking thread, a
         // controller) can no longer write.
-        state.fence.close();
+        state.fence().close();
         state.set_leader(false);
         state.set_shard(None);
         tracing::error!(error = %why, "leadership lost; stopping this term's work");
@@ -283,7 +284,7 @@ async fn poll(state: DaemonState, every: Duration) {
             s.next_poll_at = Some(next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         });
         timer.tick().await;
-        if state.queue.trigger(TriggerReason::Poll).is_err() {
+        if state.queue().trigger(TriggerReason::Poll).is_err() {
             return;
         }
     }

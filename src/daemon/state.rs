@@ -7,98 +7,57 @@
 //! |---|---|
 //! | `conditions` (`Ready`, `Reconciling`, `Stalled`, `Drifted`), `observedGeneration`, `flux` | the WeaveCloud controller |
 //! | `agentVersion`, `availableVersion`, `badVersions`, `nextUpdateCheck` | the updater |
-//! | `inventory` | the apply engine, inside the pass of whichever of the two holds the owner's [`PassLocks`] lock |
+//! | `inventory` | the apply engine, inside the pass of whichever of the two holds the owner's [`PassLocks`](super::pass_locks::PassLocks) lock |
 //!
 //! One exception, kept on purpose: the verdict of an agent update is the `Ready` condition
 //! (`AgentsUpdated`, or `AgentUpdateRolledBack`), which the updater writes once, under the owner's
-//! pass lock, and records in [`Rollbacks`]; the controller then reports that verdict instead of
+//! pass lock, and records in [`Rollbacks`](super::updater::Rollbacks); the controller then reports that verdict instead of
 //! its own healthy `Ready` until an update succeeds or the spec changes. Every writer sends a
 //! merge patch of its own fields only.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
 use kube::Client;
-use tokio::sync::{watch, Notify, OwnedMutexGuard};
 
 use super::metrics::Metrics;
+use super::namespaces::WatchNamespaces;
+use super::pass_locks::PassLocks;
 use super::status::{DaemonStatus, PassReport};
 use super::trigger::TriggerQueue;
-use crate::api::conditions::{Condition, ConditionStatus, READY};
-use crate::api::weavecloud::WeaveCloudStatus;
+use super::updater::{Rollbacks, UpdateRequests};
 use crate::pass::agents::AgentBundles;
-use crate::render::Owner;
-
-/// The reason of `Ready=False` after an agent update was rolled back.
-pub const REASON_ROLLED_BACK: &str = "AgentUpdateRolledBack";
 
 /// Everything the daemon's components share. Cheap to clone: clones share the state.
 #[derive(Clone)]
 pub struct DaemonState {
-    pub client: Client,
-    pub metrics: Arc<Metrics>,
+    client: Client,
+    metrics: Arc<Metrics>,
     /// What `GET /api/v1/status` shows.
-    pub status: Arc<RwLock<DaemonStatus>>,
+    status: Arc<RwLock<DaemonStatus>>,
     /// Passes of the sync root; the HTTP server and the watches trigger them.
-    pub queue: Arc<TriggerQueue<PassReport>>,
+    queue: Arc<TriggerQueue<PassReport>>,
     /// Agent update checks asked for over HTTP.
-    pub update_requests: UpdateRequests,
+    update_requests: UpdateRequests,
     /// Kubernetes events of every component, and the notifications made of them.
     events: super::events::EventPublisher,
     /// The agent bundle each WeaveCloud runs.
-    pub bundles: AgentBundles,
+    bundles: AgentBundles,
     /// Update verdicts the WeaveCloud controller must keep reporting.
-    pub rollbacks: Rollbacks,
+    rollbacks: Rollbacks,
     /// Held around render, apply, prune and wait of one owner's objects (a roll-out through its
     /// rollback).
-    pub pass_locks: PassLocks,
+    pass_locks: PassLocks,
     /// The namespaces whose WeaveClouds and Armada resources the controllers act on
     /// (`--watch-namespaces`).
-    pub namespaces: WatchNamespaces,
+    namespaces: WatchNamespaces,
     /// The write fence of `client` (see [`crate::apply::fence`]): open while this replica holds
     /// a fresh leader Lease.
-    pub fence: crate::apply::fence::WriteFence,
+    fence: crate::apply::fence::WriteFence,
     /// The shard this replica works on during its term (`--shards N`); `None` on a standby.
-    pub shard: Arc<RwLock<Option<super::shards::ShardClaim>>>,
+    shard: Arc<RwLock<Option<super::shards::ShardClaim>>>,
     /// Whether the root is suspended (`weft suspend`), as last read from the cluster.
-    pub suspension: super::suspend::SuspendState,
-}
-
-/// `--watch-namespaces`: the namespaces whose custom resources the controllers and the updater
-/// act on. A WeaveCloud elsewhere gets no agents, no finalizer, no update check: creating one
-/// in a namespace the operator did not list gives nothing.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WatchNamespaces(Option<Arc<std::collections::BTreeSet<String>>>);
-
-impl WatchNamespaces {
-    /// Every namespace.
-    pub fn all() -> Self {
-        WatchNamespaces(None)
-    }
-    /// Only these (an empty list means every namespace, as the flag left empty).
-    pub fn only(namespaces: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        let set: std::collections::BTreeSet<String> = namespaces
-            .into_iter()
-            .map(Into::into)
-            .map(|n| n.trim().to_string())
-            .filter(|n| !n.is_empty())
-            .collect();
-        if set.is_empty() {
-            WatchNamespaces(None)
-        } else {
-            WatchNamespaces(Some(Arc::new(set)))
-        }
-    }
-    /// The namespaces listed, or `None` for every namespace.
-    pub fn listed(&self) -> Option<impl Iterator<Item = &str>> {
-        self.0.as_ref().map(|set| set.iter().map(String::as_str))
-    }
-    /// Whether the controllers act on resources of `namespace`.
-    pub fn contains(&self, namespace: &str) -> bool {
-        self.0.as_ref().is_none_or(|set| set.contains(namespace))
-    }
+    suspension: super::suspend::SuspendState,
 }
 
 impl DaemonState {
@@ -122,6 +81,61 @@ impl DaemonState {
             shard: Default::default(),
             suspension: Default::default(),
         }
+    }
+
+    /// The Kubernetes client (its writes pass the write fence).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The daemon's Prometheus metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Passes of the sync root; the HTTP server and the watches trigger them.
+    pub fn queue(&self) -> &Arc<TriggerQueue<PassReport>> {
+        &self.queue
+    }
+
+    /// Agent update checks asked for over HTTP.
+    pub fn update_requests(&self) -> &UpdateRequests {
+        &self.update_requests
+    }
+
+    /// The agent bundle each WeaveCloud runs.
+    pub fn bundles(&self) -> &AgentBundles {
+        &self.bundles
+    }
+
+    /// Update verdicts the WeaveCloud controller must keep reporting.
+    pub fn rollbacks(&self) -> &Rollbacks {
+        &self.rollbacks
+    }
+
+    /// The per-owner pass locks of the WeaveCloud controller and the updater.
+    pub fn pass_locks(&self) -> &PassLocks {
+        &self.pass_locks
+    }
+
+    /// The namespaces whose custom resources the controllers act on (`--watch-namespaces`).
+    pub fn watch_namespaces(&self) -> &WatchNamespaces {
+        &self.namespaces
+    }
+
+    /// The write fence of the client: open while this replica holds a fresh leader Lease.
+    pub fn fence(&self) -> &crate::apply::fence::WriteFence {
+        &self.fence
+    }
+
+    /// The shard this replica works on during its term; `None` on a standby or unsharded.
+    pub fn shard_claim(&self) -> Option<super::shards::ShardClaim> {
+        self.shard.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Whether the root is suspended, as last read from the cluster.
+    pub fn suspension(&self) -> &super::suspend::SuspendState {
+        &self.suspension
     }
 
     /// Send notifications through `notifier` (its dispatcher started by the caller).
@@ -242,301 +256,5 @@ impl DaemonState {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .is_none_or(|c| c.handles(labels, kind, namespace, name))
-    }
-}
-
-/// One async lock per owner: the WeaveCloud controller and the updater hold it around render,
-/// apply, prune and wait of that owner's objects (the updater: a whole roll-out with its
-/// rollback), so they never run passes for the same owner at once. Nothing holds two owners'
-/// locks; the updater takes its own one-check-at-a-time lock before this one, never after.
-#[derive(Clone, Debug, Default)]
-pub struct PassLocks(Arc<Mutex<BTreeMap<Owner, Arc<tokio::sync::Mutex<()>>>>>);
-
-impl PassLocks {
-    /// Wait for `owner`'s lock.
-    pub async fn lock(&self, owner: &Owner) -> OwnedMutexGuard<()> {
-        let lock = self
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(owner.clone())
-            .or_default()
-            .clone();
-        lock.lock_owned().await
-    }
-
-    /// Forget a deleted owner's lock, unless someone holds it or waits for it: a pass that got
-    /// the old lock after a new one was made for the same owner (a WeaveCloud deleted and
-    /// created again) would run beside the holder of the new one.
-    pub fn forget(&self, owner: &Owner) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        // Holders and waiters each keep a clone; `lock` clones under this same map lock, so no
-        // one can start waiting between the count and the removal.
-        if map.get(owner).is_some_and(|l| Arc::strong_count(l) == 1) {
-            map.remove(owner);
-        }
-    }
-}
-
-/// A handle to ask the update scheduler for a check of every WeaveCloud now; held by the HTTP
-/// server (`POST /api/v1/sync?update=true`). Requests made while a check runs coalesce into one.
-#[derive(Clone, Debug, Default)]
-pub struct UpdateRequests {
-    notify: Arc<Notify>,
-    pending: Arc<AtomicBool>,
-}
-
-impl UpdateRequests {
-    /// Ask for a check now.
-    pub fn request(&self) {
-        self.pending.store(true, Ordering::SeqCst);
-        self.notify.notify_one();
-    }
-
-    /// Whether a check was asked for since the last call.
-    pub fn take(&self) -> bool {
-        self.pending.swap(false, Ordering::SeqCst)
-    }
-
-    /// Resolves at the next request.
-    pub async fn requested(&self) {
-        self.notify.notified().await
-    }
-}
-
-/// The `Ready` condition a reconcile must keep instead of its own healthy one: after a rollback,
-/// `Ready=False` ([`REASON_ROLLED_BACK`]) stays until an update succeeds or the spec changes (a
-/// new generation: the user acted, e.g. changed the pin). `None`: use the reconcile's own.
-pub fn held_rollback(
-    status: &WeaveCloudStatus,
-    generation: Option<i64>,
-    computed: &Condition,
-) -> Option<Condition> {
-    if computed.status != ConditionStatus::True {
-        return None;
-    }
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == READY)
-        .filter(|c| {
-            c.reason == REASON_ROLLED_BACK
-                && c.status == ConditionStatus::False
-                && c.observed_generation == generation
-        })
-        .cloned()
-}
-
-/// The `Ready=False` condition of a rollback, per WeaveCloud, until an update succeeds: in
-/// memory so that a reconcile that read the status before the rollback cannot lose it. The
-/// updater writes it, the WeaveCloud controller reads it.
-#[derive(Clone, Debug, Default)]
-pub struct Rollbacks(Arc<RwLock<HashMap<(String, String), Condition>>>);
-
-impl Rollbacks {
-    /// The `Ready` condition the WeaveCloud controller must report instead of its own healthy
-    /// one after a rollback (see [`held_rollback`]); `None`: its own. Remembered rollbacks come
-    /// first, then the status (after a restart).
-    pub fn held_ready(
-        &self,
-        namespace: &str,
-        name: &str,
-        status: &WeaveCloudStatus,
-        generation: Option<i64>,
-        computed: &Condition,
-    ) -> Option<Condition> {
-        if computed.status != ConditionStatus::True {
-            return None;
-        }
-        let remembered = self
-            .0
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&(namespace.to_string(), name.to_string()))
-            .filter(|c| c.observed_generation == generation)
-            .cloned();
-        remembered.or_else(|| held_rollback(status, generation, computed))
-    }
-
-    /// Remember (or with `None` forget) the rollback condition of WeaveCloud `namespace/name`.
-    pub fn set(&self, namespace: &str, name: &str, condition: Option<Condition>) {
-        let key = (namespace.to_string(), name.to_string());
-        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
-        match condition {
-            Some(c) => map.insert(key, c),
-            None => map.remove(&key),
-        };
-    }
-}
-
-/// How long running work may go on once the daemon is asked to stop, and the signal itself.
-#[derive(Clone, Debug)]
-pub struct Shutdown {
-    stop: watch::Receiver<bool>,
-    grace: Duration,
-}
-
-impl Shutdown {
-    pub fn new(stop: watch::Receiver<bool>, grace: Duration) -> Shutdown {
-        Shutdown { stop, grace }
-    }
-
-    /// Never asked to stop (tests, one-shot tools).
-    pub fn never() -> Shutdown {
-        let (tx, stop) = watch::channel(false);
-        // Dropping the sender: `stopped` then never resolves (see there).
-        drop(tx);
-        Shutdown {
-            stop,
-            grace: Duration::ZERO,
-        }
-    }
-
-    /// Whether the daemon was asked to stop.
-    pub fn is_stopping(&self) -> bool {
-        *self.stop.borrow()
-    }
-
-    /// The stop signal.
-    pub fn receiver(&self) -> watch::Receiver<bool> {
-        self.stop.clone()
-    }
-
-    /// Resolves when the daemon is asked to stop.
-    pub async fn stopped(&self) {
-        let mut stop = self.stop.clone();
-        while !*stop.borrow_and_update() {
-            if stop.changed().await.is_err() {
-                // The sender is gone: nobody can ask us to stop any more.
-                std::future::pending::<()>().await;
-            }
-        }
-    }
-
-    /// Resolves the grace period after the daemon was asked to stop: running work is then
-    /// abandoned (dropped between two API calls).
-    pub async fn abandoned(&self) {
-        self.stopped().await;
-        tokio::time::sleep(self.grace).await;
-    }
-
-    /// The grace period.
-    pub fn grace(&self) -> Duration {
-        self.grace
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn the_pass_lock_of_one_owner_excludes_only_that_owner() {
-        let locks = PassLocks::default();
-        let a = Owner::Resource {
-            kind: "WeaveCloud".into(),
-            namespace: "a".into(),
-            name: "wc".into(),
-        };
-        let b = Owner::Resource {
-            kind: "WeaveCloud".into(),
-            namespace: "b".into(),
-            name: "wc".into(),
-        };
-        let held = locks.lock(&a).await;
-        let other = tokio::time::timeout(Duration::from_millis(50), locks.lock(&b)).await;
-        assert!(other.is_ok(), "another owner's lock is free");
-        let same = tokio::time::timeout(Duration::from_millis(50), locks.lock(&a)).await;
-        assert!(same.is_err(), "the same owner's lock is held");
-        drop(held);
-        let again = tokio::time::timeout(Duration::from_millis(50), locks.lock(&a)).await;
-        assert!(again.is_ok());
-    }
-
-    #[tokio::test]
-    async fn forgetting_a_lock_someone_waits_for_keeps_excluding_them() {
-        let locks = PassLocks::default();
-        let a = Owner::Resource {
-            kind: "WeaveCloud".into(),
-            namespace: "a".into(),
-            name: "wc".into(),
-        };
-        // The WeaveCloud's cleanup holds the lock while the updater waits for it.
-        let cleanup = locks.lock(&a).await;
-        let (acquired_tx, acquired) = tokio::sync::oneshot::channel();
-        let (release_tx, release) = tokio::sync::oneshot::channel::<()>();
-        let updater = {
-            let locks = locks.clone();
-            let a = a.clone();
-            tokio::spawn(async move {
-                let _held = locks.lock(&a).await;
-                acquired_tx.send(()).unwrap();
-                let _ = release.await;
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        drop(cleanup);
-        locks.forget(&a);
-        acquired.await.expect("the waiting updater gets the lock");
-        // A reconcile of a WeaveCloud of the same name must still wait for the updater.
-        let again = tokio::time::timeout(Duration::from_millis(50), locks.lock(&a)).await;
-        assert!(again.is_err(), "the updater still holds the owner's lock");
-        release_tx.send(()).unwrap();
-        updater.await.unwrap();
-        // Nobody holds or waits any more: forgotten for good.
-        locks.forget(&a);
-        assert!(locks.0.lock().unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn shutdown_abandons_after_the_grace_period() {
-        let (tx, rx) = watch::channel(false);
-        let s = Shutdown::new(rx, Duration::from_millis(30));
-        let early = tokio::time::timeout(Duration::from_millis(30), s.abandoned()).await;
-        assert!(early.is_err(), "not asked to stop yet");
-        tx.send(true).unwrap();
-        assert!(s.is_stopping());
-        let t = std::time::Instant::now();
-        s.abandoned().await;
-        assert!(t.elapsed() >= Duration::from_millis(30));
-        let never = Shutdown::never();
-        let r = tokio::time::timeout(Duration::from_millis(30), never.abandoned()).await;
-        assert!(r.is_err());
-    }
-
-    #[test]
-    fn a_rollback_holds_ready_false_until_an_update_or_a_spec_change() {
-        let rolled_back = {
-            let mut c = Condition::new(
-                READY,
-                ConditionStatus::False,
-                REASON_ROLLED_BACK,
-                "1.2.0 failed",
-            );
-            c.observed_generation = Some(3);
-            c
-        };
-        let status = WeaveCloudStatus {
-            conditions: vec![rolled_back.clone()],
-            ..Default::default()
-        };
-        let healthy = Condition::new(READY, ConditionStatus::True, "Reconciled", "");
-        assert_eq!(held_rollback(&status, Some(3), &healthy), Some(rolled_back));
-        // The user changed the spec: the reconcile's own condition.
-        assert_eq!(held_rollback(&status, Some(4), &healthy), None);
-        // A reconcile that is itself not ready reports its own reason.
-        let failing = Condition::new(READY, ConditionStatus::False, "TokenMissing", "");
-        assert_eq!(held_rollback(&status, Some(3), &failing), None);
-        // After a successful update the condition is no longer the rollback's.
-        let updated = WeaveCloudStatus {
-            conditions: vec![Condition::new(
-                READY,
-                ConditionStatus::True,
-                "AgentsUpdated",
-                "",
-            )],
-            ..Default::default()
-        };
-        assert_eq!(held_rollback(&updated, Some(3), &healthy), None);
     }
 }

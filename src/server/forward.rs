@@ -321,7 +321,7 @@ pub(super) async fn to_leader(state: &ServerState, req: Forward<'_>) -> Option<R
     let holders = holders.join(",");
     let first = answers.into_iter().next()?;
     tracing::info!(endpoint, leader = %holders, status = first.status.as_u16(), "forwarded to the leader");
-    state.daemon.metrics.count_request(endpoint, "forwarded");
+    state.daemon.metrics().count_request(endpoint, "forwarded");
     let mut response = (first.status, first.body).into_response();
     if let Some(ct) = first.content_type {
         response

@@ -351,7 +351,7 @@ fn refused(state: &ServerState, endpoint: &str, peer: SocketAddr, err: Signature
         }
         _ => (StatusCode::UNAUTHORIZED, "unauthorized"),
     };
-    state.daemon.metrics.count_request(endpoint, outcome);
+    state.daemon.metrics().count_request(endpoint, outcome);
     error_body(status, err.to_string())
 }
 
@@ -364,7 +364,10 @@ fn body_refused(
     err: body::BodyError,
 ) -> Response {
     tracing::warn!(endpoint, peer = %peer, reason = %err, "request refused: body not read");
-    state.daemon.metrics.count_request(endpoint, err.outcome());
+    state
+        .daemon
+        .metrics()
+        .count_request(endpoint, err.outcome());
     let mut resp = error_body(err.status(), err.to_string());
     resp.headers_mut().insert(
         header::CONNECTION,
@@ -374,7 +377,7 @@ fn body_refused(
 }
 
 fn standby(state: &ServerState, endpoint: &str) -> Response {
-    state.daemon.metrics.count_request(endpoint, "standby");
+    state.daemon.metrics().count_request(endpoint, "standby");
     error_body(
         StatusCode::SERVICE_UNAVAILABLE,
         "this replica is on standby (another replica holds the leader Lease) or is stopping",
@@ -439,32 +442,32 @@ async fn sync(
         true => TriggerReason::ApiForcePrune,
         false => TriggerReason::Api,
     };
-    let ticket = match state.daemon.queue.trigger(reason) {
+    let ticket = match state.daemon.queue().trigger(reason) {
         Ok(t) => t,
         Err(_) => return standby(&state, ENDPOINT),
     };
     tracing::info!(pass = ticket.0, peer = %peer, force_prune, "sync requested over the API");
     if flag(q.update.as_deref()) {
         tracing::info!(peer = %peer, "agent update check requested over the API");
-        state.daemon.update_requests.request();
+        state.daemon.update_requests().request();
     }
     let wait = flag(q.wait.as_deref());
     if !wait {
-        state.daemon.metrics.count_request(ENDPOINT, "queued");
+        state.daemon.metrics().count_request(ENDPOINT, "queued");
         return (
             StatusCode::ACCEPTED,
             Json(json!({"status": "queued", "pass": ticket.0})),
         )
             .into_response();
     }
-    match tokio::time::timeout(state.wait_timeout, state.daemon.queue.wait(ticket)).await {
+    match tokio::time::timeout(state.wait_timeout, state.daemon.queue().wait(ticket)).await {
         Ok(Ok((_, report))) => {
-            state.daemon.metrics.count_request(ENDPOINT, "completed");
+            state.daemon.metrics().count_request(ENDPOINT, "completed");
             (StatusCode::OK, Json((*report).clone())).into_response()
         }
         Ok(Err(_)) => standby(&state, ENDPOINT),
         Err(_) => {
-            state.daemon.metrics.count_request(ENDPOINT, "timeout");
+            state.daemon.metrics().count_request(ENDPOINT, "timeout");
             error_body(
                 StatusCode::GATEWAY_TIMEOUT,
                 format!(
@@ -513,7 +516,7 @@ async fn readyz(State(state): State<ServerState>) -> Response {
 }
 
 async fn metrics_text(State(state): State<ServerState>) -> Response {
-    match state.daemon.metrics.render() {
+    match state.daemon.metrics().render() {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,

@@ -66,12 +66,7 @@ async fn record(
         Ok(b) => b,
         Err(e) => return body_refused(&state, endpoint, peer, e),
     };
-    let claim = state
-        .daemon
-        .shard
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let claim = state.daemon.shard_claim();
     let Some(claim) = claim.filter(|_| state.is_leader()) else {
         let onward = forward::Forward {
             endpoint,
@@ -85,7 +80,7 @@ async fn record(
         return forwarded.unwrap_or_else(|| standby(&state, endpoint));
     };
     let written = suspend::write(
-        &state.daemon.client,
+        state.daemon.client(),
         &claim.weft_namespace,
         &claim.root_name,
         suspended,
@@ -96,13 +91,13 @@ async fn record(
         Ok(now) => {
             tracing::info!(peer = %peer, root = %claim.root_name, suspended, "root {endpoint}ed over the API");
             if state.daemon.set_suspension(now.clone()) {
-                let _ = state.daemon.queue.trigger(TriggerReason::Resumed);
+                let _ = state.daemon.queue().trigger(TriggerReason::Resumed);
             }
-            state.daemon.metrics.count_request(endpoint, "done");
+            state.daemon.metrics().count_request(endpoint, "done");
             (StatusCode::OK, Json(now)).into_response()
         }
         Err(e) => {
-            state.daemon.metrics.count_request(endpoint, "error");
+            state.daemon.metrics().count_request(endpoint, "error");
             error_body(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("cannot record the root's suspension: {e}"),

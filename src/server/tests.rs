@@ -130,7 +130,7 @@ async fn github_push_with_a_good_signature_queues_one_pass_and_a_replay_is_409()
     assert_eq!(status, 202, "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["status"], "queued");
-    assert!(srv.state.daemon.queue.has_pending());
+    assert!(srv.state.daemon.queue().has_pending());
 
     // The same delivery again.
     let (status, text) = github_post(&srv, "d-1", body, GITHUB_SECRET).await;
@@ -222,7 +222,7 @@ async fn a_single_secret_closes_gitlab_with_the_reason() {
     assert_eq!(resp.status(), 403);
     let text = resp.text().await.unwrap();
     assert!(text.contains("plaintext"), "{text}");
-    assert!(!srv.state.daemon.queue.has_pending());
+    assert!(!srv.state.daemon.queue().has_pending());
     let body = br#"{"ref":"refs/heads/main"}"#;
     assert_eq!(github_post(&srv, "1", body, b"shared").await.0, 202);
 }
@@ -262,7 +262,7 @@ async fn a_bad_signature_is_401_and_queues_nothing() {
         .unwrap();
     assert_eq!(resp.status(), 401);
     assert!(resp.text().await.unwrap().contains("X-Weft-Signature"));
-    assert!(!srv.state.daemon.queue.has_pending());
+    assert!(!srv.state.daemon.queue().has_pending());
 }
 
 #[tokio::test]
@@ -280,7 +280,7 @@ async fn a_push_to_another_branch_is_ignored() {
     assert_eq!(resp.status(), 200);
     let v: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
     assert_eq!(v["status"], "ignored");
-    assert!(!srv.state.daemon.queue.has_pending());
+    assert!(!srv.state.daemon.queue().has_pending());
 }
 
 #[tokio::test]
@@ -297,7 +297,7 @@ async fn an_oversized_body_is_413_and_one_just_under_is_accepted() {
     if let Ok(resp) = resp {
         assert_eq!(resp.status(), 413);
     }
-    assert!(!srv.state.daemon.queue.has_pending());
+    assert!(!srv.state.daemon.queue().has_pending());
     let body = vec![b' '; MAX_HOOK_BODY_BYTES - 1];
     let resp = reqwest::Client::new()
         .post(format!("{}/hooks/generic", srv.hooks))
@@ -532,10 +532,10 @@ async fn sync_needs_the_bearer_token_and_wait_returns_the_pass_report() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 401);
-    assert!(!srv.state.daemon.queue.has_pending());
+    assert!(!srv.state.daemon.queue().has_pending());
 
     // A worker that serves one pass.
-    let q = srv.state.daemon.queue.clone();
+    let q = srv.state.daemon.queue().clone();
     tokio::spawn(async move {
         let t = q.next_pass().await.unwrap();
         q.finish(t.pass, report(t.pass));
@@ -562,7 +562,7 @@ async fn a_standby_that_cannot_reach_the_leader_answers_503() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 503);
-    assert!(!srv.state.daemon.queue.has_pending());
+    assert!(!srv.state.daemon.queue().has_pending());
 }
 
 #[tokio::test]
@@ -587,7 +587,7 @@ async fn each_port_serves_its_own_routes() {
         let resp = c.get(format!("{}{path}", srv.hooks)).send().await.unwrap();
         assert_eq!(resp.status(), 404, "{path} on the hooks port");
     }
-    assert!(!srv.state.daemon.queue.has_pending());
+    assert!(!srv.state.daemon.queue().has_pending());
 }
 
 #[tokio::test]
@@ -636,7 +636,7 @@ async fn status_health_and_metrics_answer() {
 #[tokio::test]
 async fn shutdown_lets_an_in_flight_request_finish() {
     let mut srv = start(true).await;
-    let q = srv.state.daemon.queue.clone();
+    let q = srv.state.daemon.queue().clone();
     let hooks = srv.hooks.clone();
     let waiting = tokio::spawn(async move {
         reqwest::Client::new()

@@ -36,13 +36,16 @@ pub const GENERIC_DELIVERY_HEADER: &str = "X-Weft-Delivery";
 
 fn replayed(state: &ServerState, endpoint: &str, peer: SocketAddr, r: Replayed) -> Response {
     tracing::warn!(endpoint, peer = %peer, reason = %r, "webhook refused: replayed delivery");
-    state.daemon.metrics.count_request(endpoint, "replayed");
+    state.daemon.metrics().count_request(endpoint, "replayed");
     error_body(StatusCode::CONFLICT, r.to_string())
 }
 
 fn bad_payload(state: &ServerState, endpoint: &str, e: push_events::HookError) -> Response {
     tracing::warn!(endpoint, reason = %e, "webhook refused: bad payload");
-    state.daemon.metrics.count_request(endpoint, "bad_request");
+    state
+        .daemon
+        .metrics()
+        .count_request(endpoint, "bad_request");
     error_body(StatusCode::BAD_REQUEST, e.to_string())
 }
 
@@ -88,7 +91,7 @@ async fn act_on_hook(
     match decision {
         push_events::HookDecision::Ignore(why) => {
             tracing::info!(endpoint, reason = %why, "webhook ignored");
-            state.daemon.metrics.count_request(endpoint, "ignored");
+            state.daemon.metrics().count_request(endpoint, "ignored");
             (
                 StatusCode::OK,
                 Json(json!({"status": "ignored", "reason": why})),
@@ -111,7 +114,7 @@ async fn act_on_hook(
             forward::to_other_shards(state, onward);
             match state
                 .daemon
-                .queue
+                .queue()
                 .trigger(TriggerReason::Webhook(endpoint.to_string()))
             {
                 Ok(ticket) => {
@@ -121,7 +124,7 @@ async fn act_on_hook(
                         pass = ticket.0,
                         "webhook queued a pass"
                     );
-                    state.daemon.metrics.count_request(endpoint, "queued");
+                    state.daemon.metrics().count_request(endpoint, "queued");
                     (
                         StatusCode::ACCEPTED,
                         Json(json!({"status": "queued", "pass": ticket.0})),

@@ -6,3 +6,4 @@ pub mod helm;
 pub mod launcher;
 pub mod manifests;
 pub mod wait;
+pub mod weft_cli;

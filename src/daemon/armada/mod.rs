@@ -34,7 +34,8 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::state::{DaemonState, Shutdown};
+use super::shutdown::Shutdown;
+use super::state::DaemonState;
 use super::status::now_rfc3339;
 use super::suspend;
 use super::trigger::TriggerReason;
@@ -267,7 +268,7 @@ async fn listed_by_suspended(
 /// Why a chart is suspended, if it is: its annotation, the root, or a pass that held it
 /// (`Suspended=True`: its group or manifest is suspended).
 fn chart_suspended(chart: &ArmadaChart, ctx: &Context) -> Option<&'static str> {
-    suspend::why_suspended(&ctx.state.suspension, &chart.metadata).or_else(|| {
+    suspend::why_suspended(ctx.state.suspension(), &chart.metadata).or_else(|| {
         chart
             .status
             .as_ref()
@@ -337,7 +338,7 @@ fn request(
 
 /// Run the controller until the daemon is asked to stop.
 pub async fn run(ctx: Context) {
-    let client = ctx.state.client.clone();
+    let client = ctx.state.client().clone();
     let controller = Controller::new(
         Api::<ArmadaChart>::all(client.clone()),
         watcher::Config::default(),
@@ -436,21 +437,21 @@ pub async fn run(ctx: Context) {
 fn error_policy(chart: Arc<ArmadaChart>, err: &ChartError, ctx: Arc<Context>) -> Action {
     let (ns, name) = key_of(&chart);
     tracing::warn!(chart = %format!("{ns}/{name}"), error = %err, "ArmadaChart reconcile failed; retrying");
-    ctx.state.metrics.count_reconcile("ArmadaChart", "error");
+    ctx.state.metrics().count_reconcile("ArmadaChart", "error");
     Action::requeue(Duration::from_secs(5))
 }
 
 /// Apply or clean up one chart, through the finalizer helper.
 pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Action, ChartError> {
     let namespace = chart.namespace().unwrap_or_default();
-    if !ctx.state.namespaces.contains(&namespace) || !ctx.applied_by_our_root(&chart) {
+    if !ctx.state.watch_namespaces().contains(&namespace) || !ctx.applied_by_our_root(&chart) {
         // Not ours to act on (`--watch-namespaces`, or another root's chart): no finalizer.
         return Ok(Action::await_change());
     }
     if chart.metadata.deletion_timestamp.is_some() {
-        let why = match suspend::why_suspended(&ctx.state.suspension, &chart.metadata) {
+        let why = match suspend::why_suspended(ctx.state.suspension(), &chart.metadata) {
             Some(why) => Some(why),
-            None => listed_by_suspended(&ctx.state.client, &chart).await?,
+            None => listed_by_suspended(ctx.state.client(), &chart).await?,
         };
         if let Some(why) = why {
             // The prune of its children waits: the finalizer stays until it is resumed.
@@ -458,7 +459,7 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
             return Ok(Action::await_change());
         }
     }
-    let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client.clone(), &namespace);
+    let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client().clone(), &namespace);
     finalizer(&api, FINALIZER, chart, |event| async move {
         match event {
             Finalizer::Apply(chart) => apply(&chart, &ctx).await,
@@ -489,7 +490,7 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
         wanted |= suspend::annotated(&chart.metadata) && unmarked;
         tracing::debug!(chart = %format!("{}/{}", key.0, key.1), why, "suspended; drift left alone");
         if wanted {
-            let _ = ctx.state.queue.trigger(TriggerReason::Watch);
+            let _ = ctx.state.queue().trigger(TriggerReason::Watch);
         }
         return Ok(Action::await_change());
     }
@@ -505,9 +506,9 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
     if wanted {
         tracing::info!(chart = %format!("{}/{}", key.0, key.1), "queueing a sync-root pass");
         // A closed queue: the daemon is stopping, the pass is not needed any more.
-        let _ = ctx.state.queue.trigger(TriggerReason::Watch);
+        let _ = ctx.state.queue().trigger(TriggerReason::Watch);
     }
-    ctx.state.metrics.count_reconcile("ArmadaChart", "ok");
+    ctx.state.metrics().count_reconcile("ArmadaChart", "ok");
     Ok(Action::await_change())
 }
 
@@ -520,8 +521,11 @@ async fn drifted(ctx: &Context, pending: &Pending) -> Vec<String> {
             out.push(object.clone());
             continue;
         }
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(ctx.state.client.clone(), &touch.namespace, &touch.resource);
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            ctx.state.client().clone(),
+            &touch.namespace,
+            &touch.resource,
+        );
         match api.get_opt(&touch.name).await {
             Ok(Some(live)) if !edited_by_someone_else(&live.metadata) => {}
             Ok(Some(_)) => out.push(object.clone()),
@@ -545,7 +549,7 @@ async fn report_drift(ctx: &Context, key: &ChartKey, objects: &[String]) -> Resu
         action,
         source,
     };
-    let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client.clone(), ns);
+    let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client().clone(), ns);
     // Read again: the pass writes this status too, and the merge patch replaces the conditions.
     let Some(chart) = api
         .get_opt(name)
@@ -596,7 +600,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
         .as_ref()
         .and_then(|s| serde_json::to_value(&s.inventory).ok());
     let entries: BTreeSet<crate::api::ObjectRef> =
-        inventory::read_resource(&ctx.state.client, &owner, listed.as_ref())
+        inventory::read_resource(ctx.state.client(), &owner, listed.as_ref())
             .await
             .map_err(|source| ChartError::Prune {
                 namespace: ns.clone(),
@@ -607,7 +611,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
     if entries.is_empty() {
         return Ok(Action::await_change());
     }
-    let catalog = catalog_of(&ctx.state.client, &entries)
+    let catalog = catalog_of(ctx.state.client(), &entries)
         .await
         .map_err(|source| ChartError::Kube {
             namespace: ns.clone(),
@@ -626,7 +630,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
         ..Default::default()
     };
     let outcome = prune(
-        &ctx.state.client,
+        ctx.state.client(),
         &catalog,
         &DesiredSet::for_owners(Vec::new(), [owner].into()),
         &BTreeSet::new(),
@@ -655,7 +659,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
         .filter(|c| c.action == ChangeAction::Deleted)
         .map(|c| c.object.to_string())
         .collect();
-    ctx.state.metrics.count_objects(0, pruned.len() as u64, 0);
+    ctx.state.metrics().count_objects(0, pruned.len() as u64, 0);
     let note = format!(
         "chart deleted; pruned {} children: {}",
         pruned.len(),

@@ -59,7 +59,7 @@ mod against_a_fake_api_server {
     fn context() -> (Arc<Context>, crate::daemon::fixtures::ApiServerVerifier) {
         let (client, api) = mock_client();
         let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
-        let ctx = Context::new(state, crate::daemon::state::Shutdown::never());
+        let ctx = Context::new(state, crate::daemon::shutdown::Shutdown::never());
         (Arc::new(ctx), api)
     }
 
@@ -181,7 +181,7 @@ mod against_a_fake_api_server {
             .collect();
         assert_eq!(deleted, [format!("{DEPLOYMENTS}/web")]);
         assert!(
-            !ctx.state.queue.has_pending(),
+            !ctx.state.queue().has_pending(),
             "a deleted chart wants no pass"
         );
     }
@@ -206,7 +206,7 @@ mod against_a_fake_api_server {
             .expect("apply");
         assert_eq!(action, Action::await_change());
         server.await.expect("only the read of the child");
-        assert!(ctx.state.queue.has_pending(), "a pass restores the child");
+        assert!(ctx.state.queue().has_pending(), "a pass restores the child");
     }
 
     #[tokio::test]
@@ -261,7 +261,7 @@ mod against_a_fake_api_server {
             .expect("apply");
         server.await.expect("exactly the expected calls");
         assert!(
-            !ctx.state.queue.has_pending(),
+            !ctx.state.queue().has_pending(),
             "report: nothing is corrected"
         );
     }
@@ -279,15 +279,15 @@ mod against_a_fake_api_server {
         reconcile(Arc::new(at("1")), ctx.clone())
             .await
             .expect("apply");
-        assert!(!ctx.state.queue.has_pending(), "startup only records it");
+        assert!(!ctx.state.queue().has_pending(), "startup only records it");
         reconcile(Arc::new(at("1")), ctx.clone())
             .await
             .expect("apply");
-        assert!(!ctx.state.queue.has_pending());
+        assert!(!ctx.state.queue().has_pending());
         reconcile(Arc::new(at("2")), ctx.clone())
             .await
             .expect("apply");
-        assert!(ctx.state.queue.has_pending());
+        assert!(ctx.state.queue().has_pending());
         server.await.expect("no API call at all");
     }
 }

@@ -22,14 +22,14 @@ pub use source::{OpenError, RootError, RootSource, SOURCE_READY};
 
 use super::armada::status as armada_status;
 use super::record::{self, RootOutcome, RootRecord};
-use super::shards;
-use super::state::{DaemonState, Shutdown};
+use super::shards::RootShard;
+use super::shutdown::Shutdown;
+use super::state::DaemonState;
 use super::status::{now_rfc3339, ChangeSummary, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus};
 use crate::apply::changeset::Action;
 use crate::pass::{driver, PassError, PassOptions, Progress, ShardPass};
-use crate::render::shard::Shard;
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
 use crate::source::git::redact_url_passwords;
@@ -43,57 +43,6 @@ struct Rendered {
     set: Arc<DesiredSet>,
     /// The other shards' part.
     elsewhere: Arc<DesiredSet>,
-}
-
-/// The shard a root loop works on (`--shards`).
-#[derive(Clone, Debug)]
-pub struct RootShard {
-    pub shard: Shard,
-    /// The root's own name (`--root-name`): shard 0 applies under it.
-    pub root_name: String,
-    /// The root's leader Lease (shard Leases are named after it).
-    pub leader_lease: String,
-    /// A look found no shard Lease at or above the count: none can appear during this term
-    /// (changing the count restarts the replicas), so passes stop looking.
-    settled: bool,
-}
-
-impl RootShard {
-    pub fn new(shard: Shard, root_name: String, leader_lease: String) -> Self {
-        RootShard {
-            shard,
-            root_name,
-            leader_lease,
-            settled: false,
-        }
-    }
-
-    /// The shards to finish (shard 0 only): their Leases exist, no live replica holds them, and
-    /// their index is at or above the shard count. A failed look is logged and retried next pass;
-    /// once a look finds no such Lease at all, later passes of the term make no call.
-    async fn retired(&mut self, client: &Client, weft_namespace: &str) -> Vec<Owner> {
-        if self.shard.index != 0 || self.settled {
-            return Vec::new();
-        }
-        match shards::retired_roots(
-            client,
-            &self.leader_lease,
-            &self.root_name,
-            weft_namespace,
-            self.shard.count,
-        )
-        .await
-        {
-            Ok(retired) => {
-                self.settled = !retired.any;
-                retired.free
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list the shard Leases; retired shards are finished later");
-                Vec::new()
-            }
-        }
-    }
 }
 
 /// The sync-root loop.
@@ -159,13 +108,13 @@ impl RootReconciler {
     /// Run passes until the queue is closed. A pass that is running when the daemon is asked to
     /// stop gets the shutdown grace period to finish, then it is abandoned.
     pub async fn run(mut self) {
-        while let Some(ticket) = self.state.queue.next_pass().await {
+        while let Some(ticket) = self.state.queue().next_pass().await {
             let PassDone { report, fetched } = self.run_pass(ticket).await;
             let outcome = report.notification(fetched.as_deref());
             self.state
                 .notifier()
                 .emit_all(crate::notify::root::finished(&self.notified(), &outcome));
-            self.state.metrics.observe_pass(&report);
+            self.state.metrics().observe_pass(&report);
             self.state.update_status(|s| {
                 if report.succeeded() {
                     s.revision = report.revision.clone().or(s.revision.take());
@@ -174,7 +123,7 @@ impl RootReconciler {
                 s.last_pass = Some(report.clone());
             });
             let pass = report.pass;
-            self.state.queue.finish(pass, report);
+            self.state.queue().finish(pass, report);
         }
     }
 
@@ -283,7 +232,7 @@ impl RootReconciler {
         let shard_pass = match &mut self.shard {
             Some(shard) => {
                 let retired = shard
-                    .retired(&self.state.client, &self.pass_options.weft_namespace)
+                    .retired(self.state.client(), &self.pass_options.weft_namespace)
                     .await;
                 (shard.shard.count > 1 || !retired.is_empty())
                     .then_some(ShardPass { elsewhere, retired })
@@ -310,10 +259,12 @@ impl RootReconciler {
     async fn read_record(&self) -> Result<RootRecord, kube::Error> {
         let ns = &self.pass_options.weft_namespace;
         let own = &self.pass_options.root_name;
-        let mut record = record::read(&self.state.client, ns, own).await?;
+        let mut record = record::read(self.state.client(), ns, own).await?;
         let base = self.base_root();
         if base != own {
-            record.suspension = record::read(&self.state.client, ns, base).await?.suspension;
+            record.suspension = record::read(self.state.client(), ns, base)
+                .await?
+                .suspension;
         }
         self.state.set_suspension(record.suspension.clone());
         Ok(record)
@@ -353,7 +304,7 @@ impl RootReconciler {
         }
         let shard = self.shard.as_ref().map(|s| s.shard.index).unwrap_or(0);
         if let Err(e) = record::write_outcome(
-            &self.state.client,
+            self.state.client(),
             &self.pass_options.weft_namespace,
             &self.pass_options.root_name,
             self.base_root(),
@@ -382,13 +333,13 @@ impl RootReconciler {
             Progress::Phase { message, objects } => tracing::debug!(pass, objects, "{message}"),
             Progress::Change(c) if c.action != Action::Unchanged => {
                 tracing::info!(pass, object = %c.object, owner = %c.owner.reference(), action = c.action.done(), reason = c.reason.as_deref().unwrap_or(""), "object changed");
-                deploying.mark(&self.state.client, &c.owner);
+                deploying.mark(self.state.client(), &c.owner);
             }
             Progress::Change(_) => {}
             Progress::Ready(r) => tracing::debug!(pass, object = %r, "ready"),
         };
         // Suspended Armada charts (and their groups' and manifests' charts) are held out.
-        let client = &self.state.client;
+        let client = &self.state.client();
         let outcome = driver::drive(
             client,
             set,
@@ -431,7 +382,7 @@ impl RootReconciler {
         deploying.written().await;
         // The Armada charts' phases are views of this pass.
         armada_status::record_pass(
-            &self.state.client,
+            self.state.client(),
             self.state.events(),
             set,
             &changes,
@@ -500,7 +451,7 @@ impl RootReconciler {
             .fetch(self.rendered.as_ref().map(|r| &*r.snapshot))
             .await;
         self.state
-            .metrics
+            .metrics()
             .observe_git_fetch(t.elapsed().as_secs_f64());
         self.record_source(new.as_ref().err());
         let Some(snapshot) = new? else {
@@ -522,7 +473,7 @@ impl RootReconciler {
                 elsewhere: &r.elsewhere,
             };
             early = super::early::changed_first(
-                &self.state.client,
+                self.state.client(),
                 previous,
                 &snapshot,
                 &self.pass_options,
@@ -537,8 +488,8 @@ impl RootReconciler {
         // same function and the cluster's inputs; the cluster is still read for the Helm
         // charts' `.Capabilities`.
         let cluster = crate::pass::prepare::ClusterInputs {
-            client: &self.state.client,
-            bundles: &self.state.bundles,
+            client: self.state.client(),
+            bundles: self.state.bundles(),
         };
         let prepared = crate::pass::prepare::prepare(
             Arc::clone(&snapshot),

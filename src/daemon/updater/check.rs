@@ -79,7 +79,7 @@ impl Updater {
             Err(e) => {
                 let current = self
                     .state
-                    .bundles
+                    .bundles()
                     .active(&ns, &name)
                     .await
                     .map(|a| a.version().to_string())
@@ -119,7 +119,7 @@ impl Updater {
     async fn check_inner(&self, check: &Check<'_>) -> Result<UpdateReport, UpdateError> {
         let (wc, ns, name) = (check.wc, check.ns.as_str(), check.name.as_str());
         let candidates = self.candidates(wc).await?;
-        let previous = self.state.bundles.active(ns, name).await?;
+        let previous = self.state.bundles().active(ns, name).await?;
         let status = wc.status.clone().unwrap_or_default();
         let selection = select(
             &candidates.entries,
@@ -156,7 +156,7 @@ impl Updater {
         // The WeaveCloud controller must not apply or prune the agents while they roll out.
         let _pass = self
             .state
-            .pass_locks
+            .pass_locks()
             .lock(&crate::pass::agents::owner_of(ns, name))
             .await;
         // Render from the WeaveCloud as it is now, not from the copy the check started from: it
@@ -174,7 +174,7 @@ impl Updater {
         tracing::info!(%from, %to, "updating agents");
         // The WeaveCloud controller renders with the active bundle: switch it first, so that a
         // reconcile right after the rollout does not undo it.
-        self.state.bundles.set_memory(ns, name, candidate.clone());
+        self.state.bundles().set_memory(ns, name, candidate.clone());
         match self.roll_out(wc, &candidate.bundle, &inputs).await {
             Ok(()) => {
                 self.roll_forward(wc, &from, &candidate).await?;
@@ -259,8 +259,8 @@ impl Updater {
         let ns = wc.namespace().unwrap_or_default();
         let name = wc.name_any();
         let to = candidate.version().to_string();
-        self.state.bundles.persist(&ns, &name, candidate).await?;
-        self.state.rollbacks.set(&ns, &name, None);
+        self.state.bundles().persist(&ns, &name, candidate).await?;
+        self.state.rollbacks().set(&ns, &name, None);
         let now = now_rfc3339();
         let generation = wc.metadata.generation;
         let message = format!("agents updated from bundle {from} to {to} and healthy");
@@ -293,7 +293,9 @@ impl Updater {
         let ns = wc.namespace().unwrap_or_default();
         let name = wc.name_any();
         let from = previous.version().to_string();
-        self.state.bundles.set_memory(&ns, &name, previous.clone());
+        self.state
+            .bundles()
+            .set_memory(&ns, &name, previous.clone());
         let rollback = self.roll_out(wc, &previous.bundle, inputs).await;
         let mut message = format!(
             "agent bundle {bad} did not become healthy: {failure}; rolled back to {from} and marked {bad} bad"
@@ -329,7 +331,7 @@ impl Updater {
         );
         condition.observed_generation = wc.metadata.generation;
         self.state
-            .rollbacks
+            .rollbacks()
             .set(&ns, &name, Some(condition.clone()));
         let now = now_rfc3339();
         self.patch_status(wc, |s| {
@@ -390,8 +392,8 @@ impl Updater {
                 group, version, &kind,
             ));
             let api: Api<kube::api::DynamicObject> = match &namespace {
-                Some(ns) => Api::namespaced_with(self.state.client.clone(), ns, &ar),
-                None => Api::all_with(self.state.client.clone(), &ar),
+                Some(ns) => Api::namespaced_with(self.state.client().clone(), ns, &ar),
+                None => Api::all_with(self.state.client().clone(), &ar),
             };
             let shown = match &namespace {
                 Some(ns) => format!("{kind}/{ns}/{name}"),
@@ -428,7 +430,7 @@ impl Updater {
     /// WeaveCloud `ns/name` as the API server has it; [`UpdateError::Gone`] when it is deleted
     /// or being deleted.
     async fn live_weavecloud(&self, ns: &str, name: &str) -> Result<WeaveCloud, UpdateError> {
-        let api: Api<WeaveCloud> = Api::namespaced(self.state.client.clone(), ns);
+        let api: Api<WeaveCloud> = Api::namespaced(self.state.client().clone(), ns);
         let live = api
             .get_opt(name)
             .await
@@ -496,7 +498,7 @@ impl Updater {
             &wc.name_any(),
         );
         Ok(
-            crate::pass::agents::inputs(&self.state.client, wc, running, legacy)
+            crate::pass::agents::inputs(self.state.client(), wc, running, legacy)
                 .await?
                 .0,
         )
@@ -509,10 +511,10 @@ impl Updater {
         let name = wc.name_any();
         let _pass = self
             .state
-            .pass_locks
+            .pass_locks()
             .lock(&crate::pass::agents::owner_of(&ns, &name))
             .await;
-        let active = self.state.bundles.active(&ns, &name).await?;
+        let active = self.state.bundles().active(&ns, &name).await?;
         let inputs = self.agent_inputs(wc, &active.bundle).await?;
         self.roll_out(wc, &active.bundle, &inputs)
             .await
@@ -540,7 +542,7 @@ impl Updater {
             .map(|s| s.inventory.iter().cloned().collect())
             .unwrap_or_default();
         crate::pass::agents::check_not_owned_by_another(
-            &self.state.client,
+            self.state.client(),
             &owner,
             &rendered.objects,
             &known,
@@ -549,7 +551,7 @@ impl Updater {
         let set = DesiredSet::for_owners(rendered.objects, [owner].into());
         let opts = self.opts.rollout_pass_options(&ns);
         let run =
-            crate::daemon::run_engine(&self.state.client, &set, &opts, &|_| {}, &self.shutdown)
+            crate::daemon::run_engine(self.state.client(), &set, &opts, &|_| {}, &self.shutdown)
                 .await;
         match run {
             EngineRun::Finished(_, None) => Ok(()),

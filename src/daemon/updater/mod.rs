@@ -18,6 +18,8 @@
 //! - [`run`](Updater::run): the scheduler.
 
 mod check;
+mod requests;
+mod rollbacks;
 mod scheduler;
 pub mod select;
 #[cfg(test)]
@@ -35,18 +37,20 @@ use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
-use super::state::{DaemonState, Shutdown};
+use super::shutdown::Shutdown;
+use super::state::DaemonState;
 use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
 use crate::pass::{PassError, PassOptions};
 use crate::render::bundle::BundleError;
 use crate::render::RenderError;
 use crate::source::channel::{ChannelError, ChannelOptions, ChannelSource};
 
-pub use super::state::{held_rollback, Rollbacks, UpdateRequests, REASON_ROLLED_BACK};
 pub use crate::pass::agents::{
     cache_configmap_name, ActiveBundle, AgentBundles, ARCHIVE_KEY, BUILTIN_SOURCE, BUNDLE_OF_LABEL,
     DIGEST_KEY, MAX_CACHED_ARCHIVE_BYTES, SOURCE_KEY, VERSION_KEY,
 };
+pub use requests::UpdateRequests;
+pub use rollbacks::{held_rollback, Rollbacks, REASON_ROLLED_BACK};
 pub use select::{bundle_archive, next_check, select, Selection};
 
 /// `(namespace, name)` of a WeaveCloud.
@@ -255,7 +259,7 @@ impl Updater {
 
     /// The bundle store this updater changes.
     pub fn bundles(&self) -> &AgentBundles {
-        &self.state.bundles
+        self.state.bundles()
     }
 
     /// Current, available and next-check per WeaveCloud (`namespace/name`).
@@ -277,7 +281,7 @@ impl Updater {
             f(entry);
             entry.clone()
         };
-        let metrics = &self.state.metrics;
+        let metrics = self.state.metrics();
         metrics.set_agent_version(ns, name, v.current.as_deref());
         metrics.set_agent_available(ns, name, v.available.as_deref());
         self.state.update_status(|s| {
@@ -323,7 +327,7 @@ impl Updater {
     ) -> Result<(), UpdateError> {
         let ns = wc.namespace().unwrap_or_default();
         let name = wc.name_any();
-        let api: Api<WeaveCloud> = Api::namespaced(self.state.client.clone(), &ns);
+        let api: Api<WeaveCloud> = Api::namespaced(self.state.client().clone(), &ns);
         let live = api
             .get_status(&name)
             .await

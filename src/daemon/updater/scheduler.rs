@@ -19,7 +19,7 @@ impl Updater {
             if *stop.borrow() {
                 return;
             }
-            let forced = self.state.update_requests.take();
+            let forced = self.state.update_requests().take();
             let wake_at = match self.tick(forced).await {
                 Ok(next) => next,
                 Err(e) => {
@@ -34,7 +34,7 @@ impl Updater {
             }
             tokio::select! {
                 _ = tokio::time::sleep(sleep) => {}
-                _ = self.state.update_requests.requested() => {}
+                _ = self.state.update_requests().requested() => {}
                 _ = stop.changed() => {}
             }
         }
@@ -42,7 +42,7 @@ impl Updater {
 
     /// One look at every WeaveCloud: run the checks that are due; the earliest next check.
     pub(super) async fn tick(&self, forced: bool) -> Result<Option<DateTime<Utc>>, UpdateError> {
-        let api: Api<WeaveCloud> = Api::all(self.state.client.clone());
+        let api: Api<WeaveCloud> = Api::all(self.state.client().clone());
         let list = api
             .list(&ListParams::default())
             .await
@@ -60,7 +60,7 @@ impl Updater {
             }
             // Only the operator's WeaveClouds (docs/security.md); the controller says why not.
             let trust =
-                crate::daemon::weavecloud::trust::trust(&wc, &roots, &self.state.namespaces);
+                crate::daemon::weavecloud::trust::trust(&wc, &roots, self.state.watch_namespaces());
             if trust != crate::daemon::weavecloud::trust::Trust::Reconciled {
                 continue;
             }
@@ -74,7 +74,7 @@ impl Updater {
                 continue;
             }
             if let Some(why) =
-                crate::daemon::suspend::why_suspended(&self.state.suspension, &wc.metadata)
+                crate::daemon::suspend::why_suspended(self.state.suspension(), &wc.metadata)
             {
                 tracing::debug!(weavecloud = %format!("{}/{}", wc.namespace().unwrap_or_default(), wc.name_any()), why, "suspended: no agent update check");
                 continue;
@@ -125,7 +125,7 @@ impl Updater {
         let shown = next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         self.record_versions(&ns, &name, |v| v.next_update_check = Some(shown.clone()));
         // The version it runs: the active bundle (after a check, the check wrote it).
-        let running = match self.state.bundles.active(&ns, &name).await {
+        let running = match self.state.bundles().active(&ns, &name).await {
             Ok(a) => Some(a.version().to_string()),
             Err(e) => {
                 tracing::debug!(weavecloud = %format!("{ns}/{name}"), error = %e, "active agent bundle unknown");
@@ -169,8 +169,8 @@ impl Updater {
             gone
         };
         for (ns, name) in gone {
-            self.state.metrics.set_agent_version(&ns, &name, None);
-            self.state.metrics.set_agent_available(&ns, &name, None);
+            self.state.metrics().set_agent_version(&ns, &name, None);
+            self.state.metrics().set_agent_available(&ns, &name, None);
         }
     }
 }

@@ -182,7 +182,7 @@ mod against_a_fake_api_server {
         let (client, api) = mock_client();
         // A WeaveCloud made by hand: the operator lists its namespace.
         let state = DaemonState::new(client, "weft-system", DaemonStatus::default())
-            .with_watch_namespaces(crate::daemon::state::WatchNamespaces::only(["weave"]));
+            .with_watch_namespaces(crate::daemon::namespaces::WatchNamespaces::only(["weave"]));
         let updater = Updater::new(state, UpdateOptions::default());
         let running = builtin_version();
         let wc = weavecloud(json!({"agentVersion": running}));

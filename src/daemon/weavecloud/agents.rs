@@ -172,7 +172,7 @@ pub(super) async fn reconcile_agents(
     // An object another owner applied is never adopted (a cluster-scoped name, or a second
     // WeaveCloud in the namespace): say whose it is, apply nothing.
     let checked = crate::pass::agents::check_not_owned_by_another(
-        &ctx.state.client,
+        ctx.state.client(),
         &owner_of(wc),
         rendered.set.objects(),
         &inventory,
@@ -227,7 +227,7 @@ async fn take_over(
     preserved: &FluxStatus,
 ) -> Result<Option<(Takeover, Condition)>, WeaveCloudError> {
     let ns = wc.namespace().unwrap_or_default();
-    let client = &ctx.state.client;
+    let client = ctx.state.client();
     let kube = |source| WeaveCloudError::Kube {
         weavecloud: reference(wc),
         action: "taking over the launcher's objects",
@@ -418,7 +418,7 @@ async fn render(
         &wc.name_any(),
     );
     let gathered =
-        crate::pass::agents::gather(&ctx.state.client, &ctx.state.bundles, wc, legacy).await;
+        crate::pass::agents::gather(ctx.state.client(), ctx.state.bundles(), wc, legacy).await;
     let sources = match gathered {
         Ok(s) => s,
         Err(e @ AgentsError::TokenMissing { .. }) => {
@@ -535,7 +535,7 @@ async fn apply_agents(
 ) -> Result<Outcome, WeaveCloudError> {
     let (changes, error) = engine(ctx, &rendered.set, opts).await?;
     let s = changes.summary();
-    ctx.state.metrics.count_objects(
+    ctx.state.metrics().count_objects(
         (s.created + s.configured) as u64,
         s.deleted as u64,
         s.unchanged as u64,
@@ -587,7 +587,7 @@ pub(super) async fn engine(
     set: &DesiredSet,
     opts: &PassOptions,
 ) -> Result<(ChangeSet, Option<PassError>), WeaveCloudError> {
-    match crate::daemon::run_engine(&ctx.state.client, set, opts, &|_| {}, &ctx.shutdown).await {
+    match crate::daemon::run_engine(ctx.state.client(), set, opts, &|_| {}, &ctx.shutdown).await {
         EngineRun::Finished(changes, error) => Ok((changes, error)),
         EngineRun::Abandoned => Err(WeaveCloudError::Abandoned),
     }

@@ -30,7 +30,8 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::state::{DaemonState, Shutdown};
+use super::shutdown::Shutdown;
+use super::state::DaemonState;
 use super::status::now_rfc3339;
 use super::suspend;
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY, RECONCILING};
@@ -142,7 +143,7 @@ fn weaveclouds_of_secret(store: &Store<WeaveCloud>, s: &Secret) -> Vec<ObjectRef
 
 /// Run the controller until the daemon is asked to stop.
 pub async fn run(ctx: Context) {
-    let client = ctx.state.client.clone();
+    let client = ctx.state.client().clone();
     let wcs: Api<WeaveCloud> = Api::all(client.clone());
     // Children of custom resources only: the sync roots' own objects (possibly 100,000s) are
     // left out by the server, not filtered here.
@@ -193,7 +194,7 @@ pub async fn run(ctx: Context) {
     // are acted on in. With `--watch-namespaces`, one watch per namespace, so the agents tier
     // may read Secrets through a Role in each instead of cluster-wide (docs/security.md).
     let of_secret = move |s: Secret| weaveclouds_of_secret(&store, &s);
-    let controller = match ctx.state.namespaces.listed() {
+    let controller = match ctx.state.watch_namespaces().listed() {
         None => controller.watches(
             Api::<Secret>::all(client),
             watcher::Config::default(),
@@ -209,7 +210,7 @@ pub async fn run(ctx: Context) {
     };
     controller
         // Resuming the root reconciles every WeaveCloud again.
-        .reconcile_all_on(ctx.state.suspension.resumes())
+        .reconcile_all_on(ctx.state.suspension().resumes())
         .graceful_shutdown_on(async move { shutdown.stopped().await })
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|r| async move {
@@ -222,7 +223,7 @@ pub async fn run(ctx: Context) {
 
 fn error_policy(wc: Arc<WeaveCloud>, err: &WeaveCloudError, ctx: Arc<Context>) -> Action {
     tracing::warn!(weavecloud = %reference(&wc), error = %err, "reconcile failed; retrying");
-    ctx.state.metrics.count_reconcile("WeaveCloud", "error");
+    ctx.state.metrics().count_reconcile("WeaveCloud", "error");
     Action::requeue(Duration::from_secs(15))
 }
 
@@ -234,7 +235,7 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
         &ctx.pass_options.weft_namespace,
         &ctx.pass_options.root_name,
     );
-    if let Trust::Ignored { why, tell } = trust::trust(&wc, &roots, &ctx.state.namespaces) {
+    if let Trust::Ignored { why, tell } = trust::trust(&wc, &roots, ctx.state.watch_namespaces()) {
         let ours = wc.finalizers().iter().any(|f| f == FINALIZER);
         if wc.metadata.deletion_timestamp.is_none() || !ours {
             // Not the operator's (docs/security.md): no agents, no finalizer, no update.
@@ -256,8 +257,8 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
         tracing::debug!(weavecloud = %reference(&wc), "another shard's; ignored");
         return Ok(Action::await_change());
     }
-    let api: Api<WeaveCloud> = Api::namespaced(ctx.state.client.clone(), &namespace);
-    let why = suspend::why_suspended(&ctx.state.suspension, &wc.metadata);
+    let api: Api<WeaveCloud> = Api::namespaced(ctx.state.client().clone(), &namespace);
+    let why = suspend::why_suspended(ctx.state.suspension(), &wc.metadata);
     let conditions = wc.status.as_ref().map(|s| s.conditions.clone());
     suspend::mark(&api, &wc.name_any(), &conditions.unwrap_or_default(), why)
         .await
@@ -302,7 +303,7 @@ async fn mark_not_reconciled(
     c.observed_generation = wc.metadata.generation;
     set_condition(&mut conditions, c, &now_rfc3339());
     let api: Api<WeaveCloud> = Api::namespaced(
-        ctx.state.client.clone(),
+        ctx.state.client().clone(),
         &wc.namespace().unwrap_or_default(),
     );
     let patch = json!({"status": {"conditions": conditions}});
@@ -350,13 +351,13 @@ async fn event_about(
 async fn apply(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudError> {
     let ns = wc.namespace().unwrap_or_default();
     let name = wc.name_any();
-    let _pass = ctx.state.pass_locks.lock(&owner_of(wc)).await;
+    let _pass = ctx.state.pass_locks().lock(&owner_of(wc)).await;
     let before = wc.status.clone().unwrap_or_default();
     let mut outcome = reconcile_agents(wc, ctx, &before).await?;
     let generation = wc.metadata.generation;
     if let Some(held) =
         ctx.state
-            .rollbacks
+            .rollbacks()
             .held_ready(&ns, &name, &before, generation, &outcome.ready)
     {
         outcome.ready = held;
@@ -366,7 +367,7 @@ async fn apply(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudError
     } else {
         "not_ready"
     };
-    ctx.state.metrics.count_reconcile("WeaveCloud", result);
+    ctx.state.metrics().count_reconcile("WeaveCloud", result);
     // Events on transitions of Ready's reason (not on every reconcile).
     let previous = before.conditions.iter().find(|c| c.type_ == READY);
     if previous.is_none_or(|p| p.status != outcome.ready.status || p.reason != outcome.ready.reason)
@@ -501,7 +502,7 @@ fn record(ctx: &Context, wc: &WeaveCloud, outcome: &Outcome, status: &WeaveCloud
         .clone()
         .or_else(|| status.agent_version.clone());
     ctx.state
-        .metrics
+        .metrics()
         .set_agent_version(&ns, &name, version.as_deref());
     let ready = status.conditions.iter().find(|c| c.type_ == READY);
     ctx.state.update_status(|s| {
@@ -535,7 +536,7 @@ async fn patch_status(
     status: &WeaveCloudStatus,
 ) -> Result<(), WeaveCloudError> {
     let api: Api<WeaveCloud> = Api::namespaced(
-        ctx.state.client.clone(),
+        ctx.state.client().clone(),
         &wc.namespace().unwrap_or_default(),
     );
     // Only the fields this controller owns (see `daemon::state`): the inventory is the apply
@@ -572,7 +573,7 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
     let ns = wc.namespace().unwrap_or_default();
     let name = wc.name_any();
     let owner = owner_of(wc);
-    let pass = ctx.state.pass_locks.lock(&owner).await;
+    let pass = ctx.state.pass_locks().lock(&owner).await;
     let set = DesiredSet::for_owners(Vec::new(), [owner.clone()].into());
     // The one pass that ignores `--force-prune` and `--max-prune-fraction`: deleting the
     // WeaveCloud deletes all its agents by definition, so the guard would always trip. The
@@ -585,7 +586,7 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
     };
     // A ServiceAccount another workload runs as (an adopted `weave-flux` a user's
     // flux-helm-operator uses) is released, not pruned.
-    let released = release::release_shared_service_accounts(&ctx.state.client, wc, &owner)
+    let released = release::release_shared_service_accounts(ctx.state.client(), wc, &owner)
         .await
         .map_err(|source| WeaveCloudError::Kube {
             weavecloud: reference(wc),
@@ -611,19 +612,19 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
         tracing::warn!(weavecloud = %reference(wc), change = %c, "agent not pruned");
     }
     let pruned = changes.summary().deleted;
-    ctx.state.metrics.count_objects(0, pruned as u64, 0);
+    ctx.state.metrics().count_objects(0, pruned as u64, 0);
     let known = wc.status.as_ref().map_or(0, |s| s.inventory.len());
     tracing::info!(weavecloud = %reference(wc), pruned, known, "WeaveCloud deleted: its agents were pruned");
     let note = format!("deleted {pruned} agent objects");
     event(ctx, wc, EventType::Normal, "Pruned", note).await;
-    ctx.state.rollbacks.set(&ns, &name, None);
-    if let Err(e) = ctx.state.bundles.forget(&ns, &name).await {
+    ctx.state.rollbacks().set(&ns, &name, None);
+    if let Err(e) = ctx.state.bundles().forget(&ns, &name).await {
         tracing::warn!(error = %e, "cannot forget the cached agent bundle");
     }
-    ctx.state.metrics.set_agent_version(&ns, &name, None);
+    ctx.state.metrics().set_agent_version(&ns, &name, None);
     ctx.state
         .update_status(|s| s.remove_owner("WeaveCloud", &ns, &name));
     drop(pass);
-    ctx.state.pass_locks.forget(&owner);
+    ctx.state.pass_locks().forget(&owner);
     Ok(Action::await_change())
 }

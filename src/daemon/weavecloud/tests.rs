@@ -118,11 +118,11 @@ mod against_a_fake_api_server {
         let (client, api) = mock_client();
         // The operator lists the namespace (a WeaveCloud made by hand is trusted only so).
         let state = DaemonState::new(client, "weft-system", DaemonStatus::default())
-            .with_watch_namespaces(crate::daemon::state::WatchNamespaces::only(["weave"]));
+            .with_watch_namespaces(crate::daemon::namespaces::WatchNamespaces::only(["weave"]));
         let ctx = Arc::new(Context::new(
             state.clone(),
             PassOptions::default(),
-            crate::daemon::state::Shutdown::never(),
+            crate::daemon::shutdown::Shutdown::never(),
         ));
         let status_path = "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds/wc/status";
         let server = api.run(
@@ -183,11 +183,11 @@ mod against_a_fake_api_server {
         let (client, api) = mock_client();
         // The operator lists the namespace (a WeaveCloud made by hand is trusted only so).
         let state = DaemonState::new(client, "weft-system", DaemonStatus::default())
-            .with_watch_namespaces(crate::daemon::state::WatchNamespaces::only(["weave"]));
+            .with_watch_namespaces(crate::daemon::namespaces::WatchNamespaces::only(["weave"]));
         let ctx = Arc::new(Context::new(
             state,
             PassOptions::default(),
-            crate::daemon::state::Shutdown::never(),
+            crate::daemon::shutdown::Shutdown::never(),
         ));
         let mut wc = weavecloud();
         wc.metadata.finalizers = None;
@@ -220,7 +220,7 @@ mod against_a_fake_api_server {
         let ctx = Arc::new(Context::new(
             state,
             PassOptions::default(),
-            crate::daemon::state::Shutdown::never(),
+            crate::daemon::shutdown::Shutdown::never(),
         ));
         let mut wc = weavecloud();
         wc.metadata.finalizers = None;
@@ -251,7 +251,7 @@ mod against_a_fake_api_server {
         let ctx = Arc::new(Context::new(
             DaemonState::new(client, "weft-system", DaemonStatus::default()),
             PassOptions::default(),
-            crate::daemon::state::Shutdown::never(),
+            crate::daemon::shutdown::Shutdown::never(),
         ));
         let mut told = wc;
         told.status = Some(crate::api::weavecloud::WeaveCloudStatus {

@@ -18,7 +18,8 @@ use serde_json::json;
 
 use crate::api::weavecloud::WeaveCloud;
 use crate::apply::ownership::proof_of_ownership;
-use crate::daemon::state::{DaemonState, WatchNamespaces};
+use crate::daemon::namespaces::WatchNamespaces;
+use crate::daemon::state::DaemonState;
 use crate::render::ownership::OWNER_LABEL;
 use crate::render::shard::shard_root_name;
 use crate::render::Owner;
@@ -39,12 +40,7 @@ pub enum Trust {
 /// The sync roots of this installation: the root `root_name` in `weft_namespace`, and with
 /// `--shards` every shard's root.
 pub fn roots(state: &DaemonState, weft_namespace: &str, root_name: &str) -> Vec<Owner> {
-    let count = state
-        .shard
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-        .map_or(1, |c| c.shard.count.max(1));
+    let count = state.shard_claim().map_or(1, |c| c.shard.count.max(1));
     (0..count)
         .map(|i| Owner::root(weft_namespace, shard_root_name(root_name, i)))
         .collect()
