@@ -56,7 +56,7 @@ enum Command {
     Diff(sync::SyncArgs),
     /// The daemon: poll and sync the repository, reconcile Weft's resources, serve the HTTP API, until SIGTERM.
     Run(Box<daemon::RunArgs>),
-    /// Ask a running daemon to sync now (`POST /api/v1/sync`); `--wait` waits for the pass and prints its result.
+    /// Ask the daemon to sync now, through the API server (as `flux reconcile`); `--wait` waits for the pass and prints its result.
     Trigger(trigger::TriggerArgs),
     /// Weft's resources in the cluster with their Ready condition, as `flux get` shows: exit 0
     /// when all are ready, 1 when one is not (`--wait` waits first), 2 on error.

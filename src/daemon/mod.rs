@@ -13,6 +13,7 @@ pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod record;
+pub mod request;
 pub mod root;
 pub mod run;
 pub mod shards;

@@ -178,6 +178,12 @@ async fn lead(
         config.namespace.clone(),
         base_root.clone(),
     ));
+    let request_task = tokio::spawn(super::request::follow(
+        state.clone(),
+        config.namespace.clone(),
+        base_root.clone(),
+        shard.index,
+    ));
     let controllers = config
         .controllers
         .then(|| start_controllers(state, config, &shutdown));
@@ -194,6 +200,7 @@ async fn lead(
     state.queue.close();
     poll_task.abort();
     suspend_task.abort();
+    request_task.abort();
     if let Some(why) = lost {
         // The elector shut the fence: whatever still runs (a pass on a blocking thread, a
         // controller) can no longer write.

@@ -1,0 +1,175 @@
+//! Day one for a Flux user (issue 33), with the real `weft` binary against the real control
+//! plane: `weft trigger [--wait]` through the API server with only a kubeconfig, as `flux
+//! reconcile` works; what `weft sync` prints while it waits, fails or changes nothing; and the
+//! kubectl-shaped command line.
+
+mod support;
+
+use std::process::Output;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+
+use support::cluster::{self, TestNamespace};
+use support::daemon::{Daemon, DaemonOptions};
+use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+
+fn configmap(ns: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
+}
+
+/// A bare repository served by `git daemon`, with one commit holding the greeting ConfigMap.
+struct Repo {
+    _host: RepoHost,
+    _server: GitDaemon,
+    url: String,
+    work: WorkTree,
+}
+
+fn repo_with_greeting(ns: &str, value: &str) -> Repo {
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    work.write("apps/greeting.yaml", configmap(ns, value));
+    work.commit("greeting");
+    work.push();
+    Repo {
+        url: server.url("config.git"),
+        _host: host,
+        _server: server,
+        work,
+    }
+}
+
+/// The flags that name the test's cluster, and Weft's namespace and root (both the test's
+/// namespace, as the test daemons use).
+fn cluster_args(ns: &str) -> Vec<String> {
+    root_args(ns, ns)
+}
+
+/// The flags that name the test's cluster, Weft's namespace `ns` and the root `root`.
+fn root_args(ns: &str, root: &str) -> Vec<String> {
+    let mut args = cluster::cluster().kube_args();
+    args.extend(["--namespace", ns, "--root-name", root].map(String::from));
+    args
+}
+
+/// Run `weft <args>` with nothing of the daemon's HTTP side in its environment.
+async fn weft(args: &[String]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .env_remove("WEFT_URL")
+        .env_remove("WEFT_SYNC_TOKEN_FILE")
+        .env_remove("WEFT_NAMESPACE")
+        .env_remove("WEFT_ROOT_NAME")
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .expect("run weft")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn greeting(api: &Api<ConfigMap>) -> Option<String> {
+    api.get_opt("greeting")
+        .await
+        .expect("GET configmap")
+        .and_then(|c| c.data)
+        .and_then(|d| d.get("value").cloned())
+}
+
+/// Wait until the daemon has recorded its first pass (the record a request annotates).
+async fn wait_record(ns: &TestNamespace, d: &Daemon) {
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    let name = format!("weft-root-{}", ns.name());
+    for _ in 0..300 {
+        let recorded = api
+            .get_opt(&name)
+            .await
+            .expect("GET record")
+            .and_then(|c| c.data)
+            .is_some_and(|d| d.contains_key("ready"));
+        if recorded {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no root record {name} after 30s:\n{}", d.logs());
+}
+
+#[tokio::test]
+async fn trigger_needs_only_a_kubeconfig_waits_for_its_pass_and_says_suspended() {
+    let ns = TestNamespace::new("day1-trigger").await;
+    let repo = repo_with_greeting(ns.name(), "one");
+    // The poll interval is an hour: only the request can apply the next commit in time.
+    let d = Daemon::start(DaemonOptions::new(&repo.url, ns.name()));
+    wait_record(&ns, &d).await;
+    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
+    assert_eq!(greeting(&api).await.as_deref(), Some("one"));
+
+    repo.work
+        .write("apps/greeting.yaml", configmap(ns.name(), "two"));
+    let sha = repo.work.commit("two");
+    repo.work.push();
+    let mut args = vec!["trigger".to_string(), "--wait".into(), "--timeout".into()];
+    args.push("60s".into());
+    args.extend(cluster_args(ns.name()));
+    let out = weft(&args).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{stderr}\n{}",
+        d.logs()
+    );
+    assert!(stdout.contains(&sha), "the new revision {sha} in: {stdout}");
+    assert!(stdout.contains("succeeded"), "{stdout}");
+    assert!(stdout.contains("ConfigMap/") && stdout.contains("configured"));
+    // When `weft trigger --wait` returns, the pass that answered has applied the commit.
+    assert_eq!(greeting(&api).await.as_deref(), Some("two"));
+    assert!(d.logs().contains("reasons=requested"), "{}", d.logs());
+
+    // Without --wait: asked, and answered by a pass soon after.
+    let mut args = vec!["trigger".to_string()];
+    args.extend(cluster_args(ns.name()));
+    let out = weft(&args).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("requested a pass"), "{stdout}");
+
+    // A suspended root: the request is answered `suspended`, exit 1, nothing applied.
+    let mut args = vec!["suspend".to_string()];
+    args.extend(cluster_args(ns.name()));
+    let out = weft(&args).await;
+    assert!(out.status.success(), "{:?}", text(&out));
+    repo.work
+        .write("apps/greeting.yaml", configmap(ns.name(), "three"));
+    repo.work.commit("three");
+    repo.work.push();
+    let mut args = vec!["trigger".to_string(), "--wait".into()];
+    args.extend(cluster_args(ns.name()));
+    let out = weft(&args).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("suspended"), "{stdout}");
+    assert!(!stdout.contains("failed"), "{stdout}");
+    assert!(stderr.contains("the root is suspended"), "{stderr}");
+    assert_eq!(greeting(&api).await.as_deref(), Some("two"));
+
+    // A root nobody runs is refused at once, not waited for.
+    let mut args = vec!["trigger".to_string(), "--wait".into()];
+    args.extend(root_args(ns.name(), "nobody-runs-this"));
+    let out = weft(&args).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("weft-root-nobody-runs-this"), "{stderr}");
+    drop(d);
+    ns.delete().await;
+}
