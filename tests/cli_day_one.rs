@@ -173,3 +173,121 @@ async fn trigger_needs_only_a_kubeconfig_waits_for_its_pass_and_says_suspended()
     drop(d);
     ns.delete().await;
 }
+
+/// A configuration directory with `files` (path, content).
+fn config_dir(files: &[(String, String)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, content) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+        std::fs::write(path, content).expect("write");
+    }
+    dir
+}
+
+/// `weft sync DIR` into the test's namespace (Weft's namespace and root too), on a pipe.
+async fn sync(dir: &std::path::Path, ns: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["sync".to_string(), dir.display().to_string()];
+    args.extend(cluster_args(ns));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    weft(&args).await
+}
+
+fn numbered_configmap(ns: &str, i: usize, value: &str) -> (String, String) {
+    (
+        format!("apps/cm-{i}.yaml"),
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n"),
+    )
+}
+
+#[tokio::test]
+async fn sync_on_a_pipe_says_what_changed_what_it_waits_for_and_never_synced_for_a_failure() {
+    let ns = TestNamespace::new("day1-sync").await;
+    let name = ns.name().to_string();
+
+    // 20 objects, then one of them changed: one line for the change, a count for the rest.
+    let mut files: Vec<_> = (0..20).map(|i| numbered_configmap(&name, i, "a")).collect();
+    let dir = config_dir(&files);
+    let out = sync(dir.path(), &name, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    files[3] = numbered_configmap(&name, 3, "b");
+    let dir = config_dir(&files);
+    let out = sync(dir.path(), &name, &[]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("configured ConfigMap/{name}/cm-3")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains(&format!("ConfigMap/{name}/cm-4")),
+        "an unchanged object has a line of its own:\n{stdout}"
+    );
+    assert!(stdout.contains("unchanged  19 object(s)"), "{stdout}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("synced revision local"), "{stdout}");
+
+    // A Deployment no node can take: the wait says what it waits for while it waits, and the
+    // summary says the sync failed.
+    files.push((
+        "apps/never.yaml".to_string(),
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: never\n  namespace: {name}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: never}}\n  template:\n    metadata:\n      labels: {{app: never}}\n    spec:\n      nodeSelector: {{weft.io/no-such-node: \"true\"}}\n      containers:\n      - name: c\n        image: registry.invalid/never:1\n"
+        ),
+    ));
+    let dir = config_dir(&files);
+    let out = sync(dir.path(), &name, &["--timeout", "12s"]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let waiting: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("waiting ") && l.contains(&format!("Deployment/{name}/never")))
+        .collect();
+    assert!(
+        waiting.len() >= 2,
+        "a line every 5s during the 12s wait, naming the Deployment:\n{stdout}"
+    );
+    assert!(waiting[0].contains("not ready after"), "{stdout}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("sync failed at revision local"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("synced"), "{stdout}");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn load_errors_print_once_and_a_failed_fetch_keeps_no_snapshot_it_never_had() {
+    let ns = TestNamespace::new("day1-errors").await;
+    let dir = config_dir(&[(
+        "apps/bad.yaml".to_string(),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n".to_string(),
+    )]);
+    let out = sync(dir.path(), ns.name(), &[]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let all = format!("{stdout}{stderr}");
+    assert_eq!(
+        all.matches("bad.yaml:").count(),
+        1,
+        "the load error once:\n{all}"
+    );
+    assert!(stderr.contains("nothing was applied or pruned"), "{stderr}");
+    assert!(!stdout.contains("synced"), "{stdout}");
+
+    // Nothing listens on this port: the one-shot fetch fails, and there is no snapshot to keep.
+    let port = support::git_servers::free_port();
+    let mut args = vec![
+        "sync".to_string(),
+        "--repo".into(),
+        format!("git://127.0.0.1:{port}/config.git"),
+    ];
+    args.extend(cluster_args(ns.name()));
+    let out = weft(&args).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("127.0.0.1"), "{stderr}");
+    assert!(!stderr.contains("last good snapshot"), "{stderr}");
+    ns.delete().await;
+}

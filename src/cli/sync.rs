@@ -66,22 +66,42 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         print_diagnostics(&result.diagnostics);
         let calls = calls.snapshot();
         println!(
-            "{} revision {}: {} in {:.1?} ({} API writes, {} reads)",
-            if opts.dry_run { "plan for" } else { "synced" },
-            result.revision,
-            result.changes.summary(),
-            result.duration,
-            calls.writes,
-            calls.reads
+            "{}",
+            summary_line(&result, opts.dry_run, calls.writes, calls.reads)
         );
         match &result.error {
             None => Ok(ExitCode::SUCCESS),
+            // The diagnostics above are the load's errors: said once.
+            Some(pass::PassError::Load(l)) => {
+                eprintln!(
+                    "error: {} error(s) in the repository (above); nothing was applied or pruned",
+                    l.0.errors().count()
+                );
+                Ok(ExitCode::from(1))
+            }
             Some(e) => {
                 eprintln!("error: {e}");
                 Ok(ExitCode::from(1))
             }
         }
     })
+}
+
+/// The last line of `weft sync`: `synced revision …` only when the pass succeeded, `sync failed
+/// at revision …` otherwise (and `plan for` / `plan failed for` with `--dry-run`).
+fn summary_line(result: &pass::PassResult, dry_run: bool, writes: u64, reads: u64) -> String {
+    let verb = match (dry_run, result.succeeded()) {
+        (true, true) => "plan for",
+        (true, false) => "plan failed for",
+        (false, true) => "synced",
+        (false, false) => "sync failed at",
+    };
+    format!(
+        "{verb} revision {}: {} in {:.1?} ({writes} API writes, {reads} reads)",
+        result.revision,
+        result.changes.summary(),
+        result.duration,
+    )
 }
 
 /// `weft diff`: exit 0 no changes, 1 changes, 2 error.

@@ -538,6 +538,7 @@ impl RootReconciler {
             }
             Progress::Change(_) => {}
             Progress::Ready(r) => tracing::debug!(pass, object = %r, "ready"),
+            Progress::Waiting(_) => {}
         };
         let outcome =
             super::run_engine(&self.state.client, set, opts, &observer, &self.shutdown).await;
