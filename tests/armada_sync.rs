@@ -397,7 +397,14 @@ fn weft_sync(repo: &Path, ns: &str) -> std::process::Output {
         .arg("--repo")
         .arg(repo)
         .args(cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns, "--timeout", "90s"])
+        .args([
+            "--weft-namespace",
+            ns,
+            "--root-name",
+            ns,
+            "--timeout",
+            "90s",
+        ])
         .env_remove("KUBECONFIG")
         .env("WEFT_LOG", "warn")
         .output()

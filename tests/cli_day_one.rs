@@ -52,7 +52,7 @@ fn cluster_args(ns: &str) -> Vec<String> {
 /// The flags that name the test's cluster, Weft's namespace `ns` and the root `root`.
 fn root_args(ns: &str, root: &str) -> Vec<String> {
     let mut args = cluster::cluster().kube_args();
-    args.extend(["--namespace", ns, "--root-name", root].map(String::from));
+    args.extend(["--weft-namespace", ns, "--root-name", root].map(String::from));
     args
 }
 
@@ -135,6 +135,22 @@ async fn trigger_needs_only_a_kubeconfig_waits_for_its_pass_and_says_suspended()
     // When `weft trigger --wait` returns, the pass that answered has applied the commit.
     assert_eq!(greeting(&api).await.as_deref(), Some("two"));
     assert!(d.logs().contains("reasons=requested"), "{}", d.logs());
+
+    // `weft version` names the client's build and the leading daemon's, read from its Lease.
+    let mut args = vec!["version".to_string()];
+    args.extend(cluster_args(ns.name()));
+    let out = weft(&args).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        stdout.contains(&format!("client: weft {version} (commit ")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("daemon: weft {version} (commit ")) && stdout.contains("leader "),
+        "{stdout}"
+    );
 
     // Without --wait: asked, and answered by a pass soon after.
     let mut args = vec!["trigger".to_string()];
@@ -289,5 +305,173 @@ async fn load_errors_print_once_and_a_failed_fetch_keeps_no_snapshot_it_never_ha
     assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
     assert!(stderr.contains("127.0.0.1"), "{stderr}");
     assert!(!stderr.contains("last good snapshot"), "{stderr}");
+    ns.delete().await;
+}
+
+/// `weft <args> --help`.
+async fn help(args: &[&str]) -> String {
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.push("--help".into());
+    let out = weft(&all).await;
+    assert!(out.status.success(), "{:?}", text(&out));
+    text(&out).0
+}
+
+#[tokio::test]
+async fn the_command_line_speaks_kubectl() {
+    // Each command's help lists only the flags it uses, and ends with examples.
+    for command in [
+        "sync",
+        "diff",
+        "run",
+        "trigger",
+        "get",
+        "suspend",
+        "resume",
+        "uninstall",
+        "version",
+        "completion",
+        "render",
+        "validate",
+        "crds",
+    ] {
+        let h = help(&[command]).await;
+        let examples = h
+            .rfind("Examples:")
+            .unwrap_or_else(|| panic!("{command}: {h}"));
+        assert!(
+            h[examples..].lines().skip(1).any(|l| l.contains("weft ")),
+            "{command}: {h}"
+        );
+        if !["sync", "diff", "run"].contains(&command) {
+            assert!(!h.contains("--git-secret"), "{command}: {h}");
+        }
+    }
+    let resume = help(&["resume"]).await;
+    assert!(
+        !resume.contains("-m,") && !resume.contains("--message"),
+        "{resume}"
+    );
+    let diff = help(&["diff"]).await;
+    assert!(!diff.contains("prune"), "{diff}");
+    let get = help(&["get"]).await;
+    assert!(get.contains("-n, --namespace"), "{get}");
+    assert!(get.contains("--weft-namespace"), "{get}");
+
+    for (shell, mark) in [
+        ("bash", "_weft()"),
+        ("zsh", "#compdef weft"),
+        ("fish", "complete -c weft"),
+    ] {
+        let out = weft(&["completion".to_string(), shell.to_string()]).await;
+        assert!(out.status.success(), "{shell}: {:?}", text(&out));
+        assert!(text(&out).0.contains(mark), "{shell}");
+    }
+    let out = weft(&["version".to_string(), "--client".into()]).await;
+    assert!(
+        text(&out).0.starts_with("client: weft "),
+        "{:?}",
+        text(&out)
+    );
+
+    // A server nobody answers at: its URL once, and what to check.
+    let port = support::git_servers::free_port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster:\n    server: https://127.0.0.1:{port}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: gone\n  context: {{cluster: gone, user: u}}\n- name: other\n  context: {{cluster: gone, user: u}}\ncurrent-context: gone\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let kc = kubeconfig.display().to_string();
+    let out = weft(&[
+        "get".into(),
+        "root".into(),
+        "--kubeconfig".into(),
+        kc.clone(),
+    ])
+    .await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    let url = format!("https://127.0.0.1:{port}");
+    assert_eq!(stderr.matches(&url).count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the Kubernetes API server"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--kubeconfig"), "{stderr}");
+    // A context that does not exist: the ones that do.
+    let out = weft(&[
+        "get".into(),
+        "--kubeconfig".into(),
+        kc,
+        "--context".into(),
+        "nope".into(),
+    ])
+    .await;
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("context \"nope\" does not exist") && stderr.contains("gone, other"),
+        "{stderr}"
+    );
+
+    // -n is the namespace of the objects shown; Weft's own is --weft-namespace.
+    let ns = TestNamespace::new("day1-flags").await;
+    let name = ns.name().to_string();
+    let dir = config_dir(&[numbered_configmap(&name, 0, "a")]);
+    let out = sync(dir.path(), &name, &["-o", "json"]).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("sync -o json");
+    assert_eq!(doc["result"], "succeeded", "{doc}");
+    assert_eq!(doc["summary"]["created"], 1, "{doc}");
+    assert!(
+        stderr.contains("synced revision local"),
+        "progress on stderr: {stderr}"
+    );
+    let changed = config_dir(&[numbered_configmap(&name, 0, "b")]);
+    let mut args = vec!["diff".to_string(), changed.path().display().to_string()];
+    args.extend(cluster_args(&name));
+    args.extend(["-o", "json"].map(String::from));
+    let out = weft(&args).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("diff -o json");
+    assert_eq!(doc[0]["object"], format!("ConfigMap/{name}/cm-0"), "{doc}");
+    assert_eq!(doc[0]["change"], "update", "{doc}");
+
+    let get = |namespace: &str| {
+        let mut args = vec!["get".to_string(), "all".into(), "-o".into(), "json".into()];
+        args.extend(cluster::cluster().kube_args());
+        args.extend(["--weft-namespace".to_string(), name.clone()]);
+        args.extend(["--namespace".to_string(), namespace.to_string()]);
+        args
+    };
+    let rows = |out: &Output| -> Vec<serde_json::Value> {
+        serde_json::from_str(&text(out).0).unwrap_or_else(|e| panic!("{e}: {:?}", text(out)))
+    };
+    // The root's record (written by `weft suspend` here; by the daemon otherwise) is a row.
+    let mut args = vec!["suspend".to_string()];
+    args.extend(cluster_args(&name));
+    assert!(weft(&args).await.status.success());
+    let out = weft(&get(&name)).await;
+    assert!(
+        rows(&out)
+            .iter()
+            .any(|r| r["kind"] == "Root" && r["name"] == name.as_str()),
+        "{:?}",
+        text(&out)
+    );
+    let out = weft(&get("default")).await;
+    assert!(
+        rows(&out)
+            .iter()
+            .all(|r| r["namespace"] == "default" && r["kind"] != "Root"),
+        "--namespace default shows only default: {:?}",
+        text(&out)
+    );
     ns.delete().await;
 }

@@ -95,7 +95,7 @@ fn weft(sub: &str, repo: &Path, ns: &str, extra: &[&str]) -> Output {
         .arg("--repo")
         .arg(repo)
         .args(cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns])
+        .args(["--weft-namespace", ns, "--root-name", ns])
         .args(extra)
         .env_remove("KUBECONFIG")
         .env_remove("SOPS_AGE_KEY_FILE")

@@ -48,7 +48,7 @@ fn weft(sub: &str, repo: &Path, ns: &str, extra: &[&str]) -> Output {
         .arg("--repo")
         .arg(repo)
         .args(cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns])
+        .args(["--weft-namespace", ns, "--root-name", ns])
         .args(extra)
         .env_remove("KUBECONFIG")
         // The examples repository's encrypted Secret (docs/secrets.md).
@@ -384,7 +384,7 @@ async fn sync_from_a_git_url_with_ref_and_path() {
                 "clusters/test",
             ])
             .args(cluster::cluster().kube_args())
-            .args(["--namespace", &name, "--root-name", &name])
+            .args(["--weft-namespace", &name, "--root-name", &name])
             .args(extra)
             .env("XDG_CACHE_HOME", home.path())
             .env("HOME", home.path())

@@ -897,7 +897,14 @@ fn weft_sync(repo: &Path, ns: &str) -> (i32, String, String) {
         .arg("--repo")
         .arg(repo)
         .args(support::cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns, "--timeout", "120s"])
+        .args([
+            "--weft-namespace",
+            ns,
+            "--root-name",
+            ns,
+            "--timeout",
+            "120s",
+        ])
         .env_remove("KUBECONFIG")
         .env("WEFT_LOG", "warn")
         .output()

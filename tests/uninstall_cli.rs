@@ -23,7 +23,7 @@ fn weft(args: &[&str], ns: &str, repo: Option<&Path>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
     cmd.args(args)
         .args(cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns])
+        .args(["--weft-namespace", ns, "--root-name", ns])
         .env_remove("KUBECONFIG")
         .env("WEFT_LOG", "warn");
     if let Some(repo) = repo {
