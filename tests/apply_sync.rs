@@ -14,6 +14,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
+use support::manifests::configmap;
 use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
 use weft::pass::{self, PassOptions, PassResult};
@@ -36,10 +37,6 @@ fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
             .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
             .collect(),
     }
-}
-
-fn configmap(ns: &str, name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
 }
 
 fn deployment(ns: &str, name: &str, extra_pod_spec: &str) -> String {

@@ -34,12 +34,13 @@ use channel_fixtures::{broken_bundle_files, bundle_files, ChannelServer, Publish
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::wait::wait_for;
 use weft::api::WeaveCloud;
 use weft::daemon::state::{DaemonState, WatchNamespaces};
 use weft::daemon::status::DaemonStatus;
 use weft::daemon::updater::{UpdateOptions, UpdateOutcome, Updater};
 use weft::render::Owner;
-use weft::source::policy::{ChannelPolicy, UrlAllowList};
+use weft::source::fetch_policy::{ChannelPolicy, UrlAllowList};
 
 const FLUX: &str = "weave-flux-agent";
 const KUBE_SYSTEM: &str = "kube-system";
@@ -47,25 +48,6 @@ const DEPLOY_KEY: &str = "flux-git-deploy";
 
 /// Tests that put launcher objects into kube-system (fixed names) take turns.
 static KUBE_SYSTEM_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn wait_for<T>(
-    what: &str,
-    within: Duration,
-    logs: &dyn Fn() -> String,
-    mut probe: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = probe().await {
-            eprintln!("{what}: after {:.1?}", start.elapsed());
-            return v;
-        }
-        if start.elapsed() > within {
-            panic!("{what} did not happen within {within:?}\nlogs:\n{}", logs());
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
 
 /// A client that acts as user `user` (impersonation, as `kubectl --as=user`).
 async fn client_as(user: &str) -> Client {

@@ -17,7 +17,7 @@ use support::git_servers::{free_port, GitDaemon, HttpAuth, HttpGitServer, RepoHo
 use weft::api::armada::ChartSource;
 use weft::api::ResourceKey;
 use weft::source::chart::{self, ChartCache, ChartRequest};
-use weft::source::policy::{ChartSourcePolicy, UrlAllowList};
+use weft::source::fetch_policy::{ChartSourcePolicy, UrlAllowList};
 use weft::source::Snapshot;
 
 /// The files of a template-free chart named `name` under `dir` (`""`: the root).

@@ -19,6 +19,7 @@ use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions, SYNC_TOKEN};
 use support::faults::{wait_api_ready, Component};
 use support::git_servers::ServedRepo;
+use support::manifests::configmap;
 
 /// One fault at a time.
 async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
@@ -26,10 +27,6 @@ async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
         .lock()
         .await
-}
-
-fn configmap(ns: &str, name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
 }
 
 async fn request_sync(d: &Daemon) -> u16 {

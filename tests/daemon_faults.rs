@@ -12,10 +12,7 @@ use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions, SYNC_TOKEN};
 use support::faults::{ApiProxy, Silence, SilentServer, SmallDisk, TcpRelay};
 use support::git_servers::ServedRepo;
-
-fn configmap(ns: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fault-test\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
-}
+use support::manifests::configmap;
 
 /// `POST /api/v1/sync`; a daemon that is going away may not answer, which is fine here.
 async fn request_sync(d: &Daemon) {
@@ -36,7 +33,7 @@ async fn a_leader_cut_off_from_its_lease_stops_writing_before_another_can_lead()
     let ns = TestNamespace::new("fault-lease").await;
     let repo = ServedRepo::start();
     let work = &repo.work;
-    work.write("cm.yaml", configmap(ns.name(), "v0"));
+    work.write("cm.yaml", configmap(ns.name(), "fault-test", "v0"));
     work.commit("v0");
     work.push();
     let url = repo.url();
@@ -73,7 +70,10 @@ async fn a_leader_cut_off_from_its_lease_stops_writing_before_another_can_lead()
             "the cut-off leader never gave up:\n{}",
             leader.logs()
         );
-        work.write("cm.yaml", configmap(ns.name(), &format!("v{i}")));
+        work.write(
+            "cm.yaml",
+            configmap(ns.name(), "fault-test", &format!("v{i}")),
+        );
         work.commit(&format!("v{i}"));
         work.push();
         i += 1;
@@ -147,7 +147,7 @@ async fn a_git_server_that_never_answers_fails_the_fetch_at_its_deadline() {
     let repo = ServedRepo::start();
     let relay = TcpRelay::start(([127, 0, 0, 1], repo.server.port).into());
     let work = &repo.work;
-    work.write("cm.yaml", configmap(ns.name(), "v0"));
+    work.write("cm.yaml", configmap(ns.name(), "fault-test", "v0"));
     work.commit("v0");
     work.push();
     let url = format!("git://127.0.0.1:{}/config.git", relay.port);
@@ -166,7 +166,7 @@ async fn a_git_server_that_never_answers_fails_the_fetch_at_its_deadline() {
     work.remove("cm.yaml");
     work.write(
         "other.yaml",
-        configmap(ns.name(), "v1").replace("fault-test", "other"),
+        configmap(ns.name(), "fault-test", "v1").replace("fault-test", "other"),
     );
     work.commit("v1");
     work.push();
@@ -251,7 +251,7 @@ async fn rotated_secrets_take_effect_without_a_restart() {
     let ns = TestNamespace::new("fault-rotate").await;
     let repo = ServedRepo::start();
     let work = &repo.work;
-    work.write("cm.yaml", configmap(ns.name(), "v0"));
+    work.write("cm.yaml", configmap(ns.name(), "fault-test", "v0"));
     work.commit("v0");
     work.push();
     let url = repo.url();
@@ -321,7 +321,7 @@ async fn killed_between_apply_and_inventory_write_orphans_nothing() {
     let work = &repo.work;
     work.write(
         "keep.yaml",
-        configmap(&name, "v0").replace("fault-test", "keep"),
+        configmap(&name, "fault-test", "v0").replace("fault-test", "keep"),
     );
     work.commit("v0");
     work.push();
@@ -340,7 +340,7 @@ async fn killed_between_apply_and_inventory_write_orphans_nothing() {
     for i in 0..10 {
         work.write(
             &format!("new/n{i}.yaml"),
-            configmap(&name, "v1").replace("fault-test", &format!("new-{i}")),
+            configmap(&name, "fault-test", "v1").replace("fault-test", &format!("new-{i}")),
         );
     }
     work.commit("v1");
@@ -415,7 +415,7 @@ async fn a_full_cache_disk_fails_fetches_clearly_and_recovers_when_space_returns
     let name = ns.name().to_string();
     let repo = ServedRepo::start();
     let work = &repo.work;
-    work.write("cm.yaml", configmap(&name, "v0"));
+    work.write("cm.yaml", configmap(&name, "fault-test", "v0"));
     work.commit("v0");
     work.push();
     let url = repo.url();
@@ -442,7 +442,7 @@ async fn a_full_cache_disk_fails_fetches_clearly_and_recovers_when_space_returns
         .collect();
     work.write(
         "cm.yaml",
-        configmap(&name, "v1")
+        configmap(&name, "fault-test", "v1")
             .replace("value: \"v1\"", &format!("value: \"v1\"\n  noise: {noise}")),
     );
     work.commit("v1");

@@ -14,10 +14,7 @@ use kube::Api;
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
-
-fn configmap(ns: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leader-test\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
-}
+use support::manifests::configmap;
 
 async fn value(api: &Api<ConfigMap>) -> Option<String> {
     api.get_opt("leader-test")
@@ -50,7 +47,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
-    work.write("cm.yaml", configmap(ns.name(), "one"));
+    work.write("cm.yaml", configmap(ns.name(), "leader-test", "one"));
     work.commit("one");
     work.push();
     let url = server.url("config.git");
@@ -149,7 +146,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     assert!(took < Duration::from_secs(12), "takeover took {took:?}");
 
     // The new leader does the work.
-    work.write("cm.yaml", configmap(ns.name(), "two"));
+    work.write("cm.yaml", configmap(ns.name(), "leader-test", "two"));
     work.commit("two");
     work.push();
     let (status, body) = github_push(&second, "refs/heads/main", None).await;
@@ -208,7 +205,7 @@ async fn an_installation_of_another_repository_refuses_to_share_a_live_root() {
     for repo in ["mine.git", "theirs.git"] {
         let bare = host.create(repo);
         let work = WorkTree::new(&bare.display().to_string());
-        work.write("cm.yaml", configmap(ns.name(), repo));
+        work.write("cm.yaml", configmap(ns.name(), "leader-test", repo));
         work.commit("one");
         work.push();
     }

@@ -13,10 +13,7 @@ use kube::Api;
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
-
-fn configmap(ns: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
-}
+use support::manifests::configmap;
 
 /// Commit what the work tree holds, push it, send GitHub's push webhook, and wait for pass `pass`.
 async fn push_and_wait_pass(
@@ -50,7 +47,7 @@ fn repo_with_greeting(ns: &str, value: &str) -> Repo {
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
-    work.write("apps/greeting.yaml", configmap(ns, value));
+    work.write("apps/greeting.yaml", configmap(ns, "greeting", value));
     work.commit("greeting");
     work.push();
     Repo {
@@ -94,8 +91,10 @@ async fn a_push_and_a_github_webhook_are_applied_within_seconds() {
     let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     wait_greeting(&api, "one", Duration::from_secs(30), &d).await;
 
-    repo.work
-        .write("apps/greeting.yaml", configmap(ns.name(), "two"));
+    repo.work.write(
+        "apps/greeting.yaml",
+        configmap(ns.name(), "greeting", "two"),
+    );
     let sha = repo.work.commit("two");
     repo.work.push();
     // The poll interval is an hour: only the webhook can make this happen in seconds.
@@ -134,8 +133,10 @@ async fn a_bad_signature_is_refused_with_401_and_nothing_happens() {
         })
         .await;
 
-    repo.work
-        .write("apps/greeting.yaml", configmap(ns.name(), "two"));
+    repo.work.write(
+        "apps/greeting.yaml",
+        configmap(ns.name(), "greeting", "two"),
+    );
     repo.work.commit("two");
     repo.work.push();
     let forged = weft::server::signature::sign(b"not-the-secret", br#"{"ref":"refs/heads/main"}"#);
@@ -179,8 +180,10 @@ async fn weft_trigger_wait_returns_the_new_revision_and_sigterm_exits_0() {
     let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     wait_greeting(&api, "one", Duration::from_secs(30), &d).await;
 
-    repo.work
-        .write("apps/greeting.yaml", configmap(ns.name(), "three"));
+    repo.work.write(
+        "apps/greeting.yaml",
+        configmap(ns.name(), "greeting", "three"),
+    );
     let sha = repo.work.commit("three");
     repo.work.push();
     let out = tokio::process::Command::new(support::daemon::weft_bin())
@@ -314,7 +317,8 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
     })
     .await;
 
-    repo.work.write("apps/greeting.yaml", configmap(n, "two"));
+    repo.work
+        .write("apps/greeting.yaml", configmap(n, "greeting", "two"));
     repo.work.commit("two");
     repo.work.push();
     let (status, body) = github_push(&d, "refs/heads/main", None).await;
@@ -344,7 +348,8 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
     );
 
     // The same kind of change, with a file that does not load: nothing goes out.
-    repo.work.write("apps/greeting.yaml", configmap(n, "three"));
+    repo.work
+        .write("apps/greeting.yaml", configmap(n, "greeting", "three"));
     repo.work.write(
         "apps/broken.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: [oops\n",
@@ -362,7 +367,8 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
 
     // Fixed, but a new file takes the name of another file's object: refused, nothing early.
     repo.work.remove("apps/broken.yaml");
-    repo.work.write("apps/greeting.yaml", configmap(n, "four"));
+    repo.work
+        .write("apps/greeting.yaml", configmap(n, "greeting", "four"));
     repo.work
         .write("apps/dup.yaml", other_configmap(n, "other"));
     let s = push_and_wait_pass(&repo, &d, "four, duplicate", 4).await;
@@ -387,7 +393,8 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
     // Fixed: the last render failed, so there is no previous render to compare with (a pass
     // lets it go before rendering anew): this revision goes out by the full pass only.
     repo.work.remove("apps/dup.yaml");
-    repo.work.write("apps/greeting.yaml", configmap(n, "five"));
+    repo.work
+        .write("apps/greeting.yaml", configmap(n, "greeting", "five"));
     let s = push_and_wait_pass(&repo, &d, "five", 5).await;
     assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
     assert_eq!(greeting(&api).await.as_deref(), Some("five"));
@@ -399,7 +406,8 @@ async fn a_small_push_goes_out_ahead_of_the_full_pass_and_a_refused_one_not_at_a
     assert_eq!(early(&d), 1, "{}", d.logs());
 
     // Rendered again: the next small push goes out first again.
-    repo.work.write("apps/greeting.yaml", configmap(n, "six"));
+    repo.work
+        .write("apps/greeting.yaml", configmap(n, "greeting", "six"));
     let s = push_and_wait_pass(&repo, &d, "six", 6).await;
     assert_eq!(s["lastPass"]["result"], "succeeded", "{s:#}");
     assert_eq!(greeting(&api).await.as_deref(), Some("six"));

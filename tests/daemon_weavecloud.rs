@@ -5,19 +5,18 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::wait::wait_timed;
 use weft::api::WeaveCloud;
 
 const FLUX: &str = "weave-flux-agent";
@@ -45,55 +44,12 @@ spec:
     )
 }
 
-async fn wait_for<T>(
-    what: &str,
-    within: Duration,
-    d: &Daemon,
-    mut probe: impl AsyncFnMut() -> Option<T>,
-) -> (T, Duration) {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = probe().await {
-            return (v, start.elapsed());
-        }
-        if start.elapsed() > within {
-            panic!(
-                "{what} did not happen within {within:?}\nlogs:\n{}",
-                d.logs()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Weft's CRDs, as `kubectl apply -f deploy/` would install them.
-async fn install_crds(client: &Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in weft::api::crds() {
-        let name = crd.metadata.name.clone().expect("CRD name");
-        api.patch(
-            &name,
-            &PatchParams::apply("weft-test").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
-        tokio::time::timeout(
-            Duration::from_secs(60),
-            await_condition(api.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("CRD {name} not Established"))
-        .expect("watch CRD");
-    }
-}
-
 /// A test namespace with Weft's CRDs and the token Secret, and a repository (served by `git
 /// daemon`) holding its WeaveCloud.
 async fn weavecloud_in_git(prefix: &str) -> (TestNamespace, Client, RepoHost, GitDaemon) {
     let ns = TestNamespace::new(prefix).await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
     let mut token = Secret::default();
     token.metadata.name = Some("weave-cloud-token".into());
@@ -158,7 +114,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
     });
 
     let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), ns.name());
-    let (flux, _) = wait_for(
+    let (flux, _) = wait_timed(
         "the flux agent is applied",
         Duration::from_secs(60),
         &d,
@@ -190,7 +146,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
     );
     assert!(!args.iter().any(|a| a.contains("legacy.git")), "{args:?}");
     let events: Api<Event> = Api::namespaced(client.clone(), ns.name());
-    wait_for(
+    wait_timed(
         "status.flux.preservedArgs and a FluxArgsPreserved event",
         Duration::from_secs(20),
         &d,
@@ -209,7 +165,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
     )
     .await;
     let first_uid = flux.metadata.uid.clone();
-    wait_for(
+    wait_timed(
         "status.observedGeneration and the finalizer",
         Duration::from_secs(30),
         &d,
@@ -251,7 +207,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
         )
         .await
         .expect("edit the prometheus config");
-    let (_, took) = wait_for(
+    let (_, took) = wait_timed(
         "the edited field is restored",
         Duration::from_secs(20),
         &d,
@@ -268,7 +224,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
         .delete(FLUX, &DeleteParams::default())
         .await
         .expect("delete flux");
-    let (_, took) = wait_for(
+    let (_, took) = wait_timed(
         "the deleted flux agent is recreated",
         Duration::from_secs(20),
         &d,
@@ -302,7 +258,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
         )
         .await
         .expect("rotate the token");
-    let (_, took) = wait_for(
+    let (_, took) = wait_timed(
         "the agents roll with the new token",
         Duration::from_secs(20),
         &d,
@@ -319,7 +275,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
         .delete("weave-cloud-token", &DeleteParams::default())
         .await
         .expect("delete token");
-    let (_, took) = wait_for(
+    let (_, took) = wait_timed(
         "Ready=False TokenMissing",
         Duration::from_secs(20),
         &d,
@@ -330,7 +286,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
     )
     .await;
     eprintln!("token Secret deleted → TokenMissing after {took:?}");
-    wait_for(
+    wait_timed(
         "a TokenMissing event",
         Duration::from_secs(10),
         &d,
@@ -365,7 +321,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
     wcs.delete("weave-cloud", &DeleteParams::default())
         .await
         .expect("delete wc");
-    wait_for(
+    wait_timed(
         "the agents are pruned and the WeaveCloud is gone",
         Duration::from_secs(30),
         &d,
@@ -389,7 +345,7 @@ async fn drift_policy_report_sets_drifted_and_changes_nothing() {
     let _one = ONE_CONTROLLER.lock().await;
     let ns = TestNamespace::new("daemon-wc-report").await;
     let client = ns.client();
-    install_crds(&client).await;
+    support::cluster::install_crds(&client).await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
     let mut token = Secret::default();
     token.metadata.name = Some("weave-cloud-token".into());
@@ -415,7 +371,7 @@ async fn drift_policy_report_sets_drifted_and_changes_nothing() {
     });
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), ns.name());
-    wait_for(
+    wait_timed(
         "the agents are applied",
         Duration::from_secs(60),
         &d,
@@ -437,7 +393,7 @@ async fn drift_policy_report_sets_drifted_and_changes_nothing() {
         )
         .await
         .expect("edit the prometheus config");
-    let (message, took) = wait_for("Drifted=True", Duration::from_secs(20), &d, async || {
+    let (message, took) = wait_timed("Drifted=True", Duration::from_secs(20), &d, async || {
         let wc = wcs.get("weave-cloud").await.ok()?;
         let c = wc
             .status?
@@ -463,7 +419,7 @@ async fn drift_policy_report_sets_drifted_and_changes_nothing() {
     wcs.delete("weave-cloud", &DeleteParams::default())
         .await
         .expect("delete wc");
-    wait_for(
+    wait_timed(
         "the WeaveCloud is gone",
         Duration::from_secs(30),
         &d,
@@ -503,7 +459,7 @@ async fn a_suspended_weavecloud_is_left_alone_until_it_is_resumed() {
     });
     let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), ns.name());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
-    wait_for("the flux agent", Duration::from_secs(60), &d, async || {
+    wait_timed("the flux agent", Duration::from_secs(60), &d, async || {
         deployments.get_opt(FLUX).await.ok().flatten()
     })
     .await;
@@ -519,7 +475,7 @@ async fn a_suspended_weavecloud_is_left_alone_until_it_is_resumed() {
         .expect("annotate the WeaveCloud");
     };
     annotate(Some("true")).await;
-    wait_for("Suspended=True", Duration::from_secs(20), &d, async || {
+    wait_timed("Suspended=True", Duration::from_secs(20), &d, async || {
         let wc = wcs.get("weave-cloud").await.ok()?;
         (suspended_status(&wc).as_deref() == Some("True")).then_some(())
     })
@@ -536,7 +492,7 @@ async fn a_suspended_weavecloud_is_left_alone_until_it_is_resumed() {
     );
 
     annotate(None).await;
-    let (_, took) = wait_for(
+    let (_, took) = wait_timed(
         "the agent is recreated on resume",
         Duration::from_secs(30),
         &d,
@@ -544,7 +500,7 @@ async fn a_suspended_weavecloud_is_left_alone_until_it_is_resumed() {
     )
     .await;
     eprintln!("resumed → agent recreated after {took:?}");
-    wait_for("Suspended=False", Duration::from_secs(20), &d, async || {
+    wait_timed("Suspended=False", Duration::from_secs(20), &d, async || {
         let wc = wcs.get("weave-cloud").await.ok()?;
         (suspended_status(&wc).as_deref() == Some("False")).then_some(())
     })
@@ -552,7 +508,7 @@ async fn a_suspended_weavecloud_is_left_alone_until_it_is_resumed() {
 
     // Deleted while suspended: the finalizer and the agents stay until it is resumed.
     annotate(Some("true")).await;
-    wait_for(
+    wait_timed(
         "Suspended=True again",
         Duration::from_secs(20),
         &d,
@@ -573,7 +529,7 @@ async fn a_suspended_weavecloud_is_left_alone_until_it_is_resumed() {
     );
     assert!(deployments.get_opt(FLUX).await.unwrap().is_some());
     annotate(None).await;
-    wait_for(
+    wait_timed(
         "the resumed deletion finishes",
         Duration::from_secs(60),
         &d,

@@ -112,7 +112,7 @@ async fn stored(client: &Client, owner: &Owner, ns: &str) -> (ConfigMap, Vec<(St
         if cm.name_any() == head_name {
             head = Some(cm);
         } else {
-            let bytes = cm.binary_data.as_ref().expect("binaryData")[format::SHARD_KEY]
+            let bytes = cm.binary_data.as_ref().expect("binaryData")[format::CHUNK_KEY]
                 .0
                 .len();
             shards.push((cm.name_any(), bytes));
@@ -148,7 +148,7 @@ async fn a_root_above_the_old_limit_syncs_prunes_exactly_and_survives_a_restart(
     assert!(data.contains_key(format::MANIFEST_KEY), "{data:?}");
     assert!(!data.contains_key(inventory::INVENTORY_KEY));
     let bytes: usize = shards.iter().map(|(_, b)| b).sum();
-    assert!(shards.iter().all(|(_, b)| *b <= format::SHARD_BYTES));
+    assert!(shards.iter().all(|(_, b)| *b <= format::CHUNK_BYTES));
     eprintln!(
         "first pass of {OBJECTS} ConfigMaps: {first_time:.1?}; inventory {bytes} bytes in {} shard(s), {} bytes per 1,000 entries",
         shards.len(),

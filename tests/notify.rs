@@ -30,6 +30,7 @@ use weft::api::notification::{
 use support::cluster::{install_crds, TestNamespace};
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::ServedRepo;
+use support::manifests::configmap;
 
 const HMAC_KEY: &str = "hmac-key-d41d8cd98f00b204";
 const GITHUB_TOKEN: &str = "ghp_notify_test_token_0001";
@@ -221,10 +222,6 @@ impl Receiver {
     }
 }
 
-fn configmap(ns: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\n  namespace: {ns}\ndata:\n  value: hello\n")
-}
-
 fn assert_no_secret_in_logs(d: &Daemon) {
     let logs = d.logs();
     for token in [HMAC_KEY, GITHUB_TOKEN, GITLAB_TOKEN, BEARER_TOKEN] {
@@ -260,7 +257,10 @@ async fn a_failed_pass_reaches_the_webhooks_with_file_and_line_signed() {
     root_alert(&ns, "to-signed", "signed", SeverityFilter::Error).await;
 
     let repo = ServedRepo::start();
-    repo.work.write("apps/greeting.yaml", configmap(ns.name()));
+    repo.work.write(
+        "apps/greeting.yaml",
+        configmap(ns.name(), "greeting", "hello"),
+    );
     repo.work
         .write("apps/bad.yaml", "apiVersion: v1\nkind: ConfigMap: oops\n");
     let sha = repo.work.commit("a YAML error");
@@ -374,7 +374,10 @@ async fn a_new_revision_gets_pending_then_success_commit_statuses() {
     root_alert(&ns, "to-failing", "failing", SeverityFilter::Info).await;
 
     let repo = ServedRepo::start();
-    repo.work.write("apps/greeting.yaml", configmap(ns.name()));
+    repo.work.write(
+        "apps/greeting.yaml",
+        configmap(ns.name(), "greeting", "hello"),
+    );
     let sha = repo.work.commit("greeting");
     repo.work.push();
     let d = daemon_allowing(
@@ -502,7 +505,10 @@ async fn a_provider_without_the_key_its_type_needs_is_not_ready() {
     .await;
     root_alert(&ns, "orphan", "missing", SeverityFilter::Info).await;
     let repo = ServedRepo::start();
-    repo.work.write("apps/greeting.yaml", configmap(ns.name()));
+    repo.work.write(
+        "apps/greeting.yaml",
+        configmap(ns.name(), "greeting", "hello"),
+    );
     repo.work.commit("greeting");
     repo.work.push();
     let d = daemon_allowing(&repo.url(), &ns, &["https://"]);
@@ -576,7 +582,10 @@ async fn a_provider_address_outside_the_allow_list_gets_nothing() {
     root_alert(&ns, "to-internal", "internal", SeverityFilter::Info).await;
     root_alert(&ns, "to-metadata", "metadata", SeverityFilter::Info).await;
     let repo = ServedRepo::start();
-    repo.work.write("apps/greeting.yaml", configmap(ns.name()));
+    repo.work.write(
+        "apps/greeting.yaml",
+        configmap(ns.name(), "greeting", "hello"),
+    );
     repo.work.commit("greeting");
     repo.work.push();
     let d = daemon_allowing(&repo.url(), &ns, &["https://", &listed.prefix()]);

@@ -18,21 +18,18 @@ use kube::Api;
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions};
 use support::git_servers::{ServedRepo, WorkTree};
+use support::manifests::labelled_configmap;
 use weft::render::shard::{shard_of, shard_root_name};
 use weft::render::Owner;
 
 const DIRS: usize = 12;
 const PER_DIR: usize = 4;
 
-fn configmap(ns: &str, dir: usize, i: usize, value: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: t{dir:02}-c{i}\n  namespace: {ns}\n  labels: {{test: shards}}\ndata:\n  value: \"{value}\"\n"
-    )
-}
-
 fn write_repo(work: &WorkTree, ns: &str, dirs: impl Iterator<Item = usize>, value: &str) {
     for d in dirs {
-        let docs: Vec<String> = (0..PER_DIR).map(|i| configmap(ns, d, i, value)).collect();
+        let docs: Vec<String> = (0..PER_DIR)
+            .map(|i| labelled_configmap(ns, &format!("t{d:02}-c{i}"), &[("test", "shards")], value))
+            .collect();
         work.write(&format!("team-{d:02}/cms.yaml"), docs.join("---\n"));
     }
 }

@@ -16,10 +16,7 @@ use kube::Api;
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
-
-fn configmap(ns: &str, value: usize) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: soak\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
-}
+use support::manifests::configmap;
 
 /// `key=value` of a human log line (the value unquoted).
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
@@ -75,7 +72,7 @@ async fn two_replicas_under_pushes_and_webhooks_lose_nothing_and_apply_each_revi
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
-    work.write("cm.yaml", configmap(&name, 0));
+    work.write("cm.yaml", configmap(&name, "soak", "0"));
     work.commit("0");
     work.push();
     let url = server.url("config.git");
@@ -107,7 +104,7 @@ async fn two_replicas_under_pushes_and_webhooks_lose_nothing_and_apply_each_revi
     let mut forwarded = 0usize;
     while started.elapsed() < Duration::from_secs(seconds) {
         pushes += 1;
-        work.write("cm.yaml", configmap(&name, pushes));
+        work.write("cm.yaml", configmap(&name, "soak", &pushes.to_string()));
         work.commit(&pushes.to_string());
         work.push();
         // The Service picks a replica; a standby forwards to the leader.

@@ -24,6 +24,7 @@ use sops_tools::{keygen, AgeKeyPair};
 use support::cluster::{self, TestNamespace};
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::manifests::configmap;
 
 /// A value no test could have by chance, so that finding it in an output is a leak.
 fn unique(prefix: &str) -> String {
@@ -46,10 +47,6 @@ fn secret_yaml(ns: &str, password: &str, token: &str) -> String {
          stringData:\n  password: {password}\ndata:\n  token: {}\n",
         base64(token)
     )
-}
-
-fn configmap(ns: &str, name: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: plain\n")
 }
 
 /// `sops --encrypt` (Flux's usual rule: only `data` and `stringData` encrypted) in a scratch
@@ -194,7 +191,11 @@ async fn sync_applies_the_cleartext_and_an_undecryptable_file_stops_the_pass_bef
         &[&right.recipient],
     );
     assert!(!encrypted.contains(&password), "{encrypted}");
-    write(repo.path(), "apps/keep.yaml", &configmap(&name, "keep"));
+    write(
+        repo.path(),
+        "apps/keep.yaml",
+        &configmap(&name, "keep", "plain"),
+    );
     write(repo.path(), "apps/db.enc.yaml", &encrypted);
     let right_file = right.file.to_str().unwrap();
     let wrong_file = wrong.file.to_str().unwrap();

@@ -23,11 +23,8 @@ use serde_json::{json, Value};
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions, SYNC_TOKEN};
 use support::git_servers::ServedRepo;
+use support::manifests::configmap;
 use weft::api::armada::{ArmadaChart, Phase};
-
-fn configmap(ns: &str, name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
-}
 
 /// Run the `weft` binary with the test cluster's kubeconfig; (exit code, stdout, stderr).
 fn weft(args: &[&str]) -> (i32, String, String) {

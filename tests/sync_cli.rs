@@ -12,6 +12,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
+use support::manifests::configmap;
 
 struct Repo {
     dir: tempfile::TempDir,
@@ -34,10 +35,6 @@ impl Repo {
     fn remove(&self, file: &str) {
         std::fs::remove_file(self.dir.path().join(file)).expect("remove");
     }
-}
-
-fn configmap(ns: &str, name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: {value}\n")
 }
 
 /// Run `weft <args> --repo <repo>` against the test cluster, with its inventory and sync root

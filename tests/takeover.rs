@@ -17,7 +17,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{PodTemplateSpec, Secret};
@@ -31,6 +31,7 @@ use serde_json::Value;
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::wait::wait_for;
 use weft::api::WeaveCloud;
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -142,28 +143,6 @@ async fn remove_outside(client: &Client, objects: &[Value], ns: &str) {
                 .delete(name, &DeleteParams::background())
                 .await;
         }
-    }
-}
-
-async fn wait_for<T>(
-    what: &str,
-    within: Duration,
-    d: &Daemon,
-    mut probe: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = probe().await {
-            eprintln!("{what}: after {:.1?}", start.elapsed());
-            return v;
-        }
-        if start.elapsed() > within {
-            panic!(
-                "{what} did not happen within {within:?}\nlogs:\n{}",
-                d.logs()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

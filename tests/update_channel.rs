@@ -34,7 +34,7 @@ use weft::daemon::updater::{
     MAX_CACHED_ARCHIVE_BYTES, REASON_ROLLED_BACK, VERSION_KEY,
 };
 use weft::server::{self, ServerState};
-use weft::source::policy::{ChannelPolicy, UrlAllowList};
+use weft::source::fetch_policy::{ChannelPolicy, UrlAllowList};
 
 const FLUX: &str = "weave-flux-agent";
 

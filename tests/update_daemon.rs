@@ -8,7 +8,7 @@
 mod channel_fixtures;
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
@@ -21,6 +21,7 @@ use channel_fixtures::{
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions, SYNC_TOKEN};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::wait::wait_for;
 use weft::api::WeaveCloud;
 
 const FLUX: &str = "weave-flux-agent";
@@ -43,27 +44,6 @@ spec:
   prometheus: {{disable: true}}
 "#
     )
-}
-
-async fn wait_for<T>(
-    what: &str,
-    within: Duration,
-    d: &Daemon,
-    mut probe: impl AsyncFnMut() -> Option<T>,
-) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        if start.elapsed() > within {
-            panic!(
-                "{what} did not happen within {within:?}\nlogs:\n{}",
-                d.logs()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 fn image_of(d: &Deployment) -> String {

@@ -84,6 +84,12 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition, now: &
     }
 }
 
+/// Now, as RFC 3339 UTC with seconds precision (the format of every time Weft shows, and of a
+/// condition's `lastTransitionTime`).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,10 +16,10 @@ use tracing::{debug, info_span, Instrument};
 
 use std::collections::BTreeMap;
 
+use super::apply_policy::ReportDrift;
 use super::changeset::{Action, Change, ChangeSet};
 use super::inventory::ref_key;
 use super::plan::{Decision, LiveState, PlannedObject, UpdateReason};
-use super::policy::ReportDrift;
 use super::{ApplyError, FIELD_MANAGER};
 use crate::render::ownership::{CREATE_ANNOTATION, CREATE_IF_MISSING};
 use crate::render::Owner;

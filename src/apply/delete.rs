@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::Client;
 
+use super::apply_policy::{DeleteTarget, PreUpdateDelete};
 use super::changeset::{Action, Change};
 use super::ownership::proof_of_ownership;
 use super::plan::{Catalog, Decision, LiveState, PlannedObject, UpdateReason};
-use super::policy::{DeleteTarget, PreUpdateDelete};
 use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::ownership::OWNER_LABEL;

@@ -18,10 +18,11 @@
 //! - [`wait`]: waiting with timeouts, by the table or by an owner's wait rule;
 //! - [`diff`]: server-side dry-run and a unified diff per changed object;
 //! - [`calls`]: a client that counts API calls (reads, writes, dry-runs);
-//! - [`policy`]: the caller's decisions, as data.
+//! - [`apply_policy`]: the caller's decisions, as data.
 
 #[allow(clippy::module_inception)] // `apply::apply` is the apply verb, beside `apply::prune` etc.
 pub mod apply;
+pub mod apply_policy;
 pub mod calls;
 pub mod changeset;
 pub mod delete;
@@ -32,7 +33,6 @@ pub mod fence;
 pub mod inventory;
 pub mod ownership;
 pub mod plan;
-pub mod policy;
 pub mod prune;
 pub mod readiness;
 pub mod wait;

@@ -17,7 +17,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::Client;
 use serde_json::Value;
 
-use super::policy::WaitRule;
+use super::apply_policy::WaitRule;
 use super::readiness::{self, selection, Readiness};
 use super::ApplyError;
 use crate::api::ObjectRef;

@@ -17,10 +17,10 @@ use crate::apply::fence::{FenceLayer, WriteFence};
 use crate::daemon::state::WatchNamespaces;
 use crate::pass::PassOptions;
 use crate::source::chart::{CaCertificates, FetchSettings};
-use crate::source::git::auth::{self as credentials, Credentials};
-use crate::source::policy::{
+use crate::source::fetch_policy::{
     ChannelPolicy, ChartSourcePolicy, UrlAllowList, DEFAULT_CHANNELS, DEFAULT_CHART_SOURCES,
 };
+use crate::source::git::auth::{self as credentials, Credentials};
 use crate::source::sops::{self, Decryption, DecryptionSecret, Identity};
 use crate::source::{self, Snapshot, SnapshotLimits};
 
@@ -389,7 +389,7 @@ pub struct Trust {
     pub watch_namespaces: WatchNamespaces,
     pub allowed_channels: ChannelPolicy,
     pub chart_sources: ChartSourcePolicy,
-    pub notification_urls: crate::notify::policy::NotificationPolicy,
+    pub notification_urls: crate::notify::destination_policy::NotificationPolicy,
 }
 
 impl TrustArgs {
@@ -406,7 +406,7 @@ impl TrustArgs {
         let notification_urls = self
             .allowed_notification_urls
             .as_deref()
-            .map(crate::notify::policy::NotificationPolicy::parse)
+            .map(crate::notify::destination_policy::NotificationPolicy::parse)
             .transpose()
             .context("--allowed-notification-urls")?
             .unwrap_or_default();

@@ -182,8 +182,7 @@ pub async fn rows(
 /// [`crate::daemon::record`]): one per root, and one per shard root of a sharded root, each
 /// suspended when its base root is.
 async fn root_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, kube::Error> {
-    use crate::daemon::record::RootRecord;
-    use crate::daemon::suspend::{record_name, ROOT_LABEL};
+    use crate::daemon::record::{record_name, root_of_record, RootRecord, ROOT_LABEL};
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
     let list = api.list(&ListParams::default().labels(ROOT_LABEL)).await?;
     let records: Vec<(String, String, RootRecord)> = list
@@ -191,7 +190,7 @@ async fn root_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, ku
         .map(|cm| {
             let base = cm.labels().get(ROOT_LABEL).cloned().unwrap_or_default();
             let name = cm.name_any();
-            let name = name.strip_prefix("weft-root-").unwrap_or(&name).to_string();
+            let name = root_of_record(&name).unwrap_or(&name).to_string();
             (base, name, RootRecord::from_configmap(Some(cm)))
         })
         .collect();

@@ -59,7 +59,7 @@ pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
             .await?,
         )
     })?;
-    let record = suspend::record_name(&args.root_name);
+    let record = crate::daemon::record::record_name(&args.root_name);
     if now.suspended {
         println!(
             "root {} suspended (ConfigMap {}/{record}): no pass runs until `weft resume`",

@@ -7,6 +7,7 @@
 
 pub mod armada;
 pub mod early;
+pub mod events;
 #[cfg(test)]
 pub mod fixtures;
 pub mod health;

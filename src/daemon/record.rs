@@ -13,17 +13,76 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
+use serde::{Deserialize, Serialize};
 
-use super::status::now_rfc3339;
-use super::suspend::{record_labels, record_name, RootSuspension};
+use crate::api::conditions::now_rfc3339;
+use crate::api::suspend::suspends;
 use crate::apply::FIELD_MANAGER;
 
+/// The prefix of every root record's name.
+const RECORD_PREFIX: &str = "weft-root-";
+
+/// The field manager of the suspend keys of the root record.
+pub const SUSPEND_MANAGER: &str = "weft-suspend";
+/// The label every root record carries: the root's name (shard records: the base root's).
+pub const ROOT_LABEL: &str = "weft.io/root";
+
+/// Keys of the root record written by the root loop (field manager `weft`).
 pub const KEY_READY: &str = "ready";
 pub const KEY_REASON: &str = "reason";
 pub const KEY_MESSAGE: &str = "message";
 pub const KEY_REVISION: &str = "revision";
 pub const KEY_SINCE: &str = "lastTransitionAt";
 pub const KEY_SHARD: &str = "shard";
+
+/// Keys of the root record written by `weft suspend` / `weft resume`.
+pub const KEY_SUSPENDED: &str = "suspended";
+pub const KEY_SUSPEND_MESSAGE: &str = "suspendMessage";
+pub const KEY_SUSPENDED_AT: &str = "suspendedAt";
+
+/// The name of the root record of root `root_name` (shard roots have their own).
+pub fn record_name(root_name: &str) -> String {
+    format!("{RECORD_PREFIX}{root_name}")
+}
+
+/// The root whose record ConfigMap is `configmap` (`None`: not a root record's name).
+pub fn root_of_record(configmap: &str) -> Option<&str> {
+    configmap.strip_prefix(RECORD_PREFIX)
+}
+
+/// The labels of a root record of (base) root `root_name`. Not `app.kubernetes.io/managed-by`:
+/// the record is Weft's own bookkeeping, like an inventory, not an object it applies (the
+/// controllers' child watches and the tests' listings of applied objects go by that label).
+pub fn record_labels(root_name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(ROOT_LABEL.to_string(), root_name.to_string())])
+}
+
+/// Whether a root is suspended, as recorded in the cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RootSuspension {
+    pub suspended: bool,
+    /// Why, as given to `weft suspend --message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// RFC 3339 time of the suspension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+}
+
+impl RootSuspension {
+    /// The suspension recorded in `data` (no record: not suspended).
+    pub fn from_data(data: Option<&BTreeMap<String, String>>) -> RootSuspension {
+        let Some(data) = data else {
+            return RootSuspension::default();
+        };
+        RootSuspension {
+            suspended: suspends(data.get(KEY_SUSPENDED).map(String::as_str)),
+            message: data.get(KEY_SUSPEND_MESSAGE).cloned(),
+            since: data.get(KEY_SUSPENDED_AT).cloned(),
+        }
+    }
+}
 
 /// The longest message kept (a failed pass's error can list many objects).
 const MAX_MESSAGE: usize = 2000;

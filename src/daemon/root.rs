@@ -321,7 +321,7 @@ impl RootReconciler {
             let report = self.run_pass(ticket).await;
             let outcome = report.notification(self.fetched.as_deref());
             self.state
-                .notifier
+                .notifier()
                 .emit_all(crate::notify::root::finished(&self.notified(), &outcome));
             self.state.metrics.observe_pass(&report);
             self.state.update_status(|s| {
@@ -558,8 +558,7 @@ impl RootReconciler {
         // The Armada charts' phases are views of this pass.
         armada_status::record_pass(
             &self.state.client,
-            &self.state.recorder,
-            &self.state.notifier,
+            self.state.events(),
             set,
             &changes,
             error.as_ref(),
@@ -656,7 +655,7 @@ impl RootReconciler {
         drop(previous);
         self.fetched = snapshot.revision.clone();
         let started = crate::notify::root::started(&self.notified(), self.fetched.as_deref());
-        self.state.notifier.emit(started);
+        self.state.notifier().emit(started);
         // The WeaveClouds' agents are left to their controller, which renders them with the
         // same function and the cluster's inputs; the cluster is still read for the Helm
         // charts' `.Capabilities`.
@@ -707,7 +706,7 @@ fn count_early(report: &mut PassReport, early: Vec<crate::api::ObjectRef>) {
 }
 
 /// What a pass of a suspended root says.
-fn suspended_message(s: &super::suspend::RootSuspension) -> String {
+fn suspended_message(s: &super::record::RootSuspension) -> String {
     let mut text = String::from("the root is suspended");
     if let Some(since) = &s.since {
         text.push_str(&format!(" since {since}"));

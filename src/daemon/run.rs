@@ -14,7 +14,8 @@ use tokio::task::JoinHandle;
 use super::leader::{lease_name, LeaderElector, LeaderError, LeaseConfig};
 use super::root::{RootReconciler, RootShard, RootSource};
 use super::shards;
-use super::state::{DaemonState, ShardClaim, Shutdown};
+use super::shards::ShardClaim;
+use super::state::{DaemonState, Shutdown};
 use super::trigger::TriggerReason;
 use super::updater::{UpdateOptions, Updater};
 use super::{armada, weavecloud};
@@ -48,7 +49,7 @@ pub struct DaemonConfig {
     pub controllers: bool,
     pub pass_options: PassOptions,
     /// Which agent channels a WeaveCloud may name (`--allowed-channels`).
-    pub allowed_channels: crate::source::policy::ChannelPolicy,
+    pub allowed_channels: crate::source::fetch_policy::ChannelPolicy,
     /// What this installation syncs, recorded on its Lease (see [`LeaseConfig::claim`]).
     pub claim: Option<String>,
     /// The URL of the hooks port, published on the Lease while leading.
@@ -173,10 +174,12 @@ async fn lead(
     let root_task = tokio::spawn(root.run());
     let _ = state.queue.trigger(TriggerReason::Startup);
     let poll_task = tokio::spawn(poll(state.clone(), config.interval));
+    let followed = (state.clone(), base_root.clone());
     let suspend_task = tokio::spawn(super::suspend::follow(
-        state.clone(),
+        state.client.clone(),
         config.namespace.clone(),
         base_root.clone(),
+        move |now| followed.0.suspension_seen(&followed.1, now),
     ));
     let request_task = tokio::spawn(super::request::follow(
         state.clone(),

@@ -6,6 +6,7 @@
 //! takes its Lease within the lease duration. Shards that no longer exist after N shrank are
 //! finished by shard 0 ([`retired_roots`]).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -18,6 +19,45 @@ use super::leader::{LeaderElector, LeaderError, LeaseConfig};
 use super::state::DaemonState;
 use crate::render::shard::{shard_of, shard_root_name, Shard};
 use crate::render::Owner;
+
+/// The shard a replica holds, and how to tell which custom resources are its own.
+#[derive(Clone, Debug)]
+pub struct ShardClaim {
+    pub shard: Shard,
+    /// The root's own name (`--root-name`), shard 0's.
+    pub root_name: String,
+    pub weft_namespace: String,
+}
+
+impl ShardClaim {
+    pub(crate) fn owner_of(&self, index: u32) -> Owner {
+        Owner::root(
+            &self.weft_namespace,
+            shard_root_name(&self.root_name, index),
+        )
+    }
+
+    /// Does this shard act on the custom resource `kind` `namespace`/`name` with `labels`? The
+    /// shard whose root applied it (its `weft.io/owner` label) does; one that no shard applied
+    /// (created by hand) goes by the hash of its identity.
+    pub fn handles(
+        &self,
+        labels: &BTreeMap<String, String>,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
+        if self.shard.count <= 1 {
+            return true;
+        }
+        if let Some(label) = labels.get(crate::render::ownership::OWNER_LABEL) {
+            if let Some(j) = (0..self.shard.count).find(|j| self.owner_of(*j).id().0 == *label) {
+                return j == self.shard.index;
+            }
+        }
+        self.shard.holds(&format!("{kind}:{namespace}/{name}"))
+    }
+}
 
 /// The Lease of shard `index` of the root whose leader Lease is `leader_lease`.
 pub fn shard_lease_name(leader_lease: &str, index: u32) -> String {

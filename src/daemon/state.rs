@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use kube::runtime::events::{Recorder, Reporter};
 use kube::Client;
 use tokio::sync::{watch, Notify, OwnedMutexGuard};
 
@@ -46,8 +45,8 @@ pub struct DaemonState {
     pub queue: Arc<TriggerQueue<PassReport>>,
     /// Agent update checks asked for over HTTP.
     pub update_requests: UpdateRequests,
-    /// Kubernetes events of every component.
-    pub recorder: Recorder,
+    /// Kubernetes events of every component, and the notifications made of them.
+    events: super::events::EventPublisher,
     /// The agent bundle each WeaveCloud runs.
     pub bundles: AgentBundles,
     /// Update verdicts the WeaveCloud controller must keep reporting.
@@ -62,50 +61,9 @@ pub struct DaemonState {
     /// a fresh leader Lease.
     pub fence: crate::apply::fence::WriteFence,
     /// The shard this replica works on during its term (`--shards N`); `None` on a standby.
-    pub shard: Arc<RwLock<Option<ShardClaim>>>,
+    pub shard: Arc<RwLock<Option<super::shards::ShardClaim>>>,
     /// Whether the root is suspended (`weft suspend`), as last read from the cluster.
     pub suspension: super::suspend::SuspendState,
-    /// Notifications (Providers and Alerts); disabled unless `weft run` starts its dispatcher.
-    pub notifier: crate::notify::Notifier,
-}
-
-/// The shard a replica holds, and how to tell which custom resources are its own.
-#[derive(Clone, Debug)]
-pub struct ShardClaim {
-    pub shard: crate::render::shard::Shard,
-    /// The root's own name (`--root-name`), shard 0's.
-    pub root_name: String,
-    pub weft_namespace: String,
-}
-
-impl ShardClaim {
-    fn owner_of(&self, index: u32) -> Owner {
-        Owner::root(
-            &self.weft_namespace,
-            crate::render::shard::shard_root_name(&self.root_name, index),
-        )
-    }
-
-    /// Does this shard act on the custom resource `kind` `namespace`/`name` with `labels`? The
-    /// shard whose root applied it (its `weft.io/owner` label) does; one that no shard applied
-    /// (created by hand) goes by the hash of its identity.
-    pub fn handles(
-        &self,
-        labels: &BTreeMap<String, String>,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-    ) -> bool {
-        if self.shard.count <= 1 {
-            return true;
-        }
-        if let Some(label) = labels.get(crate::render::ownership::OWNER_LABEL) {
-            if let Some(j) = (0..self.shard.count).find(|j| self.owner_of(*j).id().0 == *label) {
-                return j == self.shard.index;
-            }
-        }
-        self.shard.holds(&format!("{kind}:{namespace}/{name}"))
-    }
 }
 
 /// `--watch-namespaces`: the namespaces whose custom resources the controllers and the updater
@@ -147,7 +105,10 @@ impl DaemonState {
     /// A fresh state; agent bundles are cached in `weft_namespace`.
     pub fn new(client: Client, weft_namespace: &str, status: DaemonStatus) -> DaemonState {
         DaemonState {
-            recorder: recorder(client.clone()),
+            events: super::events::EventPublisher::new(
+                client.clone(),
+                crate::notify::Notifier::disabled(),
+            ),
             bundles: AgentBundles::new(client.clone(), weft_namespace.to_string()),
             client,
             metrics: Arc::new(Metrics::new()),
@@ -160,14 +121,23 @@ impl DaemonState {
             fence: Default::default(),
             shard: Default::default(),
             suspension: Default::default(),
-            notifier: crate::notify::Notifier::disabled(),
         }
     }
 
     /// Send notifications through `notifier` (its dispatcher started by the caller).
     pub fn with_notifier(mut self, notifier: crate::notify::Notifier) -> DaemonState {
-        self.notifier = notifier;
+        self.events = self.events.with_notifier(notifier);
         self
+    }
+
+    /// Publishes Kubernetes events (bounded and redacted) and their notifications.
+    pub fn events(&self) -> &super::events::EventPublisher {
+        &self.events
+    }
+
+    /// Notifications (Providers and Alerts); disabled unless `weft run` starts its dispatcher.
+    pub fn notifier(&self) -> &crate::notify::Notifier {
+        self.events.notifier()
     }
 
     /// The write fence `client` was built with.
@@ -199,9 +169,26 @@ impl DaemonState {
 
     /// Record the root's suspension as read from the cluster (status included); `true` when
     /// this resumes a suspended root.
-    pub fn set_suspension(&self, now: super::suspend::RootSuspension) -> bool {
+    pub fn set_suspension(&self, now: super::record::RootSuspension) -> bool {
         self.update_status(|s| s.suspension = now.clone());
         self.suspension.set(now)
+    }
+
+    /// The root's suspension as the root record says now (see [`super::suspend::follow`]):
+    /// kept, and a pass started when this resumes the root. `false` once the queue is closed.
+    pub fn suspension_seen(&self, root_name: &str, now: super::record::RootSuspension) -> bool {
+        let suspended = now.suspended;
+        if self.set_suspension(now) {
+            tracing::info!(root = %root_name, "the root was resumed; starting a pass");
+            return self
+                .queue
+                .trigger(super::trigger::TriggerReason::Resumed)
+                .is_ok();
+        }
+        if suspended {
+            tracing::debug!(root = %root_name, "the root is suspended");
+        }
+        true
     }
 
     /// Whether this replica holds the leader Lease.
@@ -217,7 +204,7 @@ impl DaemonState {
 
     /// Record the shard this replica holds for a term (`None` when the term ends): status,
     /// metrics, and which custom resources the controllers act on.
-    pub fn set_shard(&self, claim: Option<ShardClaim>) {
+    pub fn set_shard(&self, claim: Option<super::shards::ShardClaim>) {
         let held: Vec<u32> = claim.iter().map(|c| c.shard.index).collect();
         self.metrics.set_shards(&held);
         self.update_status(|s| s.shards = held.clone());
@@ -241,7 +228,7 @@ impl DaemonState {
         }
     }
 
-    /// Whether this replica acts on the custom resource (see [`ShardClaim::handles`]); `true`
+    /// Whether this replica acts on the custom resource (see [`super::shards::ShardClaim::handles`]); `true`
     /// when it holds no shard claim (an unsharded root: the controllers run only while leading).
     pub fn handles(
         &self,
@@ -256,17 +243,6 @@ impl DaemonState {
             .as_ref()
             .is_none_or(|c| c.handles(labels, kind, namespace, name))
     }
-}
-
-/// A recorder for Weft's events.
-pub fn recorder(client: Client) -> Recorder {
-    Recorder::new(
-        client,
-        Reporter {
-            controller: "weft".to_string(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    )
 }
 
 /// One async lock per owner: the WeaveCloud controller and the updater hold it around render,

@@ -159,7 +159,7 @@ pub struct DaemonStatus {
     pub shard_count: u32,
     /// Whether the root is suspended (`weft suspend`), and since when and why.
     #[serde(default)]
-    pub suspension: super::suspend::RootSuspension,
+    pub suspension: super::record::RootSuspension,
     /// The last revision applied successfully.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
@@ -206,10 +206,7 @@ impl DaemonStatus {
     }
 }
 
-/// Now, as RFC 3339 UTC with seconds precision (the format of every time Weft shows).
-pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
+pub use crate::api::conditions::now_rfc3339;
 
 #[cfg(test)]
 mod tests {

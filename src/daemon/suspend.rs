@@ -22,24 +22,17 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::status::now_rfc3339;
-use crate::api::conditions::{Condition, ConditionStatus};
+use super::record::{
+    record_labels, record_name, RootSuspension, KEY_SUSPENDED, KEY_SUSPENDED_AT,
+    KEY_SUSPEND_MESSAGE, SUSPEND_MANAGER,
+};
+use crate::api::conditions::{now_rfc3339, Condition, ConditionStatus};
 
-pub use crate::api::suspend::{annotated, annotated_value, suspends, SUSPEND_ANNOTATION};
+pub use crate::api::suspend::{annotated, annotated_value, SUSPEND_ANNOTATION};
 /// The condition type of a suspended resource.
 pub const SUSPENDED: &str = "Suspended";
-/// The field manager of the suspend keys of the root record.
-pub const SUSPEND_MANAGER: &str = "weft-suspend";
-/// The label every root record carries: the root's name (shard records: the base root's).
-pub const ROOT_LABEL: &str = "weft.io/root";
-
-/// Keys of the root record written by `weft suspend` / `weft resume`.
-pub const KEY_SUSPENDED: &str = "suspended";
-pub const KEY_SUSPEND_MESSAGE: &str = "suspendMessage";
-pub const KEY_SUSPENDED_AT: &str = "suspendedAt";
 
 /// The `Suspended` condition of a resource: `True` while suspended, `False` once resumed.
 pub fn condition(suspended: bool, why: &str) -> Condition {
@@ -107,38 +100,6 @@ where
     Ok(true)
 }
 
-/// The name of the root record of root `root_name` (shard roots have their own).
-pub fn record_name(root_name: &str) -> String {
-    format!("weft-root-{root_name}")
-}
-
-/// Whether a root is suspended, as recorded in the cluster.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RootSuspension {
-    pub suspended: bool,
-    /// Why, as given to `weft suspend --message`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// RFC 3339 time of the suspension.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<String>,
-}
-
-impl RootSuspension {
-    /// The suspension recorded in `data` (no record: not suspended).
-    pub fn from_data(data: Option<&BTreeMap<String, String>>) -> RootSuspension {
-        let Some(data) = data else {
-            return RootSuspension::default();
-        };
-        RootSuspension {
-            suspended: suspends(data.get(KEY_SUSPENDED).map(String::as_str)),
-            message: data.get(KEY_SUSPEND_MESSAGE).cloned(),
-            since: data.get(KEY_SUSPENDED_AT).cloned(),
-        }
-    }
-}
-
 /// Record that root `root_name` is suspended (with `message`) or resumed. Server-side apply by
 /// [`SUSPEND_MANAGER`]: the pass outcome keys of the same record are left alone.
 pub async fn write(
@@ -172,13 +133,6 @@ pub async fn write(
         .patch(&record_name(root_name), &pp, &Patch::Apply(&cm))
         .await?;
     Ok(RootSuspension::from_data(written.data.as_ref()))
-}
-
-/// The labels of a root record of (base) root `root_name`. Not `app.kubernetes.io/managed-by`:
-/// the record is Weft's own bookkeeping, like an inventory, not an object it applies (the
-/// controllers' child watches and the tests' listings of applied objects go by that label).
-pub fn record_labels(root_name: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([(ROOT_LABEL.to_string(), root_name.to_string())])
 }
 
 /// The root's suspension as this replica last saw it, shared by the root loop, the controllers,
@@ -233,13 +187,19 @@ impl SuspendState {
     }
 }
 
-/// Follow the root record of `root_name` while this replica works: keep `state` current, and
-/// start a pass (`resumed`) when the root is resumed. Runs until aborted.
-pub async fn follow(state: super::state::DaemonState, weft_namespace: String, root_name: String) {
+/// Follow the root record of `root_name` while this replica works, handing each suspension
+/// seen to `seen` (the daemon state keeps it and starts a pass when the root is resumed); stops
+/// when `seen` returns `false`, or when aborted.
+pub async fn follow(
+    client: Client,
+    weft_namespace: String,
+    root_name: String,
+    seen: impl Fn(RootSuspension) -> bool,
+) {
     use futures::StreamExt;
     use kube::runtime::watcher::{self, Event};
     use kube::runtime::WatchStreamExt;
-    let api: Api<ConfigMap> = Api::namespaced(state.client.clone(), &weft_namespace);
+    let api: Api<ConfigMap> = Api::namespaced(client, &weft_namespace);
     let config =
         watcher::Config::default().fields(&format!("metadata.name={}", record_name(&root_name)));
     let mut events = watcher::watcher(api, config).default_backoff().boxed();
@@ -262,18 +222,8 @@ pub async fn follow(state: super::state::DaemonState, weft_namespace: String, ro
                 continue;
             }
         };
-        let suspended = now.suspended;
-        if state.set_suspension(now) {
-            tracing::info!(root = %root_name, "the root was resumed; starting a pass");
-            if state
-                .queue
-                .trigger(super::trigger::TriggerReason::Resumed)
-                .is_err()
-            {
-                return;
-            }
-        } else if suspended {
-            tracing::debug!(root = %root_name, "the root is suspended");
+        if !seen(now) {
+            return;
         }
     }
 }
@@ -281,6 +231,7 @@ pub async fn follow(state: super::state::DaemonState, weft_namespace: String, ro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::suspend::suspends;
     use serde_json::json;
 
     #[test]

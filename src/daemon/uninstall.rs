@@ -152,7 +152,7 @@ async fn root_names(
     }));
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let records = configmaps
-        .list(&ListParams::default().labels(&format!("{}={base}", super::suspend::ROOT_LABEL)))
+        .list(&ListParams::default().labels(&format!("{}={base}", super::record::ROOT_LABEL)))
         .await
         .map_err(kube_err(format!("listing the root records of {ns}")))?;
     let mut names: BTreeSet<String> = indexes
@@ -163,7 +163,7 @@ async fn root_names(
         records
             .items
             .iter()
-            .filter_map(|c| c.name_any().strip_prefix("weft-root-").map(str::to_string)),
+            .filter_map(|c| super::record::root_of_record(&c.name_any()).map(str::to_string)),
     );
     Ok(names.into_iter().collect())
 }
@@ -313,7 +313,7 @@ async fn prune_all(
                 .await
                 .map_err(UninstallError::Prune)?,
         );
-        records.push(super::suspend::record_name(name));
+        records.push(super::record::record_name(name));
     }
     records.extend(bundles.items.iter().map(|c| c.name_any()));
     for name in records {

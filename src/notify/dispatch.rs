@@ -27,10 +27,10 @@ use serde_json::json;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
+use super::destination_policy::NotificationPolicy;
 use super::limits::{Backoff, Dedup, RateLimit, DEDUP_WINDOW};
 use super::matching::AlertRule;
 use super::payload::{self, Outbound, ProviderProblem, ResolvedProvider};
-use super::policy::NotificationPolicy;
 use super::{Counters, Event, Notifier};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY};
 use crate::api::notification::{Alert, NotificationStatus, Provider};

@@ -7,7 +7,7 @@
 //! - [`payload`]: a Provider resolved with its Secret, and the HTTP request of each provider
 //!   type (pure);
 //! - [`limits`]: the dedup window, the per-provider rate limit and the retry backoff (pure);
-//! - [`policy`]: where notifications may go (`--allowed-notification-urls`);
+//! - [`destination_policy`]: where notifications may go (`--allowed-notification-urls`);
 //! - [`dispatch`]: the dispatcher (watch stores, per-provider senders, Provider/Alert status);
 //! - [`root`]: the events of the sync root's passes.
 //!
@@ -15,11 +15,11 @@
 //! error, a status or an event: logs name the Provider by `namespace/name`, never its address.
 //! See docs/notifications.md.
 
+pub mod destination_policy;
 pub mod dispatch;
 pub mod limits;
 pub mod matching;
 pub mod payload;
-pub mod policy;
 pub mod root;
 
 use prometheus_client::metrics::counter::Counter;

@@ -45,7 +45,7 @@ pub enum ProviderProblem {
     BadHeaders { name: String },
     /// The operator's `--allowed-notification-urls` refuses the destination.
     #[error("{0}")]
-    NotAllowed(#[from] super::policy::AddressRefused),
+    NotAllowed(#[from] super::destination_policy::AddressRefused),
 }
 
 impl ProviderProblem {

@@ -25,7 +25,9 @@ use serde_json::Value;
 use super::PassError;
 use crate::api::armada::{self as spec, ArmadaChartSpec, Wait, DEFAULT_WAIT_TIMEOUT_SECS};
 use crate::api::DriftPolicy;
-use crate::apply::policy::{ApplyPolicy, DeleteTarget, PreUpdateDelete, ReportDrift, WaitRule};
+use crate::apply::apply_policy::{
+    ApplyPolicy, DeleteTarget, PreUpdateDelete, ReportDrift, WaitRule,
+};
 use crate::apply::readiness::{self, MinReady, Selection, Selector};
 use crate::apply::wait::NotReady;
 use crate::apply::ApplyError;

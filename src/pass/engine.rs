@@ -19,17 +19,17 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 
-use super::hooks::{self, Release};
+use super::helm_hooks::{self, Release};
 use super::inventories::{read_inventories, read_reusing};
 use super::shard;
 use super::{Observer, PassError, PassOptions, Progress};
 use crate::api::ObjectRef;
 use crate::apply::apply::{apply_batch, ApplyOptions};
+use crate::apply::apply_policy::{ApplyPolicy, WaitRule};
 use crate::apply::changeset::{Action, Change, ChangeSet};
 use crate::apply::delete::{self, DeleteOptions};
 use crate::apply::inventory::{self, Inventory};
 use crate::apply::plan::{self, Catalog, PlannedObject};
-use crate::apply::policy::{ApplyPolicy, WaitRule};
 use crate::apply::prune::{self, PruneOptions};
 use crate::apply::wait::{self, NotReady, WaitOptions, WaitTarget};
 use crate::apply::ApplyError;
@@ -509,7 +509,7 @@ impl<'a> Engine<'a> {
                 .cloned()
                 .collect();
             let live = plan::read_live(self.client, &mine, self.opts.concurrency).await?;
-            if let Some(release) = hooks::release_of(&live, owner, &mine) {
+            if let Some(release) = helm_hooks::release_of(&live, owner, &mine) {
                 out.push((owner.clone(), release));
             }
         }
@@ -528,7 +528,7 @@ impl<'a> Engine<'a> {
         if release == Release::Upgrade && self.policy.no_upgrade_hooks.contains(owner) {
             return Ok(());
         }
-        let hooks = hooks::hooks_for(&self.hooks, owner, wave, pre, release);
+        let hooks = helm_hooks::hooks_for(&self.hooks, owner, wave, pre, release);
         let phase = match (pre, release) {
             (true, Release::Install) => "pre-install",
             (true, Release::Upgrade) => "pre-upgrade",
@@ -541,7 +541,7 @@ impl<'a> Engine<'a> {
             .get(owner)
             .map_or(self.opts.timeout, |r| r.timeout);
         let mut changes = Vec::new();
-        let result = hooks::run_hooks(
+        let result = helm_hooks::run_hooks(
             self.client,
             catalog,
             &hooks,

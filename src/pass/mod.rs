@@ -7,7 +7,7 @@
 //! - [`armada`]: Armada's semantics (chart waits, `protected`, `upgrade.pre.delete`,
 //!   `driftPolicy: report`) turned into the engine's policy, and the reports of chart failures;
 //! - [`helm`](mod@helm): the Helm charts rendered by helm, before the pure render;
-//! - [`hooks`]: Helm hooks run on a chart's install or upgrade;
+//! - [`helm_hooks`]: Helm hooks run on a chart's install or upgrade;
 //! - [`engine`]: the staged run of the generic apply engine (stages, waves, prune, inventories);
 //! - [`diff`](mod@diff): `weft diff`;
 //! - [`agents`]: the WeaveClouds' inputs read from the cluster.
@@ -19,7 +19,7 @@ pub mod armada;
 pub mod diff;
 pub mod engine;
 pub mod helm;
-pub mod hooks;
+pub mod helm_hooks;
 pub mod inventories;
 pub mod prepare;
 pub mod shard;
@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use kube::Client;
 
 use crate::api::ObjectRef;
+use crate::apply::apply_policy::ApplyPolicy;
 use crate::apply::changeset::{Change, ChangeSet};
-use crate::apply::policy::ApplyPolicy;
 use crate::apply::ApplyError;
 use crate::load::{Diagnostics, LoadError};
 use crate::render::{AgentLayer, DesiredSet, RenderError, RenderOptions, OWNER_KINDS};
@@ -75,7 +75,7 @@ pub struct PassOptions {
     /// Cache of fetched chart sources (default: the user's cache directory).
     pub chart_cache_dir: Option<std::path::PathBuf>,
     /// What git and tar chart locations may be (the daemon: `--allowed-chart-sources`).
-    pub chart_sources: crate::source::policy::ChartSourcePolicy,
+    pub chart_sources: crate::source::fetch_policy::ChartSourcePolicy,
     /// How chart sources are fetched: the config repository's credentials, `--ca-file`,
     /// `--fetch-timeout`.
     pub chart_fetch: chart::FetchSettings,

@@ -27,7 +27,7 @@ pub const CREATE_ANNOTATION: &str = "weft.io/create";
 pub const CREATE_IF_MISSING: &str = "if-missing";
 /// `weft.io/requested-at` on a CR asks for a reconcile now.
 /// Helm's hook annotation. An object carrying it is a hook that a pass runs on an install or
-/// upgrade (pass::hooks) and never an inventory entry: helm does not manage hooks as release
+/// upgrade (pass::helm_hooks) and never an inventory entry: helm does not manage hooks as release
 /// objects, so a hook kept by its delete policy (keystone's `pre-install` fernet-keys Secret,
 /// `hook-delete-policy: hook-failed`) must outlive the pass that ran it.
 pub const HELM_HOOK_ANNOTATION: &str = "helm.sh/hook";

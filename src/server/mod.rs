@@ -28,8 +28,8 @@
 pub mod body;
 pub mod client;
 pub mod forward;
-pub mod hooks;
 pub mod listen;
+pub mod push_events;
 pub mod replay;
 pub mod secrets;
 pub mod signature;

@@ -23,7 +23,7 @@ use super::replay::{DeliveryKey, Replayed};
 use super::signature::{self, SignatureError};
 use super::MAX_HOOK_BODY_BYTES;
 use super::{
-    body, body_refused, error_body, forward, header_str, hooks, refused, standby, ServerState,
+    body, body_refused, error_body, forward, header_str, push_events, refused, standby, ServerState,
 };
 use crate::daemon::trigger::TriggerReason;
 
@@ -40,7 +40,7 @@ fn replayed(state: &ServerState, endpoint: &str, peer: SocketAddr, r: Replayed) 
     error_body(StatusCode::CONFLICT, r.to_string())
 }
 
-fn bad_payload(state: &ServerState, endpoint: &str, e: hooks::HookError) -> Response {
+fn bad_payload(state: &ServerState, endpoint: &str, e: push_events::HookError) -> Response {
     tracing::warn!(endpoint, reason = %e, "webhook refused: bad payload");
     state.daemon.metrics.count_request(endpoint, "bad_request");
     error_body(StatusCode::BAD_REQUEST, e.to_string())
@@ -82,11 +82,11 @@ struct Origin<'a> {
 async fn act_on_hook(
     state: &ServerState,
     endpoint: &str,
-    decision: hooks::HookDecision,
+    decision: push_events::HookDecision,
     origin: Origin<'_>,
 ) -> Response {
     match decision {
-        hooks::HookDecision::Ignore(why) => {
+        push_events::HookDecision::Ignore(why) => {
             tracing::info!(endpoint, reason = %why, "webhook ignored");
             state.daemon.metrics.count_request(endpoint, "ignored");
             (
@@ -95,7 +95,7 @@ async fn act_on_hook(
             )
                 .into_response()
         }
-        hooks::HookDecision::Trigger { pushed_ref } => {
+        push_events::HookDecision::Trigger { pushed_ref } => {
             let onward = forward::Forward {
                 endpoint,
                 method: Method::POST,
@@ -257,13 +257,13 @@ async fn on_push(
     path: &'static str,
     headers: &HeaderMap,
     verified: Result<body::BufferedBody, Response>,
-    decide: impl FnOnce(&serde_json::Value) -> hooks::HookDecision,
+    decide: impl FnOnce(&serde_json::Value) -> push_events::HookDecision,
 ) -> Response {
     let bytes = match verified {
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    let decision = match hooks::payload_json(&bytes) {
+    let decision = match push_events::payload_json(&bytes) {
         Ok(payload) => decide(&payload),
         Err(e) => return bad_payload(state, endpoint, e),
     };
@@ -286,7 +286,7 @@ pub(super) async fn github(
     let verified = verified_hmac_body(&state, GITHUB, key, peer, &headers, body).await;
     let decide = |payload: &serde_json::Value| {
         let event = header_str(&headers, "X-GitHub-Event");
-        hooks::github(&state.followed_ref, event, payload)
+        push_events::github(&state.followed_ref, event, payload)
     };
     on_push(
         &state,
@@ -308,7 +308,7 @@ pub(super) async fn gitlab(
     let verified = verified_token_body(&state, peer, &headers, body).await;
     let decide = |payload: &serde_json::Value| {
         let event = header_str(&headers, "X-Gitlab-Event");
-        hooks::gitlab(&state.followed_ref, event, payload)
+        push_events::gitlab(&state.followed_ref, event, payload)
     };
     on_push(
         &state,
@@ -334,12 +334,12 @@ pub(super) async fn generic(
         Err(resp) => return resp,
     };
     // The generic hook's body is free-form: only a JSON object with a `ref` is filtered.
-    let payload = hooks::payload_json(&bytes).unwrap_or(serde_json::Value::Null);
+    let payload = push_events::payload_json(&bytes).unwrap_or(serde_json::Value::Null);
     let origin = Origin {
         path: "/hooks/generic",
         headers: &headers,
         body: &bytes,
     };
-    let decision = hooks::generic(&state.followed_ref, &payload);
+    let decision = push_events::generic(&state.followed_ref, &payload);
     act_on_hook(&state, GENERIC.endpoint, decision, origin).await
 }

@@ -3,11 +3,11 @@
 
 pub mod channel;
 pub mod chart;
+pub mod fetch_policy;
 pub mod git;
 pub mod go_yaml;
 pub mod helm;
 pub mod local;
-pub mod policy;
 pub mod sops;
 pub mod tar_cache;
 

@@ -3,3 +3,5 @@ pub mod daemon;
 pub mod faults;
 pub mod git_servers;
 pub mod helm;
+pub mod manifests;
+pub mod wait;

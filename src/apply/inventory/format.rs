@@ -1,16 +1,16 @@
 //! The stored form of an inventory kept in ConfigMaps (format 2), as pure functions.
 //!
 //! The sorted JSON list of references is gzip-compressed, and the compressed bytes are cut into
-//! shards of at most [`SHARD_BYTES`], each stored in the `binaryData` key [`SHARD_KEY`] of its own
+//! chunks of at most [`CHUNK_BYTES`], each stored in the `binaryData` key [`CHUNK_KEY`] of its own
 //! ConfigMap. The head ConfigMap holds only the [`Manifest`] (key [`MANIFEST_KEY`]): the format
-//! version, the number of entries, and each shard's ConfigMap name, size and sha256 digest.
+//! version, the number of entries, and each chunk's ConfigMap name, size and sha256 digest.
 //!
-//! A shard is named after its content (`<head>-<index>-<first 12 hex digits of its sha256>`), so a
-//! write never overwrites a shard the current head still points to: new shards are written first,
-//! then the head, then the shards no head refers to any more are deleted. A crash at any point
-//! leaves a head whose shards all exist.
+//! A chunk is named after its content (`<head>-<index>-<first 12 hex digits of its sha256>`), so a
+//! write never overwrites a chunk the current head still points to: new chunks are written first,
+//! then the head, then the chunks no head refers to any more are deleted. A crash at any point
+//! leaves a head whose chunks all exist.
 //!
-//! Reading checks everything it can: every shard present, its digest and size, the gzip stream
+//! Reading checks everything it can: every chunk present, its digest and size, the gzip stream
 //! (its CRC), the JSON, and the entry count. Any mismatch is a [`Damage`] naming the ConfigMap, and
 //! never an empty inventory.
 
@@ -28,12 +28,12 @@ pub const FORMAT: u32 = 2;
 pub const ENCODING: &str = "json+gzip";
 /// The head ConfigMap's key that holds the manifest.
 pub const MANIFEST_KEY: &str = "manifest.json";
-/// The shard ConfigMap's `binaryData` key that holds its slice of the compressed list.
-pub const SHARD_KEY: &str = "inventory.json.gz";
-/// Largest slice of compressed bytes per shard: half of the 1 MiB a ConfigMap's data may hold,
-/// so a shard stays far below every size limit (etcd object, request body) with its metadata and
+/// The chunk ConfigMap's `binaryData` key that holds its slice of the compressed list.
+pub const CHUNK_KEY: &str = "inventory.json.gz";
+/// Largest slice of compressed bytes per chunk: half of the 1 MiB a ConfigMap's data may hold,
+/// so a chunk stays far below every size limit (etcd object, request body) with its metadata and
 /// base64 encoding in the request (4/3 of it).
-pub const SHARD_BYTES: usize = 512 * 1024;
+pub const CHUNK_BYTES: usize = 512 * 1024;
 
 /// The head's description of a stored inventory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,14 +43,15 @@ pub struct Manifest {
     pub encoding: String,
     /// Number of references in the inventory.
     pub entries: usize,
-    /// The shards, in order: their bytes concatenated are the compressed list.
-    pub shards: Vec<ShardRef>,
+    /// The chunks, in order: their bytes concatenated are the compressed list.
+    #[serde(rename = "shards")]
+    pub chunks: Vec<ChunkRef>,
 }
 
-/// One shard as the manifest names it.
+/// One chunk as the manifest names it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ShardRef {
+pub struct ChunkRef {
     /// Its ConfigMap's name (same namespace as the head).
     pub name: String,
     /// Hex sha256 of its bytes.
@@ -59,9 +60,9 @@ pub struct ShardRef {
     pub bytes: usize,
 }
 
-/// One shard to store.
+/// One chunk to store.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Shard {
+pub struct Chunk {
     pub name: String,
     pub data: Vec<u8>,
 }
@@ -70,7 +71,7 @@ pub struct Shard {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Encoded {
     pub manifest: Manifest,
-    pub shards: Vec<Shard>,
+    pub chunks: Vec<Chunk>,
 }
 
 /// What is wrong with a stored inventory: the ConfigMap (name) and why.
@@ -92,16 +93,16 @@ pub fn digest(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// The name of the shard `index` with content digest `sha256`, for the head `head`.
-fn shard_name(head: &str, index: usize, sha256: &str) -> String {
+/// The name of the chunk `index` with content digest `sha256`, for the head `head`.
+fn chunk_name(head: &str, index: usize, sha256: &str) -> String {
     format!("{head}-{index}-{}", &sha256[..12])
 }
 
-/// Encode `entries` for the head ConfigMap `head`, in shards of at most `shard_bytes`.
+/// Encode `entries` for the head ConfigMap `head`, in chunks of at most `chunk_bytes`.
 pub fn encode(
     head: &str,
     entries: &BTreeSet<ObjectRef>,
-    shard_bytes: usize,
+    chunk_bytes: usize,
 ) -> Result<Encoded, serde_json::Error> {
     let list: Vec<&ObjectRef> = entries.iter().collect();
     let json = serde_json::to_vec(&list)?;
@@ -109,11 +110,11 @@ pub fn encode(
     // Writing into a Vec cannot fail.
     gz.write_all(&json).expect("gzip into memory");
     let compressed = gz.finish().expect("gzip into memory");
-    let shards: Vec<Shard> = compressed
-        .chunks(shard_bytes.max(1))
+    let chunks: Vec<Chunk> = compressed
+        .chunks(chunk_bytes.max(1))
         .enumerate()
-        .map(|(i, chunk)| Shard {
-            name: shard_name(head, i, &digest(chunk)),
+        .map(|(i, chunk)| Chunk {
+            name: chunk_name(head, i, &digest(chunk)),
             data: chunk.to_vec(),
         })
         .collect();
@@ -121,16 +122,16 @@ pub fn encode(
         format: FORMAT,
         encoding: ENCODING.to_string(),
         entries: entries.len(),
-        shards: shards
+        chunks: chunks
             .iter()
-            .map(|s| ShardRef {
+            .map(|s| ChunkRef {
                 name: s.name.clone(),
                 sha256: digest(&s.data),
                 bytes: s.data.len(),
             })
             .collect(),
     };
-    Ok(Encoded { manifest, shards })
+    Ok(Encoded { manifest, chunks })
 }
 
 /// Parse the manifest text of the head ConfigMap `head`.
@@ -150,16 +151,16 @@ pub fn parse_manifest(head: &str, text: &str) -> Result<Manifest, Damage> {
 }
 
 /// Decode the inventory `manifest` (of head ConfigMap `head`) describes, from the bytes of its
-/// shards by ConfigMap name (`None`: the ConfigMap does not exist or has no [`SHARD_KEY`]).
+/// chunks by ConfigMap name (`None`: the ConfigMap does not exist or has no [`CHUNK_KEY`]).
 pub fn decode(
     head: &str,
     manifest: &Manifest,
-    shards: &BTreeMap<String, Option<Vec<u8>>>,
+    chunks: &BTreeMap<String, Option<Vec<u8>>>,
 ) -> Result<BTreeSet<ObjectRef>, Damage> {
     let mut compressed = Vec::new();
-    for s in &manifest.shards {
-        let Some(Some(bytes)) = shards.get(&s.name) else {
-            let why = format!("missing: the head {head} lists it, and it has no key {SHARD_KEY}");
+    for s in &manifest.chunks {
+        let Some(Some(bytes)) = chunks.get(&s.name) else {
+            let why = format!("missing: the head {head} lists it, and it has no key {CHUNK_KEY}");
             return Err(damage(&s.name, why));
         };
         let actual = digest(bytes);
@@ -177,17 +178,17 @@ pub fn decode(
     let mut json = Vec::new();
     flate2::read::GzDecoder::new(compressed.as_slice())
         .read_to_end(&mut json)
-        .map_err(|e| damage(head, format!("its shards do not decompress: {e}")))?;
+        .map_err(|e| damage(head, format!("its chunks do not decompress: {e}")))?;
     let list: Vec<ObjectRef> = serde_json::from_slice(&json).map_err(|e| {
         damage(
             head,
-            format!("its shards are not a list of references: {e}"),
+            format!("its chunks are not a list of references: {e}"),
         )
     })?;
     let entries: BTreeSet<ObjectRef> = list.into_iter().collect();
     if entries.len() != manifest.entries {
         let why = format!(
-            "its shards hold {} distinct references, the manifest says {}",
+            "its chunks hold {} distinct references, the manifest says {}",
             entries.len(),
             manifest.entries
         );
@@ -219,7 +220,7 @@ mod tests {
     }
 
     fn stored(e: &Encoded) -> BTreeMap<String, Option<Vec<u8>>> {
-        e.shards
+        e.chunks
             .iter()
             .map(|s| (s.name.clone(), Some(s.data.clone())))
             .collect()
@@ -232,34 +233,34 @@ mod tests {
     }
 
     #[test]
-    fn a_hundred_thousand_entries_round_trip_exactly_in_shards_under_the_limit() {
+    fn a_hundred_thousand_entries_round_trip_exactly_in_chunks_under_the_limit() {
         let all = entries(100_000);
-        let e = encode(HEAD, &all, SHARD_BYTES).unwrap();
+        let e = encode(HEAD, &all, CHUNK_BYTES).unwrap();
         assert_eq!(e.manifest.entries, 100_000);
-        assert!(e.shards.iter().all(|s| s.data.len() <= SHARD_BYTES));
-        assert!(e.shards.iter().all(|s| s.name.starts_with(HEAD)));
+        assert!(e.chunks.iter().all(|s| s.data.len() <= CHUNK_BYTES));
+        assert!(e.chunks.iter().all(|s| s.name.starts_with(HEAD)));
         assert_eq!(round_trip(&e).unwrap(), all);
-        // Small shards: the same list over many ConfigMaps reads back the same.
+        // Small chunks: the same list over many ConfigMaps reads back the same.
         let small = encode(HEAD, &all, 64 * 1024).unwrap();
-        assert!(small.shards.len() > 3, "{}", small.shards.len());
+        assert!(small.chunks.len() > 3, "{}", small.chunks.len());
         assert_eq!(round_trip(&small).unwrap(), all);
     }
 
     #[test]
     fn an_empty_inventory_round_trips() {
-        let e = encode(HEAD, &BTreeSet::new(), SHARD_BYTES).unwrap();
+        let e = encode(HEAD, &BTreeSet::new(), CHUNK_BYTES).unwrap();
         assert_eq!(e.manifest.entries, 0);
         assert_eq!(round_trip(&e).unwrap(), BTreeSet::new());
     }
 
     #[test]
-    fn encoding_is_deterministic_and_shards_are_named_by_content() {
+    fn encoding_is_deterministic_and_chunks_are_named_by_content() {
         let a = encode(HEAD, &entries(5_000), 16 * 1024).unwrap();
         assert_eq!(a, encode(HEAD, &entries(5_000), 16 * 1024).unwrap());
         let b = encode(HEAD, &entries(5_001), 16 * 1024).unwrap();
-        // A changed inventory never reuses the name of a shard with other bytes.
-        let names_a: BTreeMap<_, _> = a.shards.iter().map(|s| (&s.name, &s.data)).collect();
-        for s in &b.shards {
+        // A changed inventory never reuses the name of a chunk with other bytes.
+        let names_a: BTreeMap<_, _> = a.chunks.iter().map(|s| (&s.name, &s.data)).collect();
+        for s in &b.chunks {
             if let Some(data) = names_a.get(&s.name) {
                 assert_eq!(*data, &s.data);
             }
@@ -269,40 +270,40 @@ mod tests {
 
     fn several() -> Encoded {
         let e = encode(HEAD, &entries(20_000), 32 * 1024).unwrap();
-        assert!(e.shards.len() >= 3, "{}", e.shards.len());
+        assert!(e.chunks.len() >= 3, "{}", e.chunks.len());
         e
     }
 
     #[test]
-    fn a_missing_shard_is_named() {
+    fn a_missing_chunk_is_named() {
         let e = several();
-        let mut shards = stored(&e);
-        let lost = e.shards[1].name.clone();
-        shards.remove(&lost);
-        let err = decode(HEAD, &e.manifest, &shards).unwrap_err();
+        let mut chunks = stored(&e);
+        let lost = e.chunks[1].name.clone();
+        chunks.remove(&lost);
+        let err = decode(HEAD, &e.manifest, &chunks).unwrap_err();
         assert_eq!(err.configmap, lost);
         assert!(err.reason.contains("missing"), "{}", err.reason);
-        shards.insert(lost.clone(), None);
+        chunks.insert(lost.clone(), None);
         assert_eq!(
-            decode(HEAD, &e.manifest, &shards).unwrap_err().configmap,
+            decode(HEAD, &e.manifest, &chunks).unwrap_err().configmap,
             lost
         );
     }
 
     #[test]
-    fn a_corrupted_or_truncated_shard_is_named() {
+    fn a_corrupted_or_truncated_chunk_is_named() {
         let e = several();
-        let mut shards = stored(&e);
-        let hit = e.shards[2].name.clone();
-        shards.get_mut(&hit).unwrap().as_mut().unwrap()[10] ^= 0xff;
-        let err = decode(HEAD, &e.manifest, &shards).unwrap_err();
+        let mut chunks = stored(&e);
+        let hit = e.chunks[2].name.clone();
+        chunks.get_mut(&hit).unwrap().as_mut().unwrap()[10] ^= 0xff;
+        let err = decode(HEAD, &e.manifest, &chunks).unwrap_err();
         assert_eq!(err.configmap, hit);
         assert!(err.reason.contains("corrupted"), "{}", err.reason);
 
-        let mut shards = stored(&e);
-        shards.get_mut(&hit).unwrap().as_mut().unwrap().pop();
+        let mut chunks = stored(&e);
+        chunks.get_mut(&hit).unwrap().as_mut().unwrap().pop();
         assert_eq!(
-            decode(HEAD, &e.manifest, &shards).unwrap_err().configmap,
+            decode(HEAD, &e.manifest, &chunks).unwrap_err().configmap,
             hit
         );
     }
@@ -319,15 +320,15 @@ mod tests {
         // A consistent manifest over bytes that are not gzip (digests recomputed).
         let garbage = vec![7u8; 100];
         let manifest = Manifest {
-            shards: vec![ShardRef {
+            chunks: vec![ChunkRef {
                 name: format!("{HEAD}-0-x"),
                 sha256: digest(&garbage),
                 bytes: garbage.len(),
             }],
             ..e.manifest.clone()
         };
-        let shards = BTreeMap::from([(format!("{HEAD}-0-x"), Some(garbage))]);
-        let err = decode(HEAD, &manifest, &shards).unwrap_err();
+        let chunks = BTreeMap::from([(format!("{HEAD}-0-x"), Some(garbage))]);
+        let err = decode(HEAD, &manifest, &chunks).unwrap_err();
         assert!(err.reason.contains("do not decompress"), "{}", err.reason);
 
         let err = parse_manifest(HEAD, "{\"format\": 3}").unwrap_err();

@@ -1,7 +1,7 @@
 //! Inventories: what each owner applied, so that what leaves the repository can be pruned.
 //!
 //! - The sync root keeps its inventory in ConfigMaps in Weft's namespace (`--namespace`, default
-//!   `weft-system`): a head `weft-inventory-<owner-id>` with a manifest, and content-named shards
+//!   `weft-system`): a head `weft-inventory-<owner-id>` with a manifest, and content-named chunks
 //!   `weft-inventory-<owner-id>-<n>-<digest>` with the gzip-compressed sorted JSON list of object
 //!   references ([`format`]); there is no size cap. They carry the label
 //!   `weft.io/inventory-of: <owner-id>`, not the owner label, so they are never themselves in an
@@ -11,7 +11,7 @@
 //!   format in the resource's own namespace, owned by it (garbage-collected with it), and
 //!   `status.inventory` is then empty.
 //!
-//! A stored inventory that cannot be read back exactly (a missing shard, a digest or count
+//! A stored inventory that cannot be read back exactly (a missing chunk, a digest or count
 //! mismatch, undecodable data) is an error naming the ConfigMap, which stops the pass before any
 //! prune: it is never taken for an empty inventory.
 //!
@@ -503,14 +503,14 @@ mod tests {
             name: "big".into(),
         };
         let head = configmap_name(&owner);
-        let e = format::encode(&head, &big, format::SHARD_BYTES).unwrap();
-        assert!(e.shards.iter().all(|s| s.data.len() <= format::SHARD_BYTES));
-        let shards = e
-            .shards
+        let e = format::encode(&head, &big, format::CHUNK_BYTES).unwrap();
+        assert!(e.chunks.iter().all(|s| s.data.len() <= format::CHUNK_BYTES));
+        let chunks = e
+            .chunks
             .iter()
             .map(|s| (s.name.clone(), Some(s.data.clone())))
             .collect();
-        assert_eq!(format::decode(&head, &e.manifest, &shards).unwrap(), big);
+        assert_eq!(format::decode(&head, &e.manifest, &chunks).unwrap(), big);
     }
 
     #[test]

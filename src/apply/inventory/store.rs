@@ -11,7 +11,7 @@ use kube::{Client, ResourceExt};
 use serde::de::Error as _;
 use serde_json::{json, Value};
 
-use super::format::{self, Damage, Encoded, MANIFEST_KEY, SHARD_KEY};
+use super::format::{self, Damage, Encoded, CHUNK_KEY, MANIFEST_KEY};
 use super::{force_prune_of, Stored, INVENTORY_KEY, INVENTORY_OF_LABEL};
 use crate::api::ObjectRef;
 use crate::apply::{is_not_found, InventoryProblem, FIELD_MANAGER};
@@ -65,18 +65,18 @@ pub async fn read(client: &Client, place: &Place<'_>) -> Result<Option<Stored>, 
     let data = cm.data.unwrap_or_default();
     let entries = if let Some(text) = data.get(MANIFEST_KEY) {
         let manifest = format::parse_manifest(&head, text).map_err(|d| place.damaged(d))?;
-        let mut shards = BTreeMap::new();
-        for s in &manifest.shards {
-            let shard = api.get_opt(&s.name).await.map_err(InventoryProblem::Read)?;
-            let bytes = shard
+        let mut chunks = BTreeMap::new();
+        for s in &manifest.chunks {
+            let chunk = api.get_opt(&s.name).await.map_err(InventoryProblem::Read)?;
+            let bytes = chunk
                 .and_then(|c| c.binary_data)
-                .and_then(|mut b| b.remove(SHARD_KEY))
+                .and_then(|mut b| b.remove(CHUNK_KEY))
                 .map(|b| b.0);
-            shards.insert(s.name.clone(), bytes);
+            chunks.insert(s.name.clone(), bytes);
         }
-        format::decode(&head, &manifest, &shards).map_err(|d| place.damaged(d))?
+        format::decode(&head, &manifest, &chunks).map_err(|d| place.damaged(d))?
     } else if let Some(text) = data.get(INVENTORY_KEY) {
-        // Format 1, written by Weft before inventories were sharded.
+        // Format 1, written by Weft before inventories were chunked.
         let list: Vec<ObjectRef> =
             serde_json::from_str(text).map_err(|source| InventoryProblem::Invalid {
                 what: format!("ConfigMap {}/{head} key {INVENTORY_KEY}", place.namespace),
@@ -91,7 +91,7 @@ pub async fn read(client: &Client, place: &Place<'_>) -> Result<Option<Stored>, 
 }
 
 /// The names of every ConfigMap at `place` that belongs to the owner's inventory (head and
-/// shards, referenced or not), with their shard's digest when they hold one.
+/// chunks, referenced or not), with their chunk's digest when they hold one.
 async fn list(
     client: &Client,
     place: &Place<'_>,
@@ -112,7 +112,7 @@ async fn list(
             let digest = cm
                 .binary_data
                 .as_ref()
-                .and_then(|b| b.get(SHARD_KEY))
+                .and_then(|b| b.get(CHUNK_KEY))
                 .map(|b| format::digest(&b.0));
             (cm.name_any(), digest)
         })
@@ -124,8 +124,8 @@ pub async fn names(client: &Client, place: &Place<'_>) -> Result<Vec<String>, In
     Ok(list(client, place).await?.into_keys().collect())
 }
 
-/// Store `entries` at `place`: the shards that do not exist yet, then the head, then delete the
-/// shards the head no longer names. `owner_references` go on every ConfigMap (a custom
+/// Store `entries` at `place`: the chunks that do not exist yet, then the head, then delete the
+/// chunks the head no longer names. `owner_references` go on every ConfigMap (a custom
 /// resource's inventory is deleted with it).
 pub async fn write(
     client: &Client,
@@ -134,8 +134,8 @@ pub async fn write(
     owner_references: Option<Value>,
 ) -> Result<(), InventoryProblem> {
     let head = place.head();
-    let Encoded { manifest, shards } =
-        format::encode(&head, entries, format::SHARD_BYTES).map_err(InventoryProblem::Encode)?;
+    let Encoded { manifest, chunks } =
+        format::encode(&head, entries, format::CHUNK_BYTES).map_err(InventoryProblem::Encode)?;
     let existing = list(client, place).await?;
     let api = place.api(client);
     let pp = PatchParams::apply(FIELD_MANAGER).force();
@@ -152,18 +152,18 @@ pub async fn write(
         m
     };
     let b64 = base64::engine::general_purpose::STANDARD;
-    for (shard, r) in shards.iter().zip(&manifest.shards) {
-        if existing.get(&shard.name) == Some(&Some(r.sha256.clone())) {
+    for (chunk, r) in chunks.iter().zip(&manifest.chunks) {
+        if existing.get(&chunk.name) == Some(&Some(r.sha256.clone())) {
             continue;
         }
         let cm = json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": metadata(&shard.name),
-            "binaryData": {SHARD_KEY: b64.encode(&shard.data)},
+            "metadata": metadata(&chunk.name),
+            "binaryData": {CHUNK_KEY: b64.encode(&chunk.data)},
         });
-        api.patch(&shard.name, &pp, &Patch::Apply(&cm))
+        api.patch(&chunk.name, &pp, &Patch::Apply(&cm))
             .await
-            .map_err(|e| place.api_error("writing", &shard.name, e))?;
+            .map_err(|e| place.api_error("writing", &chunk.name, e))?;
     }
     let text = serde_json::to_string(&manifest).map_err(InventoryProblem::Encode)?;
     // The head's fields are all Weft's: a format 1 `inventory.json` it applied goes away here.
@@ -175,12 +175,12 @@ pub async fn write(
     api.patch(&head, &pp, &Patch::Apply(&cm))
         .await
         .map_err(|e| place.api_error("writing", &head, e))?;
-    let keep: BTreeSet<&str> = manifest.shards.iter().map(|s| s.name.as_str()).collect();
+    let keep: BTreeSet<&str> = manifest.chunks.iter().map(|s| s.name.as_str()).collect();
     for name in existing.keys() {
         if name != &head && !keep.contains(name.as_str()) {
-            // The inventory is stored: an old shard left behind is removed by the next write.
+            // The inventory is stored: an old chunk left behind is removed by the next write.
             if let Err(e) = delete_one(&api, name).await {
-                tracing::warn!(configmap = %format!("{}/{name}", place.namespace), "removing an old inventory shard: {e}");
+                tracing::warn!(configmap = %format!("{}/{name}", place.namespace), "removing an old inventory chunk: {e}");
             }
         }
     }
@@ -200,7 +200,7 @@ pub async fn delete(client: &Client, place: &Place<'_>) -> Result<(), InventoryP
     let api = place.api(client);
     let head = place.head();
     let mut names: Vec<String> = list(client, place).await?.into_keys().collect();
-    // The head first: a head never names a shard that is gone.
+    // The head first: a head never names a chunk that is gone.
     names.sort_by_key(|n| n != &head);
     for name in names {
         delete_one(&api, &name)

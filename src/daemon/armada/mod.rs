@@ -576,15 +576,7 @@ async fn report_drift(ctx: &Context, key: &ChartKey, objects: &[String]) -> Resu
         .await
         .map_err(|e| kube_err("writing status", e))?;
     tracing::info!(chart = %format!("{ns}/{name}"), objects = %objects.join(", "), "drift reported, not corrected");
-    status::event(
-        &ctx.state.recorder,
-        &ctx.state.notifier,
-        &chart,
-        true,
-        "Drifted",
-        &message,
-    )
-    .await;
+    status::event(ctx.state.events(), &chart, true, "Drifted", &message).await;
     Ok(())
 }
 
@@ -670,15 +662,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
         pruned.join(", ")
     );
     tracing::info!(chart = %format!("{ns}/{name}"), "{note}");
-    status::event(
-        &ctx.state.recorder,
-        &ctx.state.notifier,
-        chart,
-        false,
-        "Pruned",
-        &note,
-    )
-    .await;
+    status::event(ctx.state.events(), chart, false, "Pruned", &note).await;
     Ok(Action::await_change())
 }
 

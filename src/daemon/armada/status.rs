@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource};
 use serde_json::json;
 
@@ -18,9 +17,9 @@ use crate::api::conditions::{
 use crate::api::ObjectRef;
 use crate::apply::changeset::ChangeSet;
 use crate::apply::ApplyError;
+use crate::daemon::events::{EventPublisher, Note};
 use crate::daemon::status::{now_rfc3339, OwnerStatus};
 use crate::daemon::suspend;
-use crate::notify::Notifier;
 use crate::pass::PassError;
 use crate::render::DesiredSet;
 use crate::render::Owner;
@@ -234,38 +233,24 @@ pub async fn record_suspended(client: &Client, held: &BTreeSet<Owner>) -> ChartP
 }
 
 pub(crate) async fn event<K: Resource<DynamicType = ()>>(
-    recorder: &Recorder,
-    notifier: &Notifier,
+    events: &EventPublisher,
     obj: &K,
     warning: bool,
     reason: &str,
-    note: &str,
+    text: &str,
 ) {
-    let (namespace, name) = (obj.meta().namespace.as_deref(), obj.meta().name.as_deref());
-    let kind = K::kind(&());
-    let notification = crate::notify::Event::from_kube(
-        &kind,
-        namespace.unwrap_or_default(),
-        name.unwrap_or_default(),
-        warning,
-        reason,
-        note,
-    );
-    notifier.emit_some(notification);
-    let e = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: reason.to_string(),
-        note: Some(note.to_string()),
-        action: "Deploy".to_string(),
-        secondary: None,
-    };
-    if let Err(err) = recorder.publish(&e, &obj.object_ref(&())).await {
-        tracing::debug!(error = %err, "cannot publish event");
-    }
+    events
+        .publish(
+            obj,
+            Note {
+                warning,
+                reason,
+                action: "Deploy",
+                text,
+                related: None,
+            },
+        )
+        .await;
 }
 
 /// Mark one chart `deploying` (`Reconciling=True`) because the running pass is changing its
@@ -307,8 +292,7 @@ pub async fn mark_deploying(client: Client, namespace: String, name: String) {
 /// Write the Armada status of a pass (charts, then groups, then manifests).
 pub async fn record_pass(
     client: &Client,
-    recorder: &Recorder,
-    notifier: &Notifier,
+    events: &EventPublisher,
     set: &DesiredSet,
     changes: &ChangeSet,
     error: Option<&PassError>,
@@ -328,22 +312,20 @@ pub async fn record_pass(
             continue;
         };
         phases.insert((namespace.clone(), name.clone()), outcome.phase);
-        record_chart(client, recorder, notifier, namespace, name, outcome).await;
+        record_chart(client, events, namespace, name, outcome).await;
     }
     // Groups and manifests named by the sync layer.
     let namespaces: BTreeSet<String> = phases.keys().map(|(ns, _)| ns.clone()).collect();
     for ns in &namespaces {
-        let group_phases =
-            record_aggregates::<ArmadaChartGroup>(client, recorder, notifier, ns, &phases).await;
-        record_aggregates::<ArmadaManifest>(client, recorder, notifier, ns, &group_phases).await;
+        let group_phases = record_aggregates::<ArmadaChartGroup>(client, events, ns, &phases).await;
+        record_aggregates::<ArmadaManifest>(client, events, ns, &group_phases).await;
     }
 }
 
 /// Write one chart's outcome, unless its status already says so.
 async fn record_chart(
     client: &Client,
-    recorder: &Recorder,
-    notifier: &Notifier,
+    events: &EventPublisher,
     namespace: &str,
     name: &str,
     outcome: &ChartOutcome,
@@ -383,8 +365,7 @@ async fn record_chart(
     }
     if before.phase != Some(outcome.phase) {
         event(
-            recorder,
-            notifier,
+            events,
             &chart,
             outcome.phase == Phase::Failed,
             &outcome.reason,
@@ -489,8 +470,7 @@ impl Aggregated for ArmadaManifest {
 /// says so (an event on every phase change); the phases written.
 async fn record_aggregates<K: Aggregated>(
     client: &Client,
-    recorder: &Recorder,
-    notifier: &Notifier,
+    events: &EventPublisher,
     ns: &str,
     phases: &BTreeMap<(String, String), Phase>,
 ) -> BTreeMap<(String, String), Phase> {
@@ -527,8 +507,7 @@ async fn record_aggregates<K: Aggregated>(
             tracing::warn!(kind = %K::kind(&()), object = %format!("{ns}/{name}"), error = %e, "cannot write status");
         } else if before.phase != Some(a.phase) {
             event(
-                recorder,
-                notifier,
+                events,
                 &item,
                 a.phase == Phase::Failed,
                 a.reason,

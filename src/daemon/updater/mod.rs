@@ -28,8 +28,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
-use kube::{Resource, ResourceExt};
+use kube::runtime::events::EventType;
+
+use crate::daemon::events::Note;
+use kube::ResourceExt;
 use serde_json::{json, Map, Value};
 use tokio::sync::Mutex;
 
@@ -66,7 +68,7 @@ pub enum UpdateError {
     #[error("{0}")]
     Channel(#[from] ChannelError),
     #[error("{0}")]
-    ChannelRefused(#[from] crate::source::policy::ChannelRefused),
+    ChannelRefused(#[from] crate::source::fetch_policy::ChannelRefused),
     #[error("bundle {version}: `url: {url}` is not allowed by --allowed-channels ({allowed}): the channel's bundles are fetched only from where a channel may be; nothing was fetched")]
     BundleUrlRefused {
         version: semver::Version,
@@ -170,7 +172,7 @@ pub struct UpdateOptions {
     /// How channels are reached.
     pub channel: ChannelOptions,
     /// Which channels a WeaveCloud may name (`--allowed-channels`).
-    pub allowed_channels: crate::source::policy::ChannelPolicy,
+    pub allowed_channels: crate::source::fetch_policy::ChannelPolicy,
     /// Upper bound of the scheduler's sleep (it also wakes for each WeaveCloud's next check).
     pub rescan_interval: Duration,
     /// The daemon's pass options (`weft run`'s `--max-prune-fraction`, `--force-prune`,
@@ -302,29 +304,14 @@ impl Updater {
     }
 
     async fn event(&self, wc: &WeaveCloud, type_: EventType, reason: &str, note: String) {
-        let (ns, name, warning) = (
-            wc.namespace().unwrap_or_default(),
-            wc.name_any(),
-            type_ == EventType::Warning,
-        );
-        let notification =
-            crate::notify::Event::from_kube("WeaveCloud", &ns, &name, warning, reason, &note);
-        self.state.notifier.emit_some(notification);
-        let ev = Event {
-            type_,
-            reason: reason.to_string(),
-            note: Some(
-                crate::api::redact::redact_url_passwords(&note)
-                    .chars()
-                    .take(1000)
-                    .collect(),
-            ),
-            action: "AgentUpdate".to_string(),
-            secondary: None,
+        let event = Note {
+            warning: type_ == EventType::Warning,
+            reason,
+            action: "AgentUpdate",
+            text: &note,
+            related: None,
         };
-        if let Err(e) = self.state.recorder.publish(&ev, &wc.object_ref(&())).await {
-            tracing::warn!(error = %e, reason, "cannot publish event");
-        }
+        self.state.events().publish(wc, event).await;
     }
 
     /// Read-modify-write of the updater's fields of `wc`'s status: a merge patch of the fields

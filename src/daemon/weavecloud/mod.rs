@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -322,9 +322,6 @@ async fn event(ctx: &Context, wc: &WeaveCloud, type_: EventType, reason: &str, n
     event_about(ctx, wc, type_, reason, note, None).await
 }
 
-/// The API server refuses an event whose note is longer than 1 kB.
-const MAX_EVENT_NOTE: usize = 1000;
-
 /// An event about `wc`, related to `secondary` (the recorder keeps one event series per
 /// regarding/related pair and reason: events of one reason about different objects need it).
 async fn event_about(
@@ -332,34 +329,17 @@ async fn event_about(
     wc: &WeaveCloud,
     type_: EventType,
     reason: &str,
-    mut note: String,
+    note: String,
     secondary: Option<k8s_openapi::api::core::v1::ObjectReference>,
 ) {
-    // Events are read by anyone who may read events in the namespace.
-    note = crate::api::redact::redact_url_passwords(&note);
-    let (ns, name) = (wc.namespace().unwrap_or_default(), wc.name_any());
-    let warning = type_ == EventType::Warning;
-    let notification =
-        crate::notify::Event::from_kube("WeaveCloud", &ns, &name, warning, reason, &note);
-    ctx.state.notifier.emit_some(notification);
-    if note.len() > MAX_EVENT_NOTE {
-        let mut end = MAX_EVENT_NOTE;
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        note.truncate(end);
-        note.push('…');
-    }
-    let e = Event {
-        type_,
-        reason: reason.to_string(),
-        note: Some(note),
-        action: "Reconcile".to_string(),
-        secondary,
+    let event = crate::daemon::events::Note {
+        warning: type_ == EventType::Warning,
+        reason,
+        action: "Reconcile",
+        text: &note,
+        related: secondary,
     };
-    if let Err(err) = ctx.state.recorder.publish(&e, &wc.object_ref(&())).await {
-        tracing::debug!(error = %err, "cannot publish event");
-    }
+    ctx.state.events().publish(wc, event).await;
 }
 
 /// Render and apply the agents (holding the WeaveCloud's pass lock, so that the updater does

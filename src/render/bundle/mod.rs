@@ -21,8 +21,8 @@ use sha2::{Digest, Sha256};
 use crate::api::weavecloud::Environment;
 use crate::load::yaml::{parse_documents, Pos, YamlLimits};
 
-mod policy;
-pub use policy::ALLOWED_KINDS;
+mod contents_policy;
+pub use contents_policy::ALLOWED_KINDS;
 
 /// The index file at the root of a bundle.
 pub const INDEX_FILE: &str = "bundle.yaml";
@@ -419,7 +419,7 @@ impl Bundle {
             prometheus_config,
             digest: hex::encode(digest.finalize()),
         };
-        policy::check_rbac(&bundle)?;
+        contents_policy::check_rbac(&bundle)?;
         Ok(bundle)
     }
 
@@ -586,7 +586,7 @@ fn check_template(path: &str, object: Value, pos: Pos) -> Result<Template, Bundl
         file: path.to_string(),
         pos,
     };
-    policy::check_kind(&template).map_err(fail)?;
+    contents_policy::check_kind(&template).map_err(fail)?;
     if template.object.pointer("/metadata/namespace").is_some() {
         return Err(fail(format!(
             "{} `{}` sets `metadata.namespace`: bundle objects have none, they are rendered into the WeaveCloud's namespace",

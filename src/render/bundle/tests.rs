@@ -499,7 +499,12 @@ fn every_role_of_the_builtin_bundle_is_within_its_agent_s_allow_list() {
             if matches!(t.kind(), "ClusterRole" | "Role") {
                 roles += 1;
                 for r in t.object["rules"].as_array().unwrap() {
-                    assert_eq!(policy::check_rule(agent, r), Ok(()), "{} {r}", t.name());
+                    assert_eq!(
+                        contents_policy::check_rule(agent, r),
+                        Ok(()),
+                        "{} {r}",
+                        t.name()
+                    );
                 }
             }
         }
@@ -555,7 +560,7 @@ fn a_role_beyond_its_agent_s_needs_is_refused_before_anything_is_applied() {
         ),
     ];
     for (agent, rule, shown) in cases {
-        let err = policy::check_rule(agent, &rule).expect_err(&rule.to_string());
+        let err = contents_policy::check_rule(agent, &rule).expect_err(&rule.to_string());
         assert!(err.contains(shown), "{agent}: {err}");
         assert!(
             err.contains(&format!("the {agent} agent does not need")),
@@ -581,7 +586,7 @@ fn a_role_beyond_its_agent_s_needs_is_refused_before_anything_is_applied() {
             json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
         ),
     ] {
-        assert_eq!(policy::check_rule(agent, &rule), Ok(()), "{rule}");
+        assert_eq!(contents_policy::check_rule(agent, &rule), Ok(()), "{rule}");
     }
     // In a bundle: the whole bundle is refused, naming file, line, role and rule.
     let files = replace_in(

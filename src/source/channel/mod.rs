@@ -247,7 +247,7 @@ impl ChannelSource {
         let display = redact_url_passwords(poll_url.trim());
         let http = reqwest::Client::builder()
             .timeout(opts.http_timeout)
-            .redirect(crate::source::policy::same_host_redirects())
+            .redirect(crate::source::fetch_policy::same_host_redirects())
             .user_agent(concat!("weft/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ChannelError::Fetch {
@@ -412,7 +412,7 @@ impl ChannelSource {
         let fetch_err = |e: reqwest::Error| ChannelError::Fetch {
             url: shown.clone(),
             // reqwest's message names the URL it was given; ours has the password removed.
-            message: crate::source::policy::describe_http_error(e),
+            message: crate::source::fetch_policy::describe_http_error(e),
         };
         let mut response = self.http.get(url.clone()).send().await.map_err(fetch_err)?;
         if !response.status().is_success() {

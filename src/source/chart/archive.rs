@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use super::{clean_relative, ArchiveLimits, CaCertificates, SourceFailure, QUOTE_CHARS};
-use crate::source::policy::clip;
+use crate::source::fetch_policy::clip;
 
 pub(super) fn download(
     url: &str,
@@ -18,13 +18,13 @@ pub(super) fn download(
     };
     let mut builder = reqwest::blocking::Client::builder()
         .timeout(limits.timeout)
-        .redirect(crate::source::policy::same_host_redirects());
+        .redirect(crate::source::fetch_policy::same_host_redirects());
     for certificate in ca.map(|c| c.certificates.as_slice()).unwrap_or_default() {
         builder = builder.add_root_certificate(certificate.clone());
     }
     let client = builder.build().map_err(|e| http(e.to_string()))?;
     let response = client.get(url).send().map_err(|e| {
-        let mut message = crate::source::policy::describe_http_error(e);
+        let mut message = crate::source::fetch_policy::describe_http_error(e);
         if message.contains("certificate") {
             message.push_str(
                 " (a private CA is trusted with --ca-file, SSL_CERT_FILE or SSL_CERT_DIR)",

@@ -32,9 +32,9 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use super::fetch_policy::{clip, ChartSourcePolicy, SourceRefused};
 use super::git::auth::Credentials;
 use super::git::{self, GitError, GitRef, GitSource, GitSourceSpec, Redirects};
-use super::policy::{clip, ChartSourcePolicy, SourceRefused};
 use super::{Snapshot, SnapshotLimits};
 use crate::api::armada::{ChartSource, SourceType};
 use crate::api::ResourceKey;
@@ -528,7 +528,7 @@ fn git_files(
 
 /// Scheme, host and port of a remote URL (scp-style read as ssh), for comparing origins.
 fn origin(url: &str) -> Option<(String, String, u16)> {
-    let parsed = url::Url::parse(&super::policy::normalise(url)?).ok()?;
+    let parsed = url::Url::parse(&super::fetch_policy::normalise(url)?).ok()?;
     let scheme = parsed.scheme().to_string();
     let port = parsed.port_or_known_default().or(match scheme.as_str() {
         "ssh" => Some(22),

@@ -20,7 +20,7 @@ use super::url::RemoteUrl;
 use super::{
     FetchOutcome, GitError, GitRef, GitSourceSpec, HistoryRewrite, Redirects, TransferStats,
 };
-use crate::source::policy::clip;
+use crate::source::fetch_policy::clip;
 use crate::source::Snapshot;
 
 /// A git repository as a source of snapshots. Keep one per URL/ref; it remembers the last good

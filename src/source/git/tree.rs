@@ -10,7 +10,7 @@ use std::time::Instant;
 use git2::{ObjectType, Oid, Repository};
 
 use super::GitError;
-use crate::source::policy::clip;
+use crate::source::fetch_policy::clip;
 use crate::source::{Snapshot, SnapshotLimits};
 
 /// Tree entries one snapshot may examine, per file it may hold ([`SnapshotLimits::max_files`]):

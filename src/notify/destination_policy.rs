@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::source::policy::{PrefixError, UrlAllowList};
+use crate::source::fetch_policy::{PrefixError, UrlAllowList};
 
 /// The default of `--allowed-notification-urls`: https to any host that is not loopback or
 /// link-local.
