@@ -67,7 +67,7 @@ async fn through_api_server(args: &TriggerArgs) -> anyhow::Result<ExitCode> {
             "requested a pass of root {} ({}={at} on ConfigMap {ns}/{})",
             args.root_name,
             request::REQUESTED_AT,
-            crate::daemon::suspend::record_name(&args.root_name)
+            crate::daemon::record::record_name(&args.root_name)
         );
         return Ok(ExitCode::SUCCESS);
     }

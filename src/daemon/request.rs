@@ -18,9 +18,9 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
+use super::record::record_name;
 use super::state::DaemonState;
 use super::status::{PassReport, PassResultKind};
-use super::suspend::record_name;
 use super::trigger::TriggerReason;
 
 /// The annotation of the root record that asks for a pass: an RFC 3339 time, new per request.
