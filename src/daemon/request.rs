@@ -18,38 +18,16 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-use super::record::record_name;
+pub use super::record::{answer_key, FORCE_PRUNE_AT, REQUESTED_AT, REQUEST_MANAGER};
+use super::record::{answer_manager, record_name};
 use super::state::DaemonState;
 use super::status::{PassReport, PassResultKind};
 use super::trigger::TriggerReason;
 
-/// The annotation of the root record that asks for a pass: an RFC 3339 time, new per request.
-pub const REQUESTED_AT: &str = "weft.io/requested-at";
-/// The annotation that lets the requested pass prune past `--max-prune-fraction`: honoured only
-/// when it equals [`REQUESTED_AT`] (so it applies to one request, never to later ones).
-pub const FORCE_PRUNE_AT: &str = "weft.io/force-prune-requested-at";
-/// The field manager of the request annotations (`weft trigger`).
-pub const REQUEST_MANAGER: &str = "weft-trigger";
 /// The most object changes kept in an answer (a record is a ConfigMap: 1 MiB at most).
 const MAX_CHANGES: usize = 100;
 /// The longest error kept in an answer.
 const MAX_ERROR: usize = 2000;
-
-/// The data key of shard `shard`'s answer: `lastHandledRequest` for shard 0 (and an unsharded
-/// root), `lastHandledRequest.shard-<i>` for the others.
-pub fn answer_key(shard: u32) -> String {
-    if shard == 0 {
-        "lastHandledRequest".to_string()
-    } else {
-        format!("lastHandledRequest.shard-{shard}")
-    }
-}
-
-/// The field manager of shard `shard`'s answer (one per shard, so that server-side apply keeps
-/// each shard's key, and the pass outcome keys written by `weft`, apart).
-fn answer_manager(shard: u32) -> String {
-    format!("weft-request-{shard}")
-}
 
 /// What the leader answers to a request.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
