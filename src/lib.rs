@@ -1,7 +1,7 @@
 //! Weft: a GitOps pull reconciler for Kubernetes.
 //!
 //! The modules follow the data path, each importing only those before it:
-//! `api ← source ← load ← render ← apply ← pass ← notify ← daemon ← server ← cli`.
+//! `api ← source ← load ← render ← apply ← pass ← notify ← daemon ← server ← ui ← cli`.
 //! `docs/architecture.md` maps which module owns what.
 
 pub mod api;
@@ -15,3 +15,4 @@ pub mod pass;
 pub mod render;
 pub mod server;
 pub mod source;
+pub mod ui;

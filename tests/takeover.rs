@@ -16,135 +16,21 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{PodTemplateSpec, Secret};
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
-};
+use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use serde_json::Value;
 
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::launcher::*;
 use support::wait::wait_for;
 use weft::api::WeaveCloud;
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-const KUBE_SYSTEM: &str = "kube-system";
-/// The launcher's cluster-scoped objects (ClusterRole and ClusterRoleBinding of each name).
-const LAUNCHER_CLUSTER_NAMES: &[&str] =
-    &["weave-agent", "weave-flux", "weave-scope", "weave-cortex"];
-/// The git settings and memcached flags of both fixtures.
-const LAUNCHER_GIT_ARGS: &[&str] = &[
-    "--git-url=git@github.com:example/config.git",
-    "--git-path=k8s",
-    "--git-branch=prod",
-    "--git-label=flux-sync",
-    "--git-poll-interval=2m",
-];
-const LAUNCHER_MEMCACHED_ARGS: &[&str] = &["-m 1024", "-I 8m"];
-
-fn fixture(relative: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// The objects of a launcher fixture, moved from namespace `weave` into `ns` (the Namespace
-/// itself is the test's).
-fn launcher_objects(file: &str, ns: &str) -> Vec<Value> {
-    let text = fixture(&format!("tests/fixtures/launcher/{file}"))
-        .replace("namespace: weave\n", &format!("namespace: {ns}\n"))
-        .replace(".weave.svc.", &format!(".{ns}.svc."));
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
-        .unwrap_or_else(|e| panic!("tests/fixtures/launcher/{file}: {e}"));
-    docs.into_iter()
-        .filter(|d| !d.is_null() && d["kind"] != "Namespace")
-        .collect()
-}
-
-/// The seed's WeaveCloud (kebab-case keys, the launcher's token Secret by default) in `ns`.
-fn seed_weavecloud(ns: &str) -> String {
-    fixture("tests/fixtures/weavecloud-seed/weave-cloud.yaml")
-        .replace("  namespace: weave\n", &format!("  namespace: {ns}\n"))
-}
-
-fn api_resource(kind: &str) -> ApiResource {
-    let (group, version, plural) = match kind {
-        "ServiceAccount" => ("", "v1", "serviceaccounts"),
-        "Secret" => ("", "v1", "secrets"),
-        "Service" => ("", "v1", "services"),
-        "ConfigMap" => ("", "v1", "configmaps"),
-        "Deployment" => ("apps", "v1", "deployments"),
-        "DaemonSet" => ("apps", "v1", "daemonsets"),
-        "ClusterRole" => ("rbac.authorization.k8s.io", "v1", "clusterroles"),
-        "ClusterRoleBinding" => ("rbac.authorization.k8s.io", "v1", "clusterrolebindings"),
-        other => panic!("no API resource for {other} in this test"),
-    };
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-fn dynamic_api(client: &Client, kind: &str, ns: Option<&str>) -> Api<DynamicObject> {
-    let ar = api_resource(kind);
-    match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    }
-}
-
-/// `(kind, namespace, name)` of a fixture object.
-fn key(o: &Value) -> (String, Option<String>, String) {
-    (
-        o["kind"].as_str().unwrap_or_default().to_string(),
-        o["metadata"]["namespace"].as_str().map(str::to_string),
-        o["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-    )
-}
-
-/// Create the objects as `kubectl apply` (client side, as the launcher ran it) would.
-async fn install(client: &Client, objects: &[Value]) {
-    let params = PostParams {
-        field_manager: Some("kubectl-client-side-apply".into()),
-        ..Default::default()
-    };
-    for o in objects {
-        let (kind, ns, name) = key(o);
-        let object: DynamicObject = serde_json::from_value(o.clone()).expect("fixture object");
-        dynamic_api(client, &kind, ns.as_deref())
-            .create(&params, &object)
-            .await
-            .unwrap_or_else(|e| panic!("creating launcher {kind} {ns:?}/{name}: {e}"));
-    }
-}
-
-/// Remove what a launcher fixture put outside the test's namespace (cluster-scoped objects,
-/// kube-system objects), so that the next test starts from a clean cluster.
-async fn remove_outside(client: &Client, objects: &[Value], ns: &str) {
-    for o in objects {
-        let (kind, object_ns, name) = key(o);
-        if object_ns.as_deref() == Some(ns) {
-            continue;
-        }
-        let _ = dynamic_api(client, &kind, object_ns.as_deref())
-            .delete(&name, &DeleteParams::background())
-            .await;
-    }
-    for name in LAUNCHER_CLUSTER_NAMES {
-        for kind in ["ClusterRoleBinding", "ClusterRole"] {
-            let _ = dynamic_api(client, kind, None)
-                .delete(name, &DeleteParams::background())
-                .await;
-        }
-    }
-}
 
 fn condition(wc: &WeaveCloud, type_: &str) -> Option<(String, String, String)> {
     wc.status
@@ -278,28 +164,6 @@ fn assert_one_weft_agent_of_each_kind(running: &BTreeMap<&'static str, Vec<Strin
     }
 }
 
-fn container_args(pod: &PodTemplateSpec, container: &str) -> Vec<String> {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == container))
-        .and_then(|c| c.args.clone())
-        .unwrap_or_else(|| panic!("no container {container} with args"))
-}
-
-async fn deployment(client: &Client, ns: &str, name: &str) -> Deployment {
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .unwrap_or_else(|e| panic!("Deployment {ns}/{name}: {e}"))
-}
-
-fn is_weft_managed(meta: &kube::api::ObjectMeta) -> bool {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get("app.kubernetes.io/managed-by"))
-        .is_some_and(|v| v == "weft")
-}
-
 /// `Kind/namespace/name` → resourceVersion of everything the WeaveCloud applied (its
 /// inventory) and of the Secrets of `ns`; workloads by `metadata.generation` (their status
 /// moves with their pods, their spec only with a write).
@@ -356,19 +220,6 @@ async fn metric(d: &Daemon, series: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)
-}
-
-async fn event_notes(client: &Client, ns: &str, reason: &str) -> Vec<String> {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter_map(|e| e.note)
-        .collect()
 }
 
 /// Delete the WeaveCloud while its daemon runs (its finalizer prunes the agents), so that the
@@ -596,25 +447,6 @@ async fn check_takeover(
         "no new removal"
     );
     delete_weavecloud(&wcs, &d).await;
-}
-
-fn deploy_key_of(objects: &[Value]) -> BTreeMap<String, Vec<u8>> {
-    use base64::Engine;
-    let secret = objects
-        .iter()
-        .find(|o| o["kind"] == "Secret" && o["metadata"]["name"] == "flux-git-deploy")
-        .expect("the fixture's flux-git-deploy");
-    secret["data"]
-        .as_object()
-        .expect("data")
-        .iter()
-        .map(|(k, v)| {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(v.as_str().expect("base64 text"))
-                .expect("base64");
-            (k.clone(), bytes)
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -856,43 +688,6 @@ async fn weft_run_takes_over_an_older_install_in_kube_system() {
     );
     remove_outside(&client, &launcher, n).await;
     ns.delete().await;
-}
-
-/// The launcher's objects of `weave-ns.yaml` installed in `n` (as the launcher applied them), and
-/// an empty config repository with its `weave/` folder, for a one-shot `weft sync`.
-async fn launcher_and_repo(client: &Client, n: &str) -> (Vec<Value>, tempfile::TempDir) {
-    support::cluster::install_crds(client).await;
-    let launcher = launcher_objects("weave-ns.yaml", n);
-    remove_outside(client, &launcher, n).await;
-    install(client, &launcher).await;
-    let repo = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(repo.path().join("weave")).expect("mkdir");
-    (launcher, repo)
-}
-
-fn weft_sync(repo: &Path, ns: &str) -> (i32, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
-        .arg("sync")
-        .arg("--repo")
-        .arg(repo)
-        .args(support::cluster::cluster().kube_args())
-        .args([
-            "--weft-namespace",
-            ns,
-            "--root-name",
-            ns,
-            "--timeout",
-            "120s",
-        ])
-        .env_remove("KUBECONFIG")
-        .env("WEFT_LOG", "warn")
-        .output()
-        .expect("run weft sync");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[tokio::test]

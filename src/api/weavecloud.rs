@@ -166,6 +166,27 @@ pub struct Flux {
     /// Extra arguments appended verbatim after the generated ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub append_args: Vec<String>,
+    /// Extra volumes of the flux pod, each a Kubernetes `Volume` whose source is `configMap`,
+    /// `secret` or `emptyDir` ([`ALLOWED_FLUX_VOLUME_SOURCES`]); e.g. a known_hosts ConfigMap
+    /// for a private git host. A name the agent bundle uses is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "object_list")]
+    pub volumes: Vec<serde_json::Value>,
+    /// Mounts of `volumes` in the flux container (Kubernetes `VolumeMount`s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "object_list")]
+    pub volume_mounts: Vec<serde_json::Value>,
+}
+
+/// The volume sources `spec.flux.volumes` may use, and that a takeover carries over from the
+/// launcher's flux: nothing of the node (no hostPath), nothing another namespace holds.
+pub const ALLOWED_FLUX_VOLUME_SOURCES: &[&str] = &["configMap", "secret", "emptyDir"];
+
+fn object_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+    })
 }
 
 /// Git settings of the flux agent.
@@ -294,6 +315,10 @@ pub struct FluxStatus {
     /// memcached arguments kept from the memcached that ran before Weft (`-m 512`, `-I 5m`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preserved_memcached_args: Vec<String>,
+    /// What the takeover could not keep from the launcher's flux (a hostPath volume, a sidecar,
+    /// an env var): to be carried over by hand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
 }
 
 /// What Weft did to the launcher's objects (docs/migrating-from-launcher.md).

@@ -85,3 +85,9 @@ Examples:
   source <(weft completion bash)
   weft completion zsh > \"${fpath[1]}/_weft\"
   weft completion fish > ~/.config/fish/completions/weft.fish";
+
+pub const UI: &str = "\
+Examples:
+  weft ui                                # http://127.0.0.1:9292
+  weft ui --port 8090 --repo ./config    # with drift against a checkout
+  weft ui --weft-namespace tenant-a-weft --root-name tenant-a";

@@ -18,6 +18,7 @@ pub mod run;
 mod suspend;
 mod sync;
 mod trigger;
+mod ui;
 mod uninstall;
 mod version;
 
@@ -90,6 +91,9 @@ enum Command {
     /// Print a shell completion script (bash, zsh or fish).
     #[command(after_help = examples::COMPLETION)]
     Completion(version::CompletionArgs),
+    /// A dashboard on 127.0.0.1 with your kubeconfig and RBAC, as `kubectl proxy` serves the API.
+    #[command(after_help = examples::UI)]
+    Ui(ui::UiArgs),
 }
 
 /// Parse the command line, run the command, and give the exit code.
@@ -146,6 +150,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Uninstall(args) => uninstall::uninstall(args),
         Command::Version(args) => version::version(args),
         Command::Completion(args) => version::completion(args),
+        Command::Ui(args) => ui::ui(args),
     }
 }
 

@@ -461,6 +461,8 @@ pub struct AgentSources {
     /// The running flux agent's arguments, and whether this WeaveCloud installed it (`false`:
     /// taken over from an agent Weft did not install).
     pub running_flux: Option<(Vec<String>, bool)>,
+    /// What the takeover could not keep from the launcher's flux (`status.flux.dropped`).
+    pub dropped: Vec<String>,
 }
 
 /// The cluster inputs of `wc`'s agents rendered with `bundle`: its token Secret's hash and the
@@ -473,7 +475,7 @@ pub async fn inputs(
     wc: &WeaveCloud,
     bundle: &Bundle,
     legacy: bool,
-) -> Result<(AgentInputs, Option<(Vec<String>, bool)>), AgentsError> {
+) -> Result<(AgentInputs, Option<(Vec<String>, bool)>, Vec<String>), AgentsError> {
     let ns = wc.namespace().unwrap_or_default();
     let secret_ref = &wc.spec.general.token_secret_ref;
     let token = token_data(client, wc)
@@ -505,19 +507,41 @@ pub async fn inputs(
         None
     };
     let recorded = recorded.unwrap_or_default();
-    let inputs = AgentInputs {
+    // What a takeover kept from the launcher's flux: captured from it while it runs, else
+    // Weft's record of it, which outlives the WeaveCloud (`takeover::record`).
+    let record =
+        super::takeover::record::for_render(client, wc, &flux.container, running.as_ref(), legacy)
+            .await
+            .map_err(|e| kube_err(format!("reading the takeover record in {ns}"), e))?
+            .unwrap_or_default();
+    let record_flux = parse_flux_args(&record.flux_args);
+    let mut inputs = AgentInputs {
         token_hash: Some(secret_data_hash(&token)),
         preserved_flux_args: match &running {
             Some((args, _)) => parse_flux_args(args),
-            None => parse_flux_args(&recorded.preserved_args),
+            None if !recorded.preserved_args.is_empty() => {
+                parse_flux_args(&recorded.preserved_args)
+            }
+            None => record_flux,
         },
         preserved_memcached_args: match &memcached {
             Some(args) => parse_memcached_args(args),
-            None => parse_memcached_args(&recorded.preserved_memcached_args),
+            None if !recorded.preserved_memcached_args.is_empty() => {
+                parse_memcached_args(&recorded.preserved_memcached_args)
+            }
+            None => parse_memcached_args(&record.memcached_args),
         },
         detected_cri_socket,
+        preserved_flux_extra_args: record.extra_flux_args(),
+        preserved_flux_volumes: record.volumes.clone(),
+        preserved_flux_mounts: record.volume_mounts.clone(),
     };
-    Ok((inputs, running))
+    if wc.spec.flux.disable {
+        inputs.preserved_flux_extra_args.clear();
+        inputs.preserved_flux_volumes.clear();
+        inputs.preserved_flux_mounts.clear();
+    }
+    Ok((inputs, running, record.dropped))
 }
 
 /// `status.flux` of `wc` as the API server has it now (a controller's copy may be older than
@@ -547,11 +571,12 @@ pub async fn gather(
     let bundle = bundles
         .active(&wc.namespace().unwrap_or_default(), &wc.name_any())
         .await?;
-    let (inputs, running_flux) = self::inputs(client, wc, &bundle.bundle, legacy).await?;
+    let (inputs, running_flux, dropped) = self::inputs(client, wc, &bundle.bundle, legacy).await?;
     Ok(AgentSources {
         bundle,
         inputs,
         running_flux,
+        dropped,
     })
 }
 

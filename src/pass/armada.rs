@@ -23,12 +23,13 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::PassError;
+use crate::api::armada::Threshold;
 use crate::api::armada::{self as spec, ArmadaChartSpec, Wait, DEFAULT_WAIT_TIMEOUT_SECS};
 use crate::api::DriftPolicy;
 use crate::apply::apply_policy::{
     ApplyPolicy, DeleteTarget, PreUpdateDelete, ReportDrift, WaitRule,
 };
-use crate::apply::readiness::{self, MinReady, Selection, Selector};
+use crate::apply::readiness::{self, Selection, Selector};
 use crate::apply::wait::NotReady;
 use crate::apply::ApplyError;
 use crate::render::armada::{ChartFailure, OWNER_KIND};
@@ -131,7 +132,7 @@ pub fn selectors(wait: Option<&Wait>) -> Vec<Selector> {
         .map(|(type_, required)| Selector {
             kind: type_.kind().to_string(),
             labels: base.clone(),
-            min_ready: MinReady::default(),
+            min_ready: Threshold::default(),
             required,
             allow_async_updates: false,
         })
@@ -155,13 +156,8 @@ pub fn selectors(wait: Option<&Wait>) -> Vec<Selector> {
 
 /// A chart's `min_ready`; the loader rejected invalid values, and the default (100%) covers a
 /// repository it did not check.
-pub fn min_ready(m: Option<&spec::MinReady>) -> MinReady {
-    match m {
-        Some(spec::MinReady::Count(n)) => u64::try_from(*n).map(MinReady::Count).ok(),
-        Some(spec::MinReady::Text(s)) => s.parse().ok(),
-        None => None,
-    }
-    .unwrap_or_default()
+pub fn min_ready(m: Option<&spec::MinReady>) -> Threshold {
+    m.and_then(|m| m.threshold().ok()).unwrap_or_default()
 }
 
 /// How long a chart may take to become ready: `wait.timeout`, else the deprecated `timeout`,

@@ -95,21 +95,21 @@ fn a_wait_block_becomes_selectors_with_its_labels_min_ready_and_required() {
             Selector {
                 kind: "Deployment".into(),
                 labels: labels(&[("app", "api")]),
-                min_ready: MinReady::Percent(50),
+                min_ready: Threshold::Percent(50),
                 required: true,
                 allow_async_updates: false,
             },
             Selector {
                 kind: "StatefulSet".into(),
                 labels: labels(&[("app", "api"), ("tier", "db")]),
-                min_ready: MinReady::Count(2),
+                min_ready: Threshold::Count(2),
                 required: false,
                 allow_async_updates: true,
             },
             Selector {
                 kind: "DaemonSet".into(),
                 labels: labels(&[("app", "api")]),
-                min_ready: MinReady::Percent(100),
+                min_ready: Threshold::Percent(100),
                 required: true,
                 allow_async_updates: false,
             },
@@ -147,27 +147,27 @@ fn without_resources_a_chart_waits_for_its_jobs_and_requires_pods() {
 
 #[test]
 fn min_ready_and_timeouts() {
-    assert_eq!(min_ready(None), MinReady::Percent(100));
+    assert_eq!(min_ready(None), Threshold::Percent(100));
     assert_eq!(
         min_ready(Some(&spec::MinReady::Count(3))),
-        MinReady::Count(3)
+        Threshold::Count(3)
     );
     assert_eq!(
         min_ready(Some(&spec::MinReady::Text("80%".into()))),
-        MinReady::Percent(80)
+        Threshold::Percent(80)
     );
     assert_eq!(
         min_ready(Some(&spec::MinReady::Text("4".into()))),
-        MinReady::Count(4)
+        Threshold::Count(4)
     );
     // Refused by the loader; a repository it did not check gets the default.
     assert_eq!(
         min_ready(Some(&spec::MinReady::Count(-1))),
-        MinReady::Percent(100)
+        Threshold::Percent(100)
     );
     assert_eq!(
         min_ready(Some(&spec::MinReady::Text("most".into()))),
-        MinReady::Percent(100)
+        Threshold::Percent(100)
     );
 
     assert_eq!(timeout(&spec(json!({}))), Duration::from_secs(900));

@@ -38,16 +38,34 @@ pub async fn diff_pass(
     if let Some(e) = set.failure_error() {
         return Err(PassError::Render(e));
     }
+    // The launcher takeover the pass would do first: its removals are shown as prunes, and the
+    // objects it recreates (a launcher selector cannot change) as created, never as an update
+    // the API server refuses.
+    let (set, takeover) = super::takeover::before_pass(
+        client,
+        set,
+        opts.launcher_takeover.as_deref(),
+        true,
+        &|_| {},
+    )
+    .await
+    .map_err(PassError::Takeover)?;
     let catalog = Catalog::discover(client).await?;
     let default_ns = &opts.default_namespace;
     let resolved = resolve_set(client, set.objects(), &set, &catalog, default_ns).await?;
-    let mut out = diff::diff_objects(
-        client,
-        &resolved.planned,
-        &resolved.pending_crd,
-        opts.concurrency,
-    )
-    .await?;
+    let mut pending = resolved.pending_crd.clone();
+    pending.extend(takeover.recreated.iter().cloned());
+    let mut out = Vec::new();
+    for c in takeover
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Deleted)
+    {
+        if let Some(d) = prune_diff(client, &catalog, c).await? {
+            out.push(d);
+        }
+    }
+    out.extend(diff::diff_objects(client, &resolved.planned, &pending, opts.concurrency).await?);
     for c in would_prune(client, &set, &catalog, opts).await? {
         if let Some(d) = prune_diff(client, &catalog, &c).await? {
             out.push(d);

@@ -185,6 +185,14 @@ pub enum PassError {
     /// applied or pruned.
     #[error("{0}")]
     Suspended(String),
+    /// A step of the pass that runs on a blocking thread (the loader, the chart fetch) panicked
+    /// or was cancelled: a defect of Weft, not of the repository; nothing was applied or pruned.
+    #[error("{step} failed, nothing was applied or pruned: {source}")]
+    Task {
+        step: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
     /// Several things failed (e.g. an apply error and an inventory error).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Many(Vec<PassError>),
@@ -268,17 +276,24 @@ pub async fn run_pass(
                 }
             };
             // As the WeaveCloud controller does before it applies agents: no doubled agents.
-            let taken = match opts.dry_run {
-                true => Ok((set, Vec::new())),
-                false => {
-                    takeover::before_pass(client, set, opts.launcher_takeover.as_deref()).await
-                }
-            };
+            // A dry run finds the same objects and plans the takeover without writing.
+            let taken = takeover::before_pass(
+                client,
+                set,
+                opts.launcher_takeover.as_deref(),
+                opts.dry_run,
+                observer,
+            )
+            .await;
             match taken {
-                Ok((set, removed)) => {
+                Ok((set, planned)) => {
+                    let removed = planned.changes;
                     if !removed.is_empty() {
                         observer(Progress::Phase {
-                            message: "taking over the Weave Cloud launcher's objects".to_string(),
+                            message: format!(
+                                "taking over the Weave Cloud launcher's objects ({} adopted by the apply)",
+                                planned.adopted
+                            ),
                             objects: removed.len(),
                         });
                         removed.iter().for_each(|c| observer(Progress::Change(c)));

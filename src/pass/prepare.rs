@@ -10,7 +10,7 @@ use kube::Client;
 use super::agents::{self, AgentBundles, AgentsError};
 use super::{PassError, PassOptions};
 use crate::load::{self, Diagnostics, LoadedRepo};
-use crate::render::{AgentLayer, DesiredSet, RenderError, RenderInputs, RenderOptions};
+use crate::render::{AgentLayer, DesiredSet, RenderInputs, RenderOptions};
 use crate::source::chart::{self, ChartCache, ChartSources};
 use crate::source::Snapshot;
 
@@ -62,9 +62,7 @@ pub async fn prepare(
     let (repo, mut diagnostics) =
         tokio::task::spawn_blocking(move || load::load_with(snapshot, &load_opts))
             .await
-            .map_err(|e| {
-                PassError::Render(RenderError::Other(format!("the loader panicked: {e}")))
-            })??;
+            .map_err(task("the loader"))??;
     let charts = resolve_charts(&repo, opts).await?;
     let capabilities = match cluster {
         Some(c) if !repo.armada.charts.is_empty() => {
@@ -142,6 +140,34 @@ pub async fn resolve_charts(
         chart::resolve(&charts, &snapshot, &location, &cache)
     })
     .await
-    .map_err(|e| PassError::Render(RenderError::Other(format!("chart fetch panicked: {e}"))))?
+    .map_err(task("the chart fetch"))?
     .map_err(PassError::ChartSource)
+}
+
+/// The error of a blocking `step` that panicked (or was cancelled): a [`PassError::Task`] that
+/// says which step, not a render error.
+fn task(step: &'static str) -> impl FnOnce(tokio::task::JoinError) -> PassError {
+    move |source| PassError::Task { step, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_step_is_reported_as_a_panic_of_that_step() {
+        let joined = tokio::task::spawn_blocking(|| -> u8 { panic!("boom") }).await;
+        let error = joined.map_err(task("the loader")).unwrap_err();
+        assert!(
+            matches!(&error, PassError::Task { step: "the loader", source } if source.is_panic()),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.starts_with("the loader failed, nothing was applied or pruned: "),
+            "{text}"
+        );
+        assert!(text.contains("panicked"), "{text}");
+        assert!(!text.contains("render"), "{text}");
+    }
 }

@@ -262,23 +262,14 @@ impl MinReady {
         match self {
             MinReady::Count(n) if *n >= 0 => Ok(Threshold::Count(*n as u64)),
             MinReady::Count(n) => Err(MinReadyError::Negative(*n)),
-            MinReady::Text(s) => {
-                if let Some(p) = s.strip_suffix('%') {
-                    match p.parse::<u32>() {
-                        Ok(p) if p <= 100 => Ok(Threshold::Percent(p)),
-                        _ => Err(MinReadyError::PercentOutOfRange(s.clone())),
-                    }
-                } else {
-                    s.parse::<u64>()
-                        .map(Threshold::Count)
-                        .map_err(|_| MinReadyError::NotANumber(s.clone()))
-                }
-            }
+            MinReady::Text(s) => s.parse(),
         }
     }
 }
 
-/// A parsed `min_ready`.
+/// A parsed `min_ready`: how many of a controller's pods must be ready, a count or a percentage
+/// of the desired pods (rounded up). The default is 100%. The one parsed form, for the loader's
+/// check and the engine's readiness rules alike.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Threshold {
     Count(u64),
@@ -288,6 +279,24 @@ pub enum Threshold {
 impl Default for Threshold {
     fn default() -> Self {
         Threshold::Percent(100)
+    }
+}
+
+impl std::str::FromStr for Threshold {
+    type Err = MinReadyError;
+
+    /// `"3"` or `"80%"`.
+    fn from_str(s: &str) -> Result<Threshold, MinReadyError> {
+        match s.strip_suffix('%') {
+            Some(p) => match p.parse::<u32>() {
+                Ok(p) if p <= 100 => Ok(Threshold::Percent(p)),
+                _ => Err(MinReadyError::PercentOutOfRange(s.to_string())),
+            },
+            None => s
+                .parse::<u64>()
+                .map(Threshold::Count)
+                .map_err(|_| MinReadyError::NotANumber(s.to_string())),
+        }
     }
 }
 

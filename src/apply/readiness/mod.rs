@@ -20,6 +20,8 @@ pub mod workloads;
 
 use serde_json::Value;
 
+pub use crate::api::armada::Threshold;
+
 pub use selection::{judge, Selection, Selector};
 
 /// What the status of an object says.
@@ -32,61 +34,10 @@ pub enum Readiness {
     Failed(String),
 }
 
-/// How many of a controller's pods must be ready: a count, or a percentage of the desired pods
-/// (rounded up). The default is 100%.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MinReady {
-    Count(u64),
-    Percent(u32),
-}
-
-impl Default for MinReady {
-    fn default() -> Self {
-        MinReady::Percent(100)
-    }
-}
-
-/// A `min_ready` text that is neither a count nor a percentage.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum MinReadyError {
-    #[error("`min_ready` `{0}` must be a percentage between 0% and 100%")]
-    Percent(String),
-    #[error("`min_ready` `{0}` must be an integer or a percentage such as \"80%\"")]
-    NotANumber(String),
-}
-
-impl std::str::FromStr for MinReady {
-    type Err = MinReadyError;
-
-    /// `"3"` or `"80%"`.
-    fn from_str(s: &str) -> Result<MinReady, MinReadyError> {
-        match s.strip_suffix('%') {
-            Some(p) => match p.parse::<u32>() {
-                Ok(p) if p <= 100 => Ok(MinReady::Percent(p)),
-                _ => Err(MinReadyError::Percent(s.to_string())),
-            },
-            None => s
-                .parse::<u64>()
-                .map(MinReady::Count)
-                .map_err(|_| MinReadyError::NotANumber(s.to_string())),
-        }
-    }
-}
-
-impl MinReady {
-    /// Pods that must be ready out of `desired`: a percentage is rounded up.
-    pub fn required(self, desired: u64) -> u64 {
-        match self {
-            MinReady::Count(n) => n,
-            MinReady::Percent(p) => (desired * u64::from(p)).div_ceil(100),
-        }
-    }
-
-    /// [`required`](Self::required), capped at `desired` (a count above it would never be met).
-    fn of(self, desired: i64) -> i64 {
-        let desired = desired.max(0) as u64;
-        self.required(desired).min(desired) as i64
-    }
+/// [`Threshold::required`], capped at `desired` (a count above it would never be met).
+fn required_of(min_ready: Threshold, desired: i64) -> i64 {
+    let desired = desired.max(0) as u64;
+    min_ready.required(desired).min(desired) as i64
 }
 
 /// How the status of one kind is judged.
@@ -97,7 +48,7 @@ pub enum Check {
     /// Its status alone says.
     Status(fn(&Value) -> Readiness),
     /// A controller of pods: `min_ready` of them must be ready.
-    Pods(fn(&Value, MinReady) -> Readiness),
+    Pods(fn(&Value, Threshold) -> Readiness),
 }
 
 /// Where objects of a kind are listed for a label-selector wait, and which of them such a wait
@@ -253,11 +204,11 @@ pub fn selectable(kind: &str) -> bool {
 
 /// The readiness of a live object of `kind`, every pod of a controller required.
 pub fn readiness(kind: &str, v: &Value) -> Readiness {
-    readiness_with(kind, v, MinReady::default())
+    readiness_with(kind, v, Threshold::default())
 }
 
 /// The readiness of a live object of `kind`, `min_ready` of a controller's pods required.
-pub fn readiness_with(kind: &str, v: &Value, min_ready: MinReady) -> Readiness {
+pub fn readiness_with(kind: &str, v: &Value, min_ready: Threshold) -> Readiness {
     match rule(kind).map(|r| r.check) {
         Some(Check::Applied) => Readiness::Ready,
         Some(Check::Status(f)) => f(v),
@@ -340,25 +291,26 @@ fn owned_by(v: &Value, kind: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::armada::MinReadyError;
     use serde_json::json;
 
     #[test]
     fn min_ready_parses_counts_and_percentages() {
-        assert_eq!("3".parse(), Ok(MinReady::Count(3)));
-        assert_eq!("80%".parse(), Ok(MinReady::Percent(80)));
+        assert_eq!("3".parse(), Ok(Threshold::Count(3)));
+        assert_eq!("80%".parse(), Ok(Threshold::Percent(80)));
         assert_eq!(
-            "101%".parse::<MinReady>().unwrap_err().to_string(),
+            "101%".parse::<Threshold>().unwrap_err().to_string(),
             "`min_ready` `101%` must be a percentage between 0% and 100%"
         );
         assert_eq!(
-            "many".parse::<MinReady>(),
+            "many".parse::<Threshold>(),
             Err(MinReadyError::NotANumber("many".into()))
         );
         // 80% of 4 = 3.2 → 4; a count above the desired pods is capped.
-        assert_eq!(MinReady::Percent(80).required(4), 4);
-        assert_eq!(MinReady::Percent(75).required(4), 3);
-        assert_eq!(MinReady::Count(5).of(2), 2);
-        assert_eq!(MinReady::default(), MinReady::Percent(100));
+        assert_eq!(Threshold::Percent(80).required(4), 4);
+        assert_eq!(Threshold::Percent(75).required(4), 3);
+        assert_eq!(required_of(Threshold::Count(5), 2), 2);
+        assert_eq!(Threshold::default(), Threshold::Percent(100));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::workloads::async_update_refused;
-use super::{excluded, readiness_with, text, MinReady, Readiness};
+use super::{excluded, readiness_with, text, Readiness, Threshold};
 use crate::api::ObjectRef;
 
 /// What to wait for: objects of one kind whose labels include `labels`.
@@ -16,7 +16,7 @@ pub struct Selector {
     pub kind: String,
     /// All must match the object's labels.
     pub labels: BTreeMap<String, String>,
-    pub min_ready: MinReady,
+    pub min_ready: Threshold,
     /// Finding no such object is "not ready" (else it is fine).
     pub required: bool,
     /// DaemonSets and StatefulSets: an update that is not a rolling update (`OnDelete`, a
@@ -142,7 +142,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn selector(kind: &str, labels: &[(&str, &str)], min_ready: MinReady) -> Selector {
+    fn selector(kind: &str, labels: &[(&str, &str)], min_ready: Threshold) -> Selector {
         Selector {
             kind: kind.into(),
             labels: labels
@@ -177,8 +177,8 @@ mod tests {
     fn selectors_judge_by_kind_labels_and_min_ready() {
         let app = [("app", "api")];
         let half = [
-            selector("Deployment", &app, MinReady::Percent(50)),
-            selector("Job", &app, MinReady::default()),
+            selector("Deployment", &app, Threshold::Percent(50)),
+            selector("Job", &app, Threshold::default()),
         ];
         let r = judge(&half, &live());
         assert!(r.is_ready(), "{r:?}");
@@ -186,8 +186,8 @@ mod tests {
         assert_eq!(names, vec!["api", "migrate"]);
 
         let strict = [
-            selector("Deployment", &app, MinReady::default()),
-            selector("StatefulSet", &app, MinReady::default()),
+            selector("Deployment", &app, Threshold::default()),
+            selector("StatefulSet", &app, Threshold::default()),
         ];
         let r = judge(&strict, &live());
         assert!(!r.is_ready() && !r.has_failed());
@@ -203,7 +203,7 @@ mod tests {
 
         let optional = [Selector {
             required: false,
-            ..selector("StatefulSet", &app, MinReady::default())
+            ..selector("StatefulSet", &app, Threshold::default())
         }];
         assert!(judge(&optional, &live()).is_ready());
         assert!(judge(&[], &[]).is_ready());
@@ -214,7 +214,7 @@ mod tests {
         let failing = vec![
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crash", "namespace": "demo"}, "status": {"phase": "Failed", "reason": "Error"}}),
         ];
-        let r = judge(&[selector("Pod", &[], MinReady::default())], &failing);
+        let r = judge(&[selector("Pod", &[], Threshold::default())], &failing);
         assert!(r.has_failed() && !r.is_ready());
     }
 
@@ -224,14 +224,14 @@ mod tests {
             selector(
                 "Pod",
                 &[("app", "api"), ("tier", "web")],
-                MinReady::default(),
+                Threshold::default(),
             ),
             selector(
                 "Pod",
                 &[("app", "api"), ("tier", "db")],
-                MinReady::default(),
+                Threshold::default(),
             ),
-            selector("Job", &[("app", "api")], MinReady::default()),
+            selector("Job", &[("app", "api")], Threshold::default()),
         ];
         assert_eq!(
             common_labels(&s, "Pod"),

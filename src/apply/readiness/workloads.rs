@@ -10,7 +10,9 @@
 
 use serde_json::Value;
 
-use super::{condition, condition_message, generation_behind, int, text, MinReady, Readiness};
+use super::{
+    condition, condition_message, generation_behind, int, required_of, text, Readiness, Threshold,
+};
 
 fn not_ready(why: impl Into<String>) -> Readiness {
     Readiness::InProgress(why.into())
@@ -24,7 +26,7 @@ fn controller_behind(v: &Value) -> Option<Readiness> {
 }
 
 /// A Deployment with `min_ready`.
-pub fn deployment(v: &Value, min_ready: MinReady) -> Readiness {
+pub fn deployment(v: &Value, min_ready: Threshold) -> Readiness {
     if let Some(r) = controller_behind(v) {
         return r;
     }
@@ -49,7 +51,7 @@ pub fn deployment(v: &Value, min_ready: MinReady) -> Readiness {
             total - updated
         ));
     }
-    let need = min_ready.of(desired);
+    let need = required_of(min_ready, desired);
     if available < need {
         return not_ready(format!(
             "{available} of {desired} replicas available, {need} needed (min_ready)"
@@ -59,7 +61,7 @@ pub fn deployment(v: &Value, min_ready: MinReady) -> Readiness {
 }
 
 /// A DaemonSet with `min_ready`.
-pub fn daemonset(v: &Value, min_ready: MinReady) -> Readiness {
+pub fn daemonset(v: &Value, min_ready: Threshold) -> Readiness {
     if let Some(r) = controller_behind(v) {
         return r;
     }
@@ -70,7 +72,7 @@ pub fn daemonset(v: &Value, min_ready: MinReady) -> Readiness {
         return not_ready(format!("{updated} of {desired} pods updated"));
     }
     let available = int(v, "/status/numberAvailable").unwrap_or(0);
-    let need = min_ready.of(desired);
+    let need = required_of(min_ready, desired);
     if available < need {
         return not_ready(format!(
             "{available} of {desired} pods available, {need} needed (min_ready)"
@@ -81,13 +83,13 @@ pub fn daemonset(v: &Value, min_ready: MinReady) -> Readiness {
 
 /// A StatefulSet with `min_ready`; a partitioned rollout is done when the pods at or above the
 /// partition are updated.
-pub fn statefulset(v: &Value, min_ready: MinReady) -> Readiness {
+pub fn statefulset(v: &Value, min_ready: Threshold) -> Readiness {
     if let Some(r) = controller_behind(v) {
         return r;
     }
     let desired = int(v, "/spec/replicas").unwrap_or(1);
     let ready = int(v, "/status/readyReplicas").unwrap_or(0);
-    let need = min_ready.of(desired);
+    let need = required_of(min_ready, desired);
     if ready < need {
         return not_ready(format!(
             "{ready} of {desired} replicas ready, {need} needed (min_ready)"

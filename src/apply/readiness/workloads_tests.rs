@@ -2,7 +2,7 @@ use super::super::readiness;
 use super::*;
 use serde_json::json;
 
-const ALL: MinReady = MinReady::Percent(100);
+const ALL: Threshold = Threshold::Percent(100);
 
 fn deploy(replicas: i64, status: Value) -> Value {
     json!({
@@ -40,15 +40,15 @@ fn deployment_rollout_and_min_ready() {
     );
     // 75% of 4 = 3; 80% of 4 = 3.2 → 4 (rounded up).
     assert_eq!(
-        deployment(&three_available, MinReady::Percent(75)),
+        deployment(&three_available, Threshold::Percent(75)),
         Readiness::Ready
     );
     assert!(matches!(
-        deployment(&three_available, MinReady::Percent(80)),
+        deployment(&three_available, Threshold::Percent(80)),
         Readiness::InProgress(_)
     ));
     assert_eq!(
-        deployment(&three_available, MinReady::Count(3)),
+        deployment(&three_available, Threshold::Count(3)),
         Readiness::Ready
     );
 
@@ -107,7 +107,7 @@ fn zero_replicas_are_ready() {
     let zero = deploy(0, json!({"observedGeneration": 4}));
     assert_eq!(deployment(&zero, ALL), Readiness::Ready);
     assert_eq!(
-        deployment(&zero, MinReady::Count(2)),
+        deployment(&zero, Threshold::Count(2)),
         Readiness::Ready,
         "a count above the desired replicas is capped"
     );
@@ -136,11 +136,11 @@ fn daemonset_rules() {
         "3 of 5 pods available, 5 needed (min_ready)"
     );
     assert_eq!(
-        daemonset(&ds(5, 4), MinReady::Percent(80)),
+        daemonset(&ds(5, 4), Threshold::Percent(80)),
         Readiness::Ready
     );
     assert!(matches!(
-        daemonset(&ds(5, 3), MinReady::Percent(61)),
+        daemonset(&ds(5, 3), Threshold::Percent(61)),
         Readiness::InProgress(_)
     )); // 3.05 → 4
 }
@@ -197,7 +197,7 @@ fn statefulset_rollout_with_and_without_partition() {
         "3 of 5 replicas ready, 5 needed (min_ready)"
     );
     assert_eq!(
-        statefulset(&not_enough_ready, MinReady::Percent(60)),
+        statefulset(&not_enough_ready, Threshold::Percent(60)),
         Readiness::Ready
     );
 }

@@ -43,6 +43,9 @@ pub(super) struct Outcome {
     pub reconciling: bool,
     /// What the takeover of launcher objects did this reconcile, and its condition.
     pub takeover: Option<(Takeover, Condition)>,
+    /// The takeover step ran (and found nothing when `takeover` is `None`): a condition or
+    /// `status.takeover.left` of an earlier reconcile no longer holds.
+    pub launcher_checked: bool,
 }
 
 impl Outcome {
@@ -62,6 +65,7 @@ impl Outcome {
             requeue: Duration::from_secs(60),
             reconciling: false,
             takeover: None,
+            launcher_checked: false,
         }
     }
 
@@ -77,6 +81,7 @@ impl Outcome {
             requeue: Duration::from_secs(600),
             reconciling: false,
             takeover: None,
+            launcher_checked: false,
         }
     }
 }
@@ -85,6 +90,8 @@ impl Outcome {
 struct Rendered {
     bundle: ActiveBundle,
     agents: RenderedAgents,
+    /// What the takeover could not keep from the launcher's flux.
+    dropped: Vec<String>,
     set: DesiredSet,
     objects: usize,
 }
@@ -95,6 +102,7 @@ impl Rendered {
         FluxStatus {
             preserved_args: self.agents.preserved_flux_args.clone(),
             preserved_memcached_args: self.agents.preserved_memcached_args.clone(),
+            dropped: self.dropped.clone(),
         }
     }
 }
@@ -206,6 +214,7 @@ pub(super) async fn reconcile_agents(
     }
     let mut outcome = apply_or_report(wc, ctx, rendered, &opts, &inventory, status, known).await?;
     outcome.takeover = taken;
+    outcome.launcher_checked = true;
     Ok(outcome)
 }
 
@@ -291,6 +300,20 @@ async fn take_over(
         .await
         .map_err(kube)?;
     }
+    // The launcher's flux settings, recorded where they outlive this WeaveCloud; the user is
+    // told what was kept, what was not, and what to commit.
+    if let Some(r) = takeover::record::keep(client, wc, &found, legacy)
+        .await
+        .map_err(kube)?
+    {
+        let note = bounded_note(&takeover::record::notice(&r, wc));
+        let type_ = if r.dropped.is_empty() {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        event(ctx, wc, type_, "TakeoverPreserved", note).await;
+    }
     for (object, why) in takeover::remove_all(client, &found).await.map_err(kube)? {
         let related = found
             .iter()
@@ -328,6 +351,20 @@ async fn take_over(
         message,
     );
     Ok(Some((result, c)))
+}
+
+/// An event note fits the API server's 1 kB: longer text is cut at a character boundary, and
+/// says where the rest is.
+fn bounded_note(note: &str) -> String {
+    const MAX: usize = 1000;
+    if note.len() <= MAX {
+        return note.to_string();
+    }
+    let mut end = MAX - 60;
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (the rest: the record's commit.yaml)", &note[..end])
 }
 
 /// `driftPolicy: report` (plan, maybe apply) or apply.
@@ -421,6 +458,7 @@ async fn render(
     Ok(Ok(Rendered {
         bundle: sources.bundle,
         agents,
+        dropped: sources.dropped,
         set,
         objects,
     }))

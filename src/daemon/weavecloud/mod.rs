@@ -9,6 +9,7 @@
 //! seconds; and Secrets, so a changed token rolls the agents and a deleted one is `TokenMissing`.
 
 mod agents;
+mod release;
 #[cfg(test)]
 mod tests;
 pub mod trust;
@@ -54,6 +55,8 @@ pub const LAUNCHER_OBJECTS: &str = "LauncherObjects";
 pub const TAKEOVER_DISABLED: &str = "TakeoverDisabled";
 /// Condition reason: the launcher's objects were taken over (removed or adopted).
 pub const TAKEN_OVER: &str = "TakenOver";
+/// Condition reason: no launcher object is left, and none was taken over by this WeaveCloud.
+pub const NONE_LEFT: &str = "NoLauncherObjects";
 
 /// Why a WeaveCloud reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -431,6 +434,32 @@ fn next_status(
         }
         t.left = taken.left.clone();
         status.takeover = Some(t);
+    } else if outcome.launcher_checked && launcher_condition_is_stale(&status) {
+        // No launcher object is left (removed by hand, by `weft sync`, or by an earlier
+        // reconcile): what a `takeover: false` reconcile wrote no longer holds.
+        if let Some(t) = status.takeover.as_mut() {
+            t.left.clear();
+        }
+        let taken_over = status
+            .takeover
+            .as_ref()
+            .is_some_and(|t| !t.removed.is_empty());
+        let c = if taken_over {
+            Condition::new(
+                LAUNCHER_OBJECTS,
+                ConditionStatus::False,
+                TAKEN_OVER,
+                "the launcher's objects were taken over (see status.takeover)",
+            )
+        } else {
+            Condition::new(
+                LAUNCHER_OBJECTS,
+                ConditionStatus::False,
+                NONE_LEFT,
+                "no launcher object is left next to the agents",
+            )
+        };
+        set_condition(&mut status.conditions, with_generation(&c), now);
     } else if status
         .takeover
         .as_ref()
@@ -451,6 +480,16 @@ fn next_status(
         set_condition(&mut status.conditions, with_generation(&c), now);
     }
     status
+}
+
+/// Whether `status` still says launcher objects are left in place (`LauncherObjects=True`, or a
+/// `status.takeover.left`), which a reconcile that found none must correct.
+fn launcher_condition_is_stale(status: &WeaveCloudStatus) -> bool {
+    status.takeover.as_ref().is_some_and(|t| !t.left.is_empty())
+        || status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == LAUNCHER_OBJECTS && c.status == ConditionStatus::True)
 }
 
 /// The WeaveCloud's entry in the daemon status and its version gauge.
@@ -510,6 +549,9 @@ async fn patch_status(
     // older than the takeover's status write must not erase it (a merge patch's null would).
     if let Some(t) = &status.takeover {
         patch["status"]["takeover"] = json!(t);
+        // An empty list is left out of the serialized status, and a merge patch that leaves a
+        // field out keeps it: `left` is written explicitly, so that an emptied list is emptied.
+        patch["status"]["takeover"]["left"] = json!(t.left);
     }
     api.patch_status(
         &wc.name_any(),
@@ -541,6 +583,19 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
         max_prune_fraction: 1.0,
         ..ctx.pass_options.clone()
     };
+    // A ServiceAccount another workload runs as (an adopted `weave-flux` a user's
+    // flux-helm-operator uses) is released, not pruned.
+    let released = release::release_shared_service_accounts(&ctx.state.client, wc, &owner)
+        .await
+        .map_err(|source| WeaveCloudError::Kube {
+            weavecloud: reference(wc),
+            action: "releasing ServiceAccounts other workloads use",
+            source,
+        })?;
+    if !released.is_empty() {
+        let note = format!("kept, not pruned: {}", released.join(", "));
+        event(ctx, wc, EventType::Normal, "ServiceAccountKept", note).await;
+    }
     let (changes, error) = agents::engine(ctx, &set, &opts).await?;
     if let Some(source) = error {
         return Err(WeaveCloudError::Prune {

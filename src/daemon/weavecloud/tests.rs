@@ -268,3 +268,68 @@ mod against_a_fake_api_server {
         server.await.expect("no call at all");
     }
 }
+
+/// A `takeover: false` reconcile's status, then a reconcile with takeover that found no launcher
+/// object (removed by hand or by `weft sync`): no stale `LauncherObjects=True` beside `Ready`,
+/// no stale `status.takeover.left` (issue 29, item 6). A reconcile that never reached the
+/// takeover (`launcher_checked: false`) leaves them as they are.
+#[test]
+fn a_reconcile_that_finds_no_launcher_object_clears_what_takeover_false_wrote() {
+    use crate::api::weavecloud::TakeoverStatus;
+    let mut before = WeaveCloudStatus::default();
+    set_condition(
+        &mut before.conditions,
+        Condition::new(
+            LAUNCHER_OBJECTS,
+            ConditionStatus::True,
+            TAKEOVER_DISABLED,
+            "left: Deployment/weave/weave-agent",
+        ),
+        "2026-01-01T00:00:00Z",
+    );
+    before.takeover = Some(TakeoverStatus {
+        removed: Vec::new(),
+        left: vec!["Deployment/weave/weave-agent".into()],
+    });
+    let outcome = |checked: bool| Outcome {
+        ready: Condition::new(READY, ConditionStatus::True, "Reconciled", "ready"),
+        stalled: Condition::new("Stalled", ConditionStatus::False, "Reconciled", ""),
+        drifted: None,
+        agent_version: None,
+        preserved: None,
+        objects: 1,
+        requeue: std::time::Duration::from_secs(600),
+        reconciling: false,
+        takeover: None,
+        launcher_checked: checked,
+    };
+    let after = next_status(&before, &outcome(true), Some(2), "2026-01-02T00:00:00Z");
+    let launcher = after
+        .conditions
+        .iter()
+        .find(|c| c.type_ == LAUNCHER_OBJECTS)
+        .expect("the condition");
+    assert_eq!(
+        (launcher.status, launcher.reason.as_str()),
+        (ConditionStatus::False, NONE_LEFT)
+    );
+    assert!(after.takeover.expect("takeover").left.is_empty());
+
+    // After a takeover by `weft sync` (removals recorded): TakenOver.
+    before.takeover.as_mut().expect("takeover").removed =
+        vec!["Deployment/weave/weave-agent".into()];
+    let after = next_status(&before, &outcome(true), Some(2), "2026-01-02T00:00:00Z");
+    let launcher = after
+        .conditions
+        .iter()
+        .find(|c| c.type_ == LAUNCHER_OBJECTS)
+        .expect("condition");
+    assert_eq!(launcher.reason, TAKEN_OVER);
+
+    let unchanged = next_status(&before, &outcome(false), Some(2), "2026-01-02T00:00:00Z");
+    assert_eq!(unchanged.takeover, before.takeover);
+    assert!(unchanged
+        .conditions
+        .iter()
+        .any(|c| c.type_ == LAUNCHER_OBJECTS && c.reason == TAKEOVER_DISABLED));
+}

@@ -38,7 +38,7 @@ const LIST_FLUX_ARGS: &[&str] = &[
 const BOOL_FLUX_ARGS: &[&str] = &["git-set-author", "git-ci-skip", "sync-garbage-collection"];
 
 /// The flag name of an argument (`--git-url=x` → `git-url`), if it is a flag.
-pub(super) fn flag_name(arg: &str) -> Option<&str> {
+pub fn flag_name(arg: &str) -> Option<&str> {
     let flag = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
     let name = flag.split_once('=').map_or(flag, |(k, _)| k);
     (!name.is_empty()).then_some(name)
@@ -86,12 +86,50 @@ pub fn parse_flux_args(args: &[String]) -> BTreeMap<String, String> {
     out
 }
 
-/// flux: token, `--connect`, the git settings (or the preserved ones), then `appendArgs`.
+/// Flags Weft always generates for flux: never carried over from a running agent.
+const GENERATED_FLUX_FLAGS: &[&str] = &["token", "connect"];
+
+/// The flags of a running flux's args other than [`PRESERVABLE_FLUX_ARGS`] and the ones Weft
+/// generates (`--token`, `--connect`): what a launcher user added (`--git-readonly`,
+/// `--sync-state=secret`, `--git-user=…`, …), each as one `--flag=value` (or `--flag` alone)
+/// element. fluxd takes no positional argument, so a word after a flag that does not start
+/// with `-` is that flag's value (`--git-user`, `weave`).
+pub fn extra_flux_args(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].trim();
+        i += 1;
+        let Some(name) = flag_name(arg) else {
+            continue;
+        };
+        let mut value = None;
+        if !arg.contains('=') && !BOOL_FLUX_ARGS.contains(&name) {
+            if let Some(next) = args.get(i).filter(|n| !n.starts_with('-')) {
+                value = Some(next.trim().to_string());
+                i += 1;
+            }
+        }
+        if PRESERVABLE_FLUX_ARGS.contains(&name) || GENERATED_FLUX_FLAGS.contains(&name) {
+            continue;
+        }
+        out.push(match value {
+            Some(v) => format!("--{name}={v}"),
+            None => arg.to_string(),
+        });
+    }
+    out
+}
+
+/// flux: token, `--connect`, the git settings (or the preserved ones), the other preserved
+/// flags (unless the template, `template_flags`, or `appendArgs` sets them), then `appendArgs`.
 pub(super) fn flux_args(
     wc: &WeaveCloud,
     ctx: &Context,
-    preserved: &BTreeMap<String, String>,
+    inputs: &super::AgentInputs,
+    template_flags: &[String],
 ) -> (Vec<String>, Vec<String>) {
+    let preserved = &inputs.preserved_flux_args;
     let flux = &wc.spec.flux;
     let config = &flux.config;
     let mut args = vec![
@@ -124,6 +162,20 @@ pub(super) fn flux_args(
             let arg = format!("--{flag}={value}");
             kept.push(arg.clone());
             args.push(arg);
+        }
+    }
+    for extra in &inputs.preserved_flux_extra_args {
+        let Some(flag) = flag_name(extra) else {
+            continue;
+        };
+        let taken = appended.contains(flag)
+            || template_flags.iter().any(|t| t == flag)
+            || GENERATED_FLUX_FLAGS.contains(&flag)
+            || PRESERVABLE_FLUX_ARGS.contains(&flag)
+            || kept.contains(extra);
+        if !taken {
+            kept.push(extra.clone());
+            args.push(extra.clone());
         }
     }
     args.extend(flux.append_args.iter().cloned());

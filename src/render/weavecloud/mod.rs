@@ -11,6 +11,7 @@
 
 pub mod args;
 mod patches;
+mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -21,10 +22,10 @@ use crate::api::weavecloud::WeaveCloud;
 
 use super::bundle::{container_index, pod_template_pointer, Agent, Bundle};
 use super::{order, DesiredObject, Owner, RenderError};
-use args::{cri_socket, flag_name, flux_args, memcached_args, scope_args, scope_cluster_args};
+use args::{cri_socket, flux_args, memcached_args, scope_args, scope_cluster_args};
 pub use args::{
-    parse_flux_args, parse_memcached_args, runtime_socket, PRESERVABLE_FLUX_ARGS,
-    PRESERVABLE_MEMCACHED_FLAGS,
+    extra_flux_args, flag_name, parse_flux_args, parse_memcached_args, runtime_socket,
+    PRESERVABLE_FLUX_ARGS, PRESERVABLE_MEMCACHED_FLAGS,
 };
 use patches::Context;
 
@@ -61,6 +62,13 @@ pub struct AgentInputs {
     /// The CRI socket of the runtime detected on the nodes ([`runtime_socket`]), used when
     /// `scope.containerRuntimeEndpoint` is unset; `None`: Docker (or not read, offline).
     pub detected_cri_socket: Option<String>,
+    /// Flux flags other than [`PRESERVABLE_FLUX_ARGS`] kept from the launcher's flux
+    /// (`--git-readonly`, `--sync-state=secret`, …), rendered after the generated ones unless
+    /// the template or `appendArgs` sets the flag.
+    pub preserved_flux_extra_args: Vec<String>,
+    /// Volumes of the launcher's flux pod kept (configMap, secret, emptyDir), and their mounts.
+    pub preserved_flux_volumes: Vec<Value>,
+    pub preserved_flux_mounts: Vec<Value>,
 }
 
 /// The name of a bundle's cluster-scoped object (a ClusterRole, …) rendered for the WeaveCloud
@@ -165,12 +173,24 @@ pub fn render_agents(
             match templates.container_of(template.kind(), template.name()) {
                 Some((0, target)) => {
                     let (args, kept) = match agent {
-                        Agent::Flux => flux_args(wc, &ctx, &inputs.preserved_flux_args),
+                        Agent::Flux => {
+                            flux_args(wc, &ctx, inputs, &template_flags(&object, target))
+                        }
                         Agent::Scope => (scope_args(wc, &ctx), Vec::new()),
                         Agent::Prometheus => (wc.spec.prometheus.append_args.clone(), Vec::new()),
                     };
                     preserved.extend(kept);
                     ctx.agent_container_patches(agent, target, true, template, &mut object, &args)?;
+                    if agent == Agent::Flux {
+                        volumes::add_flux_volumes(wc, inputs, target, &mut object).map_err(
+                            |m| {
+                                RenderError::Other(format!(
+                                    "WeaveCloud `{namespace}/{}`: {m}",
+                                    owner_name(wc)
+                                ))
+                            },
+                        )?;
+                    }
                 }
                 Some((_, target)) => {
                     let args = match agent {
@@ -229,6 +249,25 @@ pub fn render_agents(
         preserved_memcached_args: preserved_memcached,
         bundle_version: bundle.version.clone(),
     })
+}
+
+fn owner_name(wc: &WeaveCloud) -> &str {
+    wc.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// The flag names the bundle's template already gives container `target` (`memcached-hostname`, …).
+fn template_flags(object: &Value, target: &super::bundle::ContainerRef) -> Vec<String> {
+    let Some(index) = container_index(object, &target.kind, &target.container) else {
+        return Vec::new();
+    };
+    let pod = pod_template_pointer(&target.kind).unwrap_or("/spec/template");
+    object
+        .pointer(&format!("{pod}/spec/containers/{index}/args"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().and_then(flag_name).map(str::to_string))
+        .collect()
 }
 
 /// Replace `-m`/`-I` in the memcached container's args with the preserved values; the

@@ -6,6 +6,7 @@ use crate::render::bundle::CLUSTER_SCOPED_KINDS;
 use crate::render::ownership::{OWNER_LABEL, OWNER_REF_ANNOTATION};
 
 mod inputs;
+mod preserved;
 
 const EXAMPLE: &str = r#"
 apiVersion: cloud.weave.works/v1beta1

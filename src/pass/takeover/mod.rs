@@ -22,7 +22,16 @@
 //! only for the designated WeaveCloud). Standalone Scope (`weave-scope-app`) is not a launcher
 //! install.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod decide;
+pub mod live;
+mod one_shot;
+pub mod record;
+#[cfg(test)]
+mod tests;
+
+pub use one_shot::{before_pass, Planned};
+
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
@@ -30,25 +39,22 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::{Client, ResourceExt};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::agents::{owner_of, LAUNCHER_LEGACY_NAMESPACE};
-use crate::api::weavecloud::WeaveCloud;
-use crate::api::ObjectRef;
-use crate::apply::changeset::{Action, Change};
+pub(super) use super::agents::LAUNCHER_LEGACY_NAMESPACE;
 use crate::apply::FIELD_MANAGER;
 use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
-use crate::render::{DesiredObject, DesiredSet};
+use crate::render::DesiredObject;
 
 /// The launcher's own agent and the namespace it always ran in.
-const WEAVE_AGENT: &str = "weave-agent";
+pub(super) const WEAVE_AGENT: &str = "weave-agent";
 /// The Secret fluxd keeps its deploy key in.
-const FLUX_DEPLOY_SECRET: &str = "flux-git-deploy";
+pub(super) const FLUX_DEPLOY_SECRET: &str = "flux-git-deploy";
 /// Standalone Scope's app: its presence means the scope objects are not the launcher's.
-const STANDALONE_SCOPE_APP: &str = "weave-scope-app";
+pub(super) const STANDALONE_SCOPE_APP: &str = "weave-scope-app";
 
 /// Namespaced launcher agent objects: kind, name, and the `app` label they must carry.
-const LAUNCHER_AGENT_OBJECTS: &[(&str, &str, &str)] = &[
+pub(super) const LAUNCHER_AGENT_OBJECTS: &[(&str, &str, &str)] = &[
     ("Deployment", "weave-flux-agent", "weave-flux"),
     ("Deployment", "weave-flux-memcached", "weave-flux"),
     ("Service", "weave-flux-memcached", "weave-flux"),
@@ -68,7 +74,7 @@ const LAUNCHER_AGENT_OBJECTS: &[(&str, &str, &str)] = &[
 
 /// The launcher's per-agent RBAC names (ServiceAccount, ClusterRole, ClusterRoleBinding), each
 /// labelled only `name: <same>`.
-const LAUNCHER_RBAC: &[&str] = &["weave-flux", "weave-scope", "weave-cortex"];
+pub(super) const LAUNCHER_RBAC: &[&str] = &["weave-flux", "weave-scope", "weave-cortex"];
 
 /// What the takeover found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -147,7 +153,7 @@ pub fn api_resource(kind: &str) -> ApiResource {
     }
 }
 
-fn api(client: &Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+pub(super) fn api(client: &Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
     let ar = api_resource(kind);
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
@@ -159,7 +165,7 @@ fn label<'a>(o: &'a DynamicObject, key: &str) -> Option<&'a str> {
     o.labels().get(key).map(String::as_str)
 }
 
-fn managed_by_weft(o: &DynamicObject) -> bool {
+pub(super) fn managed_by_weft(o: &DynamicObject) -> bool {
     label(o, MANAGED_BY_LABEL) == Some(MANAGED_BY_VALUE)
 }
 
@@ -205,11 +211,6 @@ pub fn is_launcher_binding(o: &DynamicObject, namespaces: &[&str]) -> bool {
         && subjects_ok
 }
 
-/// The selector of a workload (`spec.selector.matchLabels`).
-fn selector(object: &Value) -> Option<&Value> {
-    object.pointer("/spec/selector")
-}
-
 /// Whether WeaveCloud `namespace/name` may act in `kube-system` (read, remove and copy the
 /// launcher's objects there): only the one the operator names with `--launcher-takeover
 /// NAMESPACE/NAME` (`launcher_takeover`). A WeaveCloud is written by whoever may create one in
@@ -220,207 +221,24 @@ pub fn designated(launcher_takeover: Option<&str>, namespace: &str, name: &str) 
 
 /// Find the launcher's objects for a WeaveCloud in `namespace` whose desired agents are
 /// `desired`, and decide for each: remove or adopt. `kube-system` (also as the WeaveCloud's own
-/// namespace) is looked at only when `legacy` (the WeaveCloud is [`designated`]).
+/// namespace) is looked at only when `legacy` (the WeaveCloud is [`designated`]). The reads
+/// ([`live::read`]) and the decision ([`decide::decide`]) are separate steps.
 pub async fn find(
     client: &Client,
     namespace: &str,
     desired: &[DesiredObject],
     legacy: bool,
 ) -> Result<Vec<Found>, kube::Error> {
-    let mut found = Vec::new();
-    if namespace == LAUNCHER_LEGACY_NAMESPACE && !legacy {
-        return Ok(found);
-    }
-    let mut namespaces = vec![namespace];
-    if namespace != LAUNCHER_LEGACY_NAMESPACE && legacy {
-        namespaces.push(LAUNCHER_LEGACY_NAMESPACE);
-    }
-    let desired_of = |kind: &str, name: &str| {
-        desired
-            .iter()
-            .find(|d| d.kind() == kind && d.name() == name && d.namespace() == Some(namespace))
-    };
-
-    // 1. weave-agent: only ever in the namespace the launcher installed (never kube-system).
-    if let Some(d) = api(client, "Deployment", Some(namespace))
-        .get_opt(WEAVE_AGENT)
-        .await?
-    {
-        let selects_agent =
-            d.data.pointer("/spec/selector/matchLabels") == Some(&json!({"name": WEAVE_AGENT}));
-        if selects_agent && !managed_by_weft(&d) {
-            found.push(remove(
-                "Deployment",
-                Some(namespace),
-                WEAVE_AGENT,
-                "the launcher's agent",
-            ));
-            if api(client, "ServiceAccount", Some(namespace))
-                .get_opt(WEAVE_AGENT)
-                .await?
-                .is_some_and(|sa| !managed_by_weft(&sa))
-            {
-                found.push(remove(
-                    "ServiceAccount",
-                    Some(namespace),
-                    WEAVE_AGENT,
-                    "the launcher's agent",
-                ));
-            }
-            if let Some(b) = api(client, "ClusterRoleBinding", None)
-                .get_opt(WEAVE_AGENT)
-                .await?
-            {
-                if is_launcher_binding(&b, &[namespace]) {
-                    found.push(remove(
-                        "ClusterRoleBinding",
-                        None,
-                        WEAVE_AGENT,
-                        "the launcher's agent",
-                    ));
-                }
-            }
-            if let Some(r) = api(client, "ClusterRole", None)
-                .get_opt(WEAVE_AGENT)
-                .await?
-            {
-                if is_launcher_cluster_role(&r) {
-                    found.push(remove(
-                        "ClusterRole",
-                        None,
-                        WEAVE_AGENT,
-                        "the launcher's agent",
-                    ));
-                }
-            }
-        }
-    }
-
-    // 2. the agents, in this namespace and in kube-system.
-    for ns in &namespaces {
-        let standalone_scope = api(client, "Deployment", Some(ns))
-            .get_opt(STANDALONE_SCOPE_APP)
-            .await?
-            .is_some();
-        let here = *ns == namespace;
-        for (kind, name, app) in LAUNCHER_AGENT_OBJECTS {
-            if standalone_scope && *app == "weave-scope" {
-                continue;
-            }
-            let Some(live) = api(client, kind, Some(ns)).get_opt(name).await? else {
-                continue;
-            };
-            if !is_launcher_agent(&live, app) {
-                continue;
-            }
-            let action = match (here, desired_of(kind, name)) {
-                (false, _) => {
-                    Decision::Remove("replaced by Weft's agent in the WeaveCloud's namespace")
-                }
-                (true, None) => Decision::Remove("replaced by Weft's agent under another name"),
-                (true, Some(d))
-                    if matches!(*kind, "Deployment" | "DaemonSet")
-                        && selector(&live.data) != selector(&d.object.value()) =>
-                {
-                    Decision::Remove("recreated by Weft: its selector cannot change")
-                }
-                (true, Some(_)) => Decision::Adopt,
-            };
-            found.push(Found {
-                kind,
-                namespace: Some(ns.to_string()),
-                name: name.to_string(),
-                action,
-            });
-        }
-        for name in LAUNCHER_RBAC {
-            if standalone_scope && *name == "weave-scope" {
-                continue;
-            }
-            let Some(sa) = api(client, "ServiceAccount", Some(ns))
-                .get_opt(name)
-                .await?
-            else {
-                continue;
-            };
-            if managed_by_weft(&sa) || label(&sa, "name") != Some(name) {
-                continue;
-            }
-            let action = if here && desired_of("ServiceAccount", name).is_some() {
-                Decision::Adopt
-            } else {
-                Decision::Remove("replaced by Weft's agent in the WeaveCloud's namespace")
-            };
-            found.push(Found {
-                kind: "ServiceAccount",
-                namespace: Some(ns.to_string()),
-                name: name.to_string(),
-                action,
-            });
-        }
-    }
-
-    // The deploy key next to a launcher flux in this namespace: adopted with takeover (its data
-    // is never written), left alone without it like the flux that mounts it.
-    let launcher_flux_here = found.iter().any(|f| {
-        f.kind == "Deployment"
-            && f.name == "weave-flux-agent"
-            && f.namespace.as_deref() == Some(namespace)
-    });
-    if launcher_flux_here && desired_of("Secret", FLUX_DEPLOY_SECRET).is_some() {
-        let key = api(client, "Secret", Some(namespace))
-            .get_opt(FLUX_DEPLOY_SECRET)
-            .await?;
-        if key.is_some_and(|k| !managed_by_weft(&k)) {
-            found.push(Found {
-                kind: "Secret",
-                namespace: Some(namespace.to_string()),
-                name: FLUX_DEPLOY_SECRET.to_string(),
-                action: Decision::Adopt,
-            });
-        }
-    }
-
-    // 3. the launcher's cluster-wide roles (`*` on everything): Weft's are `<name>:<namespace>`.
-    let scope_standalone_here = api(client, "Deployment", Some(namespace))
-        .get_opt(STANDALONE_SCOPE_APP)
-        .await?
-        .is_some();
-    for name in LAUNCHER_RBAC {
-        if scope_standalone_here && *name == "weave-scope" {
-            continue;
-        }
-        let binding = api(client, "ClusterRoleBinding", None)
-            .get_opt(name)
-            .await?;
-        let bound = binding
-            .as_ref()
-            .is_some_and(|b| is_launcher_binding(b, &namespaces));
-        if bound {
-            found.push(remove(
-                "ClusterRoleBinding",
-                None,
-                name,
-                "replaced by Weft's per-namespace binding",
-            ));
-        }
-        if let Some(role) = api(client, "ClusterRole", None).get_opt(name).await? {
-            // Only a role whose binding is the launcher's (or gone): never one another tool binds.
-            if is_launcher_cluster_role(&role) && (bound || binding.is_none()) {
-                found.push(remove(
-                    "ClusterRole",
-                    None,
-                    name,
-                    "replaced by Weft's per-namespace role",
-                ));
-            }
-        }
-    }
-    found.sort_by_key(Found::rank);
-    Ok(found)
+    let live = live::read(client, namespace, legacy).await?;
+    Ok(decide::decide(&live, namespace, desired, legacy))
 }
 
-fn remove(kind: &'static str, namespace: Option<&str>, name: &str, why: &'static str) -> Found {
+pub(super) fn remove(
+    kind: &'static str,
+    namespace: Option<&str>,
+    name: &str,
+    why: &'static str,
+) -> Found {
     Found {
         kind,
         namespace: namespace.map(str::to_string),
@@ -522,132 +340,5 @@ pub fn desired_reference(d: &DesiredObject) -> String {
     match d.namespace() {
         Some(ns) => format!("{}/{ns}/{}", d.kind(), d.name()),
         None => format!("{}/{}", d.kind(), d.name()),
-    }
-}
-
-/// One pass of `weft sync`: the takeover the WeaveCloud controller does ([`find`],
-/// [`carry_deploy_key`], [`remove_all`]; kube-system only for the WeaveCloud named by
-/// `launcher_takeover`), for every WeaveCloud whose agents `set` holds, before
-/// they are applied. Returns the set to apply and the removals, as deleted changes of that
-/// WeaveCloud. A WeaveCloud with `takeover: false` keeps the launcher's objects: they are logged,
-/// and its same-named agents are left out of the set (as the controller does), so nothing is
-/// applied over them.
-pub async fn before_pass(
-    client: &Client,
-    set: DesiredSet,
-    launcher_takeover: Option<&str>,
-) -> Result<(DesiredSet, Vec<Change>), kube::Error> {
-    let weaveclouds: Vec<WeaveCloud> = set
-        .objects()
-        .iter()
-        .filter(|o| o.kind() == "WeaveCloud")
-        .filter_map(|o| serde_json::from_value(o.object.value()).ok())
-        .collect();
-    let mut changes = Vec::new();
-    let mut left = BTreeSet::new();
-    for wc in &weaveclouds {
-        let ns = wc.namespace().unwrap_or_default();
-        let owner = owner_of(&ns, &wc.name_any());
-        if !set.owners().contains(&owner) {
-            continue;
-        }
-        let desired: Vec<DesiredObject> = set
-            .objects()
-            .iter()
-            .filter(|o| o.owner == owner)
-            .cloned()
-            .collect();
-        let legacy = designated(launcher_takeover, &ns, &wc.name_any());
-        let found = find(client, &ns, &desired, legacy).await?;
-        if !wc.spec.general.takeover {
-            for f in &found {
-                tracing::warn!(weavecloud = %owner.reference(), object = %f.reference(), "spec.general.takeover is false: the launcher's object is left in place, so its agent may run beside Weft's");
-                left.insert(f.reference());
-            }
-            continue;
-        }
-        if carry_deploy_key(client, &ns, &found).await? {
-            tracing::info!(weavecloud = %owner.reference(), "takeover: copied the flux deploy key from kube-system");
-        }
-        for (reference, why) in remove_all(client, &found).await? {
-            let Some(f) = found.iter().find(|f| f.reference() == reference) else {
-                continue;
-            };
-            changes.push(Change {
-                object: ObjectRef {
-                    api_version: api_resource(f.kind).api_version,
-                    kind: f.kind.to_string(),
-                    namespace: f.namespace.clone().unwrap_or_default(),
-                    name: f.name.clone(),
-                },
-                owner: owner.clone(),
-                action: Action::Deleted,
-                reason: Some(format!("launcher takeover: {why}")),
-            });
-        }
-    }
-    if left.is_empty() {
-        return Ok((set, changes));
-    }
-    let kept: Vec<DesiredObject> = set
-        .objects()
-        .iter()
-        .filter(|d| !left.contains(&desired_reference(d)))
-        .cloned()
-        .collect();
-    let hooks = set.hooks().to_vec();
-    let set = DesiredSet::for_owners(kept, set.owners().clone()).with_hooks(hooks);
-    Ok((set, changes))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn found(kind: &'static str, namespace: &str, name: &str) -> Found {
-        Found {
-            kind,
-            namespace: Some(namespace.to_string()),
-            name: name.to_string(),
-            action: Decision::Remove("test"),
-        }
-    }
-
-    #[test]
-    fn only_the_designated_weavecloud_acts_in_kube_system() {
-        assert!(designated(
-            Some("weave/weave-cloud"),
-            "weave",
-            "weave-cloud"
-        ));
-        for (flag, ns, name) in [
-            (None, "weave", "weave-cloud"),
-            (Some("weave/weave-cloud"), "team-a", "weave-cloud"),
-            (Some("weave/weave-cloud"), "weave", "other"),
-            (Some("weave/weave-cloud-2"), "weave", "weave-cloud"),
-        ] {
-            assert!(!designated(flag, ns, name), "{flag:?} {ns}/{name}");
-        }
-    }
-
-    #[test]
-    fn the_deploy_key_is_carried_only_beside_a_launcher_flux_in_kube_system() {
-        // A real launcher install: its flux agent in kube-system.
-        assert!(launcher_flux_in_kube_system(&[
-            found("Service", LAUNCHER_LEGACY_NAMESPACE, "weave-flux-memcached"),
-            found("Deployment", LAUNCHER_LEGACY_NAMESPACE, "weave-flux-agent"),
-        ]));
-        // Nothing found, a flux in the WeaveCloud's own namespace, or other agents only: no copy.
-        for f in [
-            vec![],
-            vec![found("Deployment", "weave", "weave-flux-agent")],
-            vec![found(
-                "DaemonSet",
-                LAUNCHER_LEGACY_NAMESPACE,
-                "weave-scope-agent",
-            )],
-        ] {
-            assert!(!launcher_flux_in_kube_system(&f), "{f:?}");
-        }
     }
 }

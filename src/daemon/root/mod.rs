@@ -7,203 +7,35 @@
 //! writes nothing unless something drifted.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use kube::Client;
 use tokio::task::JoinHandle;
+
+mod report;
+mod source;
+
+use report::{count_early, log_outcome, suspended_message};
+pub use report::{fill_changes, summary_of};
+pub use source::{OpenError, RootError, RootSource, SOURCE_READY};
 
 use super::armada::status as armada_status;
 use super::record::{self, RootOutcome, RootRecord};
 use super::shards;
 use super::state::{DaemonState, Shutdown};
-use super::status::{now_rfc3339, ChangeSummary, ObjectChange, PassReport, PassResultKind};
+use super::status::{now_rfc3339, ChangeSummary, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
 use super::EngineRun;
 use crate::api::conditions::{set_condition, Condition, ConditionStatus};
-use crate::apply::changeset::{Action, ChangeSet};
+use crate::apply::changeset::Action;
 use crate::pass::{PassOptions, Progress, ShardPass};
 use crate::render::shard::Shard;
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
-use crate::source::git::auth::Credentials;
 use crate::source::git::redact_url_passwords;
-use crate::source::git::{self, FetchOutcome, GitError, GitRef, GitSource, GitSourceSpec};
-use crate::source::{self, Snapshot, SnapshotLimits};
-
-/// Why a stage of a pass failed (shown in the pass report and the log).
-#[derive(Debug, thiserror::Error)]
-pub enum RootError {
-    #[error("fetching {url}: {source}")]
-    Fetch {
-        url: String,
-        #[source]
-        source: GitError,
-    },
-    #[error("reading {dir}: {source}")]
-    Read {
-        dir: String,
-        #[source]
-        source: source::local::LocalError,
-    },
-    /// The blocking fetch or read task panicked.
-    #[error("reading the repository: the task failed: {0}")]
-    Task(#[source] tokio::task::JoinError),
-    #[error(transparent)]
-    Prepare(#[from] crate::pass::PassError),
-}
-
-/// Why the repository cannot be followed at all.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("the repository: {0}")]
-    Git(#[source] GitError),
-    #[error("the repository: `{0}` is neither a git URL nor a directory")]
-    NotFound(String),
-}
-
-/// The root condition that says whether the repository can be fetched.
-pub const SOURCE_READY: &str = "SourceReady";
-
-/// Where the sync root's documents come from. Clones share the git source (and its cache).
-#[derive(Clone)]
-pub enum RootSource {
-    /// A git repository (fetched incrementally into a cache), its URL as shown (passwords
-    /// redacted) and its fetch deadline: both readable while a fetch holds the source.
-    Git {
-        source: Arc<Mutex<GitSource>>,
-        url: String,
-        timeout: Duration,
-    },
-    /// A local directory (development): read on every pass.
-    Dir { dir: PathBuf, path: Option<String> },
-}
-
-impl RootSource {
-    /// Follow `repo` (a git URL, or a local directory) at `git_ref` (default: the remote's
-    /// `main`), under `path`; git repositories are cached in `cache_dir`.
-    pub fn open(
-        repo: &str,
-        git_ref: Option<&str>,
-        path: Option<&str>,
-        cache_dir: Option<PathBuf>,
-        credentials: Credentials,
-        fetch_timeout: Duration,
-    ) -> Result<RootSource, OpenError> {
-        if git::is_git_url(repo) {
-            let cache_dir = cache_dir.unwrap_or_else(git::default_cache_dir);
-            let mut spec = GitSourceSpec::new(repo.to_string(), cache_dir);
-            if let Some(r) = git_ref {
-                spec.reference = GitRef::parse(r);
-            }
-            spec.path = path.map(str::to_string);
-            spec.credentials = credentials;
-            spec.fetch_timeout = fetch_timeout;
-            let timeout = spec.fetch_timeout;
-            let source = GitSource::new(spec).map_err(OpenError::Git)?;
-            Ok(RootSource::Git {
-                url: source.display_url().to_string(),
-                source: Arc::new(Mutex::new(source)),
-                timeout,
-            })
-        } else {
-            let dir = PathBuf::from(repo);
-            if !dir.is_dir() {
-                return Err(OpenError::NotFound(repo.to_string()));
-            }
-            Ok(RootSource::Dir {
-                dir,
-                path: path.map(str::to_string),
-            })
-        }
-    }
-
-    /// The repository as shown in status and logs (passwords redacted).
-    pub fn display(&self) -> String {
-        match self {
-            RootSource::Git { url, .. } => url.clone(),
-            RootSource::Dir { dir, .. } => dir.display().to_string(),
-        }
-    }
-
-    /// Fetch: `Ok(None)` when the revision is the one we rendered last (`last`).
-    async fn fetch(&self, last: Option<&Snapshot>) -> Result<Option<Arc<Snapshot>>, RootError> {
-        match self {
-            RootSource::Git {
-                source: g,
-                url,
-                timeout,
-            } => {
-                let (g, timeout) = (g.clone(), *timeout);
-                let fetching = tokio::task::spawn_blocking(move || {
-                    // A fetch still stuck in a server that never ends its answer holds the
-                    // source: this pass fails at once instead of queueing behind it.
-                    let mut g = match g.try_lock() {
-                        Ok(g) => g,
-                        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                        Err(std::sync::TryLockError::WouldBlock) => return None,
-                    };
-                    let url = g.display_url().to_string();
-                    let outcome = g.fetch();
-                    let last_good = g.last_good().cloned();
-                    Some((url, outcome, last_good))
-                });
-                // libgit2 honours the deadline while data flows and cuts a silent server; this
-                // bounds what it cannot see (a ref advertisement that never ends).
-                let overrun = || RootError::Fetch {
-                    url: url.clone(),
-                    source: GitError::Timeout {
-                        url: url.clone(),
-                        timeout,
-                    },
-                };
-                let (url, outcome, last_good) =
-                    match tokio::time::timeout(timeout + Duration::from_secs(5), fetching).await {
-                        Ok(joined) => match joined.map_err(RootError::Task)? {
-                            Some(done) => done,
-                            None => return Err(overrun()),
-                        },
-                        Err(_) => return Err(overrun()),
-                    };
-                match outcome {
-                    Ok(FetchOutcome::New(s)) => Ok(Some(s)),
-                    // Unchanged since the source's last good snapshot; if we never rendered it
-                    // (e.g. the previous render failed and was fixed nowhere), use it anyway.
-                    Ok(FetchOutcome::Unchanged) => match (last, last_good) {
-                        (Some(l), Some(g)) if l.revision == g.revision => Ok(None),
-                        (_, Some(g)) => Ok(Some(g)),
-                        (_, None) => Ok(None),
-                    },
-                    Err(source) => Err(RootError::Fetch { url, source }),
-                }
-            }
-            RootSource::Dir { dir, path } => {
-                let dir = dir.clone();
-                let path = path.clone();
-                let read = tokio::task::spawn_blocking(move || {
-                    let s = source::local::read_dir(&dir, SnapshotLimits::default()).map_err(
-                        |source| RootError::Read {
-                            dir: dir.display().to_string(),
-                            source,
-                        },
-                    )?;
-                    Ok::<_, RootError>(match &path {
-                        Some(p) => s.subdir(p),
-                        None => s,
-                    })
-                })
-                .await
-                .map_err(RootError::Task)??;
-                if last == Some(&read) {
-                    Ok(None)
-                } else {
-                    Ok(Some(Arc::new(read)))
-                }
-            }
-        }
-    }
-}
+use crate::source::git::GitError;
+use crate::source::Snapshot;
 
 /// The rendered sync layer of one revision, kept so an unchanged head skips load and render.
 struct Rendered {
@@ -278,12 +110,26 @@ pub struct RootReconciler {
     applied_revision: Option<String>,
     /// The shard this loop applies; `None`: the whole root (no retired shards looked for).
     shard: Option<RootShard>,
-    /// The revision the running pass fetched new, if any (notifications).
-    fetched: Option<String>,
-    /// The phases of the charts the running pass holds because they are suspended.
-    held_phases: armada_status::ChartPhases,
-    /// What the running pass applied ahead of its full render (see [`super::early`]).
+}
+
+/// What a pass ends with: its report, and the revision it fetched new, if any (notifications).
+pub struct PassDone {
+    pub report: PassReport,
+    pub fetched: Option<String>,
+}
+
+/// What the fetch and render of one pass gave.
+struct Fetched {
+    /// The head was unchanged: the cached render is applied again.
+    unchanged: bool,
+    /// What the pass applied ahead of its full render (see [`super::early`]).
     early: Vec<crate::api::ObjectRef>,
+}
+
+/// How a pass's body ended: stopped before apply (it logged why), or applied.
+enum Ended {
+    Stopped,
+    Applied,
 }
 
 impl RootReconciler {
@@ -301,9 +147,6 @@ impl RootReconciler {
             rendered: None,
             applied_revision: None,
             shard: None,
-            fetched: None,
-            held_phases: Default::default(),
-            early: Vec::new(),
         }
     }
 
@@ -318,8 +161,8 @@ impl RootReconciler {
     /// stop gets the shutdown grace period to finish, then it is abandoned.
     pub async fn run(mut self) {
         while let Some(ticket) = self.state.queue.next_pass().await {
-            let report = self.run_pass(ticket).await;
-            let outcome = report.notification(self.fetched.as_deref());
+            let PassDone { report, fetched } = self.run_pass(ticket).await;
+            let outcome = report.notification(fetched.as_deref());
             self.state
                 .notifier()
                 .emit_all(crate::notify::root::finished(&self.notified(), &outcome));
@@ -337,7 +180,7 @@ impl RootReconciler {
     }
 
     /// One pass: fetch, and if new, load and render; then apply, prune and wait.
-    pub async fn run_pass(&mut self, ticket: PassTicket) -> PassReport {
+    pub async fn run_pass(&mut self, ticket: PassTicket) -> PassDone {
         let reasons: Vec<String> = ticket
             .reasons
             .iter()
@@ -357,14 +200,31 @@ impl RootReconciler {
             summary: ChangeSummary::default(),
             changes: Vec::new(),
         };
+        let mut fetched = None;
+        let ended = self.pass_body(ticket, &mut report, &mut fetched).await;
+        // The one exit of every pass.
+        report.duration_seconds = start.elapsed().as_secs_f64();
+        if let Ended::Applied = ended {
+            log_outcome(&report);
+        }
+        PassDone { report, fetched }
+    }
+
+    /// The pass without its bookkeeping: read the record; unless suspended, run the pass and
+    /// record its outcome.
+    async fn pass_body(
+        &mut self,
+        ticket: PassTicket,
+        report: &mut PassReport,
+        fetched: &mut Option<String>,
+    ) -> Ended {
         let record = match self.read_record().await {
             Ok(record) => record,
             Err(e) => {
                 let text = format!("cannot read the root record (is the root suspended?): {e}");
                 tracing::warn!(pass = ticket.pass, error = %text, "pass failed before fetch; nothing was applied or pruned");
                 report.error = Some(text);
-                report.duration_seconds = start.elapsed().as_secs_f64();
-                return report;
+                return Ended::Stopped;
             }
         };
         if let Some(suspension) = record.suspension.suspended.then_some(&record.suspension) {
@@ -374,38 +234,39 @@ impl RootReconciler {
             );
             report.result = PassResultKind::Suspended;
             report.error = Some(suspended_message(suspension));
-            report.duration_seconds = start.elapsed().as_secs_f64();
-            return report;
+            return Ended::Stopped;
         }
-        let report = self.run_unsuspended(ticket, report, start).await;
-        self.record_outcome(&record, &report).await;
+        let ended = self.run_unsuspended(ticket, report, fetched).await;
+        self.record_outcome(&record, report).await;
         // What the pass allocated (a render, its plan, pages of listed metadata) is freed by now.
         crate::mem::release_free_memory();
-        report
+        ended
     }
 
     /// The pass of a root that is not suspended.
     async fn run_unsuspended(
         &mut self,
         ticket: PassTicket,
-        mut report: PassReport,
-        start: Instant,
-    ) -> PassReport {
-        match self.prepare().await {
-            Ok(unchanged) => report.head_unchanged = unchanged,
+        report: &mut PassReport,
+        fetched: &mut Option<String>,
+    ) -> Ended {
+        let early = match self.prepare(fetched).await {
+            Ok(f) => {
+                report.head_unchanged = f.unchanged;
+                f.early
+            }
             Err(e) => {
                 // Status and logs never show a password of a URL inside an error.
                 let text = redact_url_passwords(&e.to_string());
                 tracing::warn!(pass = ticket.pass, error = %text, "pass failed before apply; nothing was applied or pruned");
                 report.error = Some(text);
                 report.revision = self.applied_revision.clone();
-                report.duration_seconds = start.elapsed().as_secs_f64();
-                return report;
+                return Ended::Stopped;
             }
-        }
+        };
         let Some(rendered) = &self.rendered else {
             report.error = Some("nothing was fetched yet".to_string());
-            return report;
+            return Ended::Stopped;
         };
         report.revision = rendered
             .snapshot
@@ -416,27 +277,26 @@ impl RootReconciler {
             report.result = PassResultKind::Abandoned;
             report.error =
                 Some("the daemon is stopping; the pass was abandoned before apply".into());
-            report.duration_seconds = start.elapsed().as_secs_f64();
-            return report;
+            return Ended::Stopped;
         }
         let mut set = rendered.set.clone();
         let elsewhere = rendered.elsewhere.clone();
         // Suspended Armada charts (and their groups' and manifests' charts) are held out.
-        match crate::pass::suspend::hold_suspended(&self.state.client, &set).await {
+        let held_phases = match crate::pass::suspend::hold_suspended(&self.state.client, &set).await
+        {
             Ok((held_set, held)) => {
                 if let Some(held_set) = held_set {
                     set = Arc::new(held_set);
                 }
-                self.held_phases = armada_status::record_suspended(&self.state.client, &held).await;
+                armada_status::record_suspended(&self.state.client, &held).await
             }
             Err(e) => {
                 report.error = Some(format!(
                     "cannot tell which resources are suspended: {e}; nothing was applied or pruned"
                 ));
-                report.duration_seconds = start.elapsed().as_secs_f64();
-                return report;
+                return Ended::Stopped;
             }
-        }
+        };
         let shard_pass = match &mut self.shard {
             Some(shard) => {
                 let retired = shard
@@ -455,11 +315,9 @@ impl RootReconciler {
             shard: shard_pass,
             ..self.pass_options.clone()
         };
-        self.apply(&set, &opts, &mut report).await;
-        count_early(&mut report, std::mem::take(&mut self.early));
-        report.duration_seconds = start.elapsed().as_secs_f64();
-        log_outcome(&report);
-        report
+        self.apply(&set, &opts, &held_phases, report).await;
+        count_early(report, early);
+        Ended::Applied
     }
 
     /// The root record (own outcome) and the suspension, which a shard reads from its base
@@ -525,7 +383,13 @@ impl RootReconciler {
 
     /// Apply, prune and wait for `set`, and record the outcome in `report`, the Armada
     /// resources' status and the daemon status.
-    async fn apply(&self, set: &DesiredSet, opts: &PassOptions, report: &mut PassReport) {
+    async fn apply(
+        &self,
+        set: &DesiredSet,
+        opts: &PassOptions,
+        held_phases: &armada_status::ChartPhases,
+        report: &mut PassReport,
+    ) {
         let pass = report.pass;
         // Charts whose objects this pass changes are marked `deploying` as it goes; the writes
         // are awaited before the pass's outcome is recorded (see `armada::status::mark_deploying`).
@@ -562,7 +426,7 @@ impl RootReconciler {
             set,
             &changes,
             error.as_ref(),
-            &self.held_phases,
+            held_phases,
         )
         .await;
         let outcomes = armada_status::chart_outcomes(set, &changes, error.as_ref());
@@ -579,8 +443,6 @@ impl RootReconciler {
         }
     }
 
-    /// Fetch and, when the revision is new, load and render it. `Ok(true)` when the head was
-    /// unchanged (the cached render is used).
     /// The root's `SourceReady` condition (shown in the status, and by `/readyz` while false):
     /// why the repository cannot be fetched, if it cannot.
     fn record_source(&self, failed: Option<&RootError>) {
@@ -617,20 +479,24 @@ impl RootReconciler {
         crate::notify::EventSource::root(&o.weft_namespace, &o.root_name)
     }
 
-    async fn prepare(&mut self) -> Result<bool, RootError> {
-        self.fetched = None;
-        self.early.clear();
+    /// Fetch and, when the revision is new, load and render it; `fetched` is set to a revision
+    /// fetched new as soon as it is known (a pass whose render then fails still names it).
+    async fn prepare(&mut self, fetched: &mut Option<String>) -> Result<Fetched, RootError> {
+        let mut early = Vec::new();
         let t = Instant::now();
-        let fetched = self
+        let new = self
             .source
             .fetch(self.rendered.as_ref().map(|r| &*r.snapshot))
             .await;
         self.state
             .metrics
             .observe_git_fetch(t.elapsed().as_secs_f64());
-        self.record_source(fetched.as_ref().err());
-        let Some(snapshot) = fetched? else {
-            return Ok(self.rendered.is_some());
+        self.record_source(new.as_ref().err());
+        let Some(snapshot) = new? else {
+            return Ok(Fetched {
+                unchanged: self.rendered.is_some(),
+                early,
+            });
         };
         // The previous render is let go before the new one is built (both at once were ≈ 100 MB
         // more at the peak of such a pass at 100,000 objects). If the new render fails, none is
@@ -644,7 +510,7 @@ impl RootReconciler {
                 set: &r.set,
                 elsewhere: &r.elsewhere,
             };
-            self.early = super::early::changed_first(
+            early = super::early::changed_first(
                 &self.state.client,
                 previous,
                 &snapshot,
@@ -653,8 +519,8 @@ impl RootReconciler {
             .await;
         }
         drop(previous);
-        self.fetched = snapshot.revision.clone();
-        let started = crate::notify::root::started(&self.notified(), self.fetched.as_deref());
+        fetched.clone_from(&snapshot.revision);
+        let started = crate::notify::root::started(&self.notified(), fetched.as_deref());
         self.state.notifier().emit(started);
         // The WeaveClouds' agents are left to their controller, which renders them with the
         // same function and the cluster's inputs; the cluster is still read for the Helm
@@ -683,59 +549,10 @@ impl RootReconciler {
             set: Arc::new(set),
             elsewhere: Arc::new(elsewhere),
         });
-        Ok(false)
-    }
-}
-
-/// The objects a pass applied ahead of its full render are its changes too: the full pass found
-/// them unchanged, the report says `configured` (so `weft trigger --wait` and notifications show
-/// what the push changed).
-fn count_early(report: &mut PassReport, early: Vec<crate::api::ObjectRef>) {
-    for r in early {
-        let object = r.to_string();
-        if report.changes.iter().any(|c| c.object == object) {
-            continue;
-        }
-        report.summary.configured += 1;
-        report.summary.unchanged = report.summary.unchanged.saturating_sub(1);
-        report.changes.push(ObjectChange {
-            object,
-            action: "configured".to_string(),
-        });
-    }
-}
-
-/// What a pass of a suspended root says.
-fn suspended_message(s: &super::record::RootSuspension) -> String {
-    let mut text = String::from("the root is suspended");
-    if let Some(since) = &s.since {
-        text.push_str(&format!(" since {since}"));
-    }
-    if let Some(m) = &s.message {
-        text.push_str(&format!(" ({m})"));
-    }
-    text.push_str("; nothing was fetched, applied or pruned (resume with `weft resume`)");
-    text
-}
-
-/// The log line of a finished pass.
-fn log_outcome(report: &PassReport) {
-    let pass = report.pass;
-    match &report.error {
-        None => tracing::info!(
-            pass,
-            revision = report.revision.as_deref().unwrap_or("-"),
-            head_unchanged = report.head_unchanged,
-            created = report.summary.created,
-            configured = report.summary.configured,
-            pruned = report.summary.pruned,
-            unchanged = report.summary.unchanged,
-            seconds = report.duration_seconds,
-            "pass succeeded"
-        ),
-        Some(e) => {
-            tracing::warn!(pass, revision = report.revision.as_deref().unwrap_or("-"), error = %e, "pass failed")
-        }
+        Ok(Fetched {
+            unchanged: false,
+            early,
+        })
     }
 }
 
@@ -766,33 +583,5 @@ impl DeployingMarks {
         for write in writes {
             let _ = write.await;
         }
-    }
-}
-
-/// The report's view of a change set.
-pub fn fill_changes(report: &mut PassReport, changes: &ChangeSet) {
-    let s = changes.summary();
-    report.summary = summary_of(changes);
-    debug_assert_eq!(report.summary.unchanged, s.unchanged as u64);
-    report.changes = changes
-        .entries
-        .iter()
-        .filter(|c| c.action != Action::Unchanged)
-        .map(|c| ObjectChange {
-            object: c.object.to_string(),
-            action: c.action.done().to_string(),
-        })
-        .collect();
-}
-
-/// Counts per action of a change set.
-pub fn summary_of(changes: &ChangeSet) -> ChangeSummary {
-    let s = changes.summary();
-    ChangeSummary {
-        created: s.created as u64,
-        configured: s.configured as u64,
-        unchanged: s.unchanged as u64,
-        pruned: s.deleted as u64,
-        skipped: s.skipped as u64,
     }
 }

@@ -1,0 +1,189 @@
+//! Where the sync root's documents come from ([`RootSource`]: a git repository fetched
+//! incrementally, or a local directory read on every pass), and the errors of fetching it.
+//!
+//! The fetch first asks the remote for its head (cheap: no objects transferred); `Ok(None)`
+//! says the revision is the one rendered last.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::source::git::auth::Credentials;
+use crate::source::git::{self, FetchOutcome, GitError, GitRef, GitSource, GitSourceSpec};
+use crate::source::{self, Snapshot, SnapshotLimits};
+
+/// Why a stage of a pass failed (shown in the pass report and the log).
+#[derive(Debug, thiserror::Error)]
+pub enum RootError {
+    #[error("fetching {url}: {source}")]
+    Fetch {
+        url: String,
+        #[source]
+        source: GitError,
+    },
+    #[error("reading {dir}: {source}")]
+    Read {
+        dir: String,
+        #[source]
+        source: source::local::LocalError,
+    },
+    /// The blocking fetch or read task panicked.
+    #[error("reading the repository: the task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+    #[error(transparent)]
+    Prepare(#[from] crate::pass::PassError),
+}
+
+/// Why the repository cannot be followed at all.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("the repository: {0}")]
+    Git(#[source] GitError),
+    #[error("the repository: `{0}` is neither a git URL nor a directory")]
+    NotFound(String),
+}
+
+/// The root condition that says whether the repository can be fetched.
+pub const SOURCE_READY: &str = "SourceReady";
+
+/// Where the sync root's documents come from. Clones share the git source (and its cache).
+#[derive(Clone)]
+pub enum RootSource {
+    /// A git repository (fetched incrementally into a cache), its URL as shown (passwords
+    /// redacted) and its fetch deadline: both readable while a fetch holds the source.
+    Git {
+        source: Arc<Mutex<GitSource>>,
+        url: String,
+        timeout: Duration,
+    },
+    /// A local directory (development): read on every pass.
+    Dir { dir: PathBuf, path: Option<String> },
+}
+
+impl RootSource {
+    /// Follow `repo` (a git URL, or a local directory) at `git_ref` (default: the remote's
+    /// `main`), under `path`; git repositories are cached in `cache_dir`.
+    pub fn open(
+        repo: &str,
+        git_ref: Option<&str>,
+        path: Option<&str>,
+        cache_dir: Option<PathBuf>,
+        credentials: Credentials,
+        fetch_timeout: Duration,
+    ) -> Result<RootSource, OpenError> {
+        if git::is_git_url(repo) {
+            let cache_dir = cache_dir.unwrap_or_else(git::default_cache_dir);
+            let mut spec = GitSourceSpec::new(repo.to_string(), cache_dir);
+            if let Some(r) = git_ref {
+                spec.reference = GitRef::parse(r);
+            }
+            spec.path = path.map(str::to_string);
+            spec.credentials = credentials;
+            spec.fetch_timeout = fetch_timeout;
+            let timeout = spec.fetch_timeout;
+            let source = GitSource::new(spec).map_err(OpenError::Git)?;
+            Ok(RootSource::Git {
+                url: source.display_url().to_string(),
+                source: Arc::new(Mutex::new(source)),
+                timeout,
+            })
+        } else {
+            let dir = PathBuf::from(repo);
+            if !dir.is_dir() {
+                return Err(OpenError::NotFound(repo.to_string()));
+            }
+            Ok(RootSource::Dir {
+                dir,
+                path: path.map(str::to_string),
+            })
+        }
+    }
+
+    /// The repository as shown in status and logs (passwords redacted).
+    pub fn display(&self) -> String {
+        match self {
+            RootSource::Git { url, .. } => url.clone(),
+            RootSource::Dir { dir, .. } => dir.display().to_string(),
+        }
+    }
+
+    /// Fetch: `Ok(None)` when the revision is the one we rendered last (`last`).
+    pub(super) async fn fetch(
+        &self,
+        last: Option<&Snapshot>,
+    ) -> Result<Option<Arc<Snapshot>>, RootError> {
+        match self {
+            RootSource::Git {
+                source: g,
+                url,
+                timeout,
+            } => {
+                let (g, timeout) = (g.clone(), *timeout);
+                let fetching = tokio::task::spawn_blocking(move || {
+                    // A fetch still stuck in a server that never ends its answer holds the
+                    // source: this pass fails at once instead of queueing behind it.
+                    let mut g = match g.try_lock() {
+                        Ok(g) => g,
+                        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                        Err(std::sync::TryLockError::WouldBlock) => return None,
+                    };
+                    let url = g.display_url().to_string();
+                    let outcome = g.fetch();
+                    let last_good = g.last_good().cloned();
+                    Some((url, outcome, last_good))
+                });
+                // libgit2 honours the deadline while data flows and cuts a silent server; this
+                // bounds what it cannot see (a ref advertisement that never ends).
+                let overrun = || RootError::Fetch {
+                    url: url.clone(),
+                    source: GitError::Timeout {
+                        url: url.clone(),
+                        timeout,
+                    },
+                };
+                let (url, outcome, last_good) =
+                    match tokio::time::timeout(timeout + Duration::from_secs(5), fetching).await {
+                        Ok(joined) => match joined.map_err(RootError::Task)? {
+                            Some(done) => done,
+                            None => return Err(overrun()),
+                        },
+                        Err(_) => return Err(overrun()),
+                    };
+                match outcome {
+                    Ok(FetchOutcome::New(s)) => Ok(Some(s)),
+                    // Unchanged since the source's last good snapshot; if we never rendered it
+                    // (e.g. the previous render failed and was fixed nowhere), use it anyway.
+                    Ok(FetchOutcome::Unchanged) => match (last, last_good) {
+                        (Some(l), Some(g)) if l.revision == g.revision => Ok(None),
+                        (_, Some(g)) => Ok(Some(g)),
+                        (_, None) => Ok(None),
+                    },
+                    Err(source) => Err(RootError::Fetch { url, source }),
+                }
+            }
+            RootSource::Dir { dir, path } => {
+                let dir = dir.clone();
+                let path = path.clone();
+                let read = tokio::task::spawn_blocking(move || {
+                    let s = source::local::read_dir(&dir, SnapshotLimits::default()).map_err(
+                        |source| RootError::Read {
+                            dir: dir.display().to_string(),
+                            source,
+                        },
+                    )?;
+                    Ok::<_, RootError>(match &path {
+                        Some(p) => s.subdir(p),
+                        None => s,
+                    })
+                })
+                .await
+                .map_err(RootError::Task)??;
+                if last == Some(&read) {
+                    Ok(None)
+                } else {
+                    Ok(Some(Arc::new(read)))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! What the pages show, read from the API server with the user's credentials: the root records
+//! and Leases, a root's inventory with each object's health, the Armada resources, the
+//! WeaveClouds with their agents, and Weft's events.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{DynamicObject, ListParams};
+use kube::core::NamespaceResourceScope;
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use super::{Ui, UiError};
+use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::api::{ObjectRef, WeaveCloud};
+use crate::apply::inventory;
+use crate::apply::readiness::{self, Readiness};
+use crate::daemon::leader::lease_name;
+use crate::daemon::record::ROOT_LABEL;
+use crate::daemon::record::{RootRecord, KEY_SHARD};
+use crate::daemon::shards::shard_lease_name;
+use crate::render::ownership::{OWNER_LABEL, REQUESTED_AT_ANNOTATION};
+use crate::render::Owner;
+
+/// The prefix of a root record's name.
+const RECORD_PREFIX: &str = "weft-root-";
+
+/// How many kinds of an inventory are listed at once.
+const LIST_CONCURRENCY: usize = 4;
+
+/// The most events shown.
+const MAX_EVENTS: usize = 300;
+
+/// One sync root (or shard root), from its record and its Lease.
+#[derive(Clone, Debug)]
+pub struct RootRow {
+    pub name: String,
+    /// The base root (a shard root's name differs from it).
+    pub base: String,
+    pub shard: Option<String>,
+    pub record: RootRecord,
+    /// `weft.io/requested-at` on the record: the last sync asked for by `weft ui`/`weft trigger`.
+    pub requested_at: Option<String>,
+    pub leader: Option<Leader>,
+}
+
+/// Who holds a root's Lease.
+#[derive(Clone, Debug)]
+pub struct Leader {
+    pub lease: String,
+    pub holder: String,
+    pub renewed: Option<String>,
+}
+
+/// The roots, by name.
+pub async fn roots(ui: &Ui) -> Result<Vec<RootRow>, UiError> {
+    let ns = &ui.config().weft_namespace;
+    let records: Api<ConfigMap> = Api::namespaced(ui.client().clone(), ns);
+    let list = records
+        .list(&ListParams::default().labels(ROOT_LABEL))
+        .await
+        .map_err(UiError::read(format!("the root records in {ns}")))?;
+    let leases: Api<Lease> = Api::namespaced(ui.client().clone(), ns);
+    // A user allowed to read the records but not the Leases still sees the roots.
+    let leases: BTreeMap<String, Lease> = match leases.list(&ListParams::default()).await {
+        Ok(l) => l.into_iter().map(|l| (l.name_any(), l)).collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot list the Leases");
+            BTreeMap::new()
+        }
+    };
+    let mut rows: Vec<RootRow> = list
+        .iter()
+        .map(|cm| {
+            let full = cm.name_any();
+            let name = full
+                .strip_prefix(RECORD_PREFIX)
+                .unwrap_or(&full)
+                .to_string();
+            let base = cm.labels().get(ROOT_LABEL).cloned().unwrap_or(name.clone());
+            let shard = cm.data.as_ref().and_then(|d| d.get(KEY_SHARD)).cloned();
+            let lease = match shard.as_deref().map(str::parse::<u32>) {
+                Some(Ok(i)) if name != base => shard_lease_name(&lease_name(&base), i),
+                _ => lease_name(&base),
+            };
+            let leader = leases.get(&lease).and_then(|l| {
+                let spec = l.spec.as_ref()?;
+                Some(Leader {
+                    lease: lease.clone(),
+                    holder: spec.holder_identity.clone().unwrap_or_default(),
+                    renewed: spec.renew_time.as_ref().map(|t| t.0.to_string()),
+                })
+            });
+            RootRow {
+                requested_at: cm.annotations().get(REQUESTED_AT_ANNOTATION).cloned(),
+                record: RootRecord::from_configmap(Some(cm)),
+                name,
+                base,
+                shard,
+                leader,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.base, &a.name).cmp(&(&b.base, &b.name)));
+    Ok(rows)
+}
+
+/// What an object's status says, as the pass's waits judge it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    Ready,
+    Progressing(String),
+    Failed(String),
+    /// In the inventory, not in the cluster.
+    Missing,
+    /// Its kind is not served, or cannot be listed with the user's RBAC.
+    Unknown(String),
+}
+
+impl Health {
+    pub fn word(&self) -> &'static str {
+        match self {
+            Health::Ready => "ready",
+            Health::Progressing(_) => "progressing",
+            Health::Failed(_) => "failed",
+            Health::Missing => "missing",
+            Health::Unknown(_) => "unknown",
+        }
+    }
+
+    pub fn reason(&self) -> &str {
+        match self {
+            Health::Progressing(r) | Health::Failed(r) | Health::Unknown(r) => r,
+            _ => "",
+        }
+    }
+
+    fn of(r: Readiness) -> Health {
+        match r {
+            Readiness::Ready => Health::Ready,
+            Readiness::InProgress(why) => Health::Progressing(why),
+            Readiness::Failed(why) => Health::Failed(why),
+        }
+    }
+}
+
+/// One inventory entry and its health.
+#[derive(Clone, Debug)]
+pub struct Item {
+    pub object: ObjectRef,
+    pub health: Health,
+    /// Its controller (`Kind/name` of the owner reference marked controller), if any.
+    pub controller: Option<String>,
+}
+
+/// A root's inventory: each entry with its health, in the inventory's order (sorted by
+/// reference). `None` when the root has no stored inventory.
+pub async fn inventory(ui: &Ui, root: &str) -> Result<Option<Vec<Item>>, UiError> {
+    let ns = &ui.config().weft_namespace;
+    let owner = Owner::SyncRoot {
+        namespace: ns.clone(),
+        name: root.to_string(),
+    };
+    let Some((entries, _)) = inventory::read_root(ui.client(), &owner, ns).await? else {
+        return Ok(None);
+    };
+    let catalog = ui.catalog().await?;
+    let selector = format!("{OWNER_LABEL}={}", owner.id());
+    let mut by_kind: BTreeMap<(String, String), Vec<ObjectRef>> = BTreeMap::new();
+    for e in entries {
+        by_kind
+            .entry((e.api_version.clone(), e.kind.clone()))
+            .or_default()
+            .push(e);
+    }
+    let listed: Vec<Vec<Item>> =
+        futures::stream::iter(by_kind.into_iter().map(|((api_version, kind), refs)| {
+            let catalog = catalog.clone();
+            let selector = selector.clone();
+            async move {
+                let Some((ar, _)) = catalog.resolve(&api_version, &kind).cloned() else {
+                    let why = format!("{api_version} {kind} is not served");
+                    return unknown(refs, &why);
+                };
+                let api: Api<DynamicObject> = Api::all_with(ui.client().clone(), &*ar);
+                let lp = ListParams::default().labels(&selector).limit(LIST_PAGE);
+                // Kinds with nothing to wait for only need to exist: their metadata is enough.
+                let live = if readiness::needs_wait(&kind) {
+                    list_health(&api, lp, &kind).await
+                } else {
+                    list_present(&api, lp).await
+                };
+                match live {
+                    Ok(mut live) => refs
+                        .into_iter()
+                        .map(|r| {
+                            let (health, controller) = live
+                                .remove(&(r.namespace.clone(), r.name.clone()))
+                                .unwrap_or((Health::Missing, None));
+                            Item {
+                                object: r,
+                                health,
+                                controller,
+                            }
+                        })
+                        .collect(),
+                    Err(e) => unknown(refs, &format!("cannot list {kind}: {e}")),
+                }
+            }
+        }))
+        .buffer_unordered(LIST_CONCURRENCY)
+        .collect()
+        .await;
+    let mut items: Vec<Item> = listed.into_iter().flatten().collect();
+    items.sort_by(|a, b| {
+        (&a.object.namespace, &a.object.kind, &a.object.name).cmp(&(
+            &b.object.namespace,
+            &b.object.kind,
+            &b.object.name,
+        ))
+    });
+    Ok(Some(items))
+}
+
+/// The listed objects of one kind: (namespace, name) → health and controller.
+type Live = BTreeMap<(String, String), (Health, Option<String>)>;
+
+/// Objects per LIST page: a page is held in memory at a time (its JSON and its objects), not the
+/// whole kind.
+const LIST_PAGE: u32 = 1000;
+
+/// The objects of one kind matching `lp`, judged by the readiness table, page by page.
+async fn list_health(
+    api: &Api<DynamicObject>,
+    mut lp: ListParams,
+    kind: &str,
+) -> Result<Live, kube::Error> {
+    let mut live = Live::new();
+    loop {
+        let page = api.list(&lp).await?;
+        for o in page.items {
+            let value = serde_json::to_value(&o).unwrap_or_default();
+            let health = Health::of(readiness::readiness(kind, &value));
+            live.insert(key(&o.metadata), (health, controller(&o.metadata)));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(live),
+        }
+    }
+}
+
+/// The objects of one kind matching `lp` (metadata only: they are ready once they exist).
+async fn list_present(api: &Api<DynamicObject>, mut lp: ListParams) -> Result<Live, kube::Error> {
+    let mut live = Live::new();
+    loop {
+        let page = api.list_metadata(&lp).await?;
+        for o in page.items {
+            live.insert(key(&o.metadata), (Health::Ready, controller(&o.metadata)));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(live),
+        }
+    }
+}
+
+fn unknown(refs: Vec<ObjectRef>, why: &str) -> Vec<Item> {
+    refs.into_iter()
+        .map(|object| Item {
+            object,
+            health: Health::Unknown(why.to_string()),
+            controller: None,
+        })
+        .collect()
+}
+
+fn key(meta: &kube::api::ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+fn controller(meta: &kube::api::ObjectMeta) -> Option<String> {
+    meta.owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| format!("{}/{}", o.kind, o.name))
+}
+
+/// Every resource of kind `K` in the cluster; none when its CRD is not installed.
+async fn list_all<K>(ui: &Ui, what: &str) -> Result<Vec<K>, UiError>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(ui.client().clone());
+    match api.list(&ListParams::default()).await {
+        Ok(l) => Ok(l.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(UiError::read(what)(e)),
+    }
+}
+
+/// The Armada resources of the cluster.
+pub struct Armada {
+    pub manifests: Vec<ArmadaManifest>,
+    pub groups: Vec<ArmadaChartGroup>,
+    pub charts: Vec<ArmadaChart>,
+}
+
+pub async fn armada(ui: &Ui) -> Result<Armada, UiError> {
+    let (manifests, groups, charts) = futures::try_join!(
+        list_all::<ArmadaManifest>(ui, "the ArmadaManifests"),
+        list_all::<ArmadaChartGroup>(ui, "the ArmadaChartGroups"),
+        list_all::<ArmadaChart>(ui, "the ArmadaCharts"),
+    )?;
+    Ok(Armada {
+        manifests,
+        groups,
+        charts,
+    })
+}
+
+/// One agent workload of a WeaveCloud.
+#[derive(Clone, Debug)]
+pub struct Agent {
+    pub object: ObjectRef,
+    pub images: Vec<String>,
+    pub health: Health,
+}
+
+/// The workload kinds an agent runs as.
+const AGENT_KINDS: [&str; 3] = ["Deployment", "DaemonSet", "StatefulSet"];
+
+/// The WeaveClouds, each with its agents (the workloads of its inventory).
+pub async fn weaveclouds(ui: &Ui) -> Result<Vec<(WeaveCloud, Vec<Agent>)>, UiError> {
+    let clouds = list_all::<WeaveCloud>(ui, "the WeaveClouds").await?;
+    if clouds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let catalog = ui.catalog().await?;
+    let mut out = Vec::new();
+    for wc in clouds {
+        let inventory = wc
+            .status
+            .as_ref()
+            .map(|s| s.inventory.clone())
+            .unwrap_or_default();
+        let workloads = inventory
+            .into_iter()
+            .filter(|r| AGENT_KINDS.contains(&r.kind.as_str()));
+        let mut agents = Vec::new();
+        for r in workloads {
+            let Some((ar, _)) = catalog.resolve(&r.api_version, &r.kind).cloned() else {
+                continue;
+            };
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(ui.client().clone(), &r.namespace, &*ar);
+            let (images, health) = match api.get_opt(&r.name).await {
+                Ok(Some(o)) => {
+                    let v = serde_json::to_value(&o).unwrap_or_default();
+                    (images(&v), Health::of(readiness::readiness(&r.kind, &v)))
+                }
+                Ok(None) => (Vec::new(), Health::Missing),
+                Err(e) => (Vec::new(), Health::Unknown(format!("cannot read it: {e}"))),
+            };
+            agents.push(Agent {
+                object: r,
+                images,
+                health,
+            });
+        }
+        out.push((wc, agents));
+    }
+    Ok(out)
+}
+
+fn images(workload: &serde_json::Value) -> Vec<String> {
+    workload
+        .pointer("/spec/template/spec/containers")
+        .and_then(serde_json::Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c.get("image").and_then(serde_json::Value::as_str))
+                .map(str::to_string)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The events Weft reported (`reportingComponent: weft`), newest first.
+pub async fn events(ui: &Ui) -> Result<Vec<Event>, UiError> {
+    let api: Api<Event> = Api::all(ui.client().clone());
+    let lp = ListParams::default().fields("reportingComponent=weft");
+    let mut list = api
+        .list(&lp)
+        .await
+        .map_err(UiError::read("the events"))?
+        .items;
+    list.sort_by_cached_key(|e| std::cmp::Reverse(event_time(e)));
+    list.truncate(MAX_EVENTS);
+    Ok(list)
+}
+
+/// When an event last happened (RFC 3339), whichever of its times is set.
+pub fn event_time(e: &Event) -> String {
+    e.last_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .or_else(|| e.event_time.as_ref().map(|t| t.0.to_string()))
+        .or_else(|| e.first_timestamp.as_ref().map(|t| t.0.to_string()))
+        .or_else(|| {
+            e.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+        })
+        .unwrap_or_default()
+}
