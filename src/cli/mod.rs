@@ -12,8 +12,10 @@ mod connect;
 mod daemon;
 mod examples;
 mod get;
+mod install;
 pub mod progress;
 mod render;
+mod report;
 pub mod run;
 mod suspend;
 mod sync;
@@ -94,6 +96,9 @@ enum Command {
     /// A dashboard on 127.0.0.1 with your kubeconfig and RBAC, as `kubectl proxy` serves the API.
     #[command(after_help = examples::UI)]
     Ui(ui::UiArgs),
+    /// Install Weft into the cluster (deploy/'s manifests, built into this binary) with
+    /// server-side apply, as `flux install` does; `-o yaml` prints them instead.
+    Install(Box<install::InstallArgs>),
 }
 
 /// Parse the command line, run the command, and give the exit code.
@@ -104,7 +109,7 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // A server that cannot be reached is said once, with its URL and what to check.
-            let text = connect::explain(&e).unwrap_or_else(|| format!("{e:#}"));
+            let text = connect::explain(&e).unwrap_or_else(|| report::error_text(&e));
             // A URL in the chain may carry a token as its user name (`https://<token>@host`).
             let text = crate::api::redact::redact_url_passwords(&text);
             eprintln!("error: {text}");
@@ -151,6 +156,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Version(args) => version::version(args),
         Command::Completion(args) => version::completion(args),
         Command::Ui(args) => ui::ui(args),
+        Command::Install(args) => install::install(*args),
     }
 }
 

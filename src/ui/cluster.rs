@@ -24,9 +24,6 @@ use crate::daemon::shards::shard_lease_name;
 use crate::render::ownership::{OWNER_LABEL, REQUESTED_AT_ANNOTATION};
 use crate::render::Owner;
 
-/// The prefix of a root record's name.
-const RECORD_PREFIX: &str = "weft-root-";
-
 /// How many kinds of an inventory are listed at once.
 const LIST_CONCURRENCY: usize = 4;
 
@@ -75,8 +72,7 @@ pub async fn roots(ui: &Ui) -> Result<Vec<RootRow>, UiError> {
         .iter()
         .map(|cm| {
             let full = cm.name_any();
-            let name = full
-                .strip_prefix(RECORD_PREFIX)
+            let name = crate::daemon::record::root_of_record(&full)
                 .unwrap_or(&full)
                 .to_string();
             let base = cm.labels().get(ROOT_LABEL).cloned().unwrap_or(name.clone());

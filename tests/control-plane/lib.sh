@@ -76,11 +76,19 @@ cp_build() {
   log="$CP_BIN/$name.build.log"
   cp_log "building $name (module $dir, log $log) ..."
   start=$SECONDS
-  if ! (cd "$dir" && CGO_ENABLED=0 go build -p "$CP_GO_P" -mod=readonly -trimpath -buildvcs=false \
+  # kube-apiserver alone takes minutes on a cold cache: a line every 30 s on stderr instead of
+  # silence (`go build -v` lists each package it compiles in the log, counted here).
+  (while sleep 30 && kill -0 $$ 2>/dev/null; do
+    cp_log "still building $name: $((SECONDS - start))s, $(wc -l <"$log") packages so far"
+  done) &
+  local ticker=$!
+  if ! (cd "$dir" && CGO_ENABLED=0 go build -v -p "$CP_GO_P" -mod=readonly -trimpath -buildvcs=false \
         -ldflags "$(cp_ldflags "$name")" -o "$out.tmp" .) >"$log" 2>&1; then
+    kill "$ticker" 2>/dev/null || true
     tail -n 30 "$log" >&2
     cp_die "step 'build $name' failed; read $log"
   fi
+  kill "$ticker" 2>/dev/null || true
   mv -f "$out.tmp" "$out"
   # Older builds of this program (other sources) only take space: ~30-100 MB each.
   find "$CP_BIN" -maxdepth 1 -name "$name-*" ! -path "$out" -delete 2>/dev/null || true

@@ -1,0 +1,372 @@
+//! `weft install`: Weft itself into a cluster, as `flux install` does. The manifests are deploy/'s
+//! (the same ones `kubectl apply -f deploy/` and the Helm chart's defaults install), embedded in
+//! the binary at build time, changed only where a flag asks (image, namespace, repository, RBAC
+//! tiers), and applied with server-side apply (field manager `weft`) in the order of deploy/'s
+//! files, CRDs first. `-o yaml` prints them instead; `--dry-run` asks the API server to check them
+//! without storing anything.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use kube::api::{Api, DynamicObject, Patch};
+use kube::Client;
+use serde_json::Value;
+
+use super::args::ClusterArgs;
+use crate::apply::apply::apply_params;
+use crate::apply::plan::Catalog;
+use crate::apply::readiness::{self, Readiness};
+
+/// deploy/'s manifests, in the order they are applied: the CRDs, then the files by name.
+const MANIFESTS: [(&str, &str); 9] = [
+    ("crds.yaml", include_str!("../../deploy/crds.yaml")),
+    (
+        "00-namespace.yaml",
+        include_str!("../../deploy/00-namespace.yaml"),
+    ),
+    ("10-rbac.yaml", include_str!("../../deploy/10-rbac.yaml")),
+    (
+        "11-rbac-agents.yaml",
+        include_str!("../../deploy/11-rbac-agents.yaml"),
+    ),
+    (
+        "12-rbac-apply.yaml",
+        include_str!("../../deploy/12-rbac-apply.yaml"),
+    ),
+    (
+        "13-rbac-notifications.yaml",
+        include_str!("../../deploy/13-rbac-notifications.yaml"),
+    ),
+    (
+        "20-deployment.yaml",
+        include_str!("../../deploy/20-deployment.yaml"),
+    ),
+    (
+        "30-service.yaml",
+        include_str!("../../deploy/30-service.yaml"),
+    ),
+    (
+        "40-networkpolicy.yaml",
+        include_str!("../../deploy/40-networkpolicy.yaml"),
+    ),
+];
+
+/// The namespace deploy/'s manifests name.
+const DEPLOY_NAMESPACE: &str = "weft-system";
+
+/// The optional RBAC tiers (docs/security.md); the base tier (10-rbac.yaml) is always installed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Tier {
+    /// WeaveCloud agents (11-rbac-agents.yaml).
+    Agents,
+    /// Armada charts and plain manifests (12-rbac-apply.yaml).
+    Apply,
+    /// Providers and Alerts (13-rbac-notifications.yaml).
+    Notifications,
+}
+
+impl Tier {
+    fn file(self) -> &'static str {
+        match self {
+            Tier::Agents => "11-rbac-agents.yaml",
+            Tier::Apply => "12-rbac-apply.yaml",
+            Tier::Notifications => "13-rbac-notifications.yaml",
+        }
+    }
+}
+
+/// What `-o` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// The manifests as multi-document YAML; nothing is sent to the cluster.
+    Yaml,
+}
+
+/// The flags of `weft install`.
+#[derive(Args, Debug)]
+pub struct InstallArgs {
+    /// The daemon's image, `REPOSITORY:TAG` or `REPOSITORY@DIGEST` (default: deploy/'s,
+    /// ghcr.io/weft-gitops/weft:<version>; build it from deploy/Containerfile, docs/install.md).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// The config repository the daemon syncs (its `WEFT_REPO`; default: deploy/'s placeholder).
+    #[arg(long = "repo")]
+    pub repo_url: Option<String>,
+    /// Branch, tag or commit of that repository (its `WEFT_REF`).
+    #[arg(long = "ref")]
+    pub git_ref: Option<String>,
+    /// The optional RBAC tiers to install, comma-separated (the base tier always is).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "agents,apply,notifications"
+    )]
+    pub tiers: Vec<Tier>,
+    /// Leave the CustomResourceDefinitions out (when they are managed apart, e.g. by `weft crds`
+    /// in a pipeline of their own).
+    #[arg(long)]
+    pub skip_crds: bool,
+    /// Print the manifests instead of applying them (`-o yaml`, as `flux install --export`).
+    #[arg(long, short = 'o')]
+    pub output: Option<Output>,
+    /// Server-side dry run: the API server checks every object (schema, admission, RBAC of the
+    /// caller) and stores nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not wait for the daemon's Deployment to become available.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How long to wait for the Deployment.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub git: super::args::GitSecretArgs,
+}
+
+/// Exit 0 when installed (and, unless `--no-wait`, available), 1 when the wait timed out, 2 on
+/// an error.
+pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
+    let objects = manifests(&args)?;
+    if args.output == Some(Output::Yaml) {
+        for o in &objects {
+            print!("---\n{}", crate::render::output::to_yaml(o)?);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let (client, _) = args.cluster.connect().await?;
+        let catalog = Catalog::discover(&client).await?;
+        for o in &objects {
+            let (api, name) = api_of(&client, &catalog, o)?;
+            let outcome = apply(&api, &name, o, args.dry_run).await?;
+            println!("{outcome:<10} {}", describe(o));
+        }
+        if args.dry_run {
+            println!(
+                "dry run: {} object(s) checked by the API server, none stored",
+                objects.len()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        if args.no_wait {
+            return Ok(ExitCode::SUCCESS);
+        }
+        let deployments: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &args.cluster.namespace,
+            &kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+        );
+        wait_available(&deployments, args.timeout).await
+    })
+}
+
+/// deploy/'s objects as `args` changes them, in apply order.
+fn manifests(args: &InstallArgs) -> anyhow::Result<Vec<Value>> {
+    let mut objects = Vec::new();
+    for (file, text) in MANIFESTS {
+        let tier = [Tier::Agents, Tier::Apply, Tier::Notifications]
+            .into_iter()
+            .find(|t| t.file() == file);
+        if tier.is_some_and(|t| !args.tiers.contains(&t)) || (args.skip_crds && file == "crds.yaml")
+        {
+            continue;
+        }
+        let docs: Vec<Value> = serde_saphyr::from_multiple(text)
+            .with_context(|| format!("deploy/{file} embedded in weft is not YAML"))?;
+        objects.extend(docs.into_iter().filter(Value::is_object));
+    }
+    for o in &mut objects {
+        customise(o, args)?;
+    }
+    Ok(objects)
+}
+
+/// One object changed as the flags ask: Weft's namespace, the image, the repository, the git
+/// credentials' Secret.
+fn customise(o: &mut Value, args: &InstallArgs) -> anyhow::Result<()> {
+    let namespace = args.cluster.namespace.as_str();
+    if namespace != DEPLOY_NAMESPACE {
+        if o["kind"] == "Namespace" {
+            o["metadata"]["name"] = namespace.into();
+        }
+        if o["metadata"]["namespace"] == DEPLOY_NAMESPACE {
+            o["metadata"]["namespace"] = namespace.into();
+        }
+        // Cluster-scoped RBAC of an installation in another namespace is named as Weft names the
+        // agents' (`<name>:<namespace>`), so that it does not replace weft-system's.
+        if matches!(
+            o["kind"].as_str(),
+            Some("ClusterRole" | "ClusterRoleBinding")
+        ) {
+            let name = format!(
+                "{}:{namespace}",
+                o["metadata"]["name"].as_str().unwrap_or("weft")
+            );
+            o["metadata"]["name"] = name.into();
+        }
+        if o["roleRef"]["kind"] == "ClusterRole" {
+            let name = format!(
+                "{}:{namespace}",
+                o["roleRef"]["name"].as_str().unwrap_or("weft")
+            );
+            o["roleRef"]["name"] = name.into();
+        }
+        if let Some(subjects) = o.get_mut("subjects").and_then(Value::as_array_mut) {
+            for s in subjects
+                .iter_mut()
+                .filter(|s| s["namespace"] == DEPLOY_NAMESPACE)
+            {
+                s["namespace"] = namespace.into();
+            }
+        }
+    }
+    if o["kind"] != "Deployment" {
+        return Ok(());
+    }
+    let Some(container) = o
+        .pointer_mut("/spec/template/spec/containers")
+        .and_then(Value::as_array_mut)
+        .and_then(|c| c.iter_mut().find(|c| c["name"] == "weft"))
+    else {
+        bail!("deploy/20-deployment.yaml embedded in weft has no container `weft`");
+    };
+    if let Some(image) = &args.image {
+        if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
+            bail!("--image: `{}` is not an image reference", bounded(image));
+        }
+        container["image"] = image.as_str().into();
+    }
+    let env = [
+        ("WEFT_REPO", args.repo_url.as_deref()),
+        ("WEFT_REF", args.git_ref.as_deref()),
+        ("WEFT_GIT_SECRET", args.git.git_secret.as_deref()),
+    ];
+    let Some(vars) = container.get_mut("env").and_then(Value::as_array_mut) else {
+        bail!("deploy/20-deployment.yaml embedded in weft has no env in container `weft`");
+    };
+    for (name, value) in env {
+        let Some(value) = value else { continue };
+        match vars.iter_mut().find(|v| v["name"] == name) {
+            Some(v) => v["value"] = value.into(),
+            // Beside the repository's other variables, where the chart puts it.
+            None => {
+                let at = vars
+                    .iter()
+                    .rposition(|v| {
+                        matches!(
+                            v["name"].as_str(),
+                            Some("WEFT_REPO" | "WEFT_REF" | "WEFT_PATH")
+                        )
+                    })
+                    .map_or(vars.len(), |i| i + 1);
+                vars.insert(at, serde_json::json!({"name": name, "value": value}));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `text` cut to 100 characters (it is quoted in an error).
+fn bounded(text: &str) -> String {
+    text.chars().take(100).collect()
+}
+
+/// `Kind/namespace/name`, or `Kind/name` for a cluster-scoped object.
+fn describe(o: &Value) -> String {
+    let kind = o["kind"].as_str().unwrap_or("?");
+    let name = o["metadata"]["name"].as_str().unwrap_or("?");
+    match o["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{kind}/{ns}/{name}"),
+        None => format!("{kind}/{name}"),
+    }
+}
+
+/// The API of `o`'s kind (in its namespace) and its name.
+fn api_of(
+    client: &Client,
+    catalog: &Catalog,
+    o: &Value,
+) -> anyhow::Result<(Api<DynamicObject>, String)> {
+    let api_version = o["apiVersion"].as_str().unwrap_or_default();
+    let kind = o["kind"].as_str().unwrap_or_default();
+    let Some((resource, namespaced)) = catalog.resolve(api_version, kind) else {
+        bail!("the cluster has no kind `{kind}` in `{api_version}`");
+    };
+    let name = o["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let api = match o["metadata"]["namespace"].as_str() {
+        Some(ns) if *namespaced => Api::namespaced_with(client.clone(), ns, &**resource),
+        _ => Api::all_with(client.clone(), &**resource),
+    };
+    Ok((api, name))
+}
+
+/// Server-side apply of one object; `created`, `configured` or `unchanged` (by its
+/// resourceVersion before and after).
+async fn apply(
+    api: &Api<DynamicObject>,
+    name: &str,
+    o: &Value,
+    dry_run: bool,
+) -> anyhow::Result<&'static str> {
+    let before = api
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading {}", describe(o)))?;
+    let mut params = apply_params();
+    params.dry_run = dry_run;
+    let after = api
+        .patch(name, &params, &Patch::Apply(o))
+        .await
+        .map_err(|e| anyhow::anyhow!("apply {}: {}", describe(o), crate::apply::describe(&e).0))?;
+    Ok(match before {
+        None => "created",
+        Some(b) if b.metadata.resource_version == after.metadata.resource_version => "unchanged",
+        Some(_) => "configured",
+    })
+}
+
+/// Wait until the Deployment `weft` is available (every replica updated and ready).
+async fn wait_available(api: &Api<DynamicObject>, timeout: Duration) -> anyhow::Result<ExitCode> {
+    let start = Instant::now();
+    let mut last = String::new();
+    loop {
+        let live = api.get("weft").await.context("reading Deployment weft")?;
+        let value = serde_json::to_value(&live)?;
+        match readiness::readiness("Deployment", &value) {
+            Readiness::Ready => {
+                println!("{:<10} Deployment/{}/weft", "ready", api_namespace(&live));
+                return Ok(ExitCode::SUCCESS);
+            }
+            Readiness::Failed(why) => {
+                eprintln!("error: Deployment weft: {why}");
+                return Ok(ExitCode::from(1));
+            }
+            Readiness::InProgress(why) => {
+                if why != last {
+                    println!("waiting    Deployment weft: {why}");
+                    last = why;
+                }
+            }
+        }
+        if start.elapsed() >= timeout {
+            eprintln!(
+                "error: Deployment weft not available after {timeout:?}: {last} (kubectl -n {} describe deployment weft; does the image exist?)",
+                api_namespace(&live)
+            );
+            return Ok(ExitCode::from(1));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+fn api_namespace(o: &DynamicObject) -> &str {
+    o.metadata.namespace.as_deref().unwrap_or(DEPLOY_NAMESPACE)
+}
