@@ -306,7 +306,7 @@ async fn pass(
         let line = match p {
             Progress::Change(c) => format!("{} {}", c.action.done(), c.object),
             Progress::Ready(r) => format!("ready {r}"),
-            Progress::Phase { .. } => return,
+            Progress::Phase { .. } | Progress::Waiting(_) => return,
         };
         events.lock().expect("events").push(line);
     })

@@ -147,7 +147,7 @@ async fn pass(
         let line = match p {
             Progress::Change(c) => format!("{} {}", c.action.done(), c.object),
             Progress::Ready(r) => format!("ready {r}"),
-            Progress::Phase { .. } => return,
+            Progress::Phase { .. } | Progress::Waiting(_) => return,
         };
         events.lock().expect("events").push(line);
     })
@@ -397,7 +397,14 @@ fn weft_sync(repo: &Path, ns: &str) -> std::process::Output {
         .arg("--repo")
         .arg(repo)
         .args(cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns, "--timeout", "90s"])
+        .args([
+            "--weft-namespace",
+            ns,
+            "--root-name",
+            ns,
+            "--timeout",
+            "90s",
+        ])
         .env_remove("KUBECONFIG")
         .env("WEFT_LOG", "warn")
         .output()

@@ -157,7 +157,7 @@ async fn pass(
                     .unwrap_or_default()
             ),
             Progress::Ready(r) => format!("ready {r}"),
-            Progress::Phase { .. } => return,
+            Progress::Phase { .. } | Progress::Waiting(_) => return,
         };
         events.lock().expect("events").push(line);
     })

@@ -238,7 +238,7 @@ async fn an_installation_of_another_repository_refuses_to_share_a_live_root() {
         .args([
             "--repo",
             &theirs,
-            "--namespace",
+            "--weft-namespace",
             ns.name(),
             "--root-name",
             ns.name(),

@@ -126,7 +126,7 @@ fn weft_install_and_the_chart_agree_on_every_flag() {
     let weft = weft_install_yaml(&[
         "--image",
         "registry.example/weft:dev",
-        "--namespace",
+        "--weft-namespace",
         "team-a",
         "--tiers",
         "apply",
@@ -323,7 +323,7 @@ async fn weft_install_applies_waits_and_a_second_run_changes_nothing() {
     // CRDs are shared by every test in this cluster: this one leaves them alone (`--skip-crds`)
     // and only lets the API server check them (`--dry-run` below).
     let flags = [
-        "--namespace",
+        "--weft-namespace",
         &weft_ns,
         "--image",
         "registry.example/weft:test",
@@ -368,7 +368,7 @@ async fn weft_install_applies_waits_and_a_second_run_changes_nothing() {
     // The whole set, CRDs included, checked by the API server and not stored.
     let out = weft_install(
         c,
-        &["--namespace", &weft_ns, "--dry-run", "--timeout", "1m"],
+        &["--weft-namespace", &weft_ns, "--dry-run", "--timeout", "1m"],
     );
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -405,7 +405,7 @@ fn shipped_rbac(ns: &str) -> Vec<Value> {
         "-o",
         "yaml",
         "--skip-crds",
-        "--namespace",
+        "--weft-namespace",
         ns,
     ]));
     objects(&out)
@@ -531,7 +531,7 @@ async fn shipped_tiers_apply_the_examples_repo() {
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args([
-                "--namespace",
+                "--weft-namespace",
                 &name,
                 "--root-name",
                 root_name,
@@ -651,7 +651,7 @@ async fn a_forbidden_apply_is_said_once() {
             .arg(repo.path().join("alert.yaml").parent().expect("dir"))
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["--namespace", &name, "--root-name", &name])
+            .args(["--weft-namespace", &name, "--root-name", &name])
             .env_remove("KUBECONFIG")
             .env("WEFT_LOG", "warn");
         if let Some(context) = cluster::cluster().context() {

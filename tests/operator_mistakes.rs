@@ -5,7 +5,7 @@
 //! `spec.replicas` is in git, and a `weft sync` racing a live daemon.
 //!
 //! One binary, one setup: every test makes its own namespace (the root's inventory lives there
-//! too, `--namespace <ns> --root-name <ns>`), and runs the built `weft` as an operator would.
+//! too, `--weft-namespace <ns> --root-name <ns>`), and runs the built `weft` as an operator would.
 
 mod support;
 
@@ -46,14 +46,14 @@ fn configmap(ns: &str, name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: {value}\n")
 }
 
-/// `weft <sub> --repo <repo> <cluster> --namespace <weft_ns> --root-name <root> <extra>`.
+/// `weft <sub> --repo <repo> <cluster> --weft-namespace <weft_ns> --root-name <root> <extra>`.
 fn weft_as(sub: &str, repo: &Path, weft_ns: &str, root: &str, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weft"))
         .arg(sub)
         .arg("--repo")
         .arg(repo)
         .args(cluster::cluster().kube_args())
-        .args(["--namespace", weft_ns, "--root-name", root])
+        .args(["--weft-namespace", weft_ns, "--root-name", root])
         .args(extra)
         .env_remove("KUBECONFIG")
         .env("WEFT_LOG", "warn")

@@ -415,7 +415,7 @@ async fn changing_the_shard_count_moves_units_without_deleting_objects() {
         .args([
             "uninstall",
             "--prune",
-            "--namespace",
+            "--weft-namespace",
             ns.name(),
             "--root-name",
             ns.name(),

@@ -80,7 +80,7 @@ async fn post(d: &Daemon, path: &str, token: Option<&str>) -> (u16, Value) {
 
 /// The root row of `weft get root -o json`.
 fn root_row(ns: &str) -> Value {
-    let (code, out, err) = weft(&["get", "root", "--namespace", ns, "-o", "json"]);
+    let (code, out, err) = weft(&["get", "root", "--weft-namespace", ns, "-o", "json"]);
     assert!(
         code == 0 || code == 1,
         "weft get root: {code}\n{out}\n{err}"
@@ -127,7 +127,7 @@ async fn a_suspended_root_changes_nothing_and_resuming_applies_the_push_made_mea
     // Suspend from the command line: recorded in the cluster, seen by the daemon.
     let (code, out, err) = weft(&[
         "suspend",
-        "--namespace",
+        "--weft-namespace",
         n,
         "--root-name",
         n,
@@ -178,7 +178,7 @@ async fn a_suspended_root_changes_nothing_and_resuming_applies_the_push_made_mea
         "sync",
         "--repo",
         &url,
-        "--namespace",
+        "--weft-namespace",
         n,
         "--root-name",
         n,
@@ -251,7 +251,7 @@ async fn a_suspended_root_changes_nothing_and_resuming_applies_the_push_made_mea
     let (_, report) = post(&d, "/api/v1/sync?wait=true", Some(SYNC_TOKEN)).await;
     assert_eq!(report["result"], "suspended", "{report}");
     assert_eq!(value(&api, "greeting").await.as_deref(), Some("two"));
-    let (code, out, err) = weft(&["resume", "--namespace", n, "--root-name", n]);
+    let (code, out, err) = weft(&["resume", "--weft-namespace", n, "--root-name", n]);
     assert_eq!(code, 0, "weft resume:\n{out}\n{err}");
     wait_until(
         "the push is applied after weft resume",

@@ -140,7 +140,7 @@ async fn weft_sync_of_a_repository_weft_run_manages_writes_nothing() {
     let out = Command::new(weft_bin())
         .arg("sync")
         .args(["--repo", &repo_dir])
-        .args(["--namespace", ns.name(), "--root-name", ns.name()])
+        .args(["--weft-namespace", ns.name(), "--root-name", ns.name()])
         .args(["--timeout", "60s"])
         .args(support::cluster::cluster().kube_args())
         .env_remove("WEFT_REPO")

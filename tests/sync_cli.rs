@@ -101,7 +101,8 @@ async fn sync_prints_progress_and_dry_run_prints_the_plan_without_writing() {
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     for line in [
         format!("update     ConfigMap/{name}/a (changed)"),
-        format!("unchanged  ConfigMap/{name}/b"),
+        // A pipe gets a line per change; unchanged objects are counted.
+        "unchanged  1 object(s)".to_string(),
         format!("create     ConfigMap/{name}/d"),
         format!("prune      ConfigMap/{name}/c"),
     ] {
@@ -375,7 +376,7 @@ async fn sync_from_a_git_url_with_ref_and_path() {
                 "clusters/test",
             ])
             .args(cluster::cluster().kube_args())
-            .args(["--namespace", &name, "--root-name", &name])
+            .args(["--weft-namespace", &name, "--root-name", &name])
             .args(extra)
             .env("XDG_CACHE_HOME", home.path())
             .env("HOME", home.path())

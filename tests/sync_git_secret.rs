@@ -20,7 +20,7 @@ fn weft_sync(url: &str, ns: &str, extra: &[&str]) -> Output {
         .arg("sync")
         .args(["--repo", url])
         .args(cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns])
+        .args(["--weft-namespace", ns, "--root-name", ns])
         .args(extra)
         .env_remove("KUBECONFIG")
         .env_remove("WEFT_GIT_CREDENTIALS_DIR")

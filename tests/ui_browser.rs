@@ -361,7 +361,7 @@ async fn the_dashboard_in_chromium() {
         Command::new(env!("CARGO_BIN_EXE_weft"))
             .arg("ui")
             .args(["--port", &ui_port.to_string()])
-            .args(["--namespace", &n, "--root-name", &n, "--repo", &url])
+            .args(["--weft-namespace", &n, "--root-name", &n, "--repo", &url])
             .args(["--refresh", "2s"])
             .args(support::cluster::cluster().kube_args())
             .env("WEFT_HELM", support::helm::helm())

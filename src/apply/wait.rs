@@ -76,6 +76,21 @@ pub async fn wait_ready(
     opts: &WaitOptions,
     on_ready: &(dyn Fn(&ObjectRef) + Send + Sync),
 ) -> Result<(), ApplyError> {
+    wait_ready_reporting(client, targets, opts, on_ready, &|_| {}).await
+}
+
+/// What a wait still waits for after one look: every object not ready yet, and why.
+pub type OnPending<'a> = dyn Fn(&[(ObjectRef, String)]) + Send + Sync + 'a;
+
+/// [`wait_ready`], also telling `on_pending` after each look what is still not ready and why
+/// (so that a user watching a long wait sees what it waits for).
+pub async fn wait_ready_reporting(
+    client: &Client,
+    targets: &[WaitTarget],
+    opts: &WaitOptions,
+    on_ready: &(dyn Fn(&ObjectRef) + Send + Sync),
+    on_pending: &OnPending<'_>,
+) -> Result<(), ApplyError> {
     let start = Instant::now();
     let mut pending: Vec<&WaitTarget> = targets.iter().collect();
     loop {
@@ -114,6 +129,7 @@ pub async fn wait_ready(
                 not_ready: reasons,
             });
         }
+        on_pending(&reasons);
         pending = still;
         let left = opts.timeout.saturating_sub(start.elapsed());
         tokio::time::sleep(opts.poll_interval.min(left)).await;
@@ -250,6 +266,19 @@ pub async fn wait_owner(
     poll_interval: Duration,
     on_ready: &(dyn Fn(&ObjectRef) + Send + Sync),
 ) -> Result<(), NotReady> {
+    wait_owner_reporting(client, rule, extra, poll_interval, on_ready, &|_| {}).await
+}
+
+/// [`wait_owner`], also telling `on_pending` after each look what is still not ready and why
+/// (a required selector that found nothing is named by its description).
+pub async fn wait_owner_reporting(
+    client: &Client,
+    rule: &WaitRule,
+    extra: &[WaitTarget],
+    poll_interval: Duration,
+    on_ready: &(dyn Fn(&ObjectRef) + Send + Sync),
+    on_pending: &OnPending<'_>,
+) -> Result<(), NotReady> {
     let start = Instant::now();
     let mut reported: BTreeSet<ObjectRef> = BTreeSet::new();
     let mut stability = Stability::default();
@@ -314,6 +343,9 @@ pub async fn wait_owner(
         if timed_out {
             state.timed_out = Some(rule.timeout);
             return Err(state);
+        }
+        if !state.not_ready.is_empty() {
+            on_pending(&state.not_ready);
         }
         let left = rule.timeout.saturating_sub(start.elapsed());
         tokio::time::sleep(poll_interval.min(left)).await;

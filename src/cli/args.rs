@@ -133,22 +133,23 @@ impl RepoArgs {
     }
 }
 
-/// Which cluster, Weft's own namespace there, and the git credentials kept in it.
+/// Which cluster, and Weft's own namespace there.
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
-    /// Kubeconfig file (default: in-cluster, then `KUBECONFIG`).
+    /// Kubeconfig file (default: `KUBECONFIG`, `~/.kube/config`, then in-cluster).
     #[arg(long, env = "WEFT_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context.
     #[arg(long, env = "WEFT_CONTEXT")]
     pub context: Option<String>,
-    /// Weft's own namespace (inventories).
-    #[arg(long, env = "WEFT_NAMESPACE", default_value = "weft-system")]
+    /// Weft's own namespace: its Lease, inventories, root records and secrets. (`-n/--namespace`
+    /// is the namespace of the objects a command shows, as in kubectl.)
+    #[arg(
+        long = "weft-namespace",
+        env = "WEFT_NAMESPACE",
+        default_value = "weft-system"
+    )]
     pub namespace: String,
-    /// Secret in Weft's namespace with the git credentials (keys `identity`, `known_hosts`,
-    /// `username`, `password`, `bearerToken`). Without it: files in `WEFT_GIT_CREDENTIALS_DIR`.
-    #[arg(long, env = "WEFT_GIT_SECRET")]
-    pub git_secret: Option<String>,
     /// How long one API call may go without an answer before it fails (a hung API server must
     /// not hold a pass, or the leader Lease, forever).
     #[arg(long, env = "WEFT_API_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
@@ -162,29 +163,58 @@ impl ClusterArgs {
     }
 
     /// [`connect`](Self::connect), with writes allowed only while `fence` is open (the daemon:
-    /// while it holds a fresh leader Lease).
+    /// while it holds a fresh leader Lease). A context the kubeconfig lacks is refused with the
+    /// contexts it has; the server's URL is kept to explain a connection error.
     pub async fn connect_fenced(&self, fence: WriteFence) -> anyhow::Result<(Client, CallCounts)> {
         let layer = FenceLayer {
             fence,
             timeout: self.api_timeout.max(Duration::from_secs(1)),
         };
-        Ok(calls::connect(self.kubeconfig.as_deref(), self.context.as_deref(), layer).await?)
+        let config = match calls::config(self.kubeconfig.as_deref(), self.context.as_deref()).await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(wanted) = self.context.as_deref() {
+                    let known = super::connect::contexts(self.kubeconfig.as_deref());
+                    if !known.iter().any(|k| k == wanted) {
+                        anyhow::bail!(
+                            "{}",
+                            super::connect::missing_context(wanted, self.kubeconfig.as_deref())
+                        );
+                    }
+                }
+                return Err(e.into());
+            }
+        };
+        super::connect::remember_server(&config.cluster_url.to_string());
+        Ok(calls::counting_client_with(config, layer)?)
     }
+}
 
-    /// The git credentials of `--git-secret` (read from the cluster once), or `None` without it.
-    pub fn secret_credentials(&self) -> anyhow::Result<Option<Credentials>> {
+/// The git credentials kept in Weft's namespace (the commands that fetch the repository).
+#[derive(Args, Debug, Clone, Default)]
+pub struct GitSecretArgs {
+    /// Secret in Weft's namespace with the git credentials (keys `identity`, `known_hosts`,
+    /// `username`, `password`, `bearerToken`). Without it: files in `WEFT_GIT_CREDENTIALS_DIR`.
+    #[arg(long, env = "WEFT_GIT_SECRET")]
+    pub git_secret: Option<String>,
+}
+
+impl GitSecretArgs {
+    /// The git credentials of `--git-secret` (read from `cluster` once), or `None` without it.
+    pub fn secret_credentials(&self, cluster: &ClusterArgs) -> anyhow::Result<Option<Credentials>> {
         let Some(name) = &self.git_secret else {
             return Ok(None);
         };
         let runtime = tokio::runtime::Runtime::new()?;
         runtime.block_on(async {
-            let (client, _) = self.connect().await?;
-            let creds = credentials::from_kube_secret(client, &self.namespace, name)
+            let (client, _) = cluster.connect().await?;
+            let creds = credentials::from_kube_secret(client, &cluster.namespace, name)
                 .await
                 .with_context(|| {
                     format!(
                         "reading git credentials from Secret {}/{name}",
-                        self.namespace
+                        cluster.namespace
                     )
                 })?;
             Ok(Some(creds))

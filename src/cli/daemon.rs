@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs, TrustArgs};
+use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, GitSecretArgs, RepoArgs, TrustArgs};
 use super::run::{self as wiring, RunConfig};
 use crate::daemon::leader;
 use crate::daemon::run::DaemonConfig;
@@ -19,6 +19,8 @@ pub struct RunArgs {
     pub repo: RepoArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub git: GitSecretArgs,
     #[command(flatten)]
     pub apply: ApplyArgs,
     #[command(flatten)]
@@ -94,7 +96,9 @@ impl RunArgs {
         let Some(repo) = self.repo.given() else {
             anyhow::bail!("give a repository: --repo URL (or a PATH)");
         };
-        let credentials = self.repo.credentials(self.cluster.secret_credentials()?)?;
+        let credentials = self
+            .repo
+            .credentials(self.git.secret_credentials(&self.cluster)?)?;
         let trust = self.trust.trust()?;
         let mut pass_options = self
             .apply

@@ -42,8 +42,9 @@ pub struct GetArgs {
     /// What to list.
     #[arg(value_enum, default_value = "all")]
     pub what: What,
-    /// Only this namespace (default: every namespace).
-    #[arg(long = "in-namespace", short = 'n')]
+    /// Only the resources of this namespace, as kubectl's `-n` (default: every namespace).
+    /// Weft's own namespace is `--weft-namespace`.
+    #[arg(long = "namespace", short = 'n', alias = "in-namespace")]
     pub in_namespace: Option<String>,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "table")]

@@ -123,6 +123,8 @@ pub struct InstallArgs {
     pub timeout: Duration,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub git: super::args::GitSecretArgs,
 }
 
 /// Exit 0 when installed (and, unless `--no-wait`, available), 1 when the wait timed out, 2 on
@@ -242,7 +244,7 @@ fn customise(o: &mut Value, args: &InstallArgs) -> anyhow::Result<()> {
     let env = [
         ("WEFT_REPO", args.repo_url.as_deref()),
         ("WEFT_REF", args.git_ref.as_deref()),
-        ("WEFT_GIT_SECRET", args.cluster.git_secret.as_deref()),
+        ("WEFT_GIT_SECRET", args.git.git_secret.as_deref()),
     ];
     let Some(vars) = container.get_mut("env").and_then(Value::as_array_mut) else {
         bail!("deploy/20-deployment.yaml embedded in weft has no env in container `weft`");

@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod args;
+mod connect;
 mod daemon;
+mod examples;
 mod get;
 mod install;
 pub mod progress;
@@ -20,16 +22,18 @@ mod sync;
 mod trigger;
 mod ui;
 mod uninstall;
+mod version;
 
 use crate::load::Diagnostics;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "weft",
-    version,
-    about = "A GitOps pull reconciler for Kubernetes"
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("WEFT_COMMIT"), ")"),
+    about = "A GitOps pull reconciler for Kubernetes",
+    after_help = examples::WEFT
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// Log format.
     #[arg(long, global = true, env = "WEFT_LOG_FORMAT", default_value = "human")]
     log_format: LogFormat,
@@ -46,33 +50,51 @@ enum LogFormat {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Load and render a repository and print every final object as multi-document YAML, in apply order. No cluster.
+    #[command(after_help = examples::RENDER)]
     Render(render::RenderArgs),
     /// Load and validate a repository; print every problem as `file:line:col: message`; exit 1 on any error. No cluster.
+    #[command(after_help = examples::VALIDATE)]
     Validate(render::ValidateArgs),
     /// Print the CustomResourceDefinitions of Weft's resources as YAML.
+    #[command(after_help = examples::CRDS)]
     Crds,
     /// One pass against the cluster: fetch, render, apply, prune, wait. Exit 0 only if every
     /// object applied and became ready. `--dry-run` prints the plan.
+    #[command(after_help = examples::SYNC)]
     Sync(sync::SyncArgs),
     /// Server-side dry-run against the cluster: a unified diff per changed object. Exit 0 no
     /// changes, 1 changes, 2 error.
-    Diff(sync::SyncArgs),
+    #[command(after_help = examples::DIFF)]
+    Diff(sync::DiffArgs),
     /// The daemon: poll and sync the repository, reconcile Weft's resources, serve the HTTP API, until SIGTERM.
+    #[command(after_help = examples::RUN)]
     Run(Box<daemon::RunArgs>),
-    /// Ask a running daemon to sync now (`POST /api/v1/sync`); `--wait` waits for the pass and prints its result.
+    /// Ask the daemon to sync now, through the API server (as `flux reconcile`); `--wait` waits for the pass and prints its result.
+    #[command(after_help = examples::TRIGGER)]
     Trigger(trigger::TriggerArgs),
     /// Weft's resources in the cluster with their Ready condition, as `flux get` shows: exit 0
     /// when all are ready, 1 when one is not (`--wait` waits first), 2 on error.
+    #[command(after_help = examples::GET)]
     Get(get::GetArgs),
     /// Freeze the sync root: no pass, no drift correction, no prune, no agent update, until
     /// `weft resume`. Recorded in the cluster, so every replica and a restart obey it.
+    #[command(after_help = examples::SUSPEND)]
     Suspend(suspend::SuspendArgs),
     /// Unfreeze the sync root; a running daemon starts a pass at once.
-    Resume(suspend::SuspendArgs),
+    #[command(after_help = examples::RESUME)]
+    Resume(suspend::ResumeArgs),
     /// Take Weft out of the cluster: remove its finalizers from WeaveClouds and ArmadaCharts so
     /// nothing is stuck terminating; `--prune` also deletes what it created. Stop the daemon first.
+    #[command(after_help = examples::UNINSTALL)]
     Uninstall(uninstall::UninstallArgs),
+    /// The client's version and commit, and the daemon's when the cluster can be reached.
+    #[command(after_help = examples::VERSION)]
+    Version(version::VersionArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    #[command(after_help = examples::COMPLETION)]
+    Completion(version::CompletionArgs),
     /// A dashboard on 127.0.0.1 with your kubeconfig and RBAC, as `kubectl proxy` serves the API.
+    #[command(after_help = examples::UI)]
     Ui(ui::UiArgs),
     /// Install Weft into the cluster (deploy/'s manifests, built into this binary) with
     /// server-side apply, as `flux install` does; `-o yaml` prints them instead.
@@ -86,8 +108,10 @@ pub fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(e) => {
+            // A server that cannot be reached is said once, with its URL and what to check.
+            let text = connect::explain(&e).unwrap_or_else(|| report::error_text(&e));
             // A URL in the chain may carry a token as its user name (`https://<token>@host`).
-            let text = crate::api::redact::redact_url_passwords(&report::error_text(&e));
+            let text = crate::api::redact::redact_url_passwords(&text);
             eprintln!("error: {text}");
             ExitCode::from(2)
         }
@@ -127,8 +151,10 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Trigger(args) => trigger::trigger(args),
         Command::Get(args) => get::get(args),
         Command::Suspend(args) => suspend::suspend(args, true),
-        Command::Resume(args) => suspend::suspend(args, false),
+        Command::Resume(args) => suspend::resume(args),
         Command::Uninstall(args) => uninstall::uninstall(args),
+        Command::Version(args) => version::version(args),
+        Command::Completion(args) => version::completion(args),
         Command::Ui(args) => ui::ui(args),
         Command::Install(args) => install::install(*args),
     }

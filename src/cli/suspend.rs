@@ -9,12 +9,19 @@ use clap::Args;
 use super::args::ClusterArgs;
 use crate::daemon::suspend;
 
-/// The flags of `weft suspend` and `weft resume`.
+/// The flags of `weft suspend`.
 #[derive(Args, Debug)]
 pub struct SuspendArgs {
-    /// Why (shown by `weft get root` and `/api/v1/status`); `suspend` only.
+    /// Why (shown by `weft get root` and `/api/v1/status`).
     #[arg(long, short = 'm')]
     pub message: Option<String>,
+    #[command(flatten)]
+    pub root: ResumeArgs,
+}
+
+/// The flags of `weft resume` (and the root of `weft suspend`).
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
     /// Name of the sync root (`--root-name` of `weft run`).
     #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
     pub root_name: String,
@@ -22,12 +29,25 @@ pub struct SuspendArgs {
     pub cluster: ClusterArgs,
 }
 
+/// `weft resume`.
+pub fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
+    suspend(
+        SuspendArgs {
+            message: None,
+            root: args,
+        },
+        false,
+    )
+}
+
 /// Record the root suspended (`true`) or resumed; exit 0 when recorded, 2 on an error.
 pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
+    let message = args.message;
+    let args = args.root;
     let runtime = tokio::runtime::Runtime::new()?;
     let now = runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
-        let message = suspended.then_some(args.message.as_deref()).flatten();
+        let message = suspended.then_some(message.as_deref()).flatten();
         Ok::<_, anyhow::Error>(
             suspend::write(
                 &client,

@@ -3,21 +3,46 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use serde_json::json;
 
-use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, RepoArgs, WriterArgs};
+use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, GitSecretArgs, RepoArgs, WriterArgs};
 use super::print_diagnostics;
 use super::progress::ProgressPrinter;
+use crate::apply::diff::DiffChange;
 use crate::daemon::{record, writer};
 use crate::pass::{self, PassOptions};
 
-/// The flags of `weft sync` and `weft diff`.
+/// How a command's result is printed: for people (`text`, the default), or as one JSON or YAML
+/// document on stdout (progress then goes to stderr).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+    Yaml,
+}
+
+impl Output {
+    /// Print `value` as JSON or YAML (nothing for `text`).
+    pub fn print(self, value: &serde_json::Value) -> anyhow::Result<()> {
+        match self {
+            Output::Text => {}
+            Output::Json => println!("{}", serde_json::to_string_pretty(value)?),
+            Output::Yaml => print!("{}", serde_saphyr::to_string(value)?),
+        }
+        Ok(())
+    }
+}
+
+/// The flags of `weft sync`.
 #[derive(Args, Debug, Clone)]
 pub struct SyncArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub git: GitSecretArgs,
     #[command(flatten)]
     pub apply: ApplyArgs,
     #[command(flatten)]
@@ -27,6 +52,32 @@ pub struct SyncArgs {
     /// Print the plan (create / update / unchanged / prune per object); change nothing.
     #[arg(long, env = "WEFT_DRY_RUN")]
     pub dry_run: bool,
+    /// Output: `text`, or the result as `json` / `yaml` on stdout (progress goes to stderr).
+    #[arg(long, short = 'o', value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+/// The flags of `weft diff`: the repository, the cluster and the root; nothing about pruning or
+/// waiting, which a diff does not do.
+#[derive(Args, Debug, Clone)]
+pub struct DiffArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub git: GitSecretArgs,
+    #[command(flatten)]
+    pub decryption: DecryptionArgs,
+    /// Name of the sync root (part of every object's owner id), as `weft sync --root-name`.
+    #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
+    pub root_name: String,
+    /// API calls at the same time.
+    #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = 10)]
+    pub concurrency: usize,
+    /// Output: unified diffs (`text`), or `json` / `yaml` (per object: `object`, `change`, `diff`).
+    #[arg(long, short = 'o', value_enum, default_value = "text")]
+    pub output: Output,
 }
 
 impl SyncArgs {
@@ -41,14 +92,31 @@ impl SyncArgs {
     }
 }
 
+impl DiffArgs {
+    fn pass_options(&self) -> PassOptions {
+        PassOptions {
+            weft_namespace: self.cluster.namespace.clone(),
+            concurrency: self.concurrency.max(1),
+            root_name: self.root_name.clone(),
+            repo_location: self.repo.location(),
+            dry_run: true,
+            target_manifest: self.repo.target_manifest.clone(),
+            ..PassOptions::default()
+        }
+    }
+}
+
 /// `weft sync`: exit 0 when everything applied and became ready, 1 when the pass failed.
 pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
-    let credentials = args.repo.credentials(args.cluster.secret_credentials()?)?;
+    let credentials = args
+        .repo
+        .credentials(args.git.secret_credentials(&args.cluster)?)?;
     let chart_fetch = args.repo.chart_fetch(credentials.clone())?;
     let snapshot = args.repo.read_snapshot(Some(credentials))?;
     let mut opts = args.pass_options();
     opts.chart_fetch = chart_fetch;
     let runtime = tokio::runtime::Runtime::new()?;
+    let machine = args.output != Output::Text;
     runtime.block_on(async {
         let (client, calls) = args.cluster.connect().await?;
         opts.decryption = args
@@ -68,22 +136,41 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
         }
-        let printer = ProgressPrinter::new(std::io::stdout().is_terminal(), opts.dry_run);
+        let terminal = if machine {
+            std::io::stderr().is_terminal()
+        } else {
+            std::io::stdout().is_terminal()
+        };
+        let mut printer = ProgressPrinter::new(terminal, opts.dry_run);
+        if machine {
+            printer = printer.on_stderr();
+        }
         let result = pass::run_pass(&client, snapshot, &opts, &|p| printer.observe(p)).await;
         printer.finish();
         print_diagnostics(&result.diagnostics);
         let calls = calls.snapshot();
-        println!(
-            "{} revision {}: {} in {:.1?} ({} API writes, {} reads)",
-            if opts.dry_run { "plan for" } else { "synced" },
-            result.revision,
-            result.changes.summary(),
-            result.duration,
-            calls.writes,
-            calls.reads
-        );
+        let line = summary_line(&result, opts.dry_run, calls.writes, calls.reads);
+        if machine {
+            eprintln!("{line}");
+            args.output.print(&sync_document(
+                &result,
+                opts.dry_run,
+                calls.writes,
+                calls.reads,
+            ))?;
+        } else {
+            println!("{line}");
+        }
         match &result.error {
             None => Ok(ExitCode::SUCCESS),
+            // The diagnostics above are the load's errors: said once.
+            Some(pass::PassError::Load(l)) => {
+                eprintln!(
+                    "error: {} error(s) in the repository (above); nothing was applied or pruned",
+                    l.0.errors().count()
+                );
+                Ok(ExitCode::from(1))
+            }
             Some(e) => {
                 eprintln!("error: {e}");
                 Ok(ExitCode::from(1))
@@ -108,9 +195,66 @@ async fn one_writer(
     writer::record_source(client, ns, root, &repository, args.repo.path.as_deref()).await
 }
 
+/// The last line of `weft sync`: `synced revision …` only when the pass succeeded, `sync failed
+/// at revision …` otherwise (and `plan for` / `plan failed for` with `--dry-run`).
+fn summary_line(result: &pass::PassResult, dry_run: bool, writes: u64, reads: u64) -> String {
+    let verb = match (dry_run, result.succeeded()) {
+        (true, true) => "plan for",
+        (true, false) => "plan failed for",
+        (false, true) => "synced",
+        (false, false) => "sync failed at",
+    };
+    format!(
+        "{verb} revision {}: {} in {:.1?} ({writes} API writes, {reads} reads)",
+        result.revision,
+        result.changes.summary(),
+        result.duration,
+    )
+}
+
+/// `weft sync -o json|yaml`: the pass as one document.
+fn sync_document(
+    result: &pass::PassResult,
+    dry_run: bool,
+    writes: u64,
+    reads: u64,
+) -> serde_json::Value {
+    let s = result.changes.summary();
+    let changes: Vec<serde_json::Value> = result
+        .changes
+        .entries
+        .iter()
+        .map(|c| {
+            json!({
+                "object": c.object.to_string(),
+                "action": if dry_run { c.action.planned() } else { c.action.done() },
+                "owner": c.owner.reference(),
+                "reason": c.reason,
+            })
+        })
+        .collect();
+    json!({
+        "revision": result.revision,
+        "dryRun": dry_run,
+        "result": if result.succeeded() { "succeeded" } else { "failed" },
+        "error": result.error.as_ref().map(|e| e.to_string()),
+        "diagnostics": result.diagnostics.0.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+        "summary": {
+            "created": s.created, "configured": s.configured, "unchanged": s.unchanged,
+            "deleted": s.deleted, "skipped": s.skipped,
+        },
+        "changes": changes,
+        "durationSeconds": result.duration.as_secs_f64(),
+        "apiWrites": writes,
+        "apiReads": reads,
+    })
+}
+
 /// `weft diff`: exit 0 no changes, 1 changes, 2 error.
-pub fn diff(args: SyncArgs) -> anyhow::Result<ExitCode> {
-    let credentials = args.repo.credentials(args.cluster.secret_credentials()?)?;
+pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let credentials = args
+        .repo
+        .credentials(args.git.secret_credentials(&args.cluster)?)?;
     let chart_fetch = args.repo.chart_fetch(credentials.clone())?;
     let snapshot = args.repo.read_snapshot(Some(credentials))?;
     let mut opts = args.pass_options();
@@ -122,8 +266,25 @@ pub fn diff(args: SyncArgs) -> anyhow::Result<ExitCode> {
             .decryption
             .decryption(&client, &args.cluster.namespace)?;
         let diffs = pass::diff_pass(&client, snapshot, &opts).await?;
-        for d in &diffs {
-            print!("{}", d.text);
+        match args.output {
+            Output::Text => diffs.iter().for_each(|d| print!("{}", d.text)),
+            machine => {
+                let doc: Vec<serde_json::Value> = diffs
+                    .iter()
+                    .map(|d| {
+                        json!({
+                            "object": d.object.to_string(),
+                            "change": match d.change {
+                                DiffChange::Create => "create",
+                                DiffChange::Update => "update",
+                                DiffChange::Prune => "prune",
+                            },
+                            "diff": d.text,
+                        })
+                    })
+                    .collect();
+                machine.print(&serde_json::Value::Array(doc))?;
+            }
         }
         if diffs.is_empty() {
             eprintln!("no changes");

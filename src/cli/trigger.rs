@@ -1,4 +1,6 @@
-//! `weft trigger`: ask a running daemon to sync now.
+//! `weft trigger`: ask the daemon to sync now, as `flux reconcile` does: through the API server
+//! (an annotation on the root's record, see [`crate::daemon::request`]), so only a kubeconfig is
+//! needed; or, with `--sync-token-file`, through the daemon's HTTP sync endpoint.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -6,19 +8,34 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
+use super::args::ClusterArgs;
+use crate::daemon::request::{self, RequestAnswer};
+use crate::daemon::status::PassReport;
 use crate::server::client::{self, TriggerAnswer};
 use crate::server::signature;
 
 /// The flags of `weft trigger`.
 #[derive(Args, Debug, Clone)]
 pub struct TriggerArgs {
-    /// Base URL of the daemon's hooks port (`weft run --hooks-listen`), where the sync endpoint is.
-    #[arg(long, env = "WEFT_URL", default_value = "http://127.0.0.1:8081")]
-    pub url: String,
-    /// File with the bearer token (the daemon's --sync-token-file).
+    /// Name of the sync root (`--root-name` of `weft run`).
+    #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
+    pub root_name: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Ask over HTTP instead of the API server: the file with the bearer token (the daemon's
+    /// --sync-token-file).
     #[arg(long, env = "WEFT_SYNC_TOKEN_FILE")]
-    pub sync_token_file: PathBuf,
-    /// Wait for the pass to finish and print its result; exit 1 if it failed.
+    pub sync_token_file: Option<PathBuf>,
+    /// With --sync-token-file: base URL of the daemon's hooks port (`weft run --hooks-listen`).
+    #[arg(
+        long,
+        env = "WEFT_URL",
+        default_value = "http://127.0.0.1:8081",
+        requires = "sync_token_file"
+    )]
+    pub url: String,
+    /// Wait for the pass that answers this request and print its result; exit 1 if it failed
+    /// or the root is suspended.
     #[arg(long)]
     pub wait: bool,
     /// Let this one pass prune past --max-prune-fraction (after checking that the deletion is
@@ -30,52 +47,87 @@ pub struct TriggerArgs {
     pub timeout: std::time::Duration,
 }
 
-/// `weft trigger`: exit 0 when queued (or, with --wait, when the pass succeeded), 1 when the
-/// pass failed, 2 when the daemon could not be asked.
+/// `weft trigger`: exit 0 when asked (or, with --wait, when the pass succeeded), 1 when the
+/// pass failed or the root is suspended, 2 when the daemon could not be asked.
 pub fn trigger(args: TriggerArgs) -> anyhow::Result<ExitCode> {
-    let token = std::fs::read(&args.sync_token_file).with_context(|| {
-        format!(
-            "reading --sync-token-file {}",
-            args.sync_token_file.display()
-        )
-    })?;
-    let token = String::from_utf8_lossy(&signature::secret_from_file_contents(&token)).into_owned();
     let runtime = tokio::runtime::Runtime::new()?;
-    let answer = runtime.block_on(client::trigger(
-        &args.url,
-        &token,
-        args.wait,
-        args.force_prune,
-        args.timeout,
-    ))?;
+    match &args.sync_token_file {
+        Some(file) => runtime.block_on(over_http(&args, file)),
+        None => runtime.block_on(through_api_server(&args)),
+    }
+}
+
+/// Annotate the root record; with `--wait`, watch it for the answer.
+async fn through_api_server(args: &TriggerArgs) -> anyhow::Result<ExitCode> {
+    let (client, _) = args.cluster.connect().await?;
+    let ns = &args.cluster.namespace;
+    let at = request::request(&client, ns, &args.root_name, args.force_prune).await?;
+    if !args.wait {
+        println!(
+            "requested a pass of root {} ({}={at} on ConfigMap {ns}/{})",
+            args.root_name,
+            request::REQUESTED_AT,
+            crate::daemon::record::record_name(&args.root_name)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let answer = request::wait_answer(&client, ns, &args.root_name, &at, args.timeout).await?;
+    Ok(print_report(
+        &answer.report,
+        answer.changes_omitted,
+        answer.result(),
+    ))
+}
+
+/// `POST /api/v1/sync` with the bearer token.
+async fn over_http(args: &TriggerArgs, token_file: &PathBuf) -> anyhow::Result<ExitCode> {
+    let token = std::fs::read(token_file)
+        .with_context(|| format!("reading --sync-token-file {}", token_file.display()))?;
+    let token = String::from_utf8_lossy(&signature::secret_from_file_contents(&token)).into_owned();
+    let answer =
+        client::trigger(&args.url, &token, args.wait, args.force_prune, args.timeout).await?;
     match answer {
         TriggerAnswer::Queued { pass } => {
             println!("queued: pass {pass}");
             Ok(ExitCode::SUCCESS)
         }
         TriggerAnswer::Finished(report) => {
-            let s = report.summary;
-            println!(
-                "pass {} {}: revision {} ({} created, {} configured, {} unchanged, {} pruned) in {:.1}s",
-                report.pass,
-                if report.succeeded() { "succeeded" } else { "failed" },
-                report.revision.as_deref().unwrap_or("-"),
-                s.created,
-                s.configured,
-                s.unchanged,
-                s.pruned,
-                report.duration_seconds
-            );
-            for c in &report.changes {
-                println!("  {} {}", c.object, c.action);
-            }
-            match &report.error {
-                None => Ok(ExitCode::SUCCESS),
-                Some(e) => {
-                    eprintln!("error: {e}");
-                    Ok(ExitCode::from(1))
-                }
-            }
+            let answer = RequestAnswer {
+                requested_at: String::new(),
+                report,
+                changes_omitted: 0,
+            };
+            Ok(print_report(&answer.report, 0, answer.result()))
+        }
+    }
+}
+
+/// Print a finished pass as `pass 7 succeeded: revision … (…) in 0.1s` and its changes; the
+/// exit code: 0 when it succeeded, 1 otherwise.
+fn print_report(report: &PassReport, omitted: usize, result: &str) -> ExitCode {
+    let s = report.summary;
+    println!(
+        "pass {} {result}: revision {} ({} created, {} configured, {} unchanged, {} pruned) in {:.1}s",
+        report.pass,
+        report.revision.as_deref().unwrap_or("-"),
+        s.created,
+        s.configured,
+        s.unchanged,
+        s.pruned,
+        report.duration_seconds
+    );
+    for c in &report.changes {
+        println!("  {} {}", c.object, c.action);
+    }
+    if omitted > 0 {
+        println!("  … and {omitted} more");
+    }
+    match &report.error {
+        None if report.succeeded() => ExitCode::SUCCESS,
+        None => ExitCode::from(1),
+        Some(e) => {
+            eprintln!("{result}: {e}");
+            ExitCode::from(1)
         }
     }
 }

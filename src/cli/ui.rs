@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::args::{ClusterArgs, DecryptionArgs, RepoArgs};
+use super::args::{ClusterArgs, DecryptionArgs, GitSecretArgs, RepoArgs};
 use crate::pass::PassOptions;
 use crate::ui::{DriftSource, Ui, UiConfig};
 
@@ -32,6 +32,8 @@ pub struct UiArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     #[command(flatten)]
+    pub git: GitSecretArgs,
+    #[command(flatten)]
     pub decryption: DecryptionArgs,
 }
 
@@ -44,7 +46,9 @@ pub fn ui(args: UiArgs) -> anyhow::Result<ExitCode> {
     let drift = match args.repo.given() {
         None => None,
         Some(_) => {
-            let credentials = args.repo.credentials(args.cluster.secret_credentials()?)?;
+            let credentials = args
+                .repo
+                .credentials(args.git.secret_credentials(&args.cluster)?)?;
             let chart_fetch = args.repo.chart_fetch(credentials.clone())?;
             let repo = args.repo.clone();
             let read = move || {

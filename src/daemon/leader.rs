@@ -84,6 +84,18 @@ pub const HOOKS_URL_ANNOTATION: &str = "weft.io/hooks-url";
 /// The annotation of the Lease that says which repository its holder syncs.
 pub const SOURCE_ANNOTATION: &str = "weft.io/source";
 
+/// The annotation of the Lease with its holder's version (`weft version` reads it).
+pub const VERSION_ANNOTATION: &str = "weft.io/version";
+
+/// This build's version and commit: `0.1.0 (commit 3f2a9c1e0b7d)`.
+pub fn build_version() -> String {
+    format!(
+        "{} (commit {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("WEFT_COMMIT")
+    )
+}
+
 /// The Lease of the sync root `root_name`: `weft-leader` for the default root (as every release
 /// before named it), `weft-leader-<root>` for the others, so that two roots in one namespace are
 /// elected apart.
@@ -222,6 +234,7 @@ impl LeaderElector {
             HOOKS_URL_ANNOTATION.to_string(),
             self.cfg.hooks_url.clone().unwrap_or_default(),
         );
+        a.insert(VERSION_ANNOTATION.to_string(), build_version());
         Some(a)
     }
 

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod namespaces;
 pub mod pass_locks;
 pub mod record;
+pub mod request;
 pub mod root;
 pub mod run;
 pub mod shards;

@@ -46,6 +46,31 @@ pub const KEY_PATH: &str = "path";
 /// The field manager of the source keys (apart from the outcome's and the suspension's).
 pub const SOURCE_MANAGER: &str = "weft-source";
 
+/// The annotation of the root record that asks for a pass (`weft trigger`, see
+/// [`super::request`]): an RFC 3339 time, new per request.
+pub const REQUESTED_AT: &str = crate::render::ownership::REQUESTED_AT_ANNOTATION;
+/// The annotation that lets the requested pass prune past `--max-prune-fraction`: honoured only
+/// when it equals [`REQUESTED_AT`] (so it applies to one request, never to later ones).
+pub const FORCE_PRUNE_AT: &str = "weft.io/force-prune-requested-at";
+/// The field manager of the request annotations (`weft trigger`).
+pub const REQUEST_MANAGER: &str = "weft-trigger";
+
+/// The data key of shard `shard`'s answer to a request: `lastHandledRequest` for shard 0 (and an
+/// unsharded root), `lastHandledRequest.shard-<i>` for the others.
+pub fn answer_key(shard: u32) -> String {
+    if shard == 0 {
+        "lastHandledRequest".to_string()
+    } else {
+        format!("lastHandledRequest.shard-{shard}")
+    }
+}
+
+/// The field manager of shard `shard`'s answer (one per shard, so that server-side apply keeps
+/// each shard's key, and the pass outcome keys written by `weft`, apart).
+pub fn answer_manager(shard: u32) -> String {
+    format!("weft-request-{shard}")
+}
+
 /// The name of the root record of root `root_name` (shard roots have their own).
 pub fn record_name(root_name: &str) -> String {
     format!("{RECORD_PREFIX}{root_name}")

@@ -186,6 +186,12 @@ async fn lead(
         base_root.clone(),
         move |now| followed.0.suspension_seen(&followed.1, now),
     ));
+    let request_task = tokio::spawn(super::request::follow(
+        state.clone(),
+        config.pass_options.weft_namespace.clone(),
+        base_root.clone(),
+        shard.index,
+    ));
     let controllers = config
         .controllers
         .then(|| start_controllers(state, config, &shutdown));
@@ -202,6 +208,7 @@ async fn lead(
     state.queue().close();
     poll_task.abort();
     suspend_task.abort();
+    request_task.abort();
     if let Some(why) = lost {
         // The elector shut the fence: whatever still runs (a pass on a blocking thread, a
         // controller) can no longer write.

@@ -27,6 +27,9 @@ pub enum TriggerReason {
     ApiForcePrune,
     /// A watch event on an object the sync root owns.
     Watch,
+    /// The `weft.io/requested-at` annotation of the root record (`weft trigger`, see
+    /// [`super::request`]).
+    Requested,
     /// The root was resumed (`weft resume`, `POST /api/v1/resume`).
     Resumed,
 }
@@ -40,6 +43,7 @@ impl std::fmt::Display for TriggerReason {
             TriggerReason::Api => f.write_str("api"),
             TriggerReason::ApiForcePrune => f.write_str("api/force-prune"),
             TriggerReason::Watch => f.write_str("watch"),
+            TriggerReason::Requested => f.write_str("requested"),
             TriggerReason::Resumed => f.write_str("resumed"),
         }
     }

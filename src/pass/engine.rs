@@ -667,11 +667,10 @@ impl<'a> Engine<'a> {
         let client = self.client;
         let poll = self.opts.poll_interval;
         let on_ready = |r: &ObjectRef| observer(Progress::Ready(r));
-        let owner_results = futures::future::join_all(
-            ruled
-                .iter()
-                .map(|(_, rule, extra)| wait::wait_owner(client, rule, extra, poll, &on_ready)),
-        );
+        let on_pending = |p: &[(ObjectRef, String)]| observer(Progress::Waiting(p));
+        let owner_results = futures::future::join_all(ruled.iter().map(|(_, rule, extra)| {
+            wait::wait_owner_reporting(client, rule, extra, poll, &on_ready, &on_pending)
+        }));
         let (owner_results, plain_result) = futures::join!(owner_results, self.wait(plain));
         let mut stop = Vec::new();
         if let Err(e) = plain_result {
@@ -717,9 +716,13 @@ impl<'a> Engine<'a> {
             concurrency: self.opts.concurrency,
         };
         let observer = self.observer;
-        wait::wait_ready(self.client, &targets, &wait_opts, &|r| {
-            observer(Progress::Ready(r))
-        })
+        wait::wait_ready_reporting(
+            self.client,
+            &targets,
+            &wait_opts,
+            &|r| observer(Progress::Ready(r)),
+            &|p| observer(Progress::Waiting(p)),
+        )
         .await
     }
 }

@@ -147,6 +147,9 @@ pub enum Progress<'a> {
     Change(&'a Change),
     /// One object became ready.
     Ready(&'a ObjectRef),
+    /// A wait looked again: these objects are still not ready, and why (sent after every look,
+    /// about once a second; a view throttles it).
+    Waiting(&'a [(ObjectRef, String)]),
 }
 
 /// Receives progress.

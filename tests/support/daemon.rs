@@ -117,7 +117,7 @@ impl Daemon {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
         cmd.arg("run")
             .args(["--repo", opts.repo])
-            .args(["--namespace", opts.namespace])
+            .args(["--weft-namespace", opts.namespace])
             // One sync root per test: owner ids (and so inventories) must not mix between tests.
             .args(["--root-name", opts.namespace])
             .args(["--interval", opts.interval])

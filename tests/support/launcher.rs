@@ -212,7 +212,14 @@ pub fn weft(command: &[&str], repo: &Path, ns: &str) -> (i32, String, String) {
         .arg("--repo")
         .arg(repo)
         .args(super::cluster::cluster().kube_args())
-        .args(["--namespace", ns, "--root-name", ns, "--timeout", "120s"])
+        .args([
+            "--weft-namespace",
+            ns,
+            "--root-name",
+            ns,
+            "--timeout",
+            "120s",
+        ])
         .env_remove("KUBECONFIG")
         .env("WEFT_LOG", "warn")
         .output()

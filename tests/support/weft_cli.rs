@@ -47,7 +47,7 @@ impl Weft {
 
     /// The root of a test: Weft's namespace and the root's name are both `ns`.
     pub fn root(mut self, ns: &str) -> Weft {
-        self.0.args(["--namespace", ns, "--root-name", ns]);
+        self.0.args(["--weft-namespace", ns, "--root-name", ns]);
         self
     }
 

@@ -337,6 +337,7 @@ impl RootReconciler {
             }
             Progress::Change(_) => {}
             Progress::Ready(r) => tracing::debug!(pass, object = %r, "ready"),
+            Progress::Waiting(_) => {}
         };
         // Suspended Armada charts (and their groups' and manifests' charts) are held out.
         let client = &self.state.client();

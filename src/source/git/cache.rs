@@ -211,8 +211,13 @@ impl GitSource {
                 files = s.files.len(), received_objects = self.last_transfer.received_objects,
                 received_bytes = self.last_transfer.received_bytes, elapsed = ?elapsed, "git: fetched new revision")
             }
-            Err(e) => {
+            // Only a source that has served a snapshot has one to keep (a one-shot command's
+            // source never has: it reports the error itself).
+            Err(e) if self.last_good.is_some() => {
                 tracing::warn!(url = %self.remote.display, error = %e, "git fetch failed; keeping the last good snapshot")
+            }
+            Err(e) => {
+                tracing::debug!(url = %self.remote.display, error = %e, "git fetch failed; no snapshot was read yet")
             }
         }
         result
