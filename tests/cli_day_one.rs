@@ -201,10 +201,13 @@ fn config_dir(files: &[(String, String)]) -> tempfile::TempDir {
     dir
 }
 
-/// `weft sync DIR` into the test's namespace (Weft's namespace and root too), on a pipe.
+/// `weft sync DIR` into the test's namespace (Weft's namespace and root too), on a pipe. Each
+/// step writes its repository into a fresh directory, so the root is synced from another
+/// directory each time: `--switch-repository` says that is intended (one writer per root).
 async fn sync(dir: &std::path::Path, ns: &str, extra: &[&str]) -> Output {
     let mut args = vec!["sync".to_string(), dir.display().to_string()];
     args.extend(cluster_args(ns));
+    args.push("--switch-repository".to_string());
     args.extend(extra.iter().map(|s| s.to_string()));
     weft(&args).await
 }

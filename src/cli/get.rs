@@ -130,6 +130,19 @@ where
     }
 }
 
+/// The objects of `api`; `get all` on a cluster where a kind's CRD is not installed (404) shows
+/// none of that kind instead of failing (asked for by kind, the API server's answer stands).
+async fn listed<K>(api: Api<K>, lp: &ListParams, all: bool) -> Result<Vec<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list(lp).await {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(s)) if all && s.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The rows of `what`, sorted by kind, namespace and name.
 pub async fn rows(
     client: &Client,
@@ -138,6 +151,7 @@ pub async fn rows(
     weft_namespace: &str,
 ) -> Result<Vec<Row>, kube::Error> {
     let lp = ListParams::default();
+    let all = what == What::All;
     let wants = |w: What| what == w || what == What::All;
     let mut rows = Vec::new();
     // The roots live in Weft's namespace: `-n other` leaves them out, unless asked for by name.
@@ -145,14 +159,14 @@ pub async fn rows(
         rows.extend(root_rows(client, weft_namespace).await?);
     }
     if wants(What::Weaveclouds) {
-        for wc in api::<WeaveCloud>(client, namespace).list(&lp).await? {
+        for wc in listed(api::<WeaveCloud>(client, namespace), &lp, all).await? {
             let status = wc.status.clone().unwrap_or_default();
             let version = status.agent_version.clone().unwrap_or_default();
             rows.push(Row::new("WeaveCloud", &wc, &status.conditions, version));
         }
     }
     if wants(What::Charts) {
-        for c in api::<ArmadaChart>(client, namespace).list(&lp).await? {
+        for c in listed(api::<ArmadaChart>(client, namespace), &lp, all).await? {
             let status = c.status.clone().unwrap_or_default();
             let revision = status
                 .revision
@@ -162,14 +176,14 @@ pub async fn rows(
         }
     }
     if wants(What::Groups) {
-        let list = api::<ArmadaChartGroup>(client, namespace).list(&lp).await?;
+        let list = listed(api::<ArmadaChartGroup>(client, namespace), &lp, all).await?;
         rows.extend(
             list.iter()
                 .map(|g| group_row("ArmadaChartGroup", g, &g.status)),
         );
     }
     if wants(What::Manifests) {
-        let list = api::<ArmadaManifest>(client, namespace).list(&lp).await?;
+        let list = listed(api::<ArmadaManifest>(client, namespace), &lp, all).await?;
         rows.extend(
             list.iter()
                 .map(|m| group_row("ArmadaManifest", m, &m.status)),
