@@ -127,11 +127,17 @@ impl ProgressPrinter {
                 match s.bar.as_ref() {
                     Some(b) => {
                         b.inc(1);
-                        if c.action != Action::Unchanged {
+                        if c.action != Action::Unchanged || c.reason.is_some() {
                             b.println(self.line(c));
                         }
                     }
-                    None if c.action == Action::Unchanged && !self.terminal => s.unchanged += 1,
+                    // An unchanged object with a reason (left as it is because …) says so.
+                    None if c.action == Action::Unchanged
+                        && c.reason.is_none()
+                        && !self.terminal =>
+                    {
+                        s.unchanged += 1
+                    }
                     None => self.print(&self.line(c)),
                 }
             }
