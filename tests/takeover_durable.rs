@@ -499,6 +499,30 @@ async fn the_documented_rollback_restores_the_launcher_with_flux_git_settings() 
                 .expect("delete");
         }
     }
+    // A foreground delete returns before the object is gone (its pods go first): the launcher
+    // is applied once they are, as `kubectl delete` (which waits) would have it.
+    for kind in ["Deployment", "DaemonSet"] {
+        let api = dynamic_api(&client, kind, Some(&n));
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = api
+                .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=weft"))
+                .await
+                .expect("list")
+                .items;
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "Weft's {kind}s not gone within 120 s: {:?}",
+                left.iter()
+                    .map(|o| o.metadata.name.clone())
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
     // 4. The launcher re-applied: its agent's pass.
     let errors = launcher_pass(&client, &n, &launcher).await;
     assert!(errors.is_empty(), "the launcher's apply: {errors:#?}");

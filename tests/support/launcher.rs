@@ -212,14 +212,12 @@ pub fn weft(command: &[&str], repo: &Path, ns: &str) -> (i32, String, String) {
         .arg("--repo")
         .arg(repo)
         .args(super::cluster::cluster().kube_args())
-        .args([
-            "--weft-namespace",
-            ns,
-            "--root-name",
-            ns,
-            "--timeout",
-            "120s",
-        ])
+        .args(["--weft-namespace", ns, "--root-name", ns])
+        // `weft diff` waits for nothing and has no --timeout.
+        .args(match command.first() {
+            Some(&"diff") => &[][..],
+            _ => &["--timeout", "120s"][..],
+        })
         .env_remove("KUBECONFIG")
         .env("WEFT_LOG", "warn")
         .output()
