@@ -9,6 +9,7 @@ pub mod conditions;
 pub mod notification;
 pub mod redact;
 pub mod suspend;
+pub mod threshold;
 pub mod weavecloud;
 
 use kube::CustomResourceExt;

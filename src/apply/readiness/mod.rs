@@ -20,7 +20,7 @@ pub mod workloads;
 
 use serde_json::Value;
 
-pub use crate::api::armada::Threshold;
+pub use crate::api::threshold::Threshold;
 
 pub use selection::{judge, Selection, Selector};
 
@@ -291,7 +291,7 @@ fn owned_by(v: &Value, kind: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::armada::MinReadyError;
+    use crate::api::threshold::MinReadyError;
     use serde_json::json;
 
     #[test]
