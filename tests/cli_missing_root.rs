@@ -65,8 +65,9 @@ async fn commands_on_a_missing_root_fail_name_the_roots_there_and_write_nothing(
         };
         assert_eq!(code, 2, "weft {args:?} on a missing root:\n{out}\n{err}");
         assert!(
-            err.contains(&format!("no root `nope` in namespace {n}"))
-                && err.contains(&format!("`{n}`, `{second}`")),
+            err.contains(&format!(
+                "no root `nope` in namespace {n} (no ConfigMap {n}/weft-root-nope)"
+            )) && err.contains(&format!("`{n}`, `{second}`")),
             "weft {args:?} names the roots there:\n{err}"
         );
         assert!(

@@ -202,7 +202,7 @@ pub async fn roots(client: &Client, weft_namespace: &str) -> Result<Vec<String>,
 /// Why a command about one root cannot go on: the root is not there.
 #[derive(Debug, thiserror::Error)]
 pub enum LookupError {
-    #[error("no root `{root}` in namespace {namespace}: {}", known_roots(.known))]
+    #[error("no root `{root}` in namespace {namespace} (no ConfigMap {namespace}/{}): {}", record_name(.root), known_roots(.known))]
     Missing {
         root: String,
         namespace: String,
@@ -354,7 +354,7 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "no root `wft` in namespace weft-system: the roots there are `prod`, `weft` (check --root-name or WEFT_ROOT_NAME)"
+            "no root `wft` in namespace weft-system (no ConfigMap weft-system/weft-root-wft): the roots there are `prod`, `weft` (check --root-name or WEFT_ROOT_NAME)"
         );
         let e = LookupError::Missing {
             root: "weft".into(),
