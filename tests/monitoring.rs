@@ -380,3 +380,134 @@ async fn every_metric_of_the_dashboard_and_the_rules_is_exported_with_real_value
     drop(d);
     ns.delete().await;
 }
+
+/// A WeaveCloud the root applies, with the token Secret its agents need.
+fn weavecloud(ns: &str) -> String {
+    format!(
+        r#"apiVersion: cloud.weave.works/v1beta1
+kind: WeaveCloud
+metadata:
+  name: weave-cloud
+  namespace: {ns}
+spec:
+  general:
+    environment: generic
+    autoUpdate: false
+    tokenSecretRef: {{name: weave-cloud-token, key: token}}
+  flux:
+    config: {{gitUrl: "git@example.com:org/cluster.git", gitBranch: main}}
+"#
+    )
+}
+
+#[tokio::test]
+async fn a_weavecloud_has_its_ready_and_suspend_series_until_it_is_deleted() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+    use weft::api::WeaveCloud;
+
+    let ns = TestNamespace::new("monitoring-wc").await;
+    let n = ns.name();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let mut token = Secret::default();
+    token.metadata.name = Some("weave-cloud-token".into());
+    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
+    Api::<Secret>::namespaced(client.clone(), n)
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("token Secret");
+    let repo = ServedRepo::start();
+    repo.work.write("weave/weave-cloud.yaml", weavecloud(n));
+    repo.work.commit("weave cloud");
+    repo.work.push();
+    let url = repo.url();
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        ..DaemonOptions::new(&url, n)
+    });
+    let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), n);
+    let series = format!("kind=\"WeaveCloud\",name=\"weave-cloud\",namespace=\"{n}\"");
+
+    // The Ready gauge follows the WeaveCloud's Ready condition, whatever the agents do.
+    let start = Instant::now();
+    loop {
+        let status = wcs
+            .get_opt("weave-cloud")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|wc| {
+                let ready = wc
+                    .status?
+                    .conditions
+                    .into_iter()
+                    .find(|c| c.type_ == "Ready")?;
+                Some(format!("{:?}", ready.status))
+            });
+        let all = samples(&scrape(&d).await);
+        let gauge = |s: &str| {
+            value(
+                &all,
+                "weft_reconcile_condition",
+                &format!("{series},type=\"Ready\",status=\"{s}\""),
+            )
+        };
+        if let Some(s) = &status {
+            let others: Vec<&str> = ["True", "False", "Unknown"]
+                .into_iter()
+                .filter(|o| o != s)
+                .collect();
+            if gauge(s) == Some(1.0) && others.iter().all(|o| gauge(o) == Some(0.0)) {
+                let reconciles =
+                    value(&all, "weft_reconcile_duration_seconds_count", &series).unwrap_or(0.0);
+                assert!(reconciles >= 1.0, "reconciles are timed");
+                assert_eq!(value(&all, "weft_suspend_status", &series), Some(0.0));
+                break;
+            }
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            panic!(
+                "the Ready gauge never matched the WeaveCloud's Ready ({status:?}):\n{}\nlogs:\n{}",
+                scrape(&d).await,
+                d.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    let annotate = async |value: Option<&str>| {
+        let patch = serde_json::json!({"metadata": {"annotations": {"weft.io/suspend": value}}});
+        wcs.patch(
+            "weave-cloud",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("annotate the WeaveCloud");
+    };
+    annotate(Some("true")).await;
+    wait_metrics(&d, "the suspended WeaveCloud's gauge", |all| {
+        value(all, "weft_suspend_status", &series) == Some(1.0)
+    })
+    .await;
+    annotate(None).await;
+    wait_metrics(&d, "the resumed WeaveCloud's gauge", |all| {
+        value(all, "weft_suspend_status", &series) == Some(0.0)
+    })
+    .await;
+
+    // Deleted: its gauges go (the root prunes nothing here: it is deleted by hand).
+    wcs.delete("weave-cloud", &DeleteParams::default())
+        .await
+        .expect("delete the WeaveCloud");
+    wait_metrics(&d, "the deleted WeaveCloud's series gone", |all| {
+        value(all, "weft_suspend_status", &series).is_none()
+            && all
+                .get("weft_reconcile_condition")
+                .is_none_or(|s| !s.iter().any(|(l, _)| l.starts_with(&series)))
+    })
+    .await;
+    drop(d);
+    ns.delete().await;
+}
