@@ -1,12 +1,16 @@
 //! A kube [`Client`] that counts the API calls it makes, by kind of call. The no-op guarantee
 //! ("a pass over an unchanged repository makes zero write calls") is checked with these counts in
-//! tests and benchmarks, and `weft sync` prints them.
+//! tests and benchmarks, and `weft sync` prints them. The same layer hands every call's method,
+//! answer code and latency to a [`CallObserver`] when one is set (the daemon's
+//! `rest_client_*` metrics): the one place every API call of a client passes.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -18,11 +22,32 @@ use super::fence::{FenceLayer, WriteFence};
 #[derive(Clone, Debug, Default)]
 pub struct CallCounts(Arc<Inner>);
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Inner {
     reads: AtomicU64,
     writes: AtomicU64,
     dry_runs: AtomicU64,
+    /// Told of every finished call, once set (see [`CallCounts::observe_with`]).
+    observer: OnceLock<Arc<dyn CallObserver>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("reads", &self.reads)
+            .field("writes", &self.writes)
+            .field("dry_runs", &self.dry_runs)
+            .field("observed", &self.observer.get().is_some())
+            .finish()
+    }
+}
+
+/// Told of every API call a client made once it is answered: its method, the HTTP status code
+/// (`None` when no answer came: a connection error, a timeout, a write refused by the fence) and
+/// how long the answer took (to its headers; a watch's stream is not waited for). The caller
+/// decides what to make of it (the daemon: Prometheus metrics), so this layer knows no metric.
+pub trait CallObserver: Send + Sync {
+    fn observe(&self, method: &http::Method, code: Option<u16>, seconds: f64);
 }
 
 /// A snapshot of the counters.
@@ -55,6 +80,12 @@ impl CallCounts {
             writes: self.0.writes.load(Ordering::Relaxed),
             dry_runs: self.0.dry_runs.load(Ordering::Relaxed),
         }
+    }
+
+    /// Tell `observer` of every call from now on (by every clone of the client); the first
+    /// observer set stays (`false` when one was set already).
+    pub fn observe_with(&self, observer: Arc<dyn CallObserver>) -> bool {
+        self.0.observer.set(observer).is_ok()
     }
 
     fn record(&self, method: &http::Method, query: Option<&str>) {
@@ -113,13 +144,18 @@ pub struct Counting<S> {
     counts: CallCounts,
 }
 
-impl<S, B> tower::Service<http::Request<B>> for Counting<S>
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, RB> tower::Service<http::Request<B>> for Counting<S>
 where
-    S: tower::Service<http::Request<B>>,
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+    S::Error: 'static,
+    RB: 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = BoxFuture<Result<S::Response, S::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -127,7 +163,18 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         self.counts.record(req.method(), req.uri().query());
-        self.inner.call(req)
+        let observer = self.counts.0.observer.get().cloned();
+        let method = req.method().clone();
+        let start = Instant::now();
+        let call = self.inner.call(req);
+        Box::pin(async move {
+            let answer = call.await;
+            if let Some(observer) = observer {
+                let code = answer.as_ref().ok().map(|r| r.status().as_u16());
+                observer.observe(&method, code, start.elapsed().as_secs_f64());
+            }
+            answer
+        })
     }
 }
 
@@ -216,6 +263,58 @@ pub async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(String, Option<u16>)>>);
+
+    impl CallObserver for Seen {
+        fn observe(&self, method: &http::Method, code: Option<u16>, seconds: f64) {
+            assert!(seconds >= 0.0);
+            self.0.lock().unwrap().push((method.to_string(), code));
+        }
+    }
+
+    #[tokio::test]
+    async fn the_observer_sees_each_call_with_its_code_or_none_for_an_error() {
+        use tower::{Layer, Service, ServiceExt};
+        let counts = CallCounts::default();
+        let seen = Arc::new(Seen::default());
+        assert!(counts.observe_with(seen.clone()));
+        let inner = tower::service_fn(|req: http::Request<()>| async move {
+            if req.uri().path() == "/broken" {
+                return Err("connection refused");
+            }
+            let code: u16 = if req.method() == http::Method::GET {
+                200
+            } else {
+                409
+            };
+            Ok(http::Response::builder().status(code).body(()).unwrap())
+        });
+        let mut svc = CountingLayer(counts.clone()).layer(inner);
+        for (method, path) in [("GET", "/api"), ("PATCH", "/api/x"), ("GET", "/broken")] {
+            let req = http::Request::builder()
+                .method(method)
+                .uri(path)
+                .body(())
+                .unwrap();
+            let _ = svc.ready().await.unwrap().call(req).await;
+        }
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            vec![
+                ("GET".to_string(), Some(200)),
+                ("PATCH".to_string(), Some(409)),
+                ("GET".to_string(), None),
+            ]
+        );
+        assert_eq!(counts.snapshot().reads, 2);
+        assert!(
+            !counts.observe_with(Arc::new(Seen::default())),
+            "the first observer stays"
+        );
+    }
 
     #[test]
     fn classifies_methods_and_dry_runs() {

@@ -156,12 +156,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut config = args.config()?;
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {
-        let (client, _) = args.cluster.connect_fenced(config.fence.clone()).await?;
+        let (client, calls) = args.cluster.connect_fenced(config.fence.clone()).await?;
         // The Secret is read again on every revision loaded (see docs/secrets.md).
         config.daemon.pass_options.decryption = args
             .decryption
             .decryption(&client, &args.cluster.namespace)?;
-        wiring::run(config, client)
+        wiring::run(config, client, calls)
             .await
             .map_err(anyhow::Error::from)
     });

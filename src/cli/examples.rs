@@ -58,12 +58,14 @@ Examples:
   weft get                               # every root, WeaveCloud and Armada resource
   weft get charts -n openstack           # the ArmadaCharts of one namespace
   weft get root -o yaml
+  weft get root prod                     # one root; an error naming the roots if there is no `prod`
   weft get all --wait --timeout 10m      # wait until everything is ready";
 
 pub const SUSPEND: &str = "\
 Examples:
   weft suspend -m \"incident 42: hands off\"
-  weft suspend --root-name tenant-a --weft-namespace tenant-a-weft";
+  weft suspend --root-name tenant-a --weft-namespace tenant-a-weft
+  weft suspend --create --root-name new-site   # before its first pass: it never runs until resumed";
 
 pub const RESUME: &str = "\
 Examples:

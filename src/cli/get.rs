@@ -42,6 +42,10 @@ pub struct GetArgs {
     /// What to list.
     #[arg(value_enum, default_value = "all")]
     pub what: What,
+    /// Only the rows of this name (`weft get root prod`); none of that name is an error that
+    /// names the ones there are.
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
     /// Only the resources of this namespace, as kubectl's `-n` (default: every namespace).
     /// Weft's own namespace is `--weft-namespace`.
     #[arg(long = "namespace", short = 'n', alias = "in-namespace")]
@@ -305,6 +309,59 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// The rows called `name`; none is an error naming the ones there are (for the root, the
+/// roots recorded in Weft's namespace).
+async fn named(
+    client: &Client,
+    args: &GetArgs,
+    rows: Vec<Row>,
+    name: &str,
+) -> anyhow::Result<Vec<Row>> {
+    let (found, others): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r.name == name);
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    if args.what == What::Root {
+        let ns = &args.cluster.namespace;
+        crate::daemon::record::require(client, ns, name).await?;
+        // Recorded since the rows were read: the next read shows it.
+        return Ok(found);
+    }
+    let what = match args.what {
+        What::Root => "root",
+        What::Weaveclouds => "WeaveCloud",
+        What::Charts => "ArmadaChart",
+        What::Groups => "ArmadaChartGroup",
+        What::Manifests => "ArmadaManifest",
+        What::All => "resource",
+    };
+    let place = args
+        .in_namespace
+        .as_deref()
+        .map(|n| format!(" in namespace {n}"))
+        .unwrap_or_default();
+    let mut names: Vec<String> = others
+        .iter()
+        .map(|r| match args.in_namespace {
+            Some(_) => r.name.clone(),
+            None if r.namespace.is_empty() => r.name.clone(),
+            None => format!("{}/{}", r.namespace, r.name),
+        })
+        .collect();
+    names.dedup();
+    if names.is_empty() {
+        anyhow::bail!("no {what} named `{name}`{place}: there are none");
+    }
+    anyhow::bail!(
+        "no {what} named `{name}`{place}: there are {}",
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
@@ -313,6 +370,10 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         let deadline = Instant::now() + args.timeout;
         let rows = loop {
             let rows = rows(&client, args.what, namespace, &args.cluster.namespace).await?;
+            let rows = match &args.name {
+                Some(name) => named(&client, &args, rows, name).await?,
+                None => rows,
+            };
             if !args.wait || rows.iter().all(Row::is_ready) || Instant::now() >= deadline {
                 break rows;
             }

@@ -209,8 +209,13 @@ fn start_notifications(
     }
 }
 
-/// Run the daemon until SIGTERM (`Ok`) or a fatal error.
-pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
+/// Run the daemon until SIGTERM (`Ok`) or a fatal error. Every API call of `client` (counted in
+/// `calls`) shows in the daemon's `rest_client_*` metrics.
+pub async fn run(
+    cfg: RunConfig,
+    client: Client,
+    calls: crate::apply::calls::CallCounts,
+) -> Result<(), RunError> {
     let sync_token = read_secret("--sync-token-file", &cfg.sync_token_file)?;
     let webhooks = match &cfg.webhook_secret_file {
         Some(path) => WebhookSecrets::load(path)?,
@@ -239,6 +244,9 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     )
     .with_watch_namespaces(cfg.trust.watch_namespaces.clone())
     .with_fence(cfg.fence.clone());
+    if let Some(observer) = state.metrics().api_call_observer() {
+        calls.observe_with(observer);
+    }
     let state = state
         .clone()
         .with_notifier(start_notifications(&client, &cfg, &state));

@@ -1,6 +1,8 @@
 //! `weft suspend` / `weft resume`: freeze and unfreeze the whole sync root, as `flux suspend`
 //! does. The state is recorded in the cluster (the root record, see [`crate::daemon::suspend`]),
 //! so every replica, every shard and a restart obey it; a running daemon resumes with a pass.
+//! A root that has no record yet is refused with the roots that do (a typo must not suspend
+//! nothing and say "suspended"), unless `weft suspend --create` asks for exactly that.
 
 use std::process::ExitCode;
 
@@ -15,6 +17,10 @@ pub struct SuspendArgs {
     /// Why (shown by `weft get root` and `/api/v1/status`).
     #[arg(long, short = 'm')]
     pub message: Option<String>,
+    /// Suspend a root that has no record yet (before its first pass, so that it never runs
+    /// until `weft resume`); without it, a root that is not there is an error.
+    #[arg(long)]
+    pub create: bool,
     #[command(flatten)]
     pub root: ResumeArgs,
 }
@@ -34,19 +40,35 @@ pub fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
     suspend(
         SuspendArgs {
             message: None,
+            create: false,
             root: args,
         },
         false,
     )
 }
 
-/// Record the root suspended (`true`) or resumed; exit 0 when recorded, 2 on an error.
+/// Record the root suspended (`true`) or resumed; exit 0 when recorded, 2 on an error (a root
+/// that is not there, unless `--create`).
 pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
     let message = args.message;
+    let create = args.create;
     let args = args.root;
     let runtime = tokio::runtime::Runtime::new()?;
     let now = runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
+        if !create {
+            if let Err(e) =
+                crate::daemon::record::require(&client, &args.cluster.namespace, &args.root_name)
+                    .await
+            {
+                if suspended {
+                    anyhow::bail!(
+                        "{e}; `weft suspend --create` suspends a root before its first pass"
+                    );
+                }
+                return Err(e.into());
+            }
+        }
         let message = suspended.then_some(message.as_deref()).flatten();
         Ok::<_, anyhow::Error>(
             suspend::write(

@@ -28,11 +28,18 @@ pub struct UninstallArgs {
     pub cluster: ClusterArgs,
 }
 
-/// Exit 0 when done, 2 on an error (a running daemon included).
+/// Exit 0 when done, 2 on an error (a running daemon, or with `--prune` a root that is not
+/// there, included).
 pub fn uninstall(args: UninstallArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     let report = runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
+        if args.prune {
+            // What `--prune` deletes is the root's: a root that is not there is an error that
+            // names the roots that are, not an uninstall that prunes nothing.
+            crate::daemon::record::require(&client, &args.cluster.namespace, &args.root_name)
+                .await?;
+        }
         let opts = UninstallOptions {
             namespace: args.cluster.namespace.clone(),
             root_name: args.root_name.clone(),

@@ -8,10 +8,10 @@
 //! `weft suspend` / `weft resume` write the suspend keys of the base root's record (see
 //! [`super::suspend`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
@@ -185,6 +185,78 @@ pub async fn read(
     Ok(RootRecord::from_configmap(cm.as_ref()))
 }
 
+/// The roots recorded in Weft's namespace `weft_namespace`: the base roots named by the label of
+/// every root record there (a sharded root once, not per shard), sorted.
+pub async fn roots(client: &Client, weft_namespace: &str) -> Result<Vec<String>, kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
+    let list = api.list(&ListParams::default().labels(ROOT_LABEL)).await?;
+    let names: BTreeSet<String> = list
+        .items
+        .iter()
+        .filter_map(|cm| cm.metadata.labels.as_ref()?.get(ROOT_LABEL).cloned())
+        .filter(|n| !n.is_empty())
+        .collect();
+    Ok(names.into_iter().collect())
+}
+
+/// Why a command about one root cannot go on: the root is not there.
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    #[error("no root `{root}` in namespace {namespace} (no ConfigMap {namespace}/{}): {}", record_name(.root), known_roots(.known))]
+    Missing {
+        root: String,
+        namespace: String,
+        /// The roots that are there.
+        known: Vec<String>,
+    },
+    #[error("cannot list the root records of namespace {namespace}: {source}")]
+    Api {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn known_roots(known: &[String]) -> String {
+    if known.is_empty() {
+        "there is no root there (a root is recorded by its first `weft sync` or `weft run` pass; \
+         check --weft-namespace)"
+            .to_string()
+    } else {
+        format!(
+            "the roots there are {} (check --root-name or WEFT_ROOT_NAME)",
+            known
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+/// `Ok` when root `root_name` has a record in `weft_namespace`; else which roots do. Commands
+/// about one root ask this first, so that a wrong name is an error, not a phantom record.
+pub async fn require(
+    client: &Client,
+    weft_namespace: &str,
+    root_name: &str,
+) -> Result<(), LookupError> {
+    let known = roots(client, weft_namespace)
+        .await
+        .map_err(|source| LookupError::Api {
+            namespace: weft_namespace.to_string(),
+            source,
+        })?;
+    if known.iter().any(|k| k == root_name) {
+        return Ok(());
+    }
+    Err(LookupError::Missing {
+        root: root_name.to_string(),
+        namespace: weft_namespace.to_string(),
+        known,
+    })
+}
+
 /// Why a one-shot pass of root `root_name` must not run: the root is suspended (`weft
 /// suspend`), or its record cannot be read. `None`: it may run.
 pub async fn suspension_of(
@@ -271,5 +343,24 @@ mod tests {
         .truncated();
         assert!(long.message.len() <= MAX_MESSAGE + '…'.len_utf8());
         assert!(long.message.ends_with('…'));
+    }
+
+    #[test]
+    fn a_missing_root_names_the_roots_there_or_says_there_is_none() {
+        let e = LookupError::Missing {
+            root: "wft".into(),
+            namespace: "weft-system".into(),
+            known: vec!["prod".into(), "weft".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "no root `wft` in namespace weft-system (no ConfigMap weft-system/weft-root-wft): the roots there are `prod`, `weft` (check --root-name or WEFT_ROOT_NAME)"
+        );
+        let e = LookupError::Missing {
+            root: "weft".into(),
+            namespace: "other".into(),
+            known: vec![],
+        };
+        assert!(e.to_string().contains("there is no root there"), "{e}");
     }
 }

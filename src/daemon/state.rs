@@ -58,6 +58,8 @@ pub struct DaemonState {
     shard: Arc<RwLock<Option<super::shards::ShardClaim>>>,
     /// Whether the root is suspended (`weft suspend`), as last read from the cluster.
     suspension: super::suspend::SuspendState,
+    /// Weft's own namespace (the root's, in metrics).
+    weft_namespace: Arc<str>,
 }
 
 impl DaemonState {
@@ -70,7 +72,7 @@ impl DaemonState {
             ),
             bundles: AgentBundles::new(client.clone(), weft_namespace.to_string()),
             client,
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(Metrics::for_process()),
             status: Arc::new(RwLock::new(status)),
             queue: TriggerQueue::new(),
             update_requests: UpdateRequests::default(),
@@ -80,7 +82,13 @@ impl DaemonState {
             fence: Default::default(),
             shard: Default::default(),
             suspension: Default::default(),
+            weft_namespace: weft_namespace.into(),
         }
+    }
+
+    /// Weft's own namespace.
+    pub fn weft_namespace(&self) -> &str {
+        &self.weft_namespace
     }
 
     /// The Kubernetes client (its writes pass the write fence).
@@ -192,6 +200,8 @@ impl DaemonState {
     /// kept, and a pass started when this resumes the root. `false` once the queue is closed.
     pub fn suspension_seen(&self, root_name: &str, now: super::record::RootSuspension) -> bool {
         let suspended = now.suspended;
+        self.metrics
+            .set_root_suspended(&self.weft_namespace, root_name, suspended);
         if self.set_suspension(now) {
             tracing::info!(root = %root_name, "the root was resumed; starting a pass");
             return self

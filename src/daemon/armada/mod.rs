@@ -52,6 +52,8 @@ use crate::render::{DesiredSet, Owner};
 
 /// The finalizer that makes Weft prune a deleted ArmadaChart's children.
 pub const FINALIZER: &str = "weft.io/armada-chart";
+/// The kind, as metrics name it.
+const KIND: &str = "ArmadaChart";
 
 /// Why an ArmadaChart reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -448,6 +450,19 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
         // Not ours to act on (`--watch-namespaces`, or another root's chart): no finalizer.
         return Ok(Action::await_change());
     }
+    // Flux-shaped metrics: this reconcile's duration (on every exit), and the chart's gauges as
+    // its status says (the pass writes it; the change triggers this reconcile).
+    let name = chart.name_any();
+    let resources = ctx.state.metrics().resources();
+    let _timer = resources.timer(KIND, &namespace, &name);
+    resources.set_suspended(
+        KIND,
+        &namespace,
+        &name,
+        suspend::why_suspended(ctx.state.suspension(), &chart.metadata).is_some(),
+    );
+    let conditions = chart.status.as_ref().map(|s| s.conditions.as_slice());
+    resources.set_ready_from(KIND, &namespace, &name, conditions.unwrap_or_default());
     if chart.metadata.deletion_timestamp.is_some() {
         let why = match suspend::why_suspended(ctx.state.suspension(), &chart.metadata) {
             Some(why) => Some(why),
@@ -589,6 +604,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
     let key = key_of(chart);
     ctx.forget(&key);
     let (ns, name) = key;
+    ctx.state.metrics().resources().forget(KIND, &ns, &name);
     let owner = Owner::Resource {
         kind: "ArmadaChart".into(),
         namespace: ns.clone(),

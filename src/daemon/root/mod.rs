@@ -115,6 +115,10 @@ impl RootReconciler {
                 .notifier()
                 .emit_all(crate::notify::root::finished(&self.notified(), &outcome));
             self.state.metrics().observe_pass(&report);
+            let o = &self.pass_options;
+            self.state
+                .metrics()
+                .observe_root_pass(&o.weft_namespace, &o.root_name, &report);
             self.state.update_status(|s| {
                 if report.succeeded() {
                     s.revision = report.revision.clone().or(s.revision.take());
@@ -175,7 +179,15 @@ impl RootReconciler {
                 return Ended::Stopped;
             }
         };
+        let (ns, own) = (
+            &self.pass_options.weft_namespace,
+            &self.pass_options.root_name,
+        );
+        let metrics = self.state.metrics();
+        metrics.set_root_suspended(ns, own, record.suspension.suspended);
         if let Some(suspension) = record.suspension.suspended.then_some(&record.suspension) {
+            // The root stays as ready as its last pass left it (what `weft get root` shows).
+            metrics.set_root_ready(ns, own, record.outcome.as_ref().map(|o| o.ready));
             tracing::info!(
                 pass = ticket.pass,
                 "the root is suspended; nothing was fetched, applied or pruned"

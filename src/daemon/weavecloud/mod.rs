@@ -44,6 +44,9 @@ use crate::render::DesiredSet;
 use crate::render::Owner;
 use agents::{reconcile_agents, reference, Outcome};
 use trust::Trust;
+
+/// The kind, as metrics and the daemon status name it.
+const KIND: &str = "WeaveCloud";
 pub use trust::NOT_RECONCILED;
 
 /// The finalizer that makes Weft prune a deleted WeaveCloud's agents.
@@ -260,6 +263,17 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
     let api: Api<WeaveCloud> = Api::namespaced(ctx.state.client().clone(), &namespace);
     let why = suspend::why_suspended(ctx.state.suspension(), &wc.metadata);
     let conditions = wc.status.as_ref().map(|s| s.conditions.clone());
+    // Flux-shaped metrics: this reconcile's duration (on every exit), the gauges as it starts
+    // (the status written below is seen by the reconcile its change triggers, and by `record`).
+    let resources = ctx.state.metrics().resources();
+    let _timer = resources.timer(KIND, &namespace, &wc.name_any());
+    resources.set_suspended(KIND, &namespace, &wc.name_any(), why.is_some());
+    resources.set_ready_from(
+        KIND,
+        &namespace,
+        &wc.name_any(),
+        conditions.as_deref().unwrap_or_default(),
+    );
     suspend::mark(&api, &wc.name_any(), &conditions.unwrap_or_default(), why)
         .await
         .map_err(|source| WeaveCloudError::Kube {
@@ -504,6 +518,10 @@ fn record(ctx: &Context, wc: &WeaveCloud, outcome: &Outcome, status: &WeaveCloud
     ctx.state
         .metrics()
         .set_agent_version(&ns, &name, version.as_deref());
+    ctx.state
+        .metrics()
+        .resources()
+        .set_ready_from(KIND, &ns, &name, &status.conditions);
     let ready = status.conditions.iter().find(|c| c.type_ == READY);
     ctx.state.update_status(|s| {
         // The updater keeps the version fields of the same entry: update only ours.
@@ -622,6 +640,7 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
         tracing::warn!(error = %e, "cannot forget the cached agent bundle");
     }
     ctx.state.metrics().set_agent_version(&ns, &name, None);
+    ctx.state.metrics().resources().forget(KIND, &ns, &name);
     ctx.state
         .update_status(|s| s.remove_owner("WeaveCloud", &ns, &name));
     drop(pass);

@@ -1,17 +1,27 @@
-//! Prometheus metrics of the daemon (`GET /metrics`), every name prefixed `weft_`.
+//! Prometheus metrics of the daemon (`GET /metrics`): Weft's own, every name prefixed `weft_`
+//! (the per-resource ones in [`resources`]); and, in the daemon ([`Metrics::for_process`]), the
+//! standard unprefixed ones every client library exports: `process_*` and the runtime's
+//! ([`process`]), and the API client's `rest_client_*` ([`rest_client`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+use crate::api::conditions::ConditionStatus;
 use crate::daemon::status::{PassReport, PassResultKind};
+
+pub mod process;
+pub mod resources;
+pub mod rest_client;
+
+pub use resources::{ReconcileTimer, ResourceMetrics, ROOT_KIND};
 
 type Labels = Vec<(String, String)>;
 
@@ -35,6 +45,16 @@ pub struct Metrics {
     leadership_lost: Counter,
     shard_held: Family<Labels, Gauge>,
     reconciles: Family<Labels, Counter>,
+    /// Per resource, as Flux's: reconcile durations, `Ready` and suspend gauges.
+    resources: ResourceMetrics,
+    /// The standard unprefixed metrics (process, runtime, API client); only in the daemon.
+    standard: Option<Standard>,
+}
+
+/// The registry of the standard metrics and the API client's families.
+struct Standard {
+    registry: Registry,
+    rest_client: Arc<rest_client::RestClientMetrics>,
 }
 
 /// An info-style gauge: one series set to 1 per WeaveCloud, labelled with its current version;
@@ -179,7 +199,10 @@ impl Metrics {
             "Notifications dropped because a queue was full",
             notifications.dropped.clone(),
         );
+        let resources = ResourceMetrics::register(&mut registry);
         Metrics {
+            resources,
+            standard: None,
             notifications,
             registry,
             pass_duration,
@@ -197,6 +220,64 @@ impl Metrics {
             shard_held,
             reconciles,
         }
+    }
+
+    /// [`Metrics::new`] plus the standard unprefixed metrics of this process: `process_*`, the
+    /// tokio runtime's, and `rest_client_*` (fed through [`Metrics::api_call_observer`]).
+    pub fn for_process() -> Self {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(process::ProcessCollector));
+        let rest_client = Arc::new(rest_client::RestClientMetrics::register(&mut registry));
+        Metrics {
+            standard: Some(Standard {
+                registry,
+                rest_client,
+            }),
+            ..Metrics::new()
+        }
+    }
+
+    /// What the kube client's counting layer tells of every API call
+    /// ([`crate::apply::calls::CallCounts::observe_with`]); `None` without the standard metrics.
+    pub fn api_call_observer(&self) -> Option<Arc<dyn crate::apply::calls::CallObserver>> {
+        let s = self.standard.as_ref()?;
+        Some(s.rest_client.clone())
+    }
+
+    /// Per-resource reconcile durations and `Ready`/suspend gauges.
+    pub fn resources(&self) -> &ResourceMetrics {
+        &self.resources
+    }
+
+    /// Record a finished pass of root `root` (in Weft's namespace `namespace`) as a resource: its
+    /// duration, and its `Ready` condition when the pass decided it (a suspended pass leaves it as
+    /// the record says, see [`Metrics::set_root_ready`]).
+    pub fn observe_root_pass(&self, namespace: &str, root: &str, report: &PassReport) {
+        self.resources
+            .observe(ROOT_KIND, namespace, root, report.duration_seconds);
+        let status = match report.result {
+            PassResultKind::Succeeded => ConditionStatus::True,
+            PassResultKind::Failed => ConditionStatus::False,
+            PassResultKind::Abandoned => ConditionStatus::Unknown,
+            PassResultKind::Suspended => return,
+        };
+        self.resources.set_ready(ROOT_KIND, namespace, root, status);
+    }
+
+    /// The root's `Ready` condition as its record says (`None`: no pass recorded yet).
+    pub fn set_root_ready(&self, namespace: &str, root: &str, ready: Option<bool>) {
+        let status = match ready {
+            Some(true) => ConditionStatus::True,
+            Some(false) => ConditionStatus::False,
+            None => ConditionStatus::Unknown,
+        };
+        self.resources.set_ready(ROOT_KIND, namespace, root, status);
+    }
+
+    /// Whether root `root` is suspended (`weft suspend`).
+    pub fn set_root_suspended(&self, namespace: &str, root: &str, suspended: bool) {
+        self.resources
+            .set_suspended(ROOT_KIND, namespace, root, suspended);
     }
 
     /// Record a finished sync-root pass.
@@ -300,7 +381,11 @@ impl Metrics {
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
-        encode(&mut out, &self.registry)?;
+        encode_registry(&mut out, &self.registry)?;
+        if let Some(s) = &self.standard {
+            encode_registry(&mut out, &s.registry)?;
+        }
+        encode_eof(&mut out)?;
         Ok(out)
     }
 }
@@ -370,5 +455,42 @@ mod tests {
         {
             assert!(line.starts_with("weft_"), "unprefixed metric: {line}");
         }
+    }
+
+    #[test]
+    fn resources_show_flux_shaped_series_and_the_process_ones_unprefixed() {
+        let m = Metrics::for_process();
+        m.resources()
+            .set_ready("WeaveCloud", "weave", "wc", ConditionStatus::False);
+        m.resources()
+            .set_suspended("WeaveCloud", "weave", "wc", true);
+        drop(m.resources().timer("ArmadaChart", "apps", "db"));
+        m.set_root_suspended("weft-system", "weft", true);
+        m.set_root_ready("weft-system", "weft", None);
+        m.api_call_observer()
+            .expect("the daemon's metrics observe API calls")
+            .observe(&http::Method::PATCH, Some(409), 0.01);
+        let text = m.render().unwrap();
+        for series in [
+            "weft_reconcile_condition{kind=\"WeaveCloud\",name=\"wc\",namespace=\"weave\",type=\"Ready\",status=\"False\"} 1",
+            "weft_reconcile_condition{kind=\"WeaveCloud\",name=\"wc\",namespace=\"weave\",type=\"Ready\",status=\"True\"} 0",
+            "weft_reconcile_condition{kind=\"Root\",name=\"weft\",namespace=\"weft-system\",type=\"Ready\",status=\"Unknown\"} 1",
+            "weft_suspend_status{kind=\"WeaveCloud\",name=\"wc\",namespace=\"weave\"} 1",
+            "weft_suspend_status{kind=\"Root\",name=\"weft\",namespace=\"weft-system\"} 1",
+            "weft_reconcile_duration_seconds_count{kind=\"ArmadaChart\",name=\"db\",namespace=\"apps\"} 1",
+            "rest_client_requests_total{code=\"409\",method=\"PATCH\"} 1",
+            "rest_client_request_duration_seconds_count{verb=\"PATCH\"} 1",
+            "process_open_fds ",
+            "process_resident_memory_bytes ",
+            "process_cpu_seconds_total ",
+            "process_start_time_seconds ",
+        ] {
+            assert!(text.contains(series), "{series} missing:\n{text}");
+        }
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        m.resources().forget("WeaveCloud", "weave", "wc");
+        let text = m.render().unwrap();
+        assert!(!text.contains("name=\"wc\""), "{text}");
+        assert!(Metrics::new().api_call_observer().is_none());
     }
 }

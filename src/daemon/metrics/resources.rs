@@ -1,0 +1,152 @@
+//! Per-resource metrics in the shape of Flux's (`gotk_reconcile_duration_seconds`,
+//! `gotk_reconcile_condition`, `gotk_suspend_status`), labelled `kind`, `name`, `namespace`:
+//! the sync root (kind `Root`, in Weft's namespace), every WeaveCloud and every ArmadaChart this
+//! replica reconciles. docs/daemon.md maps Flux's names to these.
+
+use std::time::Instant;
+
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::{labels, pass_buckets, Labels};
+use crate::api::conditions::{Condition, ConditionStatus, READY};
+
+/// The kind label of the sync root (as `weft get` names its rows).
+pub const ROOT_KIND: &str = "Root";
+
+/// The statuses a condition gauge has a series for (one of them 1, the others 0), as Flux's.
+const STATUSES: [(ConditionStatus, &str); 3] = [
+    (ConditionStatus::True, "True"),
+    (ConditionStatus::False, "False"),
+    (ConditionStatus::Unknown, "Unknown"),
+];
+
+/// The per-resource families.
+#[derive(Clone)]
+pub struct ResourceMetrics {
+    duration: Family<Labels, Histogram>,
+    condition: Family<Labels, Gauge>,
+    suspended: Family<Labels, Gauge>,
+}
+
+fn resource(kind: &str, namespace: &str, name: &str) -> Labels {
+    labels(&[("kind", kind), ("name", name), ("namespace", namespace)])
+}
+
+fn condition_labels(kind: &str, namespace: &str, name: &str, type_: &str, status: &str) -> Labels {
+    labels(&[
+        ("kind", kind),
+        ("name", name),
+        ("namespace", namespace),
+        ("type", type_),
+        ("status", status),
+    ])
+}
+
+impl ResourceMetrics {
+    /// Register the families in `registry` (prefixed `weft_` there).
+    pub fn register(registry: &mut Registry) -> ResourceMetrics {
+        let duration =
+            Family::<Labels, Histogram>::new_with_constructor(|| Histogram::new(pass_buckets()));
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Duration of each resource's reconciles (the root's passes, WeaveCloud and ArmadaChart reconciles), as gotk_reconcile_duration_seconds",
+            Unit::Seconds,
+            duration.clone(),
+        );
+        let condition = Family::<Labels, Gauge>::default();
+        registry.register(
+            "reconcile_condition",
+            "The Ready condition of each resource: 1 on the series of its current status (True, False, Unknown), 0 on the others, as gotk_reconcile_condition",
+            condition.clone(),
+        );
+        let suspended = Family::<Labels, Gauge>::default();
+        registry.register(
+            "suspend_status",
+            "1 while Weft leaves the resource alone (weft.io/suspend, or weft suspend for the root and everything under it), as gotk_suspend_status",
+            suspended.clone(),
+        );
+        ResourceMetrics {
+            duration,
+            condition,
+            suspended,
+        }
+    }
+
+    /// Record one reconcile of a resource that took `seconds`.
+    pub fn observe(&self, kind: &str, namespace: &str, name: &str, seconds: f64) {
+        self.duration
+            .get_or_create(&resource(kind, namespace, name))
+            .observe(seconds);
+    }
+
+    /// The resource's `Ready` condition is `status` now.
+    pub fn set_ready(&self, kind: &str, namespace: &str, name: &str, status: ConditionStatus) {
+        for (s, text) in STATUSES {
+            self.condition
+                .get_or_create(&condition_labels(kind, namespace, name, READY, text))
+                .set(i64::from(s == status));
+        }
+    }
+
+    /// The resource's `Ready` condition as `conditions` say (`Unknown` without one).
+    pub fn set_ready_from(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        conditions: &[Condition],
+    ) {
+        let status = conditions
+            .iter()
+            .find(|c| c.type_ == READY)
+            .map(|c| c.status)
+            .unwrap_or_default();
+        self.set_ready(kind, namespace, name, status);
+    }
+
+    /// Whether Weft leaves the resource alone now.
+    pub fn set_suspended(&self, kind: &str, namespace: &str, name: &str, suspended: bool) {
+        self.suspended
+            .get_or_create(&resource(kind, namespace, name))
+            .set(i64::from(suspended));
+    }
+
+    /// The resource is gone: its condition and suspend series go too (its duration histogram
+    /// stays, as every histogram's series do, so that rates over a window stay right).
+    pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
+        for (_, text) in STATUSES {
+            self.condition
+                .remove(&condition_labels(kind, namespace, name, READY, text));
+        }
+        self.suspended.remove(&resource(kind, namespace, name));
+    }
+
+    /// A timer that records a reconcile of the resource when it is dropped (every exit of the
+    /// reconcile, `?` included).
+    pub fn timer(&self, kind: &str, namespace: &str, name: &str) -> ReconcileTimer {
+        ReconcileTimer {
+            metrics: self.clone(),
+            labels: resource(kind, namespace, name),
+            start: Instant::now(),
+        }
+    }
+}
+
+/// See [`ResourceMetrics::timer`].
+pub struct ReconcileTimer {
+    metrics: ResourceMetrics,
+    labels: Labels,
+    start: Instant,
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        self.metrics
+            .duration
+            .get_or_create(&self.labels)
+            .observe(self.start.elapsed().as_secs_f64());
+    }
+}
