@@ -62,7 +62,7 @@ pub enum RootSource {
 
 impl RootSource {
     /// Follow `repo` (a git URL, or a local directory) at `git_ref` (default: the remote's
-    /// `main`), under `path`; git repositories are cached in `cache_dir`.
+    /// HEAD, as `git clone`), under `path`; git repositories are cached in `cache_dir`.
     pub fn open(
         repo: &str,
         git_ref: Option<&str>,
