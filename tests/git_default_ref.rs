@@ -66,6 +66,11 @@ fn the_default_ref_is_the_remote_head_and_a_moved_head_is_followed() {
     assert_eq!(files(&first), vec!["trunk.yaml"]);
     assert_eq!(src.remote_head().expect("head").to_string(), trunk);
     assert_eq!(src.fetch().expect("poll"), FetchOutcome::Unchanged);
+    // The branch name, for the daemon's webhook filter.
+    assert_eq!(
+        src.remote_default_branch().expect("symref").as_deref(),
+        Some("trunk")
+    );
 
     // The default branch is renamed on the server: the next poll follows it.
     work.git(&["checkout", "-q", "-b", "release"]);

@@ -23,6 +23,8 @@ use super::{
 use crate::source::fetch_policy::clip;
 use crate::source::Snapshot;
 
+mod head;
+
 /// A git repository as a source of snapshots. Keep one per URL/ref; it remembers the last good
 /// snapshot across fetches. Processes may share a `cache_dir`: the fetches of one cache take turns
 /// (an in-process lock and a file lock, `<cache>.git.lock`).
