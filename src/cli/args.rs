@@ -33,7 +33,7 @@ pub struct RepoArgs {
     /// The repository: a git URL or a local directory.
     #[arg(long, env = "WEFT_REPO")]
     pub repo: Option<String>,
-    /// Branch, tag or commit SHA.
+    /// Branch, tag or commit SHA [default: the remote's HEAD, as `git clone`].
     #[arg(long = "ref", env = "WEFT_REF")]
     pub git_ref: Option<String>,
     /// Subdirectory of the repository that holds the configuration.

@@ -93,3 +93,13 @@ Examples:
   weft ui                                # http://127.0.0.1:9292
   weft ui --port 8090 --repo ./config    # with drift against a checkout
   weft ui --weft-namespace tenant-a-weft --root-name tenant-a";
+
+pub const TREE: &str = "\
+Examples:
+  weft tree                              # the root weft, as `flux tree ks flux-system`
+  weft tree --root-name apps -o json";
+
+pub const EXPORT: &str = "\
+Examples:
+  weft export > weft-resources.yaml      # as `flux export`
+  weft export -n openstack               # one namespace's resources (and the root record)";

@@ -11,6 +11,7 @@ pub mod args;
 mod connect;
 mod daemon;
 mod examples;
+mod export;
 mod get;
 mod install;
 pub mod progress;
@@ -19,6 +20,7 @@ mod report;
 pub mod run;
 mod suspend;
 mod sync;
+mod tree;
 mod trigger;
 mod ui;
 mod uninstall;
@@ -76,6 +78,13 @@ enum Command {
     /// when all are ready, 1 when one is not (`--wait` waits first), 2 on error.
     #[command(after_help = examples::GET)]
     Get(get::GetArgs),
+    /// What the sync root holds, owner by owner, from the inventories (as `flux tree kustomization`).
+    #[command(after_help = examples::TREE)]
+    Tree(tree::TreeArgs),
+    /// The root's configuration and Weft's resources (WeaveClouds, Armada resources, Providers,
+    /// Alerts) as YAML, without status or server fields (as `flux export`).
+    #[command(after_help = examples::EXPORT)]
+    Export(export::ExportArgs),
     /// Freeze the sync root: no pass, no drift correction, no prune, no agent update, until
     /// `weft resume`. Recorded in the cluster, so every replica and a restart obey it.
     #[command(after_help = examples::SUSPEND)]
@@ -150,6 +159,8 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => daemon::run(*args),
         Command::Trigger(args) => trigger::trigger(args),
         Command::Get(args) => get::get(args),
+        Command::Tree(args) => tree::tree(args),
+        Command::Export(args) => export::export(args),
         Command::Suspend(args) => suspend::suspend(args, true),
         Command::Resume(args) => suspend::resume(args),
         Command::Uninstall(args) => uninstall::uninstall(args),

@@ -229,7 +229,16 @@ pub async fn run(
         cfg.credentials.clone(),
         cfg.fetch_timeout,
     )?;
-    let followed_ref = cfg.git_ref.clone().unwrap_or_else(|| "main".to_string());
+    // Without --ref the remote's HEAD is followed (GitRef::Head): the webhooks' filter is the
+    // branch it points to now; when that cannot be told, "HEAD" lets every branch push trigger
+    // a (cheap) poll.
+    let followed_ref = match &cfg.git_ref {
+        Some(r) => r.clone(),
+        None => source
+            .default_branch()
+            .await
+            .unwrap_or_else(|| "HEAD".to_string()),
+    };
     let state = DaemonState::new(
         client.clone(),
         &cfg.daemon.pass_options.weft_namespace,

@@ -10,7 +10,10 @@ use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, GitSecretArgs, RepoArg
 use super::print_diagnostics;
 use super::progress::ProgressPrinter;
 use crate::apply::diff::DiffChange;
+use crate::daemon::armada::status as armada_status;
+use crate::daemon::events::EventPublisher;
 use crate::daemon::{record, writer};
+use crate::notify::Notifier;
 use crate::pass::{self, PassOptions};
 
 /// How a command's result is printed: for people (`text`, the default), or as one JSON or YAML
@@ -161,6 +164,9 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         } else {
             println!("{line}");
         }
+        if !opts.dry_run {
+            record_statuses(&client, &result).await;
+        }
         match &result.error {
             None => Ok(ExitCode::SUCCESS),
             // The diagnostics above are the load's errors: said once.
@@ -177,6 +183,25 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             }
         }
     })
+}
+
+/// The Armada charts' (and their groups' and manifests') phases and `Ready` conditions from this
+/// one-shot pass, as the daemon writes them after its passes: `weft get` and `kubectl get act`
+/// show READY and PHASE after a `weft sync` without a daemon. After the summary's count of API
+/// writes: these are the status's, not the pass's (a second pass that changes nothing writes
+/// none either way, as an unchanged status is not written again).
+async fn record_statuses(client: &kube::Client, result: &pass::PassResult) {
+    let Some(set) = &result.set else { return };
+    let events = EventPublisher::new(client.clone(), Notifier::disabled());
+    armada_status::record_pass(
+        client,
+        &events,
+        set,
+        &result.changes,
+        result.error.as_ref(),
+        &armada_status::ChartPhases::default(),
+    )
+    .await;
 }
 
 /// One writer per root, from the repository it records (see [`writer`]); records this sync's

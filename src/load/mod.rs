@@ -5,6 +5,7 @@
 pub mod armada;
 pub mod budget;
 pub mod doc;
+pub mod flux;
 pub mod schema;
 pub mod sops;
 pub mod yaml;
@@ -343,6 +344,13 @@ struct Loader<'a> {
 impl Loader<'_> {
     /// Parse, decrypt and classify the documents of one file.
     fn file(&mut self, path: &str, bytes: &[u8]) {
+        // A Flux repository's files that Weft cannot honour are refused where they are.
+        if flux::is_kustomization_file(path) {
+            return flux::refuse_kustomization(path, &mut self.diags);
+        }
+        if flux::is_flux_components(path) {
+            return flux::refuse_flux_components(path, &mut self.diags);
+        }
         if !is_yaml(path) || is_sops_config(path) || self.stop_if_too_many(path) {
             return;
         }
@@ -461,6 +469,9 @@ impl Loader<'_> {
             return;
         }
         self.seen.insert(identity.key.clone(), raw.origin.clone());
+        if flux::flux_kind_advice(&identity.api_version, &identity.kind).is_some() {
+            return flux::refuse_flux_kind(&raw, &identity.api_version, &identity.kind, diags);
+        }
         if identity.api_version == WEAVECLOUD_API_VERSION && identity.kind == "WeaveCloud" {
             if let Some(wc) = load_weavecloud(raw, &self.wc_schema, diags) {
                 self.weaveclouds.push(wc);
@@ -468,8 +479,10 @@ impl Loader<'_> {
         } else if armada::is_armada_cr(&identity.api_version, &identity.kind) {
             self.armada_docs.push(raw);
         } else {
+            let doc = Doc::new(&raw.value);
+            flux::warn_unsubstituted(&raw, doc.raw().get(), diags);
             self.manifests.push(Sourced {
-                value: Doc::new(&raw.value),
+                value: doc,
                 origin: raw.origin,
             });
         }

@@ -227,6 +227,9 @@ pub struct PassResult {
     /// What stopped the pass; `None` when everything applied and became ready.
     pub error: Option<PassError>,
     pub duration: Duration,
+    /// The desired set the pass drove (`None` when the load or render failed): the caller
+    /// writes the owners' statuses from it (`weft sync`: the Armada charts' phases).
+    pub set: Option<Arc<DesiredSet>>,
 }
 
 impl PassResult {
@@ -250,7 +253,7 @@ pub async fn run_pass(
         message: format!("loading revision {revision}"),
         objects: 0,
     });
-    let (diagnostics, changes, error) = sync_pass(client, snapshot, opts, observer).await;
+    let (diagnostics, changes, error, set) = sync_pass(client, snapshot, opts, observer).await;
     // The one exit of every pass.
     PassResult {
         revision,
@@ -258,6 +261,7 @@ pub async fn run_pass(
         changes,
         error,
         duration: start.elapsed(),
+        set,
     }
 }
 
@@ -267,7 +271,12 @@ async fn sync_pass(
     snapshot: Snapshot,
     opts: &PassOptions,
     observer: &Observer<'_>,
-) -> (Diagnostics, ChangeSet, Option<PassError>) {
+) -> (
+    Diagnostics,
+    ChangeSet,
+    Option<PassError>,
+    Option<Arc<DesiredSet>>,
+) {
     let opts = &PassOptions {
         revision: snapshot.revision.clone(),
         ..opts.clone()
@@ -284,7 +293,7 @@ async fn sync_pass(
                 PassError::Load(l) => l.0.clone(),
                 _ => Diagnostics::default(),
             };
-            return (diagnostics, ChangeSet::default(), Some(e));
+            return (diagnostics, ChangeSet::default(), Some(e), None);
         }
     };
     let diagnostics = prepared.diagnostics;
@@ -302,19 +311,25 @@ async fn sync_pass(
         std::future::pending(),
     )
     .await;
-    let (changes, error) = match outcome {
-        driver::Outcome::Finished { changes, error, .. } => (changes, error),
+    let (changes, error, set) = match outcome {
+        driver::Outcome::Finished {
+            set,
+            changes,
+            error,
+            ..
+        } => (changes, error, Some(set)),
         driver::Outcome::Unheld(e) => (
             ChangeSet::default(),
             Some(PassError::Suspended(format!(
                 "cannot tell which resources are suspended, nothing was applied or pruned: {e}"
             ))),
+            None,
         ),
-        driver::Outcome::Takeover(e) => (ChangeSet::default(), Some(PassError::Takeover(e))),
+        driver::Outcome::Takeover(e) => (ChangeSet::default(), Some(PassError::Takeover(e)), None),
         // Never: `weft sync` gives the driver no stop.
-        driver::Outcome::Abandoned => (ChangeSet::default(), None),
+        driver::Outcome::Abandoned => (ChangeSet::default(), None, None),
     };
-    (diagnostics, changes, error)
+    (diagnostics, changes, error, set)
 }
 
 /// The engine policy of a complete render: Armada's rules for its charts, and Weft's own custom

@@ -37,6 +37,10 @@ pub fn payload_json(body: &[u8]) -> Result<Value, HookError> {
 /// Whether a pushed ref (`refs/heads/main`, `refs/tags/v1`) is the ref Weft follows (`--ref`:
 /// a branch or tag name, a full ref, or a commit SHA — which no push can move).
 pub fn ref_matches(followed: &str, pushed: &str) -> bool {
+    // The remote's HEAD is some branch, which the pass's fetch resolves: any branch may be it.
+    if followed == "HEAD" {
+        return pushed.starts_with("refs/heads/");
+    }
     if followed.starts_with("refs/") {
         return followed == pushed;
     }
@@ -90,6 +94,8 @@ mod tests {
         assert!(ref_matches("main", "refs/heads/main"));
         assert!(!ref_matches("main", "refs/heads/main2"));
         assert!(!ref_matches("main", "refs/heads/feature/main"));
+        assert!(ref_matches("HEAD", "refs/heads/trunk"));
+        assert!(!ref_matches("HEAD", "refs/tags/v1"));
         assert!(ref_matches("v1.0", "refs/tags/v1.0"));
         assert!(ref_matches("refs/heads/main", "refs/heads/main"));
         assert!(!ref_matches("refs/heads/main", "refs/tags/main"));

@@ -62,7 +62,7 @@ pub enum RootSource {
 
 impl RootSource {
     /// Follow `repo` (a git URL, or a local directory) at `git_ref` (default: the remote's
-    /// `main`), under `path`; git repositories are cached in `cache_dir`.
+    /// HEAD, as `git clone`), under `path`; git repositories are cached in `cache_dir`.
     pub fn open(
         repo: &str,
         git_ref: Option<&str>,
@@ -96,6 +96,33 @@ impl RootSource {
                 dir,
                 path: path.map(str::to_string),
             })
+        }
+    }
+
+    /// The branch the remote's HEAD points to, for the webhooks' branch filter of a root that
+    /// follows the remote's HEAD (no `--ref`); `None` when it cannot be told (a local directory,
+    /// a detached HEAD, a remote that cannot be reached now): then every branch push triggers.
+    pub async fn default_branch(&self) -> Option<String> {
+        let RootSource::Git {
+            source, timeout, ..
+        } = self
+        else {
+            return None;
+        };
+        let source = source.clone();
+        let asking = tokio::task::spawn_blocking(move || {
+            let g = source
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            g.remote_default_branch()
+        });
+        match tokio::time::timeout(*timeout, asking).await {
+            Ok(Ok(Ok(branch))) => branch,
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "cannot tell the remote's default branch; webhooks for every branch trigger a pass");
+                None
+            }
+            _ => None,
         }
     }
 

@@ -23,6 +23,8 @@ use super::{
 use crate::source::fetch_policy::clip;
 use crate::source::Snapshot;
 
+mod head;
+
 /// A git repository as a source of snapshots. Keep one per URL/ref; it remembers the last good
 /// snapshot across fetches. Processes may share a `cache_dir`: the fetches of one cache take turns
 /// (an in-process lock and a file lock, `<cache>.git.lock`).
@@ -453,6 +455,17 @@ impl GitSource {
             GitRef::Tag(t) => (None, Some(t)),
             GitRef::Name(n) => (Some(n), Some(n)),
             GitRef::Commit(c) => return Ok((parse_oid(c)?, None)),
+            // The listing advertises HEAD with the commit of the branch it points to; followed
+            // as a branch (so a force-push of the default branch is caught, as for any branch).
+            // A HEAD on an unborn branch is not advertised: then `main`, Weft's old default.
+            GitRef::Head => {
+                for (name, branch) in [("HEAD", "HEAD"), ("refs/heads/main", "main")] {
+                    if let Some(oid) = refs.get(name) {
+                        return Ok((*oid, Some(branch.to_string())));
+                    }
+                }
+                return Err(self.missing_ref(refs));
+            }
         };
         if let Some(b) = branch {
             if let Some(oid) = refs.get(&format!("refs/heads/{b}")) {
@@ -510,6 +523,20 @@ impl GitSource {
                 true,
             )],
             GitRef::Tag(t) => vec![(format!("refs/tags/{t}"), format!("refs/tags/{t}"), false)],
+            // The server resolves its symbolic HEAD for the fetch, as for `git clone`; `main`
+            // when HEAD is unborn (not advertised), as the listing does.
+            GitRef::Head => vec![
+                (
+                    "HEAD".to_string(),
+                    "refs/remotes/origin/HEAD".to_string(),
+                    true,
+                ),
+                (
+                    "refs/heads/main".to_string(),
+                    "refs/remotes/origin/main".to_string(),
+                    true,
+                ),
+            ],
             GitRef::Name(n) => vec![
                 (
                     format!("refs/heads/{n}"),

@@ -47,20 +47,27 @@ pub enum GitRef {
     Commit(String),
     /// A name that is a branch or a tag (a branch wins), as given by `--ref NAME`.
     Name(String),
+    /// The remote's `HEAD`: its default branch, whatever it is named, as `git clone` checks out
+    /// when no branch is given. Resolved on every fetch, so a changed default branch is followed.
+    Head,
 }
 
 impl Default for GitRef {
+    /// The remote's HEAD, as `git clone`: a repository whose default branch is `master` or
+    /// `trunk` is synced without `--ref`.
     fn default() -> Self {
-        GitRef::Branch("main".to_string())
+        GitRef::Head
     }
 }
 
 impl GitRef {
     /// Interpret a `--ref` value: a 40-hex SHA is a commit, `refs/heads/X` a branch,
-    /// `refs/tags/X` a tag, anything else a branch or tag name.
+    /// `refs/tags/X` a tag, `HEAD` the remote's HEAD, anything else a branch or tag name.
     pub fn parse(s: &str) -> GitRef {
         let s = s.trim();
-        if s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if s == "HEAD" {
+            GitRef::Head
+        } else if s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
             GitRef::Commit(s.to_ascii_lowercase())
         } else if let Some(b) = s.strip_prefix("refs/heads/") {
             GitRef::Branch(b.to_string())
@@ -79,6 +86,7 @@ impl fmt::Display for GitRef {
             GitRef::Tag(t) => write!(f, "tag `{t}`"),
             GitRef::Commit(c) => write!(f, "commit {c}"),
             GitRef::Name(n) => write!(f, "ref `{n}`"),
+            GitRef::Head => write!(f, "the remote's HEAD (its default branch)"),
         }
     }
 }
@@ -153,7 +161,7 @@ impl fmt::Debug for GitSourceSpec {
 }
 
 impl GitSourceSpec {
-    /// A spec with defaults: branch `main`, whole tree, no credentials, default limits, shallow.
+    /// A spec with defaults: the remote's HEAD, whole tree, no credentials, default limits, shallow.
     pub fn new(url: impl Into<String>, cache_dir: impl Into<PathBuf>) -> Self {
         GitSourceSpec {
             url: url.into(),
@@ -317,7 +325,7 @@ impl GitError {
 }
 
 /// One fetch for the CLI (`weft render --repo URL [--ref REF] [--path DIR]`): the snapshot of
-/// `reference` (default branch `main`), cached under [`default_cache_dir`].
+/// `reference` (default: the remote's HEAD, as `git clone`), cached under [`default_cache_dir`].
 pub fn fetch_snapshot(
     url: &str,
     reference: Option<&str>,
@@ -402,6 +410,8 @@ mod tests {
         let sha = "0123456789ABCDEF0123456789abcdef01234567";
         assert_eq!(GitRef::parse(sha), GitRef::Commit(sha.to_ascii_lowercase()));
         assert_eq!(GitRef::parse("0123456"), GitRef::Name("0123456".into()));
+        assert_eq!(GitRef::parse("HEAD"), GitRef::Head);
+        assert_eq!(GitRef::default(), GitRef::Head);
     }
 
     #[test]
