@@ -63,6 +63,10 @@ pub struct PruneOptions {
     pub revision: Option<String>,
     /// An empty desired set may prune everything (`--allow-empty`, as Argo CD's `allowEmpty`).
     pub allow_empty: bool,
+    /// What this pass deleted before its prune, per owner (objects recreated for an immutable
+    /// field, objects replaced by another kind of the same name): they count against the guard
+    /// with the prune's own deletions.
+    pub deleted_earlier: BTreeMap<Owner, usize>,
 }
 
 impl Default for PruneOptions {
@@ -74,6 +78,7 @@ impl Default for PruneOptions {
             concurrency: 10,
             revision: None,
             allow_empty: false,
+            deleted_earlier: BTreeMap::new(),
         }
     }
 }
@@ -148,8 +153,39 @@ pub fn guard(
     desired: usize,
     opts: &PruneOptions,
 ) -> Option<ApplyError> {
+    let scopes: Vec<GuardScope> = inventories.iter().map(GuardScope::of).collect();
+    guard_scoped(&scopes, deletions, desired, opts)
+}
+
+/// What the guard needs of one inventory: its owner, its size and its force-prune annotation
+/// (kept by a caller that judges deletions before the prune, without the entries).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuardScope {
+    pub owner: Owner,
+    pub entries: usize,
+    pub force_prune: Option<String>,
+}
+
+impl GuardScope {
+    /// The scope of `inventory`.
+    pub fn of(inventory: &Inventory) -> GuardScope {
+        GuardScope {
+            owner: inventory.owner.clone(),
+            entries: inventory.entries.len(),
+            force_prune: inventory.force_prune.clone(),
+        }
+    }
+}
+
+/// [`guard`] over inventories known by their [`GuardScope`].
+pub fn guard_scoped(
+    inventories: &[GuardScope],
+    deletions: &BTreeMap<Owner, usize>,
+    desired: usize,
+    opts: &PruneOptions,
+) -> Option<ApplyError> {
     let count: usize = deletions.values().sum();
-    let total: usize = inventories.iter().map(|i| i.entries.len()).sum();
+    let total: usize = inventories.iter().map(|i| i.entries).sum();
     if opts.force || count == 0 {
         return None;
     }
@@ -289,8 +325,14 @@ pub async fn prune(
             }
         }
     }
-    let deletions: BTreeMap<Owner, usize> =
+    let mut deletions: BTreeMap<Owner, usize> =
         lost.into_iter().map(|(o, refs)| (o, refs.len())).collect();
+    // What the pass deleted already counts too, when it prunes more.
+    if !work.is_empty() {
+        for (owner, n) in &opts.deleted_earlier {
+            *deletions.entry(owner.clone()).or_default() += n;
+        }
+    }
     // Children of a pruned owner custom resource are surveyed later, against the same set.
     let shared_desired = if work
         .iter()
