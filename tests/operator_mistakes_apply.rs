@@ -306,6 +306,31 @@ async fn kind_changes_are_judged_by_the_prune_guard() {
 
 // ---- item 7: terminal conditions fail fast ----
 
+/// A running `weft sync`, killed if the test fails before it ends.
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("running")
+    }
+    fn output(mut self) -> Output {
+        self.0
+            .take()
+            .expect("running")
+            .wait_with_output()
+            .expect("output")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn widget_crd(group: &str) -> String {
     format!(
         r#"apiVersion: apiextensions.k8s.io/v1
@@ -372,24 +397,26 @@ async fn a_terminal_ready_false_ends_the_wait_at_once_and_transient_reasons_keep
     // Weft applies a new spec (generation 2) and waits for it, for up to 5 minutes.
     repo.write("widget.yaml", &widget(&group, &name, 2));
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .arg("sync")
-        .arg("--repo")
-        .arg(repo.path())
-        .args(cluster::cluster().kube_args())
-        .args([
-            "--weft-namespace",
-            name.as_str(),
-            "--root-name",
-            name.as_str(),
-        ])
-        .args(["--timeout", "5m"])
-        .env_remove("KUBECONFIG")
-        .env("WEFT_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn weft sync");
+    let mut child = Running(Some(
+        Command::new(env!("CARGO_BIN_EXE_weft"))
+            .arg("sync")
+            .arg("--repo")
+            .arg(repo.path())
+            .args(cluster::cluster().kube_args())
+            .args([
+                "--weft-namespace",
+                name.as_str(),
+                "--root-name",
+                name.as_str(),
+            ])
+            .args(["--timeout", "5m"])
+            .env_remove("KUBECONFIG")
+            .env("WEFT_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn weft sync"),
+    ));
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let live = widgets.get("w").await.expect("Widget");
@@ -403,20 +430,20 @@ async fn a_terminal_ready_false_ends_the_wait_at_once_and_transient_reasons_keep
     widget_status(&widgets, 2, "Progressing", "rolling out").await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
-        child.try_wait().expect("try_wait").is_none(),
+        child.child().try_wait().expect("try_wait").is_none(),
         "the wait ended on a transient reason"
     );
     // A terminal one ends it at once, with the reason and message.
     widget_status(&widgets, 2, "SecretNotFound", "secret slack-url not found").await;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().expect("try_wait").is_none() {
+    while child.child().try_wait().expect("try_wait").is_none() {
         assert!(
             Instant::now() < deadline,
             "weft sync still waits 60 s after a terminal Ready=False"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let out = child.wait_with_output().expect("output");
+    let out = child.output();
     let t = text(&out);
     assert_eq!(out.status.code(), Some(1), "{t}");
     assert!(
