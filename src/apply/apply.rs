@@ -51,14 +51,15 @@ pub fn apply_params() -> PatchParams {
 }
 
 /// Apply one object (the caller decided it must be written). Returns the object as the server
-/// stored it.
+/// stored it. A change to an immutable field is [`ApplyError::Immutable`] (see
+/// [`super::recreate`]).
 pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<Value, ApplyError> {
     let api = p.api(client);
     let patch = Patch::Apply(p.desired.object.raw());
     let stored = api
         .patch(&p.object_ref.name, &apply_params(), &patch)
         .await
-        .map_err(|e| ApplyError::api("apply", &p.object_ref, e))?;
+        .map_err(|e| super::recreate::apply_error("apply", &p.object_ref, e))?;
     serde_json::to_value(stored).map_err(|source| ApplyError::Decode {
         object: p.object_ref.to_string(),
         what: "the applied object",

@@ -94,7 +94,13 @@ pub async fn delete_before_update(
                 Ok(()) => {
                     if !opts.dry_run {
                         let uid = item.metadata.uid.clone();
-                        delete_and_wait(&api, &object, uid, rule, opts.poll_interval).await?;
+                        let why = format!("deleted by {} but still there", rule.reason);
+                        let gone = Gone {
+                            timeout: rule.timeout,
+                            poll_interval: opts.poll_interval,
+                            why: &why,
+                        };
+                        delete_and_wait(&api, &object, uid, &gone).await?;
                     }
                     (Action::Deleted, rule.reason.clone())
                 }
@@ -112,14 +118,21 @@ pub async fn delete_before_update(
     Ok(changes)
 }
 
+/// How long a deleted object may take to be gone, and what to say if it is not.
+pub(crate) struct Gone<'a> {
+    pub timeout: Duration,
+    pub poll_interval: Duration,
+    /// The wait error's reason (`deleted by upgrade.pre.delete but still there`).
+    pub why: &'a str,
+}
+
 /// Delete the object read with `uid` (a precondition: one re-created since is left alone) and
 /// wait until that one is gone.
-async fn delete_and_wait(
+pub(crate) async fn delete_and_wait(
     api: &Api<DynamicObject>,
     object: &ObjectRef,
     uid: Option<String>,
-    rule: &PreUpdateDelete,
-    poll_interval: Duration,
+    gone: &Gone<'_>,
 ) -> Result<(), ApplyError> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
@@ -135,19 +148,18 @@ async fn delete_and_wait(
         Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
         Err(e) => return Err(ApplyError::api("delete", object, e)),
     }
-    let deadline = Instant::now() + rule.timeout;
+    let deadline = Instant::now() + gone.timeout;
     loop {
         match api.get_opt(&object.name).await {
             Ok(None) => return Ok(()),
             Ok(Some(now)) if now.metadata.uid != uid => return Ok(()),
-            Ok(Some(_)) if Instant::now() < deadline => tokio::time::sleep(poll_interval).await,
+            Ok(Some(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(gone.poll_interval).await
+            }
             Ok(Some(_)) => {
                 return Err(ApplyError::WaitTimeout {
-                    timeout: rule.timeout,
-                    not_ready: vec![(
-                        object.clone(),
-                        format!("deleted by {} but still there", rule.reason),
-                    )],
+                    timeout: gone.timeout,
+                    not_ready: vec![(object.clone(), gone.why.to_string())],
                 })
             }
             Err(e) => return Err(ApplyError::api("read", object, e)),

@@ -202,7 +202,13 @@ pub async fn diff_objects(
                         Ok(d) => to_value(d)?,
                         // Its namespace is created by the same pass: shown as written.
                         Err(e) if live.is_none() && is_not_found(&e) => p.desired.object.value(),
-                        Err(e) => return Err(ApplyError::api("dry-run apply", &p.object_ref, e)),
+                        Err(e) => {
+                            return Err(super::recreate::apply_error(
+                                "dry-run apply",
+                                &p.object_ref,
+                                e,
+                            ))
+                        }
                     };
                     let live = live.map(to_value).transpose()?;
                     Ok(

@@ -68,6 +68,19 @@ pub enum ApplyError {
         owners: String,
         revision: Option<String>,
     },
+    /// The API server refused the apply because it changes a field that cannot change once set
+    /// (a Deployment's selector, a Service's clusterIP, a Job's template): nothing was written.
+    #[error("{object}: cannot be changed in place: {} (the API server said: {detail}); {advice}", immutable_fields_text(.fields))]
+    Immutable {
+        /// Boxed: the error enum stays small.
+        object: Box<ObjectRef>,
+        /// The fields the API server named (`spec.selector`), as it spells them.
+        fields: Vec<String>,
+        /// The API server's message.
+        detail: String,
+        /// What the user can do (or why Weft did not recreate it).
+        advice: String,
+    },
     /// Two Weft roots declare one object (see [`crate::apply::conflict`]).
     #[error("{object}: conflict: {message}")]
     Conflict { object: String, message: String },
@@ -100,7 +113,18 @@ impl ApplyError {
         match self {
             ApplyError::Api { source, .. } | ApplyError::Discovery(source) => describe(source).1,
             ApplyError::Inventory { problem, .. } => problem.kube().and_then(|e| describe(e).1),
+            ApplyError::Immutable { .. } => Some(422),
             _ => None,
+        }
+    }
+
+    /// The conflicts with another Weft root in this error (itself, or inside [`Many`](Self::Many)):
+    /// each object with what it says.
+    pub fn conflicts(&self) -> Vec<(&str, &str)> {
+        match self {
+            ApplyError::Conflict { object, message } => vec![(object.as_str(), message.as_str())],
+            ApplyError::Many(all) => all.iter().flat_map(ApplyError::conflicts).collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -112,6 +136,49 @@ impl ApplyError {
             _ => Some(ApplyError::Many(errors)),
         }
     }
+}
+
+/// `spec.selector is immutable`, `spec.selector and spec.template are immutable`, or `a field is
+/// immutable` when the API server named none.
+fn immutable_fields_text(fields: &[String]) -> String {
+    match fields {
+        [] => "a field it changes is immutable".to_string(),
+        [one] => format!("{one} is immutable"),
+        [rest @ .., last] => format!("{} and {last} are immutable", rest.join(", ")),
+    }
+}
+
+/// The fields an API server's refusal says cannot change (`Some`, possibly empty when it named
+/// none), or `None` when the refusal is about something else. The API server answers 422
+/// `Invalid` with a cause per field: `field is immutable` (ValidateImmutableField: a
+/// Deployment's selector, a Job's template, a ConfigMap marked immutable), `may not change once
+/// set` (a Service's clusterIP), or a `Forbidden` "updates to … spec for fields other than … are
+/// forbidden" (a StatefulSet's volumeClaimTemplates).
+pub fn immutable_fields(status: &kube::core::Status) -> Option<Vec<String>> {
+    if status.code != 422 {
+        return None;
+    }
+    let says_immutable = |m: &str| {
+        m.contains("immutable")
+            || m.contains("may not change once set")
+            || (m.contains("updates to") && m.contains("are forbidden"))
+    };
+    let causes = status
+        .details
+        .as_ref()
+        .map(|d| d.causes.as_slice())
+        .unwrap_or_default();
+    let mut fields: Vec<String> = causes
+        .iter()
+        .filter(|c| says_immutable(&c.message))
+        .map(|c| c.field.clone())
+        .filter(|f| !f.is_empty())
+        .collect();
+    fields.dedup();
+    if fields.is_empty() && !causes.iter().any(|c| says_immutable(&c.message)) {
+        return says_immutable(&status.message).then(Vec::new);
+    }
+    Some(fields)
 }
 
 /// `true` when a kube error is a 404 from the API server.
@@ -166,5 +233,92 @@ impl InventoryProblem {
             InventoryProblem::Read(e) | InventoryProblem::Api { source: e, .. } => Some(e),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::response::{StatusCause, StatusDetails};
+    use kube::core::Status;
+
+    fn refusal(code: u16, message: &str, causes: &[(&str, &str)]) -> Status {
+        let mut s = Status::failure(message, "Invalid");
+        s.code = code;
+        s.details = Some(StatusDetails {
+            causes: causes
+                .iter()
+                .map(|(field, message)| StatusCause {
+                    reason: "FieldValueInvalid".into(),
+                    message: message.to_string(),
+                    field: field.to_string(),
+                })
+                .collect(),
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            retry_after_seconds: 0,
+        });
+        s
+    }
+
+    #[test]
+    fn immutable_fields_are_read_from_the_causes() {
+        let selector = refusal(
+            422,
+            r#"Deployment.apps "web" is invalid: spec.selector: Invalid value: v1.LabelSelector{...}: field is immutable"#,
+            &[(
+                "spec.selector",
+                "Invalid value: v1.LabelSelector{...}: field is immutable",
+            )],
+        );
+        assert_eq!(
+            immutable_fields(&selector),
+            Some(vec!["spec.selector".to_string()])
+        );
+        let cluster_ip = refusal(
+            422,
+            "Service \"api\" is invalid: spec.clusterIPs[0]: Invalid value: []string{\"10.0.0.9\"}: may not change once set",
+            &[("spec.clusterIPs[0]", "Invalid value: []string{\"10.0.0.9\"}: may not change once set")],
+        );
+        assert_eq!(
+            immutable_fields(&cluster_ip),
+            Some(vec!["spec.clusterIPs[0]".to_string()])
+        );
+        // Another validation error is not about immutability.
+        let other = refusal(
+            422,
+            "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+            &[("spec.replicas", "Invalid value: -1: must be greater than or equal to 0")],
+        );
+        assert_eq!(immutable_fields(&other), None);
+        // Without causes, the message says it; other codes never do.
+        let bare = refusal(422, "spec.template: field is immutable", &[]);
+        assert_eq!(immutable_fields(&bare), Some(vec![]));
+        let conflict = refusal(409, "field is immutable", &[]);
+        assert_eq!(immutable_fields(&conflict), None);
+    }
+
+    #[test]
+    fn the_immutable_error_names_the_object_and_the_fields() {
+        let e = ApplyError::Immutable {
+            object: Box::new(ObjectRef {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: "shop".into(),
+                name: "web".into(),
+            }),
+            fields: vec![
+                "spec.selector".into(),
+                "spec.template.metadata.labels".into(),
+            ],
+            detail: "field is immutable".into(),
+            advice: "left as it is".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Deployment/shop/web: cannot be changed in place: spec.selector and spec.template.metadata.labels are immutable (the API server said: field is immutable); left as it is"
+        );
     }
 }

@@ -15,6 +15,8 @@
 //! - [`inventory`]: what each owner applied (ConfigMap for the sync root, `status.inventory` for CRs);
 //! - [`prune`]: previous inventory − desired, with every safety rule of the design;
 //! - [`cascade`]: what pruning a Namespace or CRD would take with it;
+//! - [`recreate`]: an immutable field changed: the error, or a delete and create when allowed;
+//! - [`replaced`]: a kind change under the same name: the old object pruned before the new one;
 //! - [`conflict`]: an object two roots declare (never adopted, reported on both sides);
 //! - [`ignore`]: fields left to other managers (an autoscaler's `spec.replicas`, listed pointers);
 //! - [`readiness`]: the one table of readiness rules, kind → rule, and label-selector waits;
@@ -41,10 +43,12 @@ pub mod ownership;
 pub mod plan;
 pub mod prune;
 pub mod readiness;
+pub mod recreate;
+pub mod replaced;
 pub mod wait;
 
 /// The field manager of every server-side apply Weft makes.
 pub const FIELD_MANAGER: &str = "weft";
 
 pub(crate) use error::is_not_found;
-pub use error::{describe, ApplyError, InventoryProblem};
+pub use error::{describe, immutable_fields, ApplyError, InventoryProblem};

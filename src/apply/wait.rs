@@ -9,7 +9,7 @@
 //!
 //! On timeout the error names every object that is not ready and why.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
@@ -51,6 +51,38 @@ impl Default for WaitOptions {
     }
 }
 
+/// How long a failure must hold before it ends a wait: a controller's verdict may be about a
+/// moment ago (an Alert applied a moment before its Provider says `ProviderNotFound`, a Provider
+/// applied beside its Secret says `SecretNotFound`), and such a controller looks again when what
+/// it waits for appears. A failure seen again at least this long after the first look that saw
+/// it, with no other verdict between, is confirmed.
+pub const FAILURE_CONFIRMATION: Duration = Duration::from_secs(2);
+
+/// Failures seen and not confirmed yet: since when each object has looked failed.
+#[derive(Debug, Default)]
+struct Failing(BTreeMap<ObjectRef, Instant>);
+
+impl Failing {
+    /// One look at `object`, as the wait takes it: a failure only once it is confirmed (or the
+    /// wait is out of time, `last_look`), in progress until then.
+    fn judge(&mut self, object: &ObjectRef, r: Readiness, last_look: bool) -> Readiness {
+        match r {
+            Readiness::Failed(why) => {
+                let since = *self.0.entry(object.clone()).or_insert_with(Instant::now);
+                if last_look || since.elapsed() >= FAILURE_CONFIRMATION {
+                    Readiness::Failed(why)
+                } else {
+                    Readiness::InProgress(format!("{why} (looking again to confirm)"))
+                }
+            }
+            other => {
+                self.0.remove(object);
+                other
+            }
+        }
+    }
+}
+
 async fn look(client: &Client, t: &WaitTarget) -> Readiness {
     let api: Api<DynamicObject> = if t.namespaced {
         Api::namespaced_with(client.clone(), &t.object.namespace, &*t.resource)
@@ -68,7 +100,8 @@ async fn look(client: &Client, t: &WaitTarget) -> Readiness {
 }
 
 /// Wait until every target is ready. Objects that fail (a failed Job, a Deployment past its
-/// progress deadline) end the wait at once; otherwise the wait ends at the timeout with every
+/// progress deadline, a custom resource's terminal `Ready=False`) end the wait at once, once the
+/// failure is confirmed ([`FAILURE_CONFIRMATION`]); otherwise the wait ends at the timeout with every
 /// object still not ready and its reason. `on_ready` is called as each object becomes ready.
 pub async fn wait_ready(
     client: &Client,
@@ -93,6 +126,7 @@ pub async fn wait_ready_reporting(
 ) -> Result<(), ApplyError> {
     let start = Instant::now();
     let mut pending: Vec<&WaitTarget> = targets.iter().collect();
+    let mut failing = Failing::default();
     loop {
         let looks: Vec<(&WaitTarget, Readiness)> = futures::stream::iter(
             pending
@@ -107,8 +141,9 @@ pub async fn wait_ready_reporting(
         let mut still = Vec::new();
         let mut failed = Vec::new();
         let mut reasons = Vec::new();
+        let last_look = start.elapsed() >= opts.timeout;
         for (t, r) in looks {
-            match r {
+            match failing.judge(&t.object, r, last_look) {
                 Readiness::Ready => on_ready(&t.object),
                 Readiness::InProgress(why) => {
                     still.push(t);
@@ -282,6 +317,7 @@ pub async fn wait_owner_reporting(
     let start = Instant::now();
     let mut reported: BTreeSet<ObjectRef> = BTreeSet::new();
     let mut stability = Stability::default();
+    let mut failing = Failing::default();
     let mut confirmed_late = false;
     loop {
         let (live, list_errors) = list_for_rule(client, rule).await;
@@ -294,8 +330,9 @@ pub async fn wait_owner_reporting(
         };
         state.missing.extend(list_errors);
         let mut ready = judged.ready;
+        let last_look = start.elapsed() >= rule.timeout;
         for t in extra {
-            match look(client, t).await {
+            match failing.judge(&t.object, look(client, t).await, last_look) {
                 Readiness::Ready => ready.push(t.object.clone()),
                 Readiness::InProgress(why) => state.not_ready.push((t.object.clone(), why)),
                 Readiness::Failed(why) => state.failed.push((t.object.clone(), why)),
@@ -368,6 +405,37 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_failure_ends_a_wait_only_when_a_later_look_confirms_it() {
+        let object = ObjectRef {
+            api_version: "notification.weft.io/v1alpha1".into(),
+            kind: "Alert".into(),
+            namespace: "demo".into(),
+            name: "failures".into(),
+        };
+        let failed = || Readiness::Failed("Ready=False: ProviderNotFound".into());
+        let mut f = Failing::default();
+        // First seen: looked at again, not yet a failure.
+        assert_eq!(
+            f.judge(&object, failed(), false),
+            Readiness::InProgress(
+                "Ready=False: ProviderNotFound (looking again to confirm)".into()
+            )
+        );
+        // It turned ready in between: forgotten, so the next failure starts over.
+        assert_eq!(f.judge(&object, Readiness::Ready, false), Readiness::Ready);
+        assert!(matches!(
+            f.judge(&object, failed(), false),
+            Readiness::InProgress(_)
+        ));
+        // Held since long enough: confirmed.
+        f.0.insert(object.clone(), Instant::now() - FAILURE_CONFIRMATION);
+        assert_eq!(f.judge(&object, failed(), false), failed());
+        // Out of time: a failure is a failure.
+        let mut f = Failing::default();
+        assert_eq!(f.judge(&object, failed(), true), failed());
     }
 
     #[test]

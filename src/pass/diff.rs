@@ -94,6 +94,7 @@ async fn would_prune(
         concurrency: opts.concurrency,
         revision: opts.revision.clone(),
         allow_empty: opts.allow_empty,
+        deleted_earlier: Default::default(),
     };
     let outcome = prune::prune(
         client,

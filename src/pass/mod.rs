@@ -205,6 +205,16 @@ pub enum PassError {
 }
 
 impl PassError {
+    /// The conflicts with another Weft root that stopped the pass (`apply::conflict`): each
+    /// object with what it says.
+    pub fn conflicts(&self) -> Vec<(&str, &str)> {
+        match self {
+            PassError::Apply(e) => e.conflicts(),
+            PassError::Many(all) => all.iter().flat_map(PassError::conflicts).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// One error for a list of them: `None` for none, the error itself for one, [`Many`](Self::Many) otherwise.
     pub fn from_list(mut errors: Vec<PassError>) -> Option<PassError> {
         match errors.len() {
@@ -410,5 +420,29 @@ mod tests {
             PassError::Apply(ApplyError::Failed(Vec::new())),
         ]);
         assert!(matches!(two, Some(PassError::Many(v)) if v.len() == 2));
+    }
+
+    #[test]
+    fn the_conflicts_of_a_pass_are_found_wherever_they_are() {
+        let conflict = |o: &str| ApplyError::Conflict {
+            object: o.into(),
+            message: format!("owned by another Weft root ({o})"),
+        };
+        let e = PassError::Many(vec![
+            PassError::Apply(ApplyError::Many(vec![
+                conflict("ConfigMap/x/a"),
+                ApplyError::Failed(Vec::new()),
+            ])),
+            PassError::Apply(conflict("ConfigMap/x/b")),
+            PassError::Chart {
+                chart: "a/b".into(),
+                summary: "failed".into(),
+            },
+        ]);
+        let objects: Vec<&str> = e.conflicts().into_iter().map(|(o, _)| o).collect();
+        assert_eq!(objects, ["ConfigMap/x/a", "ConfigMap/x/b"]);
+        assert!(PassError::Apply(ApplyError::Failed(Vec::new()))
+            .conflicts()
+            .is_empty());
     }
 }

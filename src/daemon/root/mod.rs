@@ -13,6 +13,7 @@ use std::time::Instant;
 use kube::Client;
 use tokio::task::JoinHandle;
 
+mod conflict;
 mod report;
 mod source;
 
@@ -58,6 +59,9 @@ pub struct RootReconciler {
     applied_revision: Option<String>,
     /// The shard this loop applies; `None`: the whole root (no retired shards looked for).
     shard: Option<RootShard>,
+    /// The conflicts with another root that the running pass ended with; `None` until its
+    /// engine run finished.
+    conflicts: Option<conflict::Conflicts>,
 }
 
 /// What a pass ends with: its report, and the revision it fetched new, if any (notifications).
@@ -95,6 +99,7 @@ impl RootReconciler {
             rendered: None,
             applied_revision: None,
             shard: None,
+            conflicts: None,
         }
     }
 
@@ -196,8 +201,13 @@ impl RootReconciler {
             report.error = Some(suspended_message(suspension));
             return Ended::Stopped;
         }
+        self.conflicts = None;
         let ended = self.run_unsuspended(ticket, report, fetched).await;
         self.record_outcome(&record, report).await;
+        if let Some(conflicts) = self.conflicts.as_ref().filter(|c| !c.is_empty()) {
+            let o = &self.pass_options;
+            conflict::publish(&self.state, &o.weft_namespace, &o.root_name, conflicts).await;
+        }
         // What the pass allocated (a render, its plan, pages of listed metadata) is freed by now.
         crate::mem::release_free_memory();
         ended
@@ -305,7 +315,11 @@ impl RootReconciler {
             },
             PassResultKind::Failed => RootOutcome {
                 ready: false,
-                reason: "Failed".into(),
+                // Another root's object: said so, as `weft get root` shows the reason.
+                reason: match &self.conflicts {
+                    Some(c) if !c.is_empty() => conflict::CONFLICT.into(),
+                    _ => "Failed".into(),
+                },
                 message: report.error.clone().unwrap_or_default(),
                 revision: report.revision.clone(),
             },
@@ -332,7 +346,7 @@ impl RootReconciler {
     /// Apply, prune and wait for `set`, and record the outcome in `report`, the Armada
     /// resources' status and the daemon status.
     async fn apply(
-        &self,
+        &mut self,
         set: Arc<DesiredSet>,
         opts: &PassOptions,
         report: &mut PassReport,
@@ -411,6 +425,21 @@ impl RootReconciler {
                 }
             }
         });
+        let conflicts: conflict::Conflicts = error
+            .as_ref()
+            .map(|e| e.conflicts())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(o, m)| (o.to_string(), redact_url_passwords(m)))
+            .collect();
+        let now = now_rfc3339();
+        self.state.update_status(|s| {
+            // Shown once there was a conflict; until then the status does not mention it.
+            if !conflicts.is_empty() || s.conditions.iter().any(|c| c.type_ == conflict::CONFLICT) {
+                set_condition(&mut s.conditions, conflict::condition(&conflicts), &now);
+            }
+        });
+        self.conflicts = Some(conflicts);
         match error {
             None => report.result = PassResultKind::Succeeded,
             Some(e) => report.error = Some(redact_url_passwords(&e.to_string())),

@@ -14,13 +14,17 @@
 //! did not become ready: the pass stops there unless its rule says to continue, and a pass with
 //! such a chart prunes nothing (its old objects are not in the set, but must stay).
 
-use std::collections::BTreeSet;
+mod ahead;
+mod replace;
+mod waits;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use kube::Client;
 
 use super::helm_hooks::{self, Release};
-use super::inventories::{read_inventories, read_reusing};
+use super::inventories::read_reusing;
 use super::shard;
 use super::{Observer, PassError, PassOptions, Progress};
 use crate::api::ObjectRef;
@@ -30,8 +34,9 @@ use crate::apply::changeset::{Action, Change, ChangeSet};
 use crate::apply::delete::{self, DeleteOptions};
 use crate::apply::inventory::{self, Inventory};
 use crate::apply::plan::{self, Catalog, PlannedObject};
-use crate::apply::prune::{self, PruneOptions};
-use crate::apply::wait::{self, NotReady, WaitOptions, WaitTarget};
+use crate::apply::prune::{self, GuardScope, PruneOptions};
+use crate::apply::replaced::Replacement;
+use crate::apply::wait::NotReady;
 use crate::apply::ApplyError;
 use crate::render::armada::ChartFailure;
 use crate::render::{order, DesiredHook, DesiredObject, DesiredSet, Owner};
@@ -59,6 +64,14 @@ pub struct Engine<'a> {
     /// The sync root's inventories as the write-ahead read (and wrote) them: only this pass
     /// writes them, so the prune step does not read them again.
     root_inventories: Vec<Inventory>,
+    /// The size of every inventory of the pass, as the write-ahead left it: what the prune
+    /// guard judges the deletes before the prune against.
+    guard_scopes: Vec<GuardScope>,
+    /// The kind changes of the pass (an old object pruned before its replacement is created).
+    replacements: Vec<Replacement>,
+    /// What the pass deleted before its prune (kind changes, recreates), per owner: counted
+    /// by the prune guard.
+    deleted_early: BTreeMap<Owner, usize>,
 }
 
 impl<'a> Engine<'a> {
@@ -81,6 +94,9 @@ impl<'a> Engine<'a> {
             pending_post: Vec::new(),
             failures: Vec::new(),
             root_inventories: Vec::new(),
+            guard_scopes: Vec::new(),
+            replacements: Vec::new(),
+            deleted_early: BTreeMap::new(),
         }
     }
 
@@ -143,85 +159,6 @@ impl<'a> Engine<'a> {
             Ok(())
         } else {
             Err(errors)
-        }
-    }
-
-    /// Write-ahead: record in each stored inventory what this pass is about to create, before
-    /// creating it. A process killed between the apply and the final inventory write then
-    /// orphans nothing: the next pass finds every object this one may have created in the
-    /// inventory, and prunes those that git no longer has. Only an inventory that grows is
-    /// written (a no-op pass writes nothing); an owner custom resource not stored yet (created
-    /// in this pass) is recorded by the final write. A failure stops the pass before it applies.
-    async fn record_ahead(
-        &mut self,
-        set: &DesiredSet,
-        catalog: &Catalog,
-    ) -> Result<(), Vec<PassError>> {
-        let opts = self.opts;
-        let desired = plan::desired_refs(set, catalog, &opts.default_namespace);
-        let (inventories, errors) =
-            read_inventories(self.client, set, catalog, &opts.weft_namespace).await;
-        if !errors.is_empty() {
-            return Err(errors.into_iter().map(PassError::Apply).collect());
-        }
-        for inv in inventories {
-            let root = matches!(inv.owner, Owner::SyncRoot { .. });
-            let stored = root || inv.source == inventory::InventorySource::Stored;
-            let Some(wanted) = desired.get(&inv.owner).filter(|_| stored) else {
-                continue;
-            };
-            let keys: BTreeSet<_> = inv.entries.iter().map(inventory::ref_key).collect();
-            let new: Vec<&ObjectRef> = wanted
-                .iter()
-                .filter(|r| !keys.contains(&inventory::ref_key(r)))
-                .collect();
-            if new.is_empty() {
-                if root {
-                    self.root_inventories.push(inv);
-                }
-                continue;
-            }
-            let mut union = inv.entries.clone();
-            union.extend(new.into_iter().cloned());
-            inventory::write(
-                self.client,
-                catalog,
-                &inv.owner,
-                &opts.weft_namespace,
-                &union,
-                &inv,
-            )
-            .await
-            .map_err(|e| vec![PassError::Apply(e)])?;
-            if root {
-                // As stored now: the final write compares against it.
-                self.root_inventories.push(Inventory {
-                    entries: union,
-                    source: inventory::InventorySource::Stored,
-                    ..inv
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// What each owner that only reports drift applied before: its stored inventory.
-    async fn read_applied_before(&mut self, catalog: &Catalog) {
-        for (owner, report) in &mut self.policy.report_drift {
-            match inventory::read_stored(self.client, catalog, owner, &self.opts.weft_namespace)
-                .await
-            {
-                Ok(entries) => {
-                    report.applied_before = entries
-                        .map(|(entries, _)| entries)
-                        .unwrap_or_default()
-                        .iter()
-                        .map(inventory::ref_key)
-                        .collect();
-                }
-                // Without it, objects deleted outside are recreated: a pass goes on.
-                Err(e) => tracing::warn!(owner = %owner.reference(), "{e}"),
-            }
         }
     }
 
@@ -317,6 +254,7 @@ impl<'a> Engine<'a> {
             concurrency: opts.concurrency,
             revision: opts.revision.clone(),
             allow_empty: opts.allow_empty,
+            deleted_earlier: self.deleted_early.clone(),
         };
         let observer = self.observer;
         prune::prune(
@@ -359,6 +297,7 @@ impl<'a> Engine<'a> {
             .collect();
         self.apply(
             &stage0,
+            catalog,
             "cluster prerequisites (CRDs, Namespaces, cluster roles, classes)",
         )
         .await?;
@@ -457,7 +396,7 @@ impl<'a> Engine<'a> {
                     .await?;
             }
             self.deletes_before_update(&objects, catalog).await?;
-            self.apply(&objects, &label).await?;
+            self.apply(&objects, catalog, &label).await?;
             if Some(*wave) == last_wave {
                 last = objects;
                 self.pending_post = releases
@@ -557,7 +496,14 @@ impl<'a> Engine<'a> {
         result
     }
 
-    async fn apply(&mut self, objects: &[PlannedObject], label: &str) -> Result<(), ApplyError> {
+    /// Apply one batch (a stage or a wave): the kind changes' old objects pruned first, then
+    /// every object; an object refused for an immutable field is recreated when it allows it.
+    async fn apply(
+        &mut self,
+        objects: &[PlannedObject],
+        catalog: &Catalog,
+        label: &str,
+    ) -> Result<(), ApplyError> {
         if objects.is_empty() {
             return Ok(());
         }
@@ -565,13 +511,26 @@ impl<'a> Engine<'a> {
             message: format!("applying {label}"),
             objects: objects.len(),
         });
+        let (held, mut errors) = self.replace_before_apply(objects, catalog).await;
+        // Only when a kind change's prune was refused is the batch copied.
+        let kept: Vec<PlannedObject>;
+        let objects: &[PlannedObject] = if held.is_empty() {
+            objects
+        } else {
+            kept = objects
+                .iter()
+                .filter(|p| !held.contains(&inventory::ref_key(&p.object_ref)))
+                .cloned()
+                .collect();
+            &kept
+        };
         let live = plan::read_live(self.client, objects, self.opts.concurrency).await?;
         let observer = self.observer;
         let apply_opts = ApplyOptions {
             concurrency: self.opts.concurrency,
             dry_run: self.opts.dry_run,
         };
-        let (changes, errors) = apply_batch(
+        let (changes, failed) = apply_batch(
             self.client,
             objects,
             &live,
@@ -581,6 +540,7 @@ impl<'a> Engine<'a> {
         )
         .await;
         self.changes.extend(changes);
+        errors.extend(self.recreate_refused(objects, failed).await);
         ApplyError::from_list(errors).map_or(Ok(()), Err)
     }
 
@@ -625,113 +585,6 @@ impl<'a> Engine<'a> {
             self.changes.entries.extend(changes);
         }
         Ok(())
-    }
-
-    /// Wait for one wave: objects of an owner with a wait rule by that rule (all such owners of
-    /// the wave at once, each with its own timeout), every other object by the readiness table
-    /// and `--timeout`. A failed owner whose rule says to continue goes to `deferred`; any other
-    /// failure is returned and stops the pass.
-    async fn wait_wave(&mut self, objects: &[PlannedObject]) -> Result<(), PassError> {
-        if self.opts.dry_run {
-            return Ok(());
-        }
-        let ruled: Vec<(&Owner, &WaitRule, Vec<WaitTarget>)> = Self::owners_of(objects)
-            .into_iter()
-            .filter_map(|owner| {
-                let rule = self.policy.waits.get(owner)?;
-                // The owner's objects the rule's selectors cannot name, that have a status.
-                let extra = objects
-                    .iter()
-                    .filter(|p| &p.desired.owner == owner)
-                    .filter(|p| {
-                        let kind = &p.object_ref.kind;
-                        self.policy.waits_for(kind) && !crate::apply::readiness::selectable(kind)
-                    })
-                    .map(wait_target)
-                    .collect();
-                Some((owner, rule, extra))
-            })
-            .collect();
-        let plain: Vec<&PlannedObject> = objects
-            .iter()
-            .filter(|p| !self.policy.waits.contains_key(&p.desired.owner))
-            .collect();
-        if !ruled.is_empty() {
-            let subjects: Vec<&str> = ruled.iter().map(|(_, r, _)| r.subject.as_str()).collect();
-            (self.observer)(Progress::Phase {
-                message: format!("waiting for {}", subjects.join(", ")),
-                objects: 0,
-            });
-        }
-        let observer = self.observer;
-        let client = self.client;
-        let poll = self.opts.poll_interval;
-        let on_ready = |r: &ObjectRef| observer(Progress::Ready(r));
-        let on_pending = |p: &[(ObjectRef, String)]| observer(Progress::Waiting(p));
-        let owner_results = futures::future::join_all(ruled.iter().map(|(_, rule, extra)| {
-            wait::wait_owner_reporting(client, rule, extra, poll, &on_ready, &on_pending)
-        }));
-        let (owner_results, plain_result) = futures::join!(owner_results, self.wait(plain));
-        let mut stop = Vec::new();
-        if let Err(e) = plain_result {
-            stop.push(PassError::Apply(e));
-        }
-        let mut deferred = Vec::new();
-        for ((owner, rule, _), r) in ruled.iter().zip(owner_results) {
-            let Err(why) = r else { continue };
-            let e = (self.describe_failure)(owner, rule, why);
-            if rule.continue_on_failure {
-                deferred.push(e);
-            } else {
-                stop.push(e);
-            }
-        }
-        self.deferred.append(&mut deferred);
-        PassError::from_list(stop).map_or(Ok(()), Err)
-    }
-
-    /// Wait for `objects` by the readiness table and `--timeout`.
-    async fn wait<'p>(
-        &self,
-        objects: impl IntoIterator<Item = &'p PlannedObject>,
-    ) -> Result<(), ApplyError> {
-        if self.opts.dry_run {
-            return Ok(());
-        }
-        let targets: Vec<WaitTarget> = objects
-            .into_iter()
-            .filter(|p| self.policy.waits_for(&p.object_ref.kind))
-            .map(wait_target)
-            .collect();
-        if targets.is_empty() {
-            return Ok(());
-        }
-        (self.observer)(Progress::Phase {
-            message: format!("waiting for {} object(s) to become ready", targets.len()),
-            objects: targets.len(),
-        });
-        let wait_opts = WaitOptions {
-            timeout: self.opts.timeout,
-            poll_interval: self.opts.poll_interval,
-            concurrency: self.opts.concurrency,
-        };
-        let observer = self.observer;
-        wait::wait_ready_reporting(
-            self.client,
-            &targets,
-            &wait_opts,
-            &|r| observer(Progress::Ready(r)),
-            &|p| observer(Progress::Waiting(p)),
-        )
-        .await
-    }
-}
-
-fn wait_target(p: &PlannedObject) -> WaitTarget {
-    WaitTarget {
-        object: p.object_ref.clone(),
-        resource: p.resource.clone(),
-        namespaced: p.namespaced,
     }
 }
 

@@ -1,0 +1,105 @@
+//! Before the apply: the write-ahead of the inventories (what the pass is about to create, recorded
+//! before it is created), what was applied before by the owners that only report drift, and
+//! what the prune guard and the kind changes of the pass need to know of the inventories.
+
+use std::collections::BTreeSet;
+
+use super::super::inventories::read_inventories;
+use super::super::PassError;
+use super::Engine;
+use crate::api::ObjectRef;
+use crate::apply::inventory::{self, Inventory};
+use crate::apply::plan::{self, Catalog};
+use crate::apply::prune::GuardScope;
+use crate::apply::replaced;
+use crate::render::{DesiredSet, Owner};
+
+impl Engine<'_> {
+    /// Write-ahead: record in each stored inventory what this pass is about to create, before
+    /// creating it. A process killed between the apply and the final inventory write then
+    /// orphans nothing: the next pass finds every object this one may have created in the
+    /// inventory, and prunes those that git no longer has. Only an inventory that grows is
+    /// written (a no-op pass writes nothing); an owner custom resource not stored yet (created
+    /// in this pass) is recorded by the final write. A failure stops the pass before it applies.
+    pub(super) async fn record_ahead(
+        &mut self,
+        set: &DesiredSet,
+        catalog: &Catalog,
+    ) -> Result<(), Vec<PassError>> {
+        let opts = self.opts;
+        let desired = plan::desired_refs(set, catalog, &opts.default_namespace);
+        let (inventories, errors) =
+            read_inventories(self.client, set, catalog, &opts.weft_namespace).await;
+        if !errors.is_empty() {
+            return Err(errors.into_iter().map(PassError::Apply).collect());
+        }
+        // Before the inventories grow: what a kind change replaces, from what was applied before.
+        self.replacements = replaced::find(&inventories, &desired);
+        for inv in inventories {
+            let root = matches!(inv.owner, Owner::SyncRoot { .. });
+            let stored = root || inv.source == inventory::InventorySource::Stored;
+            let Some(wanted) = desired.get(&inv.owner).filter(|_| stored) else {
+                self.guard_scopes.push(GuardScope::of(&inv));
+                continue;
+            };
+            let keys: BTreeSet<_> = inv.entries.iter().map(inventory::ref_key).collect();
+            let new: Vec<&ObjectRef> = wanted
+                .iter()
+                .filter(|r| !keys.contains(&inventory::ref_key(r)))
+                .collect();
+            if new.is_empty() {
+                self.guard_scopes.push(GuardScope::of(&inv));
+                if root {
+                    self.root_inventories.push(inv);
+                }
+                continue;
+            }
+            let mut union = inv.entries.clone();
+            union.extend(new.into_iter().cloned());
+            inventory::write(
+                self.client,
+                catalog,
+                &inv.owner,
+                &opts.weft_namespace,
+                &union,
+                &inv,
+            )
+            .await
+            .map_err(|e| vec![PassError::Apply(e)])?;
+            self.guard_scopes.push(GuardScope {
+                owner: inv.owner.clone(),
+                entries: union.len(),
+                force_prune: inv.force_prune.clone(),
+            });
+            if root {
+                // As stored now: the final write compares against it.
+                self.root_inventories.push(Inventory {
+                    entries: union,
+                    source: inventory::InventorySource::Stored,
+                    ..inv
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// What each owner that only reports drift applied before: its stored inventory.
+    pub(super) async fn read_applied_before(&mut self, catalog: &Catalog) {
+        for (owner, report) in &mut self.policy.report_drift {
+            match inventory::read_stored(self.client, catalog, owner, &self.opts.weft_namespace)
+                .await
+            {
+                Ok(entries) => {
+                    report.applied_before = entries
+                        .map(|(entries, _)| entries)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(inventory::ref_key)
+                        .collect();
+                }
+                // Without it, objects deleted outside are recreated: a pass goes on.
+                Err(e) => tracing::warn!(owner = %owner.reference(), "{e}"),
+            }
+        }
+    }
+}
