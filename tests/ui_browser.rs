@@ -7,8 +7,11 @@
 //! blocks is one) and shows the right objects and states: the failed chart with helm's
 //! file:line, the root suspended from its button, an object edited by hand shown drifted (the
 //! Secret's values masked), the live roots page updated without a reload, resuming from the UI
-//! starts a pass that corrects the drift, and the sync button requests a sync on the root's
-//! record. A screenshot of each page is written to target/ui-screenshots/.
+//! starts a pass that corrects the drift, and the sync button starts a pass (the daemon runs a
+//! pass for the request, and the roots page shows it among the root's last passes, with its
+//! duration, and the next poll). The daemon runs with `--ui`: the same pages are served
+//! read-only on its status port, without a form, and a POST there is answered 405. A
+//! screenshot of each page is written to target/ui-screenshots/.
 //!
 //! Chromium and chromedriver missing is a failure, not a skip: tests/browser/ensure-deps
 //! installs them.
@@ -252,8 +255,13 @@ impl Session {
 
     /// Open `path`, wait for `expected`, check the console, take the screenshot `shot`.
     async fn visit(&self, path: &str, expected: &[&str], shot: &str) -> String {
+        self.visit_at(&self.base, path, expected, shot).await
+    }
+
+    /// [`Session::visit`] on the server at `base`.
+    async fn visit_at(&self, base: &str, path: &str, expected: &[&str], shot: &str) -> String {
         self.browser
-            .goto(&format!("{}{path}", self.base))
+            .goto(&format!("{base}{path}"))
             .await
             .unwrap_or_else(|e| panic!("opening {path}: {e}"));
         let text = self
@@ -336,6 +344,7 @@ async fn the_dashboard_in_chromium() {
     let url = repo.url();
     let daemon = Daemon::start(DaemonOptions {
         controllers: true,
+        extra: vec!["--ui".into()],
         ..DaemonOptions::new(&url, &n)
     });
     daemon
@@ -601,7 +610,11 @@ async fn the_dashboard_in_chromium() {
     )
     .await;
 
-    // The sync button: a sync requested on the root's record.
+    // The sync button: the request on the root's record starts a pass of the daemon's, which
+    // the roots page shows among the root's last passes, with its duration.
+    let before = daemon.status().await["lastPass"]["pass"]
+        .as_u64()
+        .unwrap_or(0);
     s.click_form(&format!("/roots/{n}/sync")).await;
     s.text_with(
         "after Sync",
@@ -620,6 +633,58 @@ async fn the_dashboard_in_chromium() {
             .unwrap_or_default()
             .contains_key("weft.io/requested-at"),
         "the sync request is on the record"
+    );
+    let status = daemon
+        .wait_status(
+            "the pass the Sync button asked for",
+            Duration::from_secs(60),
+            |st| {
+                st["lastPass"]["pass"].as_u64().unwrap_or(0) > before
+                    && st["lastPass"]["reasons"]
+                        .as_array()
+                        .is_some_and(|r| r.iter().any(|r| r == "requested"))
+            },
+        )
+        .await;
+    let pass = status["lastPass"]["pass"].as_u64().expect("pass number");
+    let text = s
+        .text_with(
+            "the requested pass on the roots page",
+            &[
+                &format!("pass {pass} took"),
+                &format!("Last passes of {n}"),
+                "requested",
+                "next poll",
+            ],
+            Duration::from_secs(30),
+        )
+        .await;
+    assert!(
+        text.contains("resumed"),
+        "the earlier passes are listed too:\n{text}"
+    );
+    s.browser
+        .execute(
+            "document.querySelector('section.passes').scrollIntoView()",
+            vec![],
+        )
+        .await
+        .expect("scroll to the passes");
+    s.shot("roots-passes").await;
+    let record = records
+        .get(&format!("weft-root-{n}"))
+        .await
+        .expect("root record")
+        .data
+        .unwrap_or_default();
+    let passes: Vec<Value> =
+        serde_json::from_str(record.get("passes").expect("the passes on the record"))
+            .expect("passes JSON");
+    assert_eq!(passes[0]["pass"], pass, "newest first: {passes:#?}");
+    assert!(passes.len() <= 10, "at most ten kept: {passes:#?}");
+    assert!(
+        record.contains_key("nextPollAt"),
+        "the next poll is on the record: {record:#?}"
     );
     let errors = s.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
@@ -681,6 +746,83 @@ async fn the_dashboard_in_chromium() {
         403,
         "an origin without this port is another origin"
     );
+
+    // weft run --ui: the same pages on the daemon's status port, read-only.
+    let daemon_base = daemon.base();
+    let text = s
+        .visit_at(
+            &daemon_base,
+            "/",
+            &[&n, "Last passes", "next poll"],
+            "daemon-roots",
+        )
+        .await;
+    assert!(
+        !text.contains("Sync now"),
+        "no action on the daemon's pages:\n{text}"
+    );
+    assert!(
+        s.page_source().await.contains(">read-only<"),
+        "the daemon's pages say they are read-only"
+    );
+    s.visit_at(
+        &daemon_base,
+        "/armada",
+        &["group apps", "config.yaml:6"],
+        "daemon-armada",
+    )
+    .await;
+    s.visit_at(
+        &daemon_base,
+        &format!("/roots/{n}"),
+        &["settings", "ready"],
+        "daemon-inventory",
+    )
+    .await;
+    let html = s.page_source().await;
+    assert!(
+        !html.contains("method=\"post\""),
+        "no form on the daemon's pages"
+    );
+    assert!(
+        !html.contains("data-token"),
+        "no form token on the daemon's pages"
+    );
+    for (path, body) in [
+        (format!("/roots/{n}/suspend"), "token=x&back=/"),
+        (format!("/roots/{n}/sync"), ""),
+        ("/".to_string(), ""),
+        (format!("/resources/ArmadaChart/{n}/web/suspend"), ""),
+    ] {
+        let answer = http
+            .post(format!("{daemon_base}{path}"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .expect("POST to the daemon's pages");
+        assert_eq!(answer.status(), 405, "POST {path} on the read-only pages");
+    }
+    let record = records
+        .get(&format!("weft-root-{n}"))
+        .await
+        .expect("root record");
+    assert_eq!(
+        record
+            .data
+            .unwrap_or_default()
+            .get("suspended")
+            .map(String::as_str),
+        Some("false"),
+        "the read-only pages suspended nothing"
+    );
+    // The status routes of the port are still there.
+    let status = http
+        .get(format!("{daemon_base}/api/v1/status"))
+        .send()
+        .await
+        .expect("status");
+    assert_eq!(status.status(), 200);
 
     s.browser.close().await.expect("close the browser");
     drop(driver);

@@ -88,6 +88,10 @@ pub struct RunArgs {
     /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
     #[arg(long, env = "WEFT_NO_CONTROLLERS")]
     pub no_controllers: bool,
+    /// Serve the dashboard's pages read-only on the status listener (`--listen`), read with
+    /// Weft's ServiceAccount: whoever reaches that port sees them (docs/ui.md). Off by default.
+    #[arg(long, env = "WEFT_UI")]
+    pub ui: bool,
 }
 
 impl RunArgs {
@@ -112,6 +116,7 @@ impl RunArgs {
         Ok(RunConfig {
             trust,
             credentials,
+            ui: self.ui,
             repo: repo.clone(),
             git_ref: self.repo.git_ref.clone(),
             fetch_timeout: self.repo.fetch_timeout,

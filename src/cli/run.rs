@@ -67,6 +67,8 @@ pub struct RunConfig {
     /// Whose custom resources the controllers act on, which channels and chart sources they
     /// may name.
     pub trust: super::args::Trust,
+    /// `--ui`: the dashboard's pages, read-only, on the status listener (`--listen`).
+    pub ui: bool,
 }
 
 /// How often the secret files are read again.
@@ -308,9 +310,31 @@ pub async fn run(
         .with_shards(cfg.daemon.shards)
         .with_service(&cfg.service_name),
     );
-    let server_task = tokio::spawn(server::serve(listeners, server_state, async move {
-        let _ = server_stop_rx.await;
-    }));
+    // `--ui`: the dashboard read-only beside the status routes, read with the daemon's own
+    // client (its writes are fenced; the pages make none); its live streams end with the server.
+    let (pages_stop_tx, pages_stop_rx) = watch::channel(false);
+    let pages = cfg.ui.then(|| {
+        tracing::info!(listen = %cfg.listen, "the dashboard is served read-only on the status listener (--ui)");
+        crate::ui::Ui::read_only_pages(
+            client.clone(),
+            crate::ui::UiConfig {
+                weft_namespace: cfg.daemon.pass_options.weft_namespace.clone(),
+                drift: None,
+                refresh: Duration::from_secs(10),
+                read_only: true,
+            },
+            pages_stop_rx,
+        )
+    });
+    let server_task = tokio::spawn(server::serve_with_pages(
+        listeners,
+        server_state,
+        pages,
+        async move {
+            let _ = server_stop_rx.await;
+            let _ = pages_stop_tx.send(true);
+        },
+    ));
 
     client
         .apiserver_version()

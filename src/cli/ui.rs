@@ -84,6 +84,7 @@ pub fn ui(args: UiArgs) -> anyhow::Result<ExitCode> {
             weft_namespace: args.cluster.namespace.clone(),
             drift,
             refresh: args.refresh.max(Duration::from_secs(1)),
+            read_only: false,
         };
         Ui::new(client, config).serve(addr).await?;
         Ok(ExitCode::SUCCESS)

@@ -3,8 +3,11 @@
 //! resource of its own, so this is where the cluster says how it is doing: `weft get root` reads
 //! it, as `flux get kustomizations` reads a Kustomization's status.
 //!
-//! The leader writes the outcome keys (field manager `weft`) only when the outcome changes — a
-//! revision applied, a pass that failed or recovered — so a no-op pass writes nothing.
+//! The leader writes the outcome keys (field manager `weft`) once per pass that ran: the outcome
+//! (its `lastTransitionAt` moves only when the outcome changes — a revision applied, a pass that
+//! failed or recovered), the last [`MAX_PASSES`] passes with their duration and result
+//! (`passes`), and the next poll (`nextPollAt`), so that `weft ui`, which reads the cluster, can
+//! show them. One server-side apply of this one small ConfigMap per pass, no-op passes included.
 //! `weft suspend` / `weft resume` write the suspend keys of the base root's record (see
 //! [`super::suspend`]).
 
@@ -34,6 +37,13 @@ pub const KEY_MESSAGE: &str = "message";
 pub const KEY_REVISION: &str = "revision";
 pub const KEY_SINCE: &str = "lastTransitionAt";
 pub const KEY_SHARD: &str = "shard";
+/// The last passes, newest first: a JSON list of [`PassEntry`].
+pub const KEY_PASSES: &str = "passes";
+/// RFC 3339 time of the next poll, as the leader knew it when its last pass ended.
+pub const KEY_NEXT_POLL: &str = "nextPollAt";
+
+/// How many passes the record keeps (about 1.5 KiB of JSON).
+pub const MAX_PASSES: usize = 10;
 
 /// Keys of the root record written by `weft suspend` / `weft resume`.
 pub const KEY_SUSPENDED: &str = "suspended";
@@ -154,6 +164,25 @@ impl RootOutcome {
     }
 }
 
+/// One pass of a root, as its record keeps it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassEntry {
+    /// The pass's number in the daemon that ran it (1, 2, … from its start).
+    pub pass: u64,
+    /// Why it ran (`startup`, `poll`, `requested`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
+    /// RFC 3339 start time.
+    pub started_at: String,
+    pub duration_ms: u64,
+    /// `Succeeded` or `Failed`.
+    pub result: String,
+    /// The revision applied (or tried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+}
+
 /// What a root record holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RootRecord {
@@ -161,6 +190,10 @@ pub struct RootRecord {
     pub outcome: Option<RootOutcome>,
     /// RFC 3339 time the outcome last changed.
     pub since: Option<String>,
+    /// The last passes, newest first (at most [`MAX_PASSES`]).
+    pub passes: Vec<PassEntry>,
+    /// When the leader polls next (RFC 3339), as known when its last pass ended.
+    pub next_poll_at: Option<String>,
 }
 
 impl RootRecord {
@@ -170,7 +203,77 @@ impl RootRecord {
             suspension: RootSuspension::from_data(data),
             outcome: data.and_then(RootOutcome::from_data),
             since: data.and_then(|d| d.get(KEY_SINCE).cloned()),
+            // A history that does not parse (written by hand) is shown as none.
+            passes: data
+                .and_then(|d| d.get(KEY_PASSES))
+                .and_then(|p| serde_json::from_str(p).ok())
+                .unwrap_or_default(),
+            next_poll_at: data.and_then(|d| d.get(KEY_NEXT_POLL).cloned()),
         }
+    }
+}
+
+/// What the leader writes to a root record after a pass.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PassRecord {
+    pub outcome: RootOutcome,
+    /// When the outcome last changed: kept from the record when it did not change now.
+    pub since: String,
+    /// This pass first, then the record's earlier ones, at most [`MAX_PASSES`].
+    pub passes: Vec<PassEntry>,
+    pub next_poll_at: Option<String>,
+}
+
+impl PassRecord {
+    /// The record to write after `pass` ended with `outcome`, over what `before` held.
+    pub fn after(
+        before: &RootRecord,
+        outcome: RootOutcome,
+        pass: PassEntry,
+        next_poll_at: Option<String>,
+    ) -> PassRecord {
+        // As the record keeps it: a long message read back is the cut one.
+        let outcome = outcome.truncated();
+        let since = match (&before.outcome, &before.since) {
+            (Some(o), Some(since)) if *o == outcome => since.clone(),
+            _ => now_rfc3339(),
+        };
+        let passes = std::iter::once(pass)
+            .chain(before.passes.iter().cloned())
+            .take(MAX_PASSES)
+            .collect();
+        PassRecord {
+            outcome,
+            since,
+            passes,
+            next_poll_at,
+        }
+    }
+
+    /// The record's data keys written by the leader (field manager `weft`).
+    fn data(&self, shard: u32) -> BTreeMap<String, String> {
+        let outcome = self.outcome.clone().truncated();
+        let mut data = BTreeMap::from([
+            (
+                KEY_READY.to_string(),
+                if outcome.ready { "True" } else { "False" }.to_string(),
+            ),
+            (KEY_REASON.to_string(), outcome.reason),
+            (KEY_MESSAGE.to_string(), outcome.message),
+            (KEY_SINCE.to_string(), self.since.clone()),
+            (KEY_SHARD.to_string(), shard.to_string()),
+            (
+                KEY_PASSES.to_string(),
+                serde_json::to_string(&self.passes).unwrap_or_else(|_| "[]".into()),
+            ),
+        ]);
+        if let Some(r) = outcome.revision {
+            data.insert(KEY_REVISION.to_string(), r);
+        }
+        if let Some(at) = &self.next_poll_at {
+            data.insert(KEY_NEXT_POLL.to_string(), at.clone());
+        }
+        data
     }
 }
 
@@ -279,29 +382,16 @@ pub async fn suspension_of(
     }
 }
 
-/// Record `outcome` for root `root_name` (shard `shard` of base root `base_root`).
-pub async fn write_outcome(
+/// Write `record` to the record of root `root_name` (shard `shard` of base root `base_root`):
+/// one server-side apply.
+pub async fn write_pass(
     client: &Client,
     weft_namespace: &str,
     root_name: &str,
     base_root: &str,
     shard: u32,
-    outcome: &RootOutcome,
+    record: &PassRecord,
 ) -> Result<(), kube::Error> {
-    let outcome = outcome.clone().truncated();
-    let mut data = BTreeMap::from([
-        (
-            KEY_READY.to_string(),
-            if outcome.ready { "True" } else { "False" }.to_string(),
-        ),
-        (KEY_REASON.to_string(), outcome.reason),
-        (KEY_MESSAGE.to_string(), outcome.message),
-        (KEY_SINCE.to_string(), now_rfc3339()),
-        (KEY_SHARD.to_string(), shard.to_string()),
-    ]);
-    if let Some(r) = outcome.revision {
-        data.insert(KEY_REVISION.to_string(), r);
-    }
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(record_name(root_name)),
@@ -309,7 +399,7 @@ pub async fn write_outcome(
             labels: Some(record_labels(base_root)),
             ..Default::default()
         },
-        data: Some(data),
+        data: Some(record.data(shard)),
         ..Default::default()
     };
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
@@ -362,5 +452,67 @@ mod tests {
             known: vec![],
         };
         assert!(e.to_string().contains("there is no root there"), "{e}");
+    }
+
+    fn entry(pass: u64) -> PassEntry {
+        PassEntry {
+            pass,
+            reasons: vec!["poll".into()],
+            started_at: "2026-12-04T10:00:00Z".into(),
+            duration_ms: 1200,
+            result: "Succeeded".into(),
+            revision: Some("abc".into()),
+        }
+    }
+
+    #[test]
+    fn a_pass_record_keeps_the_last_passes_and_the_time_of_the_last_change() {
+        let ok = RootOutcome {
+            ready: true,
+            reason: "Succeeded".into(),
+            message: "applied revision abc".into(),
+            revision: Some("abc".into()),
+        };
+        let mut before = RootRecord::default();
+        for n in 1..=12 {
+            let next = PassRecord::after(&before, ok.clone(), entry(n), Some("later".into()));
+            let cm = ConfigMap {
+                data: Some(next.data(0)),
+                ..Default::default()
+            };
+            let read = RootRecord::from_configmap(Some(&cm));
+            assert_eq!(read.outcome.as_ref(), Some(&ok));
+            assert_eq!(read.next_poll_at.as_deref(), Some("later"));
+            assert_eq!(read.passes, next.passes);
+            before = read;
+        }
+        let numbers: Vec<u64> = before.passes.iter().map(|p| p.pass).collect();
+        assert_eq!(
+            numbers,
+            (3..=12).rev().collect::<Vec<_>>(),
+            "newest first, ten kept"
+        );
+        // The outcome did not change: its time is kept; a failure moves it.
+        let since = before.since.clone().expect("since");
+        before.since = Some("2026-01-01T00:00:00Z".into());
+        let same = PassRecord::after(&before, ok.clone(), entry(13), None);
+        assert_eq!(same.since, "2026-01-01T00:00:00Z");
+        let failed = RootOutcome {
+            ready: false,
+            reason: "Failed".into(),
+            ..ok
+        };
+        let changed = PassRecord::after(&before, failed, entry(14), None);
+        assert_ne!(changed.since, "2026-01-01T00:00:00Z");
+        assert!(!since.is_empty());
+        // A history written by hand that does not parse is none, not an error.
+        let cm = ConfigMap {
+            data: Some(BTreeMap::from([(
+                KEY_PASSES.to_string(),
+                "nope".to_string(),
+            )])),
+            ..Default::default()
+        };
+        assert!(RootRecord::from_configmap(Some(&cm)).passes.is_empty());
     }
 }

@@ -189,6 +189,15 @@ impl DaemonState {
             .clone()
     }
 
+    /// The next poll (RFC 3339) as the poll timer set it, without copying the whole status.
+    pub fn next_poll_at(&self) -> Option<String> {
+        self.status
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_poll_at
+            .clone()
+    }
+
     /// Record the root's suspension as read from the cluster (status included); `true` when
     /// this resumes a suspended root.
     pub fn set_suspension(&self, now: super::record::RootSuspension) -> bool {

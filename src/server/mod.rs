@@ -18,6 +18,7 @@
 //! | `GET /api/v1/status` | [`DaemonStatus`] as JSON |
 //! | `GET /healthz`, `GET /readyz` | liveness, readiness |
 //! | `GET /metrics` | Prometheus text |
+//! | `GET /`, `/roots/…`, `/armada`, … | with `weft run --ui` only: the dashboard's pages, read-only (the caller's routes, [`serve_with_pages`]) |
 //!
 //! Hostile clients are bounded by [`HttpLimits`]: connections per listener and per peer, header,
 //! body and request timeouts ([`listen`]), body caps and one body budget with a share per peer
@@ -280,15 +281,25 @@ pub async fn serve(
     state: ServerState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    serve_with_pages(listeners, state, None, shutdown).await
+}
+
+/// [`serve`], with `pages` (read-only routes of the caller's, `weft run --ui`) beside the
+/// routes of port `http`. They keep their own layers: the request timeout of port `http` is not
+/// theirs (a live page holds its answer open).
+pub async fn serve_with_pages(
+    listeners: Listeners,
+    state: ServerState,
+    pages: Option<Router>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let limits = state.limits;
-    let http = listen::serve_listener(
-        "http",
-        listeners.http,
-        http_router(state.clone()),
-        limits,
-        stop_rx.clone(),
-    );
+    let mut http_routes = http_router(state.clone());
+    if let Some(pages) = pages {
+        http_routes = http_routes.merge(pages);
+    }
+    let http = listen::serve_listener("http", listeners.http, http_routes, limits, stop_rx.clone());
     let hooks = listen::serve_listener(
         "hooks",
         listeners.hooks,

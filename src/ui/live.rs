@@ -120,15 +120,18 @@ pub async fn stream(State(ui): State<Ui>, Query(q): Query<LiveQuery>) -> Respons
 
 fn bodies(ui: Ui, view: View, held: String) -> impl Stream<Item = Result<Event, Infallible>> {
     let changes = ui.inner.changes.subscribe();
+    let stop = ui.inner.stop.clone();
     futures::stream::unfold(
-        (ui, view, changes, None::<String>, held),
-        |(ui, view, mut changes, mut last, held)| async move {
+        (ui, view, changes, None::<String>, held, stop),
+        |(ui, view, mut changes, mut last, held, mut stop)| async move {
             loop {
                 if last.is_some() {
                     let refresh = ui.config().refresh;
                     tokio::select! {
                         changed = changes.changed() => changed.ok()?,
                         _ = tokio::time::sleep(refresh) => {}
+                        // The server is stopping: the stream ends, so its answer is complete.
+                        () = stopped(&mut stop) => return None,
                     }
                     tokio::time::sleep(SETTLE).await;
                     changes.borrow_and_update();
@@ -142,10 +145,22 @@ fn bodies(ui: Ui, view: View, held: String) -> impl Stream<Item = Result<Event, 
                 let html = body.into_string();
                 if last.as_deref() != Some(html.as_str()) && !first_and_held {
                     let event = Event::default().event("main").data(html.clone());
-                    return Some((Ok(event), (ui, view, changes, Some(html), held)));
+                    return Some((Ok(event), (ui, view, changes, Some(html), held, stop)));
                 }
                 last = Some(html);
             }
         },
     )
+}
+
+/// Resolves once `stop` is true; never when no one can say so (`weft ui` stops with its process).
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if *stop.borrow_and_update() {
+            return;
+        }
+        if stop.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
 }

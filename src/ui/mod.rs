@@ -9,6 +9,10 @@
 //! by server-sent events when a watched resource changes. The actions ([`actions`]) are HTML
 //! forms: the same API-server writes as `weft suspend` / `weft resume`, and a sync request as an
 //! annotation. See docs/ui.md.
+//!
+//! `weft run --ui` serves the same pages read-only ([`UiConfig::read_only`]) on the daemon's
+//! status listener, read with the daemon's own ServiceAccount: no forms, every request that is
+//! not a `GET` answered 405 ([`Ui::read_only_pages`]).
 
 mod actions;
 mod cluster;
@@ -24,7 +28,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::Router;
 use kube::Client;
 use tokio::sync::watch;
@@ -46,6 +50,9 @@ pub struct UiConfig {
     /// How often a live page is re-rendered when no watched resource changed (object health in
     /// an inventory has no watch of its own).
     pub refresh: Duration,
+    /// The pages only (`weft run --ui`): no forms, no token, no action routes; any method but
+    /// `GET`/`HEAD` is answered 405. Served on the daemon's listener, so no loopback `Host` check.
+    pub read_only: bool,
 }
 
 /// Why a page or an action failed.
@@ -138,6 +145,9 @@ struct Inner {
     catalog: tokio::sync::Mutex<Option<(Instant, Arc<Catalog>)>>,
     /// Port the server listens on, for the `Host` check.
     port: Mutex<u16>,
+    /// Turns true when the server stops: the live streams end (a server waits for its open
+    /// answers before it stops).
+    stop: watch::Receiver<bool>,
 }
 
 impl Ui {
@@ -151,8 +161,31 @@ impl Ui {
                 changes: watch::channel(0).0,
                 catalog: tokio::sync::Mutex::new(None),
                 port: Mutex::new(0),
+                stop: watch::channel(false).1,
             }),
         }
+    }
+
+    /// The pages read-only (`weft run --ui`), for the daemon's status listener: `config` with
+    /// [`UiConfig::read_only`] set, the watches of the live pages started. Every live stream
+    /// ends when `stop` turns true.
+    pub fn read_only_pages(
+        client: Client,
+        config: UiConfig,
+        stop: watch::Receiver<bool>,
+    ) -> Router {
+        let mut ui = Ui::new(
+            client,
+            UiConfig {
+                read_only: true,
+                ..config
+            },
+        );
+        if let Some(inner) = Arc::get_mut(&mut ui.inner) {
+            inner.stop = stop;
+        }
+        live::watch_cluster(ui.clone());
+        ui.router()
     }
 
     fn client(&self) -> &Client {
@@ -179,9 +212,14 @@ impl Ui {
         Ok(c)
     }
 
-    /// The router of every page, asset, action and the live stream.
+    fn read_only(&self) -> bool {
+        self.inner.config.read_only
+    }
+
+    /// The router of every page, asset, action and the live stream (read-only: the action
+    /// paths answer 405, as every method but `GET` does).
     pub fn router(&self) -> Router {
-        Router::new()
+        let pages = Router::new()
             .route("/", get(page_roots))
             .route("/roots/{name}", get(page_root))
             .route("/armada", get(page_armada))
@@ -192,13 +230,21 @@ impl Ui {
             .route("/assets/ui.css", get(asset_css))
             .route("/assets/ui.js", get(asset_js))
             // No icon: an empty answer, not a 404 in the browser's console.
-            .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
-            .route("/roots/{name}/{action}", post(actions::root_action))
-            .route(
+            .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }));
+        let all = if self.read_only() {
+            pages.route("/roots/{name}/{action}", any(read_only)).route(
                 "/resources/{kind}/{namespace}/{name}/{action}",
-                post(actions::resource_action),
+                any(read_only),
             )
-            .layer(middleware::from_fn_with_state(self.clone(), guard))
+        } else {
+            pages
+                .route("/roots/{name}/{action}", post(actions::root_action))
+                .route(
+                    "/resources/{kind}/{namespace}/{name}/{action}",
+                    post(actions::resource_action),
+                )
+        };
+        all.layer(middleware::from_fn_with_state(self.clone(), guard))
             .with_state(self.clone())
     }
 
@@ -238,10 +284,28 @@ fn random_token() -> String {
     hex::encode(bytes)
 }
 
+/// 405: the read-only pages take no action (`weft run --ui`).
+async fn read_only() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "GET, HEAD")],
+        "these pages are read-only (weft run --ui); act with `weft ui`, which uses your own kubeconfig\n",
+    )
+        .into_response()
+}
+
 /// Every request: the `Host` must be this loopback listener (a DNS-rebinding page has another
 /// name), a state-changing request must come from this origin; every answer forbids framing and
-/// any script or style not served here.
+/// any script or style not served here. Read-only pages take `GET` and `HEAD` only and check no
+/// `Host`: they act for no one, and whoever reaches the listener may read them anyway.
 async fn guard(State(ui): State<Ui>, request: Request, next: Next) -> Response {
+    if ui.read_only() {
+        let method = request.method();
+        if method != axum::http::Method::GET && method != axum::http::Method::HEAD {
+            return read_only().await;
+        }
+        return with_headers(next.run(request).await);
+    }
     let port = ui.inner.port.lock().map(|p| *p).unwrap_or(0);
     let host = request
         .headers()
@@ -269,7 +333,11 @@ async fn guard(State(ui): State<Ui>, request: Request, next: Next) -> Response {
             return UiError::Refused("a request from another site").into_response();
         }
     }
-    let mut response = next.run(request).await;
+    with_headers(next.run(request).await)
+}
+
+/// The headers of every answer: only this UI's own script and style, no framing.
+fn with_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_SECURITY_POLICY,

@@ -67,10 +67,11 @@ pub fn layout(ui: &Ui, view: &View, body: Markup) -> Markup {
                 link rel="stylesheet" href="/assets/ui.css";
                 script src="/assets/ui.js" defer {}
             }
-            body data-token=(ui.token()) {
+            body data-token=[(!ui.read_only()).then(|| ui.token())] {
                 a class="skip" href="#main" { "Skip to content" }
                 header {
                     span class="brand" { "weft" }
+                    @if ui.read_only() { " " span class="badge idle" title="served by the daemon (weft run --ui): no actions" { "read-only" } }
                     nav aria-label="Pages" {
                         ul {
                             @for (href, label, current) in nav {
@@ -184,8 +185,12 @@ fn health_badge(h: &Health) -> Markup {
     badge(class, h.word())
 }
 
-/// A form that posts `action` to `target` with the page token; `extra` adds fields.
+/// A form that posts `action` to `target` with the page token; `extra` adds fields. None on the
+/// read-only pages.
 fn action_form(ui: &Ui, target: &str, back: &str, label: &str, extra: Markup) -> Markup {
+    if ui.read_only() {
+        return html! {};
+    }
     html! {
         form class="action" method="post" action=(target) {
             input type="hidden" name="token" value=(ui.token());
@@ -206,17 +211,57 @@ fn roots(ui: &Ui, rows: &[RootRow]) -> Markup {
                 caption { "Sync roots in " code { (ui.config().weft_namespace) } ", from their root records and Leases" }
                 thead { tr {
                     th scope="col" { "Root" } th scope="col" { "State" } th scope="col" { "Revision" }
-                    th scope="col" { "Last pass" } th scope="col" { "Leader" } th scope="col" { "Actions" }
+                    th scope="col" { "Last pass" } th scope="col" { "Leader" }
+                    @if !ui.read_only() { th scope="col" { "Actions" } }
                 } }
                 tbody {
                     @for r in rows { (root_row(ui, r)) }
                 }
             }
-            p class="note" {
-                "Each pass's duration and the next poll are kept by the daemon itself: "
-                code { "GET /api/v1/status" } " on its status port."
+            @for r in rows { (passes(r)) }
+        }
+    }
+}
+
+/// A root's last passes, newest first, as its leader recorded them.
+fn passes(r: &RootRow) -> Markup {
+    let id = format!("passes-{}", r.name);
+    html! {
+        section class="passes" aria-labelledby=(id) {
+            h2 id=(id) { "Last passes of " (r.name) }
+            @if r.record.passes.is_empty() {
+                p class="sub" { "None recorded yet (a daemon records each pass it runs)." }
+            } @else {
+                table {
+                    caption { "The last " (r.record.passes.len()) " passes, newest first" }
+                    thead { tr {
+                        th scope="col" { "Pass" } th scope="col" { "Started" } th scope="col" { "Duration" }
+                        th scope="col" { "Result" } th scope="col" { "Revision" } th scope="col" { "Trigger" }
+                    } }
+                    tbody {
+                        @for p in &r.record.passes {
+                            tr {
+                                td { (p.pass) }
+                                td { (p.started_at) }
+                                td { (duration(p.duration_ms)) }
+                                td { @if p.result == "Succeeded" { (badge("ok", "Succeeded")) } @else { (badge("bad", &p.result)) } }
+                                td { code { (p.revision.as_deref().unwrap_or("-")) } }
+                                td { (p.reasons.join(", ")) }
+                            }
+                        }
+                    }
+                }
             }
         }
+    }
+}
+
+/// `850 ms`, `12.3 s`, `4 min 05 s`.
+fn duration(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min {:02} s", ms / 60_000, (ms / 1000) % 60),
     }
 }
 
@@ -249,6 +294,8 @@ fn root_row(ui: &Ui, r: &RootRow) -> Markup {
                     @if !o.message.is_empty() { pre class="msg" { (o.message) } }
                 }
                 @if let Some(at) = &r.requested_at { div class="sub" { "sync requested at " (at) } }
+                @if let Some(p) = r.record.passes.first() { div class="sub" { "pass " (p.pass) " took " (duration(p.duration_ms)) } }
+                @if let Some(at) = &r.record.next_poll_at { div class="sub" { "next poll " (at) } }
             }
             td {
                 @match &r.leader {
@@ -256,7 +303,7 @@ fn root_row(ui: &Ui, r: &RootRow) -> Markup {
                     None => span class="sub" { "no Lease" },
                 }
             }
-            td class="actions" {
+            @if !ui.read_only() { td class="actions" {
                 (action_form(ui, &target("sync"), "/", "Sync now", html! {}))
                 @if suspension.suspended {
                     (action_form(ui, &target("resume"), "/", "Resume", html! {}))
@@ -265,7 +312,7 @@ fn root_row(ui: &Ui, r: &RootRow) -> Markup {
                         label { span class="visually-hidden" { "Why suspend " (r.name) } input type="text" name="message" placeholder="why (optional)" size="14"; }
                     }))
                 }
-            }
+            } }
         }
     }
 }
@@ -504,7 +551,11 @@ async fn drift_view(ui: &Ui, object: Option<&str>) -> Result<Markup, UiError> {
         let reported = drift::reported(ui).await?;
         return Ok(html! {
             h1 { "Drift" }
-            p class="note" { "Start " code { "weft ui" } " with the repository (" code { "weft ui PATH" } " or " code { "--repo URL" } ") to see each object's diff, as " code { "weft diff" } " shows it. Reported by the controllers:" }
+            @if ui.read_only() {
+                p class="note" { "These read-only pages show what the controllers reported; " code { "weft ui PATH" } " (with your kubeconfig) shows each object's diff, as " code { "weft diff" } " does." }
+            } @else {
+                p class="note" { "Start " code { "weft ui" } " with the repository (" code { "weft ui PATH" } " or " code { "--repo URL" } ") to see each object's diff, as " code { "weft diff" } " shows it. Reported by the controllers:" }
+            }
             @if reported.is_empty() { p { "No resource reports drift." } }
             ul { @for r in &reported { li { (r.kind) " " (r.namespace) "/" (r.name) ": " (r.message) } } }
         });
@@ -533,4 +584,16 @@ async fn drift_view(ui: &Ui, object: Option<&str>) -> Result<Markup, UiError> {
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+
+    #[test]
+    fn durations_are_written_for_people() {
+        assert_eq!(duration(850), "850 ms");
+        assert_eq!(duration(12_345), "12.3 s");
+        assert_eq!(duration(245_000), "4 min 05 s");
+    }
 }

@@ -22,7 +22,7 @@ pub use report::{fill_changes, summary_of};
 pub use source::{OpenError, RootError, RootSource, SOURCE_READY};
 
 use super::armada::status as armada_status;
-use super::record::{self, RootOutcome, RootRecord};
+use super::record::{self, PassEntry, PassRecord, RootOutcome, RootRecord};
 use super::shards::RootShard;
 use super::shutdown::Shutdown;
 use super::state::DaemonState;
@@ -158,7 +158,9 @@ impl RootReconciler {
             changes: Vec::new(),
         };
         let mut fetched = None;
-        let ended = self.pass_body(ticket, &mut report, &mut fetched).await;
+        let ended = self
+            .pass_body(ticket, &mut report, &mut fetched, start)
+            .await;
         // The one exit of every pass.
         report.duration_seconds = start.elapsed().as_secs_f64();
         if let Ended::Applied = ended {
@@ -174,6 +176,7 @@ impl RootReconciler {
         ticket: PassTicket,
         report: &mut PassReport,
         fetched: &mut Option<String>,
+        started: Instant,
     ) -> Ended {
         let record = match self.read_record().await {
             Ok(record) => record,
@@ -203,7 +206,7 @@ impl RootReconciler {
         }
         self.conflicts = None;
         let ended = self.run_unsuspended(ticket, report, fetched).await;
-        self.record_outcome(&record, report).await;
+        self.record_outcome(&record, report, started).await;
         if let Some(conflicts) = self.conflicts.as_ref().filter(|c| !c.is_empty()) {
             let o = &self.pass_options;
             conflict::publish(&self.state, &o.weft_namespace, &o.root_name, conflicts).await;
@@ -300,9 +303,9 @@ impl RootReconciler {
             .unwrap_or(&self.pass_options.root_name)
     }
 
-    /// Write the pass's outcome to the root record when it differs from what `before` says (a
-    /// no-op pass writes nothing; an abandoned one says nothing new).
-    async fn record_outcome(&self, before: &RootRecord, report: &PassReport) {
+    /// Write the pass's outcome, this pass among the last ones and the next poll to the root
+    /// record: one write per pass that ran (an abandoned one says nothing new).
+    async fn record_outcome(&self, before: &RootRecord, report: &PassReport, started: Instant) {
         let outcome = match report.result {
             PassResultKind::Succeeded => RootOutcome {
                 ready: true,
@@ -325,17 +328,25 @@ impl RootReconciler {
             },
             PassResultKind::Abandoned | PassResultKind::Suspended => return,
         };
-        if before.outcome.as_ref() == Some(&outcome) {
-            return;
-        }
+        let entry = PassEntry {
+            pass: report.pass,
+            reasons: report.reasons.clone(),
+            started_at: report.started_at.clone(),
+            // The pass's duration but for this write.
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            result: outcome.reason.clone(),
+            revision: report.revision.clone(),
+        };
+        let next_poll_at = self.state.next_poll_at();
+        let written = PassRecord::after(before, outcome, entry, next_poll_at);
         let shard = self.shard.as_ref().map(|s| s.shard.index).unwrap_or(0);
-        if let Err(e) = record::write_outcome(
+        if let Err(e) = record::write_pass(
             self.state.client(),
             &self.pass_options.weft_namespace,
             &self.pass_options.root_name,
             self.base_root(),
             shard,
-            &outcome,
+            &written,
         )
         .await
         {
