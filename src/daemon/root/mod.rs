@@ -59,9 +59,6 @@ pub struct RootReconciler {
     applied_revision: Option<String>,
     /// The shard this loop applies; `None`: the whole root (no retired shards looked for).
     shard: Option<RootShard>,
-    /// The conflicts with another root that the running pass ended with; `None` until its
-    /// engine run finished.
-    conflicts: Option<conflict::Conflicts>,
 }
 
 /// What a pass ends with: its report, and the revision it fetched new, if any (notifications).
@@ -78,10 +75,20 @@ struct Fetched {
     early: Vec<crate::api::ObjectRef>,
 }
 
-/// How a pass's body ended: stopped before apply (it logged why), or applied.
+/// How a pass's body ended: stopped before apply (it logged why), or applied, with the
+/// conflicts with another root that its engine run found (a value of this pass, never kept).
 enum Ended {
     Stopped,
-    Applied,
+    Applied(conflict::Conflicts),
+}
+
+impl Ended {
+    fn conflicts(&self) -> Option<&conflict::Conflicts> {
+        match self {
+            Ended::Applied(c) if !c.is_empty() => Some(c),
+            _ => None,
+        }
+    }
 }
 
 impl RootReconciler {
@@ -99,7 +106,6 @@ impl RootReconciler {
             rendered: None,
             applied_revision: None,
             shard: None,
-            conflicts: None,
         }
     }
 
@@ -163,7 +169,7 @@ impl RootReconciler {
             .await;
         // The one exit of every pass.
         report.duration_seconds = start.elapsed().as_secs_f64();
-        if let Ended::Applied = ended {
+        if let Ended::Applied(_) = ended {
             log_outcome(&report);
         }
         PassDone { report, fetched }
@@ -204,10 +210,10 @@ impl RootReconciler {
             report.error = Some(suspended_message(suspension));
             return Ended::Stopped;
         }
-        self.conflicts = None;
         let ended = self.run_unsuspended(ticket, report, fetched).await;
-        self.record_outcome(&record, report, started).await;
-        if let Some(conflicts) = self.conflicts.as_ref().filter(|c| !c.is_empty()) {
+        self.record_outcome(&record, report, started, ended.conflicts())
+            .await;
+        if let Some(conflicts) = ended.conflicts() {
             let o = &self.pass_options;
             conflict::publish(&self.state, &o.weft_namespace, &o.root_name, conflicts).await;
         }
@@ -273,7 +279,7 @@ impl RootReconciler {
             ..self.pass_options.clone()
         };
         let ended = self.apply(set, &opts, report).await;
-        if let Ended::Applied = ended {
+        if let Ended::Applied(_) = ended {
             count_early(report, early);
         }
         ended
@@ -305,7 +311,13 @@ impl RootReconciler {
 
     /// Write the pass's outcome, this pass among the last ones and the next poll to the root
     /// record: one write per pass that ran (an abandoned one says nothing new).
-    async fn record_outcome(&self, before: &RootRecord, report: &PassReport, started: Instant) {
+    async fn record_outcome(
+        &self,
+        before: &RootRecord,
+        report: &PassReport,
+        started: Instant,
+        conflicts: Option<&conflict::Conflicts>,
+    ) {
         let outcome = match report.result {
             PassResultKind::Succeeded => RootOutcome {
                 ready: true,
@@ -319,9 +331,9 @@ impl RootReconciler {
             PassResultKind::Failed => RootOutcome {
                 ready: false,
                 // Another root's object: said so, as `weft get root` shows the reason.
-                reason: match &self.conflicts {
-                    Some(c) if !c.is_empty() => conflict::CONFLICT.into(),
-                    _ => "Failed".into(),
+                reason: match conflicts {
+                    Some(_) => conflict::CONFLICT.into(),
+                    None => "Failed".into(),
                 },
                 message: report.error.clone().unwrap_or_default(),
                 revision: report.revision.clone(),
@@ -406,7 +418,7 @@ impl RootReconciler {
                     "the daemon is stopping; the pass was abandoned after {}s of grace",
                     self.shutdown.grace().as_secs()
                 ));
-                return Ended::Applied;
+                return Ended::Applied(Vec::new());
             }
             driver::Outcome::Finished {
                 set,
@@ -450,12 +462,11 @@ impl RootReconciler {
                 set_condition(&mut s.conditions, conflict::condition(&conflicts), &now);
             }
         });
-        self.conflicts = Some(conflicts);
         match error {
             None => report.result = PassResultKind::Succeeded,
             Some(e) => report.error = Some(redact_url_passwords(&e.to_string())),
         }
-        Ended::Applied
+        Ended::Applied(conflicts)
     }
 
     /// The root's `SourceReady` condition (shown in the status, and by `/readyz` while false):
