@@ -3,10 +3,10 @@
 //! ref in the cache).
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::sync::{Arc, Once, OnceLock};
 use std::time::{Duration, Instant};
 
 use git2::{
@@ -24,6 +24,9 @@ use crate::source::fetch_policy::clip;
 use crate::source::Snapshot;
 
 mod head;
+mod locks;
+
+use locks::{cache_lock, remove_stale_locks};
 
 /// A git repository as a source of snapshots. Keep one per URL/ref; it remembers the last good
 /// snapshot across fetches. Processes may share a `cache_dir`: the fetches of one cache take turns
@@ -748,45 +751,6 @@ fn parse_oid(s: &str) -> Result<Oid, GitError> {
         url: s.to_string(),
         reason: "not a commit SHA".to_string(),
     })
-}
-
-/// Delete lock files a crashed fetch left in the cache (`refs/…/x.lock`, `shallow.lock`,
-/// `packed-refs.lock`, `config.lock`); libgit2 would otherwise refuse every later fetch. Safe
-/// because the caller holds the cache's in-process lock and its file lock, so no other fetch of
-/// this cache runs, in this process or another.
-fn remove_stale_locks(cache: &Path) {
-    let remove_if_lock = |path: &Path| {
-        if path.extension().is_some_and(|e| e == "lock") {
-            tracing::warn!(file = %path.display(), "git: removing a stale lock file from the cache");
-            let _ = std::fs::remove_file(path);
-        }
-    };
-    // The cache root (files only), then everything below refs/.
-    for entry in std::fs::read_dir(cache).into_iter().flatten().flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_file()) {
-            remove_if_lock(&entry.path());
-        }
-    }
-    let mut pending = vec![cache.join("refs")];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                pending.push(entry.path());
-            } else {
-                remove_if_lock(&entry.path());
-            }
-        }
-    }
-}
-
-/// The process-wide lock of one cache directory.
-fn cache_lock(path: &Path) -> Arc<Mutex<()>> {
-    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
-    let locks = LOCKS.get_or_init(Default::default);
-    let mut map = locks
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    map.entry(path.to_path_buf()).or_default().clone()
 }
 
 /// Set libgit2's global network timeouts once, so an unreachable server fails in seconds
