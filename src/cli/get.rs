@@ -312,7 +312,7 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         let namespace = args.in_namespace.as_deref();
         let deadline = Instant::now() + args.timeout;
         let rows = loop {
-            let rows = rows(&client, args.what, namespace, &args.cluster.namespace).await?;
+            let rows = rows(&client, args.what, namespace, &args.cluster.weft_namespace).await?;
             if !args.wait || rows.iter().all(Row::is_ready) || Instant::now() >= deadline {
                 break rows;
             }

@@ -227,7 +227,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     let followed_ref = cfg.git_ref.clone().unwrap_or_else(|| "main".to_string());
     let state = DaemonState::new(
         client.clone(),
-        &cfg.daemon.pass_options.weft_namespace,
+        &cfg.daemon.pass.weft_namespace,
         DaemonStatus {
             repo: source.display(),
             git_ref: followed_ref.clone(),
@@ -262,7 +262,7 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
         state.clone(),
         followed_ref,
         ready_rx,
-        cfg.daemon.pass_options.timeout + Duration::from_secs(120),
+        cfg.daemon.pass.timeout + Duration::from_secs(120),
         cfg.http_limits,
     );
     server_state.set_sync_token(sync_token);
@@ -284,8 +284,8 @@ pub async fn run(cfg: RunConfig, client: Client) -> Result<(), RunError> {
     server_state.leader_link = Some(
         crate::server::forward::LeaderLink::new(
             client.clone(),
-            &cfg.daemon.pass_options.weft_namespace,
-            &crate::daemon::leader::lease_name(&cfg.daemon.pass_options.root_name),
+            &cfg.daemon.pass.weft_namespace,
+            &crate::daemon::leader::lease_name(&cfg.daemon.pass.root_name),
             &cfg.daemon.identity,
         )
         .with_shards(cfg.daemon.shards)

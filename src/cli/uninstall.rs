@@ -34,7 +34,7 @@ pub fn uninstall(args: UninstallArgs) -> anyhow::Result<ExitCode> {
     let report = runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
         let opts = UninstallOptions {
-            namespace: args.cluster.namespace.clone(),
+            weft_namespace: args.cluster.weft_namespace.clone(),
             root_name: args.root_name.clone(),
             prune: args.prune,
             ignore_running: args.ignore_running,
