@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use weft::apply::calls;
-use weft::pass::{self, PassOptions};
+use weft::pass::{self, PassInput, PassSettings};
 use weft::source::Snapshot;
 
 fn configmap(ns: &str, i: usize) -> String {
@@ -45,18 +45,18 @@ async fn weft_pass(
         .await
         .expect("kubeconfig");
     let (client, counts) = calls::counting_client(config).expect("client");
-    let opts = PassOptions {
+    let opts = PassSettings {
         root_name: ns.to_string(),
         weft_namespace: ns.to_string(),
         default_namespace: ns.to_string(),
-        ..PassOptions::default()
+        ..PassSettings::default()
     };
     let snapshot = Snapshot {
         revision: None,
         files: files.clone(),
     };
     let start = Instant::now();
-    let result = pass::run_pass(&client, snapshot, &opts, &|_| {}).await;
+    let result = pass::run_pass(&client, snapshot, &opts, &PassInput::default(), &|_| {}).await;
     let wall = start.elapsed();
     if let Some(e) = &result.error {
         panic!("weft pass failed: {e}");

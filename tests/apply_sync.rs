@@ -17,7 +17,7 @@ use support::cluster::{self, TestNamespace};
 use support::manifests::configmap;
 use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
-use weft::pass::{self, PassOptions, PassResult};
+use weft::pass::{self, PassInput, PassResult, PassSettings};
 use weft::render::Owner;
 use weft::source::Snapshot;
 
@@ -25,8 +25,8 @@ async fn counting_client() -> (Client, CallCounts) {
     cluster::counting_client().await
 }
 
-fn options(ns: &str) -> PassOptions {
-    cluster::pass_options(ns)
+fn options(ns: &str) -> PassSettings {
+    cluster::pass_settings(ns)
 }
 
 fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
@@ -71,8 +71,19 @@ fn service(ns: &str, name: &str) -> String {
     )
 }
 
-async fn pass(client: &Client, files: &BTreeMap<String, String>, opts: &PassOptions) -> PassResult {
-    pass::run_pass(client, snapshot(files), opts, &|_| {}).await
+async fn pass(
+    client: &Client,
+    files: &BTreeMap<String, String>,
+    opts: &PassSettings,
+) -> PassResult {
+    pass::run_pass(
+        client,
+        snapshot(files),
+        opts,
+        &PassInput::default(),
+        &|_| {},
+    )
+    .await
 }
 
 fn assert_ok(r: &PassResult) {
@@ -295,13 +306,13 @@ async fn pass_at(
     client: &Client,
     files: &BTreeMap<String, String>,
     revision: &str,
-    opts: &PassOptions,
+    opts: &PassSettings,
 ) -> PassResult {
     let snapshot = Snapshot {
         revision: Some(revision.to_string()),
         ..snapshot(files)
     };
-    pass::run_pass(client, snapshot, opts, &|_| {}).await
+    pass::run_pass(client, snapshot, opts, &PassInput::default(), &|_| {}).await
 }
 
 #[tokio::test]
@@ -388,7 +399,7 @@ async fn the_prune_guard_stops_a_mass_deletion_and_each_override_allows_it_once(
 
     // --force-prune (the one-shot `weft trigger --force-prune` sets it for one pass).
     assert_ok(&pass_at(&client, &files, rev1, &opts).await);
-    let forced = PassOptions {
+    let forced = PassSettings {
         force_prune: true,
         ..opts.clone()
     };
@@ -608,11 +619,11 @@ async fn two_installations_with_the_same_root_name_never_adopt_each_other_s_obje
     let b_ns = TestNamespace::new("apply-inst-b").await;
     let (a, b) = (a_ns.name().to_string(), b_ns.name().to_string());
     let (client, _) = counting_client().await;
-    let opts_a = PassOptions {
+    let opts_a = PassSettings {
         root_name: "weft".into(),
         ..options(&a)
     };
-    let opts_b = PassOptions {
+    let opts_b = PassSettings {
         root_name: "weft".into(),
         force_prune: true,
         ..options(&b)
@@ -740,7 +751,7 @@ async fn a_deployment_that_cannot_become_ready_times_out_naming_it() {
     let ns = TestNamespace::new("apply-stuck").await;
     let name = ns.name().to_string();
     let (client, _) = counting_client().await;
-    let opts = PassOptions {
+    let opts = PassSettings {
         timeout: Duration::from_secs(8),
         ..options(&name)
     };

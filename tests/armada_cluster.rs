@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use support::cluster::TestNamespace;
 use weft::pass::armada;
 use weft::pass::prepare::prepare;
-use weft::pass::PassOptions;
+use weft::pass::PassSettings;
 use weft::render::{self, AgentLayer, DesiredObject};
 use weft::source::{local, SnapshotLimits};
 
@@ -30,14 +30,14 @@ async fn examples_objects() -> Vec<DesiredObject> {
     let cache = tempfile::tempdir().unwrap();
     // The example's encrypted Secret (docs/secrets.md).
     let key = weft::source::sops::identities_from_key_file(&dir.join("TEST-ONLY-age.agekey"));
-    let opts = PassOptions {
+    let opts = PassSettings {
         repo_location: dir.display().to_string(),
         chart_cache_dir: Some(cache.path().to_path_buf()),
         decryption: weft::source::sops::Decryption {
             key_file: std::sync::Arc::new(key.unwrap()),
             secret: None,
         },
-        ..PassOptions::default()
+        ..PassSettings::default()
     };
     let prepared = prepare(snapshot, None, AgentLayer::Included, &opts)
         .await

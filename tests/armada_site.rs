@@ -36,7 +36,7 @@ use kube::Client;
 use support::cluster::{counting_client, install_crds, TestNamespace};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use support::helm::helm;
-use weft::pass::{self, PassOptions, PassResult, Progress};
+use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
 use weft::source::helm::{HelmLocation, HelmRenderer};
 use weft::source::Snapshot;
 
@@ -292,7 +292,7 @@ data:
 async fn pass(
     client: &Client,
     files: &BTreeMap<String, String>,
-    opts: &PassOptions,
+    opts: &PassSettings,
 ) -> (PassResult, Vec<String>) {
     let snapshot = Snapshot {
         revision: None,
@@ -302,7 +302,7 @@ async fn pass(
             .collect(),
     };
     let events = Mutex::new(Vec::new());
-    let r = pass::run_pass(client, snapshot, opts, &|p| {
+    let r = pass::run_pass(client, snapshot, opts, &PassInput::default(), &|p| {
         let line = match p {
             Progress::Change(c) => format!("{} {}", c.action.done(), c.object),
             Progress::Ready(r) => format!("ready {r}"),
@@ -357,12 +357,12 @@ async fn a_treasuremap_shaped_site_deploys_in_order_and_a_second_pass_writes_not
         helm().to_path_buf(),
     )));
     let cache = tempfile::tempdir().unwrap();
-    let opts = PassOptions {
+    let opts = PassSettings {
         helm: Arc::clone(&renderer),
         chart_cache_dir: Some(cache.path().to_path_buf()),
         target_manifest: Some("full-site".into()),
         timeout: Duration::from_secs(120),
-        ..support::cluster::pass_options(&name)
+        ..support::cluster::pass_settings(&name)
     };
     let mut files = BTreeMap::new();
     files.insert(

@@ -19,7 +19,7 @@ use kube::{Api, Client, ResourceExt};
 
 use support::cluster::{self, TestNamespace};
 use weft::apply::changeset::Action;
-use weft::pass::{self, PassOptions, PassResult, Progress};
+use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
 use weft::source::Snapshot;
 
 const CHART: &str =
@@ -73,14 +73,14 @@ data:
   version: "${version}"
 "#;
 
-fn options(ns: &str) -> PassOptions {
-    PassOptions {
+fn options(ns: &str) -> PassSettings {
+    PassSettings {
         root_name: ns.to_string(),
         weft_namespace: ns.to_string(),
         default_namespace: ns.to_string(),
         timeout: Duration::from_secs(90),
         poll_interval: Duration::from_millis(300),
-        ..PassOptions::default()
+        ..PassSettings::default()
     }
 }
 
@@ -140,10 +140,10 @@ fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
 async fn pass(
     client: &Client,
     files: &BTreeMap<String, String>,
-    opts: &PassOptions,
+    opts: &PassSettings,
 ) -> (PassResult, Vec<String>) {
     let events = Mutex::new(Vec::new());
-    let r = pass::run_pass(client, snapshot(files), opts, &|p| {
+    let r = pass::run_pass(client, snapshot(files), opts, &PassInput::default(), &|p| {
         let line = match p {
             Progress::Change(c) => format!("{} {}", c.action.done(), c.object),
             Progress::Ready(r) => format!("ready {r}"),
@@ -574,7 +574,7 @@ async fn the_target_manifest_deploys_only_its_groups() {
     );
     assert!(events.is_empty(), "{events:#?}");
 
-    let full_site = PassOptions {
+    let full_site = PassSettings {
         target_manifest: Some("full-site".into()),
         ..options(&name)
     };
@@ -594,7 +594,7 @@ async fn the_target_manifest_deploys_only_its_groups() {
         r.diagnostics.0
     );
 
-    let bootstrap = PassOptions {
+    let bootstrap = PassSettings {
         target_manifest: Some("cluster-bootstrap".into()),
         ..options(&name)
     };

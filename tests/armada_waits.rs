@@ -27,7 +27,7 @@ use serde_json::json;
 use support::cluster::TestNamespace;
 use support::helm::helm;
 use weft::apply::changeset::Action;
-use weft::pass::{self, PassOptions, PassResult, Progress};
+use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
 use weft::source::helm::{HelmLocation, HelmRenderer};
 use weft::source::Snapshot;
 
@@ -77,15 +77,15 @@ fn renderer() -> Arc<HelmRenderer> {
     )))
 }
 
-fn options(ns: &str) -> PassOptions {
-    PassOptions {
+fn options(ns: &str) -> PassSettings {
+    PassSettings {
         root_name: ns.to_string(),
         weft_namespace: ns.to_string(),
         default_namespace: ns.to_string(),
         timeout: Duration::from_secs(90),
         poll_interval: Duration::from_millis(300),
         helm: renderer(),
-        ..PassOptions::default()
+        ..PassSettings::default()
     }
 }
 
@@ -142,10 +142,10 @@ fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
 async fn pass(
     client: &Client,
     files: &BTreeMap<String, String>,
-    opts: &PassOptions,
+    opts: &PassSettings,
 ) -> (PassResult, Vec<String>) {
     let events = Mutex::new(Vec::new());
-    let r = pass::run_pass(client, snapshot(files), opts, &|p| {
+    let r = pass::run_pass(client, snapshot(files), opts, &PassInput::default(), &|p| {
         let line = match p {
             Progress::Change(c) => format!(
                 "{} {}{}",
@@ -447,7 +447,7 @@ async fn a_missing_release_namespace_is_created_and_pruned_only_when_weft_made_i
     let (r, events) = pass(
         &client,
         &repo(&only_c),
-        &PassOptions {
+        &PassSettings {
             force_prune: true,
             ..opts.clone()
         },

@@ -513,9 +513,12 @@ fn updater(ns: &TestNamespace, allowed: &str, health_timeout: Duration) -> Updat
     Updater::new(
         state,
         UpdateOptions {
-            weft_namespace: ns.name().to_string(),
+            pass: std::sync::Arc::new(weft::pass::PassSettings {
+                weft_namespace: ns.name().to_string(),
+                poll_interval: Duration::from_millis(500),
+                ..Default::default()
+            }),
             health_timeout,
-            poll_interval: Duration::from_millis(500),
             allowed_channels: ChannelPolicy {
                 allowed: Some(UrlAllowList::parse(allowed).expect("prefix")),
             },

@@ -30,7 +30,7 @@ use serde_json::Value;
 use support::cluster::TestNamespace;
 use support::helm::helm;
 use weft::apply::changeset::Action;
-use weft::pass::{self, PassOptions, PassResult, Progress};
+use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
 use weft::render::AgentLayer;
 use weft::source::helm::{HelmLocation, HelmRenderer};
 use weft::source::Snapshot;
@@ -134,15 +134,15 @@ fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
     }
 }
 
-fn options(ns: &str, renderer: &Arc<HelmRenderer>) -> PassOptions {
-    PassOptions {
+fn options(ns: &str, renderer: &Arc<HelmRenderer>) -> PassSettings {
+    PassSettings {
         root_name: ns.to_string(),
         weft_namespace: ns.to_string(),
         default_namespace: ns.to_string(),
         timeout: Duration::from_secs(90),
         poll_interval: Duration::from_millis(300),
         helm: Arc::clone(renderer),
-        ..PassOptions::default()
+        ..PassSettings::default()
     }
 }
 
@@ -150,10 +150,10 @@ fn options(ns: &str, renderer: &Arc<HelmRenderer>) -> PassOptions {
 async fn pass(
     client: &Client,
     files: &BTreeMap<String, String>,
-    opts: &PassOptions,
+    opts: &PassSettings,
 ) -> (PassResult, Vec<String>) {
     let events = Mutex::new(Vec::new());
-    let r = pass::run_pass(client, snapshot(files), opts, &|p| {
+    let r = pass::run_pass(client, snapshot(files), opts, &PassInput::default(), &|p| {
         let line = match p {
             Progress::Change(c) => format!("{} {}", c.action.done(), c.object),
             Progress::Ready(r) => format!("ready {r}"),

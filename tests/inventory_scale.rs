@@ -21,7 +21,7 @@ use weft::api::ObjectRef;
 use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
 use weft::apply::inventory::{self, format, INVENTORY_OF_LABEL};
-use weft::pass::{self, PassOptions, PassResult};
+use weft::pass::{self, PassInput, PassResult, PassSettings};
 use weft::render::Owner;
 use weft::source::Snapshot;
 
@@ -32,8 +32,8 @@ async fn counting_client() -> (Client, CallCounts) {
     cluster::counting_client().await
 }
 
-fn options(ns: &str) -> PassOptions {
-    cluster::pass_options(ns)
+fn options(ns: &str) -> PassSettings {
+    cluster::pass_settings(ns)
 }
 
 fn name(i: usize) -> String {
@@ -68,7 +68,11 @@ fn refs(ns: &str, count: usize, without: &[usize]) -> BTreeSet<ObjectRef> {
         .collect()
 }
 
-async fn pass(client: &Client, files: &BTreeMap<String, String>, opts: &PassOptions) -> PassResult {
+async fn pass(
+    client: &Client,
+    files: &BTreeMap<String, String>,
+    opts: &PassSettings,
+) -> PassResult {
     let snapshot = Snapshot {
         revision: None,
         files: files
@@ -76,7 +80,7 @@ async fn pass(client: &Client, files: &BTreeMap<String, String>, opts: &PassOpti
             .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
             .collect(),
     };
-    pass::run_pass(client, snapshot, opts, &|_| {}).await
+    pass::run_pass(client, snapshot, opts, &PassInput::default(), &|_| {}).await
 }
 
 fn assert_ok(r: &PassResult) {

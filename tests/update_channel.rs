@@ -90,9 +90,12 @@ fn state(ns: &TestNamespace, status: DaemonStatus) -> DaemonState {
 fn updater_with(state: DaemonState, ns: &TestNamespace, health_timeout: Duration) -> Updater {
     let opts = UpdateOptions {
         // The test namespace stands in for Weft's: the cached bundle goes away with it.
-        weft_namespace: ns.name().to_string(),
+        pass: Arc::new(weft::pass::PassSettings {
+            weft_namespace: ns.name().to_string(),
+            poll_interval: Duration::from_millis(500),
+            ..Default::default()
+        }),
         health_timeout,
-        poll_interval: Duration::from_millis(500),
         rescan_interval: Duration::from_secs(2),
         // The channels are plain-http servers on loopback, not `https://<wcHostname>/`: allowed
         // as an operator would with --allowed-channels (the refusal has its own tests).
@@ -824,10 +827,10 @@ async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
     .unwrap();
     let ctx = Arc::new(Context::new(
         state.clone(),
-        weft::pass::PassOptions {
+        Arc::new(weft::pass::PassSettings {
             weft_namespace: ns.name().to_string(),
             ..Default::default()
-        },
+        }),
         Shutdown::never(),
     ));
 

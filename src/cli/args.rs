@@ -15,7 +15,7 @@ use kube::Client;
 use crate::apply::calls::{self, CallCounts};
 use crate::apply::fence::{FenceLayer, WriteFence};
 use crate::daemon::namespaces::WatchNamespaces;
-use crate::pass::PassOptions;
+use crate::pass::PassSettings;
 use crate::source::chart::{CaCertificates, FetchSettings};
 use crate::source::fetch_policy::{
     ChannelPolicy, ChartSourcePolicy, UrlAllowList, DEFAULT_CHANNELS, DEFAULT_CHART_SOURCES,
@@ -100,6 +100,30 @@ impl RepoArgs {
         })
     }
 
+    /// The settings of a pass over this repository (where it is, `--target-manifest`), in
+    /// `cluster`'s Weft namespace (offline, without one: the default), whose chart sources are
+    /// fetched with `chart_fetch` ([`RepoArgs::chart_fetch`]) and whose SOPS files `decryption`
+    /// decrypts; the rest default. The one construction of every command's settings: the pass
+    /// flags are added by [`ApplyArgs::pass_settings`].
+    pub fn pass_settings(
+        &self,
+        cluster: Option<&ClusterArgs>,
+        chart_fetch: FetchSettings,
+        decryption: Decryption,
+    ) -> PassSettings {
+        let defaults = PassSettings::default();
+        PassSettings {
+            weft_namespace: cluster
+                .map(|c| c.weft_namespace.clone())
+                .unwrap_or_else(|| defaults.weft_namespace.clone()),
+            repo_location: self.location(),
+            target_manifest: self.target_manifest.clone(),
+            chart_fetch,
+            decryption,
+            ..defaults
+        }
+    }
+
     /// Fetch (a git URL) or read (a directory) the snapshot. A git fetch uses `credentials`, or
     /// without them the CLI's own ([`Credentials::from_env`]).
     pub fn read_snapshot(&self, credentials: Option<Credentials>) -> anyhow::Result<Snapshot> {
@@ -147,9 +171,10 @@ pub struct ClusterArgs {
     #[arg(
         long = "weft-namespace",
         env = "WEFT_NAMESPACE",
+        value_name = "NAMESPACE",
         default_value = "weft-system"
     )]
-    pub namespace: String,
+    pub weft_namespace: String,
     /// How long one API call may go without an answer before it fails (a hung API server must
     /// not hold a pass, or the leader Lease, forever).
     #[arg(long, env = "WEFT_API_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
@@ -209,12 +234,12 @@ impl GitSecretArgs {
         let runtime = tokio::runtime::Runtime::new()?;
         runtime.block_on(async {
             let (client, _) = cluster.connect().await?;
-            let creds = credentials::from_kube_secret(client, &cluster.namespace, name)
+            let creds = credentials::from_kube_secret(client, &cluster.weft_namespace, name)
                 .await
                 .with_context(|| {
                     format!(
                         "reading git credentials from Secret {}/{name}",
-                        cluster.namespace
+                        cluster.weft_namespace
                     )
                 })?;
             Ok(Some(creds))
@@ -281,20 +306,24 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
 }
 
 impl ApplyArgs {
-    /// The options of a pass in Weft's namespace `weft_namespace` over the repository at
-    /// `repo_location` (see [`RepoArgs::location`]).
-    pub fn pass_options(&self, weft_namespace: &str, repo_location: String) -> PassOptions {
-        PassOptions {
-            weft_namespace: weft_namespace.to_string(),
+    /// The settings of a pass with these flags over `repo` in `cluster` (the rest as
+    /// [`RepoArgs::pass_settings`]): `weft sync` and `weft run`.
+    pub fn pass_settings(
+        &self,
+        repo: &RepoArgs,
+        cluster: &ClusterArgs,
+        chart_fetch: FetchSettings,
+        decryption: Decryption,
+    ) -> PassSettings {
+        PassSettings {
             timeout: self.timeout,
             max_prune_fraction: self.max_prune_fraction,
             force_prune: self.force_prune,
             allow_empty: self.allow_empty,
             concurrency: self.concurrency.max(1),
             root_name: self.root_name.clone(),
-            repo_location,
             launcher_takeover: self.launcher_takeover.clone(),
-            ..PassOptions::default()
+            ..repo.pass_settings(Some(cluster), chart_fetch, decryption)
         }
     }
 }

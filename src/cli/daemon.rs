@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -11,6 +12,8 @@ use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, GitSecretArgs, RepoArg
 use super::run::{self as wiring, RunConfig};
 use crate::daemon::leader;
 use crate::daemon::run::DaemonConfig;
+use crate::pass::PassSettings;
+use crate::source::sops::Decryption;
 
 /// The flags of `weft run`.
 #[derive(Args, Debug, Clone)]
@@ -104,14 +107,18 @@ impl RunArgs {
             .repo
             .credentials(self.git.secret_credentials(&self.cluster)?)?;
         let trust = self.trust.trust()?;
-        let mut pass_options = self
-            .apply
-            .pass_options(&self.cluster.namespace, repo.clone());
-        pass_options.chart_sources = trust.chart_sources.clone();
-        pass_options.target_manifest = self.repo.target_manifest.clone();
-        pass_options.chart_cache_dir = self.cache_dir.as_ref().map(|d| d.join("charts"));
-        // Git chart sources beside the config repository are as private as it is.
-        pass_options.chart_fetch = self.repo.chart_fetch(credentials.clone())?;
+        let pass = PassSettings {
+            chart_sources: trust.chart_sources.clone(),
+            chart_cache_dir: self.cache_dir.as_ref().map(|d| d.join("charts")),
+            ..self.apply.pass_settings(
+                &self.repo,
+                &self.cluster,
+                // Git chart sources beside the config repository are as private as it is.
+                self.repo.chart_fetch(credentials.clone())?,
+                // Set by `run` once it has a client (the decryption Secret is read through it).
+                Decryption::default(),
+            )
+        };
         let allowed_channels = trust.allowed_channels.clone();
         Ok(RunConfig {
             trust,
@@ -143,7 +150,7 @@ impl RunArgs {
                 shutdown_grace: self.shutdown_grace,
                 identity: leader::default_identity(),
                 controllers: !self.no_controllers,
-                pass_options,
+                pass: Arc::new(pass),
                 allowed_channels,
                 claim: None,
                 hooks_url: None,
@@ -163,9 +170,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let result = runtime.block_on(async {
         let (client, calls) = args.cluster.connect_fenced(config.fence.clone()).await?;
         // The Secret is read again on every revision loaded (see docs/secrets.md).
-        config.daemon.pass_options.decryption = args
+        Arc::make_mut(&mut config.daemon.pass).decryption = args
             .decryption
-            .decryption(&client, &args.cluster.namespace)?;
+            .decryption(&client, &args.cluster.weft_namespace)?;
         wiring::run(config, client, calls)
             .await
             .map_err(anyhow::Error::from)

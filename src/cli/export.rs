@@ -56,7 +56,8 @@ pub fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
         let (client, _) = args.cluster.connect().await?;
         let ns = args.in_namespace.as_deref();
         let mut docs = Vec::new();
-        if let Some(record) = root_record(&client, &args.cluster.namespace, &args.root_name).await?
+        if let Some(record) =
+            root_record(&client, &args.cluster.weft_namespace, &args.root_name).await?
         {
             docs.push(record);
         }
@@ -71,7 +72,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
                 "error: nothing to export: no root record `{}` in namespace {} and none of \
                  Weft's resources{}",
                 record::record_name(&args.root_name),
-                args.cluster.namespace,
+                args.cluster.weft_namespace,
                 ns.map(|n| format!(" in namespace {n}")).unwrap_or_default()
             );
             return Ok(ExitCode::from(1));

@@ -322,7 +322,7 @@ async fn named(
         return Ok(found);
     }
     if args.what == What::Root {
-        let ns = &args.cluster.namespace;
+        let ns = &args.cluster.weft_namespace;
         crate::daemon::record::require(client, ns, name).await?;
         // Recorded since the rows were read: the next read shows it.
         return Ok(found);
@@ -369,7 +369,7 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
         let namespace = args.in_namespace.as_deref();
         let deadline = Instant::now() + args.timeout;
         let rows = loop {
-            let rows = rows(&client, args.what, namespace, &args.cluster.namespace).await?;
+            let rows = rows(&client, args.what, namespace, &args.cluster.weft_namespace).await?;
             let rows = match &args.name {
                 Some(name) => named(&client, &args, rows, name).await?,
                 None => rows,

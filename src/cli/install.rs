@@ -158,7 +158,7 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
         }
         let deployments: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),
-            &args.cluster.namespace,
+            &args.cluster.weft_namespace,
             &kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
         );
         wait_available(&deployments, args.timeout).await
@@ -189,7 +189,7 @@ fn manifests(args: &InstallArgs) -> anyhow::Result<Vec<Value>> {
 /// One object changed as the flags ask: Weft's namespace, the image, the repository, the git
 /// credentials' Secret.
 fn customise(o: &mut Value, args: &InstallArgs) -> anyhow::Result<()> {
-    let namespace = args.cluster.namespace.as_str();
+    let namespace = args.cluster.weft_namespace.as_str();
     if namespace != DEPLOY_NAMESPACE {
         if o["kind"] == "Namespace" {
             o["metadata"]["name"] = namespace.into();

@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::apply::diff::mask_secret;
 use crate::pass::prepare::{prepare, Prepared};
-use crate::pass::{PassError, PassOptions};
+use crate::pass::PassError;
 use crate::render::{output, AgentLayer, DesiredObject, Owner};
 
 use super::args::{AgeKeyArgs, RepoArgs};
@@ -50,16 +50,10 @@ enum Outcome {
 fn prepare_offline(args: &RepoArgs, key: &AgeKeyArgs) -> anyhow::Result<Outcome> {
     let chart_fetch = args.chart_fetch(args.credentials(None)?)?;
     let snapshot = args.read_snapshot(Some(chart_fetch.credentials.clone()))?;
-    let opts = PassOptions {
-        repo_location: args.location(),
-        chart_fetch,
-        decryption: key.decryption()?,
-        target_manifest: args.target_manifest.clone(),
-        ..PassOptions::default()
-    };
+    let settings = args.pass_settings(None, chart_fetch, key.decryption()?);
     let runtime = tokio::runtime::Runtime::new()?;
     Ok(
-        match runtime.block_on(prepare(snapshot, None, AgentLayer::Included, &opts)) {
+        match runtime.block_on(prepare(snapshot, None, AgentLayer::Included, &settings)) {
             // A chart that fails alone stops only its group in a pass; offline it is an error.
             Ok(prepared) => match prepared.set.failure_error() {
                 Some(e) => {

@@ -243,7 +243,7 @@ pub async fn run(
     };
     let state = DaemonState::new(
         client.clone(),
-        &cfg.daemon.pass_options.weft_namespace,
+        &cfg.daemon.pass.weft_namespace,
         DaemonStatus {
             repo: source.display(),
             git_ref: followed_ref.clone(),
@@ -281,7 +281,7 @@ pub async fn run(
         state.clone(),
         followed_ref,
         ready_rx,
-        cfg.daemon.pass_options.timeout + Duration::from_secs(120),
+        cfg.daemon.pass.timeout + Duration::from_secs(120),
         cfg.http_limits,
     );
     server_state.set_sync_token(sync_token);
@@ -303,8 +303,8 @@ pub async fn run(
     server_state.leader_link = Some(
         crate::server::forward::LeaderLink::new(
             client.clone(),
-            &cfg.daemon.pass_options.weft_namespace,
-            &crate::daemon::leader::lease_name(&cfg.daemon.pass_options.root_name),
+            &cfg.daemon.pass.weft_namespace,
+            &crate::daemon::leader::lease_name(&cfg.daemon.pass.root_name),
             &cfg.daemon.identity,
         )
         .with_shards(cfg.daemon.shards)
@@ -318,7 +318,7 @@ pub async fn run(
         crate::ui::Ui::read_only_pages(
             client.clone(),
             crate::ui::UiConfig {
-                weft_namespace: cfg.daemon.pass_options.weft_namespace.clone(),
+                weft_namespace: cfg.daemon.pass.weft_namespace.clone(),
                 drift: None,
                 refresh: Duration::from_secs(10),
                 read_only: true,

@@ -57,9 +57,12 @@ pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
     let now = runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
         if !create {
-            if let Err(e) =
-                crate::daemon::record::require(&client, &args.cluster.namespace, &args.root_name)
-                    .await
+            if let Err(e) = crate::daemon::record::require(
+                &client,
+                &args.cluster.weft_namespace,
+                &args.root_name,
+            )
+            .await
             {
                 if suspended {
                     anyhow::bail!(
@@ -73,7 +76,7 @@ pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
         Ok::<_, anyhow::Error>(
             suspend::write(
                 &client,
-                &args.cluster.namespace,
+                &args.cluster.weft_namespace,
                 &args.root_name,
                 suspended,
                 message,
@@ -85,12 +88,12 @@ pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
     if now.suspended {
         println!(
             "root {} suspended (ConfigMap {}/{record}): no pass runs until `weft resume`",
-            args.root_name, args.cluster.namespace
+            args.root_name, args.cluster.weft_namespace
         );
     } else {
         println!(
             "root {} resumed (ConfigMap {}/{record}): a running daemon starts a pass now",
-            args.root_name, args.cluster.namespace
+            args.root_name, args.cluster.weft_namespace
         );
     }
     Ok(ExitCode::SUCCESS)

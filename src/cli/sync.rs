@@ -14,7 +14,9 @@ use crate::daemon::armada::status as armada_status;
 use crate::daemon::events::EventPublisher;
 use crate::daemon::{record, writer};
 use crate::notify::Notifier;
-use crate::pass::{self, PassOptions};
+use crate::pass::{self, PassInput, PassSettings};
+use crate::source::chart::FetchSettings;
+use crate::source::sops::Decryption;
 
 /// How a command's result is printed: for people (`text`, the default), or as one JSON or YAML
 /// document on stdout (progress then goes to stderr).
@@ -83,28 +85,15 @@ pub struct DiffArgs {
     pub output: Output,
 }
 
-impl SyncArgs {
-    fn pass_options(&self) -> PassOptions {
-        PassOptions {
-            dry_run: self.dry_run,
-            target_manifest: self.repo.target_manifest.clone(),
-            ..self
-                .apply
-                .pass_options(&self.cluster.namespace, self.repo.location())
-        }
-    }
-}
-
 impl DiffArgs {
-    fn pass_options(&self) -> PassOptions {
-        PassOptions {
-            weft_namespace: self.cluster.namespace.clone(),
+    /// The settings of `weft diff`: the repository's, with the root and the concurrency.
+    fn pass_settings(&self, chart_fetch: FetchSettings, decryption: Decryption) -> PassSettings {
+        PassSettings {
             concurrency: self.concurrency.max(1),
             root_name: self.root_name.clone(),
-            repo_location: self.repo.location(),
-            dry_run: true,
-            target_manifest: self.repo.target_manifest.clone(),
-            ..PassOptions::default()
+            ..self
+                .repo
+                .pass_settings(Some(&self.cluster), chart_fetch, decryption)
         }
     }
 }
@@ -116,25 +105,30 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         .credentials(args.git.secret_credentials(&args.cluster)?)?;
     let chart_fetch = args.repo.chart_fetch(credentials.clone())?;
     let snapshot = args.repo.read_snapshot(Some(credentials))?;
-    let mut opts = args.pass_options();
-    opts.chart_fetch = chart_fetch;
     let runtime = tokio::runtime::Runtime::new()?;
     let machine = args.output != Output::Text;
     runtime.block_on(async {
         let (client, calls) = args.cluster.connect().await?;
-        opts.decryption = args
+        let decryption = args
             .decryption
-            .decryption(&client, &args.cluster.namespace)?;
-        if !opts.dry_run {
+            .decryption(&client, &args.cluster.weft_namespace)?;
+        let settings = args
+            .apply
+            .pass_settings(&args.repo, &args.cluster, chart_fetch, decryption);
+        let input = PassInput {
+            dry_run: args.dry_run,
+            ..PassInput::default()
+        };
+        if !input.dry_run {
             let suspended =
-                record::suspension_of(&client, &opts.weft_namespace, &opts.root_name).await;
+                record::suspension_of(&client, &settings.weft_namespace, &settings.root_name).await;
             if let Some(why) = suspended {
                 eprintln!("error: {why}");
                 return Ok(ExitCode::from(1));
             }
             // Its own connection: the record is no write of the pass (a no-op pass says 0).
             let (record_client, _) = args.cluster.connect().await?;
-            if let Err(why) = one_writer(&record_client, &args, &opts).await {
+            if let Err(why) = one_writer(&record_client, &args, &settings).await {
                 eprintln!("error: {why}; nothing was applied or pruned");
                 return Ok(ExitCode::from(1));
             }
@@ -144,27 +138,30 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         } else {
             std::io::stdout().is_terminal()
         };
-        let mut printer = ProgressPrinter::new(terminal, opts.dry_run);
+        let mut printer = ProgressPrinter::new(terminal, input.dry_run);
         if machine {
             printer = printer.on_stderr();
         }
-        let result = pass::run_pass(&client, snapshot, &opts, &|p| printer.observe(p)).await;
+        let result = pass::run_pass(&client, snapshot, &settings, &input, &|p| {
+            printer.observe(p)
+        })
+        .await;
         printer.finish();
         print_diagnostics(&result.diagnostics);
         let calls = calls.snapshot();
-        let line = summary_line(&result, opts.dry_run, calls.writes, calls.reads);
+        let line = summary_line(&result, input.dry_run, calls.writes, calls.reads);
         if machine {
             eprintln!("{line}");
             args.output.print(&sync_document(
                 &result,
-                opts.dry_run,
+                input.dry_run,
                 calls.writes,
                 calls.reads,
             ))?;
         } else {
             println!("{line}");
         }
-        if !opts.dry_run {
+        if !input.dry_run {
             record_statuses(&client, &result).await;
         }
         match &result.error {
@@ -209,9 +206,9 @@ async fn record_statuses(client: &kube::Client, result: &pass::PassResult) {
 async fn one_writer(
     client: &kube::Client,
     args: &SyncArgs,
-    opts: &PassOptions,
+    settings: &PassSettings,
 ) -> Result<(), writer::WriterError> {
-    let (ns, root) = (&opts.weft_namespace, &opts.root_name);
+    let (ns, root) = (&settings.weft_namespace, &settings.root_name);
     if !args.writer.ignore_leader {
         writer::check_no_live_leader(client, ns, root).await?;
     }
@@ -282,15 +279,14 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         .credentials(args.git.secret_credentials(&args.cluster)?)?;
     let chart_fetch = args.repo.chart_fetch(credentials.clone())?;
     let snapshot = args.repo.read_snapshot(Some(credentials))?;
-    let mut opts = args.pass_options();
-    opts.chart_fetch = chart_fetch;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
-        opts.decryption = args
+        let decryption = args
             .decryption
-            .decryption(&client, &args.cluster.namespace)?;
-        let diffs = pass::diff_pass(&client, snapshot, &opts).await?;
+            .decryption(&client, &args.cluster.weft_namespace)?;
+        let settings = args.pass_settings(chart_fetch, decryption);
+        let diffs = pass::diff_pass(&client, snapshot, &settings, &PassInput::default()).await?;
         match args.output {
             Output::Text => diffs.iter().for_each(|d| print!("{}", d.text)),
             machine => {

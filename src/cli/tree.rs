@@ -62,7 +62,7 @@ pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
-        let ns = &args.cluster.namespace;
+        let ns = &args.cluster.weft_namespace;
         let roots = root_names(&client, ns, &args.root_name).await?;
         let mut trees = Vec::new();
         for root in &roots {

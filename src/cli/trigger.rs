@@ -60,7 +60,7 @@ pub fn trigger(args: TriggerArgs) -> anyhow::Result<ExitCode> {
 /// Annotate the root record; with `--wait`, watch it for the answer.
 async fn through_api_server(args: &TriggerArgs) -> anyhow::Result<ExitCode> {
     let (client, _) = args.cluster.connect().await?;
-    let ns = &args.cluster.namespace;
+    let ns = &args.cluster.weft_namespace;
     // A root that is not there is named with the roots that are, before anything is written.
     crate::daemon::record::require(&client, ns, &args.root_name).await?;
     let at = request::request(&client, ns, &args.root_name, args.force_prune).await?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::args::{ClusterArgs, DecryptionArgs, GitSecretArgs, RepoArgs};
-use crate::pass::PassOptions;
+use crate::pass::PassSettings;
 use crate::ui::{DriftSource, Ui, UiConfig};
 
 /// The flags of `weft ui`.
@@ -66,22 +66,19 @@ pub fn ui(args: UiArgs) -> anyhow::Result<ExitCode> {
             Some((chart_fetch, read)) => Some(DriftSource {
                 location: crate::api::redact::redact_url_passwords(&args.repo.location()),
                 read,
-                options: Arc::new(PassOptions {
-                    weft_namespace: args.cluster.namespace.clone(),
+                settings: Arc::new(PassSettings {
                     root_name: args.root_name.clone(),
-                    repo_location: args.repo.location(),
-                    target_manifest: args.repo.target_manifest.clone(),
-                    chart_fetch,
-                    decryption: args
-                        .decryption
-                        .decryption(&client, &args.cluster.namespace)?,
-                    dry_run: true,
-                    ..PassOptions::default()
+                    ..args.repo.pass_settings(
+                        Some(&args.cluster),
+                        chart_fetch,
+                        args.decryption
+                            .decryption(&client, &args.cluster.weft_namespace)?,
+                    )
                 }),
             }),
         };
         let config = UiConfig {
-            weft_namespace: args.cluster.namespace.clone(),
+            weft_namespace: args.cluster.weft_namespace.clone(),
             drift,
             refresh: args.refresh.max(Duration::from_secs(1)),
             read_only: false,

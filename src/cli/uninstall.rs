@@ -37,11 +37,11 @@ pub fn uninstall(args: UninstallArgs) -> anyhow::Result<ExitCode> {
         if args.prune {
             // What `--prune` deletes is the root's: a root that is not there is an error that
             // names the roots that are, not an uninstall that prunes nothing.
-            crate::daemon::record::require(&client, &args.cluster.namespace, &args.root_name)
+            crate::daemon::record::require(&client, &args.cluster.weft_namespace, &args.root_name)
                 .await?;
         }
         let opts = UninstallOptions {
-            namespace: args.cluster.namespace.clone(),
+            weft_namespace: args.cluster.weft_namespace.clone(),
             root_name: args.root_name.clone(),
             prune: args.prune,
             ignore_running: args.ignore_running,

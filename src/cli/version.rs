@@ -32,13 +32,13 @@ pub fn version(args: VersionArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     let daemon = runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
-        let api: Api<Lease> = Api::namespaced(client, &args.cluster.namespace);
+        let api: Api<Lease> = Api::namespaced(client, &args.cluster.weft_namespace);
         let name = lease_name(&args.root_name);
         let lease = api.get_opt(&name).await?;
         Ok::<_, anyhow::Error>(match lease {
             None => format!(
                 "no daemon: no Lease {}/{name} (is `weft run` deployed with this root and namespace?)",
-                args.cluster.namespace
+                args.cluster.weft_namespace
             ),
             Some(l) => {
                 let holder = l

@@ -27,7 +27,7 @@ use crate::api::ObjectRef;
 use crate::apply::apply::apply_one;
 use crate::apply::plan;
 use crate::pass::prepare::prepare;
-use crate::pass::PassOptions;
+use crate::pass::PassSettings;
 use crate::render::{AgentLayer, DesiredObject, DesiredSet, Owner, OWNER_KINDS};
 use crate::source::Snapshot;
 
@@ -49,7 +49,7 @@ pub async fn changed_first(
     client: &Client,
     previous: Previous<'_>,
     next: &Snapshot,
-    opts: &PassOptions,
+    settings: &PassSettings,
 ) -> Vec<ObjectRef> {
     let Some(changed) = changed_files(previous.snapshot, next) else {
         return Vec::new();
@@ -61,7 +61,7 @@ pub async fn changed_first(
             .filter_map(|p| next.files.get(p).map(|b| (p.clone(), b.clone())))
             .collect(),
     };
-    let rendered = match prepare(partial, None, AgentLayer::Excluded, opts).await {
+    let rendered = match prepare(partial, None, AgentLayer::Excluded, settings).await {
         Ok(p) => p.set,
         Err(e) => {
             tracing::debug!(error = %e, "the changed files do not load on their own; the full pass decides");
@@ -82,7 +82,7 @@ pub async fn changed_first(
             return Vec::new();
         }
     };
-    let resolved = match plan::resolve(&writes, &[], &catalog, &opts.default_namespace) {
+    let resolved = match plan::resolve(&writes, &[], &catalog, &settings.default_namespace) {
         Ok(r) if r.pending_crd.is_empty() => r,
         _ => return Vec::new(),
     };

@@ -33,7 +33,7 @@ pub enum LeaderError {
     #[error("another replica took the leader Lease")]
     TakenOver,
     /// A live installation that syncs another repository holds this root's Lease.
-    #[error("the sync root's Lease {namespace}/{name} is held by `{holder}`, a live installation that syncs `{theirs}` (this one syncs `{ours}`): two installations must not share a root. Give this one its own --root-name or --namespace")]
+    #[error("the sync root's Lease {namespace}/{name} is held by `{holder}`, a live installation that syncs `{theirs}` (this one syncs `{ours}`): two installations must not share a root. Give this one its own --root-name or --weft-namespace")]
     Claimed {
         namespace: String,
         name: String,
@@ -56,8 +56,8 @@ pub enum LeaderError {
 /// Timing and identity of an election.
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
-    /// Weft's namespace (`--namespace`).
-    pub namespace: String,
+    /// Weft's namespace (`--weft-namespace`).
+    pub weft_namespace: String,
     /// Name of the Lease (`weft-leader`).
     pub name: String,
     /// This replica's identity (pod name, or host name and process id).
@@ -109,10 +109,10 @@ pub fn lease_name(root_name: &str) -> String {
 
 impl LeaseConfig {
     /// client-go's proportions (15 s / 10 s / 2 s) scaled to `lease_duration`.
-    pub fn new(namespace: &str, identity: &str, lease_duration: Duration) -> Self {
+    pub fn new(weft_namespace: &str, identity: &str, lease_duration: Duration) -> Self {
         let lease_duration = lease_duration.max(Duration::from_secs(2));
         LeaseConfig {
-            namespace: namespace.to_string(),
+            weft_namespace: weft_namespace.to_string(),
             name: "weft-leader".to_string(),
             identity: identity.to_string(),
             lease_duration,
@@ -177,7 +177,7 @@ pub struct LeaderElector {
 impl LeaderElector {
     pub fn new(client: Client, cfg: LeaseConfig) -> Self {
         LeaderElector {
-            api: Api::namespaced(client, &cfg.namespace),
+            api: Api::namespaced(client, &cfg.weft_namespace),
             cfg,
             observed: None,
             fence: WriteFence::unenforced(),
@@ -217,7 +217,7 @@ impl LeaderElector {
 
     fn api_err(&self, source: kube::Error) -> LeaderError {
         LeaderError::Api {
-            namespace: self.cfg.namespace.clone(),
+            namespace: self.cfg.weft_namespace.clone(),
             name: self.cfg.name.clone(),
             source,
         }
@@ -254,7 +254,7 @@ impl LeaderElector {
             return Ok(());
         }
         Err(LeaderError::Claimed {
-            namespace: self.cfg.namespace.clone(),
+            namespace: self.cfg.weft_namespace.clone(),
             name: self.cfg.name.clone(),
             holder: holder.to_string(),
             theirs: theirs.clone(),
@@ -276,7 +276,7 @@ impl LeaderElector {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.cfg.name.clone()),
-                    namespace: Some(self.cfg.namespace.clone()),
+                    namespace: Some(self.cfg.weft_namespace.clone()),
                     annotations: self.claim_annotations(),
                     ..Default::default()
                 },

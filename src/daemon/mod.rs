@@ -17,6 +17,7 @@ pub mod namespaces;
 pub mod pass_locks;
 pub mod record;
 pub mod request;
+pub mod rollbacks;
 pub mod root;
 pub mod run;
 pub mod shards;
@@ -26,6 +27,7 @@ pub mod status;
 pub mod suspend;
 pub mod trigger;
 pub mod uninstall;
+pub mod update_requests;
 pub mod updater;
 pub mod weavecloud;
 pub mod writer;
@@ -33,7 +35,7 @@ pub mod writer;
 use kube::Client;
 
 use crate::apply::changeset::ChangeSet;
-use crate::pass::{Observer, PassError, PassOptions};
+use crate::pass::{Observer, PassError, PassInput, PassSettings};
 use crate::render::DesiredSet;
 use shutdown::Shutdown;
 
@@ -53,12 +55,13 @@ pub enum EngineRun {
 pub async fn run_engine(
     client: &Client,
     set: &DesiredSet,
-    opts: &PassOptions,
+    settings: &PassSettings,
+    input: &PassInput,
     observer: &Observer<'_>,
     shutdown: &Shutdown,
 ) -> EngineRun {
     tokio::select! {
-        (changes, error) = crate::pass::reconcile(client, set, opts, observer) => {
+        (changes, error) = crate::pass::reconcile(client, set, settings, input, observer) => {
             EngineRun::Finished(changes, error)
         }
         _ = shutdown.abandoned() => EngineRun::Abandoned,

@@ -6,6 +6,7 @@
 //! The HTTP server is the caller's (`weft run` starts it beside the daemon with the same
 //! [`DaemonState`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -20,7 +21,7 @@ use super::state::DaemonState;
 use super::trigger::TriggerReason;
 use super::updater::{UpdateOptions, Updater};
 use super::{armada, weavecloud};
-use crate::pass::PassOptions;
+use crate::pass::PassSettings;
 use crate::render::shard::{shard_root_name, Shard};
 
 /// Why the daemon stopped with an error.
@@ -46,9 +47,10 @@ pub struct DaemonConfig {
     pub identity: String,
     /// Run the custom resource controllers (WeaveCloud, ArmadaChart) and the agent updater.
     pub controllers: bool,
-    /// Per-pass settings and services; `pass_options.weft_namespace` is Weft's namespace (Lease,
-    /// inventories, cached bundles).
-    pub pass_options: PassOptions,
+    /// The settings of every pass of the root, the controllers and the updater (embedded, not
+    /// copied: `pass.weft_namespace` is Weft's namespace, of the Lease, inventories and cached
+    /// bundles; `pass.root_name` the root's).
+    pub pass: Arc<PassSettings>,
     /// Which agent channels a WeaveCloud may name (`--allowed-channels`).
     pub allowed_channels: crate::source::fetch_policy::ChannelPolicy,
     /// What this installation syncs, recorded on its Lease (see [`LeaseConfig::claim`]).
@@ -93,11 +95,11 @@ impl Daemon {
             source,
         } = self;
         let lease = LeaseConfig::new(
-            &config.pass_options.weft_namespace,
+            &config.pass.weft_namespace,
             &config.identity,
             config.lease_duration,
         )
-        .for_root(&config.pass_options.root_name)
+        .for_root(&config.pass.root_name)
         .claiming(config.claim.clone())
         .publishing(config.hooks_url.clone());
         loop {
@@ -147,18 +149,18 @@ async fn lead(
     stop: watch::Receiver<bool>,
 ) -> Term {
     tracing::info!(identity = %config.identity, lease = %elector.config().name, shard = shard.index, shards = shard.count, "acquired the Lease; reconciling");
-    let leader_lease = lease_name(&config.pass_options.root_name);
+    let leader_lease = lease_name(&config.pass.root_name);
     // The shard's sync-root owner: the root's own name for shard 0 (and an unsharded root).
     let mut config = config.clone();
-    let base_root = config.pass_options.root_name.clone();
-    config.pass_options.root_name = shard_root_name(&base_root, shard.index);
+    let base_root = config.pass.root_name.clone();
+    Arc::make_mut(&mut config.pass).root_name = shard_root_name(&base_root, shard.index);
     let config = &config;
     state.queue().reopen();
     state.set_leader(true);
     state.set_shard(Some(ShardClaim {
         shard,
         root_name: base_root.clone(),
-        weft_namespace: config.pass_options.weft_namespace.clone(),
+        weft_namespace: config.pass.weft_namespace.clone(),
     }));
 
     // Keep renewing until told to release (after the work has stopped), or until lost.
@@ -172,7 +174,7 @@ async fn lead(
     let root = RootReconciler::new(
         state.clone(),
         source.clone(),
-        config.pass_options.clone(),
+        Arc::clone(&config.pass),
         shutdown.clone(),
     )
     .sharded(RootShard::new(shard, base_root.clone(), leader_lease));
@@ -182,13 +184,13 @@ async fn lead(
     let followed = (state.clone(), base_root.clone());
     let suspend_task = tokio::spawn(super::suspend::follow(
         state.client().clone(),
-        config.pass_options.weft_namespace.clone(),
+        config.pass.weft_namespace.clone(),
         base_root.clone(),
         move |now| followed.0.suspension_seen(&followed.1, now),
     ));
     let request_task = tokio::spawn(super::request::follow(
         state.clone(),
-        config.pass_options.weft_namespace.clone(),
+        config.pass.weft_namespace.clone(),
         base_root.clone(),
         shard.index,
     ));
@@ -250,15 +252,14 @@ fn start_controllers(
     config: &DaemonConfig,
     shutdown: &Shutdown,
 ) -> Vec<JoinHandle<()>> {
-    let pass_options = &config.pass_options;
+    let settings = &config.pass;
     let updater = Updater::new(
         state.clone(),
         UpdateOptions {
-            weft_namespace: pass_options.weft_namespace.clone(),
-            health_timeout: pass_options.timeout,
+            health_timeout: settings.timeout,
             allowed_channels: config.allowed_channels.clone(),
             // Roll-outs honour --max-prune-fraction, --force-prune and --concurrency.
-            pass: pass_options.clone(),
+            pass: Arc::clone(settings),
             channel: crate::source::channel::ChannelOptions {
                 git_cache_dir: config.channel_cache_dir.clone().unwrap_or_else(|| {
                     crate::source::channel::ChannelOptions::default().git_cache_dir
@@ -269,8 +270,8 @@ fn start_controllers(
         },
     )
     .with_shutdown(shutdown.clone());
-    let wc = weavecloud::Context::new(state.clone(), pass_options.clone(), shutdown.clone());
-    let root = crate::render::Owner::root(&pass_options.weft_namespace, &pass_options.root_name);
+    let wc = weavecloud::Context::new(state.clone(), Arc::clone(settings), shutdown.clone());
+    let root = crate::render::Owner::root(&settings.weft_namespace, &settings.root_name);
     let charts = armada::Context::new(state.clone(), shutdown.clone()).for_root(root);
     let stop = shutdown.clone();
     vec![

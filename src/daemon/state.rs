@@ -11,7 +11,7 @@
 //!
 //! One exception, kept on purpose: the verdict of an agent update is the `Ready` condition
 //! (`AgentsUpdated`, or `AgentUpdateRolledBack`), which the updater writes once, under the owner's
-//! pass lock, and records in [`Rollbacks`](super::updater::Rollbacks); the controller then reports that verdict instead of
+//! pass lock, and records in [`Rollbacks`](super::rollbacks::Rollbacks); the controller then reports that verdict instead of
 //! its own healthy `Ready` until an update succeeds or the spec changes. Every writer sends a
 //! merge patch of its own fields only.
 
@@ -23,9 +23,10 @@ use kube::Client;
 use super::metrics::Metrics;
 use super::namespaces::WatchNamespaces;
 use super::pass_locks::PassLocks;
+use super::rollbacks::Rollbacks;
 use super::status::{DaemonStatus, PassReport};
 use super::trigger::TriggerQueue;
-use super::updater::{Rollbacks, UpdateRequests};
+use super::update_requests::UpdateRequests;
 use crate::pass::agents::AgentBundles;
 
 /// Everything the daemon's components share. Cheap to clone: clones share the state.

@@ -38,8 +38,8 @@ use crate::render::{DesiredSet, Owner};
 /// What to uninstall.
 #[derive(Clone, Debug)]
 pub struct UninstallOptions {
-    /// Weft's namespace (`--namespace`).
-    pub namespace: String,
+    /// Weft's namespace (`--weft-namespace`).
+    pub weft_namespace: String,
     /// The sync root (`--root-name`).
     pub root_name: String,
     /// Also delete what Weft created.
@@ -97,12 +97,12 @@ pub async fn uninstall(
     opts: &UninstallOptions,
 ) -> Result<UninstallReport, UninstallError> {
     if !opts.ignore_running {
-        refuse_if_running(client, &opts.namespace).await?;
+        refuse_if_running(client, &opts.weft_namespace).await?;
     }
     let roots = root_names(client, opts).await?;
     let owners: Vec<Owner> = roots
         .iter()
-        .map(|r| Owner::root(&opts.namespace, r))
+        .map(|r| Owner::root(&opts.weft_namespace, r))
         .collect();
     let mut report = UninstallReport::default();
     if opts.prune {
@@ -135,7 +135,7 @@ async fn root_names(
     client: &Client,
     opts: &UninstallOptions,
 ) -> Result<Vec<String>, UninstallError> {
-    let ns = &opts.namespace;
+    let ns = &opts.weft_namespace;
     let base = &opts.root_name;
     let mut indexes: BTreeSet<u32> = BTreeSet::from([0]);
     let prefix = super::shards::shard_lease_name(&super::leader::lease_name(base), 0);
@@ -287,8 +287,8 @@ async fn prune_all(
     // Every root's inventory (each shard root has its own).
     let mut roots_inventories = Vec::new();
     for name in roots {
-        let root = Owner::root(&opts.namespace, name);
-        let entries = inventory::read_root(client, &root, &opts.namespace)
+        let root = Owner::root(&opts.weft_namespace, name);
+        let entries = inventory::read_root(client, &root, &opts.weft_namespace)
             .await
             .map_err(UninstallError::Prune)?
             .map(|(entries, _)| entries)
@@ -300,16 +300,16 @@ async fn prune_all(
     // Weft's own records: each root's inventory (head and shards) and root record, its Leases
     // (the leader Lease and the shard Leases), the cached agent bundles. A custom resource's
     // inventory ConfigMaps are deleted with it (owner references).
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &opts.namespace);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &opts.weft_namespace);
     let bundles = configmaps
         .list(&ListParams::default().labels(BUNDLE_OF_LABEL))
         .await
         .map_err(kube_err("listing the cached agent bundles"))?;
     let mut records = Vec::new();
     for name in roots {
-        let root = Owner::root(&opts.namespace, name);
+        let root = Owner::root(&opts.weft_namespace, name);
         records.extend(
-            inventory::root_configmaps(client, &root, &opts.namespace)
+            inventory::root_configmaps(client, &root, &opts.weft_namespace)
                 .await
                 .map_err(UninstallError::Prune)?,
         );
@@ -317,17 +317,24 @@ async fn prune_all(
     }
     records.extend(bundles.items.iter().map(|c| c.name_any()));
     for name in records {
-        delete_record(&configmaps, "ConfigMap", &opts.namespace, &name, report).await?;
+        delete_record(
+            &configmaps,
+            "ConfigMap",
+            &opts.weft_namespace,
+            &name,
+            report,
+        )
+        .await?;
     }
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &opts.namespace);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &opts.weft_namespace);
     let leader = super::leader::lease_name(&opts.root_name);
-    delete_record(&leases, "Lease", &opts.namespace, &leader, report).await?;
+    delete_record(&leases, "Lease", &opts.weft_namespace, &leader, report).await?;
     let shard_leases = leases
         .list(&ListParams::default())
         .await
         .map_err(kube_err(format!(
             "listing the Leases of {}",
-            opts.namespace
+            opts.weft_namespace
         )))?;
     let prefix = super::shards::shard_lease_name(&leader, 0);
     let prefix = prefix.trim_end_matches('0');
@@ -337,7 +344,7 @@ async fn prune_all(
             .strip_prefix(prefix)
             .is_some_and(|i| i.parse::<u32>().is_ok())
         {
-            delete_record(&leases, "Lease", &opts.namespace, &name, report).await?;
+            delete_record(&leases, "Lease", &opts.weft_namespace, &name, report).await?;
         }
     }
     Ok(())

@@ -10,7 +10,7 @@ use super::agents::AgentBundles;
 use super::engine::resolve_set;
 use super::inventories::read_inventories;
 use super::prepare::{prepare, ClusterInputs};
-use super::{PassError, PassOptions};
+use super::{PassError, PassInput, PassSettings};
 use crate::api::ObjectRef;
 use crate::apply::changeset::{Action, Change};
 use crate::apply::diff::{self, DiffChange, ObjectDiff};
@@ -24,14 +24,15 @@ use crate::source::Snapshot;
 pub async fn diff_pass(
     client: &Client,
     snapshot: Snapshot,
-    opts: &PassOptions,
+    settings: &PassSettings,
+    input: &PassInput,
 ) -> Result<Vec<ObjectDiff>, PassError> {
-    let bundles = AgentBundles::new(client.clone(), opts.weft_namespace.clone());
+    let bundles = AgentBundles::new(client.clone(), settings.weft_namespace.clone());
     let cluster = ClusterInputs {
         client,
         bundles: &bundles,
     };
-    let set = prepare(snapshot, Some(cluster), AgentLayer::Included, opts)
+    let set = prepare(snapshot, Some(cluster), AgentLayer::Included, settings)
         .await?
         .set;
     // A diff shows the whole pass or nothing: a chart that did not render cannot be shown.
@@ -44,14 +45,14 @@ pub async fn diff_pass(
     let (set, takeover) = super::takeover::before_pass(
         client,
         set,
-        opts.launcher_takeover.as_deref(),
+        settings.launcher_takeover.as_deref(),
         true,
         &|_| {},
     )
     .await
     .map_err(PassError::Takeover)?;
     let catalog = Catalog::discover(client).await?;
-    let default_ns = &opts.default_namespace;
+    let default_ns = input.default_namespace(settings);
     let resolved = resolve_set(client, set.objects(), &set, &catalog, default_ns).await?;
     let mut pending = resolved.pending_crd.clone();
     pending.extend(takeover.recreated.iter().cloned());
@@ -65,8 +66,10 @@ pub async fn diff_pass(
             out.push(d);
         }
     }
-    out.extend(diff::diff_objects(client, &resolved.planned, &pending, opts.concurrency).await?);
-    for c in would_prune(client, &set, &catalog, opts).await? {
+    out.extend(
+        diff::diff_objects(client, &resolved.planned, &pending, settings.concurrency).await?,
+    );
+    for c in would_prune(client, &set, &catalog, settings, input).await? {
         if let Some(d) = prune_diff(client, &catalog, &c).await? {
             out.push(d);
         }
@@ -79,21 +82,23 @@ async fn would_prune(
     client: &Client,
     set: &DesiredSet,
     catalog: &Catalog,
-    opts: &PassOptions,
+    settings: &PassSettings,
+    input: &PassInput,
 ) -> Result<Vec<Change>, ApplyError> {
-    let desired_refs = plan::desired_refs(set, catalog, &opts.default_namespace);
+    let desired_refs = plan::desired_refs(set, catalog, input.default_namespace(settings));
     let all_desired: BTreeSet<ObjectRef> = desired_refs.values().flatten().cloned().collect();
-    let (inventories, errors) = read_inventories(client, set, catalog, &opts.weft_namespace).await;
+    let (inventories, errors) =
+        read_inventories(client, set, catalog, &settings.weft_namespace).await;
     if let Some(e) = errors.into_iter().next() {
         return Err(e);
     }
     let prune_opts = PruneOptions {
-        max_fraction: opts.max_prune_fraction,
+        max_fraction: settings.max_prune_fraction,
         force: true,
         dry_run: true,
-        concurrency: opts.concurrency,
-        revision: opts.revision.clone(),
-        allow_empty: opts.allow_empty,
+        concurrency: settings.concurrency,
+        revision: input.revision.clone(),
+        allow_empty: settings.allow_empty,
         deleted_earlier: Default::default(),
     };
     let outcome = prune::prune(

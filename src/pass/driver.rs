@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use kube::Client;
 
-use super::{reconcile, suspend, takeover, Observer, PassError, PassOptions, Progress};
+use super::{reconcile, suspend, takeover, Observer, PassError, PassInput, PassSettings, Progress};
 use crate::apply::changeset::ChangeSet;
 use crate::render::{DesiredSet, Owner};
 
@@ -36,10 +36,12 @@ pub enum Outcome<H> {
 /// Drive one pass over `set`: hold out suspended owners (`on_held` gets them before anything is
 /// applied), take over the launcher's objects when `takeover` (a dry run plans the takeover and writes nothing), then run the
 /// engine until it finishes or `stop` resolves.
+#[allow(clippy::too_many_arguments)]
 pub async fn drive<H, F, Fut, S>(
     client: &Client,
     set: Arc<DesiredSet>,
-    opts: &PassOptions,
+    settings: &PassSettings,
+    input: &PassInput,
     observer: &Observer<'_>,
     takeover: bool,
     on_held: F,
@@ -64,8 +66,8 @@ where
             let taken = takeover::before_pass(
                 client,
                 owned,
-                opts.launcher_takeover.as_deref(),
-                opts.dry_run,
+                settings.launcher_takeover.as_deref(),
+                input.dry_run,
                 observer,
             )
             .await;
@@ -91,7 +93,7 @@ where
         }
     };
     tokio::select! {
-        (mut changes, error) = reconcile(client, &set, opts, observer) => {
+        (mut changes, error) = reconcile(client, &set, settings, input, observer) => {
             changes.entries.splice(0..0, removed);
             Outcome::Finished { set: set.clone(), changes, error, held }
         }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use kube::api::{DeleteParams, PropagationPolicy};
 use kube::Client;
 
-use super::{Observer, PassError, PassOptions, Progress};
+use super::{Observer, PassError, PassInput, PassSettings, Progress};
 use crate::apply::apply::apply_one;
 use crate::apply::changeset::{Action, Change};
 use crate::apply::plan::{self, Catalog, Decision, LiveState, PlannedObject};
@@ -91,7 +91,8 @@ pub async fn run_hooks(
     hooks: &[&DesiredHook],
     phase: &str,
     timeout: Duration,
-    opts: &PassOptions,
+    settings: &PassSettings,
+    input: &PassInput,
     observer: &Observer<'_>,
     changes: &mut Vec<Change>,
 ) -> Result<(), PassError> {
@@ -104,7 +105,7 @@ pub async fn run_hooks(
     });
     for hook in hooks {
         run_one(
-            client, catalog, hook, phase, timeout, opts, observer, changes,
+            client, catalog, hook, phase, timeout, settings, input, observer, changes,
         )
         .await?;
     }
@@ -118,7 +119,8 @@ async fn run_one(
     hook: &DesiredHook,
     phase: &str,
     timeout: Duration,
-    opts: &PassOptions,
+    settings: &PassSettings,
+    input: &PassInput,
     observer: &Observer<'_>,
     changes: &mut Vec<Change>,
 ) -> Result<(), PassError> {
@@ -126,7 +128,7 @@ async fn run_one(
         std::slice::from_ref(&hook.object),
         &[],
         catalog,
-        &opts.default_namespace,
+        input.default_namespace(settings),
     )?;
     let Some(planned) = resolved.planned.into_iter().next() else {
         return Err(PassError::Apply(ApplyError::UnknownKind {
@@ -147,12 +149,12 @@ async fn run_one(
         changes.push(c);
     };
     let policies = hook.hook.effective_delete_policies();
-    if opts.dry_run {
+    if input.dry_run {
         record(Action::Created, format!("{phase} hook"));
         return Ok(());
     }
     if policies.contains(&HookDeletePolicy::BeforeHookCreation)
-        && delete_and_wait(client, &planned, timeout, opts.poll_interval).await?
+        && delete_and_wait(client, &planned, timeout, settings.poll_interval).await?
     {
         record(Action::Deleted, "hook before-hook-creation".into());
     }
@@ -166,7 +168,7 @@ async fn run_one(
         };
         let wait_opts = WaitOptions {
             timeout,
-            poll_interval: opts.poll_interval,
+            poll_interval: settings.poll_interval,
             concurrency: 1,
         };
         wait::wait_ready(client, &[target], &wait_opts, &|r| {
@@ -181,7 +183,7 @@ async fn run_one(
         Err(_) => (HookDeletePolicy::HookFailed, "hook-failed"),
     };
     if policies.contains(&policy)
-        && delete_and_wait(client, &planned, timeout, opts.poll_interval).await?
+        && delete_and_wait(client, &planned, timeout, settings.poll_interval).await?
     {
         record(Action::Deleted, format!("hook {label}"));
     }

@@ -48,28 +48,26 @@ use agents::AgentBundles;
 pub use diff::diff_pass;
 use prepare::{prepare, ClusterInputs};
 
-/// Everything a pass needs besides the repository.
+/// What every pass is configured with, once (the command's flags and the services they name):
+/// built by the command line (`cli::args`), shared as `Arc<PassSettings>` by the daemon's loops,
+/// never changed for one pass. What differs from pass to pass is its [`PassInput`].
 #[derive(Clone, Debug)]
-pub struct PassOptions {
+pub struct PassSettings {
     /// Name of the sync root (its owner id goes into every label).
     pub root_name: String,
-    /// Weft's own namespace (inventories).
+    /// Weft's own namespace (inventories, root records, cached bundles).
     pub weft_namespace: String,
-    /// Namespace of namespaced objects that do not say one.
+    /// Namespace of namespaced objects that do not say one (a pass of a custom resource's
+    /// children puts them in its owner's instead: [`PassInput::namespace`]).
     pub default_namespace: String,
-    /// Bound of each readiness wait.
+    /// Bound of each readiness wait (a pass may set its own: [`PassInput::timeout`]).
     pub timeout: Duration,
     pub max_prune_fraction: f64,
+    /// `--force-prune`: every pass may prune past the fraction guard (one pass alone:
+    /// [`PassInput::force_prune`]).
     pub force_prune: bool,
     /// `--allow-empty`: a render with no object at all may prune the root's whole inventory.
     pub allow_empty: bool,
-    /// The revision the pass applies (set by [`run_pass`] from its snapshot): an owner annotated
-    /// `weft.io/force-prune: <this revision>` may be pruned past the fraction guard.
-    pub revision: Option<String>,
-    /// Plan only: read the cluster, write nothing.
-    pub dry_run: bool,
-    /// A pass of one shard of the root (`weft run --shards N`); `None`: the whole root.
-    pub shard: Option<ShardPass>,
     /// Calls at the same time within a stage.
     pub concurrency: usize,
     /// Time between two readiness checks.
@@ -85,8 +83,8 @@ pub struct PassOptions {
     /// `--fetch-timeout`.
     pub chart_fetch: chart::FetchSettings,
     /// Renders Helm charts (`$WEFT_HELM`, else `helm` on `PATH`); shared by every pass made with
-    /// clones of these options, so that its render cache lives across passes (an unchanged pass
-    /// starts no helm).
+    /// these settings, so that its render cache lives across passes (an unchanged pass starts
+    /// no helm).
     pub helm: Arc<HelmRenderer>,
     /// The age identities that decrypt the repository's SOPS files (a key file, a decryption
     /// Secret read when a revision is loaded).
@@ -96,6 +94,48 @@ pub struct PassOptions {
     /// `--launcher-takeover NAMESPACE/NAME`: the one WeaveCloud whose takeover may act in
     /// kube-system (see [`takeover::designated`]); `None`: none.
     pub launcher_takeover: Option<String>,
+}
+
+/// What one pass is given besides the [`PassSettings`] it shares with every other: the default
+/// is a pass of the whole root that writes, with the settings' namespace, timeout and guard.
+#[derive(Clone, Debug, Default)]
+pub struct PassInput {
+    /// The revision the pass applies (set by [`run_pass`] from its snapshot): an owner annotated
+    /// `weft.io/force-prune: <this revision>` may be pruned past the fraction guard.
+    pub revision: Option<String>,
+    /// Plan only: read the cluster, write nothing.
+    pub dry_run: bool,
+    /// A pass of one shard of the root (`weft run --shards N`); `None`: the whole root.
+    pub shard: Option<ShardPass>,
+    /// This pass alone may prune past the fraction guard (`weft trigger --force-prune`, the
+    /// agents of a deleted WeaveCloud), whatever the settings' `force_prune` says.
+    pub force_prune: bool,
+    /// The namespace of the owner whose objects the pass applies (a WeaveCloud's agents):
+    /// namespaced objects that do not say one go there; `None`: the settings'
+    /// `default_namespace`.
+    pub namespace: Option<String>,
+    /// Bound of each readiness wait of this pass (a WeaveCloud's agents are checked, not
+    /// waited for; a roll-out waits its health timeout); `None`: the settings' `timeout`.
+    pub timeout: Option<Duration>,
+}
+
+impl PassInput {
+    /// Namespace of this pass's namespaced objects that do not say one.
+    pub fn default_namespace<'a>(&'a self, settings: &'a PassSettings) -> &'a str {
+        self.namespace
+            .as_deref()
+            .unwrap_or(&settings.default_namespace)
+    }
+
+    /// Bound of each readiness wait of this pass.
+    pub fn timeout(&self, settings: &PassSettings) -> Duration {
+        self.timeout.unwrap_or(settings.timeout)
+    }
+
+    /// Whether this pass may prune past the fraction guard.
+    pub fn force_prune(&self, settings: &PassSettings) -> bool {
+        self.force_prune || settings.force_prune
+    }
 }
 
 /// What a pass of one shard knows of the others (see [`crate::render::shard`]).
@@ -111,9 +151,9 @@ pub struct ShardPass {
     pub retired: Vec<crate::render::Owner>,
 }
 
-impl Default for PassOptions {
+impl Default for PassSettings {
     fn default() -> Self {
-        PassOptions {
+        PassSettings {
             root_name: RenderOptions::default().root_name,
             weft_namespace: "weft-system".into(),
             default_namespace: "default".into(),
@@ -121,9 +161,6 @@ impl Default for PassOptions {
             max_prune_fraction: 0.5,
             force_prune: false,
             allow_empty: false,
-            revision: None,
-            dry_run: false,
-            shard: None,
             concurrency: 10,
             poll_interval: Duration::from_secs(1),
             repo_location: String::new(),
@@ -248,13 +285,14 @@ impl PassResult {
     }
 }
 
-/// Run one pass over `snapshot`. Whether the root may run at all (`weft suspend`) is the
-/// caller's decision, made before (`daemon::record::suspension_of` for `weft sync`): the pass
-/// holds out suspended resources only.
+/// Run one pass over `snapshot` with `settings` and `input` (whose revision is the snapshot's).
+/// Whether the root may run at all (`weft suspend`) is the caller's decision, made before
+/// (`daemon::record::suspension_of` for `weft sync`): the pass holds out suspended resources only.
 pub async fn run_pass(
     client: &Client,
     snapshot: Snapshot,
-    opts: &PassOptions,
+    settings: &PassSettings,
+    input: &PassInput,
     observer: &Observer<'_>,
 ) -> PassResult {
     let start = Instant::now();
@@ -263,7 +301,8 @@ pub async fn run_pass(
         message: format!("loading revision {revision}"),
         objects: 0,
     });
-    let (diagnostics, changes, error, set) = sync_pass(client, snapshot, opts, observer).await;
+    let (diagnostics, changes, error, set) =
+        sync_pass(client, snapshot, settings, input, observer).await;
     // The one exit of every pass.
     PassResult {
         revision,
@@ -279,7 +318,8 @@ pub async fn run_pass(
 async fn sync_pass(
     client: &Client,
     snapshot: Snapshot,
-    opts: &PassOptions,
+    settings: &PassSettings,
+    input: &PassInput,
     observer: &Observer<'_>,
 ) -> (
     Diagnostics,
@@ -287,16 +327,14 @@ async fn sync_pass(
     Option<PassError>,
     Option<Arc<DesiredSet>>,
 ) {
-    let opts = &PassOptions {
-        revision: snapshot.revision.clone(),
-        ..opts.clone()
-    };
-    let bundles = AgentBundles::new(client.clone(), opts.weft_namespace.clone());
+    let mut input = input.clone();
+    input.revision.clone_from(&snapshot.revision);
+    let bundles = AgentBundles::new(client.clone(), settings.weft_namespace.clone());
     let cluster = ClusterInputs {
         client,
         bundles: &bundles,
     };
-    let prepared = match prepare(snapshot, Some(cluster), AgentLayer::Included, opts).await {
+    let prepared = match prepare(snapshot, Some(cluster), AgentLayer::Included, settings).await {
         Ok(prepared) => prepared,
         Err(e) => {
             let diagnostics = match &e {
@@ -314,7 +352,8 @@ async fn sync_pass(
     let outcome = driver::drive(
         client,
         set,
-        opts,
+        settings,
+        &input,
         observer,
         true,
         |_| async {},
@@ -358,12 +397,20 @@ pub fn policy(set: &DesiredSet) -> ApplyPolicy {
 pub async fn reconcile(
     client: &Client,
     set: &DesiredSet,
-    opts: &PassOptions,
+    settings: &PassSettings,
+    input: &PassInput,
     observer: &Observer<'_>,
 ) -> (ChangeSet, Option<PassError>) {
-    engine::Engine::new(client, opts, observer, policy(set), armada::failure)
-        .run(set)
-        .await
+    engine::Engine::new(
+        client,
+        settings,
+        input,
+        observer,
+        policy(set),
+        armada::failure,
+    )
+    .run(set)
+    .await
 }
 
 /// Compile-time check: a pass can be spawned on the multi-threaded runtime (`tokio::spawn`
@@ -372,16 +419,17 @@ pub async fn reconcile(
 fn _pass_futures_are_send(
     client: Client,
     set: std::sync::Arc<DesiredSet>,
-    opts: PassOptions,
+    settings: Arc<PassSettings>,
+    input: PassInput,
     snapshot: Snapshot,
 ) {
     let c2 = client.clone();
-    let o2 = opts.clone();
+    let (s2, i2) = (settings.clone(), input.clone());
     tokio::spawn(async move {
-        let _ = reconcile(&client, &set, &opts, &|_| {}).await;
+        let _ = reconcile(&client, &set, &settings, &input, &|_| {}).await;
     });
     tokio::spawn(async move {
-        let _ = run_pass(&c2, snapshot, &o2, &|_| {}).await;
+        let _ = run_pass(&c2, snapshot, &s2, &i2, &|_| {}).await;
     });
 }
 

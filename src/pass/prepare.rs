@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kube::Client;
 
 use super::agents::{self, AgentBundles, AgentsError};
-use super::{PassError, PassOptions};
+use super::{PassError, PassSettings};
 use crate::load::{self, Diagnostics, LoadedRepo};
 use crate::render::{AgentLayer, DesiredSet, RenderInputs, RenderOptions};
 use crate::source::chart::{self, ChartCache, ChartSources};
@@ -39,14 +39,15 @@ pub async fn prepare(
     snapshot: impl Into<Arc<Snapshot>>,
     cluster: Option<ClusterInputs<'_>>,
     agent_layer: AgentLayer,
-    opts: &PassOptions,
+    settings: &PassSettings,
 ) -> Result<Prepared, PassError> {
     let snapshot: Arc<Snapshot> = snapshot.into();
     let revision = snapshot.revision_label();
     // The keys are read only for a revision that has SOPS files (a decryption Secret that is
     // missing does not stop a repository without any).
     let identities = if load::sops::needs_decryption(&snapshot) {
-        opts.decryption
+        settings
+            .decryption
             .identities()
             .await
             .map_err(PassError::Decryption)?
@@ -57,20 +58,21 @@ pub async fn prepare(
     // references are checked: a site's other manifests may list the same groups.
     let load_opts = load::LoadOptions {
         identities,
-        target_manifest: opts.target_manifest.clone(),
+        target_manifest: settings.target_manifest.clone(),
     };
     let (repo, mut diagnostics) =
         tokio::task::spawn_blocking(move || load::load_with(snapshot, &load_opts))
             .await
             .map_err(task("the loader"))??;
-    let charts = resolve_charts(&repo, opts).await?;
+    let charts = resolve_charts(&repo, settings).await?;
     let capabilities = match cluster {
         Some(c) if !repo.armada.charts.is_empty() => {
             Some(super::helm::cluster_capabilities(c.client).await)
         }
         _ => None,
     };
-    let helm = super::helm::render_helm_charts(&repo, &charts, &opts.helm, capabilities).await?;
+    let helm =
+        super::helm::render_helm_charts(&repo, &charts, &settings.helm, capabilities).await?;
     let mut inputs = RenderInputs {
         charts,
         helm: helm.renders,
@@ -85,7 +87,7 @@ pub async fn prepare(
                 wc.value.metadata.name.clone().unwrap_or_default(),
             );
             let legacy =
-                super::takeover::designated(opts.launcher_takeover.as_deref(), &key.0, &key.1);
+                super::takeover::designated(settings.launcher_takeover.as_deref(), &key.0, &key.1);
             match agents::gather(cluster.client, cluster.bundles, &wc.value, legacy).await {
                 Ok(sources) => {
                     inputs
@@ -102,8 +104,8 @@ pub async fn prepare(
         }
     }
     let render_opts = RenderOptions {
-        root_name: opts.root_name.clone(),
-        weft_namespace: opts.weft_namespace.clone(),
+        root_name: settings.root_name.clone(),
+        weft_namespace: settings.weft_namespace.clone(),
     };
     let set = DesiredSet::render(repo, &inputs, &render_opts)?;
     for (origin, message) in set.warnings() {
@@ -119,24 +121,24 @@ pub async fn prepare(
 /// The source stage for charts: fetch every chart's files (git, tar) before the pure render.
 pub async fn resolve_charts(
     repo: &LoadedRepo,
-    opts: &PassOptions,
+    settings: &PassSettings,
 ) -> Result<ChartSources, PassError> {
     if repo.armada.charts.is_empty() {
         return Ok(ChartSources::default());
     }
     let charts = repo.armada.chart_requests();
     let snapshot = repo.snapshot.clone();
-    let location = opts.repo_location.clone();
-    let cache_dir = opts
+    let location = settings.repo_location.clone();
+    let cache_dir = settings
         .chart_cache_dir
         .clone()
         .unwrap_or_else(ChartCache::default_dir);
-    let policy = opts.chart_sources.clone();
-    let settings = opts.chart_fetch.clone();
+    let policy = settings.chart_sources.clone();
+    let fetch = settings.chart_fetch.clone();
     tokio::task::spawn_blocking(move || {
         let cache = ChartCache::new(cache_dir)
             .with_policy(policy)
-            .with_settings(settings);
+            .with_settings(fetch);
         chart::resolve(&charts, &snapshot, &location, &cache)
     })
     .await

@@ -6,17 +6,22 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kube::Client;
 
-use super::PassOptions;
+use super::PassInput;
 use crate::api::ObjectRef;
 use crate::apply::inventory::{self, Inventory};
 use crate::apply::plan::{self, Catalog};
 use crate::apply::ApplyError;
 use crate::render::Owner;
 
-/// The objects the other shards apply now.
-pub fn elsewhere(opts: &PassOptions, catalog: &Catalog) -> BTreeSet<ObjectRef> {
-    match &opts.shard {
-        Some(s) => plan::desired_refs(&s.elsewhere, catalog, &opts.default_namespace)
+/// The objects the other shards apply now (namespaced ones that do not say one in
+/// `default_namespace`).
+pub fn elsewhere(
+    input: &PassInput,
+    catalog: &Catalog,
+    default_namespace: &str,
+) -> BTreeSet<ObjectRef> {
+    match &input.shard {
+        Some(s) => plan::desired_refs(&s.elsewhere, catalog, default_namespace)
             .into_values()
             .flatten()
             .collect(),
@@ -24,15 +29,17 @@ pub fn elsewhere(opts: &PassOptions, catalog: &Catalog) -> BTreeSet<ObjectRef> {
     }
 }
 
-/// The retired shards' inventories (an absent one is empty: nothing to finish).
+/// The retired shards' inventories, stored in Weft's namespace `weft_namespace` (an absent one
+/// is empty: nothing to finish).
 pub async fn retired_inventories(
     client: &Client,
-    opts: &PassOptions,
+    input: &PassInput,
+    weft_namespace: &str,
 ) -> (Vec<Inventory>, Vec<ApplyError>) {
     let mut out = Vec::new();
     let mut errors = Vec::new();
-    for owner in opts.shard.iter().flat_map(|s| &s.retired) {
-        match inventory::read_root(client, owner, &opts.weft_namespace).await {
+    for owner in input.shard.iter().flat_map(|s| &s.retired) {
+        match inventory::read_root(client, owner, weft_namespace).await {
             Ok(Some((entries, force_prune))) => out.push(Inventory {
                 owner: owner.clone(),
                 entries,
@@ -47,8 +54,9 @@ pub async fn retired_inventories(
 }
 
 /// Is `owner` a retired shard's root?
-pub fn is_retired(opts: &PassOptions, owner: &Owner) -> bool {
-    opts.shard
+pub fn is_retired(input: &PassInput, owner: &Owner) -> bool {
+    input
+        .shard
         .as_ref()
         .is_some_and(|s| s.retired.contains(owner))
 }
@@ -60,12 +68,12 @@ pub fn keep_handed_off(
     next: &mut BTreeMap<Owner, BTreeSet<ObjectRef>>,
     inventories: &[Inventory],
     elsewhere: &BTreeSet<ObjectRef>,
-    opts: &PassOptions,
+    input: &PassInput,
 ) {
     if elsewhere.is_empty() {
         return;
     }
-    for inv in inventories.iter().filter(|i| !is_retired(opts, &i.owner)) {
+    for inv in inventories.iter().filter(|i| !is_retired(input, &i.owner)) {
         let handed: Vec<ObjectRef> = inv.entries.intersection(elsewhere).cloned().collect();
         if !handed.is_empty() {
             next.entry(inv.owner.clone()).or_default().extend(handed);

@@ -13,7 +13,7 @@ use crate::apply::diff::{self, ObjectDiff};
 use crate::pass::agents::AgentBundles;
 use crate::pass::engine::resolve_set;
 use crate::pass::prepare::{prepare, ClusterInputs};
-use crate::pass::PassOptions;
+use crate::pass::PassSettings;
 use crate::render::ownership::{CREATE_ANNOTATION, CREATE_IF_MISSING, OWNER_LABEL};
 use crate::render::{AgentLayer, DesiredObject};
 use crate::source::Snapshot;
@@ -23,13 +23,13 @@ use kube::ResourceExt;
 /// Reads the repository to diff against (blocking: a git fetch or a directory read).
 pub type ReadSnapshot = dyn Fn() -> Result<Snapshot, String> + Send + Sync;
 
-/// The repository the drift view diffs against, and the pass options of `weft diff`.
+/// The repository the drift view diffs against, and the pass settings of `weft diff`.
 #[derive(Clone)]
 pub struct DriftSource {
     /// Where it is, as shown on the page (redacted).
     pub location: String,
     pub read: Arc<ReadSnapshot>,
-    pub options: Arc<PassOptions>,
+    pub settings: Arc<PassSettings>,
 }
 
 /// What the drift view shows: the objects of the repository that differ from the cluster.
@@ -55,14 +55,14 @@ pub async fn diffs(
         .await
         .map_err(|e| UiError::Drift(format!("reading the repository: {e}")))?
         .map_err(UiError::Drift)?;
-    let opts = &source.options;
+    let settings = &source.settings;
     let client = ui.client();
-    let bundles = AgentBundles::new(client.clone(), opts.weft_namespace.clone());
+    let bundles = AgentBundles::new(client.clone(), settings.weft_namespace.clone());
     let cluster = ClusterInputs {
         client,
         bundles: &bundles,
     };
-    let prepared = prepare(snapshot, Some(cluster), AgentLayer::Included, opts).await?;
+    let prepared = prepare(snapshot, Some(cluster), AgentLayer::Included, settings).await?;
     let set = prepared.set;
     let failed_charts = set
         .failures()
@@ -77,12 +77,19 @@ pub async fn diffs(
         .collect();
     let objects = without_foreign_namespaces(ui, objects).await?;
     let catalog = ui.catalog().await?;
-    let resolved = resolve_set(client, &objects, &set, &catalog, &opts.default_namespace).await?;
+    let resolved = resolve_set(
+        client,
+        &objects,
+        &set,
+        &catalog,
+        &settings.default_namespace,
+    )
+    .await?;
     let diffs = diff::diff_objects(
         client,
         &resolved.planned,
         &resolved.pending_crd,
-        opts.concurrency,
+        settings.concurrency,
     )
     .await?;
     Ok(DriftReport {

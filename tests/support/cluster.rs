@@ -444,13 +444,13 @@ pub async fn counting_client() -> (Client, weft::apply::calls::CallCounts) {
 
 /// The options of a test's pass: its own namespace for the sync root, the inventory and the
 /// objects that name none; a 90 s readiness bound.
-pub fn pass_options(ns: &str) -> weft::pass::PassOptions {
-    weft::pass::PassOptions {
+pub fn pass_settings(ns: &str) -> weft::pass::PassSettings {
+    weft::pass::PassSettings {
         root_name: ns.to_string(),
         weft_namespace: ns.to_string(),
         default_namespace: ns.to_string(),
         timeout: Duration::from_secs(90),
         poll_interval: Duration::from_millis(300),
-        ..weft::pass::PassOptions::default()
+        ..weft::pass::PassSettings::default()
     }
 }

@@ -30,7 +30,7 @@ use super::status::{now_rfc3339, ChangeSummary, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus};
 use crate::apply::changeset::Action;
-use crate::pass::{driver, PassError, PassOptions, Progress, ShardPass};
+use crate::pass::{driver, PassError, PassInput, PassSettings, Progress, ShardPass};
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
 use crate::source::git::redact_url_passwords;
@@ -50,7 +50,8 @@ struct Rendered {
 pub struct RootReconciler {
     state: DaemonState,
     source: RootSource,
-    pass_options: PassOptions,
+    /// The daemon's pass settings (`root_name` is this shard's root).
+    settings: Arc<PassSettings>,
     /// When a running pass is abandoned after a stop request.
     shutdown: Shutdown,
     rendered: Option<Rendered>,
@@ -95,13 +96,13 @@ impl RootReconciler {
     pub fn new(
         state: DaemonState,
         source: RootSource,
-        pass_options: PassOptions,
+        settings: Arc<PassSettings>,
         shutdown: Shutdown,
     ) -> Self {
         RootReconciler {
             state,
             source,
-            pass_options,
+            settings,
             shutdown,
             rendered: None,
             applied_revision: None,
@@ -109,7 +110,7 @@ impl RootReconciler {
         }
     }
 
-    /// Apply only `shard`'s part of the root (the daemon; `pass_options.root_name` is already the
+    /// Apply only `shard`'s part of the root (the daemon; `settings.root_name` is already the
     /// shard's root name), and, as shard 0, finish retired shards.
     pub fn sharded(mut self, shard: RootShard) -> Self {
         self.shard = Some(shard);
@@ -126,7 +127,7 @@ impl RootReconciler {
                 .notifier()
                 .emit_all(crate::notify::root::finished(&self.notified(), &outcome));
             self.state.metrics().observe_pass(&report);
-            let o = &self.pass_options;
+            let o = &self.settings;
             self.state
                 .metrics()
                 .observe_root_pass(&o.weft_namespace, &o.root_name, &report);
@@ -193,10 +194,7 @@ impl RootReconciler {
                 return Ended::Stopped;
             }
         };
-        let (ns, own) = (
-            &self.pass_options.weft_namespace,
-            &self.pass_options.root_name,
-        );
+        let (ns, own) = (&self.settings.weft_namespace, &self.settings.root_name);
         let metrics = self.state.metrics();
         metrics.set_root_suspended(ns, own, record.suspension.suspended);
         if let Some(suspension) = record.suspension.suspended.then_some(&record.suspension) {
@@ -214,7 +212,7 @@ impl RootReconciler {
         self.record_outcome(&record, report, started, ended.conflicts())
             .await;
         if let Some(conflicts) = ended.conflicts() {
-            let o = &self.pass_options;
+            let o = &self.settings;
             conflict::publish(&self.state, &o.weft_namespace, &o.root_name, conflicts).await;
         }
         // What the pass allocated (a render, its plan, pages of listed metadata) is freed by now.
@@ -263,22 +261,21 @@ impl RootReconciler {
         let shard_pass = match &mut self.shard {
             Some(shard) => {
                 let retired = shard
-                    .retired(self.state.client(), &self.pass_options.weft_namespace)
+                    .retired(self.state.client(), &self.settings.weft_namespace)
                     .await;
                 (shard.shard.count > 1 || !retired.is_empty())
                     .then_some(ShardPass { elsewhere, retired })
             }
             None => None,
         };
-        // `weft trigger --force-prune` allows this one pass past the prune guard.
-        let opts = PassOptions {
+        let input = PassInput {
             revision: rendered.snapshot.revision.clone(),
-            force_prune: self.pass_options.force_prune
-                || ticket.reasons.contains(&TriggerReason::ApiForcePrune),
+            // `weft trigger --force-prune` allows this one pass past the prune guard.
+            force_prune: ticket.reasons.contains(&TriggerReason::ApiForcePrune),
             shard: shard_pass,
-            ..self.pass_options.clone()
+            ..PassInput::default()
         };
-        let ended = self.apply(set, &opts, report).await;
+        let ended = self.apply(set, &input, report).await;
         if let Ended::Applied(_) = ended {
             count_early(report, early);
         }
@@ -288,8 +285,8 @@ impl RootReconciler {
     /// The root record (own outcome) and the suspension, which a shard reads from its base
     /// root's record (one suspension for every shard).
     async fn read_record(&self) -> Result<RootRecord, kube::Error> {
-        let ns = &self.pass_options.weft_namespace;
-        let own = &self.pass_options.root_name;
+        let ns = &self.settings.weft_namespace;
+        let own = &self.settings.root_name;
         let mut record = record::read(self.state.client(), ns, own).await?;
         let base = self.base_root();
         if base != own {
@@ -306,7 +303,7 @@ impl RootReconciler {
         self.shard
             .as_ref()
             .map(|s| s.root_name.as_str())
-            .unwrap_or(&self.pass_options.root_name)
+            .unwrap_or(&self.settings.root_name)
     }
 
     /// Write the pass's outcome, this pass among the last ones and the next poll to the root
@@ -354,8 +351,8 @@ impl RootReconciler {
         let shard = self.shard.as_ref().map(|s| s.shard.index).unwrap_or(0);
         if let Err(e) = record::write_pass(
             self.state.client(),
-            &self.pass_options.weft_namespace,
-            &self.pass_options.root_name,
+            &self.settings.weft_namespace,
+            &self.settings.root_name,
             self.base_root(),
             shard,
             &written,
@@ -371,7 +368,7 @@ impl RootReconciler {
     async fn apply(
         &mut self,
         set: Arc<DesiredSet>,
-        opts: &PassOptions,
+        input: &PassInput,
         report: &mut PassReport,
     ) -> Ended {
         let pass = report.pass;
@@ -393,7 +390,8 @@ impl RootReconciler {
         let outcome = driver::drive(
             client,
             set,
-            opts,
+            &self.settings,
+            input,
             &observer,
             false,
             |held| async move { armada_status::record_suspended(client, &held).await },
@@ -501,7 +499,7 @@ impl RootReconciler {
 
     /// The root as notifications name it.
     fn notified(&self) -> crate::notify::EventSource {
-        let o = &self.pass_options;
+        let o = &self.settings;
         crate::notify::EventSource::root(&o.weft_namespace, &o.root_name)
     }
 
@@ -540,7 +538,7 @@ impl RootReconciler {
                 self.state.client(),
                 previous,
                 &snapshot,
-                &self.pass_options,
+                &self.settings,
             )
             .await;
         }
@@ -559,7 +557,7 @@ impl RootReconciler {
             Arc::clone(&snapshot),
             Some(cluster),
             AgentLayer::Excluded,
-            &self.pass_options,
+            &self.settings,
         )
         .await?;
         for d in &prepared.diagnostics.0 {

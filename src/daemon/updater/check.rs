@@ -549,10 +549,16 @@ impl Updater {
         )
         .await?;
         let set = DesiredSet::for_owners(rendered.objects, [owner].into());
-        let opts = self.opts.rollout_pass_options(&ns);
-        let run =
-            crate::daemon::run_engine(self.state.client(), &set, &opts, &|_| {}, &self.shutdown)
-                .await;
+        let input = self.opts.rollout_input(&ns);
+        let run = crate::daemon::run_engine(
+            self.state.client(),
+            &set,
+            &self.opts.pass,
+            &input,
+            &|_| {},
+            &self.shutdown,
+        )
+        .await;
         match run {
             EngineRun::Finished(_, None) => Ok(()),
             EngineRun::Finished(_, Some(e)) => Err(e.into()),

@@ -18,14 +18,13 @@
 //! - [`run`](Updater::run): the scheduler.
 
 mod check;
-mod requests;
-mod rollbacks;
 mod scheduler;
 pub mod select;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -40,17 +39,17 @@ use tokio::sync::Mutex;
 use super::shutdown::Shutdown;
 use super::state::DaemonState;
 use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
-use crate::pass::{PassError, PassOptions};
+use crate::pass::{PassError, PassInput, PassSettings};
 use crate::render::bundle::BundleError;
 use crate::render::RenderError;
 use crate::source::channel::{ChannelError, ChannelOptions, ChannelSource};
 
+pub use super::rollbacks::{held_rollback, Rollbacks, REASON_ROLLED_BACK};
+pub use super::update_requests::UpdateRequests;
 pub use crate::pass::agents::{
     cache_configmap_name, ActiveBundle, AgentBundles, ARCHIVE_KEY, BUILTIN_SOURCE, BUNDLE_OF_LABEL,
     DIGEST_KEY, MAX_CACHED_ARCHIVE_BYTES, SOURCE_KEY, VERSION_KEY,
 };
-pub use requests::UpdateRequests;
-pub use rollbacks::{held_rollback, Rollbacks, REASON_ROLLED_BACK};
 pub use select::{bundle_archive, next_check, select, Selection};
 
 /// `(namespace, name)` of a WeaveCloud.
@@ -167,34 +166,28 @@ pub struct UpdateReport {
 /// Settings of the updater.
 #[derive(Clone, Debug)]
 pub struct UpdateOptions {
-    /// Weft's namespace (cached bundles, inventories).
-    pub weft_namespace: String,
     /// How long the agents have to become healthy after an update before it is rolled back.
     pub health_timeout: Duration,
-    /// Time between two readiness checks.
-    pub poll_interval: Duration,
     /// How channels are reached.
     pub channel: ChannelOptions,
     /// Which channels a WeaveCloud may name (`--allowed-channels`).
     pub allowed_channels: crate::source::fetch_policy::ChannelPolicy,
     /// Upper bound of the scheduler's sleep (it also wakes for each WeaveCloud's next check).
     pub rescan_interval: Duration,
-    /// The daemon's pass options (`weft run`'s `--max-prune-fraction`, `--force-prune`,
-    /// `--concurrency` …): roll-outs and rollbacks run the engine with them.
-    pub pass: PassOptions,
+    /// The daemon's pass settings (`weft run`'s `--max-prune-fraction`, `--force-prune`,
+    /// `--concurrency` …): roll-outs and rollbacks run the engine with them; `weft_namespace`
+    /// holds the cached bundles.
+    pub pass: Arc<PassSettings>,
 }
 
 impl UpdateOptions {
-    /// The engine options of a roll-out or rollback of agents in `namespace`: the daemon's pass
-    /// options, with the updater's namespace, health timeout and poll interval.
-    pub fn rollout_pass_options(&self, namespace: &str) -> PassOptions {
-        PassOptions {
-            weft_namespace: self.weft_namespace.clone(),
-            default_namespace: namespace.to_string(),
-            timeout: self.health_timeout,
-            poll_interval: self.poll_interval,
-            dry_run: false,
-            ..self.pass.clone()
+    /// The input of a roll-out or rollback of agents in `namespace` (run with the daemon's
+    /// [`pass`](Self::pass) settings): their namespace, the health timeout, and writes.
+    pub fn rollout_input(&self, namespace: &str) -> PassInput {
+        PassInput {
+            namespace: Some(namespace.to_string()),
+            timeout: Some(self.health_timeout),
+            ..PassInput::default()
         }
     }
 }
@@ -202,14 +195,12 @@ impl UpdateOptions {
 impl Default for UpdateOptions {
     fn default() -> Self {
         UpdateOptions {
-            weft_namespace: "weft-system".to_string(),
             health_timeout: Duration::from_secs(300),
-            poll_interval: Duration::from_secs(1),
             channel: ChannelOptions::default(),
             allowed_channels: Default::default(),
             // One LIST of WeaveClouds: a new one gets its `nextUpdateCheck` within seconds.
             rescan_interval: Duration::from_secs(10),
-            pass: PassOptions::default(),
+            pass: Arc::default(),
         }
     }
 }

@@ -51,7 +51,7 @@ impl Updater {
         let mut seen = Vec::new();
         let roots = crate::daemon::weavecloud::trust::roots(
             &self.state,
-            &self.opts.weft_namespace,
+            &self.opts.pass.weft_namespace,
             &self.opts.pass.root_name,
         );
         for wc in list.items {

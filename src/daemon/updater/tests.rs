@@ -13,36 +13,39 @@ fn cache_names_are_per_weavecloud_and_valid() {
 #[test]
 fn roll_outs_run_with_the_daemons_prune_and_concurrency_flags() {
     let opts = UpdateOptions {
-        weft_namespace: "weft".into(),
         health_timeout: Duration::from_secs(42),
-        poll_interval: Duration::from_secs(3),
-        pass: PassOptions {
+        pass: std::sync::Arc::new(PassSettings {
+            weft_namespace: "weft".into(),
             max_prune_fraction: 0.1,
             force_prune: true,
             concurrency: 3,
             default_namespace: "elsewhere".into(),
             timeout: Duration::from_secs(1),
-            dry_run: true,
-            ..PassOptions::default()
-        },
+            poll_interval: Duration::from_secs(3),
+            ..PassSettings::default()
+        }),
         ..UpdateOptions::default()
     };
-    let p = opts.rollout_pass_options("weave");
-    assert_eq!(p.max_prune_fraction, 0.1);
-    assert!(p.force_prune);
-    assert_eq!(p.concurrency, 3);
+    let (s, p) = (&*opts.pass, opts.rollout_input("weave"));
+    assert_eq!(s.max_prune_fraction, 0.1);
+    assert!(p.force_prune(s));
+    assert_eq!(s.concurrency, 3);
+    assert_eq!(s.weft_namespace, "weft");
+    assert_eq!(s.poll_interval, Duration::from_secs(3));
     // What the updater decides itself.
-    assert_eq!(p.default_namespace, "weave");
-    assert_eq!(p.weft_namespace, "weft");
-    assert_eq!(p.timeout, Duration::from_secs(42), "the health timeout");
-    assert_eq!(p.poll_interval, Duration::from_secs(3));
+    assert_eq!(p.default_namespace(s), "weave");
+    assert_eq!(p.timeout(s), Duration::from_secs(42), "the health timeout");
     assert!(!p.dry_run, "a roll-out writes");
-    // Without the daemon's options, the engine's defaults (the prune guard on).
-    let defaults = UpdateOptions::default().rollout_pass_options("weave");
-    assert!(!defaults.force_prune);
+    assert!(
+        !p.force_prune,
+        "no one-shot force: the flag is the settings'"
+    );
+    // Without the daemon's settings, the engine's defaults (the prune guard on).
+    let defaults = UpdateOptions::default();
+    assert!(!defaults.rollout_input("weave").force_prune(&defaults.pass));
     assert_eq!(
-        defaults.max_prune_fraction,
-        PassOptions::default().max_prune_fraction
+        defaults.pass.max_prune_fraction,
+        PassSettings::default().max_prune_fraction
     );
 }
 

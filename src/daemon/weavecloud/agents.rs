@@ -22,7 +22,7 @@ use crate::apply::ApplyError;
 use crate::daemon::EngineRun;
 use crate::pass::agents::{ActiveBundle, AgentsError};
 use crate::pass::takeover::{self, Decision, Found, Takeover};
-use crate::pass::{PassError, PassOptions};
+use crate::pass::{PassError, PassInput};
 use crate::render::weavecloud::{render_agents, RenderedAgents};
 use crate::render::{DesiredObject, DesiredSet};
 
@@ -162,11 +162,11 @@ pub(super) async fn reconcile_agents(
         Ok(r) => r,
         Err(outcome) => return Ok(outcome),
     };
-    let opts = PassOptions {
-        default_namespace: wc.namespace().unwrap_or_default(),
+    let input = PassInput {
+        namespace: Some(wc.namespace().unwrap_or_default()),
         // Check readiness, do not sit in a wait: a not-ready agent is re-checked by a requeue.
-        timeout: Duration::from_secs(2),
-        ..ctx.pass_options.clone()
+        timeout: Some(Duration::from_secs(2)),
+        ..PassInput::default()
     };
     let inventory: BTreeSet<ObjectRef> = status.inventory.iter().cloned().collect();
     // An object another owner applied is never adopted (a cluster-scoped name, or a second
@@ -212,7 +212,7 @@ pub(super) async fn reconcile_agents(
             rendered.set = DesiredSet::for_owners(keep, [owner_of(wc)].into());
         }
     }
-    let mut outcome = apply_or_report(wc, ctx, rendered, &opts, &inventory, status, known).await?;
+    let mut outcome = apply_or_report(wc, ctx, rendered, &input, &inventory, status, known).await?;
     outcome.takeover = taken;
     outcome.launcher_checked = true;
     Ok(outcome)
@@ -234,7 +234,7 @@ async fn take_over(
         source,
     };
     let legacy = takeover::designated(
-        ctx.pass_options.launcher_takeover.as_deref(),
+        ctx.settings.launcher_takeover.as_deref(),
         &ns,
         &wc.name_any(),
     );
@@ -372,14 +372,14 @@ async fn apply_or_report(
     wc: &WeaveCloud,
     ctx: &Context,
     rendered: Rendered,
-    opts: &PassOptions,
+    input: &PassInput,
     inventory: &BTreeSet<ObjectRef>,
     status: &WeaveCloudStatus,
     known: usize,
 ) -> Result<Outcome, WeaveCloudError> {
     let mut drift_condition = None;
     if wc.spec.drift_policy == DriftPolicy::Report {
-        match report_only(wc, ctx, &rendered, opts, inventory, status).await? {
+        match report_only(wc, ctx, &rendered, input, inventory, status).await? {
             ReportOnly::InSync(outcome) => return Ok(*outcome),
             ReportOnly::Failed(message) => {
                 return Ok(Outcome::not_ready("ReconcileFailed", message, false, known))
@@ -394,7 +394,7 @@ async fn apply_or_report(
             }
         }
     }
-    apply_agents(wc, ctx, rendered, opts, inventory, drift_condition, known).await
+    apply_agents(wc, ctx, rendered, input, inventory, drift_condition, known).await
 }
 
 /// Gather the inputs and render; `Ok(Err(outcome))` when the agents cannot be rendered (the
@@ -413,7 +413,7 @@ async fn render(
         )))
     };
     let legacy = takeover::designated(
-        ctx.pass_options.launcher_takeover.as_deref(),
+        ctx.settings.launcher_takeover.as_deref(),
         &wc.namespace().unwrap_or_default(),
         &wc.name_any(),
     );
@@ -480,15 +480,17 @@ async fn report_only(
     wc: &WeaveCloud,
     ctx: &Context,
     rendered: &Rendered,
-    opts: &PassOptions,
+    input: &PassInput,
     inventory: &BTreeSet<ObjectRef>,
     status: &WeaveCloudStatus,
 ) -> Result<ReportOnly, WeaveCloudError> {
-    let dry_run = PassOptions {
+    let plan = PassInput {
         dry_run: true,
-        ..opts.clone()
+        namespace: input.namespace.clone(),
+        timeout: input.timeout,
+        ..PassInput::default()
     };
-    let changes = match engine(ctx, &rendered.set, &dry_run).await? {
+    let changes = match engine(ctx, &rendered.set, &plan).await? {
         (_, Some(e)) => return Ok(ReportOnly::Failed(e.to_string())),
         (changes, None) => changes,
     };
@@ -528,12 +530,12 @@ async fn apply_agents(
     wc: &WeaveCloud,
     ctx: &Context,
     rendered: Rendered,
-    opts: &PassOptions,
+    input: &PassInput,
     inventory: &BTreeSet<ObjectRef>,
     drift_condition: Option<Condition>,
     known: usize,
 ) -> Result<Outcome, WeaveCloudError> {
-    let (changes, error) = engine(ctx, &rendered.set, opts).await?;
+    let (changes, error) = engine(ctx, &rendered.set, input).await?;
     let s = changes.summary();
     ctx.state.metrics().count_objects(
         (s.created + s.configured) as u64,
@@ -585,9 +587,17 @@ async fn apply_agents(
 pub(super) async fn engine(
     ctx: &Context,
     set: &DesiredSet,
-    opts: &PassOptions,
+    input: &PassInput,
 ) -> Result<(ChangeSet, Option<PassError>), WeaveCloudError> {
-    match crate::daemon::run_engine(ctx.state.client(), set, opts, &|_| {}, &ctx.shutdown).await {
+    let run = crate::daemon::run_engine(
+        ctx.state.client(),
+        set,
+        &ctx.settings,
+        input,
+        &|_| {},
+        &ctx.shutdown,
+    );
+    match run.await {
         EngineRun::Finished(changes, error) => Ok((changes, error)),
         EngineRun::Abandoned => Err(WeaveCloudError::Abandoned),
     }

@@ -38,7 +38,7 @@ use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY, R
 use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
 use crate::apply::changeset::Action as ChangeAction;
 use crate::pass::agents::AgentsError;
-use crate::pass::{PassError, PassOptions};
+use crate::pass::{PassError, PassInput, PassSettings};
 use crate::render::ownership::OWNER_REF_ANNOTATION;
 use crate::render::DesiredSet;
 use crate::render::Owner;
@@ -93,16 +93,17 @@ pub enum WeaveCloudError {
 /// What the controller shares between reconciles.
 pub struct Context {
     state: DaemonState,
-    pass_options: PassOptions,
+    /// The daemon's pass settings, which every pass of the agents runs with.
+    settings: Arc<PassSettings>,
     /// Running engine work is abandoned the grace period after a stop request.
     shutdown: Shutdown,
 }
 
 impl Context {
-    pub fn new(state: DaemonState, pass_options: PassOptions, shutdown: Shutdown) -> Context {
+    pub fn new(state: DaemonState, settings: Arc<PassSettings>, shutdown: Shutdown) -> Context {
         Context {
             state,
-            pass_options,
+            settings,
             shutdown,
         }
     }
@@ -235,8 +236,8 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
     let namespace = wc.namespace().unwrap_or_default();
     let roots = trust::roots(
         &ctx.state,
-        &ctx.pass_options.weft_namespace,
-        &ctx.pass_options.root_name,
+        &ctx.settings.weft_namespace,
+        &ctx.settings.root_name,
     );
     if let Trust::Ignored { why, tell } = trust::trust(&wc, &roots, ctx.state.watch_namespaces()) {
         let ours = wc.finalizers().iter().any(|f| f == FINALIZER);
@@ -593,14 +594,13 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
     let owner = owner_of(wc);
     let pass = ctx.state.pass_locks().lock(&owner).await;
     let set = DesiredSet::for_owners(Vec::new(), [owner.clone()].into());
-    // The one pass that ignores `--force-prune` and `--max-prune-fraction`: deleting the
+    // The one pass that ignores `--max-prune-fraction` (forced past the guard): deleting the
     // WeaveCloud deletes all its agents by definition, so the guard would always trip. The
     // rest (`--concurrency`, timeouts) is the daemon's.
-    let opts = PassOptions {
-        default_namespace: ns.clone(),
+    let input = PassInput {
+        namespace: Some(ns.clone()),
         force_prune: true,
-        max_prune_fraction: 1.0,
-        ..ctx.pass_options.clone()
+        ..PassInput::default()
     };
     // A ServiceAccount another workload runs as (an adopted `weave-flux` a user's
     // flux-helm-operator uses) is released, not pruned.
@@ -615,7 +615,7 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
         let note = format!("kept, not pruned: {}", released.join(", "));
         event(ctx, wc, EventType::Normal, "ServiceAccountKept", note).await;
     }
-    let (changes, error) = agents::engine(ctx, &set, &opts).await?;
+    let (changes, error) = agents::engine(ctx, &set, &input).await?;
     if let Some(source) = error {
         return Err(WeaveCloudError::Prune {
             weavecloud: reference(wc),

@@ -121,7 +121,7 @@ mod against_a_fake_api_server {
             .with_watch_namespaces(crate::daemon::namespaces::WatchNamespaces::only(["weave"]));
         let ctx = Arc::new(Context::new(
             state.clone(),
-            PassOptions::default(),
+            Arc::default(),
             crate::daemon::shutdown::Shutdown::never(),
         ));
         let status_path = "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds/wc/status";
@@ -186,7 +186,7 @@ mod against_a_fake_api_server {
             .with_watch_namespaces(crate::daemon::namespaces::WatchNamespaces::only(["weave"]));
         let ctx = Arc::new(Context::new(
             state,
-            PassOptions::default(),
+            Arc::default(),
             crate::daemon::shutdown::Shutdown::never(),
         ));
         let mut wc = weavecloud();
@@ -219,7 +219,7 @@ mod against_a_fake_api_server {
         let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
         let ctx = Arc::new(Context::new(
             state,
-            PassOptions::default(),
+            Arc::default(),
             crate::daemon::shutdown::Shutdown::never(),
         ));
         let mut wc = weavecloud();
@@ -250,7 +250,7 @@ mod against_a_fake_api_server {
         let (client, api) = mock_client();
         let ctx = Arc::new(Context::new(
             DaemonState::new(client, "weft-system", DaemonStatus::default()),
-            PassOptions::default(),
+            Arc::default(),
             crate::daemon::shutdown::Shutdown::never(),
         ));
         let mut told = wc;

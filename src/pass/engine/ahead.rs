@@ -26,10 +26,10 @@ impl Engine<'_> {
         set: &DesiredSet,
         catalog: &Catalog,
     ) -> Result<(), Vec<PassError>> {
-        let opts = self.opts;
-        let desired = plan::desired_refs(set, catalog, &opts.default_namespace);
+        let settings = self.settings;
+        let desired = plan::desired_refs(set, catalog, self.default_namespace());
         let (inventories, errors) =
-            read_inventories(self.client, set, catalog, &opts.weft_namespace).await;
+            read_inventories(self.client, set, catalog, &settings.weft_namespace).await;
         if !errors.is_empty() {
             return Err(errors.into_iter().map(PassError::Apply).collect());
         }
@@ -60,7 +60,7 @@ impl Engine<'_> {
                 self.client,
                 catalog,
                 &inv.owner,
-                &opts.weft_namespace,
+                &settings.weft_namespace,
                 &union,
                 &inv,
             )
@@ -86,7 +86,7 @@ impl Engine<'_> {
     /// What each owner that only reports drift applied before: its stored inventory.
     pub(super) async fn read_applied_before(&mut self, catalog: &Catalog) {
         for (owner, report) in &mut self.policy.report_drift {
-            match inventory::read_stored(self.client, catalog, owner, &self.opts.weft_namespace)
+            match inventory::read_stored(self.client, catalog, owner, &self.settings.weft_namespace)
                 .await
             {
                 Ok(entries) => {

@@ -26,7 +26,7 @@ use kube::Client;
 use super::helm_hooks::{self, Release};
 use super::inventories::read_reusing;
 use super::shard;
-use super::{Observer, PassError, PassOptions, Progress};
+use super::{Observer, PassError, PassInput, PassSettings, Progress};
 use crate::api::ObjectRef;
 use crate::apply::apply::{apply_batch, ApplyOptions};
 use crate::apply::apply_policy::{ApplyPolicy, WaitRule};
@@ -47,7 +47,8 @@ pub type DescribeFailure = fn(&Owner, &WaitRule, NotReady) -> PassError;
 /// One engine run over a complete render.
 pub struct Engine<'a> {
     client: &'a Client,
-    opts: &'a PassOptions,
+    settings: &'a PassSettings,
+    input: &'a PassInput,
     observer: &'a Observer<'a>,
     policy: ApplyPolicy,
     describe_failure: DescribeFailure,
@@ -77,14 +78,16 @@ pub struct Engine<'a> {
 impl<'a> Engine<'a> {
     pub fn new(
         client: &'a Client,
-        opts: &'a PassOptions,
+        settings: &'a PassSettings,
+        input: &'a PassInput,
         observer: &'a Observer<'a>,
         policy: ApplyPolicy,
         describe_failure: DescribeFailure,
     ) -> Engine<'a> {
         Engine {
             client,
-            opts,
+            settings,
+            input,
             observer,
             policy,
             describe_failure,
@@ -98,6 +101,16 @@ impl<'a> Engine<'a> {
             replacements: Vec::new(),
             deleted_early: BTreeMap::new(),
         }
+    }
+
+    /// Namespace of the pass's namespaced objects that do not say one.
+    fn default_namespace(&self) -> &'a str {
+        self.input.default_namespace(self.settings)
+    }
+
+    /// Bound of each readiness wait of the pass.
+    fn timeout(&self) -> Duration {
+        self.input.timeout(self.settings)
     }
 
     /// Apply, prune and wait for `set`: every change, and what stopped the run, if anything.
@@ -115,7 +128,7 @@ impl<'a> Engine<'a> {
         self.failures = set.failures().to_vec();
         let mut catalog = Catalog::discover(self.client).await.map_err(one)?;
         self.read_applied_before(&catalog).await;
-        if !self.opts.dry_run {
+        if !self.input.dry_run {
             self.record_ahead(set, &catalog).await?;
         }
         // Inventories are written whatever happens below, so that objects created by a pass that
@@ -170,18 +183,25 @@ impl<'a> Engine<'a> {
         catalog: &Catalog,
         applied: bool,
     ) -> Result<Vec<PassError>, Vec<PassError>> {
-        let opts = self.opts;
         let mut errors = Vec::new();
-        let desired_refs = plan::desired_refs(set, catalog, &opts.default_namespace);
+        let desired_refs = plan::desired_refs(set, catalog, self.default_namespace());
         let mut all_desired: BTreeSet<ObjectRef> =
             desired_refs.values().flatten().cloned().collect();
         // A shard never prunes what another shard applies now.
-        let elsewhere = shard::elsewhere(opts, catalog);
+        let elsewhere = shard::elsewhere(self.input, catalog, self.default_namespace());
         all_desired.extend(elsewhere.iter().cloned());
         let known = std::mem::take(&mut self.root_inventories);
-        let (mut inventories, mut read_errors) =
-            read_reusing(self.client, set, catalog, &opts.weft_namespace, known).await;
-        let (retired, retired_errors) = shard::retired_inventories(self.client, opts).await;
+        let (mut inventories, mut read_errors) = read_reusing(
+            self.client,
+            set,
+            catalog,
+            &self.settings.weft_namespace,
+            known,
+        )
+        .await;
+        let (retired, retired_errors) =
+            shard::retired_inventories(self.client, self.input, &self.settings.weft_namespace)
+                .await;
         inventories.extend(retired);
         read_errors.extend(retired_errors);
         if !read_errors.is_empty() {
@@ -203,17 +223,18 @@ impl<'a> Engine<'a> {
         };
         self.changes.extend(outcome.changes);
         errors.extend(outcome.errors.into_iter().map(PassError::Apply));
-        if opts.dry_run {
+        if self.input.dry_run {
             return Ok(errors);
         }
         let mut next = inventory::next_inventories(&desired_refs, &outcome.kept);
-        shard::keep_handed_off(&mut next, &inventories, &elsewhere, opts);
+        shard::keep_handed_off(&mut next, &inventories, &elsewhere, self.input);
         for inv in &inventories {
             let entries = next.get(&inv.owner).cloned().unwrap_or_default();
-            if entries.is_empty() && shard::is_retired(opts, &inv.owner) {
+            if entries.is_empty() && shard::is_retired(self.input, &inv.owner) {
                 // A retired shard's inventory is finished: nothing left to prune or hand off.
                 if let Err(e) =
-                    inventory::remove_root(self.client, &inv.owner, &opts.weft_namespace).await
+                    inventory::remove_root(self.client, &inv.owner, &self.settings.weft_namespace)
+                        .await
                 {
                     errors.push(PassError::Apply(e));
                 }
@@ -223,7 +244,7 @@ impl<'a> Engine<'a> {
                 self.client,
                 catalog,
                 &inv.owner,
-                &opts.weft_namespace,
+                &self.settings.weft_namespace,
                 &entries,
                 inv,
             )
@@ -242,18 +263,17 @@ impl<'a> Engine<'a> {
         all_desired: &BTreeSet<ObjectRef>,
         inventories: &[Inventory],
     ) -> prune::PruneOutcome {
-        let opts = self.opts;
         (self.observer)(Progress::Phase {
             message: "pruning".into(),
             objects: 0,
         });
         let prune_opts = PruneOptions {
-            max_fraction: opts.max_prune_fraction,
-            force: opts.force_prune,
-            dry_run: opts.dry_run,
-            concurrency: opts.concurrency,
-            revision: opts.revision.clone(),
-            allow_empty: opts.allow_empty,
+            max_fraction: self.settings.max_prune_fraction,
+            force: self.input.force_prune(self.settings),
+            dry_run: self.input.dry_run,
+            concurrency: self.settings.concurrency,
+            revision: self.input.revision.clone(),
+            allow_empty: self.settings.allow_empty,
             deleted_earlier: self.deleted_early.clone(),
         };
         let observer = self.observer;
@@ -286,7 +306,7 @@ impl<'a> Engine<'a> {
         set: &DesiredSet,
         catalog: &mut Catalog,
     ) -> Result<Vec<PlannedObject>, ApplyError> {
-        let default_ns = &self.opts.default_namespace;
+        let default_ns = self.default_namespace();
         let resolved = resolve_set(self.client, set.objects(), set, catalog, default_ns).await?;
 
         // Stage 0: cluster prerequisites, then CRDs established and a fresh discovery. The rest
@@ -305,7 +325,7 @@ impl<'a> Engine<'a> {
         if resolved.pending_crd.is_empty() {
             return Ok(rest);
         }
-        if self.opts.dry_run {
+        if self.input.dry_run {
             for d in &resolved.pending_crd {
                 let c = Change {
                     object: d.object_ref(),
@@ -334,17 +354,11 @@ impl<'a> Engine<'a> {
         set: &DesiredSet,
         catalog: &mut Catalog,
     ) -> Result<Vec<PlannedObject>, ApplyError> {
-        let deadline = Instant::now() + self.opts.timeout;
+        let deadline = Instant::now() + self.timeout();
         loop {
             *catalog = Catalog::discover(self.client).await?;
-            let r = resolve_set(
-                self.client,
-                pending,
-                set,
-                catalog,
-                &self.opts.default_namespace,
-            )
-            .await?;
+            let r =
+                resolve_set(self.client, pending, set, catalog, self.default_namespace()).await?;
             if r.pending_crd.is_empty() {
                 return Ok(r.planned);
             }
@@ -448,7 +462,7 @@ impl<'a> Engine<'a> {
                 .filter(|p| &p.desired.owner == owner)
                 .cloned()
                 .collect();
-            let live = plan::read_live(self.client, &mine, self.opts.concurrency).await?;
+            let live = plan::read_live(self.client, &mine, self.settings.concurrency).await?;
             if let Some(release) = helm_hooks::release_of(&live, owner, &mine) {
                 out.push((owner.clone(), release));
             }
@@ -479,7 +493,7 @@ impl<'a> Engine<'a> {
             .policy
             .waits
             .get(owner)
-            .map_or(self.opts.timeout, |r| r.timeout);
+            .map_or(self.timeout(), |r| r.timeout);
         let mut changes = Vec::new();
         let result = helm_hooks::run_hooks(
             self.client,
@@ -487,7 +501,8 @@ impl<'a> Engine<'a> {
             &hooks,
             phase,
             timeout,
-            self.opts,
+            self.settings,
+            self.input,
             self.observer,
             &mut changes,
         )
@@ -524,11 +539,11 @@ impl<'a> Engine<'a> {
                 .collect();
             &kept
         };
-        let live = plan::read_live(self.client, objects, self.opts.concurrency).await?;
+        let live = plan::read_live(self.client, objects, self.settings.concurrency).await?;
         let observer = self.observer;
         let apply_opts = ApplyOptions {
-            concurrency: self.opts.concurrency,
-            dry_run: self.opts.dry_run,
+            concurrency: self.settings.concurrency,
+            dry_run: self.input.dry_run,
         };
         let (changes, failed) = apply_batch(
             self.client,
@@ -556,8 +571,8 @@ impl<'a> Engine<'a> {
         catalog: &Catalog,
     ) -> Result<(), ApplyError> {
         let delete_opts = DeleteOptions {
-            dry_run: self.opts.dry_run,
-            poll_interval: self.opts.poll_interval,
+            dry_run: self.input.dry_run,
+            poll_interval: self.settings.poll_interval,
         };
         for owner in Self::owners_of(objects) {
             let Some(rule) = self.policy.pre_update_deletes.get(owner) else {
@@ -568,7 +583,7 @@ impl<'a> Engine<'a> {
                 .filter(|p| &p.desired.owner == owner)
                 .cloned()
                 .collect();
-            let live = plan::read_live(self.client, &mine, self.opts.concurrency).await?;
+            let live = plan::read_live(self.client, &mine, self.settings.concurrency).await?;
             if !delete::is_update(&live, owner, &mine) {
                 continue;
             }

@@ -20,8 +20,8 @@ use crate::render::Owner;
 impl Engine<'_> {
     fn recreate_options(&self) -> RecreateOptions {
         RecreateOptions {
-            timeout: self.opts.timeout,
-            poll_interval: self.opts.poll_interval,
+            timeout: self.timeout(),
+            poll_interval: self.settings.poll_interval,
         }
     }
 
@@ -33,10 +33,10 @@ impl Engine<'_> {
             *deletions.entry(owner.clone()).or_default() += n;
         }
         let opts = PruneOptions {
-            max_fraction: self.opts.max_prune_fraction,
-            force: self.opts.force_prune,
-            revision: self.opts.revision.clone(),
-            allow_empty: self.opts.allow_empty,
+            max_fraction: self.settings.max_prune_fraction,
+            force: self.input.force_prune(self.settings),
+            revision: self.input.revision.clone(),
+            allow_empty: self.settings.allow_empty,
             ..PruneOptions::default()
         };
         // Something is desired: the objects these deletes make room for.
@@ -66,7 +66,7 @@ impl Engine<'_> {
     ) -> (BTreeSet<crate::apply::inventory::RefKey>, Vec<ApplyError>) {
         let mut held = BTreeSet::new();
         let mut errors = Vec::new();
-        if self.opts.dry_run {
+        if self.input.dry_run {
             return (held, errors);
         }
         let mut due: Vec<Replacement> = Vec::new();

@@ -16,7 +16,7 @@ impl Engine<'_> {
     /// and `--timeout`. A failed owner whose rule says to continue goes to `deferred`; any other
     /// failure is returned and stops the pass.
     pub(super) async fn wait_wave(&mut self, objects: &[PlannedObject]) -> Result<(), PassError> {
-        if self.opts.dry_run {
+        if self.input.dry_run {
             return Ok(());
         }
         let ruled: Vec<(&Owner, &WaitRule, Vec<WaitTarget>)> = Self::owners_of(objects)
@@ -49,7 +49,7 @@ impl Engine<'_> {
         }
         let observer = self.observer;
         let client = self.client;
-        let poll = self.opts.poll_interval;
+        let poll = self.settings.poll_interval;
         let on_ready = |r: &ObjectRef| observer(Progress::Ready(r));
         let on_pending = |p: &[(ObjectRef, String)]| observer(Progress::Waiting(p));
         let owner_results = futures::future::join_all(ruled.iter().map(|(_, rule, extra)| {
@@ -79,7 +79,7 @@ impl Engine<'_> {
         &self,
         objects: impl IntoIterator<Item = &'p PlannedObject>,
     ) -> Result<(), ApplyError> {
-        if self.opts.dry_run {
+        if self.input.dry_run {
             return Ok(());
         }
         let targets: Vec<WaitTarget> = objects
@@ -95,9 +95,9 @@ impl Engine<'_> {
             objects: targets.len(),
         });
         let wait_opts = WaitOptions {
-            timeout: self.opts.timeout,
-            poll_interval: self.opts.poll_interval,
-            concurrency: self.opts.concurrency,
+            timeout: self.timeout(),
+            poll_interval: self.settings.poll_interval,
+            concurrency: self.settings.concurrency,
         };
         let observer = self.observer;
         wait::wait_ready_reporting(
