@@ -511,3 +511,91 @@ async fn a_weavecloud_has_its_ready_and_suspend_series_until_it_is_deleted() {
     drop(d);
     ns.delete().await;
 }
+
+/// An Armada site: a chart (reconciled by the chart controller), a group and a manifest (whose
+/// status the pass writes) each get their Ready and suspend series; a group and manifest that
+/// leave git lose theirs with the next pass.
+#[tokio::test]
+async fn armada_charts_groups_and_manifests_have_ready_series_until_they_leave_git() {
+    let ns = TestNamespace::new("monitoring-armada").await;
+    let n = ns.name();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let repo = ServedRepo::start();
+    repo.work
+        .write(
+            "charts/caps/Chart.yaml",
+            "apiVersion: v2\nname: caps\nversion: 1.0.0\n",
+        )
+        .write(
+            "charts/caps/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  x: \"1\"\n",
+        )
+        .write(
+            "site/chart.yaml",
+            format!("apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: caps, namespace: {n}}}\nspec:\n  release: caps\n  namespace: {n}\n  source: {{type: local, location: charts/caps}}\n  wait: {{resources: []}}\n"),
+        )
+        .write(
+            "site/groups.yaml",
+            format!("apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: first, namespace: {n}}}\nspec:\n  chart_group: [caps]\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaManifest\nmetadata: {{name: site, namespace: {n}}}\nspec:\n  release_prefix: site\n  chart_groups: [first]\n"),
+        );
+    repo.work.commit("an armada site");
+    repo.work.push();
+    let url = repo.url();
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        interval: "2s",
+        ..DaemonOptions::new(&url, n)
+    });
+    d.wait_status("the first pass", Duration::from_secs(90), |s| {
+        s["lastPass"]["result"] == "succeeded"
+    })
+    .await;
+    let of = |kind: &str, name: &str| format!("kind=\"{kind}\",name=\"{name}\",namespace=\"{n}\"");
+    let ready =
+        |kind: &str, name: &str| format!("{},type=\"Ready\",status=\"True\"", of(kind, name));
+    let all = wait_metrics(&d, "the site's Ready series", |all| {
+        [
+            ("ArmadaChart", "caps"),
+            ("ArmadaChartGroup", "first"),
+            ("ArmadaManifest", "site"),
+        ]
+        .iter()
+        .all(|(k, name)| value(all, "weft_reconcile_condition", &ready(k, name)) == Some(1.0))
+    })
+    .await;
+    for (kind, name) in [("ArmadaChartGroup", "first"), ("ArmadaManifest", "site")] {
+        assert_eq!(
+            value(&all, "weft_suspend_status", &of(kind, name)),
+            Some(0.0),
+            "{kind} {name}"
+        );
+        let false_series = format!("{},type=\"Ready\",status=\"False\"", of(kind, name));
+        assert_eq!(
+            value(&all, "weft_reconcile_condition", &false_series),
+            Some(0.0)
+        );
+    }
+
+    // The group and the manifest leave git: their series go; the chart's stay.
+    repo.work.remove("site/groups.yaml");
+    repo.work.commit("no group, no manifest");
+    repo.work.push();
+    let gone = |all: &BTreeMap<String, Vec<(String, f64)>>| {
+        let series = all.get("weft_reconcile_condition");
+        let named =
+            |needle: &str| series.is_some_and(|s| s.iter().any(|(l, _)| l.contains(needle)));
+        !named("kind=\"ArmadaChartGroup\"") && !named("kind=\"ArmadaManifest\"")
+    };
+    let all = wait_metrics(&d, "the group's and manifest's series gone", gone).await;
+    assert_eq!(
+        value(
+            &all,
+            "weft_reconcile_condition",
+            &ready("ArmadaChart", "caps")
+        ),
+        Some(1.0)
+    );
+    drop(d);
+    ns.delete().await;
+}

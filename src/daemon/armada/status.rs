@@ -18,6 +18,7 @@ use crate::api::ObjectRef;
 use crate::apply::changeset::ChangeSet;
 use crate::apply::ApplyError;
 use crate::daemon::events::{EventPublisher, Note};
+use crate::daemon::metrics::resources::ReportedResource;
 use crate::daemon::status::{now_rfc3339, OwnerStatus};
 use crate::daemon::suspend;
 use crate::pass::PassError;
@@ -297,10 +298,11 @@ pub async fn record_pass(
     changes: &ChangeSet,
     error: Option<&PassError>,
     held: &ChartPhases,
-) {
+) -> Vec<ReportedResource> {
+    let mut reported = Vec::new();
     let outcomes = chart_outcomes(set, changes, error);
     if outcomes.is_empty() {
-        return;
+        return reported;
     }
     // Suspended charts count for their groups as they stand.
     let mut phases = held.clone();
@@ -317,9 +319,11 @@ pub async fn record_pass(
     // Groups and manifests named by the sync layer.
     let namespaces: BTreeSet<String> = phases.keys().map(|(ns, _)| ns.clone()).collect();
     for ns in &namespaces {
-        let group_phases = record_aggregates::<ArmadaChartGroup>(client, events, ns, &phases).await;
-        record_aggregates::<ArmadaManifest>(client, events, ns, &group_phases).await;
+        let group_phases =
+            record_aggregates::<ArmadaChartGroup>(client, events, ns, &phases, &mut reported).await;
+        record_aggregates::<ArmadaManifest>(client, events, ns, &group_phases, &mut reported).await;
     }
+    reported
 }
 
 /// Write one chart's outcome, unless its status already says so.
@@ -473,6 +477,7 @@ async fn record_aggregates<K: Aggregated>(
     events: &EventPublisher,
     ns: &str,
     phases: &BTreeMap<(String, String), Phase>,
+    reported: &mut Vec<ReportedResource>,
 ) -> BTreeMap<(String, String), Phase> {
     let mut out = BTreeMap::new();
     let api: Api<K> = Api::namespaced(client.clone(), ns);
@@ -483,6 +488,17 @@ async fn record_aggregates<K: Aggregated>(
         let name = item.meta().name.clone().unwrap_or_default();
         let a = aggregate(ns, item.members(), phases, K::MEMBER, K::FAILED_REASON);
         out.insert((ns.to_string(), name.clone()), a.phase);
+        reported.push(ReportedResource {
+            kind: K::kind(&()).into_owned(),
+            namespace: ns.to_string(),
+            name: name.clone(),
+            ready: if a.phase == Phase::Deployed {
+                ConditionStatus::True
+            } else {
+                ConditionStatus::False
+            },
+            suspended: suspend::annotated(item.meta()),
+        });
         let before = item.group_status().cloned().unwrap_or_default();
         let generation = item.meta().generation;
         let conditions = conditions_for(

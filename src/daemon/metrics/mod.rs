@@ -491,6 +491,26 @@ mod tests {
         m.resources().forget("WeaveCloud", "weave", "wc");
         let text = m.render().unwrap();
         assert!(!text.contains("name=\"wc\""), "{text}");
+        // Armada groups and manifests: what a pass reports replaces what the last one did.
+        let group = |name: &str, ready| resources::ReportedResource {
+            kind: "ArmadaChartGroup".into(),
+            namespace: "apps".into(),
+            name: name.into(),
+            ready,
+            suspended: false,
+        };
+        m.resources().replace_reported(&[
+            group("infra", ConditionStatus::True),
+            group("web", ConditionStatus::False),
+        ]);
+        let text = m.render().unwrap();
+        assert!(text.contains("weft_reconcile_condition{kind=\"ArmadaChartGroup\",name=\"web\",namespace=\"apps\",type=\"Ready\",status=\"False\"} 1"), "{text}");
+        assert!(text.contains("weft_suspend_status{kind=\"ArmadaChartGroup\",name=\"infra\",namespace=\"apps\"} 0"), "{text}");
+        m.resources()
+            .replace_reported(&[group("infra", ConditionStatus::True)]);
+        let text = m.render().unwrap();
+        assert!(!text.contains("name=\"web\""), "{text}");
+        assert!(text.contains("weft_reconcile_condition{kind=\"ArmadaChartGroup\",name=\"infra\",namespace=\"apps\",type=\"Ready\",status=\"True\"} 1"), "{text}");
         assert!(Metrics::new().api_call_observer().is_none());
     }
 }

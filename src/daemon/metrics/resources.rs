@@ -1,8 +1,11 @@
 //! Per-resource metrics in the shape of Flux's (`gotk_reconcile_duration_seconds`,
 //! `gotk_reconcile_condition`, `gotk_suspend_status`), labelled `kind`, `name`, `namespace`:
 //! the sync root (kind `Root`, in Weft's namespace), every WeaveCloud and every ArmadaChart this
-//! replica reconciles. docs/daemon.md maps Flux's names to these.
+//! replica reconciles, and the Armada groups and manifests whose status its passes write.
+//! docs/daemon.md maps Flux's names to these.
 
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use prometheus_client::metrics::family::Family;
@@ -29,6 +32,19 @@ pub struct ResourceMetrics {
     duration: Family<Labels, Histogram>,
     condition: Family<Labels, Gauge>,
     suspended: Family<Labels, Gauge>,
+    /// The resources the last [`ResourceMetrics::replace_reported`] set: (kind, namespace, name).
+    reported: Arc<Mutex<BTreeSet<(String, String, String)>>>,
+}
+
+/// The Ready state of a resource that no controller reconciles but whose status a pass writes
+/// (an ArmadaChartGroup or ArmadaManifest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportedResource {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub ready: ConditionStatus,
+    pub suspended: bool,
 }
 
 fn resource(kind: &str, namespace: &str, name: &str) -> Labels {
@@ -72,6 +88,7 @@ impl ResourceMetrics {
             duration,
             condition,
             suspended,
+            reported: Arc::default(),
         }
     }
 
@@ -122,6 +139,29 @@ impl ResourceMetrics {
                 .remove(&condition_labels(kind, namespace, name, READY, text));
         }
         self.suspended.remove(&resource(kind, namespace, name));
+    }
+
+    /// Set the gauges of the resources a pass reported (`now`), and remove the series of those
+    /// the previous call reported and this one does not (deleted, or no longer in a namespace
+    /// the pass deploys to).
+    pub fn replace_reported(&self, now: &[ReportedResource]) {
+        let keys: BTreeSet<(String, String, String)> = now
+            .iter()
+            .map(|r| (r.kind.clone(), r.namespace.clone(), r.name.clone()))
+            .collect();
+        for r in now {
+            self.set_ready(&r.kind, &r.namespace, &r.name, r.ready);
+            self.set_suspended(&r.kind, &r.namespace, &r.name, r.suspended);
+        }
+        // A poisoned lock only means a panic elsewhere mid-update: the set is still usable.
+        let mut before = self
+            .reported
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for (kind, namespace, name) in before.difference(&keys) {
+            self.forget(kind, namespace, name);
+        }
+        *before = keys;
     }
 
     /// A timer that records a reconcile of the resource when it is dropped (every exit of the

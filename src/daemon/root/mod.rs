@@ -428,8 +428,9 @@ impl RootReconciler {
         let set = &*set;
         fill_changes(report, &changes);
         deploying.written().await;
-        // The Armada charts' phases are views of this pass.
-        armada_status::record_pass(
+        // The Armada charts' phases are views of this pass; so are the groups' and manifests'
+        // gauges (no controller reconciles those).
+        let reported = armada_status::record_pass(
             self.state.client(),
             self.state.events(),
             set,
@@ -438,6 +439,7 @@ impl RootReconciler {
             &held_phases,
         )
         .await;
+        self.state.metrics().resources().replace_reported(&reported);
         let outcomes = armada_status::chart_outcomes(set, &changes, error.as_ref());
         self.state.update_status(|s| {
             for (owner, o) in &outcomes {
