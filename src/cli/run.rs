@@ -236,6 +236,8 @@ pub async fn run(
     // a (cheap) poll.
     let followed_ref = match &cfg.git_ref {
         Some(r) => r.clone(),
+        // A directory has no branch: the filter stays what it was before HEAD was followed.
+        None if source.is_directory() => "main".to_string(),
         None => source
             .default_branch()
             .await

@@ -99,6 +99,11 @@ impl RootSource {
         }
     }
 
+    /// Whether the repository is a local directory (no git, so no branch).
+    pub fn is_directory(&self) -> bool {
+        matches!(self, RootSource::Dir { .. })
+    }
+
     /// The branch the remote's HEAD points to, for the webhooks' branch filter of a root that
     /// follows the remote's HEAD (no `--ref`); `None` when it cannot be told (a local directory,
     /// a detached HEAD, a remote that cannot be reached now): then every branch push triggers.
