@@ -17,30 +17,7 @@ use kube::Client;
 use kube::{Api, ResourceExt};
 
 use support::cluster::{self, TestNamespace};
-
-/// A config repository on disk.
-struct Repo {
-    dir: tempfile::TempDir,
-}
-
-impl Repo {
-    fn new() -> Repo {
-        Repo {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-    fn write(&self, file: &str, text: &str) {
-        let p = self.dir.path().join(file);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    }
-    fn remove(&self, file: &str) {
-        std::fs::remove_file(self.dir.path().join(file)).expect("remove");
-    }
-}
+use support::repo_dir::Repo;
 
 fn configmap(ns: &str, name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: {value}\n")

@@ -21,28 +21,8 @@ use kube::{Api, Client};
 
 use support::cluster::{self, TestNamespace};
 use support::manifests::configmap;
+use support::repo_dir::Repo;
 use support::weft_cli::Weft;
-
-/// A config repository on disk.
-struct Repo {
-    dir: tempfile::TempDir,
-}
-
-impl Repo {
-    fn new() -> Repo {
-        Repo {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-    fn write(&self, file: &str, text: &str) {
-        let p = self.dir.path().join(file);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    }
-}
 
 /// `weft sync` of `repo` with the root and its inventory in `ns`.
 fn sync(repo: &Path, ns: &str, extra: &[&str]) -> Output {

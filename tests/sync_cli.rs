@@ -13,30 +13,8 @@ use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
 use support::manifests::configmap;
+use support::repo_dir::Repo;
 use support::weft_cli::Weft;
-
-struct Repo {
-    dir: tempfile::TempDir,
-}
-
-impl Repo {
-    fn new() -> Repo {
-        Repo {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-    fn write(&self, file: &str, text: &str) {
-        let p = self.dir.path().join(file);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    }
-    fn remove(&self, file: &str) {
-        std::fs::remove_file(self.dir.path().join(file)).expect("remove");
-    }
-}
 
 /// Run `weft <args> --repo <repo>` against the test cluster, with its inventory and sync root
 /// in `ns`.

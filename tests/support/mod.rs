@@ -5,5 +5,6 @@ pub mod git_servers;
 pub mod helm;
 pub mod launcher;
 pub mod manifests;
+pub mod repo_dir;
 pub mod wait;
 pub mod weft_cli;
