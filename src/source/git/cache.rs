@@ -419,8 +419,15 @@ impl GitSource {
         GitError::Cache { path, message }
     }
 
-    /// `git ls-remote`: the remote's refs and the commits they point to (annotated tags peeled).
-    fn list_remote(&self) -> Result<BTreeMap<String, Oid>, GitError> {
+    /// Connect to the remote for fetching (credentials, host keys and the deadline as a fetch
+    /// has them) and hand the connection to `read`: what `ls-remote`-like reads share.
+    fn with_connection<T>(
+        &self,
+        read: impl FnOnce(
+            &git2::RemoteConnection<'_, '_, '_>,
+            &RefCell<AuthState>,
+        ) -> Result<T, GitError>,
+    ) -> Result<T, GitError> {
         let mut remote = Remote::create_detached(self.remote.fetch_url.as_str())
             .map_err(|e| self.transport_error(&e, None))?;
         let auth = RefCell::new(AuthState::default());
@@ -429,23 +436,30 @@ impl GitSource {
         let connection = remote
             .connect_auth(Direction::Fetch, Some(callbacks), None)
             .map_err(|e| self.transport_error(&e, Some(&auth)))?;
-        let mut refs = BTreeMap::new();
-        let mut peeled = BTreeMap::new();
-        for head in connection
-            .list()
-            .map_err(|e| self.transport_error(&e, Some(&auth)))?
-        {
-            match head.name().strip_suffix("^{}") {
-                Some(tag) => {
-                    peeled.insert(tag.to_string(), head.oid());
-                }
-                None => {
-                    refs.insert(head.name().to_string(), head.oid());
+        read(&connection, &auth)
+    }
+
+    /// `git ls-remote`: the remote's refs and the commits they point to (annotated tags peeled).
+    fn list_remote(&self) -> Result<BTreeMap<String, Oid>, GitError> {
+        self.with_connection(|connection, auth| {
+            let mut refs = BTreeMap::new();
+            let mut peeled = BTreeMap::new();
+            for head in connection
+                .list()
+                .map_err(|e| self.transport_error(&e, Some(auth)))?
+            {
+                match head.name().strip_suffix("^{}") {
+                    Some(tag) => {
+                        peeled.insert(tag.to_string(), head.oid());
+                    }
+                    None => {
+                        refs.insert(head.name().to_string(), head.oid());
+                    }
                 }
             }
-        }
-        refs.extend(peeled);
-        Ok(refs)
+            refs.extend(peeled);
+            Ok(refs)
+        })
     }
 
     /// Pick the configured ref from a ref listing: (commit, branch name if it is a branch).

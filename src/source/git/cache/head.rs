@@ -1,11 +1,6 @@
 //! The name of the remote's default branch (its symbolic HEAD), for what must name a branch
 //! rather than a commit: the webhooks' branch filter of a daemon that follows the remote's HEAD.
 
-use std::cell::RefCell;
-
-use git2::{Direction, Remote};
-
-use super::super::auth::{remote_callbacks, AuthState};
 use super::super::GitError;
 use super::GitSource;
 
@@ -18,22 +13,16 @@ impl GitSource {
             return Ok(None);
         }
         self.deadline.start(self.spec.fetch_timeout);
-        let mut remote = Remote::create_detached(self.remote.fetch_url.as_str())
-            .map_err(|e| self.transport_error(&e, None))?;
-        let auth = RefCell::new(AuthState::default());
-        let mut callbacks = remote_callbacks(&self.spec.credentials, &self.remote, &auth);
-        self.bounded(&mut callbacks);
-        let connection = remote
-            .connect_auth(Direction::Fetch, Some(callbacks), None)
-            .map_err(|e| self.transport_error(&e, Some(&auth)))?;
-        // libgit2 answers "not found" when the remote advertises no symbolic HEAD.
-        let Ok(head) = connection.default_branch() else {
-            return Ok(None);
-        };
-        Ok(head
-            .as_str()
-            .ok()
-            .and_then(|r| r.strip_prefix("refs/heads/"))
-            .map(str::to_string))
+        self.with_connection(|connection, _| {
+            // libgit2 answers "not found" when the remote advertises no symbolic HEAD.
+            let Ok(head) = connection.default_branch() else {
+                return Ok(None);
+            };
+            Ok(head
+                .as_str()
+                .ok()
+                .and_then(|r| r.strip_prefix("refs/heads/"))
+                .map(str::to_string))
+        })
     }
 }
