@@ -49,6 +49,7 @@ async fn kubectl_apply_of_deploy_creates_everything() {
         "deployment.apps/weft",
         "service/weft",
         "customresourcedefinition.apiextensions.k8s.io/weaveclouds.cloud.weave.works",
+        "customresourcedefinition.apiextensions.k8s.io/roots.weft.io",
     ] {
         assert!(
             stdout.contains(expected),
@@ -214,6 +215,25 @@ async fn kubectl_apply_of_deploy_creates_everything() {
         (&["bind", "roles/admin", "-n", "default"][..], false),
         (&["*", "*"][..], false),
         (&["impersonate", "users"][..], false),
+        (&["impersonate", "groups"][..], false),
+        // Issue 41: a Root's pass is made as its own ServiceAccount; roots are read, their
+        // status written, never created or deleted by Weft.
+        (
+            &["impersonate", "serviceaccounts", "-n", "team-a"][..],
+            true,
+        ),
+        (&["watch", "roots.weft.io", "-A"][..], true),
+        (
+            &[
+                "patch",
+                "roots.weft.io",
+                "--subresource=status",
+                "-n",
+                "team-a",
+            ][..],
+            true,
+        ),
+        (&["delete", "roots.weft.io", "-n", "team-a"][..], false),
         // What it needs.
         (&["create", "leases", "-n", "weft-system"][..], true),
         (

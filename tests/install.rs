@@ -116,7 +116,7 @@ fn chart_lints_and_its_defaults_render_deploy() {
         "{out}"
     );
     let deploy = deploy_objects();
-    assert_eq!(deploy.len(), 21, "{:?}", deploy.keys());
+    assert_eq!(deploy.len(), 22, "{:?}", deploy.keys());
     assert_same("helm template (defaults)", &helm_template(&[]), &deploy);
     assert_same("weft install -o yaml", &weft_install_yaml(&[]), &deploy);
 }

@@ -8,6 +8,7 @@ pub mod armada;
 pub mod conditions;
 pub mod notification;
 pub mod redact;
+pub mod root;
 pub mod suspend;
 pub mod threshold;
 pub mod weavecloud;
@@ -16,6 +17,7 @@ use kube::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use root::Root;
 pub use weavecloud::WeaveCloud;
 
 /// What a controller does about a child object changed outside Weft.
@@ -92,6 +94,7 @@ pub fn crds(
         armada::ArmadaManifest::crd(),
         notification::Provider::crd(),
         notification::Alert::crd(),
+        root::Root::crd(),
     ]
 }
 
