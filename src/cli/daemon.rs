@@ -89,6 +89,9 @@ pub struct RunArgs {
     #[arg(long, env = "WEFT_SHARDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub shards: u32,
     /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
+    /// Roots (`Root` objects) reconciled at the same time.
+    #[arg(long, env = "WEFT_ROOT_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub root_concurrency: u16,
     #[arg(long, env = "WEFT_NO_CONTROLLERS")]
     pub no_controllers: bool,
     /// Serve the dashboard's pages read-only on the status listener (`--listen`), read with
@@ -156,6 +159,13 @@ impl RunArgs {
                 hooks_url: None,
                 channel_cache_dir: self.cache_dir.as_ref().map(|d| d.join("channels")),
                 shards: self.shards,
+                roots: crate::daemon::roots::RootsConfig {
+                    concurrency: self.root_concurrency,
+                    cluster: None,
+                    api_timeout: self.cluster.api_timeout,
+                    git_cache_dir: self.cache_dir.as_ref().map(|d| d.join("roots")),
+                    fetch_timeout: self.repo.fetch_timeout,
+                },
             },
             // Closed until this replica holds the leader Lease.
             fence: crate::apply::fence::WriteFence::closed(),
@@ -169,6 +179,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     let result = runtime.block_on(async {
         let (client, calls) = args.cluster.connect_fenced(config.fence.clone()).await?;
+        // Roots with `serviceAccountName` act as it: clients built from the same configuration.
+        config.daemon.roots.cluster = crate::apply::calls::config(
+            args.cluster.kubeconfig.as_deref(),
+            args.cluster.context.as_deref(),
+        )
+        .await
+        .ok();
         // The Secret is read again on every revision loaded (see docs/secrets.md).
         Arc::make_mut(&mut config.daemon.pass).decryption = args
             .decryption

@@ -17,12 +17,15 @@ use serde::Serialize;
 use super::args::ClusterArgs;
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaGroupStatus, ArmadaManifest, Phase};
 use crate::api::conditions::{Condition, ConditionStatus};
+use crate::api::root::Root;
 use crate::api::WeaveCloud;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum What {
     /// The sync root (one row per shard of a sharded root).
     Root,
+    /// Root objects (`weft.io/v1alpha1`), as `kubectl get roots` with Weft's columns.
+    Roots,
     Weaveclouds,
     Charts,
     Groups,
@@ -48,8 +51,16 @@ pub struct GetArgs {
     pub name: Option<String>,
     /// Only the resources of this namespace, as kubectl's `-n` (default: every namespace).
     /// Weft's own namespace is `--weft-namespace`.
-    #[arg(long = "namespace", short = 'n', alias = "in-namespace")]
+    #[arg(
+        long = "namespace",
+        short = 'n',
+        alias = "in-namespace",
+        conflicts_with = "all_namespaces"
+    )]
     pub in_namespace: Option<String>,
+    /// Every namespace (the default), as kubectl's `-A`.
+    #[arg(long, short = 'A')]
+    pub all_namespaces: bool,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     pub output: Output,
@@ -161,6 +172,15 @@ pub async fn rows(
     // The roots live in Weft's namespace: `-n other` leaves them out, unless asked for by name.
     if what == What::Root || (what == What::All && namespace.is_none_or(|n| n == weft_namespace)) {
         rows.extend(root_rows(client, weft_namespace).await?);
+    }
+    if wants(What::Roots) {
+        for r in listed(api::<Root>(client, namespace), &lp, all).await? {
+            let status = r.status.clone().unwrap_or_default();
+            let revision = status.last_applied_revision.clone().unwrap_or_default();
+            let mut row = Row::new("Root", &r, &status.conditions, revision);
+            row.suspended |= r.spec.suspend;
+            rows.push(row);
+        }
     }
     if wants(What::Weaveclouds) {
         for wc in listed(api::<WeaveCloud>(client, namespace), &lp, all).await? {
@@ -309,6 +329,119 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// The rows of `weft get roots`: kubectl's columns (NAMESPACE NAME READY STATUS REVISION
+/// SUSPENDED AGE), the status being `Ready`'s message, the age that of the object.
+pub fn roots_table(roots: &[Root], now: chrono::DateTime<chrono::Utc>) -> String {
+    let header = [
+        "NAMESPACE",
+        "NAME",
+        "READY",
+        "STATUS",
+        "REVISION",
+        "SUSPENDED",
+        "AGE",
+    ];
+    let cells: Vec<Vec<String>> = roots
+        .iter()
+        .map(|r| {
+            let status = r.status.clone().unwrap_or_default();
+            let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+            let age = r
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| age(now.timestamp() - t.0.as_second()))
+                .unwrap_or_default();
+            vec![
+                r.namespace().unwrap_or_default(),
+                r.name_any(),
+                ready
+                    .map(|c| format!("{:?}", c.status))
+                    .unwrap_or_else(|| "Unknown".into()),
+                ready
+                    .map(|c| c.message.replace('\n', " "))
+                    .unwrap_or_default(),
+                status.last_applied_revision.unwrap_or_default(),
+                r.spec.suspend.to_string(),
+                age,
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cols: Vec<&str>| {
+        let mut out = String::new();
+        for (c, w) in cols.iter().zip(widths) {
+            out.push_str(&format!("{c:<w$}   "));
+        }
+        out.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in &cells {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// An age of `secs` seconds as kubectl shows it: `45s`, `12m`, `3h`, `5d`.
+fn age(secs: i64) -> String {
+    let secs = secs.max(0);
+    match secs {
+        0..=119 => format!("{secs}s"),
+        120..=7199 => format!("{}m", secs / 60),
+        7200..=172_799 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86400),
+    }
+}
+
+/// `weft get roots`: the Root objects of `-n` (or every namespace), as a table or as the
+/// objects themselves (`-o json|yaml`); exit 1 when one is not Ready.
+async fn get_roots(client: &Client, args: &GetArgs) -> anyhow::Result<ExitCode> {
+    let deadline = Instant::now() + args.timeout;
+    let ready = |r: &Root| {
+        r.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
+        })
+    };
+    let roots = loop {
+        let api = api::<Root>(client, args.in_namespace.as_deref());
+        let mut roots = api.list(&ListParams::default()).await?.items;
+        if let Some(name) = &args.name {
+            roots.retain(|r| &r.name_any() == name);
+            if roots.is_empty() {
+                let place = args
+                    .in_namespace
+                    .as_deref()
+                    .map(|n| format!(" in namespace {n}"))
+                    .unwrap_or_default();
+                anyhow::bail!("no Root named `{name}`{place}");
+            }
+        }
+        roots.sort_by_key(|r| (r.namespace(), r.name_any()));
+        if !args.wait || roots.iter().all(ready) || Instant::now() >= deadline {
+            break roots;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    match args.output {
+        Output::Table if roots.is_empty() => eprintln!("no Roots found"),
+        Output::Table => print!("{}", roots_table(&roots, chrono::Utc::now())),
+        Output::Json => println!("{}", serde_json::to_string_pretty(&roots)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(&roots)?),
+    }
+    Ok(if roots.iter().all(ready) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 /// The rows called `name`; none is an error naming the ones there are (for the root, the
 /// roots recorded in Weft's namespace).
 async fn named(
@@ -329,6 +462,7 @@ async fn named(
     }
     let what = match args.what {
         What::Root => "root",
+        What::Roots => "Root",
         What::Weaveclouds => "WeaveCloud",
         What::Charts => "ArmadaChart",
         What::Groups => "ArmadaChartGroup",
@@ -366,6 +500,9 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
+        if args.what == What::Roots {
+            return get_roots(&client, &args).await;
+        }
         let namespace = args.in_namespace.as_deref();
         let deadline = Instant::now() + args.timeout;
         let rows = loop {
@@ -432,6 +569,62 @@ mod tests {
         assert!(lines[2].ends_with(
             "False  abc123    false      2026-12-02T01:00:00Z  Failed: armada.yaml:3:1: oops"
         ));
+    }
+
+    #[test]
+    fn the_roots_table_has_kubectl_columns_and_ages() {
+        use crate::api::conditions::Condition;
+        use crate::api::root::{GitSource, RootSpec, RootStatus};
+        let now: chrono::DateTime<chrono::Utc> = "2026-12-02T01:00:00Z".parse().unwrap();
+        let mut ready = Root::new(
+            "apps",
+            RootSpec {
+                source: GitSource {
+                    url: "https://git.example/a.git".into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        ready.metadata.namespace = Some("team-a".into());
+        ready.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                (now - chrono::Duration::minutes(3))
+                    .to_rfc3339()
+                    .parse()
+                    .unwrap(),
+            ));
+        ready.status = Some(RootStatus {
+            conditions: vec![Condition::new(
+                "Ready",
+                ConditionStatus::True,
+                "ReconciliationSucceeded",
+                "applied revision abc",
+            )],
+            last_applied_revision: Some("abc".into()),
+            ..Default::default()
+        });
+        let mut fresh = ready.clone();
+        fresh.metadata.name = Some("infra".into());
+        fresh.status = None;
+        fresh.spec.suspend = true;
+        let t = roots_table(&[ready, fresh], now);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "NAMESPACE   NAME    READY     STATUS                 REVISION   SUSPENDED   AGE"
+        );
+        assert_eq!(
+            lines[1],
+            "team-a      apps    True      applied revision abc   abc        false       3m"
+        );
+        assert_eq!(
+            lines[2],
+            "team-a      infra   Unknown                                     true        3m"
+        );
+        assert_eq!(age(3 * 86400), "3d");
+        assert_eq!(age(7199), "119m");
+        assert_eq!(age(-5), "0s");
     }
 
     #[test]

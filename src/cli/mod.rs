@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub mod args;
 mod connect;
+mod create;
 mod daemon;
 mod examples;
 mod export;
@@ -78,6 +79,9 @@ enum Command {
     /// when all are ready, 1 when one is not (`--wait` waits first), 2 on error.
     #[command(after_help = examples::GET)]
     Get(get::GetArgs),
+    /// Create a resource from flags (as `flux create`): `weft create root NAME --url …`;
+    /// `--export` prints it as YAML instead of applying it.
+    Create(create::CreateArgs),
     /// What the sync root holds, owner by owner, from the inventories (as `flux tree kustomization`).
     #[command(after_help = examples::TREE)]
     Tree(tree::TreeArgs),
@@ -159,6 +163,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => daemon::run(*args),
         Command::Trigger(args) => trigger::trigger(args),
         Command::Get(args) => get::get(args),
+        Command::Create(args) => create::create(args),
         Command::Tree(args) => tree::tree(args),
         Command::Export(args) => export::export(args),
         Command::Suspend(args) => suspend::suspend(args, true),

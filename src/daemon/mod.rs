@@ -19,6 +19,7 @@ pub mod record;
 pub mod request;
 pub mod rollbacks;
 pub mod root;
+pub mod roots;
 pub mod run;
 pub mod shards;
 pub mod shutdown;

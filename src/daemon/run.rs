@@ -61,6 +61,8 @@ pub struct DaemonConfig {
     pub channel_cache_dir: Option<std::path::PathBuf>,
     /// Split the root into this many shards, one per replica (`--shards`; 1: no sharding).
     pub shards: u32,
+    /// The Root controller's settings (`--root-concurrency`, the impersonation config).
+    pub roots: super::roots::RootsConfig,
 }
 
 /// The daemon: the sync root, the controllers and the updater over one [`DaemonState`].
@@ -194,9 +196,20 @@ async fn lead(
         base_root.clone(),
         shard.index,
     ));
-    let controllers = config
-        .controllers
-        .then(|| start_controllers(state, config, &shutdown));
+    let controllers = config.controllers.then(|| {
+        let mut tasks = start_controllers(state, config, &shutdown);
+        // The Root controller: on one replica only (shard 0's leader) until roots have Leases.
+        if shard.index == 0 {
+            let roots = super::roots::Context::new(
+                state.clone(),
+                Arc::clone(&config.pass),
+                config.roots.clone(),
+                shutdown.clone(),
+            );
+            tasks.push(tokio::spawn(super::roots::run(roots)));
+        }
+        tasks
+    });
 
     // Wait for the stop request or for the Lease holder to give up.
     let lost = tokio::select! {

@@ -140,7 +140,7 @@ impl RootSource {
     }
 
     /// Fetch: `Ok(None)` when the revision is the one we rendered last (`last`).
-    pub(super) async fn fetch(
+    pub(crate) async fn fetch(
         &self,
         last: Option<&Snapshot>,
     ) -> Result<Option<Arc<Snapshot>>, RootError> {

@@ -1,0 +1,262 @@
+//! The Root controller (issue 41): roots as custom resources (`weft.io/v1alpha1` `Root`), one
+//! kube-runtime `Controller` reconciling each — never two reconciles of one root at once, a
+//! bounded number of roots at once (`--root-concurrency`), a requeue at the root's
+//! `spec.interval`, exponential back-off after a failed pass.
+//!
+//! - [`reconcile`](mod@reconcile): what one reconcile decides (flag root, suspend, identity,
+//!   `dependsOn`, whether a pass is due) and the pass itself (fetch → `pass::run_pass`);
+//! - [`status`]: the root's status as a function of what the reconcile found, written only
+//!   when it changed, and its events;
+//! - [`depends`]: `dependsOn` readiness and cycles, pure;
+//! - [`identity`]: whom a root's pass acts as (Weft, or its ServiceAccount by impersonation).
+//!
+//! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is left to the
+//! daemon's root loop (`daemon::root`) until it migrates to a Root object.
+
+pub mod depends;
+pub mod identity;
+pub mod reconcile;
+pub mod status;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, GroupVersionKind};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+
+use super::root::RootSource;
+use super::shutdown::Shutdown;
+use super::state::DaemonState;
+use crate::api::root::Root;
+use crate::api::ResourceKey;
+use crate::pass::PassSettings;
+use crate::source::Snapshot;
+use identity::Impersonation;
+
+/// How the Root controller works (`weft run` flags).
+#[derive(Clone, Debug)]
+pub struct RootsConfig {
+    /// Roots reconciled at the same time (`--root-concurrency`).
+    pub concurrency: u16,
+    /// The daemon's cluster configuration, from which clients acting as a root's
+    /// ServiceAccount are built; `None`: roots with `serviceAccountName` cannot run.
+    pub cluster: Option<kube::Config>,
+    /// The deadline of each API call (`--api-timeout`).
+    pub api_timeout: Duration,
+    /// Where the roots' repositories are cached (one directory per root under it).
+    pub git_cache_dir: Option<PathBuf>,
+    /// The deadline of one fetch (`--fetch-timeout`).
+    pub fetch_timeout: Duration,
+}
+
+impl Default for RootsConfig {
+    fn default() -> Self {
+        RootsConfig {
+            concurrency: 4,
+            cluster: None,
+            api_timeout: crate::apply::calls::DEFAULT_API_TIMEOUT,
+            git_cache_dir: None,
+            fetch_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Why a reconcile of a root failed (retried with exponential back-off).
+#[derive(Debug, thiserror::Error)]
+pub enum RootsError {
+    #[error("Root {root}: {action}: {}", crate::apply::describe(.source).0)]
+    Kube {
+        root: String,
+        action: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    /// The pass failed; its status says why.
+    #[error("Root {root}: {message}")]
+    Pass { root: String, message: String },
+}
+
+/// The shortest and longest wait after a failed pass.
+const BACKOFF_MIN: Duration = Duration::from_secs(5);
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// How often a root waiting for its dependencies looks again.
+pub const DEPENDENCY_RETRY: Duration = Duration::from_secs(5);
+
+/// What the controller remembers of one root between reconciles (lost on restart: then every
+/// root passes once, which writes nothing where nothing drifted).
+#[derive(Default)]
+struct Memory {
+    /// When the next pass is due.
+    due: Option<Instant>,
+    /// Failed passes in a row.
+    failures: u32,
+    /// The root's source, and what it was opened from.
+    source: Option<(reconcile::SourceKey, RootSource)>,
+    /// The last snapshot fetched (an unchanged head applies it again).
+    last: Option<Arc<Snapshot>>,
+}
+
+/// What the controller shares between reconciles.
+pub struct Context {
+    state: DaemonState,
+    /// The daemon's pass settings; each root's pass starts from them.
+    settings: Arc<PassSettings>,
+    config: RootsConfig,
+    shutdown: Shutdown,
+    /// The root the `weft run` flags drive (`--root-name` in Weft's namespace).
+    flag_root: ResourceKey,
+    store: Option<Store<Root>>,
+    impersonation: Impersonation,
+    memory: Mutex<HashMap<ResourceKey, Memory>>,
+}
+
+impl Context {
+    pub fn new(
+        state: DaemonState,
+        settings: Arc<PassSettings>,
+        config: RootsConfig,
+        shutdown: Shutdown,
+    ) -> Context {
+        let impersonation = Impersonation::new(
+            config.cluster.clone(),
+            state.fence().clone(),
+            config.api_timeout,
+        );
+        Context {
+            flag_root: ResourceKey {
+                namespace: settings.weft_namespace.clone(),
+                name: settings.root_name.clone(),
+            },
+            state,
+            settings,
+            config,
+            shutdown,
+            store: None,
+            impersonation,
+            memory: Mutex::default(),
+        }
+    }
+
+    fn with_memory<T>(&self, key: &ResourceKey, f: impl FnOnce(&mut Memory) -> T) -> T {
+        let mut all = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        f(all.entry(key.clone()).or_default())
+    }
+
+    /// The time until `key`'s next pass is due; `None`: due now.
+    fn remaining(&self, key: &ResourceKey) -> Option<Duration> {
+        self.with_memory(key, |m| m.due)
+            .and_then(|due| due.checked_duration_since(Instant::now()))
+            .filter(|d| !d.is_zero())
+    }
+
+    /// A pass succeeded: the next one is due after `interval`.
+    fn succeeded(&self, key: &ResourceKey, interval: Duration) {
+        self.with_memory(key, |m| {
+            m.failures = 0;
+            m.due = Some(Instant::now() + interval);
+        });
+    }
+
+    /// A pass failed: the next one is due after an exponential back-off (5s, 10s, 20s, … at
+    /// most the interval and five minutes); returns it.
+    fn failed(&self, key: &ResourceKey, interval: Duration) -> Duration {
+        self.with_memory(key, |m| {
+            m.failures = m.failures.saturating_add(1);
+            let delay = backoff(m.failures, interval);
+            m.due = Some(Instant::now() + delay);
+            delay
+        })
+    }
+
+    fn forget(&self, key: &ResourceKey) {
+        self.memory
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+}
+
+/// The wait after the `failures`-th failed pass in a row.
+pub fn backoff(failures: u32, interval: Duration) -> Duration {
+    let doubled = BACKOFF_MIN.saturating_mul(1u32 << failures.saturating_sub(1).min(10));
+    doubled.min(BACKOFF_MAX).min(interval.max(BACKOFF_MIN))
+}
+
+/// The Root kind, as discovery names it.
+fn gvk() -> GroupVersionKind {
+    GroupVersionKind::gvk("weft.io", "v1alpha1", "Root")
+}
+
+/// Wait until the API server serves the Root CRD (checked every 30 s), then run the controller
+/// until the daemon is asked to stop. A cluster without the CRD runs the flag root only.
+pub async fn run(mut ctx: Context) {
+    let client = ctx.state.client().clone();
+    let shutdown = ctx.shutdown.clone();
+    let mut announced = false;
+    loop {
+        match kube::discovery::pinned_kind(&client, &gvk()).await {
+            Ok(_) => break,
+            Err(e) => {
+                if !announced {
+                    tracing::info!(error = %crate::apply::describe(&e).0, "the Root CRD is not served (apply deploy/crds.yaml); only the flag root is reconciled until it is");
+                    announced = true;
+                }
+            }
+        }
+        tokio::select! {
+            _ = shutdown.stopped() => return,
+            _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+        }
+    }
+    let concurrency = ctx.config.concurrency.max(1);
+    let controller = Controller::new(Api::<Root>::all(client), watcher::Config::default())
+        .with_config(
+            kube::runtime::controller::Config::default()
+                .debounce(Duration::from_millis(300))
+                .concurrency(concurrency),
+        );
+    ctx.store = Some(controller.store());
+    tracing::info!(concurrency, "reconciling Roots");
+    controller
+        .graceful_shutdown_on(async move { shutdown.stopped().await })
+        .run(reconcile::reconcile, error_policy, Arc::new(ctx))
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "Root controller event");
+            }
+        })
+        .await;
+}
+
+/// After a failed reconcile: wait the back-off the reconcile recorded (or the shortest).
+fn error_policy(root: Arc<Root>, err: &RootsError, ctx: Arc<Context>) -> Action {
+    let key = depends::key_of(&root);
+    tracing::warn!(root = %key, error = %err, "Root reconcile failed; retrying");
+    ctx.state.metrics().count_reconcile("Root", "error");
+    let wait = ctx.remaining(&key).unwrap_or_else(|| {
+        let interval = root.spec.interval();
+        ctx.failed(&key, interval)
+    });
+    Action::requeue(wait)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_five_seconds_up_to_the_interval_or_five_minutes() {
+        let hour = Duration::from_secs(3600);
+        let waits: Vec<u64> = (1..=8).map(|f| backoff(f, hour).as_secs()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(backoff(5, Duration::from_secs(30)), Duration::from_secs(30));
+        assert_eq!(backoff(1, Duration::from_secs(1)), BACKOFF_MIN);
+        assert_eq!(backoff(u32::MAX, hour), BACKOFF_MAX);
+    }
+}

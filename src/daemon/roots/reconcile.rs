@@ -1,0 +1,435 @@
+//! One reconcile of a root: decide whether it may and should pass now (the flag root, suspend,
+//! its identity, its source, `dependsOn`, whether a pass is due), then the pass — fetch its
+//! repository (the daemon's [`RootSource`], one git cache per root), `pass::run_pass` with
+//! settings from its spec and its identity's client — and the status that says what happened.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, ResourceExt};
+
+use super::depends::{self, key_of};
+use super::identity::{identity_of, Identity};
+use super::status::{self, Failure, PassOutcome, Verdict};
+use super::{Context, RootsError, DEPENDENCY_RETRY};
+use crate::api::root::{InventoryCounts, PassSummary, Root};
+use crate::api::ResourceKey;
+use crate::apply::changeset::Action as ChangeAction;
+use crate::daemon::root::RootSource;
+use crate::pass::{PassInput, PassSettings, Progress};
+use crate::render::ownership::REQUESTED_AT_ANNOTATION;
+use crate::render::Owner;
+use crate::source::git::auth::Credentials;
+use crate::source::git::redact_url_passwords;
+use crate::source::Snapshot;
+
+/// What a root's source was opened from: a change of any reopens it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceKey {
+    url: String,
+    git_ref: Option<String>,
+    path: Option<String>,
+    /// The credentials Secret's name and `resourceVersion`.
+    secret: Option<(String, String)>,
+}
+
+/// Reconcile one root (kube-runtime never runs two at once for one root).
+pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, RootsError> {
+    let key = key_of(&root);
+    if !ctx.state.watch_namespaces().contains(&key.namespace) {
+        return Ok(Action::await_change());
+    }
+    if root.metadata.deletion_timestamp.is_some() {
+        ctx.forget(&key);
+        return Ok(Action::await_change());
+    }
+    let record = |verdict: Verdict| {
+        let (ctx, root) = (ctx.clone(), root.clone());
+        async move { status::record(&ctx.state, &root, &verdict).await }
+    };
+    if key == ctx.flag_root {
+        let message = "the `weft run --repo` flags drive this root (the daemon's root loop), not this object; its migration to a Root object is a later step".to_string();
+        record(Verdict::FlagRoot { message }).await?;
+        return Ok(Action::await_change());
+    }
+    if root.spec.suspend {
+        tracing::debug!(root = %key, "the root is suspended; nothing was fetched, applied or pruned");
+        record(Verdict::Suspended).await?;
+        ctx.forget(&key);
+        return Ok(Action::await_change());
+    }
+    if let Some(refusal) = refusal(&root, &key, &ctx) {
+        record(refusal).await?;
+        return Ok(Action::await_change());
+    }
+    let identity = match identity_of(&root, &key.namespace, &ctx.settings.weft_namespace) {
+        Ok(identity) => identity,
+        Err(refused) => {
+            record(Verdict::Stalled {
+                reason: refused.reason.to_string(),
+                message: refused.message,
+            })
+            .await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let store = ctx.store.as_ref();
+    let lookup = |k: &ResourceKey| {
+        store.and_then(|s| s.get(&ObjectRef::<Root>::new(&k.name).within(&k.namespace)))
+    };
+    if let Some((dependency, why)) = depends::waiting_for(&root, lookup) {
+        let message = format!(
+            "waiting for root {}: it {why}",
+            depends::name_in(&dependency, &key.namespace)
+        );
+        record(Verdict::Waiting { message }).await?;
+        return Ok(Action::requeue(DEPENDENCY_RETRY));
+    }
+
+    let before = root.status.clone().unwrap_or_default();
+    let requested = requested_at(&root);
+    let mut reasons = Vec::new();
+    if requested.is_some() && requested != before.last_handled_requested_at {
+        reasons.push("requested".to_string());
+    }
+    if before.observed_generation != root.metadata.generation {
+        reasons.push("spec".to_string());
+    }
+    let was_waiting = status::ready_of(&before)
+        .is_some_and(|c| c.reason == status::DEPENDENCY_NOT_READY || c.reason == status::FLAG_ROOT);
+    match ctx.remaining(&key) {
+        None => reasons.push("poll".to_string()),
+        Some(_) if was_waiting => reasons.push("dependencies".to_string()),
+        Some(wait) if reasons.is_empty() => return Ok(Action::requeue(wait)),
+        Some(_) => {}
+    }
+
+    let interval = root.spec.interval();
+    let outcome = pass(&root, &key, &identity, &ctx, reasons, requested).await;
+    let failure = outcome.failure.clone();
+    record(Verdict::Passed(outcome)).await?;
+    match failure {
+        None => {
+            ctx.succeeded(&key, interval);
+            Ok(Action::requeue(interval))
+        }
+        Some(f) => {
+            ctx.failed(&key, interval);
+            Err(RootsError::Pass {
+                root: key.to_string(),
+                message: f.message,
+            })
+        }
+    }
+}
+
+/// What makes a root unable to run until its spec (or the cluster) changes: a `dependsOn`
+/// cycle, a semver ref, a source that is not a git URL.
+fn refusal(root: &Root, key: &ResourceKey, ctx: &Context) -> Option<Verdict> {
+    let stalled = |reason: &str, message: String| Verdict::Stalled {
+        reason: reason.to_string(),
+        message,
+    };
+    if let Some(store) = &ctx.store {
+        let roots = store.state();
+        let edges = depends::edges(roots.iter().map(|r| r.as_ref()));
+        if let Some(cycle) = depends::cycle_through(key, &edges) {
+            let path = depends::describe_cycle(&cycle, &key.namespace);
+            return Some(stalled(
+                status::DEPENDENCY_CYCLE,
+                format!("dependsOn forms a cycle: {path}; remove one of these dependencies"),
+            ));
+        }
+    }
+    let source = &root.spec.source;
+    if source.git_ref.as_ref().is_some_and(|r| r.semver.is_some()) {
+        return Some(stalled(
+            "SemverNotSupported",
+            "spec.source.ref.semver is not supported yet: name a branch, a tag or a commit".into(),
+        ));
+    }
+    let url = source.url.as_str();
+    // A root's repository is a remote one: a path on Weft's own disk is not a tenant's to name.
+    let local = !url.contains("://") || url.starts_with("file://");
+    if local && key.namespace != ctx.settings.weft_namespace {
+        return Some(stalled(
+            "InvalidSource",
+            format!(
+                "spec.source.url `{}` is not a remote git URL (https://, ssh://, git://); only roots in Weft's namespace may name a local repository",
+                redact_url_passwords(url)
+            ),
+        ));
+    }
+    None
+}
+
+/// The root's `weft.io/requested-at` annotation.
+fn requested_at(root: &Root) -> Option<String> {
+    root.annotations().get(REQUESTED_AT_ANNOTATION).cloned()
+}
+
+/// Why a pass stopped before `run_pass`, as its `Ready` reason and message.
+fn failure(reason: &str, message: impl Into<String>) -> Failure {
+    Failure {
+        reason: reason.to_string(),
+        message: redact_url_passwords(&message.into()),
+    }
+}
+
+/// One pass of `root` as `identity`: fetch, then `run_pass`.
+async fn pass(
+    root: &Root,
+    key: &ResourceKey,
+    identity: &Identity,
+    ctx: &Context,
+    reasons: Vec<String>,
+    requested: Option<String>,
+) -> PassOutcome {
+    let started_at = crate::daemon::status::now_rfc3339();
+    let start = Instant::now();
+    tracing::info!(root = %key, reasons = %reasons.join(","), identity = %identity, "root pass started");
+    let body = pass_body(root, key, identity, ctx).await;
+    let (failure, revision, inventory, changed) = match body {
+        Ok(done) => done,
+        Err(f) => (Some(f), None, None, 0),
+    };
+    let duration_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let next =
+        chrono::Utc::now() + chrono::Duration::from_std(root.spec.interval()).unwrap_or_default();
+    match &failure {
+        None => {
+            tracing::info!(root = %key, revision = revision.as_deref().unwrap_or("-"), changed, duration_ms, "root pass succeeded")
+        }
+        Some(f) => {
+            tracing::warn!(root = %key, reason = %f.reason, error = %f.message, "root pass failed")
+        }
+    }
+    PassOutcome {
+        summary: PassSummary {
+            reasons,
+            started_at,
+            duration_ms,
+            result: if failure.is_none() {
+                "Succeeded"
+            } else {
+                "Failed"
+            }
+            .to_string(),
+            revision: revision.clone(),
+        },
+        failure,
+        revision,
+        inventory,
+        changed,
+        requested_at: requested,
+        next_poll_at: next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    }
+}
+
+type Body = (
+    Option<Failure>,
+    Option<String>,
+    Option<InventoryCounts>,
+    usize,
+);
+
+async fn pass_body(
+    root: &Root,
+    key: &ResourceKey,
+    identity: &Identity,
+    ctx: &Context,
+) -> Result<Body, Failure> {
+    let client = ctx
+        .impersonation
+        .client(identity, ctx.state.client())
+        .map_err(|e| failure("IdentityFailed", e.to_string()))?;
+    let (source, last) = open_source(root, key, &client, ctx).await?;
+    let fetched = source.fetch(last.as_deref()).await;
+    let snapshot = match fetched {
+        Ok(Some(new)) => new,
+        Ok(None) => match last {
+            Some(last) => last,
+            None => return Err(failure("FetchFailed", "the repository gave no revision")),
+        },
+        Err(e) => return Err(failure("FetchFailed", e.to_string())),
+    };
+    ctx.with_memory(key, |m| m.last = Some(Arc::clone(&snapshot)));
+    let revision = snapshot.revision.clone().or(Some("local".into()));
+    let settings = settings_of(root, key, identity, &client, ctx);
+    let observer = |p: Progress<'_>| {
+        if let Progress::Change(c) = p {
+            if c.action != ChangeAction::Unchanged {
+                tracing::info!(root = %key, object = %c.object, action = c.action.done(), "object changed");
+            }
+        }
+    };
+    if ctx.shutdown.is_stopping() {
+        return Err(failure(
+            "Abandoned",
+            "the daemon is stopping; the pass was abandoned before apply",
+        ));
+    }
+    let result = crate::pass::run_pass(
+        &client,
+        Snapshot::clone(&snapshot),
+        &settings,
+        &PassInput::default(),
+        &observer,
+    )
+    .await;
+    let changed = result
+        .changes
+        .entries
+        .iter()
+        .filter(|c| c.action != ChangeAction::Unchanged && c.action != ChangeAction::Skipped)
+        .count();
+    let inventory = result.set.as_ref().map(|set| {
+        let objects = set
+            .objects()
+            .iter()
+            .filter(|o| matches!(o.owner, Owner::SyncRoot { .. }))
+            .count();
+        InventoryCounts {
+            objects: objects as u64,
+            children: (set.objects().len() - objects) as u64,
+        }
+    });
+    let failed = result
+        .error
+        .as_ref()
+        .map(|e| failure(status::FAILED, e.to_string()));
+    Ok((failed, revision, inventory, changed))
+}
+
+/// The pass settings of `root`: the daemon's, with the root's owner (`Owner::SyncRoot` of its
+/// namespace and name, so a Root in Weft's namespace owns what the flag root of that name
+/// owned), its namespace as the default one and the home of its inventory, its timeout, prune
+/// guard, target manifest and decryption Secret.
+fn settings_of(
+    root: &Root,
+    key: &ResourceKey,
+    identity: &Identity,
+    client: &Client,
+    ctx: &Context,
+) -> PassSettings {
+    let spec = &root.spec;
+    let mut s = PassSettings::clone(&ctx.settings);
+    s.root_name.clone_from(&key.name);
+    s.weft_namespace.clone_from(&key.namespace);
+    s.default_namespace.clone_from(&key.namespace);
+    s.timeout = spec.timeout();
+    s.max_prune_fraction = spec.max_prune_fraction();
+    if !spec.prune() {
+        // Nothing may be pruned: a pass that would prune stops at the guard and says so.
+        s.max_prune_fraction = 0.0;
+        s.force_prune = false;
+    }
+    s.repo_location.clone_from(&spec.source.url);
+    s.target_manifest.clone_from(&spec.target_manifest);
+    let own = *identity == Identity::Weft;
+    if !own {
+        // A tenant's root never acts in kube-system for the launcher takeover, and never uses
+        // the operator's key file.
+        s.launcher_takeover = None;
+    }
+    s.decryption = crate::source::sops::Decryption {
+        key_file: if own {
+            Arc::clone(&ctx.settings.decryption.key_file)
+        } else {
+            Arc::default()
+        },
+        secret: spec
+            .decryption
+            .as_ref()
+            .and_then(|d| d.secret_ref.as_ref())
+            .map(|r| {
+                Arc::new(crate::source::sops::DecryptionSecret::new(
+                    client.clone(),
+                    &key.namespace,
+                    &r.name,
+                ))
+            }),
+    };
+    s
+}
+
+/// The root's source, opened again when its URL, ref, path or credentials changed; and the last
+/// snapshot fetched from it.
+async fn open_source(
+    root: &Root,
+    key: &ResourceKey,
+    client: &Client,
+    ctx: &Context,
+) -> Result<(RootSource, Option<Arc<Snapshot>>), Failure> {
+    let spec = &root.spec;
+    let secret = match &spec.source.secret_ref {
+        None => None,
+        Some(r) => {
+            // Read as the root's identity: a tenant names only Secrets it may read.
+            let api: Api<Secret> = Api::namespaced(client.clone(), &key.namespace);
+            let secret = api.get(&r.name).await.map_err(|e| {
+                failure(
+                    "SecretNotReadable",
+                    format!(
+                        "reading the credentials Secret {}/{}: {}",
+                        key.namespace,
+                        r.name,
+                        crate::apply::describe(&e).0
+                    ),
+                )
+            })?;
+            Some((r.name.clone(), secret))
+        }
+    };
+    let source_key = SourceKey {
+        url: spec.source.url.clone(),
+        git_ref: spec.source.git_ref.as_ref().and_then(|r| r.as_flag()),
+        path: spec.path.clone(),
+        secret: secret
+            .as_ref()
+            .map(|(n, s)| (n.clone(), s.resource_version().unwrap_or_default())),
+    };
+    let cached = ctx.with_memory(key, |m| match &m.source {
+        Some((k, source)) if *k == source_key => Some((source.clone(), m.last.clone())),
+        _ => None,
+    });
+    if let Some(cached) = cached {
+        return Ok(cached);
+    }
+    let credentials = match secret {
+        None => Credentials::default(),
+        Some((name, s)) => {
+            Credentials::from_secret_data(&crate::api::secret_bytes(s)).map_err(|e| {
+                failure(
+                    "SecretInvalid",
+                    format!("the credentials Secret {}/{name}: {e}", key.namespace),
+                )
+            })?
+        }
+    };
+    let cache_dir = ctx
+        .config
+        .git_cache_dir
+        .clone()
+        .unwrap_or_else(|| crate::source::git::default_cache_dir().join("roots"))
+        .join(&key.namespace)
+        .join(&key.name);
+    let source = RootSource::open(
+        &spec.source.url,
+        source_key.git_ref.as_deref(),
+        spec.path.as_deref(),
+        Some(cache_dir),
+        credentials,
+        ctx.config.fetch_timeout,
+    )
+    .map_err(|e| failure("FetchFailed", e.to_string()))?;
+    ctx.with_memory(key, |m| {
+        m.source = Some((source_key, source.clone()));
+        m.last = None;
+    });
+    Ok((source, None))
+}

@@ -1,0 +1,336 @@
+//! A root's status as a pure function of what its reconcile found ([`Verdict`]), and its write:
+//! one merge patch of `status`, made only when the status changed, and an event when the verdict
+//! is new or a pass changed something.
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
+use serde_json::json;
+
+use super::RootsError;
+use crate::api::conditions::{
+    set_condition, Condition, ConditionStatus, READY, RECONCILING, STALLED,
+};
+use crate::api::root::{InventoryCounts, PassSummary, Root, RootStatus, MAX_PASSES};
+use crate::daemon::events::Note;
+use crate::daemon::state::DaemonState;
+
+/// `Ready` reason of a root whose last pass applied its revision in full.
+pub const SUCCEEDED: &str = "ReconciliationSucceeded";
+/// `Ready` reason of a root whose last pass failed.
+pub const FAILED: &str = "ReconciliationFailed";
+/// `Ready` reason of a root waiting for the roots it depends on.
+pub const DEPENDENCY_NOT_READY: &str = "DependencyNotReady";
+/// `Stalled` reason of a root whose `dependsOn` leads back to it.
+pub const DEPENDENCY_CYCLE: &str = "DependencyCycle";
+/// The reason of a suspended root.
+pub const SUSPENDED: &str = "Suspended";
+/// The `Ready` reason of the root `weft run --repo` flags drive.
+pub const FLAG_ROOT: &str = "FlagRoot";
+
+/// What one reconcile of a root found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// The flag root: today's loop drives it, not this controller.
+    FlagRoot { message: String },
+    /// `spec.suspend`: no pass, `Ready` as it was.
+    Suspended,
+    /// It cannot run until its spec changes.
+    Stalled { reason: String, message: String },
+    /// A root it depends on is not Ready at its current revision.
+    Waiting { message: String },
+    /// A pass ran.
+    Passed(PassOutcome),
+}
+
+/// What a pass of a root ended with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PassOutcome {
+    /// `None`: it succeeded.
+    pub failure: Option<Failure>,
+    /// The revision it applied or tried (`None` when the fetch failed before one was known).
+    pub revision: Option<String>,
+    /// The inventory's counts after it (`None`: unknown, the pass stopped before render).
+    pub inventory: Option<InventoryCounts>,
+    /// Its line in `status.passes`.
+    pub summary: PassSummary,
+    /// Objects it created, changed or deleted.
+    pub changed: usize,
+    /// The `weft.io/requested-at` value it answered.
+    pub requested_at: Option<String>,
+    /// When the next poll is due (RFC 3339).
+    pub next_poll_at: String,
+}
+
+/// Why a pass failed: the `Ready` reason and message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    pub reason: String,
+    pub message: String,
+}
+
+fn condition(
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        observed_generation: generation,
+        ..Condition::new(type_, status, reason, message)
+    }
+}
+
+/// The status after `verdict`, from the status `before` (timestamps of unchanged conditions are
+/// kept, so an unchanged verdict gives an equal status).
+pub fn next_status(
+    before: &RootStatus,
+    generation: Option<i64>,
+    verdict: &Verdict,
+    now: &str,
+) -> RootStatus {
+    let mut s = before.clone();
+    let set = |s: &mut RootStatus, type_: &str, status, reason: &str, message: &str| {
+        set_condition(
+            &mut s.conditions,
+            condition(type_, status, reason, message, generation),
+            now,
+        )
+    };
+    let clear = |s: &mut RootStatus, type_: &str| s.conditions.retain(|c| c.type_ != type_);
+    use ConditionStatus::{False, True, Unknown};
+    match verdict {
+        Verdict::FlagRoot { message } => {
+            set(&mut s, READY, Unknown, FLAG_ROOT, message);
+            clear(&mut s, RECONCILING);
+            clear(&mut s, STALLED);
+        }
+        Verdict::Suspended => {
+            // `Ready` says what the last pass left; the reason says nothing runs now.
+            set(
+                &mut s,
+                RECONCILING,
+                False,
+                SUSPENDED,
+                "spec.suspend is true: nothing is fetched, applied or pruned until it is false",
+            );
+            clear(&mut s, STALLED);
+        }
+        Verdict::Stalled { reason, message } => {
+            set(&mut s, READY, False, reason, message);
+            set(&mut s, STALLED, True, reason, message);
+            clear(&mut s, RECONCILING);
+        }
+        Verdict::Waiting { message } => {
+            set(&mut s, READY, False, DEPENDENCY_NOT_READY, message);
+            set(&mut s, RECONCILING, True, DEPENDENCY_NOT_READY, message);
+            clear(&mut s, STALLED);
+        }
+        Verdict::Passed(p) => {
+            match &p.failure {
+                None => {
+                    let message =
+                        format!("applied revision {}", p.revision.as_deref().unwrap_or("-"));
+                    set(&mut s, READY, True, SUCCEEDED, &message);
+                    s.last_applied_revision.clone_from(&p.revision);
+                }
+                Some(f) => set(&mut s, READY, False, &f.reason, &f.message),
+            }
+            clear(&mut s, RECONCILING);
+            clear(&mut s, STALLED);
+            if p.revision.is_some() {
+                s.last_attempted_revision.clone_from(&p.revision);
+            }
+            if p.inventory.is_some() {
+                s.inventory.clone_from(&p.inventory);
+            }
+            if p.requested_at.is_some() {
+                s.last_handled_requested_at.clone_from(&p.requested_at);
+            }
+            s.passes.insert(0, p.summary.clone());
+            s.passes.truncate(MAX_PASSES);
+            s.next_poll_at = Some(p.next_poll_at.clone());
+        }
+    }
+    s.observed_generation = generation;
+    s
+}
+
+/// The `Ready` condition of a status.
+pub fn ready_of(status: &RootStatus) -> Option<&Condition> {
+    status.conditions.iter().find(|c| c.type_ == READY)
+}
+
+/// Write `verdict` into `root`'s status when it changes it, and publish an event when the
+/// `Ready` verdict is new or a pass changed objects. Returns the status written (or kept).
+pub async fn record(
+    state: &DaemonState,
+    root: &Root,
+    verdict: &Verdict,
+) -> Result<RootStatus, RootsError> {
+    let before = root.status.clone().unwrap_or_default();
+    let now = crate::daemon::status::now_rfc3339();
+    let after = next_status(&before, root.metadata.generation, verdict, &now);
+    if after == before {
+        return Ok(after);
+    }
+    let namespace = root.namespace().unwrap_or_default();
+    let api: Api<Root> = Api::namespaced(state.client().clone(), &namespace);
+    api.patch_status(
+        &root.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": after })),
+    )
+    .await
+    .map_err(|source| RootsError::Kube {
+        root: format!("{namespace}/{}", root.name_any()),
+        action: "writing its status",
+        source,
+    })?;
+    let was = ready_of(&before).map(|c| (c.status, c.reason.clone(), c.message.clone()));
+    let is = ready_of(&after).map(|c| (c.status, c.reason.clone(), c.message.clone()));
+    let changed = matches!(verdict, Verdict::Passed(p) if p.changed > 0);
+    if let (Some(ready), true) = (ready_of(&after), was != is || changed) {
+        let text = match verdict {
+            Verdict::Passed(p) if p.changed > 0 && p.failure.is_none() => {
+                format!("{}: {} objects changed", ready.message, p.changed)
+            }
+            _ => ready.message.clone(),
+        };
+        let note = Note {
+            warning: ready.status == ConditionStatus::False,
+            reason: &ready.reason,
+            action: "Reconcile",
+            text: &text,
+            related: None,
+        };
+        state.events().publish(root, note).await;
+    }
+    Ok(after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passed(failure: Option<Failure>, revision: &str, started: &str) -> Verdict {
+        Verdict::Passed(PassOutcome {
+            failure,
+            revision: Some(revision.into()),
+            inventory: Some(InventoryCounts {
+                objects: 3,
+                children: 1,
+            }),
+            summary: PassSummary {
+                reasons: vec!["poll".into()],
+                started_at: started.into(),
+                duration_ms: 10,
+                result: "Succeeded".into(),
+                revision: Some(revision.into()),
+            },
+            changed: 1,
+            requested_at: None,
+            next_poll_at: "2026-01-01T00:01:00Z".into(),
+        })
+    }
+
+    #[test]
+    fn a_good_pass_makes_the_root_ready_at_its_revision() {
+        let s = next_status(
+            &RootStatus::default(),
+            Some(2),
+            &passed(None, "main@sha1:1", "t0"),
+            "t0",
+        );
+        let ready = ready_of(&s).unwrap();
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            (ConditionStatus::True, SUCCEEDED)
+        );
+        assert_eq!(ready.message, "applied revision main@sha1:1");
+        assert_eq!(s.observed_generation, Some(2));
+        assert_eq!(s.last_applied_revision.as_deref(), Some("main@sha1:1"));
+        assert_eq!(s.last_attempted_revision.as_deref(), Some("main@sha1:1"));
+        assert_eq!(s.inventory.as_ref().unwrap().objects, 3);
+        assert_eq!(s.passes.len(), 1);
+        assert_eq!(s.next_poll_at.as_deref(), Some("2026-01-01T00:01:00Z"));
+    }
+
+    #[test]
+    fn a_failed_pass_keeps_the_applied_revision_and_names_the_attempted_one() {
+        let good = next_status(
+            &RootStatus::default(),
+            Some(1),
+            &passed(None, "r1", "t0"),
+            "t0",
+        );
+        let failure = Failure {
+            reason: FAILED.into(),
+            message: "ConfigMap t/x: forbidden".into(),
+        };
+        let s = next_status(&good, Some(1), &passed(Some(failure), "r2", "t1"), "t1");
+        assert_eq!(s.last_applied_revision.as_deref(), Some("r1"));
+        assert_eq!(s.last_attempted_revision.as_deref(), Some("r2"));
+        let ready = ready_of(&s).unwrap();
+        assert_eq!(
+            (ready.status, ready.reason.as_str()),
+            (ConditionStatus::False, FAILED)
+        );
+        assert_eq!(s.passes[0].started_at, "t1");
+    }
+
+    #[test]
+    fn passes_keep_the_last_ten_newest_first() {
+        let mut s = RootStatus::default();
+        for i in 0..15 {
+            s = next_status(&s, Some(1), &passed(None, "r", &format!("t{i}")), "now");
+        }
+        assert_eq!(s.passes.len(), MAX_PASSES);
+        assert_eq!(s.passes[0].started_at, "t14");
+        assert_eq!(s.passes[9].started_at, "t5");
+    }
+
+    #[test]
+    fn an_unchanged_verdict_gives_an_equal_status() {
+        let waiting = Verdict::Waiting {
+            message: "waiting for root a: does not exist".into(),
+        };
+        let once = next_status(&RootStatus::default(), Some(1), &waiting, "t0");
+        let twice = next_status(&once, Some(1), &waiting, "t1");
+        assert_eq!(once, twice);
+    }
+
+    #[test]
+    fn suspend_leaves_ready_as_it_was() {
+        let good = next_status(
+            &RootStatus::default(),
+            Some(1),
+            &passed(None, "r1", "t0"),
+            "t0",
+        );
+        let s = next_status(&good, Some(2), &Verdict::Suspended, "t1");
+        assert_eq!(ready_of(&s), ready_of(&good));
+        let reconciling = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == RECONCILING)
+            .unwrap();
+        assert_eq!(reconciling.reason, SUSPENDED);
+        assert_eq!(s.observed_generation, Some(2));
+    }
+
+    #[test]
+    fn stalled_then_fixed_clears_stalled() {
+        let stalled = Verdict::Stalled {
+            reason: DEPENDENCY_CYCLE.into(),
+            message: "dependsOn forms a cycle: a -> b -> a".into(),
+        };
+        let s = next_status(&RootStatus::default(), Some(1), &stalled, "t0");
+        assert!(s
+            .conditions
+            .iter()
+            .any(|c| c.type_ == STALLED && c.status == ConditionStatus::True));
+        let s = next_status(&s, Some(2), &passed(None, "r1", "t1"), "t1");
+        assert!(!s.conditions.iter().any(|c| c.type_ == STALLED));
+    }
+}

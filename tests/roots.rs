@@ -1,0 +1,652 @@
+//! Roots as resources (issue 41) on the real control plane, with real `weft run` processes and
+//! real git servers (`git daemon`):
+//!
+//! - the Root CRD: the API server refuses a bad spec naming the field (two refs, a duration
+//!   written in words, a prune fraction above 1, an unknown field, a bad account name) and
+//!   `kubectl get roots` shows Weft's columns;
+//! - one daemon reconciles two Roots of two namespaces from two repositories, the tenant's as
+//!   its own ServiceAccount, in `dependsOn` order (a failing dependency holds its dependent with
+//!   a message naming it), and fills their status;
+//! - a tenant's Root without an account applies nothing; with a namespace-only account, a
+//!   ClusterRole in its repository is refused by the API server;
+//! - a `dependsOn` cycle is refused naming it; `weft.io/requested-at` runs a pass; `suspend`
+//!   holds one; `weft get roots` and `weft create root`.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+
+use support::cluster::{self, TestNamespace};
+use support::daemon::{Daemon, DaemonOptions};
+use support::git_servers::ServedRepo;
+use support::manifests::configmap;
+use support::wait::wait_for;
+use support::weft_cli::Weft;
+use weft::api::root::Root;
+
+const WITHIN: Duration = Duration::from_secs(120);
+
+fn roots_resource() -> ApiResource {
+    ApiResource {
+        group: "weft.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "weft.io/v1alpha1".into(),
+        kind: "Root".into(),
+        plural: "roots".into(),
+    }
+}
+
+/// Create the Root `name` in `ns` with `spec`; the API server's message when it refuses.
+async fn create_root(client: &Client, ns: &str, name: &str, spec: Value) -> Result<(), String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &roots_resource());
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "weft.io/v1alpha1",
+        "kind": "Root",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }))
+    .unwrap();
+    // As `kubectl apply --server-side` (strict field validation, as kubectl's default).
+    let pp = PatchParams::apply("weft-test").validation_strict();
+    api.patch(name, &pp, &Patch::Apply(&obj))
+        .await
+        .map(|_| ())
+        .map_err(|e| match e {
+            kube::Error::Api(s) => s.message,
+            other => other.to_string(),
+        })
+}
+
+/// Merge-patch the Root `name` of `ns`.
+async fn patch_root(client: &Client, ns: &str, name: &str, patch: Value) {
+    let api: Api<Root> = Api::namespaced(client.clone(), ns);
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("patching Root {ns}/{name}: {e}"));
+}
+
+async fn get_root(client: &Client, ns: &str, name: &str) -> Root {
+    Api::<Root>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading Root {ns}/{name}: {e}"))
+}
+
+/// The `type` condition of a root: (status, reason, message).
+fn condition(root: &Root, type_: &str) -> Option<(String, String, String)> {
+    root.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| {
+            (
+                format!("{:?}", c.status),
+                c.reason.clone(),
+                c.message.clone(),
+            )
+        })
+}
+
+/// Wait until the Root's `Ready` condition has `status` and `reason`; the root then.
+async fn wait_ready(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    status: &str,
+    reason: &str,
+    d: &Daemon,
+) -> Root {
+    wait_for(
+        &format!("Root {ns}/{name} Ready={status} ({reason})"),
+        WITHIN,
+        d,
+        async || {
+            let root = get_root(client, ns, name).await;
+            let (s, r, _) = condition(&root, "Ready")?;
+            (s == status && r == reason).then_some(root)
+        },
+    )
+    .await
+}
+
+async fn configmap_exists(client: &Client, ns: &str, name: &str) -> bool {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .is_some()
+}
+
+/// A daemon whose Weft namespace is `ns` (its flag root an empty directory), with the
+/// controllers on and acting only on `namespaces` (other tests' roots are not its own).
+fn start_daemon(ns: &str, namespaces: &[&str], flag_repo: &std::path::Path) -> Daemon {
+    let mut opts = DaemonOptions::new(flag_repo.to_str().unwrap(), ns);
+    opts.controllers = true;
+    opts.extra = vec!["--watch-namespaces".into(), namespaces.join(",")];
+    Daemon::start(opts)
+}
+
+/// A client acting as `user` (impersonation, as the daemon does for a root's account).
+async fn client_as(user: &str) -> Client {
+    let c = cluster::cluster();
+    let mut config = weft::apply::calls::config(Some(c.kubeconfig_path()), c.context())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(user.to_string());
+    Client::try_from(config).unwrap()
+}
+
+/// Wait until `user` may `verb` `resource` in `ns`, asked of the API server as that user (a
+/// RoleBinding takes effect when the RBAC authorizer's cache has it).
+async fn wait_allowed(user: &str, verb: &str, resource: &str, ns: &str) {
+    let client = client_as(user).await;
+    let api: Api<SelfSubjectAccessReview> = Api::all(client);
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(ns.into()),
+                verb: Some(verb.into()),
+                resource: Some(resource.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let logs = || String::new();
+    wait_for(
+        &format!("{user} may {verb} {resource} in {ns}"),
+        WITHIN,
+        &logs,
+        async || {
+            let answer = api.create(&PostParams::default(), &review).await.ok()?;
+            answer.status?.allowed.then_some(())
+        },
+    )
+    .await
+}
+
+/// The ServiceAccount `name` of `ns` with every right in `ns` and none elsewhere (a namespace
+/// admin), waited for.
+async fn namespace_admin(client: &Client, ns: &str, name: &str) {
+    let pp = PatchParams::apply("weft-test").force();
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &pp,
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let roles: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::erase::<k8s_openapi::api::rbac::v1::Role>(&()),
+    );
+    let role: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name, "namespace": ns},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+    }))
+    .unwrap();
+    roles.patch(name, &pp, &Patch::Apply(&role)).await.unwrap();
+    let bindings: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::erase::<k8s_openapi::api::rbac::v1::RoleBinding>(&()),
+    );
+    let binding: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+    }))
+    .unwrap();
+    bindings
+        .patch(name, &pp, &Patch::Apply(&binding))
+        .await
+        .unwrap();
+    let user = format!("system:serviceaccount:{ns}:{name}");
+    wait_allowed(&user, "create", "configmaps", ns).await;
+}
+
+#[tokio::test]
+async fn the_api_server_refuses_a_bad_root_naming_the_field() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let ns = TestNamespace::new("roots-schema").await;
+    let url = "https://git.example/team.git";
+    for (name, spec, field) in [
+        (
+            "two-refs",
+            json!({"source": {"url": url, "ref": {"branch": "main", "tag": "v1"}}}),
+            "spec.source.ref",
+        ),
+        (
+            "words",
+            json!({"source": {"url": url}, "interval": "5 minutes"}),
+            "spec.interval",
+        ),
+        (
+            "fraction",
+            json!({"source": {"url": url}, "maxPruneFraction": 2}),
+            "spec.maxPruneFraction",
+        ),
+        (
+            "unknown",
+            json!({"source": {"url": url}, "intervall": "1m"}),
+            "spec.intervall",
+        ),
+        (
+            "account",
+            json!({"source": {"url": url}, "serviceAccountName": "Team_A"}),
+            "spec.serviceAccountName",
+        ),
+        ("no-source", json!({"path": "apps"}), "spec.source"),
+    ] {
+        let err = create_root(&client, ns.name(), name, spec)
+            .await
+            .expect_err(name);
+        assert!(err.contains(field), "{name}: {err}");
+    }
+    create_root(
+        &client,
+        ns.name(),
+        "good",
+        json!({
+            "source": {"url": url, "ref": {"branch": "main"}, "secretRef": {"name": "git"}},
+            "path": "apps", "interval": "1h30m", "timeout": "90s", "prune": true,
+            "maxPruneFraction": 0.2, "suspend": true, "dependsOn": [{"name": "infra"}],
+            "serviceAccountName": "deployer", "targetManifest": "site",
+            "decryption": {"provider": "sops", "secretRef": {"name": "age"}},
+        }),
+    )
+    .await
+    .expect("a good Root is accepted");
+
+    let c = cluster::cluster();
+    let out = std::process::Command::new("kubectl")
+        .args(c.kube_args())
+        .args(["get", "roots", "-n", ns.name()])
+        .output()
+        .expect("kubectl");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header: Vec<&str> = stdout.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "STATUS", "REVISION", "SUSPENDED", "AGE"]
+    );
+    assert!(stdout.contains("good"), "{stdout}");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn one_daemon_reconciles_two_roots_of_two_namespaces_in_dependency_order() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("roots-weft").await;
+    let team = TestNamespace::new("roots-team").await;
+    let (w, t) = (weft_ns.name(), team.name());
+    namespace_admin(&client, t, "deployer").await;
+
+    // Root `infra` (Weft's namespace, Weft's identity) starts broken; `apps` (the team's, as
+    // its account) depends on it.
+    let infra = ServedRepo::start();
+    infra
+        .work
+        .write(
+            "infra.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [broken\n",
+        )
+        .commit("broken");
+    infra.work.push();
+    let apps = ServedRepo::start();
+    apps.work
+        .write("apps/app.yaml", configmap(t, "app-config", "one"))
+        .commit("app");
+    apps.work.push();
+
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(w, &[w, t], flag.path());
+    create_root(
+        &client,
+        w,
+        "infra",
+        json!({"source": {"url": infra.url()}, "interval": "1h"}),
+    )
+    .await
+    .unwrap();
+    create_root(
+        &client,
+        t,
+        "apps",
+        json!({
+            "source": {"url": apps.url(), "ref": {"branch": "main"}},
+            "path": "apps",
+            "interval": "1h",
+            "serviceAccountName": "deployer",
+            "dependsOn": [{"name": "infra", "namespace": w}],
+        }),
+    )
+    .await
+    .unwrap();
+
+    // A failing dependency holds its dependent, which says for whom.
+    let failed = wait_ready(&client, w, "infra", "False", "ReconciliationFailed", &d).await;
+    let (_, _, message) = condition(&failed, "Ready").unwrap();
+    assert!(message.contains("infra.yaml"), "{message}");
+    let held = wait_ready(&client, t, "apps", "False", "DependencyNotReady", &d).await;
+    let (_, _, message) = condition(&held, "Ready").unwrap();
+    assert!(
+        message.contains(&format!("waiting for root {w}/infra")),
+        "{message}"
+    );
+    assert!(!configmap_exists(&client, t, "app-config").await);
+
+    // Fixed: infra is applied, then apps, as its ServiceAccount.
+    infra
+        .work
+        .write("infra.yaml", configmap(w, "infra-config", "base"))
+        .commit("fixed");
+    infra.work.push();
+    patch_root(
+        &client,
+        w,
+        "infra",
+        json!({"metadata": {"annotations": {"weft.io/requested-at": "fix-1"}}}),
+    )
+    .await;
+    let infra_root = wait_ready(&client, w, "infra", "True", "ReconciliationSucceeded", &d).await;
+    assert!(configmap_exists(&client, w, "infra-config").await);
+    let apps_root = wait_ready(&client, t, "apps", "True", "ReconciliationSucceeded", &d).await;
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), t)
+        .get("app-config")
+        .await
+        .unwrap();
+    let managers: Vec<String> = cm
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(managers.contains(&"weft".to_string()), "{managers:?}");
+
+    // The status says what happened.
+    for root in [&infra_root, &apps_root] {
+        let s = root.status.as_ref().unwrap();
+        assert_eq!(s.observed_generation, root.metadata.generation);
+        assert!(s.last_applied_revision.is_some());
+        assert_eq!(s.last_applied_revision, s.last_attempted_revision);
+        assert_eq!(s.inventory.as_ref().unwrap().objects, 1, "{s:?}");
+        assert!(!s.passes.is_empty());
+        assert_eq!(s.passes[0].result, "Succeeded");
+        assert!(s.next_poll_at.is_some());
+    }
+    assert_eq!(
+        infra_root
+            .status
+            .as_ref()
+            .unwrap()
+            .last_handled_requested_at
+            .as_deref(),
+        Some("fix-1")
+    );
+    // The team's root was applied as its account: its inventory lives in its namespace.
+    assert!(d
+        .logs()
+        .contains(&format!("system:serviceaccount:{t}:deployer")));
+
+    // `weft get roots`: both, Ready, exit 0.
+    let (code, out, err) = Weft::new(["get", "roots", "-A"]).cluster().run();
+    assert_eq!(code, 0, "{out}{err}");
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAMESPACE",
+            "NAME",
+            "READY",
+            "STATUS",
+            "REVISION",
+            "SUSPENDED",
+            "AGE"
+        ]
+    );
+    assert!(
+        out.lines().any(|l| l.starts_with(t) && l.contains("apps")),
+        "{out}"
+    );
+    drop(d);
+    team.delete().await;
+    weft_ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_tenant_root_acts_only_as_its_own_account() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("roots-weft-id").await;
+    let team = TestNamespace::new("roots-tenant").await;
+    let (w, t) = (weft_ns.name(), team.name());
+    let repo = ServedRepo::start();
+    let role = format!("{t}-escalated");
+    repo.work
+        .write("app.yaml", configmap(t, "tenant-config", "one"))
+        .write(
+            "role.yaml",
+            format!(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {role}\nrules:\n  - apiGroups: ['*']\n    resources: ['*']\n    verbs: ['*']\n"
+            ),
+        )
+        .commit("tenant");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(w, &[w, t], flag.path());
+
+    // Without an account: refused, nothing fetched or applied.
+    create_root(&client, t, "mine", json!({"source": {"url": repo.url()}}))
+        .await
+        .unwrap();
+    let refused = wait_ready(&client, t, "mine", "False", "ServiceAccountRequired", &d).await;
+    let (stalled, _, _) = condition(&refused, "Stalled").unwrap();
+    assert_eq!(stalled, "True");
+    assert!(!configmap_exists(&client, t, "tenant-config").await);
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    assert!(cluster_roles.get_opt(&role).await.unwrap().is_none());
+
+    // With a namespace-only account: the API server refuses the ClusterRole, naming it.
+    namespace_admin(&client, t, "deployer").await;
+    patch_root(
+        &client,
+        t,
+        "mine",
+        json!({"spec": {"serviceAccountName": "deployer"}}),
+    )
+    .await;
+    let failed = wait_ready(&client, t, "mine", "False", "ReconciliationFailed", &d).await;
+    let (_, _, message) = condition(&failed, "Ready").unwrap();
+    assert!(message.contains(&role), "{message}");
+    assert!(message.contains("forbidden"), "{message}");
+    assert!(cluster_roles.get_opt(&role).await.unwrap().is_none());
+    drop(d);
+    team.delete().await;
+    weft_ns.delete().await;
+}
+
+#[tokio::test]
+async fn cycles_requests_and_suspend() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let ns = TestNamespace::new("roots-cycle").await;
+    let n = ns.name();
+    let repo = ServedRepo::start();
+    repo.work
+        .write("one.yaml", configmap(n, "one", "1"))
+        .commit("one");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(n, &[n], flag.path());
+    let spec =
+        |deps: Value| json!({"source": {"url": repo.url()}, "interval": "1h", "dependsOn": deps});
+
+    // A cycle is refused, naming it.
+    create_root(&client, n, "x", spec(json!([{"name": "y"}])))
+        .await
+        .unwrap();
+    create_root(&client, n, "y", spec(json!([{"name": "x"}])))
+        .await
+        .unwrap();
+    let x = wait_ready(&client, n, "x", "False", "DependencyCycle", &d).await;
+    let (stalled, _, message) = condition(&x, "Stalled").unwrap();
+    assert_eq!(stalled, "True");
+    assert!(message.contains("x -> y -> x"), "{message}");
+
+    // A requested-at runs a pass now (the interval is an hour).
+    create_root(&client, n, "z", spec(json!([]))).await.unwrap();
+    let z = wait_ready(&client, n, "z", "True", "ReconciliationSucceeded", &d).await;
+    let passes = z.status.as_ref().unwrap().passes.len();
+    repo.work
+        .write("two.yaml", configmap(n, "two", "2"))
+        .commit("two");
+    repo.work.push();
+    patch_root(
+        &client,
+        n,
+        "z",
+        json!({"metadata": {"annotations": {"weft.io/requested-at": "now-1"}}}),
+    )
+    .await;
+    let z = wait_for("z answered now-1", WITHIN, &d, async || {
+        let z = get_root(&client, n, "z").await;
+        (z.status.as_ref()?.last_handled_requested_at.as_deref() == Some("now-1")).then_some(z)
+    })
+    .await;
+    assert_eq!(z.status.as_ref().unwrap().passes.len(), passes + 1);
+    assert!(configmap_exists(&client, n, "two").await);
+
+    // Suspended: a request runs nothing, Ready stays as it was, the reason says why.
+    patch_root(&client, n, "z", json!({"spec": {"suspend": true}})).await;
+    wait_for("z suspended", WITHIN, &d, async || {
+        let z = get_root(&client, n, "z").await;
+        let (_, reason, _) = condition(&z, "Reconciling")?;
+        (reason == "Suspended").then_some(())
+    })
+    .await;
+    repo.work
+        .write("three.yaml", configmap(n, "three", "3"))
+        .commit("three");
+    repo.work.push();
+    let suspended_lines = |logs: &str| {
+        logs.lines()
+            .filter(|l| l.contains("the root is suspended") && l.contains(&format!("{n}/z")))
+            .count()
+    };
+    let seen = suspended_lines(&d.logs());
+    let z_before = get_root(&client, n, "z").await;
+    patch_root(
+        &client,
+        n,
+        "z",
+        json!({"metadata": {"annotations": {"weft.io/requested-at": "now-2"}}}),
+    )
+    .await;
+    // The daemon reconciled the annotated root and ran nothing.
+    wait_for("the suspended root's reconcile", WITHIN, &d, async || {
+        (suspended_lines(&d.logs()) > seen).then_some(())
+    })
+    .await;
+    let z = get_root(&client, n, "z").await;
+    assert_eq!(condition(&z, "Ready").unwrap().0, "True");
+    assert_ne!(
+        z.status
+            .as_ref()
+            .unwrap()
+            .last_handled_requested_at
+            .as_deref(),
+        Some("now-2")
+    );
+    assert_eq!(z.status, z_before.status);
+    assert!(!configmap_exists(&client, n, "three").await);
+    // Resumed: the request is answered and the push applied.
+    patch_root(&client, n, "z", json!({"spec": {"suspend": false}})).await;
+    wait_for("z answered now-2 after resume", WITHIN, &d, async || {
+        let z = get_root(&client, n, "z").await;
+        (z.status.as_ref()?.last_handled_requested_at.as_deref() == Some("now-2")).then_some(())
+    })
+    .await;
+    assert!(configmap_exists(&client, n, "three").await);
+
+    // `weft create root --export` prints what `weft create root` applies.
+    let (code, out, err) = Weft::new([
+        "create",
+        "root",
+        "w",
+        "-n",
+        n,
+        "--url",
+        &repo.url(),
+        "--branch",
+        "main",
+        "--interval",
+        "1h",
+        "--export",
+    ])
+    .run();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("kind: Root") && out.contains("branch: main"),
+        "{out}"
+    );
+    let (code, out, err) = Weft::new([
+        "create",
+        "root",
+        "w",
+        "-n",
+        n,
+        "--url",
+        &repo.url(),
+        "--branch",
+        "main",
+        "--interval",
+        "1h",
+    ])
+    .cluster()
+    .run();
+    assert_eq!(code, 0, "{out}{err}");
+    wait_ready(&client, n, "w", "True", "ReconciliationSucceeded", &d).await;
+    let (code, out, err) = Weft::new([
+        "create",
+        "root",
+        "bad",
+        "-n",
+        n,
+        "--url",
+        &repo.url(),
+        "--interval",
+        "5 minutes",
+    ])
+    .cluster()
+    .run();
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("spec.interval"), "{err}");
+    drop(d);
+    ns.delete().await;
+}
