@@ -482,9 +482,15 @@ async fn a_tenant_root_acts_only_as_its_own_account() {
     )
     .await;
     let failed = wait_ready(&client, t, "mine", "False", "ReconciliationFailed", &d).await;
+    // Refused when the pass reads the cluster-scoped kind its repository declares, as the
+    // account (the engine lists ClusterRoles before it applies one).
     let (_, _, message) = condition(&failed, "Ready").unwrap();
-    assert!(message.contains(&role), "{message}");
+    assert!(message.contains("clusterroles"), "{message}");
     assert!(message.contains("forbidden"), "{message}");
+    assert!(
+        message.contains(&format!("system:serviceaccount:{t}:deployer")),
+        "{message}"
+    );
     assert!(cluster_roles.get_opt(&role).await.unwrap().is_none());
     drop(d);
     team.delete().await;
@@ -499,13 +505,13 @@ async fn cycles_requests_and_suspend() {
     let n = ns.name();
     let repo = ServedRepo::start();
     repo.work
-        .write("one.yaml", configmap(n, "one", "1"))
+        .write("z/one.yaml", configmap(n, "one", "1"))
+        .write("w/w.yaml", configmap(n, "w-config", "w"))
         .commit("one");
     repo.work.push();
     let flag = tempfile::tempdir().unwrap();
     let d = start_daemon(n, &[n], flag.path());
-    let spec =
-        |deps: Value| json!({"source": {"url": repo.url()}, "interval": "1h", "dependsOn": deps});
+    let spec = |deps: Value| json!({"source": {"url": repo.url()}, "path": "z", "interval": "1h", "dependsOn": deps});
 
     // A cycle is refused, naming it.
     create_root(&client, n, "x", spec(json!([{"name": "y"}])))
@@ -524,7 +530,7 @@ async fn cycles_requests_and_suspend() {
     let z = wait_ready(&client, n, "z", "True", "ReconciliationSucceeded", &d).await;
     let passes = z.status.as_ref().unwrap().passes.len();
     repo.work
-        .write("two.yaml", configmap(n, "two", "2"))
+        .write("z/two.yaml", configmap(n, "two", "2"))
         .commit("two");
     repo.work.push();
     patch_root(
@@ -551,7 +557,7 @@ async fn cycles_requests_and_suspend() {
     })
     .await;
     repo.work
-        .write("three.yaml", configmap(n, "three", "3"))
+        .write("z/three.yaml", configmap(n, "three", "3"))
         .commit("three");
     repo.work.push();
     let suspended_lines = |logs: &str| {
@@ -627,11 +633,14 @@ async fn cycles_requests_and_suspend() {
         "main",
         "--interval",
         "1h",
+        "--path",
+        "w",
     ])
     .cluster()
     .run();
     assert_eq!(code, 0, "{out}{err}");
     wait_ready(&client, n, "w", "True", "ReconciliationSucceeded", &d).await;
+    assert!(configmap_exists(&client, n, "w-config").await);
     let (code, out, err) = Weft::new([
         "create",
         "root",

@@ -273,6 +273,9 @@ async fn pass_body(
             "the daemon is stopping; the pass was abandoned before apply",
         ));
     }
+    if *identity != Identity::Weft && root.status.as_ref().is_none_or(|s| s.passes.is_empty()) {
+        seed_inventory(&client, key).await?;
+    }
     let result = crate::pass::run_pass(
         &client,
         Snapshot::clone(&snapshot),
@@ -303,6 +306,41 @@ async fn pass_body(
         .as_ref()
         .map(|e| failure(status::FAILED, e.to_string()));
     Ok((failed, revision, inventory, changed))
+}
+
+/// Store an empty inventory for a new root that acts as a ServiceAccount, unless it has one: a
+/// root without a stored inventory has it rebuilt from the labelled objects of every kind it
+/// renders, in every namespace — lists a namespace's account may not make, and a new root has
+/// nothing to find anyway.
+async fn seed_inventory(client: &Client, key: &ResourceKey) -> Result<(), Failure> {
+    use crate::apply::inventory::{self, Inventory, InventorySource};
+    let owner = Owner::root(&key.namespace, &key.name);
+    let problem = |e: crate::apply::ApplyError| failure("InventoryFailed", e.to_string());
+    if inventory::read_root(client, &owner, &key.namespace)
+        .await
+        .map_err(problem)?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let none = Inventory {
+        owner: owner.clone(),
+        entries: Default::default(),
+        source: InventorySource::Rebuilt,
+        force_prune: None,
+    };
+    let catalog = crate::apply::plan::Catalog::default();
+    inventory::write(
+        client,
+        &catalog,
+        &owner,
+        &key.namespace,
+        &none.entries,
+        &none,
+    )
+    .await
+    .map_err(problem)?;
+    Ok(())
 }
 
 /// The pass settings of `root`: the daemon's, with the root's owner (`Owner::SyncRoot` of its
