@@ -111,7 +111,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     let interval = root.spec.interval();
     let outcome = pass(&root, &key, &identity, &ctx, reasons, requested).await;
     let failure = outcome.failure.clone();
-    record(Verdict::Passed(outcome)).await?;
+    record(Verdict::Passed(Box::new(outcome))).await?;
     match failure {
         None => {
             ctx.succeeded(&key, interval);

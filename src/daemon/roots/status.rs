@@ -39,7 +39,7 @@ pub enum Verdict {
     /// A root it depends on is not Ready at its current revision.
     Waiting { message: String },
     /// A pass ran.
-    Passed(PassOutcome),
+    Passed(Box<PassOutcome>),
 }
 
 /// What a pass of a root ended with.
@@ -214,7 +214,7 @@ mod tests {
     use super::*;
 
     fn passed(failure: Option<Failure>, revision: &str, started: &str) -> Verdict {
-        Verdict::Passed(PassOutcome {
+        Verdict::Passed(Box::new(PassOutcome {
             failure,
             revision: Some(revision.into()),
             inventory: Some(InventoryCounts {
@@ -231,7 +231,7 @@ mod tests {
             changed: 1,
             requested_at: None,
             next_poll_at: "2026-01-01T00:01:00Z".into(),
-        })
+        }))
     }
 
     #[test]
