@@ -409,6 +409,31 @@ async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     eprintln!("edited chart child restored after {:?}", start.elapsed());
+
+    // correct: `kubectl scale` (a write through the scale subresource) is restored within
+    // seconds too, not at the next poll (issue 40 item 9).
+    let scale = PatchParams {
+        field_manager: Some("kubectl".into()),
+        ..Default::default()
+    };
+    deployments
+        .patch_scale(
+            "fixed",
+            &scale,
+            &Patch::Merge(&serde_json::json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("scale fixed");
+    let start = Instant::now();
+    while replicas(&deployments, "fixed").await != Some(1) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "a kubectl scale of a correct-policy child not restored\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("scaled chart child restored after {:?}", start.elapsed());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         replicas(&deployments, "watched").await,

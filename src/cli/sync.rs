@@ -9,6 +9,7 @@ use serde_json::json;
 use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, GitSecretArgs, RepoArgs, WriterArgs};
 use super::print_diagnostics;
 use super::progress::ProgressPrinter;
+use crate::api::conditions::now_rfc3339;
 use crate::apply::diff::DiffChange;
 use crate::daemon::armada::status as armada_status;
 use crate::daemon::events::EventPublisher;
@@ -126,13 +127,15 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("error: {why}");
                 return Ok(ExitCode::from(1));
             }
-            // Its own connection: the record is no write of the pass (a no-op pass says 0).
+            // Its own connection: the record is no call of the pass (a no-op pass says 0 writes).
             let (record_client, _) = args.cluster.connect().await?;
             if let Err(why) = one_writer(&record_client, &args, &settings).await {
                 eprintln!("error: {why}; nothing was applied or pruned");
                 return Ok(ExitCode::from(1));
             }
         }
+        let started_at = now_rfc3339();
+        let revision = snapshot.revision.clone();
         let terminal = if machine {
             std::io::stderr().is_terminal()
         } else {
@@ -163,6 +166,27 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         }
         if !input.dry_run {
             record_statuses(&client, &result).await;
+            let (record_client, _) = args.cluster.connect().await?;
+            let source = writer::OneShotSource {
+                repository: &args.repo.location(),
+                path: args.repo.path.as_deref(),
+                revision: revision.as_deref(),
+                started_at,
+            };
+            if let Err(e) = writer::record_one_shot(
+                &record_client,
+                &settings.weft_namespace,
+                &settings.root_name,
+                &source,
+                &result,
+            )
+            .await
+            {
+                eprintln!(
+                    "warning: the root {} was synced but its record was not written (`weft get root` shows the previous outcome): {e}",
+                    settings.root_name
+                );
+            }
         }
         match &result.error {
             None => Ok(ExitCode::SUCCESS),
@@ -201,8 +225,8 @@ async fn record_statuses(client: &kube::Client, result: &pass::PassResult) {
     .await;
 }
 
-/// One writer per root, from the repository it records (see [`writer`]); records this sync's
-/// source when it may write.
+/// One writer per root, from the repository it records (see [`writer`]). Reads only: the
+/// sync's source is recorded after its pass (see [`writer::record_one_shot`]).
 async fn one_writer(
     client: &kube::Client,
     args: &SyncArgs,
@@ -213,8 +237,7 @@ async fn one_writer(
         writer::check_no_live_leader(client, ns, root).await?;
     }
     let repository = args.repo.location();
-    writer::check_repository(client, ns, root, &repository, args.writer.switch_repository).await?;
-    writer::record_source(client, ns, root, &repository, args.repo.path.as_deref()).await
+    writer::check_repository(client, ns, root, &repository, args.writer.switch_repository).await
 }
 
 /// The last line of `weft sync`: `synced revision …` only when the pass succeeded, `sync failed

@@ -14,6 +14,7 @@
 //! deleted, so the mapper records what it saw and the reconcile reads each child whose last write
 //! was Weft's own back: gone means deleted.
 
+mod scale;
 pub mod status;
 #[cfg(test)]
 mod tests;
@@ -111,7 +112,7 @@ struct Pending {
 
 /// What the watches saw, per chart; the reconcile takes it.
 #[derive(Clone, Debug, Default)]
-struct Seen(Arc<Mutex<HashMap<ChartKey, Pending>>>);
+struct Seen(Arc<Mutex<HashMap<ChartKey, Pending>>>, scale::ReplicaOwners);
 
 impl Seen {
     fn with(&self, key: ChartKey, f: impl FnOnce(&mut Pending)) {
@@ -198,7 +199,8 @@ fn chart_of_reference(r: &str) -> Option<ChartKey> {
 
 /// Whether the last write of an object outside the status subresource was someone else's than
 /// Weft's (or the controllers' bookkeeping on the main resource, such as the deployment
-/// controller's revision annotation).
+/// controller's revision annotation). Writes through the `scale` subresource carry no time, so
+/// they are told apart by [`scale::ReplicaOwners`] instead.
 fn edited_by_someone_else(meta: &kube::api::ObjectMeta) -> bool {
     let latest = meta
         .managed_fields
@@ -288,12 +290,14 @@ where
         let meta = child.meta();
         let owner = meta.annotations.as_ref()?.get(OWNER_REF_ANNOTATION)?;
         let key = chart_of_reference(owner)?;
-        let touch = Touch {
+        let mut touch = Touch {
             resource: ApiResource::erase::<K>(&()),
             namespace: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().unwrap_or_default(),
             edited: edited_by_someone_else(meta),
         };
+        // `kubectl scale` of a replica count Weft applied: corrected as fast as an edit.
+        touch.edited |= seen.1.scaled_away(&touch.object(), meta);
         let chart = ObjectRef::new(&key.1).within(&key.0);
         seen.with(key, |p| {
             let entry = p.children.entry(touch.object()).or_insert(touch.clone());
