@@ -6,6 +6,7 @@ pub mod armada;
 pub mod budget;
 pub mod doc;
 pub mod flux;
+pub mod kustomize;
 pub mod schema;
 pub mod sops;
 pub mod yaml;
@@ -218,6 +219,7 @@ pub fn load_with(
         diags: Diagnostics::default(),
         cleartexts: sops::Cleartexts::default(),
         wc_schema: crd_schema(WeaveCloud::crd()),
+        kustomize: kustomize::KustomizeFiles::of(&snapshot),
         seen: HashMap::new(),
         armada_docs: Vec::new(),
         weaveclouds: Vec::new(),
@@ -335,6 +337,8 @@ struct Loader<'a> {
     diags: Diagnostics,
     cleartexts: sops::Cleartexts,
     wc_schema: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    /// What the repository's kustomizations name (patches, generator inputs): not manifests.
+    kustomize: kustomize::KustomizeFiles,
     seen: HashMap<String, Origin>,
     armada_docs: Vec<RawDoc>,
     weaveclouds: Vec<Sourced<WeaveCloud>>,
@@ -353,6 +357,16 @@ impl Loader<'_> {
         }
         if !is_yaml(path) || is_sops_config(path) || self.stop_if_too_many(path) {
             return;
+        }
+        if let Some(reference) = self.kustomize.reference(path) {
+            // Parsed only to say what the patch patches; a file that does not parse is still
+            // the kustomization's.
+            let first = std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|text| yaml::parse_documents(text, YamlLimits::default()).ok())
+                .and_then(|docs| docs.into_iter().find(|d| !d.value.is_null()))
+                .map(|d| d.value);
+            return kustomize::refuse_named(path, reference, first.as_ref(), &mut self.diags);
         }
         let file_origin = Origin {
             file: path.to_string(),
@@ -458,9 +472,18 @@ impl Loader<'_> {
             self.armada_docs.push(raw);
             return;
         }
+        let typeless = raw.value.get("apiVersion").is_none() && raw.value.get("kind").is_none();
+        if typeless && self.kustomize.beside(&raw.origin.file) {
+            return kustomize::refuse_unnamed_input(&raw, diags);
+        }
         let Some(identity) = identify(&raw, diags) else {
             return;
         };
+        // Before the duplicate check: each cluster's directory of a Flux repository declares
+        // the same Flux objects (`flux-system/apps`), each to be named as what it is.
+        if flux::refuse_flux_kind(&raw, &identity.api_version, &identity.kind, diags) {
+            return;
+        }
         if let Some(first) = self.seen.get(&identity.key) {
             diags.error(
                 raw.origin.clone(),
@@ -469,9 +492,6 @@ impl Loader<'_> {
             return;
         }
         self.seen.insert(identity.key.clone(), raw.origin.clone());
-        if flux::flux_kind_advice(&identity.api_version, &identity.kind).is_some() {
-            return flux::refuse_flux_kind(&raw, &identity.api_version, &identity.kind, diags);
-        }
         if identity.api_version == WEAVECLOUD_API_VERSION && identity.kind == "WeaveCloud" {
             if let Some(wc) = load_weavecloud(raw, &self.wc_schema, diags) {
                 self.weaveclouds.push(wc);

@@ -178,3 +178,56 @@ fn empty_documents_cost_nothing_and_broken_ones_stop_at_a_bound() {
         .to_string()
         .contains("the rest of the repository was not read"));
 }
+
+const KUSTOMIZATION: &str =
+    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [app.yaml]\n";
+
+#[test]
+fn a_values_file_beside_a_kustomization_is_explained_not_missing_its_api_version() {
+    // No kustomization names it (a HelmRelease's `valuesFrom` ConfigMap made elsewhere): still
+    // a file of the kustomization's directory, not an object missing its apiVersion.
+    let err = load(snapshot(&[
+        ("apps/kustomization.yaml", KUSTOMIZATION),
+        ("apps/app.yaml", CONFIG_MAP),
+        (
+            "apps/values.yaml",
+            "replicaCount: 2\nimage:\n  tag: 1.2.3\n",
+        ),
+    ]))
+    .unwrap_err();
+    let text = err.to_string();
+    let values: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("apps/values.yaml"))
+        .collect();
+    assert_eq!(values.len(), 1, "{text}");
+    assert!(
+        values[0].starts_with("apps/values.yaml:1:1: this document has neither `apiVersion`"),
+        "{text}"
+    );
+    assert!(values[0].contains("the kustomization of `apps`"), "{text}");
+    assert!(!text.contains("missing required field"), "{text}");
+
+    // Away from a kustomization the same document is what it was: an object missing fields.
+    let err = load(snapshot(&[("apps/values.yaml", "replicaCount: 2\n")])).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("apps/values.yaml:1:1: missing required field `apiVersion`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_patch_named_by_a_kustomization_is_a_patch_even_if_it_does_not_parse() {
+    let kustomization = format!("{KUSTOMIZATION}patches:\n  - path: ../overlays/patch.yaml\n");
+    let err = load(snapshot(&[
+        ("base/kustomization.yaml", &kustomization),
+        ("overlays/patch.yaml", "- op: [unclosed\n"),
+    ]))
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("overlays/patch.yaml:1:1: this is a kustomize patch (a patch) that `base/kustomization.yaml` applies with `patches`"),
+        "{text}"
+    );
+}
