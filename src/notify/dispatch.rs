@@ -300,7 +300,13 @@ async fn deliver(
             Ok(p) => p,
             Err(e) => {
                 shared.counters.failed.inc();
-                tracing::warn!(provider = %key, error = %e, "cannot send a notification");
+                // Once the Provider's status says why (with its own warning and event), each
+                // event it cannot take is not one more warning.
+                if status::says_not_ready(provider.as_ref(), &e) {
+                    tracing::debug!(provider = %key, error = %e, "cannot send a notification");
+                } else {
+                    tracing::warn!(provider = %key, error = %e, "cannot send a notification");
+                }
                 return;
             }
         };

@@ -67,6 +67,18 @@ pub async fn resolve(
     Ok(resolved)
 }
 
+/// Whether `provider`'s status already says it cannot send, for the reason of `error`.
+pub fn says_not_ready(provider: &Provider, error: &ResolveError) -> bool {
+    let ResolveError::Spec(problem) = error else {
+        return false;
+    };
+    current_ready(provider).is_some_and(|c| {
+        c.status == ConditionStatus::False
+            && c.reason == problem.reason()
+            && c.message == problem.to_string()
+    })
+}
+
 /// The `Ready` condition `provider` deserves; `None` when the API server could not tell (the
 /// Secret could not be read): judged again later.
 pub async fn judge_provider(
