@@ -888,6 +888,8 @@ async fn a_provider_whose_secret_is_missing_blocks_no_deployment_in_a_one_shot_s
             )),
             "{stderr}"
         );
+        // Said once, in that line.
+        assert_eq!(stderr.matches("SecretNotFound").count(), 1, "{stderr}");
         let no_logs = || format!("{stdout}\n{stderr}");
         wait_for(
             "both charts deployed",

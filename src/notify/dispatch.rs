@@ -419,7 +419,10 @@ async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Noti
             if let Some(condition) =
                 status::judge_provider(&shared.client, &p, Some(&shared.config.policy)).await
             {
-                writer.write(p.as_ref(), condition).await;
+                let (reason, message) = (condition.reason.clone(), condition.message.clone());
+                if writer.write(p.as_ref(), condition).await {
+                    tracing::warn!(provider = %format!("{namespace}/{}", p.name_any()), %reason, %message, "the Provider cannot send; notifications through it are not sent");
+                }
             }
         }
         for a in alerts.state() {
@@ -429,7 +432,10 @@ async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Noti
             }
             let provider = ObjectRef::new(&a.spec.provider_ref.name).within(&namespace);
             let condition = status::judge_alert(&a, shared.providers.get(&provider).is_some());
-            writer.write(a.as_ref(), condition).await;
+            let (reason, message) = (condition.reason.clone(), condition.message.clone());
+            if writer.write(a.as_ref(), condition).await {
+                tracing::warn!(alert = %format!("{namespace}/{}", a.name_any()), %reason, %message, "the Alert forwards nothing");
+            }
         }
         tokio::select! {
             _ = changed.notified() => {

@@ -172,9 +172,10 @@ impl StatusWriter {
 
     /// Write `condition` as `obj`'s `Ready`, unless it already says so; on a change, an event
     /// (`Warning` with the condition's reason when it is `False`, `Normal` `Valid` when it turns
-    /// `True` again). A failure is logged, never returned: a standby's writes are refused by
-    /// its write fence, and the leader writes them.
-    pub async fn write<K: HasStatus>(&mut self, obj: &K, condition: Condition) {
+    /// `True` again). `true` when this write turned it `False` (the caller may log it). A
+    /// failure is logged, never returned: a standby's writes are refused by its write fence, and
+    /// the leader writes them.
+    pub async fn write<K: HasStatus>(&mut self, obj: &K, condition: Condition) -> bool {
         let namespace = obj.namespace().unwrap_or_default();
         let name = obj.name_any();
         let kind = K::kind(&()).to_string();
@@ -189,7 +190,7 @@ impl StatusWriter {
             .get(&key)
             .is_some_and(|(g, c)| *g == generation && same(c, &condition));
         if in_status || remembered {
-            return;
+            return false;
         }
         let mut conditions = current.conditions.clone();
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -208,7 +209,7 @@ impl StatusWriter {
             .await
         {
             tracing::debug!(kind = %kind, object = %format!("{namespace}/{name}"), error = %e, "cannot write status");
-            return;
+            return false;
         }
         self.known.insert(key, (generation, condition.clone()));
         let changed = before.as_ref().is_none_or(|b| !same(b, &condition));
@@ -217,7 +218,6 @@ impl StatusWriter {
             .as_ref()
             .is_some_and(|b| b.status == ConditionStatus::False);
         if changed && turned_false {
-            tracing::warn!(kind = %kind, object = %format!("{namespace}/{name}"), reason = %condition.reason, message = %condition.message, "notifications cannot be sent");
             self.event(
                 obj,
                 EventType::Warning,
@@ -229,6 +229,7 @@ impl StatusWriter {
             self.event(obj, EventType::Normal, VALID, &condition.message)
                 .await;
         }
+        changed && turned_false
     }
 
     async fn event<K: HasStatus>(&self, obj: &K, type_: EventType, reason: &str, note: &str) {
