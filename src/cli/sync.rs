@@ -211,8 +211,15 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
 /// show READY and PHASE after a `weft sync` without a daemon. After the summary's count of API
 /// writes: these are the status's, not the pass's (a second pass that changes nothing writes
 /// none either way, as an unchanged status is not written again).
+///
+/// Its notification Providers and Alerts too, judged as the daemon judges them: one that cannot
+/// be used (a missing Secret) is `Ready=False` with an event and a warning here, and fails
+/// nothing.
 async fn record_statuses(client: &kube::Client, result: &pass::PassResult) {
     let Some(set) = &result.set else { return };
+    for unusable in crate::notify::status::record_applied(client, set).await {
+        eprintln!("warning: {unusable}");
+    }
     let events = EventPublisher::new(client.clone(), Notifier::disabled());
     armada_status::record_pass(
         client,
