@@ -133,7 +133,7 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     let objects = manifests(&args)?;
     if args.output == Some(Output::Yaml) {
         for o in &objects {
-            print!("---\n{}", crate::render::output::to_yaml(o)?);
+            out!("---\n{}", crate::render::output::to_yaml(o)?);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -144,10 +144,10 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
         for o in &objects {
             let (api, name) = api_of(&client, &catalog, o)?;
             let outcome = apply(&api, &name, o, args.dry_run).await?;
-            println!("{outcome:<10} {}", describe(o));
+            outln!("{outcome:<10} {}", describe(o));
         }
         if args.dry_run {
-            println!(
+            outln!(
                 "dry run: {} object(s) checked by the API server, none stored",
                 objects.len()
             );
@@ -342,22 +342,22 @@ async fn wait_available(api: &Api<DynamicObject>, timeout: Duration) -> anyhow::
         let value = serde_json::to_value(&live)?;
         match readiness::readiness("Deployment", &value) {
             Readiness::Ready => {
-                println!("{:<10} Deployment/{}/weft", "ready", api_namespace(&live));
+                outln!("{:<10} Deployment/{}/weft", "ready", api_namespace(&live));
                 return Ok(ExitCode::SUCCESS);
             }
             Readiness::Failed(why) => {
-                eprintln!("error: Deployment weft: {why}");
+                errln!("error: Deployment weft: {why}");
                 return Ok(ExitCode::from(1));
             }
             Readiness::InProgress(why) => {
                 if why != last {
-                    println!("waiting    Deployment weft: {why}");
+                    outln!("waiting    Deployment weft: {why}");
                     last = why;
                 }
             }
         }
         if start.elapsed() >= timeout {
-            eprintln!(
+            errln!(
                 "error: Deployment weft not available after {timeout:?}: {last} (kubectl -n {} describe deployment weft; does the image exist?)",
                 api_namespace(&live)
             );

@@ -32,8 +32,8 @@ impl Output {
     pub fn print(self, value: &serde_json::Value) -> anyhow::Result<()> {
         match self {
             Output::Text => {}
-            Output::Json => println!("{}", serde_json::to_string_pretty(value)?),
-            Output::Yaml => print!("{}", serde_saphyr::to_string(value)?),
+            Output::Json => outln!("{}", serde_json::to_string_pretty(value)?),
+            Output::Yaml => out!("{}", serde_saphyr::to_string(value)?),
         }
         Ok(())
     }
@@ -123,13 +123,13 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             let suspended =
                 record::suspension_of(&client, &settings.weft_namespace, &settings.root_name).await;
             if let Some(why) = suspended {
-                eprintln!("error: {why}");
+                errln!("error: {why}");
                 return Ok(ExitCode::from(1));
             }
             // Its own connection: the record is no write of the pass (a no-op pass says 0).
             let (record_client, _) = args.cluster.connect().await?;
             if let Err(why) = one_writer(&record_client, &args, &settings).await {
-                eprintln!("error: {why}; nothing was applied or pruned");
+                errln!("error: {why}; nothing was applied or pruned");
                 return Ok(ExitCode::from(1));
             }
         }
@@ -151,7 +151,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         let calls = calls.snapshot();
         let line = summary_line(&result, input.dry_run, calls.writes, calls.reads);
         if machine {
-            eprintln!("{line}");
+            errln!("{line}");
             args.output.print(&sync_document(
                 &result,
                 input.dry_run,
@@ -159,7 +159,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
                 calls.reads,
             ))?;
         } else {
-            println!("{line}");
+            outln!("{line}");
         }
         if !input.dry_run {
             record_statuses(&client, &result).await;
@@ -168,14 +168,14 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             None => Ok(ExitCode::SUCCESS),
             // The diagnostics above are the load's errors: said once.
             Some(pass::PassError::Load(l)) => {
-                eprintln!(
+                errln!(
                     "error: {} error(s) in the repository (above); nothing was applied or pruned",
                     l.0.errors().count()
                 );
                 Ok(ExitCode::from(1))
             }
             Some(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 Ok(ExitCode::from(1))
             }
         }
@@ -288,7 +288,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         let settings = args.pass_settings(chart_fetch, decryption);
         let diffs = pass::diff_pass(&client, snapshot, &settings, &PassInput::default()).await?;
         match args.output {
-            Output::Text => diffs.iter().for_each(|d| print!("{}", d.text)),
+            Output::Text => diffs.iter().for_each(|d| out!("{}", d.text)),
             machine => {
                 let doc: Vec<serde_json::Value> = diffs
                     .iter()
@@ -308,10 +308,10 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if diffs.is_empty() {
-            eprintln!("no changes");
+            errln!("no changes");
             Ok(ExitCode::SUCCESS)
         } else {
-            eprintln!("{} object(s) would change", diffs.len());
+            errln!("{} object(s) would change", diffs.len());
             Ok(ExitCode::from(1))
         }
     })

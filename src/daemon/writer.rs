@@ -38,7 +38,7 @@ pub enum WriterError {
         recorded: String,
         given: String,
     },
-    #[error("reading or writing the root's writer record: {0}")]
+    #[error("reading or writing the root's writer record: {}", crate::api::kube_error::Text(.0))]
     Api(#[from] kube::Error),
 }
 

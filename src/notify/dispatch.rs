@@ -166,7 +166,7 @@ where
                 // Without the CRDs (an older install) the watch fails until they appear.
                 Err(e) if !warned => {
                     warned = true;
-                    tracing::warn!(kind = %K::kind(&()), error = %e, "cannot watch notification resources; notifications are off until this works");
+                    tracing::warn!(kind = %K::kind(&()), error = %crate::api::kube_error::watch_text(&e), "cannot watch notification resources; notifications are off until this works");
                 }
                 Err(e) => tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed"),
             }
@@ -400,7 +400,7 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 pub enum ResolveError {
     #[error("{0}")]
     Spec(#[from] ProviderProblem),
-    #[error("reading the Provider's Secret: {0}")]
+    #[error("reading the Provider's Secret: {}", crate::api::kube_error::Text(.0))]
     Api(#[source] kube::Error),
 }
 
