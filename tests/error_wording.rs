@@ -44,6 +44,7 @@ fn error_line(what: &str, code: i32, out: &str, err: &str) -> String {
         .skip(1)
         .collect();
     assert!(after.is_empty(), "{what}: the error goes on:\n{err}");
+    eprintln!("{what}: {line}");
     line
 }
 
@@ -205,9 +206,10 @@ async fn a_secret_that_does_not_exist_is_named() {
     let path = repo.path().display().to_string();
     let (code, out, err) = weft_in(n, &["sync", &path, "--git-secret", "no-such-secret"]);
     let line = error_line("not found", code, &out, &err);
-    assert!(
-        line.contains(&format!("Secret {n}/no-such-secret")),
-        "names it: {line}"
+    assert_eq!(
+        line.matches(&format!("Secret {n}/no-such-secret")).count(),
+        1,
+        "names it once: {line}"
     );
     assert!(
         line.contains("secrets \"no-such-secret\" not found (NotFound, HTTP 404)"),
@@ -343,7 +345,15 @@ fn a_kubeconfig_that_is_missing_or_does_not_parse_is_named() {
         line.contains(&broken.display().to_string()),
         "names the file: {line}"
     );
-    assert!(line.contains("not a valid kubeconfig"), "{line}");
+    assert!(
+        line.contains("not a valid kubeconfig: line 1 column 24: while parsing a flow mapping"),
+        "{line}"
+    );
+    assert_eq!(
+        line.matches("while parsing").count(),
+        1,
+        "said once: {line}"
+    );
 
     // Through KUBECONFIG, without --kubeconfig.
     let (code, out, err) = Weft::new(["get", "root"])

@@ -79,7 +79,15 @@ pub fn kubeconfig_text(e: &kube::config::KubeconfigError) -> String {
     use kube::config::KubeconfigError as K;
     let said = match e {
         K::ReadConfig(io, path) => format!("cannot read {}: {io}", path.display()),
-        K::Parse(yaml) => format!("not a valid kubeconfig: {yaml}"),
+        // The parser's first line says where and what; the snippet under it repeats it.
+        K::Parse(yaml) => {
+            let said = yaml.to_string();
+            let first = said.lines().next().unwrap_or_default();
+            format!(
+                "not a valid kubeconfig: {}",
+                first.trim().trim_start_matches("error: ")
+            )
+        }
         other => other.to_string(),
     };
     one_line(&said)
