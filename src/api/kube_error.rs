@@ -144,8 +144,18 @@ fn refusal(s: &Status) -> String {
 /// What to do about a refusal, by its reason (and code, which some servers send alone).
 fn hint(s: &Status) -> Option<String> {
     let details = s.details.as_ref();
-    let kind = details.map(|d| d.kind.as_str()).unwrap_or_default();
-    let name = details.map(|d| d.name.as_str()).unwrap_or_default();
+    let mut kind = details.map(|d| d.kind.as_str()).unwrap_or_default();
+    let mut name = details.map(|d| d.name.as_str()).unwrap_or_default();
+    // Without details, the message still says it: `namespaces "shop" not found`.
+    if kind.is_empty() {
+        if let Some(ns) = s
+            .message
+            .strip_prefix("namespaces \"")
+            .and_then(|r| r.strip_suffix("\" not found"))
+        {
+            (kind, name) = ("namespaces", ns);
+        }
+    }
     let reason = s.reason.as_str();
     Some(match (reason, s.code) {
         ("NotFound", _) | ("", 404) => {
@@ -336,6 +346,46 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_namespace_is_read_from_the_message_without_details() {
+        let e = status(serde_json::json!({"code": 404, "reason": "NotFound",
+            "message": "namespaces \"shop\" not found"}));
+        assert!(
+            text(&e).contains("`kubectl create namespace shop`"),
+            "{}",
+            text(&e)
+        );
+    }
+
+    #[test]
+    fn watch_and_finalizer_errors_say_the_call_once() {
+        let forbidden = || {
+            status(serde_json::json!({"code": 403, "reason": "Forbidden",
+                "message": "alerts is forbidden: User \"u\" cannot watch resource \"alerts\" in API group \"notification.weft.io\" at the cluster scope"}))
+        };
+        let w = watch_text(&kube::runtime::watcher::Error::InitialListFailed(
+            forbidden(),
+        ));
+        no_debug(&w);
+        assert!(w.starts_with("listing failed: alerts is forbidden"), "{w}");
+        assert!(
+            w.contains("grant u `watch` on alerts.notification.weft.io cluster-wide"),
+            "{w}"
+        );
+        let f = finalizer_text::<std::io::Error>(&kube::runtime::finalizer::Error::AddFinalizer(
+            forbidden(),
+        ));
+        no_debug(&f);
+        assert!(
+            f.starts_with("adding the finalizer failed: alerts is forbidden"),
+            "{f}"
+        );
+        let f = finalizer_text(&kube::runtime::finalizer::Error::ApplyFailed(
+            std::io::Error::other("its own words"),
+        ));
+        assert_eq!(f, "its own words");
+    }
+
+    #[test]
     fn a_missing_object_and_a_missing_kind() {
         let e = status(serde_json::json!({"code": 404, "reason": "NotFound",
             "message": "configmaps \"c\" not found", "details": {"name": "c", "kind": "configmaps"}}));
@@ -409,7 +459,7 @@ mod tests {
     }
 
     #[test]
-    fn a_kubeconfig_that_does_not_parse_is_named() {
+    fn a_kubeconfig_that_cannot_be_read_is_named() {
         let e = kube::Error::InferKubeconfig(kube::config::KubeconfigError::ReadConfig(
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
