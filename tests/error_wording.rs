@@ -476,3 +476,54 @@ fn a_closed_stdout_ends_every_printing_command_quietly() {
         );
     }
 }
+
+/// Every error enum variant that holds a `kube::Error` says it through
+/// `weft::api::kube_error` (or `apply::describe`), never as `{0}` / `{source}`: kube's own
+/// `Display` embeds the `Debug` of the server's Status.
+#[test]
+fn no_error_variant_formats_a_kube_error_with_kube_s_display() {
+    let mut offenders = Vec::new();
+    let mut files = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src"
+    ))];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).expect("read src") {
+                files.push(entry.expect("entry").path());
+            }
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read a source file");
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let attribute = line.trim_start();
+            if !attribute.starts_with("#[error(") || attribute.contains("transparent") {
+                continue;
+            }
+            // The variant's fields: up to its end (`},` or `…),`), or the next variant's attribute.
+            let mut fields = false;
+            for l in &lines[i + 1..] {
+                let t = l.trim();
+                if t.starts_with("#[error(") {
+                    break;
+                }
+                fields |= t.contains("kube::Error") && !t.contains("Result<");
+                if t == "}," || t.ends_with("),") {
+                    break;
+                }
+            }
+            if fields && (attribute.contains("{0}") || attribute.contains("{source}")) {
+                offenders.push(format!("{}:{}: {attribute}", path.display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "kube errors shown with kube's Display:\n{}",
+        offenders.join("\n")
+    );
+}
