@@ -134,7 +134,7 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     let objects = manifests(&args)?;
     if args.output == Some(Output::Yaml) {
         for o in &objects {
-            print!("---\n{}", crate::render::output::to_yaml(o)?);
+            out!("---\n{}", crate::render::output::to_yaml(o)?);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -149,7 +149,7 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
         for o in &objects {
             let namespace = o["metadata"]["namespace"].as_str();
             if let Some(ns) = namespace.filter(|ns| args.dry_run && new_namespaces.contains(*ns)) {
-                println!(
+                outln!(
                     "{:<10} {} (not checked by the API server: namespace {ns} does not exist yet)",
                     "created",
                     describe(o)
@@ -162,10 +162,10 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
             if o["kind"] == "Namespace" && outcome == "created" {
                 new_namespaces.insert(name.clone());
             }
-            println!("{outcome:<10} {}", describe(o));
+            outln!("{outcome:<10} {}", describe(o));
         }
         if args.dry_run {
-            println!(
+            outln!(
                 "dry run: {} object(s) checked by the API server{}, none stored",
                 objects.len() - unchecked,
                 if unchecked > 0 {
@@ -365,22 +365,22 @@ async fn wait_available(api: &Api<DynamicObject>, timeout: Duration) -> anyhow::
         let value = serde_json::to_value(&live)?;
         match readiness::readiness("Deployment", &value) {
             Readiness::Ready => {
-                println!("{:<10} Deployment/{}/weft", "ready", api_namespace(&live));
+                outln!("{:<10} Deployment/{}/weft", "ready", api_namespace(&live));
                 return Ok(ExitCode::SUCCESS);
             }
             Readiness::Failed(why) => {
-                eprintln!("error: Deployment weft: {why}");
+                errln!("error: Deployment weft: {why}");
                 return Ok(ExitCode::from(1));
             }
             Readiness::InProgress(why) => {
                 if why != last {
-                    println!("waiting    Deployment weft: {why}");
+                    outln!("waiting    Deployment weft: {why}");
                     last = why;
                 }
             }
         }
         if start.elapsed() >= timeout {
-            eprintln!(
+            errln!(
                 "error: Deployment weft not available after {timeout:?}: {last} (kubectl -n {} describe deployment weft; does the image exist?)",
                 api_namespace(&live)
             );

@@ -33,8 +33,8 @@ impl Output {
     pub fn print(self, value: &serde_json::Value) -> anyhow::Result<()> {
         match self {
             Output::Text => {}
-            Output::Json => println!("{}", serde_json::to_string_pretty(value)?),
-            Output::Yaml => print!("{}", serde_saphyr::to_string(value)?),
+            Output::Json => outln!("{}", serde_json::to_string_pretty(value)?),
+            Output::Yaml => out!("{}", serde_saphyr::to_string(value)?),
         }
         Ok(())
     }
@@ -124,13 +124,13 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             let suspended =
                 record::suspension_of(&client, &settings.weft_namespace, &settings.root_name).await;
             if let Some(why) = suspended {
-                eprintln!("error: {why}");
+                errln!("error: {why}");
                 return Ok(ExitCode::from(1));
             }
             // Its own connection: the record is no call of the pass (a no-op pass says 0 writes).
             let (record_client, _) = args.cluster.connect().await?;
             if let Err(why) = one_writer(&record_client, &args, &settings).await {
-                eprintln!("error: {why}; nothing was applied or pruned");
+                errln!("error: {why}; nothing was applied or pruned");
                 return Ok(ExitCode::from(1));
             }
         }
@@ -154,7 +154,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         let calls = calls.snapshot();
         let line = summary_line(&result, input.dry_run, calls.writes, calls.reads);
         if machine {
-            eprintln!("{line}");
+            errln!("{line}");
             args.output.print(&sync_document(
                 &result,
                 input.dry_run,
@@ -162,7 +162,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
                 calls.reads,
             ))?;
         } else {
-            println!("{line}");
+            outln!("{line}");
         }
         if !input.dry_run {
             record_statuses(&client, &result).await;
@@ -182,7 +182,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             )
             .await
             {
-                eprintln!(
+                errln!(
                     "warning: the root {} was synced but its record was not written (`weft get root` shows the previous outcome): {e}",
                     settings.root_name
                 );
@@ -192,14 +192,14 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             None => Ok(ExitCode::SUCCESS),
             // The diagnostics above are the load's errors: said once.
             Some(pass::PassError::Load(l)) => {
-                eprintln!(
+                errln!(
                     "error: {} error(s) in the repository (above); nothing was applied or pruned",
                     l.0.errors().count()
                 );
                 Ok(ExitCode::from(1))
             }
             Some(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 Ok(ExitCode::from(1))
             }
         }
@@ -218,7 +218,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
 async fn record_statuses(client: &kube::Client, result: &pass::PassResult) {
     let Some(set) = &result.set else { return };
     for unusable in crate::notify::status::record_applied(client, set).await {
-        eprintln!("warning: {unusable}");
+        errln!("warning: {unusable}");
     }
     let events = EventPublisher::new(client.clone(), Notifier::disabled());
     armada_status::record_pass(
@@ -318,7 +318,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         let settings = args.pass_settings(chart_fetch, decryption);
         let diffs = pass::diff_pass(&client, snapshot, &settings, &PassInput::default()).await?;
         match args.output {
-            Output::Text => diffs.iter().for_each(|d| print!("{}", d.text)),
+            Output::Text => diffs.iter().for_each(|d| out!("{}", d.text)),
             machine => {
                 let doc: Vec<serde_json::Value> = diffs
                     .iter()
@@ -338,10 +338,10 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if diffs.is_empty() {
-            eprintln!("no changes");
+            errln!("no changes");
             Ok(ExitCode::SUCCESS)
         } else {
-            eprintln!("{} object(s) would change", diffs.len());
+            errln!("{} object(s) would change", diffs.len());
             Ok(ExitCode::from(1))
         }
     })

@@ -323,7 +323,7 @@ pub enum LookupError {
         /// The roots that are there.
         known: Vec<String>,
     },
-    #[error("cannot list the root records of namespace {namespace}: {source}")]
+    #[error("cannot list the root records of namespace {namespace}: {}", crate::api::kube_error::Text(.source))]
     Api {
         namespace: String,
         #[source]
@@ -388,7 +388,8 @@ pub async fn suspension_of(
         )),
         Ok(_) => None,
         Err(e) => Some(format!(
-            "cannot read the root record (is the root suspended?), nothing was applied or pruned: {e}"
+            "cannot read the root record (is the root suspended?), nothing was applied or pruned: {}",
+            crate::api::kube_error::Text(&e)
         )),
     }
 }

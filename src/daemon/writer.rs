@@ -43,7 +43,7 @@ pub enum WriterError {
         recorded: String,
         given: String,
     },
-    #[error("reading or writing the root's writer record: {0}")]
+    #[error("reading or writing the root's writer record: {}", crate::api::kube_error::Text(.0))]
     Api(#[from] kube::Error),
     /// Weft's namespace could not be created for the root record.
     #[error("recording the root: {0}")]

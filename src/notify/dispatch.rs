@@ -165,7 +165,7 @@ where
                 // Without the CRDs (an older install) the watch fails until they appear.
                 Err(e) if !warned => {
                     warned = true;
-                    tracing::warn!(kind = %K::kind(&()), error = %e, "cannot watch notification resources; notifications are off until this works");
+                    tracing::warn!(kind = %K::kind(&()), error = %crate::api::kube_error::watch_text(&e), "cannot watch notification resources; notifications are off until this works");
                 }
                 Err(e) => tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed"),
             }

@@ -38,7 +38,7 @@ const ADDRESS_NOT_ALLOWED: &str = "AddressNotAllowed";
 pub enum ResolveError {
     #[error("{0}")]
     Spec(#[from] ProviderProblem),
-    #[error("reading the Provider's Secret: {0}")]
+    #[error("reading the Provider's Secret: {}", crate::api::kube_error::Text(.0))]
     Api(#[source] kube::Error),
 }
 

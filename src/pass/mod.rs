@@ -370,7 +370,8 @@ async fn sync_pass(
         driver::Outcome::Unheld(e) => (
             ChangeSet::default(),
             Some(PassError::Suspended(format!(
-                "cannot tell which resources are suspended, nothing was applied or pruned: {e}"
+                "cannot tell which resources are suspended, nothing was applied or pruned: {}",
+                crate::api::kube_error::Text(&e)
             ))),
             None,
         ),

@@ -59,7 +59,7 @@ const KIND: &str = "ArmadaChart";
 /// Why an ArmadaChart reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum ChartError {
-    #[error("ArmadaChart {namespace}/{name}: {action}: {source}")]
+    #[error("ArmadaChart {namespace}/{name}: {action}: {}", crate::api::kube_error::Text(.source))]
     Kube {
         namespace: String,
         name: String,
@@ -74,7 +74,7 @@ pub enum ChartError {
         #[source]
         source: ApplyError,
     },
-    #[error("ArmadaChart finalizer: {0}")]
+    #[error("ArmadaChart finalizer: {}", crate::api::kube_error::finalizer_text(.0))]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<ChartError>>),
 }
 
@@ -550,7 +550,7 @@ async fn drifted(ctx: &Context, pending: &Pending) -> Vec<String> {
             Ok(Some(_)) => out.push(object.clone()),
             Ok(None) => out.push(object.clone()),
             Err(e) => {
-                tracing::warn!(%object, error = %e, "cannot read a chart's child; queueing a pass");
+                tracing::warn!(%object, error = %crate::api::kube_error::Text(&e), "cannot read a chart's child; queueing a pass");
                 out.push(object.clone());
             }
         }

@@ -297,7 +297,7 @@ pub async fn record_suspended(client: &Client, held: &BTreeSet<Owner>) -> ChartP
         let before = status.conditions;
         let why = "weft.io/suspend is \"true\" on the chart, its group or its manifest";
         if let Err(e) = suspend::mark(&api, name, &before, Some(why)).await {
-            tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot mark ArmadaChart suspended");
+            tracing::warn!(chart = %format!("{namespace}/{name}"), error = %crate::api::kube_error::Text(&e), "cannot mark ArmadaChart suspended");
         }
     }
     phases
@@ -356,7 +356,7 @@ pub async fn mark_deploying(client: Client, namespace: String, name: String) {
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot mark ArmadaChart deploying");
+        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %crate::api::kube_error::Text(&e), "cannot mark ArmadaChart deploying");
     }
 }
 
@@ -434,7 +434,7 @@ async fn record_chart(
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot write ArmadaChart status");
+        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %crate::api::kube_error::Text(&e), "cannot write ArmadaChart status");
         return;
     }
     if before.phase != Some(outcome.phase) {
@@ -590,7 +590,7 @@ async fn record_aggregates<K: Aggregated>(
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            tracing::warn!(kind = %K::kind(&()), object = %format!("{ns}/{name}"), error = %e, "cannot write status");
+            tracing::warn!(kind = %K::kind(&()), object = %format!("{ns}/{name}"), error = %crate::api::kube_error::Text(&e), "cannot write status");
         } else if before.phase != Some(a.phase) {
             event(
                 events,

@@ -403,7 +403,10 @@ impl Updater {
                 Ok(Some(live)) => live,
                 Ok(None) => continue,
                 Err(e) => {
-                    problems.push(format!("could not read {shown} to remove it: {e}"));
+                    problems.push(format!(
+                        "could not read {shown} to remove it: {}",
+                        crate::api::kube_error::Text(&e)
+                    ));
                     continue;
                 }
             };
@@ -421,7 +424,10 @@ impl Updater {
                     tracing::info!(object = %shown, "rollback: removed an object of the refused bundle")
                 }
                 Err(e) if crate::apply::is_not_found(&e) => {}
-                Err(e) => problems.push(format!("could not remove {shown}: {e}")),
+                Err(e) => problems.push(format!(
+                    "could not remove {shown}: {}",
+                    crate::api::kube_error::Text(&e)
+                )),
             }
         }
         problems

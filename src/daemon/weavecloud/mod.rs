@@ -65,7 +65,7 @@ pub const NONE_LEFT: &str = "NoLauncherObjects";
 /// Why a WeaveCloud reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum WeaveCloudError {
-    #[error("WeaveCloud {weavecloud}: {action}: {source}")]
+    #[error("WeaveCloud {weavecloud}: {action}: {}", crate::api::kube_error::Text(.source))]
     Kube {
         weavecloud: String,
         action: &'static str,
@@ -86,7 +86,7 @@ pub enum WeaveCloudError {
     },
     #[error("the daemon is stopping; the reconcile was abandoned")]
     Abandoned,
-    #[error("WeaveCloud finalizer: {0}")]
+    #[error("WeaveCloud finalizer: {}", crate::api::kube_error::finalizer_text(.0))]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<WeaveCloudError>>),
 }
 
