@@ -88,7 +88,7 @@ pub enum WeaveCloudError {
     Trust {
         weavecloud: String,
         #[source]
-        source: crate::apply::ApplyError,
+        source: Box<crate::apply::ApplyError>,
     },
     #[error("the daemon is stopping; the reconcile was abandoned")]
     Abandoned,
@@ -258,7 +258,7 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
     .await
     .map_err(|source| WeaveCloudError::Trust {
         weavecloud: reference(&wc),
-        source,
+        source: Box::new(source),
     })?;
     let decision = trust::trust(&wc, &roots, &listing, ctx.state.watch_namespaces());
     if let Trust::Ignored { why, tell } = decision {
