@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 
 use support::cluster::{self, TestNamespace};
 use support::helm::helm;
+use support::rbac::Access;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -567,6 +568,20 @@ async fn shipped_tiers_apply_the_examples_repo() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let user = format!("system:serviceaccount:{name}:weft");
+    // Each tier's binding is live in the authorizer before the account acts (issue 40 item 10).
+    support::rbac::wait_until_granted(
+        &support::rbac::client_as(&user).await,
+        &user,
+        &[
+            Access::new("create", "configmaps", Some(&name)),
+            Access::new("list", "weaveclouds.cloud.weave.works", None),
+            Access::new("create", "clusterroles.rbac.authorization.k8s.io", None),
+            Access::new("create", "deployments.apps", Some("demo")),
+            Access::new("patch", "providers.notification.weft.io", Some("demo"))
+                .subresource("status"),
+        ],
+    )
+    .await;
     let kubeconfig = impersonating_kubeconfig(dir.path(), &user);
     let sync = |repo: &Path, root_name: &str| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
@@ -687,8 +702,14 @@ async fn a_forbidden_apply_is_said_once() {
         ),
     )
     .expect("write");
-    let kubeconfig =
-        impersonating_kubeconfig(repo.path(), &format!("system:serviceaccount:{name}:weft"));
+    let user = format!("system:serviceaccount:{name}:weft");
+    support::rbac::wait_until_granted(
+        &support::rbac::client_as(&user).await,
+        &user,
+        &[Access::new("create", "configmaps", Some(&name))],
+    )
+    .await;
+    let kubeconfig = impersonating_kubeconfig(repo.path(), &user);
     for command in ["diff", "sync"] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
         cmd.arg(command)

@@ -74,6 +74,13 @@ pub enum ChartError {
         #[source]
         source: ApplyError,
     },
+    #[error("ArmadaChart {namespace}/{name}: reading the root's inventory, which says whether the operator applied it: {source}")]
+    Trust {
+        namespace: String,
+        name: String,
+        #[source]
+        source: ApplyError,
+    },
     #[error("ArmadaChart finalizer: {}", crate::api::kube_error::finalizer_text(.0))]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<ChartError>>),
 }
@@ -142,6 +149,8 @@ pub struct Context {
     requested_at: Mutex<HashMap<ChartKey, String>>,
     /// Act only on the charts this sync root applied (`None`: on every chart).
     root: Option<Owner>,
+    /// Whether the root applied a chart: its inventory, read when it changed.
+    applied: crate::apply::ownership::AppliedByRoots,
 }
 
 impl Context {
@@ -152,6 +161,10 @@ impl Context {
             seen: Seen::default(),
             requested_at: Mutex::default(),
             root: None,
+            applied: crate::apply::ownership::AppliedByRoots::of_kinds(&[(
+                "armada.airshipit.org",
+                KIND,
+            )]),
         }
     }
 
@@ -163,10 +176,27 @@ impl Context {
         self
     }
 
-    /// Whether this daemon's root applied `chart` (its owner label names the root).
-    fn applied_by_our_root(&self, chart: &ArmadaChart) -> bool {
-        let Some(root) = &self.root else { return true };
-        chart.labels().get(crate::render::ownership::OWNER_LABEL) == Some(&root.id().0)
+    /// Whether this daemon's root (or one of its shard roots) applied `chart`: it is listed in
+    /// the root's stored inventory, in Weft's namespace, which tenants cannot write. A label, or
+    /// a server-side apply with `--field-manager=weft`, proves nothing (issue 48 item 2).
+    async fn applied_by_our_root(&self, chart: &ArmadaChart) -> Result<bool, ChartError> {
+        let Some(Owner::SyncRoot { namespace, name }) = &self.root else {
+            return Ok(true);
+        };
+        let roots = crate::daemon::weavecloud::trust::roots(&self.state, namespace, name);
+        let (chart_ns, chart_name) = key_of(chart);
+        let listing = self
+            .applied
+            .listing(self.state.client(), &roots, namespace)
+            .await
+            .map_err(|source| ChartError::Trust {
+                namespace: chart_ns.clone(),
+                name: chart_name.clone(),
+                source,
+            })?;
+        Ok(listing
+            .applied_by("armada.airshipit.org", KIND, &chart_ns, &chart_name)
+            .is_some())
     }
 
     /// Whether `value` is a new `weft.io/requested-at` of chart `key` (not its first sighting).
@@ -450,8 +480,17 @@ fn error_policy(chart: Arc<ArmadaChart>, err: &ChartError, ctx: Arc<Context>) ->
 /// Apply or clean up one chart, through the finalizer helper.
 pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Action, ChartError> {
     let namespace = chart.namespace().unwrap_or_default();
-    if !ctx.state.watch_namespaces().contains(&namespace) || !ctx.applied_by_our_root(&chart) {
-        // Not ours to act on (`--watch-namespaces`, or another root's chart): no finalizer.
+    // A chart the root pruned is no longer in its inventory, but its finalizer is ours to
+    // release once its children are pruned.
+    let releasing = chart.metadata.deletion_timestamp.is_some()
+        && chart.finalizers().iter().any(|f| f == FINALIZER);
+    if !ctx.state.watch_namespaces().contains(&namespace)
+        || !(releasing || ctx.applied_by_our_root(&chart).await?)
+    {
+        // Not ours to act on (`--watch-namespaces`, or not applied by this root): no finalizer,
+        // no pass, no metric series, and nothing remembered of it.
+        tracing::debug!(chart = %format!("{namespace}/{}", chart.name_any()), "ArmadaChart not applied by this installation's root; ignored");
+        ctx.forget(&key_of(&chart));
         return Ok(Action::await_change());
     }
     // Flux-shaped metrics: this reconcile's duration (on every exit), and the chart's gauges as

@@ -503,11 +503,15 @@ impl Updater {
             &wc.namespace().unwrap_or_default(),
             &wc.name_any(),
         );
-        Ok(
-            crate::pass::agents::inputs(self.state.client(), wc, running, legacy)
-                .await?
-                .0,
+        Ok(crate::pass::agents::inputs(
+            self.state.client(),
+            &self.opts.pass.weft_namespace,
+            wc,
+            running,
+            legacy,
         )
+        .await?
+        .0)
     }
 
     /// Render `wc` with its active bundle, apply, prune and wait for the agents' health: what
