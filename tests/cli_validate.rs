@@ -286,6 +286,95 @@ fn the_seed_example_validates_with_kebab_case_warnings() {
     }
 }
 
+/// The first proposal's WeaveCloud, as it was written (kebab-case, a bare host as poll URL).
+const SEED: &str = "apiVersion: cloud.weave.works/v1beta1
+kind: WeaveCloud
+metadata:
+  name: weave-cloud
+  namespace: weave
+spec:
+  general:
+    environment: gke
+    auto-update: true
+    update-schedule: \"0 * * * *\"
+    wc-hostname: cloud.weave.works
+    wc-poll-url: foo-bar.works
+    wc-report-errors: false
+  flux:
+    disable: false
+    config:
+      git-label: label
+      git-url: url
+      git-path: path
+      git-branch: branch
+  scope:
+    disable: false
+    read-only: true
+    container-runtime-endpoint: /var/run/crio.sock
+    kubernetes-probe: true
+  prometheus:
+    disable: false
+    pod-scrape-policy: optIn
+";
+
+fn proposal_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/weavecloud-proposal")
+}
+
+/// The seed's own WeaveCloud validates as written, `wc-poll-url: foo-bar.works` included: the
+/// bare host is read as `https://foo-bar.works`, with a warning at the value's line and column.
+#[test]
+fn the_seed_as_written_validates_and_its_bare_poll_host_reads_as_https() {
+    let text = std::fs::read_to_string(proposal_dir().join("weave-cloud.yaml")).expect("fixture");
+    assert!(
+        text.ends_with(SEED),
+        "the fixture keeps the seed's lines verbatim:\n{text}"
+    );
+    let (code, out) = run(&proposal_dir());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("no errors"), "{out}");
+    assert!(!out.contains("relative URL"), "{out}");
+    let poll: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("foo-bar.works"))
+        .collect();
+    assert_eq!(poll.len(), 1, "{out}");
+    assert!(
+        poll[0].starts_with(
+            "weave-cloud.yaml:16:5: warning: `spec.general.wcPollUrl: foo-bar.works` has no scheme, so it is read as `https://foo-bar.works`"
+        ),
+        "{out}"
+    );
+}
+
+/// `weft render` of the seed as written: the WeaveCloud carries the full poll URL, and the
+/// seed's settings reach the agents.
+#[test]
+fn the_seed_as_written_renders() {
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg("render")
+        .arg(proposal_dir())
+        .output()
+        .expect("weft runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("wcPollUrl: https://foo-bar.works"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("wcPollUrl: foo-bar.works"), "{stdout}");
+    assert!(
+        stdout.contains("--probe.no-controls=true"),
+        "read-only: true reaches scope"
+    );
+    assert!(stdout.contains("--git-url=url"), "git-url reaches flux");
+    assert!(
+        stderr.contains("foo-bar.works"),
+        "the warning is printed: {stderr}"
+    );
+}
+
 /// helm's output may contain `{{` on purpose (Prometheus alert templates): refused unless the
 /// ArmadaChart says so, and the error says how.
 #[test]

@@ -1,8 +1,9 @@
 //! Armada in `weft run`: a sequenced group whose second chart never becomes ready. The first
 //! chart is deployed, the second fails (its Deployment named in `status.notReady`), the third is
-//! never started (`pending`, reason `Blocked`), and the group is `failed` — all in the charts'
-//! status, written from the daemon's pass, with events. Helm charts in the daemon: rendered with
-//! the cluster's `.Capabilities`, and a chart helm cannot render fails alone (`RenderFailed`).
+//! never started (`pending`, reason `Blocked`, its message naming `stuck` and its group), and
+//! the group is `failed` — all in the charts' status, written from the daemon's pass, with
+//! events. Helm charts in the daemon: rendered with the cluster's `.Capabilities`, and a chart
+//! helm cannot render fails alone (`RenderFailed`).
 
 mod support;
 
@@ -200,6 +201,14 @@ async fn a_failed_chart_stops_its_sequenced_group_and_every_phase_shows_it() {
         .find(|c| c.type_ == "Ready")
         .expect("Ready");
     assert_eq!(ready.reason, "Blocked");
+    // It names what blocked it: the chart before it, and that chart's group.
+    assert_eq!(
+        ready.message,
+        format!(
+            "not deployed: blocked by chart {ns}/stuck (group {ns}/apps), which did not become ready",
+            ns = ns.name()
+        )
+    );
     // The third chart was never started: its Deployment does not exist.
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
     assert!(
@@ -409,6 +418,31 @@ async fn drift_is_reported_or_corrected_per_chart_and_a_deleted_chart_takes_its_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     eprintln!("edited chart child restored after {:?}", start.elapsed());
+
+    // correct: `kubectl scale` (a write through the scale subresource) is restored within
+    // seconds too, not at the next poll (issue 40 item 9).
+    let scale = PatchParams {
+        field_manager: Some("kubectl".into()),
+        ..Default::default()
+    };
+    deployments
+        .patch_scale(
+            "fixed",
+            &scale,
+            &Patch::Merge(&serde_json::json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("scale fixed");
+    let start = Instant::now();
+    while replicas(&deployments, "fixed").await != Some(1) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "a kubectl scale of a correct-policy child not restored\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("scaled chart child restored after {:?}", start.elapsed());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         replicas(&deployments, "watched").await,

@@ -13,6 +13,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 
 use support::cluster;
+use support::rbac::Access;
 
 #[tokio::test]
 async fn kubectl_apply_of_deploy_creates_everything() {
@@ -183,6 +184,23 @@ async fn kubectl_apply_of_deploy_creates_everything() {
         .as_ref()
         .is_some_and(|r| r.contains_key("memory")));
 
+    // The bindings just applied reach the RBAC authorizer a moment later: wait until the
+    // account, asking itself, has a grant of each (issue 40 item 10), then ask the table.
+    let account = "system:serviceaccount:weft-system:weft";
+    support::rbac::wait_until_granted(
+        &support::rbac::client_as(account).await,
+        account,
+        &[
+            Access::new("create", "leases.coordination.k8s.io", Some("weft-system")),
+            Access::new("list", "weaveclouds.cloud.weave.works", None),
+            Access::new("escalate", "clusterroles.rbac.authorization.k8s.io", None)
+                .named("weave-flux:weave"),
+            Access::new("create", "deployments.apps", Some("weave")),
+            Access::new("patch", "providers.notification.weft.io", Some("weave"))
+                .subresource("status"),
+        ],
+    )
+    .await;
     // What the installed ServiceAccount may do, asked of the API server's own RBAC authorizer.
     let can_i = |args: &[&str]| -> bool {
         let out = Command::new("kubectl")

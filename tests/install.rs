@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 
 use support::cluster::{self, TestNamespace};
 use support::helm::helm;
+use support::rbac::Access;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -396,6 +397,51 @@ async fn weft_install_applies_waits_and_a_second_run_changes_nothing() {
     ns.delete().await;
 }
 
+#[tokio::test]
+async fn weft_install_dry_run_on_a_fresh_cluster_lists_everything_and_stores_nothing() {
+    // Weft's namespace does not exist, as on a cluster where Weft was never installed: the
+    // API server cannot check the objects of a namespace a dry run does not create, so they are
+    // listed as such, and the dry run exits 0 (issue 40 item 2).
+    let ns = TestNamespace::new("install-fresh").await;
+    let client = ns.client();
+    let weft_ns = format!("{}-weft", ns.name());
+    let out = weft_install(
+        cluster::cluster(),
+        &["--weft-namespace", &weft_ns, "--skip-crds", "--dry-run"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l == format!("created    Namespace/{weft_ns}")),
+        "{stdout}"
+    );
+    let unchecked = format!(
+        "created    Deployment/{weft_ns}/weft (not checked by the API server: namespace {weft_ns} does not exist yet)"
+    );
+    assert!(stdout.lines().any(|l| l == unchecked), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("created    ClusterRole/") && !l.contains("not checked")),
+        "cluster-scoped objects are checked by the API server:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("in namespaces this install would create not checked, none stored"),
+        "{stdout}"
+    );
+    assert!(
+        Api::<Namespace>::all(client.clone())
+            .get_opt(&weft_ns)
+            .await
+            .expect("GET namespace")
+            .is_none(),
+        "a dry run created {weft_ns}"
+    );
+    ns.delete().await;
+}
+
 /// deploy/'s RBAC for a ServiceAccount `weft` in `ns`: the Role and every ClusterRole with their
 /// rules as shipped, the cluster-scoped ones named `<name>:<ns>` (as `weft install --namespace`
 /// names them), every binding to that ServiceAccount.
@@ -522,6 +568,20 @@ async fn shipped_tiers_apply_the_examples_repo() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let user = format!("system:serviceaccount:{name}:weft");
+    // Each tier's binding is live in the authorizer before the account acts (issue 40 item 10).
+    support::rbac::wait_until_granted(
+        &support::rbac::client_as(&user).await,
+        &user,
+        &[
+            Access::new("create", "configmaps", Some(&name)),
+            Access::new("list", "weaveclouds.cloud.weave.works", None),
+            Access::new("create", "clusterroles.rbac.authorization.k8s.io", None),
+            Access::new("create", "deployments.apps", Some("demo")),
+            Access::new("patch", "providers.notification.weft.io", Some("demo"))
+                .subresource("status"),
+        ],
+    )
+    .await;
     let kubeconfig = impersonating_kubeconfig(dir.path(), &user);
     let sync = |repo: &Path, root_name: &str| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
@@ -642,8 +702,14 @@ async fn a_forbidden_apply_is_said_once() {
         ),
     )
     .expect("write");
-    let kubeconfig =
-        impersonating_kubeconfig(repo.path(), &format!("system:serviceaccount:{name}:weft"));
+    let user = format!("system:serviceaccount:{name}:weft");
+    support::rbac::wait_until_granted(
+        &support::rbac::client_as(&user).await,
+        &user,
+        &[Access::new("create", "configmaps", Some(&name))],
+    )
+    .await;
+    let kubeconfig = impersonating_kubeconfig(repo.path(), &user);
     for command in ["diff", "sync"] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
         cmd.arg(command)

@@ -10,7 +10,11 @@
 //!   `/api/v4/projects/<org>%2F<repo>/statuses/<sha>`; an Alert with `eventSeverity: error`
 //!   gets nothing; a provider that hangs then answers 500 is retried, and the pass result is in
 //!   while its first request is still unanswered;
-//! - a Provider whose Secret lacks the key its type needs is `Ready=False` (`SecretKeyMissing`).
+//! - a Provider whose Secret lacks the key its type needs is `Ready=False` (`SecretKeyMissing`);
+//! - a notification that cannot be sent never blocks a deployment (issue 40): a Provider of the
+//!   repository whose Secret is missing, an Alert to it, and a sequenced group of two charts —
+//!   `weft run` and `weft sync` each deploy both charts at the new replica count, and the
+//!   Provider is `Ready=False` (`SecretNotFound`, naming the Secret) with a Warning event.
 
 mod support;
 
@@ -19,8 +23,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::Value;
 use weft::api::notification::{
     Alert, AlertSpec, EventSourceRef, LocalRef, Provider, ProviderSpec, ProviderType,
@@ -28,9 +34,13 @@ use weft::api::notification::{
 };
 
 use support::cluster::{install_crds, TestNamespace};
-use support::daemon::{Daemon, DaemonOptions};
+use support::daemon::{github_push, Daemon, DaemonOptions};
 use support::git_servers::ServedRepo;
 use support::manifests::configmap;
+use support::repo_dir::Repo;
+use support::wait::wait_for;
+use support::weft_cli::Weft;
+use weft::api::armada::{ArmadaChart, Phase};
 
 const HMAC_KEY: &str = "hmac-key-d41d8cd98f00b204";
 const GITHUB_TOKEN: &str = "ghp_notify_test_token_0001";
@@ -647,5 +657,255 @@ async fn a_provider_address_outside_the_allow_list_gets_nothing() {
         internal_ready.message,
         metadata_ready.message
     );
+    ns.delete().await;
+}
+
+const CHART: &str =
+    "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n";
+const DEPLOYMENT: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: ${release.name}
+  labels: {app.kubernetes.io/instance: "${release.name}"}
+spec:
+  replicas: ${replicas}
+  selector:
+    matchLabels: {app.kubernetes.io/instance: "${release.name}"}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/instance: "${release.name}"}
+    spec:
+      containers:
+        - name: app
+          image: registry.example/app:1
+"#;
+
+/// The files of a repository with a Provider whose Secret (`slack-webhook`) does not exist, an
+/// Alert to it, and a sequenced group of two charts whose Deployments have `replicas`.
+fn undeliverable_repo(ns: &str, replicas: u32) -> Vec<(&'static str, String)> {
+    let chart = |name: &str| {
+        format!(
+            r#"---
+apiVersion: armada.airshipit.org/v1alpha1
+kind: ArmadaChart
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  chart_name: app
+  release: {name}
+  namespace: {ns}
+  source: {{type: local, location: charts/app}}
+  values: {{replicas: {replicas}}}
+  wait:
+    timeout: 90
+    labels: {{app.kubernetes.io/instance: "{name}"}}
+    resources:
+      - type: deployment
+"#
+        )
+    };
+    let mut armada = chart("first");
+    armada.push_str(&chart("second"));
+    armada.push_str(&format!(
+        "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: apps, namespace: {ns}}}\nspec:\n  sequenced: true\n  chart_group: [first, second]\n"
+    ));
+    let notifications = format!(
+        r#"apiVersion: notification.weft.io/v1alpha1
+kind: Provider
+metadata: {{name: slack, namespace: {ns}}}
+spec:
+  type: generic
+  address: https://hooks.example.com/weft
+  secretRef: {{name: slack-webhook}}
+---
+apiVersion: notification.weft.io/v1alpha1
+kind: Alert
+metadata: {{name: failures, namespace: {ns}}}
+spec:
+  providerRef: {{name: slack}}
+  eventSources:
+    - {{kind: ArmadaChart, name: "*"}}
+    - {{kind: Root, name: "{ns}"}}
+"#
+    );
+    vec![
+        ("charts/app/Chart.yaml", CHART.to_string()),
+        ("charts/app/values.yaml", "replicas: 1\n".to_string()),
+        (
+            "charts/app/templates/deployment.yaml",
+            DEPLOYMENT.to_string(),
+        ),
+        ("armada.yaml", armada),
+        ("apps/notifications.yaml", notifications),
+    ]
+}
+
+/// Both charts' Deployments have `replicas`, all of them ready, and both charts are deployed.
+async fn deployed_at(ns: &TestNamespace, replicas: i32) -> Option<()> {
+    let deployments: Api<Deployment> = ns.api();
+    let charts: Api<ArmadaChart> = ns.api();
+    for name in ["first", "second"] {
+        let d = deployments.get_opt(name).await.ok()??;
+        let spec = d.spec.as_ref().and_then(|s| s.replicas);
+        let ready = d.status.as_ref().and_then(|s| s.ready_replicas);
+        if spec != Some(replicas) || ready != Some(replicas) {
+            return None;
+        }
+        let phase = charts.get_opt(name).await.ok()??.status?.phase;
+        if phase != Some(Phase::Deployed) {
+            return None;
+        }
+    }
+    Some(())
+}
+
+/// The message of the Provider `slack`'s `Ready=False` (`SecretNotFound`), once it is so.
+async fn provider_not_ready(ns: &TestNamespace) -> Option<String> {
+    let providers: Api<Provider> = ns.api();
+    let ready = providers
+        .get("slack")
+        .await
+        .ok()?
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Ready")?;
+    (format!("{:?}", ready.status) == "False" && ready.reason == "SecretNotFound")
+        .then_some(ready.message)
+}
+
+/// The Provider `slack` is `Ready=False` (`SecretNotFound`, naming the Secret) and has a
+/// Warning event saying the same: the condition's message.
+async fn provider_reported(ns: &TestNamespace) -> Option<String> {
+    let message = provider_not_ready(ns).await?;
+    let events: Api<KubeEvent> = ns.api();
+    let warned = events
+        .list(&ListParams::default())
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .any(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some("SecretNotFound")
+                && e.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some("Provider") && r.name.as_deref() == Some("slack")
+                })
+                && e.note.as_deref() == Some(message.as_str())
+        });
+    warned.then_some(message)
+}
+
+/// Issue 40: `weft run` with a Provider whose Secret is missing — every pass used to fail on
+/// the Provider's `Ready=False`, and the charts stayed `Blocked` at the old replica count.
+#[tokio::test]
+async fn a_provider_whose_secret_is_missing_blocks_no_deployment_in_the_daemon() {
+    let ns = TestNamespace::new("notify-undeliverable").await;
+    install_crds(&ns.client()).await;
+    let repo = ServedRepo::start();
+    for (file, text) in undeliverable_repo(ns.name(), 1) {
+        repo.work.write(file, text);
+    }
+    repo.work.commit("charts and a Provider without its Secret");
+    repo.work.push();
+    let d = daemon_allowing(&repo.url(), &ns, &["https://"]);
+
+    wait_for(
+        "both charts deployed at 1 replica",
+        Duration::from_secs(120),
+        &d,
+        async || deployed_at(&ns, 1).await,
+    )
+    .await;
+    // Once the Provider says it cannot send, the next pass (a new revision) goes on too: it
+    // used to fail on the Provider's `Ready=False`, every chart `Blocked` at 1 replica.
+    wait_for(
+        "the Provider Ready=False",
+        Duration::from_secs(60),
+        &d,
+        async || provider_not_ready(&ns).await,
+    )
+    .await;
+    for (file, text) in undeliverable_repo(ns.name(), 2) {
+        repo.work.write(file, text);
+    }
+    repo.work.commit("two replicas");
+    repo.work.push();
+    let (status, body) = github_push(&d, "refs/heads/main", None).await;
+    assert_eq!(status, 202, "{body}");
+    wait_for(
+        "both charts deployed at the new replica count",
+        Duration::from_secs(120),
+        &d,
+        async || deployed_at(&ns, 2).await,
+    )
+    .await;
+    let report = d
+        .wait_status("the pass is reported", Duration::from_secs(60), |s| {
+            s["lastPass"]["result"] == "succeeded"
+        })
+        .await;
+    assert!(report["lastPass"]["error"].is_null(), "{report:#}");
+    let message = wait_for(
+        "the Provider's Warning event",
+        Duration::from_secs(60),
+        &d,
+        async || provider_reported(&ns).await,
+    )
+    .await;
+    assert!(message.contains("Secret slack-webhook"), "{message}");
+    ns.delete().await;
+}
+
+/// Issue 40: `weft sync` judges the same repository the same way — the pass succeeds, both
+/// charts reach the new replica count, the Provider is `Ready=False` with a Warning event, and
+/// the command says so in one warning line.
+#[tokio::test]
+async fn a_provider_whose_secret_is_missing_blocks_no_deployment_in_a_one_shot_sync() {
+    let ns = TestNamespace::new("notify-undeliverable-sync").await;
+    install_crds(&ns.client()).await;
+    let repo = Repo::new();
+    let sync = |replicas: u32| {
+        for (file, text) in undeliverable_repo(ns.name(), replicas) {
+            repo.write(file, &text);
+        }
+        Weft::new(["sync", "--timeout", "120s"])
+            .repo(repo.path())
+            .cluster()
+            .root(ns.name())
+            .env("WEFT_HELM", support::helm::helm())
+            .run()
+    };
+    for replicas in [1, 2] {
+        let (code, stdout, stderr) = sync(replicas);
+        assert_eq!(
+            code, 0,
+            "weft sync ({replicas} replicas) failed:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!(
+                "warning: Provider/{}/slack is not ready (SecretNotFound): Secret slack-webhook",
+                ns.name()
+            )),
+            "{stderr}"
+        );
+        // Said once, in that line.
+        assert_eq!(stderr.matches("SecretNotFound").count(), 1, "{stderr}");
+        let no_logs = || format!("{stdout}\n{stderr}");
+        wait_for(
+            "both charts deployed",
+            Duration::from_secs(30),
+            &no_logs,
+            async || deployed_at(&ns, replicas as i32).await,
+        )
+        .await;
+        let message = wait_for(
+            "the Provider Ready=False with a Warning event",
+            Duration::from_secs(30),
+            &no_logs,
+            async || provider_reported(&ns).await,
+        )
+        .await;
+        assert!(message.contains("Secret slack-webhook"), "{message}");
+    }
     ns.delete().await;
 }

@@ -167,7 +167,7 @@ async fn a_customised_launcher_flux_keeps_flags_and_known_hosts_across_a_recreat
         .expect("deletions");
     assert!(notice < first_deletion, "said before deleting:\n{stdout}");
     assert!(
-        lines[notice].contains(&format!("{n}/weft-takeover-weave-cloud"))
+        lines[notice].contains(&format!("{n}/weft-takeover-{n}.weave-cloud"))
             && lines[notice].contains("not kept: volume docker-socket (hostPath"),
         "{}",
         lines[notice]
@@ -188,7 +188,7 @@ async fn a_customised_launcher_flux_keeps_flags_and_known_hosts_across_a_recreat
     }
     assert_flux_as_the_user_had_it(&client, &n, "after the takeover").await;
     let record = Api::<ConfigMap>::namespaced(client.clone(), &n)
-        .get("weft-takeover-weave-cloud")
+        .get(&format!("weft-takeover-{n}.weave-cloud"))
         .await
         .expect("the takeover record");
     let commit = record
@@ -286,7 +286,7 @@ async fn previews_show_the_planned_takeover_with_the_counts_of_the_real_sync() {
     let agent = deployment(&client, &n, "weave-agent").await;
     assert!(!is_weft_managed(&agent.metadata));
     assert!(Api::<ConfigMap>::namespaced(client.clone(), &n)
-        .get_opt("weft-takeover-weave-cloud")
+        .get_opt(&format!("weft-takeover-{n}.weave-cloud"))
         .await
         .expect("get")
         .is_none());
@@ -378,7 +378,7 @@ async fn deleting_the_weavecloud_keeps_a_service_account_another_workload_runs_a
         "{dropped:?}"
     );
     assert!(Api::<ConfigMap>::namespaced(client.clone(), &n)
-        .get_opt("weft-takeover-weave-cloud")
+        .get_opt(&format!("weft-takeover-{n}.weave-cloud"))
         .await
         .expect("get")
         .is_some());

@@ -6,6 +6,7 @@
 
 pub mod armada;
 pub mod conditions;
+pub mod kube_error;
 pub mod notification;
 pub mod redact;
 pub mod root;

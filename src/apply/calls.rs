@@ -181,17 +181,17 @@ where
 /// Why a client could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("reading kubeconfig {path}: {source}")]
+    #[error("kubeconfig {path}: {}; give --kubeconfig a readable kubeconfig file (`kubectl config view --kubeconfig {path}` checks it)", crate::api::kube_error::kubeconfig_problem(.source))]
     Kubeconfig {
         path: String,
         #[source]
         source: kube::config::KubeconfigError,
     },
-    #[error("no cluster configuration: {0} (give --kubeconfig, set KUBECONFIG, or run in a pod)")]
+    #[error("no cluster configuration: {}; give --kubeconfig, set KUBECONFIG, or run in a pod", crate::api::kube_error::infer_text(.0))]
     Infer(#[source] kube::config::InferConfigError),
-    #[error("kubeconfig: {0}")]
+    #[error("kubeconfig: {}", crate::api::kube_error::kubeconfig_text(.0))]
     Config(#[source] kube::config::KubeconfigError),
-    #[error("building the Kubernetes client: {0}")]
+    #[error("building the Kubernetes client: {}", crate::api::kube_error::Text(.0))]
     Client(#[source] kube::Error),
 }
 

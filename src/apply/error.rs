@@ -38,7 +38,7 @@ pub enum ApplyError {
         source: kube::Error,
     },
     /// API discovery failed.
-    #[error("API discovery: {0}")]
+    #[error("API discovery: {}", describe(.0).0)]
     Discovery(#[source] kube::Error),
     /// An inventory could not be read or written.
     #[error("inventory of {owner}: {problem}")]
@@ -186,16 +186,14 @@ pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-/// A kube error as one readable line (the API server's own message when it answered), and the
-/// HTTP status code when there is one.
+/// A kube error as one readable line ([`crate::api::kube_error::text`]: the API server's own
+/// message and what to do), and the HTTP status code when there is one.
 pub fn describe(e: &kube::Error) -> (String, Option<u16>) {
-    match e {
-        kube::Error::Api(s) => (
-            format!("{} ({}, HTTP {})", s.message, s.reason, s.code),
-            Some(s.code),
-        ),
-        other => (other.to_string(), None),
-    }
+    let code = match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    };
+    (crate::api::kube_error::text(e), code)
 }
 
 /// What went wrong with one inventory (the owner is named by [`ApplyError::Inventory`]).

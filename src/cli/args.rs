@@ -236,12 +236,8 @@ impl GitSecretArgs {
             let (client, _) = cluster.connect().await?;
             let creds = credentials::from_kube_secret(client, &cluster.weft_namespace, name)
                 .await
-                .with_context(|| {
-                    format!(
-                        "reading git credentials from Secret {}/{name}",
-                        cluster.weft_namespace
-                    )
-                })?;
+                // The error names the Secret.
+                .context("reading git credentials")?;
             Ok(Some(creds))
         })
     }

@@ -199,7 +199,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {}", super::report::error_text(&e));
             Ok(ExitCode::from(1))
         }
     }

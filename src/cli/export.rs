@@ -68,7 +68,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
         docs.extend(resources::<Provider>(&client, ns).await?);
         docs.extend(resources::<Alert>(&client, ns).await?);
         if docs.is_empty() {
-            eprintln!(
+            errln!(
                 "error: nothing to export: no root record `{}` in namespace {} and none of \
                  Weft's resources{}",
                 record::record_name(&args.root_name),
@@ -82,7 +82,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
             out.push_str("---\n");
             out.push_str(&crate::render::output::to_yaml(doc)?);
         }
-        print!("{out}");
+        out!("{out}");
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -517,10 +517,10 @@ pub fn get(args: GetArgs) -> anyhow::Result<ExitCode> {
             tokio::time::sleep(Duration::from_secs(2)).await;
         };
         match args.output {
-            Output::Table if rows.is_empty() => eprintln!("no resources found"),
-            Output::Table => print!("{}", table(&rows)),
-            Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-            Output::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
+            Output::Table if rows.is_empty() => errln!("no resources found"),
+            Output::Table => out!("{}", table(&rows)),
+            Output::Json => outln!("{}", serde_json::to_string_pretty(&rows)?),
+            Output::Yaml => out!("{}", serde_saphyr::to_string(&rows)?),
         }
         Ok(if rows.iter().all(Row::is_ready) {
             ExitCode::SUCCESS

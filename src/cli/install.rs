@@ -5,6 +5,7 @@
 //! files, CRDs first. `-o yaml` prints them instead; `--dry-run` asks the API server to check them
 //! without storing anything.
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -133,7 +134,7 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     let objects = manifests(&args)?;
     if args.output == Some(Output::Yaml) {
         for o in &objects {
-            print!("---\n{}", crate::render::output::to_yaml(o)?);
+            out!("---\n{}", crate::render::output::to_yaml(o)?);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -141,15 +142,37 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
         let catalog = Catalog::discover(&client).await?;
+        // A dry run stores nothing, so the objects of a namespace it would create cannot be
+        // checked by the API server (it answers "namespace not found"): they are listed as such.
+        let mut new_namespaces = BTreeSet::new();
+        let mut unchecked = 0;
         for o in &objects {
+            let namespace = o["metadata"]["namespace"].as_str();
+            if let Some(ns) = namespace.filter(|ns| args.dry_run && new_namespaces.contains(*ns)) {
+                outln!(
+                    "{:<10} {} (not checked by the API server: namespace {ns} does not exist yet)",
+                    "created",
+                    describe(o)
+                );
+                unchecked += 1;
+                continue;
+            }
             let (api, name) = api_of(&client, &catalog, o)?;
             let outcome = apply(&api, &name, o, args.dry_run).await?;
-            println!("{outcome:<10} {}", describe(o));
+            if o["kind"] == "Namespace" && outcome == "created" {
+                new_namespaces.insert(name.clone());
+            }
+            outln!("{outcome:<10} {}", describe(o));
         }
         if args.dry_run {
-            println!(
-                "dry run: {} object(s) checked by the API server, none stored",
-                objects.len()
+            outln!(
+                "dry run: {} object(s) checked by the API server{}, none stored",
+                objects.len() - unchecked,
+                if unchecked > 0 {
+                    format!(", {unchecked} in namespaces this install would create not checked")
+                } else {
+                    String::new()
+                }
             );
             return Ok(ExitCode::SUCCESS);
         }
@@ -342,22 +365,22 @@ async fn wait_available(api: &Api<DynamicObject>, timeout: Duration) -> anyhow::
         let value = serde_json::to_value(&live)?;
         match readiness::readiness("Deployment", &value) {
             Readiness::Ready => {
-                println!("{:<10} Deployment/{}/weft", "ready", api_namespace(&live));
+                outln!("{:<10} Deployment/{}/weft", "ready", api_namespace(&live));
                 return Ok(ExitCode::SUCCESS);
             }
             Readiness::Failed(why) => {
-                eprintln!("error: Deployment weft: {why}");
+                errln!("error: Deployment weft: {why}");
                 return Ok(ExitCode::from(1));
             }
             Readiness::InProgress(why) => {
                 if why != last {
-                    println!("waiting    Deployment weft: {why}");
+                    outln!("waiting    Deployment weft: {why}");
                     last = why;
                 }
             }
         }
         if start.elapsed() >= timeout {
-            eprintln!(
+            errln!(
                 "error: Deployment weft not available after {timeout:?}: {last} (kubectl -n {} describe deployment weft; does the image exist?)",
                 api_namespace(&live)
             );

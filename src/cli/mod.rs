@@ -7,6 +7,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+// First: its macros (`outln!`, `out!`, `errln!`) are used by every module below.
+#[macro_use]
+mod out;
 pub mod args;
 mod connect;
 mod create;
@@ -125,7 +128,7 @@ pub fn main() -> ExitCode {
             let text = connect::explain(&e).unwrap_or_else(|| report::error_text(&e));
             // A URL in the chain may carry a token as its user name (`https://<token>@host`).
             let text = crate::api::redact::redact_url_passwords(&text);
-            eprintln!("error: {text}");
+            errln!("error: {text}");
             ExitCode::from(2)
         }
     }
@@ -155,7 +158,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Render(args) => render::render(args),
         Command::Validate(args) => render::validate(args),
         Command::Crds => {
-            print!("{}", crate::api::crds_yaml()?);
+            out!("{}", crate::api::crds_yaml()?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Sync(args) => sync::sync(args),
@@ -179,7 +182,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 /// Print the load's errors and warnings, one `file:line:col: message` per line, on stderr.
 fn print_diagnostics(diags: &Diagnostics) {
     for d in &diags.0 {
-        eprintln!("{d}");
+        errln!("{d}");
     }
 }
 

@@ -59,9 +59,9 @@ impl ProgressPrinter {
 
     fn print(&self, line: &str) {
         if self.to_stderr {
-            eprintln!("{line}");
+            errln!("{line}");
         } else {
-            println!("{line}");
+            outln!("{line}");
         }
     }
 

@@ -86,12 +86,12 @@ pub fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
             } else {
                 masked(prepared.set.objects())
             };
-            print!("{}", output::to_yaml_stream(&objects)?);
+            out!("{}", output::to_yaml_stream(&objects)?);
             Ok(ExitCode::SUCCESS)
         }
         Outcome::NotLoaded => Ok(ExitCode::from(1)),
         Outcome::Failed(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             Ok(ExitCode::from(2))
         }
     }
@@ -110,12 +110,12 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
                 .iter()
                 .filter(|o| matches!(o.owner, Owner::SyncRoot { .. }))
                 .count();
-            println!("ok: {documents} documents, no errors");
+            outln!("ok: {documents} documents, no errors");
             Ok(ExitCode::SUCCESS)
         }
         Outcome::NotLoaded => Ok(ExitCode::from(1)),
         Outcome::Failed(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             Ok(ExitCode::from(1))
         }
     }

@@ -32,7 +32,7 @@ pub enum RunError {
     Source(#[from] OpenError),
     #[error(transparent)]
     Server(#[from] server::ServerError),
-    #[error("the API server is not reachable: {0}")]
+    #[error("the API server is not reachable: {}", crate::api::kube_error::Text(.0))]
     Unreachable(#[source] kube::Error),
     #[error(transparent)]
     Daemon(#[from] DaemonError),

@@ -86,14 +86,16 @@ pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
     })?;
     let record = crate::daemon::record::record_name(&args.root_name);
     if now.suspended {
-        println!(
+        outln!(
             "root {} suspended (ConfigMap {}/{record}): no pass runs until `weft resume`",
-            args.root_name, args.cluster.weft_namespace
+            args.root_name,
+            args.cluster.weft_namespace
         );
     } else {
-        println!(
+        outln!(
             "root {} resumed (ConfigMap {}/{record}): a running daemon starts a pass now",
-            args.root_name, args.cluster.weft_namespace
+            args.root_name,
+            args.cluster.weft_namespace
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ use serde_json::json;
 use super::args::{ApplyArgs, ClusterArgs, DecryptionArgs, GitSecretArgs, RepoArgs, WriterArgs};
 use super::print_diagnostics;
 use super::progress::ProgressPrinter;
+use crate::api::conditions::now_rfc3339;
 use crate::apply::diff::DiffChange;
 use crate::daemon::armada::status as armada_status;
 use crate::daemon::events::EventPublisher;
@@ -32,8 +33,8 @@ impl Output {
     pub fn print(self, value: &serde_json::Value) -> anyhow::Result<()> {
         match self {
             Output::Text => {}
-            Output::Json => println!("{}", serde_json::to_string_pretty(value)?),
-            Output::Yaml => print!("{}", serde_saphyr::to_string(value)?),
+            Output::Json => outln!("{}", serde_json::to_string_pretty(value)?),
+            Output::Yaml => out!("{}", serde_saphyr::to_string(value)?),
         }
         Ok(())
     }
@@ -123,16 +124,18 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             let suspended =
                 record::suspension_of(&client, &settings.weft_namespace, &settings.root_name).await;
             if let Some(why) = suspended {
-                eprintln!("error: {why}");
+                errln!("error: {why}");
                 return Ok(ExitCode::from(1));
             }
-            // Its own connection: the record is no write of the pass (a no-op pass says 0).
+            // Its own connection: the record is no call of the pass (a no-op pass says 0 writes).
             let (record_client, _) = args.cluster.connect().await?;
             if let Err(why) = one_writer(&record_client, &args, &settings).await {
-                eprintln!("error: {why}; nothing was applied or pruned");
+                errln!("error: {why}; nothing was applied or pruned");
                 return Ok(ExitCode::from(1));
             }
         }
+        let started_at = now_rfc3339();
+        let revision = snapshot.revision.clone();
         let terminal = if machine {
             std::io::stderr().is_terminal()
         } else {
@@ -151,7 +154,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         let calls = calls.snapshot();
         let line = summary_line(&result, input.dry_run, calls.writes, calls.reads);
         if machine {
-            eprintln!("{line}");
+            errln!("{line}");
             args.output.print(&sync_document(
                 &result,
                 input.dry_run,
@@ -159,23 +162,44 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
                 calls.reads,
             ))?;
         } else {
-            println!("{line}");
+            outln!("{line}");
         }
         if !input.dry_run {
             record_statuses(&client, &result).await;
+            let (record_client, _) = args.cluster.connect().await?;
+            let source = writer::OneShotSource {
+                repository: &args.repo.location(),
+                path: args.repo.path.as_deref(),
+                revision: revision.as_deref(),
+                started_at,
+            };
+            if let Err(e) = writer::record_one_shot(
+                &record_client,
+                &settings.weft_namespace,
+                &settings.root_name,
+                &source,
+                &result,
+            )
+            .await
+            {
+                errln!(
+                    "warning: the root {} was synced but its record was not written (`weft get root` shows the previous outcome): {e}",
+                    settings.root_name
+                );
+            }
         }
         match &result.error {
             None => Ok(ExitCode::SUCCESS),
             // The diagnostics above are the load's errors: said once.
             Some(pass::PassError::Load(l)) => {
-                eprintln!(
+                errln!(
                     "error: {} error(s) in the repository (above); nothing was applied or pruned",
                     l.0.errors().count()
                 );
                 Ok(ExitCode::from(1))
             }
             Some(e) => {
-                eprintln!("error: {e}");
+                errln!("error: {e}");
                 Ok(ExitCode::from(1))
             }
         }
@@ -187,8 +211,15 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
 /// show READY and PHASE after a `weft sync` without a daemon. After the summary's count of API
 /// writes: these are the status's, not the pass's (a second pass that changes nothing writes
 /// none either way, as an unchanged status is not written again).
+///
+/// Its notification Providers and Alerts too, judged as the daemon judges them: one that cannot
+/// be used (a missing Secret) is `Ready=False` with an event and a warning here, and fails
+/// nothing.
 async fn record_statuses(client: &kube::Client, result: &pass::PassResult) {
     let Some(set) = &result.set else { return };
+    for unusable in crate::notify::status::record_applied(client, set).await {
+        errln!("warning: {unusable}");
+    }
     let events = EventPublisher::new(client.clone(), Notifier::disabled());
     armada_status::record_pass(
         client,
@@ -201,8 +232,8 @@ async fn record_statuses(client: &kube::Client, result: &pass::PassResult) {
     .await;
 }
 
-/// One writer per root, from the repository it records (see [`writer`]); records this sync's
-/// source when it may write.
+/// One writer per root, from the repository it records (see [`writer`]). Reads only: the
+/// sync's source is recorded after its pass (see [`writer::record_one_shot`]).
 async fn one_writer(
     client: &kube::Client,
     args: &SyncArgs,
@@ -213,8 +244,7 @@ async fn one_writer(
         writer::check_no_live_leader(client, ns, root).await?;
     }
     let repository = args.repo.location();
-    writer::check_repository(client, ns, root, &repository, args.writer.switch_repository).await?;
-    writer::record_source(client, ns, root, &repository, args.repo.path.as_deref()).await
+    writer::check_repository(client, ns, root, &repository, args.writer.switch_repository).await
 }
 
 /// The last line of `weft sync`: `synced revision …` only when the pass succeeded, `sync failed
@@ -288,7 +318,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
         let settings = args.pass_settings(chart_fetch, decryption);
         let diffs = pass::diff_pass(&client, snapshot, &settings, &PassInput::default()).await?;
         match args.output {
-            Output::Text => diffs.iter().for_each(|d| print!("{}", d.text)),
+            Output::Text => diffs.iter().for_each(|d| out!("{}", d.text)),
             machine => {
                 let doc: Vec<serde_json::Value> = diffs
                     .iter()
@@ -308,10 +338,10 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if diffs.is_empty() {
-            eprintln!("no changes");
+            errln!("no changes");
             Ok(ExitCode::SUCCESS)
         } else {
-            eprintln!("{} object(s) would change", diffs.len());
+            errln!("{} object(s) would change", diffs.len());
             Ok(ExitCode::from(1))
         }
     })

@@ -84,7 +84,7 @@ pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
             } else {
                 format!("the roots in namespace {ns}: {}", known.join(", "))
             };
-            eprintln!(
+            errln!(
                 "error: root {} has no inventory in namespace {ns} (--root-name, \
                  --weft-namespace); {known}",
                 args.root_name
@@ -94,7 +94,7 @@ pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
         match args.output {
             TreeOutput::Text => {
                 for t in &trees {
-                    print!("{}", render_text(t));
+                    out!("{}", render_text(t));
                 }
             }
             TreeOutput::Json => {
@@ -103,7 +103,7 @@ pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     serde_json::to_value(&trees)?
                 };
-                println!("{}", serde_json::to_string_pretty(&doc)?);
+                outln!("{}", serde_json::to_string_pretty(&doc)?);
             }
         }
         Ok(ExitCode::SUCCESS)
@@ -162,7 +162,12 @@ async fn nodes(
                 }
                 Ok(Some(_)) => node.note = Some("nested too deep; not shown".into()),
                 Ok(None) => node.note = Some("no inventory recorded yet".into()),
-                Err(e) => node.note = Some(format!("inventory not readable: {e}")),
+                Err(e) => {
+                    node.note = Some(format!(
+                        "inventory not readable: {}",
+                        super::report::error_text(&e)
+                    ))
+                }
             }
         }
         out.push(node);

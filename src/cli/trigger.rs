@@ -65,7 +65,7 @@ async fn through_api_server(args: &TriggerArgs) -> anyhow::Result<ExitCode> {
     crate::daemon::record::require(&client, ns, &args.root_name).await?;
     let at = request::request(&client, ns, &args.root_name, args.force_prune).await?;
     if !args.wait {
-        println!(
+        outln!(
             "requested a pass of root {} ({}={at} on ConfigMap {ns}/{})",
             args.root_name,
             request::REQUESTED_AT,
@@ -90,7 +90,7 @@ async fn over_http(args: &TriggerArgs, token_file: &PathBuf) -> anyhow::Result<E
         client::trigger(&args.url, &token, args.wait, args.force_prune, args.timeout).await?;
     match answer {
         TriggerAnswer::Queued { pass } => {
-            println!("queued: pass {pass}");
+            outln!("queued: pass {pass}");
             Ok(ExitCode::SUCCESS)
         }
         TriggerAnswer::Finished(report) => {
@@ -108,7 +108,7 @@ async fn over_http(args: &TriggerArgs, token_file: &PathBuf) -> anyhow::Result<E
 /// exit code: 0 when it succeeded, 1 otherwise.
 fn print_report(report: &PassReport, omitted: usize, result: &str) -> ExitCode {
     let s = report.summary;
-    println!(
+    outln!(
         "pass {} {result}: revision {} ({} created, {} configured, {} unchanged, {} pruned) in {:.1}s",
         report.pass,
         report.revision.as_deref().unwrap_or("-"),
@@ -119,16 +119,16 @@ fn print_report(report: &PassReport, omitted: usize, result: &str) -> ExitCode {
         report.duration_seconds
     );
     for c in &report.changes {
-        println!("  {} {}", c.object, c.action);
+        outln!("  {} {}", c.object, c.action);
     }
     if omitted > 0 {
-        println!("  … and {omitted} more");
+        outln!("  … and {omitted} more");
     }
     match &report.error {
         None if report.succeeded() => ExitCode::SUCCESS,
         None => ExitCode::from(1),
         Some(e) => {
-            eprintln!("{result}: {e}");
+            errln!("{result}: {e}");
             ExitCode::from(1)
         }
     }

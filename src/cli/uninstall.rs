@@ -50,15 +50,15 @@ pub fn uninstall(args: UninstallArgs) -> anyhow::Result<ExitCode> {
         Ok::<_, anyhow::Error>(uninstall::uninstall(&client, &opts).await?)
     })?;
     for c in &report.pruned.entries {
-        println!("{c}");
+        outln!("{c}");
     }
     for r in &report.records {
-        println!("{r} deleted");
+        outln!("{r} deleted");
     }
     for name in &report.released {
-        println!("{name}: Weft's finalizer removed");
+        outln!("{name}: Weft's finalizer removed");
     }
-    println!(
+    outln!(
         "uninstalled: {} finalizer(s) removed, {} object(s) pruned, {} record(s) deleted",
         report.released.len(),
         uninstall::deleted(&report),

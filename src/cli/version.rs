@@ -25,7 +25,7 @@ pub struct VersionArgs {
 /// Print the client's version and commit, then the daemon's (from its leader Lease) when the
 /// cluster can be reached. Exit 0 either way: an unreachable daemon is reported, not an error.
 pub fn version(args: VersionArgs) -> anyhow::Result<ExitCode> {
-    println!("client: weft {}", build_version());
+    outln!("client: weft {}", build_version());
     if args.client {
         return Ok(ExitCode::SUCCESS);
     }
@@ -56,11 +56,12 @@ pub fn version(args: VersionArgs) -> anyhow::Result<ExitCode> {
         })
     });
     match daemon {
-        Ok(text) => println!("daemon: {text}"),
-        Err(e) => println!(
-            "daemon: not reachable: {}",
-            super::connect::explain(&e).unwrap_or_else(|| format!("{e:#}"))
-        ),
+        Ok(text) => outln!("daemon: {text}"),
+        // One line, the cause said once: the daemon's version is unknown, and why.
+        Err(e) => super::out::line(&format!(
+            "daemon: version not read: {}",
+            super::connect::explain(&e).unwrap_or_else(|| super::report::error_text(&e))
+        )),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -92,9 +93,6 @@ pub fn completion(args: CompletionArgs) -> anyhow::Result<ExitCode> {
     // Into memory first: clap_complete panics on a write error (a closed pipe, `| head`).
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "weft", &mut script);
-    use std::io::Write;
-    match std::io::stdout().write_all(&script) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    super::out::write(&String::from_utf8_lossy(&script));
+    Ok(ExitCode::SUCCESS)
 }

@@ -111,7 +111,7 @@ impl EventPublisher {
             secondary: event.related,
         };
         if let Err(err) = self.recorder.publish(&e, &obj.object_ref(&())).await {
-            tracing::warn!(kind = %kind, object = %format!("{namespace}/{name}"), reason = event.reason, error = %err, "cannot publish event");
+            tracing::warn!(kind = %kind, object = %format!("{namespace}/{name}"), reason = event.reason, error = %crate::api::kube_error::Text(&err), "cannot publish event");
         }
     }
 }

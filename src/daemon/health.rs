@@ -29,7 +29,7 @@ pub async fn probe_api_server(state: DaemonState, every: Duration) {
         let answer = tokio::time::timeout(every, state.client().request_text(request)).await;
         let failure = match answer {
             Ok(Ok(_)) => None,
-            Ok(Err(e)) => Some(e.to_string()),
+            Ok(Err(e)) => Some(crate::api::kube_error::text(&e)),
             Err(_) => Some(format!("no answer within {}s", every.as_secs())),
         };
         record(&state, failure);

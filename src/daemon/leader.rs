@@ -22,7 +22,7 @@ use crate::apply::fence::WriteFence;
 /// Why leader election failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
-    #[error("cannot read or write Lease {namespace}/{name}: {source}")]
+    #[error("cannot read or write Lease {namespace}/{name}: {}", crate::api::kube_error::Text(.source))]
     Api {
         namespace: String,
         name: String,
@@ -439,7 +439,7 @@ impl LeaderElector {
         {
             Ok(_) => tracing::info!(lease = %self.cfg.name, "released the leader Lease"),
             Err(e) => {
-                tracing::warn!(error = %e, "could not release the leader Lease; it expires on its own")
+                tracing::warn!(error = %crate::api::kube_error::Text(&e), "could not release the leader Lease; it expires on its own")
             }
         }
     }

@@ -288,6 +288,17 @@ pub async fn read(
     Ok(RootRecord::from_configmap(cm.as_ref()))
 }
 
+/// The record of root `root_name`, if it has one (a missing namespace is no record).
+pub async fn read_opt(
+    client: &Client,
+    weft_namespace: &str,
+    root_name: &str,
+) -> Result<Option<RootRecord>, kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
+    let cm = api.get_opt(&record_name(root_name)).await?;
+    Ok(cm.map(|cm| RootRecord::from_configmap(Some(&cm))))
+}
+
 /// The roots recorded in Weft's namespace `weft_namespace`: the base roots named by the label of
 /// every root record there (a sharded root once, not per shard), sorted.
 pub async fn roots(client: &Client, weft_namespace: &str) -> Result<Vec<String>, kube::Error> {
@@ -312,7 +323,7 @@ pub enum LookupError {
         /// The roots that are there.
         known: Vec<String>,
     },
-    #[error("cannot list the root records of namespace {namespace}: {source}")]
+    #[error("cannot list the root records of namespace {namespace}: {}", crate::api::kube_error::Text(.source))]
     Api {
         namespace: String,
         #[source]
@@ -377,7 +388,8 @@ pub async fn suspension_of(
         )),
         Ok(_) => None,
         Err(e) => Some(format!(
-            "cannot read the root record (is the root suspended?), nothing was applied or pruned: {e}"
+            "cannot read the root record (is the root suspended?), nothing was applied or pruned: {}",
+            crate::api::kube_error::Text(&e)
         )),
     }
 }

@@ -97,7 +97,7 @@ pub enum RequestError {
         namespace: String,
         record: String,
     },
-    #[error("cannot annotate ConfigMap {namespace}/{record}: {source}")]
+    #[error("cannot annotate ConfigMap {namespace}/{record}: {}", crate::api::kube_error::Text(.source))]
     Api {
         namespace: String,
         record: String,
@@ -270,7 +270,7 @@ pub async fn follow(state: DaemonState, weft_namespace: String, root_name: Strin
             };
             let answer = RequestAnswer::new(at, (*report).clone());
             if let Err(e) = write_answer(state.client(), &ns, &root, shard, &answer).await {
-                tracing::warn!(error = %e, root = %root, "cannot write the answer to a requested pass");
+                tracing::warn!(error = %crate::api::kube_error::Text(&e), root = %root, "cannot write the answer to a requested pass");
             }
         });
     }

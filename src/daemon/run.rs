@@ -96,6 +96,18 @@ impl Daemon {
             state,
             source,
         } = self;
+        // A first `weft run` on a cluster where Weft was never installed: its Leases, records
+        // and inventories live in Weft's namespace, created here when missing.
+        if let Err(e) =
+            crate::apply::inventory::ensure_namespace(state.client(), &config.pass.weft_namespace)
+                .await
+        {
+            tracing::warn!(
+                "Weft's namespace {} is missing and could not be created ({e}); create it (`kubectl create namespace {}`) or run `weft install`",
+                config.pass.weft_namespace,
+                config.pass.weft_namespace
+            );
+        }
         let lease = LeaseConfig::new(
             &config.pass.weft_namespace,
             &config.identity,

@@ -64,7 +64,7 @@ impl RootShard {
                 retired.free
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot list the shard Leases; retired shards are finished later");
+                tracing::warn!(error = %crate::api::kube_error::Text(&e), "cannot list the shard Leases; retired shards are finished later");
                 Vec::new()
             }
         }

@@ -70,7 +70,7 @@ pub enum UninstallError {
         lease: String,
         holder: String,
     },
-    #[error("{action}: {source}")]
+    #[error("{action}: {}", crate::api::kube_error::Text(.source))]
     Kube {
         action: String,
         #[source]

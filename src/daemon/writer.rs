@@ -18,8 +18,13 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
 
 use super::leader::{lease_name, SOURCE_ANNOTATION};
-use super::record::{record_labels, record_name, KEY_PATH, KEY_REPOSITORY, SOURCE_MANAGER};
+use super::record::{
+    self, record_labels, record_name, PassEntry, PassRecord, RootOutcome, KEY_PATH, KEY_REPOSITORY,
+    SOURCE_MANAGER,
+};
 use crate::api::redact::redact_url_passwords;
+use crate::apply::inventory::ensure_namespace;
+use crate::pass::PassResult;
 
 /// Why a one-shot pass may not write, or the API error that kept it from being told.
 #[derive(Debug, thiserror::Error)]
@@ -38,8 +43,11 @@ pub enum WriterError {
         recorded: String,
         given: String,
     },
-    #[error("reading or writing the root's writer record: {0}")]
+    #[error("reading or writing the root's writer record: {}", crate::api::kube_error::Text(.0))]
     Api(#[from] kube::Error),
+    /// Weft's namespace could not be created for the root record.
+    #[error("recording the root: {0}")]
+    Namespace(#[from] crate::apply::InventoryProblem),
 }
 
 /// A repository as compared: passwords redacted, no trailing `/` or `.git`.
@@ -149,6 +157,72 @@ pub async fn check_repository(
         recorded: bounded(&normalized(&recorded)),
         given: bounded(&normalized(given)),
     })
+}
+
+/// What a one-shot `weft sync` of `root` leaves in the root's record, after its pass: the
+/// repository it synced (see [`check_repository`]) and the pass's outcome, as a daemon records
+/// its passes (`weft get root` then shows it Ready or not, with the revision).
+///
+/// A pass that never reached the cluster (the repository did not load or render) of a root that
+/// has no record yet leaves nothing: a typo'd repository is no root. `Ok(false)` then.
+pub async fn record_one_shot(
+    client: &Client,
+    namespace: &str,
+    root: &str,
+    source: &OneShotSource<'_>,
+    result: &PassResult,
+) -> Result<bool, WriterError> {
+    let before = record::read_opt(client, namespace, root).await?;
+    if result.set.is_none() && before.is_none() {
+        return Ok(false);
+    }
+    ensure_namespace(client, namespace).await?;
+    // The source is the repository the root's objects came from: one that did not load is not.
+    if result.set.is_some() {
+        record_source(client, namespace, root, source.repository, source.path).await?;
+    }
+    let revision = source.revision.map(str::to_string);
+    let applied = revision.as_deref().unwrap_or("local");
+    let outcome = match &result.error {
+        None => RootOutcome {
+            ready: true,
+            reason: "Succeeded".into(),
+            message: format!("applied revision {applied} (weft sync)"),
+            revision: revision.clone(),
+        },
+        Some(e) => RootOutcome {
+            ready: false,
+            reason: "Failed".into(),
+            message: e.to_string(),
+            revision: revision.clone(),
+        },
+    };
+    let entry = PassEntry {
+        pass: 0,
+        reasons: vec!["weft sync".into()],
+        started_at: source.started_at.clone(),
+        duration_ms: u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
+        result: outcome.reason.clone(),
+        revision,
+    };
+    let before = before.unwrap_or_default();
+    let next_poll_at = before.next_poll_at.clone();
+    let written = PassRecord::after(&before, outcome, entry, next_poll_at);
+    record::write_pass(client, namespace, root, root, 0, &written).await?;
+    Ok(true)
+}
+
+/// Where a one-shot pass came from, for its root record.
+#[derive(Clone, Debug)]
+pub struct OneShotSource<'a> {
+    /// The repository as given (`--repo`).
+    pub repository: &'a str,
+    /// `--path`, if any.
+    pub path: Option<&'a str>,
+    /// The commit synced (`None`: a local directory).
+    pub revision: Option<&'a str>,
+    /// RFC 3339 start of the pass.
+    pub started_at: String,
 }
 
 /// Record that `root` syncs `repository` at `path`.

@@ -24,7 +24,7 @@ fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-fn file_start(path: &str) -> Origin {
+pub(super) fn file_start(path: &str) -> Origin {
     Origin {
         file: path.to_string(),
         pos: Pos { line: 1, col: 1 },
@@ -62,67 +62,134 @@ pub fn refuse_flux_components(path: &str, diags: &mut Diagnostics) {
     );
 }
 
-/// What Weft uses instead of a Flux kind, when `api_version`/`kind` is one of Flux's.
-pub fn flux_kind_advice(api_version: &str, kind: &str) -> Option<&'static str> {
+/// Where chart sources are described: a Helm repository or an OCI registry as a chart's source
+/// is designed there.
+const CHART_SOURCES: &str = "docs/armada.md#chart-sources";
+
+/// The API groups of Flux: every `*.fluxcd.io` (the toolkit's controllers and
+/// `source.extensions.fluxcd.io`'s source-watcher) and the Flux Operator's
+/// `fluxcd.controlplane.io`.
+pub fn is_flux_group(group: &str) -> bool {
+    group == "fluxcd.io" || group.ends_with(".fluxcd.io") || group == "fluxcd.controlplane.io"
+}
+
+/// What Weft uses instead of a Flux kind, when `api_version`/`kind` is one of Flux's; `value` is
+/// the document (a HelmRepository's `spec.type` tells an OCI registry from an HTTP one).
+pub fn flux_kind_advice(api_version: &str, kind: &str, value: &Value) -> Option<String> {
     let group = api_version.split_once('/').map(|(g, _)| g)?;
+    if !is_flux_group(group) {
+        return None;
+    }
+    let oci = value.pointer("/spec/type").and_then(Value::as_str) == Some("oci");
     let advice = match (group, kind) {
         ("source.toolkit.fluxcd.io", "GitRepository") => {
             "the repository Weft syncs is given to Weft itself (`weft sync --repo URL --ref REF \
              --path DIR`, or `weft run`'s flags), not declared as an object in it; charts from \
              other git repositories are an ArmadaChart's `source: {type: git, location, \
              reference}`"
+                .to_string()
         }
-        ("source.toolkit.fluxcd.io", "OCIRepository" | "Bucket") => {
-            "Weft syncs from git (`--repo`) or a directory; an OCI artifact or a bucket is not \
-             a source: publish the manifests to a git repository"
+        ("source.toolkit.fluxcd.io", "OCIRepository") => format!(
+            "an OCI artifact is read by Weft only as the chart of an ArmadaChart: {CHART_SOURCES} \
+             is the place that describes chart sources (a Helm repository or an OCI registry \
+             as a chart's source is designed there); manifests are synced from the root's git \
+             repository or directory (`--repo`)"
+        ),
+        ("source.toolkit.fluxcd.io", "HelmRepository") if oci => format!(
+            "a Helm repository of `type: oci` is an OCI registry of charts, read by Weft only \
+             as an ArmadaChart's chart source: {CHART_SOURCES} is the place that describes \
+             chart sources (an OCI registry as a chart's source is designed there)"
+        ),
+        ("source.toolkit.fluxcd.io", "HelmRepository" | "HelmChart") => format!(
+            "a chart is fetched by the ArmadaChart that uses it: `source: {{type: tar, \
+             location: https://…/chart-1.2.3.tgz}}` (the chart archive's URL in the Helm \
+             repository) or `type: git`; see {CHART_SOURCES}"
+        ),
+        ("source.toolkit.fluxcd.io", "Bucket") => {
+            "Weft syncs from git (`--repo`) or a directory; a bucket is not a source of Weft: \
+             keep the manifests in the root's git repository"
+                .to_string()
         }
-        ("source.toolkit.fluxcd.io", "HelmRepository" | "HelmChart") => {
-            "a chart is fetched by the ArmadaChart that uses it: `source: {type: tar, location: \
-             https://…/chart-1.2.3.tgz}` (the chart archive's URL in the Helm repository) or \
-             `type: git`"
+        ("source.toolkit.fluxcd.io", "ExternalArtifact") => {
+            "an external artifact (made by an ArtifactGenerator or another controller) is not a \
+             source of Weft: the root's `--repo` and `--path` name what is synced"
+                .to_string()
+        }
+        ("source.extensions.fluxcd.io", "ArtifactGenerator") => {
+            "Weft does not compose artifacts from parts of sources: each `copy` of an artifact \
+             becomes a root of its own (`--path` of the directory it copies; one root per \
+             cluster), or the files move into one synced path"
+                .to_string()
         }
         ("kustomize.toolkit.fluxcd.io", "Kustomization") => {
             "Weft applies the synced path itself (one root per `--path`, pruned and waited for); \
              `spec.path` becomes `--path`, `prune`, `wait` and `timeout` are Weft's defaults and \
-             flags, `dependsOn` is expressed with waves or ArmadaChartGroups, \
-             `postBuild.substitute` is not done (see docs/flux.md)"
+             flags, `dependsOn` is expressed with waves or ArmadaChartGroups, `patches` are \
+             written into the manifests, `postBuild.substitute` is not done (see docs/flux.md)"
+                .to_string()
         }
         ("helm.toolkit.fluxcd.io", "HelmRelease") => {
             "a Helm release is an ArmadaChart (`armada.airshipit.org/v1alpha1`): `spec.chart` \
-             becomes `source`, `values` stay `values`, `releaseName` is `release`, \
-             `targetNamespace` is `namespace`, postRenderers' patches are `values.overlays`"
+             or `chartRef` becomes `source`, `values` stay `values`, `releaseName` is \
+             `release`, `targetNamespace` is `namespace`, postRenderers' patches are \
+             `values.overlays`"
+                .to_string()
         }
         ("notification.toolkit.fluxcd.io", "Provider" | "Alert") => {
             "Weft has the same kinds in `notification.weft.io/v1alpha1`: change the apiVersion \
              (and name Weft's kinds in `eventSources`); see docs/notifications.md"
+                .to_string()
         }
         ("notification.toolkit.fluxcd.io", "Receiver") => {
             "Weft's HTTP server takes webhooks itself (`weft run --webhook-secret-file`); see \
              docs/daemon.md"
+                .to_string()
         }
         ("image.toolkit.fluxcd.io", _) => {
-            "Weft does not write image updates back to git; pin image tags in the manifests \
-             (WeaveCloud agents are updated by their channel, docs/auto-update.md)"
+            "Weft does not scan image registries nor write image updates back to git; pin \
+             image tags in the manifests (WeaveCloud agents are updated by their channel, \
+             docs/auto-update.md)"
+                .to_string()
         }
-        (g, _) if g.ends_with(".toolkit.fluxcd.io") => {
-            "this kind is reconciled by one of Flux's controllers, which Weft replaces"
+        ("fluxcd.controlplane.io", _) => {
+            "this is the Flux Operator's, which installs and runs Flux's controllers; Weft \
+             takes their place rather than running beside them: remove it from the synced path \
+             (see docs/flux.md)"
+                .to_string()
         }
-        _ => return None,
+        _ => "this kind is reconciled by one of Flux's controllers, which Weft does not run; \
+              remove it from the synced path (see docs/flux.md)"
+            .to_string(),
     };
     Some(advice)
 }
 
-/// Refuse a document of Flux's kinds, at its `kind:` line, with what Weft uses instead.
-pub fn refuse_flux_kind(raw: &RawDoc, api_version: &str, kind: &str, diags: &mut Diagnostics) {
-    if let Some(advice) = flux_kind_advice(api_version, kind) {
-        diags.error(
-            raw.origin_of("/kind"),
-            format!(
-                "`{kind}` ({api_version}) is a Flux object, read by Flux's controllers, which \
-                 Weft does not run: {advice}"
-            ),
-        );
-    }
+/// Refuse a document of Flux's kinds, at its `kind:` line, with what Weft uses instead; whether
+/// it was one.
+pub fn refuse_flux_kind(
+    raw: &RawDoc,
+    api_version: &str,
+    kind: &str,
+    diags: &mut Diagnostics,
+) -> bool {
+    let Some(advice) = flux_kind_advice(api_version, kind, &raw.value) else {
+        return false;
+    };
+    let oci = if kind == "HelmRepository"
+        && raw.value.pointer("/spec/type").and_then(Value::as_str) == Some("oci")
+    {
+        ", `type: oci`"
+    } else {
+        ""
+    };
+    diags.error(
+        raw.origin_of("/kind"),
+        format!(
+            "`{kind}` ({api_version}{oci}) is a Flux object, read by Flux's controllers, which \
+             Weft does not run: {advice}"
+        ),
+    );
+    true
 }
 
 /// The first `${VAR}` (Flux's `postBuild.substitute` syntax) in a string, with the variable's
@@ -252,15 +319,52 @@ mod tests {
 
     #[test]
     fn flux_kinds_are_recognised_by_group_and_others_are_not() {
-        assert!(flux_kind_advice("source.toolkit.fluxcd.io/v1", "GitRepository").is_some());
-        assert!(flux_kind_advice("kustomize.toolkit.fluxcd.io/v1", "Kustomization").is_some());
-        assert!(flux_kind_advice("helm.toolkit.fluxcd.io/v2", "HelmRelease").is_some());
-        assert!(flux_kind_advice("image.toolkit.fluxcd.io/v1beta2", "ImagePolicy").is_some());
-        assert!(flux_kind_advice("notification.weft.io/v1alpha1", "Alert").is_none());
-        assert!(flux_kind_advice("kustomize.config.k8s.io/v1beta1", "Kustomization").is_none());
-        assert!(flux_kind_advice("v1", "ConfigMap").is_none());
+        let none = Value::Null;
+        let advice = |api_version: &str, kind: &str| flux_kind_advice(api_version, kind, &none);
+        // Every kind of Flux 2.7 (`flux migrate`'s list), the source-watcher's and the Flux
+        // Operator's: each has advice, none the catch-all of an unknown Flux kind but these.
+        let generic = advice("future.toolkit.fluxcd.io/v1", "Thing").expect("a Flux group");
+        for (api_version, kind) in [
+            ("source.toolkit.fluxcd.io/v1", "GitRepository"),
+            ("source.toolkit.fluxcd.io/v1", "OCIRepository"),
+            ("source.toolkit.fluxcd.io/v1", "Bucket"),
+            ("source.toolkit.fluxcd.io/v1", "HelmRepository"),
+            ("source.toolkit.fluxcd.io/v1", "HelmChart"),
+            ("source.toolkit.fluxcd.io/v1", "ExternalArtifact"),
+            ("source.extensions.fluxcd.io/v1beta1", "ArtifactGenerator"),
+            ("kustomize.toolkit.fluxcd.io/v1", "Kustomization"),
+            ("helm.toolkit.fluxcd.io/v2", "HelmRelease"),
+            ("notification.toolkit.fluxcd.io/v1", "Receiver"),
+            ("notification.toolkit.fluxcd.io/v1beta3", "Alert"),
+            ("notification.toolkit.fluxcd.io/v1beta3", "Provider"),
+            ("image.toolkit.fluxcd.io/v1", "ImageRepository"),
+            ("image.toolkit.fluxcd.io/v1", "ImagePolicy"),
+            ("image.toolkit.fluxcd.io/v1", "ImageUpdateAutomation"),
+            ("fluxcd.controlplane.io/v1", "FluxInstance"),
+        ] {
+            let a = advice(api_version, kind).unwrap_or_else(|| panic!("{kind}"));
+            assert_ne!(a, generic, "{kind} has advice of its own");
+        }
+        assert!(advice("notification.weft.io/v1alpha1", "Alert").is_none());
+        assert!(advice("kustomize.config.k8s.io/v1beta1", "Kustomization").is_none());
+        assert!(advice("v1", "ConfigMap").is_none());
+        assert!(advice("fluxcd.io.example.com/v1", "Thing").is_none());
         assert!(is_kustomization_file("apps/base/kustomization.yaml"));
         assert!(is_kustomization_file("Kustomization"));
         assert!(!is_kustomization_file("apps/kustomization-notes.yaml"));
+    }
+
+    #[test]
+    fn oci_sources_point_to_the_chart_sources_and_not_to_git() {
+        let oci = serde_json::json!({"spec": {"type": "oci", "url": "oci://ghcr.io/charts"}});
+        for (kind, value) in [("HelmRepository", &oci), ("OCIRepository", &Value::Null)] {
+            let a = flux_kind_advice("source.toolkit.fluxcd.io/v1", kind, value).expect(kind);
+            assert!(a.contains("docs/armada.md#chart-sources"), "{a}");
+            assert!(!a.contains("publish"), "{a}");
+        }
+        let http = serde_json::json!({"spec": {"url": "https://charts.example.com"}});
+        let a = flux_kind_advice("source.toolkit.fluxcd.io/v1", "HelmRepository", &http)
+            .expect("advice");
+        assert!(a.contains("type: tar"), "{a}");
     }
 }

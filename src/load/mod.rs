@@ -6,6 +6,7 @@ pub mod armada;
 pub mod budget;
 pub mod doc;
 pub mod flux;
+pub mod kustomize;
 pub mod schema;
 pub mod sops;
 pub mod yaml;
@@ -218,6 +219,7 @@ pub fn load_with(
         diags: Diagnostics::default(),
         cleartexts: sops::Cleartexts::default(),
         wc_schema: crd_schema(WeaveCloud::crd()),
+        kustomize: kustomize::KustomizeFiles::of(&snapshot),
         seen: HashMap::new(),
         armada_docs: Vec::new(),
         weaveclouds: Vec::new(),
@@ -335,6 +337,8 @@ struct Loader<'a> {
     diags: Diagnostics,
     cleartexts: sops::Cleartexts,
     wc_schema: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+    /// What the repository's kustomizations name (patches, generator inputs): not manifests.
+    kustomize: kustomize::KustomizeFiles,
     seen: HashMap<String, Origin>,
     armada_docs: Vec<RawDoc>,
     weaveclouds: Vec<Sourced<WeaveCloud>>,
@@ -353,6 +357,16 @@ impl Loader<'_> {
         }
         if !is_yaml(path) || is_sops_config(path) || self.stop_if_too_many(path) {
             return;
+        }
+        if let Some(reference) = self.kustomize.reference(path) {
+            // Parsed only to say what the patch patches; a file that does not parse is still
+            // the kustomization's.
+            let first = std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|text| yaml::parse_documents(text, YamlLimits::default()).ok())
+                .and_then(|docs| docs.into_iter().find(|d| !d.value.is_null()))
+                .map(|d| d.value);
+            return kustomize::refuse_named(path, reference, first.as_ref(), &mut self.diags);
         }
         let file_origin = Origin {
             file: path.to_string(),
@@ -458,9 +472,18 @@ impl Loader<'_> {
             self.armada_docs.push(raw);
             return;
         }
+        let typeless = raw.value.get("apiVersion").is_none() && raw.value.get("kind").is_none();
+        if typeless && self.kustomize.beside(&raw.origin.file) {
+            return kustomize::refuse_unnamed_input(&raw, diags);
+        }
         let Some(identity) = identify(&raw, diags) else {
             return;
         };
+        // Before the duplicate check: each cluster's directory of a Flux repository declares
+        // the same Flux objects (`flux-system/apps`), each to be named as what it is.
+        if flux::refuse_flux_kind(&raw, &identity.api_version, &identity.kind, diags) {
+            return;
+        }
         if let Some(first) = self.seen.get(&identity.key) {
             diags.error(
                 raw.origin.clone(),
@@ -469,9 +492,6 @@ impl Loader<'_> {
             return;
         }
         self.seen.insert(identity.key.clone(), raw.origin.clone());
-        if flux::flux_kind_advice(&identity.api_version, &identity.kind).is_some() {
-            return flux::refuse_flux_kind(&raw, &identity.api_version, &identity.kind, diags);
-        }
         if identity.api_version == WEAVECLOUD_API_VERSION && identity.kind == "WeaveCloud" {
             if let Some(wc) = load_weavecloud(raw, &self.wc_schema, diags) {
                 self.weaveclouds.push(wc);
@@ -650,7 +670,7 @@ fn load_weavecloud(
     diags: &mut Diagnostics,
 ) -> Option<Sourced<WeaveCloud>> {
     let raw = validate_against(raw, schema, diags)?;
-    let wc: WeaveCloud = match serde_json::from_value(raw.value.clone()) {
+    let mut wc: WeaveCloud = match serde_json::from_value(raw.value.clone()) {
         Ok(wc) => wc,
         Err(e) => {
             diags.error(raw.origin.clone(), format!("invalid WeaveCloud: {e}"));
@@ -661,7 +681,7 @@ fn load_weavecloud(
     let schedule = &wc.spec.general.update_schedule;
     if let Err(e) = schedule.parse::<croner::Cron>() {
         diags.error(
-            raw.origin_of("/spec/general/updateSchedule"),
+            field_origin(&raw, "/spec/general/updateSchedule"),
             format!(
                 "`spec.general.updateSchedule` `{schedule}` is not a valid cron expression: {e}"
             ),
@@ -671,22 +691,49 @@ fn load_weavecloud(
     if let Some(range) = &wc.spec.general.agent_version {
         if let Err(e) = parse_version_range(range) {
             diags.error(
-                raw.origin_of("/spec/general/agentVersion"),
+                field_origin(&raw, "/spec/general/agentVersion"),
                 format!("`spec.general.agentVersion` `{range}` is not a semver range: {e}"),
             );
             ok = false;
         }
     }
-    if let Some(url) = wc.spec.general.wc_poll_url.as_deref() {
-        if let Err(e) = crate::source::channel::ChannelLocation::parse(url) {
-            diags.error(raw.origin_of("/spec/general/wcPollUrl"), e.to_string());
+    if let Some(url) = wc.spec.general.wc_poll_url.clone() {
+        let at = field_origin(&raw, "/spec/general/wcPollUrl");
+        let url = match bare_host_as_https(&url) {
+            Some(https) => {
+                diags.warning(
+                    at.clone(),
+                    format!(
+                        "`spec.general.wcPollUrl: {}` has no scheme, so it is read as `{https}`; \
+                         write the channel's URL in full (`https://…/channel.yaml`, `file://…` or \
+                         `git+<git URL>`) to say so",
+                        yaml::quoted(url.trim())
+                    ),
+                );
+                wc.spec.general.wc_poll_url = Some(https.clone());
+                https
+            }
+            None => url,
+        };
+        let trimmed = url.trim();
+        if !trimmed.contains("://") && !trimmed.starts_with("git+") {
+            diags.error(
+                at,
+                // Not echoed: a mistyped `user:password@…` must not reach a log.
+                "`spec.general.wcPollUrl` is neither a URL nor a host name: write the \
+                 channel's URL in full (`https://…/channel.yaml`, `file:///…` or \
+                 `git+<git URL>`)",
+            );
+            ok = false;
+        } else if let Err(e) = crate::source::channel::ChannelLocation::parse(&url) {
+            diags.error(at, e.to_string());
             ok = false;
         }
     }
     if let Some(endpoint) = wc.spec.scope.container_runtime_endpoint.as_deref() {
         if crate::api::weavecloud::known_runtime_socket(endpoint).is_none() {
             diags.error(
-                raw.origin_of("/spec/scope/containerRuntimeEndpoint"),
+                field_origin(&raw, "/spec/scope/containerRuntimeEndpoint"),
                 format!(
                     "`spec.scope.containerRuntimeEndpoint: {endpoint}` is not a known container runtime socket: it is mounted from the host into scope's privileged probe, so only {} are accepted",
                     crate::api::weavecloud::KNOWN_RUNTIME_SOCKETS.join(", ")
@@ -706,6 +753,51 @@ fn load_weavecloud(
         value: wc,
         origin: raw.origin,
     })
+}
+
+/// Where the field at `pointer` was written, under its camelCase or its kebab-case spelling (the
+/// positions are recorded under the key as written), else its nearest written ancestor.
+fn field_origin(raw: &RawDoc, pointer: &str) -> Origin {
+    match raw.positions.get(pointer) {
+        Some(pos) => Origin {
+            file: raw.origin.file.clone(),
+            pos,
+        },
+        None => kebab_origin(raw, pointer).unwrap_or_else(|| raw.origin_of(pointer)),
+    }
+}
+
+/// `https://<url>` when a `wcPollUrl` is a bare host (`foo-bar.works`, `host:8443/channel.yaml`),
+/// as the first proposal's example wrote it: no scheme, a host name first.
+pub fn bare_host_as_https(url: &str) -> Option<String> {
+    let url = url.trim();
+    if url.contains("://") || url.starts_with("git+") {
+        return None;
+    }
+    let host = url.split(['/', '?', '#']).next().unwrap_or(url);
+    let name = host.split_once(':').map_or(host, |(name, port)| {
+        if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+            name
+        } else {
+            // `user:password@…`, `C:\…`: not a host and port.
+            ""
+        }
+    });
+    let labels_ok = !name.is_empty()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    // A dotted name (or `localhost`): `channel.yaml` alone would be a file, not a host.
+    let looks_like_host = name.contains('.') || name == "localhost";
+    let is_file_name = [".yaml", ".yml", ".json"]
+        .iter()
+        .any(|ext| name.ends_with(ext));
+    (labels_ok && looks_like_host && !is_file_name).then(|| format!("https://{url}"))
 }
 
 /// Parse an `agentVersion` constraint: semver ranges (`>=1.2, <2`), and `1.x` / `1.2.x` wildcards.

@@ -178,3 +178,138 @@ fn empty_documents_cost_nothing_and_broken_ones_stop_at_a_bound() {
         .to_string()
         .contains("the rest of the repository was not read"));
 }
+
+const KUSTOMIZATION: &str =
+    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [app.yaml]\n";
+
+#[test]
+fn a_values_file_beside_a_kustomization_is_explained_not_missing_its_api_version() {
+    // No kustomization names it (a HelmRelease's `valuesFrom` ConfigMap made elsewhere): still
+    // a file of the kustomization's directory, not an object missing its apiVersion.
+    let err = load(snapshot(&[
+        ("apps/kustomization.yaml", KUSTOMIZATION),
+        ("apps/app.yaml", CONFIG_MAP),
+        (
+            "apps/values.yaml",
+            "replicaCount: 2\nimage:\n  tag: 1.2.3\n",
+        ),
+    ]))
+    .unwrap_err();
+    let text = err.to_string();
+    let values: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("apps/values.yaml"))
+        .collect();
+    assert_eq!(values.len(), 1, "{text}");
+    assert!(
+        values[0].starts_with("apps/values.yaml:1:1: this document has neither `apiVersion`"),
+        "{text}"
+    );
+    assert!(values[0].contains("the kustomization of `apps`"), "{text}");
+    assert!(!text.contains("missing required field"), "{text}");
+
+    // Away from a kustomization the same document is what it was: an object missing fields.
+    let err = load(snapshot(&[("apps/values.yaml", "replicaCount: 2\n")])).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("apps/values.yaml:1:1: missing required field `apiVersion`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_patch_named_by_a_kustomization_is_a_patch_even_if_it_does_not_parse() {
+    let kustomization = format!("{KUSTOMIZATION}patches:\n  - path: ../overlays/patch.yaml\n");
+    let err = load(snapshot(&[
+        ("base/kustomization.yaml", &kustomization),
+        ("overlays/patch.yaml", "- op: [unclosed\n"),
+    ]))
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("overlays/patch.yaml:1:1: this is a kustomize patch (a patch) that `base/kustomization.yaml` applies with `patches`"),
+        "{text}"
+    );
+}
+
+/// The seed's `wc-poll-url: foo-bar.works`: a bare host is read as `https://foo-bar.works`, with
+/// a warning at the value's own line and column (not at `general:`); the loaded WeaveCloud (and
+/// so the CR applied) carries the full URL.
+#[test]
+fn a_bare_host_poll_url_is_read_as_https_with_a_warning_at_its_line() {
+    let wc = "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: weave-cloud\n  namespace: weave\nspec:\n  general:\n    environment: gke\n    wc-hostname: cloud.weave.works\n    wc-poll-url: foo-bar.works\n";
+    let (repo, diags) = load(snapshot(&[("wc.yaml", wc)])).expect("loads");
+    assert_eq!(
+        repo.weaveclouds[0]
+            .value
+            .spec
+            .general
+            .wc_poll_url
+            .as_deref(),
+        Some("https://foo-bar.works")
+    );
+    let warnings: Vec<String> = diags.warnings().map(|d| d.to_string()).collect();
+    let poll: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.contains("foo-bar.works"))
+        .collect();
+    assert_eq!(poll.len(), 1, "{warnings:?}");
+    assert!(
+        poll[0].starts_with("wc.yaml:10:5: warning: `spec.general.wcPollUrl: foo-bar.works` has no scheme, so it is read as `https://foo-bar.works`"),
+        "{warnings:?}"
+    );
+
+    // What is neither a URL nor a host is an error at the same place, camelCase or kebab-case.
+    for key in ["wc-poll-url", "wcPollUrl"] {
+        let bad = wc.replace(
+            "wc-poll-url: foo-bar.works",
+            &format!("{key}: ./channel.yaml"),
+        );
+        let err = load(snapshot(&[("wc.yaml", &bad)])).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(
+                "wc.yaml:10:5: `spec.general.wcPollUrl` is neither a URL nor a host name"
+            ),
+            "{text}"
+        );
+    }
+    let bad = wc.replace(
+        "wc-poll-url: foo-bar.works",
+        "wc-poll-url: ftp://foo-bar.works/c",
+    );
+    let text = load(snapshot(&[("wc.yaml", &bad)]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains(
+            "wc.yaml:10:5: `spec.general.wcPollUrl: ftp://foo-bar.works/c`: scheme `ftp`"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn only_a_host_first_reads_as_https() {
+    for (url, read) in [
+        ("foo-bar.works", Some("https://foo-bar.works")),
+        (
+            " channels.example.com/weave/channel.yaml ",
+            Some("https://channels.example.com/weave/channel.yaml"),
+        ),
+        (
+            "localhost:8443/c.yaml",
+            Some("https://localhost:8443/c.yaml"),
+        ),
+        ("https://foo-bar.works", None),
+        ("git+https://h/a.git", None),
+        ("channel.yaml", None),
+        ("./channel.yaml", None),
+        ("/srv/channel.yaml", None),
+        ("user:secret@host.example.com", None),
+        ("-bad.example.com", None),
+        ("", None),
+    ] {
+        assert_eq!(bare_host_as_https(url).as_deref(), read, "{url:?}");
+    }
+}

@@ -10,30 +10,29 @@
 //!
 //! The same watch feeds the Providers' and Alerts' `Ready` condition: each is checked when it
 //! changes and every [`RECHECK_INTERVAL`] (a Secret created later), and its status is written
-//! only when the condition changes. On a standby replica those writes are refused by the write
-//! fence, and it sends nothing either: events come from the leader's work only.
+//! only when the condition changes, with an event when it does ([`super::status`]). On a standby
+//! replica those writes are refused by the write fence, and it sends nothing either: events come
+//! from the leader's work only.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use super::destination_policy::NotificationPolicy;
 use super::limits::{Backoff, Dedup, RateLimit, DEDUP_WINDOW};
 use super::matching::AlertRule;
-use super::payload::{self, Outbound, ProviderProblem, ResolvedProvider};
+use super::payload::{self, Outbound};
+use super::status::{self, StatusWriter};
 use super::{Counters, Event, Notifier};
-use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY};
-use crate::api::notification::{Alert, NotificationStatus, Provider};
+use crate::api::notification::{Alert, Provider};
 
 /// How often every Provider and Alert is checked again even when none changed.
 pub const RECHECK_INTERVAL: Duration = Duration::from_secs(60);
@@ -166,7 +165,7 @@ where
                 // Without the CRDs (an older install) the watch fails until they appear.
                 Err(e) if !warned => {
                     warned = true;
-                    tracing::warn!(kind = %K::kind(&()), error = %e, "cannot watch notification resources; notifications are off until this works");
+                    tracing::warn!(kind = %K::kind(&()), error = %crate::api::kube_error::watch_text(&e), "cannot watch notification resources; notifications are off until this works");
                 }
                 Err(e) => tracing::debug!(kind = %K::kind(&()), error = %e, "watch failed"),
             }
@@ -296,14 +295,21 @@ async fn deliver(
     else {
         return;
     };
-    let resolved = match resolve(&shared.client, &provider, &shared.config.policy).await {
-        Ok(p) => p,
-        Err(e) => {
-            shared.counters.failed.inc();
-            tracing::warn!(provider = %key, error = %e, "cannot send a notification");
-            return;
-        }
-    };
+    let resolved =
+        match status::resolve(&shared.client, &provider, Some(&shared.config.policy)).await {
+            Ok(p) => p,
+            Err(e) => {
+                shared.counters.failed.inc();
+                // Once the Provider's status says why (with its own warning and event), each
+                // event it cannot take is not one more warning.
+                if status::says_not_ready(provider.as_ref(), &e) {
+                    tracing::debug!(provider = %key, error = %e, "cannot send a notification");
+                } else {
+                    tracing::warn!(provider = %key, error = %e, "cannot send a notification");
+                }
+                return;
+            }
+        };
     let Some(out) = payload::request(
         &resolved,
         &d.event,
@@ -395,37 +401,6 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Why a Provider cannot be resolved now.
-#[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
-    #[error("{0}")]
-    Spec(#[from] ProviderProblem),
-    #[error("reading the Provider's Secret: {0}")]
-    Api(#[source] kube::Error),
-}
-
-/// `provider` with its Secret read, its destination allowed by `policy`.
-async fn resolve(
-    client: &Client,
-    provider: &Provider,
-    policy: &NotificationPolicy,
-) -> Result<ResolvedProvider, ResolveError> {
-    let namespace = provider.namespace().unwrap_or_default();
-    let secret = match &provider.spec.secret_ref {
-        Some(r) => Api::<Secret>::namespaced(client.clone(), &namespace)
-            .get_opt(&r.name)
-            .await
-            .map_err(ResolveError::Api)?
-            .map(crate::api::secret_bytes),
-        None => None,
-    };
-    let resolved = payload::resolve(&provider.spec, secret.as_ref())?;
-    policy
-        .check(resolved.target.destination())
-        .map_err(ProviderProblem::from)?;
-    Ok(resolved)
-}
-
 /// Check every Provider and Alert when one changes, and every [`RECHECK_INTERVAL`].
 async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Notify>) {
     if alerts.wait_until_ready().await.is_err()
@@ -433,24 +408,22 @@ async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Noti
     {
         return;
     }
-    // The last condition written (or read) per object: a write only when it changes.
-    let mut known: BTreeMap<(&'static str, String, String), (Option<i64>, Condition)> =
-        BTreeMap::new();
+    let mut writer = StatusWriter::new(shared.client.clone());
     loop {
         for p in shared.providers.state() {
             let namespace = p.namespace().unwrap_or_default();
             if !shared.config.watches(&namespace) {
                 continue;
             }
-            let condition = match resolve(&shared.client, &p, &shared.config.policy).await {
-                Ok(_) => ready("Valid", "the provider can send"),
-                Err(ResolveError::Spec(problem)) => {
-                    not_ready(problem.reason(), problem.to_string())
+            // `None`: the API server's trouble, not the Provider's; checked again later.
+            if let Some(condition) =
+                status::judge_provider(&shared.client, &p, Some(&shared.config.policy)).await
+            {
+                let (reason, message) = (condition.reason.clone(), condition.message.clone());
+                if writer.write(p.as_ref(), condition).await {
+                    tracing::warn!(provider = %format!("{namespace}/{}", p.name_any()), %reason, %message, "the Provider cannot send; notifications through it are not sent");
                 }
-                // The API server's trouble, not the Provider's: checked again later.
-                Err(ResolveError::Api(_)) => continue,
-            };
-            write_status::<Provider>(&shared.client, &mut known, &p, condition).await;
+            }
         }
         for a in alerts.state() {
             let namespace = a.namespace().unwrap_or_default();
@@ -458,18 +431,11 @@ async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Noti
                 continue;
             }
             let provider = ObjectRef::new(&a.spec.provider_ref.name).within(&namespace);
-            let condition = match AlertRule::new(&namespace, &a.name_any(), &a.spec) {
-                Err(problem) => not_ready(problem.reason(), problem.to_string()),
-                Ok(_) if shared.providers.get(&provider).is_none() => not_ready(
-                    "ProviderNotFound",
-                    format!(
-                        "Provider {} does not exist in namespace {namespace}",
-                        a.spec.provider_ref.name
-                    ),
-                ),
-                Ok(_) => ready("Valid", "the alert forwards matching events"),
-            };
-            write_status::<Alert>(&shared.client, &mut known, &a, condition).await;
+            let condition = status::judge_alert(&a, shared.providers.get(&provider).is_some());
+            let (reason, message) = (condition.reason.clone(), condition.message.clone());
+            if writer.write(a.as_ref(), condition).await {
+                tracing::warn!(alert = %format!("{namespace}/{}", a.name_any()), %reason, %message, "the Alert forwards nothing");
+            }
         }
         tokio::select! {
             _ = changed.notified() => {
@@ -478,96 +444,5 @@ async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Noti
             }
             _ = tokio::time::sleep(RECHECK_INTERVAL) => {}
         }
-    }
-}
-
-fn ready(reason: &str, message: &str) -> Condition {
-    Condition::new(READY, ConditionStatus::True, reason, message)
-}
-
-fn not_ready(reason: &str, message: String) -> Condition {
-    Condition::new(READY, ConditionStatus::False, reason, message)
-}
-
-/// A Provider or an Alert: both have a [`NotificationStatus`].
-trait HasStatus:
-    Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
-    + Clone
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-{
-    fn status(&self) -> Option<&NotificationStatus>;
-}
-impl HasStatus for Provider {
-    fn status(&self) -> Option<&NotificationStatus> {
-        self.status.as_ref()
-    }
-}
-impl HasStatus for Alert {
-    fn status(&self) -> Option<&NotificationStatus> {
-        self.status.as_ref()
-    }
-}
-
-/// Write `condition` as `obj`'s `Ready`, unless it already says so.
-async fn write_status<K: HasStatus>(
-    client: &Client,
-    known: &mut BTreeMap<(&'static str, String, String), (Option<i64>, Condition)>,
-    obj: &K,
-    condition: Condition,
-) {
-    let namespace = obj.namespace().unwrap_or_default();
-    let name = obj.name_any();
-    let generation = obj.meta().generation;
-    let key = (kind_name::<K>(), namespace.clone(), name.clone());
-    let current = obj.status().cloned().unwrap_or_default();
-    let same = |c: &Condition| {
-        c.status == condition.status
-            && c.reason == condition.reason
-            && c.message == condition.message
-    };
-    let in_status = current.observed_generation == generation
-        && current
-            .conditions
-            .iter()
-            .find(|c| c.type_ == READY)
-            .is_some_and(same);
-    let remembered = known
-        .get(&key)
-        .is_some_and(|(g, c)| *g == generation && same(c));
-    if in_status || remembered {
-        return;
-    }
-    let mut conditions = current.conditions.clone();
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    set_condition(
-        &mut conditions,
-        Condition {
-            observed_generation: generation,
-            ..condition.clone()
-        },
-        &now,
-    );
-    let patch = json!({"status": {"conditions": conditions, "observedGeneration": generation}});
-    let api: Api<K> = Api::namespaced(client.clone(), &namespace);
-    match api
-        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => {
-            known.insert(key, (generation, condition));
-        }
-        // A standby's writes are refused by the fence; the leader writes it.
-        Err(e) => {
-            tracing::debug!(kind = %K::kind(&()), object = %format!("{namespace}/{name}"), error = %e, "cannot write status")
-        }
-    }
-}
-
-fn kind_name<K: Resource<DynamicType = ()>>() -> &'static str {
-    if K::kind(&()) == "Provider" {
-        "Provider"
-    } else {
-        "Alert"
     }
 }

@@ -8,7 +8,9 @@
 //!   type (pure);
 //! - [`limits`]: the dedup window, the per-provider rate limit and the retry backoff (pure);
 //! - [`destination_policy`]: where notifications may go (`--allowed-notification-urls`);
-//! - [`dispatch`]: the dispatcher (watch stores, per-provider senders, Provider/Alert status);
+//! - [`dispatch`]: the dispatcher (watch stores, per-provider senders, the status check loop);
+//! - [`status`]: the Providers' and Alerts' `Ready` and its events, judged the same way by the
+//!   daemon and by `weft sync`;
 //! - [`root`]: the events of the sync root's passes.
 //!
 //! Secrets (tokens, HMAC keys, webhook URLs that carry tokens) never appear in a log line, an
@@ -21,6 +23,7 @@ pub mod limits;
 pub mod matching;
 pub mod payload;
 pub mod root;
+pub mod status;
 
 use prometheus_client::metrics::counter::Counter;
 

@@ -65,6 +65,9 @@ pub enum AgentsError {
         name: String,
         key: String,
     },
+    /// The takeover's record of the launcher's flux cannot be read (issue 48 item 1).
+    #[error(transparent)]
+    TakeoverRecord(#[from] super::takeover::record::RecordError),
 }
 
 fn kube_err(action: impl Into<String>, source: kube::Error) -> AgentsError {
@@ -467,11 +470,13 @@ pub struct AgentSources {
 
 /// The cluster inputs of `wc`'s agents rendered with `bundle`: its token Secret's hash and the
 /// arguments of the flux agent running now (with whether this WeaveCloud installed it).
-/// [`AgentsError::TokenMissing`] when the token Secret (or its key) does not exist. `legacy`:
+/// [`AgentsError::TokenMissing`] when the token Secret (or its key) does not exist. The takeover
+/// record is read from Weft's namespace `weft_namespace` only. `legacy`:
 /// the WeaveCloud may read the launcher's agents in kube-system (see
 /// [`super::takeover::designated`]).
 pub async fn inputs(
     client: &Client,
+    weft_namespace: &str,
     wc: &WeaveCloud,
     bundle: &Bundle,
     legacy: bool,
@@ -509,11 +514,16 @@ pub async fn inputs(
     let recorded = recorded.unwrap_or_default();
     // What a takeover kept from the launcher's flux: captured from it while it runs, else
     // Weft's record of it, which outlives the WeaveCloud (`takeover::record`).
-    let record =
-        super::takeover::record::for_render(client, wc, &flux.container, running.as_ref(), legacy)
-            .await
-            .map_err(|e| kube_err(format!("reading the takeover record in {ns}"), e))?
-            .unwrap_or_default();
+    let record = super::takeover::record::for_render(
+        client,
+        weft_namespace,
+        wc,
+        &flux.container,
+        running.as_ref(),
+        legacy,
+    )
+    .await?
+    .unwrap_or_default();
     let record_flux = parse_flux_args(&record.flux_args);
     let mut inputs = AgentInputs {
         token_hash: Some(secret_data_hash(&token)),
@@ -571,7 +581,8 @@ pub async fn gather(
     let bundle = bundles
         .active(&wc.namespace().unwrap_or_default(), &wc.name_any())
         .await?;
-    let (inputs, running_flux, dropped) = self::inputs(client, wc, &bundle.bundle, legacy).await?;
+    let (inputs, running_flux, dropped) =
+        self::inputs(client, &bundles.weft_namespace, wc, &bundle.bundle, legacy).await?;
     Ok(AgentSources {
         bundle,
         inputs,

@@ -249,6 +249,74 @@ pub fn render_failure(f: &ChartFailure, continue_on_failure: bool) -> PassError 
     }
 }
 
+/// What kept a chart from being deployed in a pass, for its `Blocked` message: always named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Blocker {
+    /// A chart before it that failed (and is not protected with `continue_processing`), with
+    /// how: `did not become ready`, `could not be rendered`, `could not be applied`.
+    Chart { chart: Owner, how: &'static str },
+    /// An object before it, of no chart, that did not become ready or failed, with why.
+    Object { object: String, why: String },
+    /// Something else stopped the pass: the first line of its error.
+    Pass(String),
+}
+
+/// The `namespace/name` of the group (`ArmadaChartGroup` of `set`, in the chart's namespace)
+/// that lists `chart`, if any.
+pub fn group_of(set: &DesiredSet, chart: &Owner) -> Option<String> {
+    let Owner::Resource {
+        namespace, name, ..
+    } = chart
+    else {
+        return None;
+    };
+    set.objects()
+        .iter()
+        .filter(|o| o.kind() == "ArmadaChartGroup" && o.api_version().starts_with("armada."))
+        .filter(|o| o.namespace().unwrap_or("") == namespace)
+        .find(|o| {
+            o.object
+                .value()
+                .pointer("/spec/chart_group")
+                .and_then(Value::as_array)
+                .is_some_and(|members| members.iter().any(|m| m.as_str() == Some(name)))
+        })
+        .map(|o| format!("{namespace}/{}", o.name()))
+}
+
+/// The `Blocked` message of a chart that `blockers` kept from being deployed: each blocker
+/// named (a chart with its group), at most [`MAX_BLOCKERS`] of them and then a count.
+pub fn blocked_message(set: &DesiredSet, blockers: &[Blocker]) -> String {
+    let named: Vec<String> = blockers
+        .iter()
+        .take(MAX_BLOCKERS)
+        .map(|b| match b {
+            Blocker::Chart { chart, how } => match group_of(set, chart) {
+                Some(group) => format!("chart {} (group {group}), which {how}", chart_name(chart)),
+                None => format!("chart {}, which {how}", chart_name(chart)),
+            },
+            Blocker::Object { object, why } => {
+                format!("{object}, which did not become ready ({why})")
+            }
+            Blocker::Pass(line) => format!("the pass, which stopped before it: {line}"),
+        })
+        .collect();
+    let more = blockers.len().saturating_sub(MAX_BLOCKERS);
+    // Without a blocker (never: the caller always has the pass's error at least).
+    let mut message = if named.is_empty() {
+        "not deployed: the pass stopped before it".to_string()
+    } else {
+        format!("not deployed: blocked by {}", named.join("; "))
+    };
+    if more > 0 {
+        message.push_str(&format!("; and {more} more"));
+    }
+    message
+}
+
+/// How many blockers a `Blocked` message names.
+pub const MAX_BLOCKERS: usize = 3;
+
 /// Judge a chart's `wait` block against live objects (e.g. everything listed in the chart's
 /// namespace), as a pass does.
 pub fn chart_readiness(wait: Option<&Wait>, live: &[Value]) -> Selection {

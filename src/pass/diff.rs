@@ -44,6 +44,7 @@ pub async fn diff_pass(
     // the API server refuses.
     let (set, takeover) = super::takeover::before_pass(
         client,
+        &settings.weft_namespace,
         set,
         settings.launcher_takeover.as_deref(),
         true,

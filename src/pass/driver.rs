@@ -65,6 +65,7 @@ where
             let owned = Arc::try_unwrap(set).unwrap_or_else(|shared| (*shared).clone());
             let taken = takeover::before_pass(
                 client,
+                &settings.weft_namespace,
                 owned,
                 settings.launcher_takeover.as_deref(),
                 input.dry_run,

@@ -62,7 +62,10 @@ pub async fn cluster_capabilities(client: &Client) -> Capabilities {
     let mut caps = Capabilities::default();
     match client.apiserver_version().await {
         Ok(info) => caps.kube_version = Some(info.git_version),
-        Err(e) => tracing::warn!("reading the cluster's version for helm: {e}"),
+        Err(e) => tracing::warn!(
+            "reading the cluster's version for helm: {}",
+            crate::api::kube_error::Text(&e)
+        ),
     }
     let mut versions = BTreeSet::new();
     if let Ok(core) = client.list_core_api_versions().await {
@@ -74,7 +77,10 @@ pub async fn cluster_capabilities(client: &Client) -> Capabilities {
                 versions.extend(g.versions.into_iter().map(|v| v.group_version));
             }
         }
-        Err(e) => tracing::warn!("reading the cluster's API versions for helm: {e}"),
+        Err(e) => tracing::warn!(
+            "reading the cluster's API versions for helm: {}",
+            crate::api::kube_error::Text(&e)
+        ),
     }
     caps.api_versions = versions.into_iter().collect();
     caps

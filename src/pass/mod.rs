@@ -370,7 +370,8 @@ async fn sync_pass(
         driver::Outcome::Unheld(e) => (
             ChangeSet::default(),
             Some(PassError::Suspended(format!(
-                "cannot tell which resources are suspended, nothing was applied or pruned: {e}"
+                "cannot tell which resources are suspended, nothing was applied or pruned: {}",
+                crate::api::kube_error::Text(&e)
             ))),
             None,
         ),
@@ -385,12 +386,36 @@ async fn sync_pass(
 /// resources not waited for (their children are waited for: chart waves, the WeaveCloud
 /// controller; waiting on a CR's `Ready` would hold the sync root behind a controller's verdict,
 /// e.g. `TokenMissing` or a failed chart, until the timeout).
+///
+/// Nor are Weft's notification resources (`Provider`, `Alert`): their `Ready` says whether a
+/// notification can be sent (a missing Secret, an unknown Provider), which must never hold back
+/// a deployment (docs/notifications.md). The engine's list is by kind, so a kind is left out
+/// only when every object of that kind in the set is Weft's: another API group's `Provider`
+/// is still waited for by its conditions.
 pub fn policy(set: &DesiredSet) -> ApplyPolicy {
     let mut policy = armada::policy(set);
     policy
         .unwaited_kinds
         .extend(OWNER_KINDS.iter().map(|k| k.to_string()));
     policy
+        .unwaited_kinds
+        .extend(notification_kinds_of(set).map(str::to_string));
+    policy
+}
+
+/// The kinds of Weft's notification resources that `set` holds, and only those of its kinds
+/// whose every object is in `notification.weft.io`.
+fn notification_kinds_of(set: &DesiredSet) -> impl Iterator<Item = &'static str> + '_ {
+    use crate::api::notification::GROUP;
+    ["Provider", "Alert"].into_iter().filter(move |kind| {
+        let mut objects = set
+            .objects()
+            .iter()
+            .filter(|o| o.kind() == *kind)
+            .peekable();
+        objects.peek().is_some()
+            && objects.all(|o| o.api_version().split('/').next() == Some(GROUP))
+    })
 }
 
 /// Apply, prune and wait for one complete render. Used by `weft sync` and by the controllers.
@@ -468,6 +493,36 @@ mod tests {
             PassError::Apply(ApplyError::Failed(Vec::new())),
         ]);
         assert!(matches!(two, Some(PassError::Many(v)) if v.len() == 2));
+    }
+
+    #[test]
+    fn notification_resources_are_not_waited_for_but_other_groups_kinds_are() {
+        let root = crate::render::Owner::root("weft-system", "weft");
+        let object = |api_version: &str, kind: &str, name: &str| {
+            root.adopt(
+                serde_json::json!({"apiVersion": api_version, "kind": kind,
+                    "metadata": {"name": name, "namespace": "apps"}}),
+                0,
+                None,
+            )
+        };
+        let set = |objects| DesiredSet::for_owners(objects, [root.clone()].into());
+        // A Provider whose Secret is missing is Ready=False: that must not hold the pass.
+        let p = policy(&set(vec![
+            object("notification.weft.io/v1alpha1", "Provider", "slack"),
+            object("notification.weft.io/v1alpha1", "Alert", "failures"),
+            object("apps/v1", "Deployment", "web"),
+        ]));
+        assert!(!p.waits_for("Provider"));
+        assert!(!p.waits_for("Alert"));
+        assert!(p.waits_for("Deployment"));
+        assert!(!p.waits_for("ArmadaChart"));
+        // Another group's `Provider` keeps its wait, even beside one of Weft's.
+        let p = policy(&set(vec![
+            object("notification.weft.io/v1alpha1", "Provider", "slack"),
+            object("pkg.crossplane.io/v1", "Provider", "aws"),
+        ]));
+        assert!(p.waits_for("Provider"));
     }
 
     #[test]

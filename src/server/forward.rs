@@ -103,8 +103,9 @@ impl LeaderLink {
             ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={}", self.service));
         let slices = self.endpoints.list(&params).await.map_err(|e| {
             refuse(format!(
-                "cannot list the endpoints of Service {}: {e}",
-                self.service
+                "cannot list the endpoints of Service {}: {}",
+                self.service,
+                crate::api::kube_error::Text(&e)
             ))
         })?;
         if endpoint_of(&slices.items, ip, port) {
@@ -133,7 +134,12 @@ impl LeaderLink {
             .leases
             .get_opt(name)
             .await
-            .map_err(|e| format!("cannot read the Lease {name}: {e}"))?
+            .map_err(|e| {
+                format!(
+                    "cannot read the Lease {name}: {}",
+                    crate::api::kube_error::Text(&e)
+                )
+            })?
             .ok_or_else(|| format!("no Lease {name} yet"))?;
         let holder = lease
             .spec

@@ -363,7 +363,13 @@ pub async fn weaveclouds(ui: &Ui) -> Result<Vec<(WeaveCloud, Vec<Agent>)>, UiErr
                     (images(&v), Health::of(readiness::readiness(&r.kind, &v)))
                 }
                 Ok(None) => (Vec::new(), Health::Missing),
-                Err(e) => (Vec::new(), Health::Unknown(format!("cannot read it: {e}"))),
+                Err(e) => (
+                    Vec::new(),
+                    Health::Unknown(format!(
+                        "cannot read it: {}",
+                        crate::api::kube_error::Text(&e)
+                    )),
+                ),
             };
             agents.push(Agent {
                 object: r,

@@ -58,13 +58,13 @@ pub struct UiConfig {
 /// Why a page or an action failed.
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
-    #[error("reading {what} from the API server: {source}")]
+    #[error("reading {what} from the API server: {}", crate::api::kube_error::Text(.source))]
     Read {
         what: String,
         #[source]
         source: kube::Error,
     },
-    #[error("{action} through the API server: {source}")]
+    #[error("{action} through the API server: {}", crate::api::kube_error::Text(.source))]
     Write {
         action: String,
         #[source]
@@ -263,7 +263,9 @@ impl Ui {
             *p = bound.port();
         }
         live::watch_cluster(self.clone());
-        println!("weft ui: http://{bound}/ (Ctrl-C to stop)");
+        // Not println!: a closed stdout (`weft ui | head -1`) must not end the UI with a panic.
+        let said = format!("weft ui: http://{bound}/ (Ctrl-C to stop)\n");
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), said.as_bytes());
         axum::serve(listener, self.router())
             .await
             .map_err(|source| UiError::Listen { addr, source })

@@ -5,6 +5,7 @@ pub mod git_servers;
 pub mod helm;
 pub mod launcher;
 pub mod manifests;
+pub mod rbac;
 pub mod repo_dir;
 pub mod wait;
 pub mod weft_cli;

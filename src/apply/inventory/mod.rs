@@ -410,13 +410,21 @@ pub async fn remove_root(
         .map_err(|e| inventory_error(owner, e))
 }
 
-/// Create Weft's namespace if it does not exist.
-async fn ensure_namespace(client: &Client, name: &str) -> Result<(), InventoryProblem> {
+/// Create Weft's namespace if it does not exist (a first `weft sync` on a cluster where Weft was
+/// never installed), labelled as `weft install` labels it. A caller that may not read Namespaces
+/// (a tenant's one-shot sync into its own namespace) goes on: the write that needs the namespace
+/// says whether it is there.
+pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), InventoryProblem> {
     let api: Api<Namespace> = Api::all(client.clone());
     match api.get_opt(name).await {
         Ok(Some(_)) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(()),
         Ok(None) => {
-            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}}});
+            let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {
+                MANAGED_BY_LABEL: MANAGED_BY_VALUE,
+                "app.kubernetes.io/name": "weft",
+                "app.kubernetes.io/part-of": "weft",
+            }}});
             api.patch(
                 name,
                 &PatchParams::apply(FIELD_MANAGER).force(),

@@ -180,7 +180,7 @@ pub async fn write(
         if name != &head && !keep.contains(name.as_str()) {
             // The inventory is stored: an old chunk left behind is removed by the next write.
             if let Err(e) = delete_one(&api, name).await {
-                tracing::warn!(configmap = %format!("{}/{name}", place.namespace), "removing an old inventory chunk: {e}");
+                tracing::warn!(configmap = %format!("{}/{name}", place.namespace), "removing an old inventory chunk: {}", crate::api::kube_error::Text(&e));
             }
         }
     }

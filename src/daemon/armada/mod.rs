@@ -14,6 +14,7 @@
 //! deleted, so the mapper records what it saw and the reconcile reads each child whose last write
 //! was Weft's own back: gone means deleted.
 
+mod scale;
 pub mod status;
 #[cfg(test)]
 mod tests;
@@ -58,7 +59,7 @@ const KIND: &str = "ArmadaChart";
 /// Why an ArmadaChart reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum ChartError {
-    #[error("ArmadaChart {namespace}/{name}: {action}: {source}")]
+    #[error("ArmadaChart {namespace}/{name}: {action}: {}", crate::api::kube_error::Text(.source))]
     Kube {
         namespace: String,
         name: String,
@@ -73,7 +74,14 @@ pub enum ChartError {
         #[source]
         source: ApplyError,
     },
-    #[error("ArmadaChart finalizer: {0}")]
+    #[error("ArmadaChart {namespace}/{name}: reading the root's inventory, which says whether the operator applied it: {source}")]
+    Trust {
+        namespace: String,
+        name: String,
+        #[source]
+        source: ApplyError,
+    },
+    #[error("ArmadaChart finalizer: {}", crate::api::kube_error::finalizer_text(.0))]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<ChartError>>),
 }
 
@@ -111,7 +119,7 @@ struct Pending {
 
 /// What the watches saw, per chart; the reconcile takes it.
 #[derive(Clone, Debug, Default)]
-struct Seen(Arc<Mutex<HashMap<ChartKey, Pending>>>);
+struct Seen(Arc<Mutex<HashMap<ChartKey, Pending>>>, scale::ReplicaOwners);
 
 impl Seen {
     fn with(&self, key: ChartKey, f: impl FnOnce(&mut Pending)) {
@@ -141,6 +149,8 @@ pub struct Context {
     requested_at: Mutex<HashMap<ChartKey, String>>,
     /// Act only on the charts this sync root applied (`None`: on every chart).
     root: Option<Owner>,
+    /// Whether the root applied a chart: its inventory, read when it changed.
+    applied: crate::apply::ownership::AppliedByRoots,
 }
 
 impl Context {
@@ -151,6 +161,10 @@ impl Context {
             seen: Seen::default(),
             requested_at: Mutex::default(),
             root: None,
+            applied: crate::apply::ownership::AppliedByRoots::of_kinds(&[(
+                "armada.airshipit.org",
+                KIND,
+            )]),
         }
     }
 
@@ -162,10 +176,27 @@ impl Context {
         self
     }
 
-    /// Whether this daemon's root applied `chart` (its owner label names the root).
-    fn applied_by_our_root(&self, chart: &ArmadaChart) -> bool {
-        let Some(root) = &self.root else { return true };
-        chart.labels().get(crate::render::ownership::OWNER_LABEL) == Some(&root.id().0)
+    /// Whether this daemon's root (or one of its shard roots) applied `chart`: it is listed in
+    /// the root's stored inventory, in Weft's namespace, which tenants cannot write. A label, or
+    /// a server-side apply with `--field-manager=weft`, proves nothing (issue 48 item 2).
+    async fn applied_by_our_root(&self, chart: &ArmadaChart) -> Result<bool, ChartError> {
+        let Some(Owner::SyncRoot { namespace, name }) = &self.root else {
+            return Ok(true);
+        };
+        let roots = crate::daemon::weavecloud::trust::roots(&self.state, namespace, name);
+        let (chart_ns, chart_name) = key_of(chart);
+        let listing = self
+            .applied
+            .listing(self.state.client(), &roots, namespace)
+            .await
+            .map_err(|source| ChartError::Trust {
+                namespace: chart_ns.clone(),
+                name: chart_name.clone(),
+                source,
+            })?;
+        Ok(listing
+            .applied_by("armada.airshipit.org", KIND, &chart_ns, &chart_name)
+            .is_some())
     }
 
     /// Whether `value` is a new `weft.io/requested-at` of chart `key` (not its first sighting).
@@ -198,7 +229,8 @@ fn chart_of_reference(r: &str) -> Option<ChartKey> {
 
 /// Whether the last write of an object outside the status subresource was someone else's than
 /// Weft's (or the controllers' bookkeeping on the main resource, such as the deployment
-/// controller's revision annotation).
+/// controller's revision annotation). Writes through the `scale` subresource carry no time, so
+/// they are told apart by [`scale::ReplicaOwners`] instead.
 fn edited_by_someone_else(meta: &kube::api::ObjectMeta) -> bool {
     let latest = meta
         .managed_fields
@@ -288,12 +320,14 @@ where
         let meta = child.meta();
         let owner = meta.annotations.as_ref()?.get(OWNER_REF_ANNOTATION)?;
         let key = chart_of_reference(owner)?;
-        let touch = Touch {
+        let mut touch = Touch {
             resource: ApiResource::erase::<K>(&()),
             namespace: meta.namespace.clone().unwrap_or_default(),
             name: meta.name.clone().unwrap_or_default(),
             edited: edited_by_someone_else(meta),
         };
+        // `kubectl scale` of a replica count Weft applied: corrected as fast as an edit.
+        touch.edited |= seen.1.scaled_away(&touch.object(), meta);
         let chart = ObjectRef::new(&key.1).within(&key.0);
         seen.with(key, |p| {
             let entry = p.children.entry(touch.object()).or_insert(touch.clone());
@@ -446,8 +480,17 @@ fn error_policy(chart: Arc<ArmadaChart>, err: &ChartError, ctx: Arc<Context>) ->
 /// Apply or clean up one chart, through the finalizer helper.
 pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Action, ChartError> {
     let namespace = chart.namespace().unwrap_or_default();
-    if !ctx.state.watch_namespaces().contains(&namespace) || !ctx.applied_by_our_root(&chart) {
-        // Not ours to act on (`--watch-namespaces`, or another root's chart): no finalizer.
+    // A chart the root pruned is no longer in its inventory, but its finalizer is ours to
+    // release once its children are pruned.
+    let releasing = chart.metadata.deletion_timestamp.is_some()
+        && chart.finalizers().iter().any(|f| f == FINALIZER);
+    if !ctx.state.watch_namespaces().contains(&namespace)
+        || !(releasing || ctx.applied_by_our_root(&chart).await?)
+    {
+        // Not ours to act on (`--watch-namespaces`, or not applied by this root): no finalizer,
+        // no pass, no metric series, and nothing remembered of it.
+        tracing::debug!(chart = %format!("{namespace}/{}", chart.name_any()), "ArmadaChart not applied by this installation's root; ignored");
+        ctx.forget(&key_of(&chart));
         return Ok(Action::await_change());
     }
     // Flux-shaped metrics: this reconcile's duration (on every exit), and the chart's gauges as
@@ -546,7 +589,7 @@ async fn drifted(ctx: &Context, pending: &Pending) -> Vec<String> {
             Ok(Some(_)) => out.push(object.clone()),
             Ok(None) => out.push(object.clone()),
             Err(e) => {
-                tracing::warn!(%object, error = %e, "cannot read a chart's child; queueing a pass");
+                tracing::warn!(%object, error = %crate::api::kube_error::Text(&e), "cannot read a chart's child; queueing a pass");
                 out.push(object.clone());
             }
         }

@@ -21,7 +21,7 @@ use crate::daemon::events::{EventPublisher, Note};
 use crate::daemon::metrics::resources::ReportedResource;
 use crate::daemon::status::{now_rfc3339, OwnerStatus};
 use crate::daemon::suspend;
-use crate::pass::PassError;
+use crate::pass::{armada, PassError};
 use crate::render::DesiredSet;
 use crate::render::Owner;
 use crate::source::git::redact_url_passwords;
@@ -133,10 +133,11 @@ pub fn chart_outcomes(
                 not_ready: Vec::new(),
             }
         } else if !touched {
+            // Named below, once every chart's outcome is known.
             ChartOutcome {
                 phase: Phase::Pending,
-                reason: "Blocked".into(),
-                message: "not deployed: a chart or group before it did not become ready".into(),
+                reason: BLOCKED.into(),
+                message: String::new(),
                 not_ready: Vec::new(),
             }
         } else {
@@ -149,7 +150,76 @@ pub fn chart_outcomes(
         };
         out.insert(owner.clone(), outcome);
     }
+    if let Some(e) = error {
+        let message = armada::blocked_message(set, &blockers(set, &out, &not_ready, e));
+        out.values_mut()
+            .filter(|o| o.reason == BLOCKED)
+            .for_each(|o| o.message = message.clone());
+    }
     out
+}
+
+/// The reason of a chart a pass did not reach.
+const BLOCKED: &str = "Blocked";
+
+/// What kept the charts a pass did not reach from being deployed: the charts that failed (but
+/// those protected with `continue_processing`, after which the pass went on), else the
+/// objects of no chart that did not become ready (a plain manifest of the sync root in an
+/// earlier wave), else the pass's error itself.
+fn blockers(
+    set: &DesiredSet,
+    outcomes: &BTreeMap<Owner, ChartOutcome>,
+    not_ready: &BTreeMap<ObjectRef, String>,
+    error: &PassError,
+) -> Vec<armada::Blocker> {
+    let protected: BTreeSet<Owner> = armada::chart_specs(set)
+        .into_iter()
+        .filter(|(_, spec)| {
+            spec.protected
+                .as_ref()
+                .is_some_and(|p| p.continue_processing)
+        })
+        .map(|(owner, _)| owner)
+        .collect();
+    let charts: Vec<armada::Blocker> = outcomes
+        .iter()
+        .filter(|(owner, o)| o.phase == Phase::Failed && !protected.contains(owner))
+        .map(|(owner, o)| armada::Blocker::Chart {
+            chart: owner.clone(),
+            how: match o.reason.as_str() {
+                "RenderFailed" => "could not be rendered",
+                "ApplyFailed" => "could not be applied",
+                _ => "did not become ready",
+            },
+        })
+        .collect();
+    if !charts.is_empty() {
+        return charts;
+    }
+    let of_a_chart = |r: &ObjectRef| {
+        set.objects().iter().any(|o| {
+            let d = o.object_ref();
+            matches!(&o.owner, Owner::Resource { kind, .. } if kind == "ArmadaChart")
+                && d.kind == r.kind
+                && d.name == r.name
+                && (d.namespace == r.namespace || d.namespace.is_empty())
+        })
+    };
+    let objects: Vec<armada::Blocker> = not_ready
+        .iter()
+        .filter(|(r, _)| !of_a_chart(r))
+        .map(|(r, why)| armada::Blocker::Object {
+            object: r.to_string(),
+            why: redact_url_passwords(why),
+        })
+        .collect();
+    if !objects.is_empty() {
+        return objects;
+    }
+    let text = redact_url_passwords(&error.to_string());
+    vec![armada::Blocker::Pass(
+        text.lines().next().unwrap_or_default().to_string(),
+    )]
 }
 
 /// The phase of a group (or manifest) from its members' phases.
@@ -227,7 +297,7 @@ pub async fn record_suspended(client: &Client, held: &BTreeSet<Owner>) -> ChartP
         let before = status.conditions;
         let why = "weft.io/suspend is \"true\" on the chart, its group or its manifest";
         if let Err(e) = suspend::mark(&api, name, &before, Some(why)).await {
-            tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot mark ArmadaChart suspended");
+            tracing::warn!(chart = %format!("{namespace}/{name}"), error = %crate::api::kube_error::Text(&e), "cannot mark ArmadaChart suspended");
         }
     }
     phases
@@ -286,7 +356,7 @@ pub async fn mark_deploying(client: Client, namespace: String, name: String) {
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot mark ArmadaChart deploying");
+        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %crate::api::kube_error::Text(&e), "cannot mark ArmadaChart deploying");
     }
 }
 
@@ -364,7 +434,7 @@ async fn record_chart(
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %e, "cannot write ArmadaChart status");
+        tracing::warn!(chart = %format!("{namespace}/{name}"), error = %crate::api::kube_error::Text(&e), "cannot write ArmadaChart status");
         return;
     }
     if before.phase != Some(outcome.phase) {
@@ -520,7 +590,7 @@ async fn record_aggregates<K: Aggregated>(
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            tracing::warn!(kind = %K::kind(&()), object = %format!("{ns}/{name}"), error = %e, "cannot write status");
+            tracing::warn!(kind = %K::kind(&()), object = %format!("{ns}/{name}"), error = %crate::api::kube_error::Text(&e), "cannot write status");
         } else if before.phase != Some(a.phase) {
             event(
                 events,
@@ -627,6 +697,94 @@ mod tests {
         );
         assert_eq!(out[&chart("web")].phase, Phase::Pending);
         assert_eq!(out[&chart("web")].reason, "Blocked");
+        assert_eq!(
+            out[&chart("web")].message,
+            "not deployed: blocked by chart default/api, which did not become ready"
+        );
+    }
+
+    /// Issue 40: a Blocked chart always says what blocks it — the chart (and its group) that
+    /// failed, else the object of no chart that did not become ready, else the pass's error.
+    #[test]
+    fn a_blocked_chart_names_what_blocks_it() {
+        let group = Owner::root("weft-system", "weft").adopt(
+            json!({"apiVersion": "armada.airshipit.org/v1alpha1", "kind": "ArmadaChartGroup",
+                "metadata": {"name": "backend", "namespace": "default"},
+                "spec": {"sequenced": true, "chart_group": ["db", "api"]}}),
+            0,
+            None,
+        );
+        let mut objects = set().objects().to_vec();
+        objects.push(group);
+        let owners = [
+            Owner::root("weft-system", "weft"),
+            chart("db"),
+            chart("api"),
+            chart("web"),
+        ];
+        let grouped = DesiredSet::for_owners(objects, owners.into());
+        let db_only = ChangeSet {
+            entries: vec![applied(&chart("db"), "StatefulSet", "db")],
+        };
+        // A chart of a group failed its wait (as `pass::armada::failure` reports it).
+        let api = ObjectRef {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: "demo".into(),
+            name: "api".into(),
+        };
+        let mut changes = db_only.clone();
+        changes
+            .entries
+            .push(applied(&chart("api"), "Deployment", "api"));
+        let error = PassError::Many(vec![
+            PassError::Chart {
+                chart: "default/api".into(),
+                summary: "did not become ready within 5s (its wait.timeout); the charts after it were not deployed".into(),
+            },
+            PassError::Apply(ApplyError::WaitTimeout {
+                timeout: std::time::Duration::from_secs(5),
+                not_ready: vec![(api, "0 of 1 replicas available".into())],
+            }),
+        ]);
+        let out = chart_outcomes(&grouped, &changes, Some(&error));
+        assert_eq!(
+            out[&chart("web")].message,
+            "not deployed: blocked by chart default/api (group default/backend), which did not become ready"
+        );
+
+        // An object of the sync root, in an earlier wave, that did not become ready.
+        let provider = ObjectRef {
+            api_version: "notification.weft.io/v1alpha1".into(),
+            kind: "Provider".into(),
+            namespace: "apps".into(),
+            name: "slack".into(),
+        };
+        let error = PassError::Apply(ApplyError::Failed(vec![(
+            provider,
+            "Ready=False: SecretNotFound: Secret slack-webhook (secretRef) does not exist".into(),
+        )]));
+        let out = chart_outcomes(&set(), &ChangeSet::default(), Some(&error));
+        for c in ["db", "api", "web"] {
+            assert_eq!(out[&chart(c)].reason, "Blocked");
+            assert_eq!(
+                out[&chart(c)].message,
+                "not deployed: blocked by Provider/apps/slack, which did not become ready \
+                 (Ready=False: SecretNotFound: Secret slack-webhook (secretRef) does not exist)"
+            );
+        }
+
+        // Anything else: the pass's own error, its first line.
+        let error = PassError::Suspended("the root weft is suspended (weft suspend)\nmore".into());
+        let out = chart_outcomes(&set(), &db_only, Some(&error));
+        assert_eq!(
+            out[&chart("api")].message,
+            "not deployed: blocked by the pass, which stopped before it: the root weft is suspended (weft suspend)"
+        );
+        // Never the old words that named nothing.
+        assert!(out
+            .values()
+            .all(|o| !o.message.contains("a chart or group before it")));
     }
 
     #[test]

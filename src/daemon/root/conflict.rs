@@ -79,7 +79,7 @@ pub async fn publish(
         }
         Ok(None) => tracing::warn!(record = %name, "no root record to report the conflict on"),
         Err(e) => {
-            tracing::warn!(record = %name, error = %e, "cannot read the root record to report the conflict on")
+            tracing::warn!(record = %name, error = %crate::api::kube_error::Text(&e), "cannot read the root record to report the conflict on")
         }
     }
 }

@@ -188,7 +188,10 @@ impl RootReconciler {
         let record = match self.read_record().await {
             Ok(record) => record,
             Err(e) => {
-                let text = format!("cannot read the root record (is the root suspended?): {e}");
+                let text = format!(
+                    "cannot read the root record (is the root suspended?): {}",
+                    crate::api::kube_error::Text(&e)
+                );
                 tracing::warn!(pass = ticket.pass, error = %text, "pass failed before fetch; nothing was applied or pruned");
                 report.error = Some(text);
                 return Ended::Stopped;
@@ -359,7 +362,7 @@ impl RootReconciler {
         )
         .await
         {
-            tracing::warn!(error = %e, "cannot write the root record; `weft get root` shows the previous outcome");
+            tracing::warn!(error = %crate::api::kube_error::Text(&e), "cannot write the root record; `weft get root` shows the previous outcome");
         }
     }
 
@@ -401,7 +404,8 @@ impl RootReconciler {
         let (set, changes, error, held_phases) = match outcome {
             driver::Outcome::Unheld(e) => {
                 report.error = Some(format!(
-                    "cannot tell which resources are suspended: {e}; nothing was applied or pruned"
+                    "cannot tell which resources are suspended: {}; nothing was applied or pruned",
+                    crate::api::kube_error::Text(&e)
                 ));
                 return Ended::Stopped;
             }

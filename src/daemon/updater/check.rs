@@ -403,7 +403,10 @@ impl Updater {
                 Ok(Some(live)) => live,
                 Ok(None) => continue,
                 Err(e) => {
-                    problems.push(format!("could not read {shown} to remove it: {e}"));
+                    problems.push(format!(
+                        "could not read {shown} to remove it: {}",
+                        crate::api::kube_error::Text(&e)
+                    ));
                     continue;
                 }
             };
@@ -421,7 +424,10 @@ impl Updater {
                     tracing::info!(object = %shown, "rollback: removed an object of the refused bundle")
                 }
                 Err(e) if crate::apply::is_not_found(&e) => {}
-                Err(e) => problems.push(format!("could not remove {shown}: {e}")),
+                Err(e) => problems.push(format!(
+                    "could not remove {shown}: {}",
+                    crate::api::kube_error::Text(&e)
+                )),
             }
         }
         problems
@@ -497,11 +503,15 @@ impl Updater {
             &wc.namespace().unwrap_or_default(),
             &wc.name_any(),
         );
-        Ok(
-            crate::pass::agents::inputs(self.state.client(), wc, running, legacy)
-                .await?
-                .0,
+        Ok(crate::pass::agents::inputs(
+            self.state.client(),
+            &self.opts.pass.weft_namespace,
+            wc,
+            running,
+            legacy,
         )
+        .await?
+        .0)
     }
 
     /// Render `wc` with its active bundle, apply, prune and wait for the agents' health: what

@@ -98,6 +98,10 @@ pub enum UpdateError {
     },
     #[error(transparent)]
     Agents(#[from] crate::pass::agents::AgentsError),
+    #[error(
+        "reading the root's inventory, which says which WeaveClouds the operator applied: {0}"
+    )]
+    Trust(#[source] Box<crate::apply::ApplyError>),
     #[error("WeaveCloud {namespace}/{name} was deleted during the check: nothing rolled out")]
     Gone { namespace: String, name: String },
     #[error("the WeaveCloud changed while bundle {version} was fetched (autoUpdate, agentVersion, wcPollUrl or badVersions): it is not rolled out; the next check decides again")]
@@ -227,6 +231,8 @@ pub struct Updater {
     /// Per WeaveCloud: its schedule and the next time it fires.
     schedule: std::sync::Mutex<HashMap<WcKey, (String, DateTime<Utc>)>>,
     versions: std::sync::Mutex<HashMap<WcKey, AgentVersions>>,
+    /// Whether the root applied a WeaveCloud (only those are checked).
+    applied: crate::apply::ownership::AppliedByRoots,
 }
 
 impl Updater {
@@ -239,6 +245,7 @@ impl Updater {
             running: Mutex::new(()),
             schedule: Default::default(),
             versions: Default::default(),
+            applied: crate::daemon::weavecloud::trust::applied_by_roots(),
         }
     }
 

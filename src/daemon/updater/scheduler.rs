@@ -54,13 +54,26 @@ impl Updater {
             &self.opts.pass.weft_namespace,
             &self.opts.pass.root_name,
         );
+        let listing = crate::daemon::weavecloud::trust::listing(
+            &self.applied,
+            self.state.client(),
+            &roots,
+            &self.opts.pass.weft_namespace,
+            self.state.watch_namespaces(),
+        )
+        .await
+        .map_err(|e| UpdateError::Trust(Box::new(e)))?;
         for wc in list.items {
             if wc.metadata.deletion_timestamp.is_some() {
                 continue;
             }
             // Only the operator's WeaveClouds (docs/security.md); the controller says why not.
-            let trust =
-                crate::daemon::weavecloud::trust::trust(&wc, &roots, self.state.watch_namespaces());
+            let trust = crate::daemon::weavecloud::trust::trust(
+                &wc,
+                &roots,
+                &listing,
+                self.state.watch_namespaces(),
+            );
             if trust != crate::daemon::weavecloud::trust::Trust::Reconciled {
                 continue;
             }

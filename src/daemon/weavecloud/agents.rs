@@ -302,11 +302,12 @@ async fn take_over(
     }
     // The launcher's flux settings, recorded where they outlive this WeaveCloud; the user is
     // told what was kept, what was not, and what to commit.
-    if let Some(r) = takeover::record::keep(client, wc, &found, legacy)
+    let weft_namespace = &ctx.settings.weft_namespace;
+    if let Some(r) = takeover::record::keep(client, weft_namespace, wc, &found, legacy)
         .await
         .map_err(kube)?
     {
-        let note = bounded_note(&takeover::record::notice(&r, wc));
+        let note = bounded_note(&takeover::record::notice(&r, weft_namespace, wc));
         let type_ = if r.dropped.is_empty() {
             EventType::Normal
         } else {

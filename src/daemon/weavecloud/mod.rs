@@ -65,7 +65,7 @@ pub const NONE_LEFT: &str = "NoLauncherObjects";
 /// Why a WeaveCloud reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum WeaveCloudError {
-    #[error("WeaveCloud {weavecloud}: {action}: {source}")]
+    #[error("WeaveCloud {weavecloud}: {action}: {}", crate::api::kube_error::Text(.source))]
     Kube {
         weavecloud: String,
         action: &'static str,
@@ -84,9 +84,15 @@ pub enum WeaveCloudError {
         #[source]
         source: Box<PassError>,
     },
+    #[error("WeaveCloud {weavecloud}: reading the root's inventory, which says whether the operator applied it: {source}")]
+    Trust {
+        weavecloud: String,
+        #[source]
+        source: Box<crate::apply::ApplyError>,
+    },
     #[error("the daemon is stopping; the reconcile was abandoned")]
     Abandoned,
-    #[error("WeaveCloud finalizer: {0}")]
+    #[error("WeaveCloud finalizer: {}", crate::api::kube_error::finalizer_text(.0))]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<WeaveCloudError>>),
 }
 
@@ -97,6 +103,8 @@ pub struct Context {
     settings: Arc<PassSettings>,
     /// Running engine work is abandoned the grace period after a stop request.
     shutdown: Shutdown,
+    /// Whether the root applied a WeaveCloud: its inventory, read when it changed.
+    applied: crate::apply::ownership::AppliedByRoots,
 }
 
 impl Context {
@@ -105,6 +113,7 @@ impl Context {
             state,
             settings,
             shutdown,
+            applied: trust::applied_by_roots(),
         }
     }
 }
@@ -239,7 +248,20 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
         &ctx.settings.weft_namespace,
         &ctx.settings.root_name,
     );
-    if let Trust::Ignored { why, tell } = trust::trust(&wc, &roots, ctx.state.watch_namespaces()) {
+    let listing = trust::listing(
+        &ctx.applied,
+        ctx.state.client(),
+        &roots,
+        &ctx.settings.weft_namespace,
+        ctx.state.watch_namespaces(),
+    )
+    .await
+    .map_err(|source| WeaveCloudError::Trust {
+        weavecloud: reference(&wc),
+        source: Box::new(source),
+    })?;
+    let decision = trust::trust(&wc, &roots, &listing, ctx.state.watch_namespaces());
+    if let Trust::Ignored { why, tell } = decision {
         let ours = wc.finalizers().iter().any(|f| f == FINALIZER);
         if wc.metadata.deletion_timestamp.is_none() || !ours {
             // Not the operator's (docs/security.md): no agents, no finalizer, no update.

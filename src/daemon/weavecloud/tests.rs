@@ -225,8 +225,12 @@ mod against_a_fake_api_server {
         let mut wc = weavecloud();
         wc.metadata.finalizers = None;
         let status_path = "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds/wc/status";
+        // The root's inventory, where the trust decision reads what the root applied: none.
+        let inventory =
+            "/api/v1/namespaces/weft-system/configmaps/weft-inventory-3e4238a6073eb7731dea";
         let server = api.run(
             Scenario::new()
+                .then(Expect::not_found(inventory))
                 .then(Expect::with(Method::PATCH, status_path, |seen| {
                     let conditions = seen.body["status"]["conditions"]
                         .as_array()
@@ -263,9 +267,11 @@ mod against_a_fake_api_server {
             )],
             ..Default::default()
         });
-        let server = api.run(Scenario::new());
+        let server = api.run(Scenario::new().then(Expect::not_found(inventory)));
         reconcile(Arc::new(told), ctx).await.expect("reconcile");
-        server.await.expect("no call at all");
+        server
+            .await
+            .expect("no call but the inventory read: nothing written");
     }
 }
 

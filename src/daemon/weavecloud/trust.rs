@@ -3,21 +3,24 @@
 //! Secret and fetch a channel: it is the operator's to write, not a tenant's. So Weft reconciles
 //! a WeaveCloud only when
 //! - `--watch-namespaces` is set: the WeaveCloud is in one of those namespaces (the operator
-//!   trusts whoever may create WeaveClouds there);
-//! - otherwise: its sync root applied it from the config repository (its `weft.io/owner` label
-//!   names this installation's root, or one of its shard roots, and was set by Weft's own
-//!   server-side apply — the proof prune asks for, [`proof_of_ownership`]).
+//!   trusts whoever may create WeaveCloud there);
+//! - otherwise: its sync root applied it from the config repository — it is listed in the stored
+//!   inventory of this installation's root, or of one of its shard roots
+//!   ([`AppliedByRoots`]). That inventory is in Weft's namespace, which tenants cannot write.
+//!   Labels and managedFields are not asked: anyone may copy the owner label, and
+//!   `kubectl apply --server-side --field-manager=weft` writes the manager name `weft`
+//!   (issue 48 item 2).
 //!
 //! A WeaveCloud nobody's root applied and that is not in a watched namespace gets
 //! `Ready=False` with reason [`NOT_RECONCILED`] saying why, written once (only while it has no
-//! `Ready` condition, so that two installations in one cluster never fight over it); one that
-//! another installation's root applied is left to that installation, silently.
+//! `Ready` condition, so that two installations in one cluster never fight over it); one
+//! labelled as another installation's root's is left to that installation, silently.
 
-use kube::ResourceExt;
-use serde_json::json;
+use kube::{Client, ResourceExt};
 
 use crate::api::weavecloud::WeaveCloud;
-use crate::apply::ownership::proof_of_ownership;
+use crate::apply::ownership::{AppliedByRoots, RootListing};
+use crate::apply::ApplyError;
 use crate::daemon::namespaces::WatchNamespaces;
 use crate::daemon::state::DaemonState;
 use crate::render::ownership::OWNER_LABEL;
@@ -26,14 +29,18 @@ use crate::render::Owner;
 
 /// Condition reason (`Ready=False`, and an event): the WeaveCloud is not reconciled.
 pub const NOT_RECONCILED: &str = "NotReconciled";
+/// The WeaveCloud's API group.
+const GROUP: &str = "cloud.weave.works";
+/// Its kind.
+const KIND: &str = "WeaveCloud";
 
 /// What to do with one WeaveCloud.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trust {
     /// The operator's: reconcile it.
     Reconciled,
-    /// Not the operator's: no agents, no finalizer, no update check. `tell`: say why in its
-    /// status (nobody's root applied it).
+    /// Not the operator's: no agents, no finalizer, no update check, no metric series. `tell`:
+    /// say why in its status (it does not claim to be another installation's).
     Ignored { why: String, tell: bool },
 }
 
@@ -46,11 +53,38 @@ pub fn roots(state: &DaemonState, weft_namespace: &str, root_name: &str) -> Vec<
         .collect()
 }
 
-/// Whether `wc` is reconciled by the installation whose roots are `roots`, watching
-/// `namespaces`.
-pub fn trust(wc: &WeaveCloud, roots: &[Owner], namespaces: &WatchNamespaces) -> Trust {
+/// The proof a WeaveCloud controller (or the updater) asks: the roots' inventories, read for
+/// WeaveClouds only.
+pub fn applied_by_roots() -> AppliedByRoots {
+    AppliedByRoots::of_kinds(&[(GROUP, KIND)])
+}
+
+/// What the roots list now, read only when the answer depends on it (no `--watch-namespaces`).
+pub async fn listing(
+    proof: &AppliedByRoots,
+    client: &Client,
+    roots: &[Owner],
+    weft_namespace: &str,
+    namespaces: &WatchNamespaces,
+) -> Result<RootListing, ApplyError> {
+    if namespaces.listed().is_some() {
+        return Ok(RootListing::default());
+    }
+    proof.listing(client, roots, weft_namespace).await
+}
+
+/// Whether `wc` is reconciled by the installation whose roots are `roots` (listing `listing`),
+/// watching `namespaces`.
+pub fn trust(
+    wc: &WeaveCloud,
+    roots: &[Owner],
+    listing: &RootListing,
+    namespaces: &WatchNamespaces,
+) -> Trust {
     let namespace = wc.namespace().unwrap_or_default();
-    let labelled = wc.labels().contains_key(OWNER_LABEL);
+    let label = wc.labels().get(OWNER_LABEL);
+    // Labelled as another installation's: that one says why, if anything.
+    let tell = label.is_none_or(|l| roots.iter().any(|r| &r.id().0 == l));
     if namespaces.listed().is_some() {
         if namespaces.contains(&namespace) {
             return Trust::Reconciled;
@@ -59,22 +93,25 @@ pub fn trust(wc: &WeaveCloud, roots: &[Owner], namespaces: &WatchNamespaces) -> 
             why: format!(
                 "not reconciled: namespace {namespace} is not one of the namespaces the operator lets Weft reconcile WeaveClouds in (--watch-namespaces); see docs/security.md"
             ),
-            tell: !labelled,
+            tell: label.is_none(),
         };
     }
-    let meta = json!({"metadata": wc.metadata});
-    if roots.iter().any(|r| proof_of_ownership(&meta, r).is_ok()) {
+    if listing
+        .applied_by(GROUP, KIND, &namespace, &wc.name_any())
+        .is_some()
+    {
         return Trust::Reconciled;
     }
     Trust::Ignored {
-        why: "not reconciled: Weft reconciles only the WeaveClouds it applies from its config repository (or, with --watch-namespaces, those in the namespaces the operator lists); a WeaveCloud created in the cluster is not the operator's. See docs/security.md".to_string(),
-        tell: !labelled,
+        why: "not reconciled: Weft reconciles only the WeaveClouds its root applied from the config repository (listed in the root's inventory), or, with --watch-namespaces, those in the namespaces the operator lists; a WeaveCloud created in the cluster is not the operator's, whatever its labels or field managers say. See docs/security.md".to_string(),
+        tell,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn wc(namespace: &str, labels: serde_json::Value, managed: serde_json::Value) -> WeaveCloud {
         serde_json::from_value(json!({
@@ -84,6 +121,20 @@ mod tests {
             "spec": {"general": {"environment": "generic"}}
         }))
         .expect("a WeaveCloud")
+    }
+
+    fn listing(entries: &[(&Owner, &str, &str)]) -> RootListing {
+        let mut per_root: std::collections::BTreeMap<Owner, std::collections::BTreeSet<_>> =
+            Default::default();
+        for (owner, ns, name) in entries {
+            per_root.entry((*owner).clone()).or_default().insert((
+                GROUP.to_string(),
+                KIND.to_string(),
+                ns.to_string(),
+                name.to_string(),
+            ));
+        }
+        RootListing::of(per_root.into_iter().collect())
     }
 
     fn applied_by_weft() -> serde_json::Value {
@@ -97,30 +148,39 @@ mod tests {
         let shard = Owner::root("weft-system", "weft-shard-1");
         let roots = [root.clone(), shard.clone()];
         let all = WatchNamespaces::all();
-        // Applied by the root (or a shard's root): reconciled.
+        // Listed in the root's (or a shard root's) inventory: reconciled, whatever its labels.
         for owner in [&root, &shard] {
             let ours = wc(
                 "team-a",
                 json!({OWNER_LABEL: owner.id().0}),
                 applied_by_weft(),
             );
-            assert_eq!(trust(&ours, &roots, &all), Trust::Reconciled);
+            let listed = listing(&[(owner, "team-a", "wc")]);
+            assert_eq!(trust(&ours, &roots, &listed, &all), Trust::Reconciled);
         }
+        let nothing = RootListing::default();
         // Created by hand: ignored, and told so.
         let tenant = wc("team-a", json!({}), json!([]));
         assert!(matches!(
-            trust(&tenant, &roots, &all),
+            trust(&tenant, &roots, &nothing, &all),
             Trust::Ignored { tell: true, .. }
         ));
-        // The root's label copied by a tenant (kubectl's manager): ignored.
-        let copied = wc(
+        // The root's label, applied with `--field-manager=weft` (issue 48 item 2): the manager's
+        // name is not an identity; not in the inventory, so ignored, and told so.
+        let forged = wc(
             "team-a",
             json!({OWNER_LABEL: root.id().0}),
-            json!([{"manager": "kubectl-client-side-apply", "operation": "Update", "fieldsV1": {"f:metadata": {"f:labels": {"f:weft.io/owner": {}}}}}]),
+            applied_by_weft(),
         );
         assert!(matches!(
-            trust(&copied, &roots, &all),
-            Trust::Ignored { tell: false, .. }
+            trust(&forged, &roots, &nothing, &all),
+            Trust::Ignored { tell: true, .. }
+        ));
+        // Another WeaveCloud of the same namespace is listed: not this one.
+        let other_listed = listing(&[(&root, "team-a", "another")]);
+        assert!(matches!(
+            trust(&forged, &roots, &other_listed, &all),
+            Trust::Ignored { .. }
         ));
         // Another installation's: left to it, silently.
         let other = Owner::root("weft-system", "other");
@@ -130,14 +190,14 @@ mod tests {
             applied_by_weft(),
         );
         assert!(matches!(
-            trust(&theirs, &roots, &all),
+            trust(&theirs, &roots, &nothing, &all),
             Trust::Ignored { tell: false, .. }
         ));
         // --watch-namespaces: the listed namespaces' WeaveClouds, whoever created them.
         let listed = WatchNamespaces::only(["team-a"]);
-        assert_eq!(trust(&tenant, &roots, &listed), Trust::Reconciled);
+        assert_eq!(trust(&tenant, &roots, &nothing, &listed), Trust::Reconciled);
         let elsewhere = wc("team-b", json!({}), json!([]));
-        match trust(&elsewhere, &roots, &listed) {
+        match trust(&elsewhere, &roots, &nothing, &listed) {
             Trust::Ignored { why, tell } => {
                 assert!(tell);
                 assert!(why.contains("namespace team-b is not one of"), "{why}");

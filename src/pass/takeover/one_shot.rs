@@ -44,7 +44,7 @@ fn change(f: &Found, owner: &crate::render::Owner, action: Action, reason: Strin
 
 /// One pass of `weft sync`: the takeover the WeaveCloud controller does ([`find`],
 /// [`record::keep`], [`carry_deploy_key`], [`remove_all`]; kube-system only for the WeaveCloud
-/// named by `launcher_takeover`), for every WeaveCloud whose agents `set` holds, before they are
+/// named by `launcher_takeover`; the record in Weft's namespace `weft_namespace`), for every WeaveCloud whose agents `set` holds, before they are
 /// applied. What is kept from the launcher's flux (and what is not) is said through `observer`
 /// before anything is deleted. Returns the set to apply and what was done. With `dry_run`
 /// nothing is written: the same objects are found, and the plan says what would be removed,
@@ -53,6 +53,7 @@ fn change(f: &Found, owner: &crate::render::Owner, action: Action, reason: Strin
 /// so nothing is applied over them.
 pub async fn before_pass(
     client: &Client,
+    weft_namespace: &str,
     set: DesiredSet,
     launcher_takeover: Option<&str>,
     dry_run: bool,
@@ -104,7 +105,7 @@ pub async fn before_pass(
                     let message = format!(
                         "WeaveCloud {} would take over: {}",
                         owner.reference(),
-                        record::notice(&r, wc)
+                        record::notice(&r, weft_namespace, wc)
                     );
                     observer(Progress::Phase {
                         message,
@@ -125,11 +126,11 @@ pub async fn before_pass(
             continue;
         }
         // What the launcher's flux ran with is recorded, and said, before it goes.
-        if let Some(r) = record::keep(client, wc, &found, legacy).await? {
+        if let Some(r) = record::keep(client, weft_namespace, wc, &found, legacy).await? {
             let message = format!(
                 "WeaveCloud {}: {}",
                 owner.reference(),
-                record::notice(&r, wc)
+                record::notice(&r, weft_namespace, wc)
             );
             observer(Progress::Phase {
                 message,

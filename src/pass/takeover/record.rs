@@ -4,17 +4,25 @@
 //! ([`Record::from_launcher`]): the flux arguments Weft keeps (git settings and every other flag
 //! Weft does not generate itself: `--git-readonly`, `--sync-state=secret`, `--git-user`, …), the
 //! memcached `-m`/`-I`, and the pod's extra volumes and mounts (a known_hosts `ssh-config`
-//! ConfigMap, …). It is written to a ConfigMap Weft owns in the WeaveCloud's namespace,
-//! `weft-takeover-<name>` ([`write`]), which no inventory lists: it survives a delete and
-//! recreate of the WeaveCloud, so a recreated WeaveCloud renders flux as it ran. What cannot be
-//! kept (a hostPath volume, a sidecar, an env var) is listed in the record's `dropped` key, in
+//! ConfigMap, …). It is written to a ConfigMap in **Weft's own namespace** (`--weft-namespace`),
+//! `weft-takeover-<namespace>.<name>` ([`write`]), which no inventory lists: it survives a delete
+//! and recreate of the WeaveCloud, so a recreated WeaveCloud renders flux as it ran. What cannot
+//! be kept (a hostPath volume, a sidecar, an env var) is listed in the record's `dropped` key, in
 //! an event and in `weft sync`'s output. [`commit_yaml`] is the `spec.flux` to commit so that the
 //! repository, not the record, says it.
+//!
+//! Why Weft's namespace (issue 48, item 1): what Weft reads back as its own must be provably its
+//! own. Anyone who may create a ConfigMap in the WeaveCloud's namespace could plant a record
+//! there (labels prove nothing, and a field manager's name is not an identity), and flux runs
+//! with every right in the cluster. Tenants have no rights in Weft's namespace. A record is
+//! still read as input ([`validate`]): only flags, volumes and mounts a takeover may keep, within
+//! bounds. A record an earlier Weft wrote in the WeaveCloud's namespace is never read; that it
+//! exists is said in `status.flux.dropped` ([`legacy_notice`]).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
@@ -29,8 +37,13 @@ use crate::render::weavecloud::{
     MEMCACHED_DEPLOYMENT, PRESERVABLE_FLUX_ARGS,
 };
 
-/// Label on a takeover record: the WeaveCloud's name.
-pub const RECORD_OF_LABEL: &str = "weft.io/takeover-record-of";
+/// Label on a takeover record (in Weft's namespace): marks it for `kubectl get -l`.
+pub const RECORD_LABEL: &str = "weft.io/takeover-record";
+/// Annotation on a takeover record: `<namespace>/<name>` of its WeaveCloud (a record is read
+/// only for the WeaveCloud it names).
+pub const RECORD_OF_ANNOTATION: &str = "weft.io/takeover-record-of";
+/// The label an earlier Weft put on a record in the WeaveCloud's namespace (never read now).
+const LEGACY_RECORD_OF_LABEL: &str = "weft.io/takeover-record-of";
 /// The key holding the record (JSON).
 const RECORD_KEY: &str = "record.json";
 /// The key holding the YAML to commit.
@@ -42,8 +55,55 @@ const FLUX_DEPLOYMENT: &str = "weave-flux-agent";
 /// The flux container of the launcher's installs in `weave` (kube-system's was `agent`, the first).
 const FLUX_CONTAINER: &str = "flux-agent";
 
-/// Name of WeaveCloud `name`'s takeover record (in its namespace).
-pub fn record_name(name: &str) -> String {
+/// Bounds of a record, at capture and when it is read back: a launcher flux never came close.
+pub mod bounds {
+    /// Bytes of the record's JSON.
+    pub const RECORD_BYTES: usize = 64 * 1024;
+    /// Flux flags kept.
+    pub const FLUX_ARGS: usize = 64;
+    /// Bytes of one flux flag (`--flag=value`).
+    pub const ARG_BYTES: usize = 1024;
+    /// Volumes (and mounts) kept.
+    pub const VOLUMES: usize = 16;
+    /// Entries of `dropped`, and bytes of each.
+    pub const DROPPED: usize = 32;
+    pub const DROPPED_BYTES: usize = 512;
+}
+
+/// Why a takeover record cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("reading takeover record ConfigMap {configmap}: {}", crate::apply::describe(source).0)]
+    Kube {
+        configmap: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("reading the launcher's flux agent in {namespace}: {}", crate::apply::describe(source).0)]
+    Capture {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("takeover record ConfigMap {configmap} is not a record Weft can use: {problem}; fix or delete it (docs/migrating-from-launcher.md)")]
+    Invalid { configmap: String, problem: String },
+}
+
+/// Name of WeaveCloud `namespace/name`'s takeover record (in Weft's namespace):
+/// `weft-takeover-<namespace>.<name>` (a namespace has no dot, so two WeaveClouds never share
+/// it), or a digest of both when that is longer than a ConfigMap name may be.
+pub fn record_name(namespace: &str, name: &str) -> String {
+    let plain = format!("weft-takeover-{namespace}.{name}");
+    if plain.len() <= 253 {
+        return plain;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{namespace}/{name}").as_bytes());
+    format!("weft-takeover-{}", hex::encode(&digest[..10]))
+}
+
+/// Name of the record an earlier Weft kept in the WeaveCloud's own namespace.
+fn legacy_record_name(name: &str) -> String {
     format!("weft-takeover-{name}")
 }
 
@@ -147,7 +207,61 @@ impl Record {
                     .push(format!("container {name} of the flux pod"));
             }
         }
-        record
+        record.bounded()
+    }
+
+    /// Within [`bounds`], each entry as [`validate`] wants it: what is not is moved to
+    /// `dropped` (so a capture always reads back).
+    fn bounded(mut self) -> Record {
+        let mut dropped = std::mem::take(&mut self.dropped);
+        let mut args = Vec::new();
+        for a in std::mem::take(&mut self.flux_args) {
+            match check_flux_arg(&a) {
+                Ok(()) if args.len() < bounds::FLUX_ARGS => args.push(a),
+                Ok(()) => dropped.push(format!(
+                    "flag {} (more than {} flags)",
+                    shown(&a),
+                    bounds::FLUX_ARGS
+                )),
+                Err(why) => dropped.push(format!("flag {} ({why})", shown(&a))),
+            }
+        }
+        self.flux_args = args;
+        let memcached = std::mem::take(&mut self.memcached_args);
+        for m in memcached {
+            match check_memcached_arg(&m) {
+                Ok(()) => self.memcached_args.push(m),
+                Err(why) => dropped.push(format!("memcached {} ({why})", shown(&m))),
+            }
+        }
+        let mut names = Vec::new();
+        for v in std::mem::take(&mut self.volumes) {
+            let name = v["name"].as_str().unwrap_or_default().to_string();
+            match check_volume(&v) {
+                Ok(()) if self.volumes.len() < bounds::VOLUMES => {
+                    names.push(name);
+                    self.volumes.push(v);
+                }
+                Ok(()) => dropped.push(format!(
+                    "volume {} (more than {} volumes)",
+                    shown(&name),
+                    bounds::VOLUMES
+                )),
+                Err(why) => dropped.push(format!("volume {} ({why})", shown(&name))),
+            }
+        }
+        for m in std::mem::take(&mut self.volume_mounts) {
+            let name = m["name"].as_str().unwrap_or_default().to_string();
+            match check_mount(&m, &names) {
+                Ok(()) if self.volume_mounts.len() < bounds::VOLUMES => self.volume_mounts.push(m),
+                Ok(()) => dropped.push(format!("mount of volume {}", shown(&name))),
+                Err(why) => dropped.push(format!("mount of volume {} ({why})", shown(&name))),
+            }
+        }
+        // Mounts name kept volumes only; a volume whose mount was dropped stays unused.
+        dropped.truncate(bounds::DROPPED);
+        self.dropped = dropped.into_iter().map(|d| shown(&d)).collect();
+        self
     }
 
     /// The flux flags other than [`PRESERVABLE_FLUX_ARGS`] (they render after the generated
@@ -155,6 +269,190 @@ impl Record {
     pub fn extra_flux_args(&self) -> Vec<String> {
         extra_flux_args(&self.flux_args)
     }
+}
+
+/// `text` cut to [`bounds::DROPPED_BYTES`] (on a character boundary), control characters
+/// replaced: what a record may repeat to a person.
+fn shown(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if out.len() + c.len_utf8() > bounds::DROPPED_BYTES - 3 {
+            out.push_str("...");
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
+/// A kept flux flag: `--name` or `--name=value`, a flag Weft does not generate itself, one line,
+/// within [`bounds::ARG_BYTES`].
+fn check_flux_arg(arg: &str) -> Result<(), String> {
+    if arg.len() > bounds::ARG_BYTES {
+        return Err(format!("longer than {} bytes", bounds::ARG_BYTES));
+    }
+    let Some(flag) = arg.strip_prefix("--") else {
+        return Err("not a --flag".into());
+    };
+    let name = flag.split_once('=').map_or(flag, |(k, _)| k);
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_');
+    if !name_ok {
+        return Err("not a --flag".into());
+    }
+    if ["token", "connect"].contains(&name) {
+        return Err(format!("--{name} is generated by Weft"));
+    }
+    if arg.chars().any(char::is_control) {
+        return Err("holds a control character".into());
+    }
+    Ok(())
+}
+
+/// A kept memcached flag: `-m <size>` or `-I <size>`, a size being digits with an optional unit.
+fn check_memcached_arg(arg: &str) -> Result<(), String> {
+    let Some((flag, value)) = arg.split_once(' ') else {
+        return Err("not `-m <size>` or `-I <size>`".into());
+    };
+    let digits = value.trim_end_matches(['k', 'K', 'm', 'M', 'g', 'G']);
+    let size_ok =
+        !digits.is_empty() && digits.len() <= 12 && digits.bytes().all(|b| b.is_ascii_digit());
+    if !["-m", "-I"].contains(&flag) || !size_ok || value.len() > digits.len() + 1 {
+        return Err("not `-m <size>` or `-I <size>`".into());
+    }
+    Ok(())
+}
+
+/// A DNS-1123 label, as volume names are.
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// A kept flux volume: a name and exactly one source among [`ALLOWED_FLUX_VOLUME_SOURCES`],
+/// never the deploy key's (Weft renders that one itself).
+fn check_volume(volume: &Value) -> Result<(), String> {
+    let Some(object) = volume.as_object() else {
+        return Err("not an object".into());
+    };
+    let name = object
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !is_dns_label(name) {
+        return Err("its name is not a DNS label".into());
+    }
+    let sources: Vec<&String> = object.keys().filter(|k| *k != "name").collect();
+    match sources.as_slice() {
+        [source] if ALLOWED_FLUX_VOLUME_SOURCES.contains(&source.as_str()) => {}
+        _ => {
+            return Err(format!(
+                "only {} volumes are carried over",
+                ALLOWED_FLUX_VOLUME_SOURCES.join(", ")
+            ))
+        }
+    }
+    if volume.pointer("/secret/secretName") == Some(&json!(DEPLOY_KEY_SECRET)) {
+        return Err("the deploy key's volume is Weft's own".into());
+    }
+    if serde_json::to_vec(volume).map_or(usize::MAX, |b| b.len()) > bounds::ARG_BYTES {
+        return Err(format!("longer than {} bytes", bounds::ARG_BYTES));
+    }
+    Ok(())
+}
+
+/// A kept mount: of a kept volume (`volumes`), at an absolute path, with only `name`,
+/// `mountPath`, `readOnly` and a relative `subPath`.
+fn check_mount(mount: &Value, volumes: &[String]) -> Result<(), String> {
+    let Some(object) = mount.as_object() else {
+        return Err("not an object".into());
+    };
+    if let Some(key) = object
+        .keys()
+        .find(|k| !["name", "mountPath", "readOnly", "subPath"].contains(&k.as_str()))
+    {
+        return Err(format!("`{key}` is not carried over"));
+    }
+    let name = object
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !volumes.iter().any(|v| v == name) {
+        return Err("not of a kept volume".into());
+    }
+    let path = object
+        .get("mountPath")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !path.starts_with('/')
+        || path.len() > bounds::ARG_BYTES
+        || path.chars().any(char::is_control)
+    {
+        return Err("its mountPath is not an absolute path".into());
+    }
+    if let Some(sub) = object.get("subPath") {
+        let sub = sub.as_str().unwrap_or("/");
+        if sub.starts_with('/')
+            || sub.split('/').any(|p| p == "..")
+            || sub.len() > bounds::ARG_BYTES
+        {
+            return Err("its subPath leaves the volume".into());
+        }
+    }
+    if object.get("readOnly").is_some_and(|r| !r.is_boolean()) {
+        return Err("readOnly is not a boolean".into());
+    }
+    Ok(())
+}
+
+/// Whether `record` (read back from its ConfigMap) holds only what a takeover may keep, within
+/// [`bounds`]: read like any input, though only Weft (and the operator) can write where it is.
+pub fn validate(record: &Record) -> Result<(), String> {
+    if record.flux_args.len() > bounds::FLUX_ARGS {
+        return Err(format!("more than {} flux flags", bounds::FLUX_ARGS));
+    }
+    for a in &record.flux_args {
+        check_flux_arg(a).map_err(|why| format!("flux flag {}: {why}", shown(a)))?;
+    }
+    if record.memcached_args.len() > 2 {
+        return Err("more than two memcached flags".into());
+    }
+    for m in &record.memcached_args {
+        check_memcached_arg(m).map_err(|why| format!("memcached flag {}: {why}", shown(m)))?;
+    }
+    if record.volumes.len() > bounds::VOLUMES || record.volume_mounts.len() > bounds::VOLUMES {
+        return Err(format!("more than {} volumes or mounts", bounds::VOLUMES));
+    }
+    let mut names = Vec::new();
+    for v in &record.volumes {
+        let name = v["name"].as_str().unwrap_or_default();
+        check_volume(v).map_err(|why| format!("volume {}: {why}", shown(name)))?;
+        names.push(name.to_string());
+    }
+    for m in &record.volume_mounts {
+        let name = m["name"].as_str().unwrap_or_default();
+        check_mount(m, &names).map_err(|why| format!("mount of volume {}: {why}", shown(name)))?;
+    }
+    if record.dropped.len() > bounds::DROPPED
+        || record
+            .dropped
+            .iter()
+            .any(|d| d.len() > bounds::DROPPED_BYTES)
+    {
+        return Err(format!(
+            "`dropped` holds more than {} entries or an entry longer than {} bytes",
+            bounds::DROPPED,
+            bounds::DROPPED_BYTES
+        ));
+    }
+    Ok(())
 }
 
 /// The `spec.flux` to commit so that the repository says what the record keeps: `config` for
@@ -268,32 +566,101 @@ pub async fn capture(
     Ok(None)
 }
 
-/// WeaveCloud `namespace/name`'s record, if Weft wrote one.
+/// WeaveCloud `namespace/name`'s record, read from Weft's namespace `weft_namespace` (the only
+/// place one is read from), validated ([`validate`]). `None` without one; an error for a record
+/// that names another WeaveCloud, cannot be parsed or holds what a takeover never keeps.
 pub async fn read(
     client: &Client,
+    weft_namespace: &str,
     namespace: &str,
     name: &str,
-) -> Result<Option<Record>, kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let Some(cm) = api.get_opt(&record_name(name)).await? else {
+) -> Result<Option<Record>, RecordError> {
+    let configmap_name = record_name(namespace, name);
+    let configmap = format!("{weft_namespace}/{configmap_name}");
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
+    let cm = api
+        .get_opt(&configmap_name)
+        .await
+        .map_err(|source| RecordError::Kube {
+            configmap: configmap.clone(),
+            source,
+        })?;
+    let Some(cm) = cm else {
         return Ok(None);
     };
-    // Only Weft's own record, never a same-named ConfigMap someone else wrote.
-    let ours = cm.labels().get(RECORD_OF_LABEL).map(String::as_str) == Some(name)
-        && cm.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE);
-    if !ours {
-        return Ok(None);
+    let invalid = |problem: String| RecordError::Invalid {
+        configmap: configmap.clone(),
+        problem,
+    };
+    let of = cm
+        .annotations()
+        .get(RECORD_OF_ANNOTATION)
+        .map(String::as_str)
+        .unwrap_or_default();
+    if of != format!("{namespace}/{name}") {
+        return Err(invalid(format!(
+            "its annotation {RECORD_OF_ANNOTATION} is `{}`, not `{namespace}/{name}`",
+            shown(of)
+        )));
     }
     let data = cm.data.unwrap_or_default();
-    Ok(data
-        .get(RECORD_KEY)
-        .and_then(|j| serde_json::from_str(j).ok()))
+    let Some(json) = data.get(RECORD_KEY) else {
+        return Err(invalid(format!("it has no key {RECORD_KEY}")));
+    };
+    if json.len() > bounds::RECORD_BYTES {
+        return Err(invalid(format!(
+            "key {RECORD_KEY} is {} bytes, more than {}",
+            json.len(),
+            bounds::RECORD_BYTES
+        )));
+    }
+    let record: Record = serde_json::from_str(json)
+        .map_err(|e| invalid(format!("key {RECORD_KEY} is not a record: {e}")))?;
+    validate(&record).map_err(invalid)?;
+    Ok(Some(record))
 }
 
-/// Write `record` for `wc` (replacing an earlier one), with the YAML to commit.
-pub async fn write(client: &Client, wc: &WeaveCloud, record: &Record) -> Result<(), kube::Error> {
+/// What a record an earlier Weft kept in the WeaveCloud's namespace (`weft-takeover-<name>`
+/// with its labels) gets: not read — anyone who may create a ConfigMap there could have
+/// written it — but said, once per render, in `status.flux.dropped`. `None` without one.
+pub async fn legacy_notice(
+    client: &Client,
+    weft_namespace: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<String>, RecordError> {
+    let legacy = legacy_record_name(name);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let cm = api
+        .get_opt(&legacy)
+        .await
+        .map_err(|source| RecordError::Kube {
+            configmap: format!("{namespace}/{legacy}"),
+            source,
+        })?;
+    let labelled = cm.is_some_and(|cm| {
+        cm.labels().get(LEGACY_RECORD_OF_LABEL).map(String::as_str) == Some(name)
+            && cm.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
+    });
+    Ok(labelled.then(|| {
+        format!(
+            "takeover record {namespace}/{legacy} (not read: records in the WeaveCloud's namespace may be written by anyone who can create ConfigMaps there; commit its commit.yaml to the WeaveCloud, or move it to {weft_namespace}/{} as docs/migrating-from-launcher.md says)",
+            record_name(namespace, name)
+        )
+    }))
+}
+
+/// Write `record` for `wc` (replacing an earlier one) in Weft's namespace `weft_namespace`,
+/// with the YAML to commit. The namespace is created when missing (a first `weft sync`).
+pub async fn write(
+    client: &Client,
+    weft_namespace: &str,
+    wc: &WeaveCloud,
+    record: &Record,
+) -> Result<(), kube::Error> {
     let ns = wc.namespace().unwrap_or_default();
     let name = wc.name_any();
+    let configmap = record_name(&ns, &name);
     let mut data = BTreeMap::new();
     data.insert(
         RECORD_KEY.to_string(),
@@ -304,19 +671,43 @@ pub async fn write(client: &Client, wc: &WeaveCloud, record: &Record) -> Result<
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": record_name(&name),
-            "namespace": ns,
+            "name": configmap,
+            "namespace": weft_namespace,
             // Not the owner label: the record is in no inventory, never pruned.
-            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, RECORD_OF_LABEL: name},
-            "annotations": {OWNER_REF_ANNOTATION: format!("WeaveCloud/{ns}/{name}")},
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, RECORD_LABEL: "true"},
+            "annotations": {
+                OWNER_REF_ANNOTATION: format!("WeaveCloud/{ns}/{name}"),
+                RECORD_OF_ANNOTATION: format!("{ns}/{name}"),
+            },
         },
         "data": data,
     });
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
+    let pp = PatchParams::apply(&format!("{FIELD_MANAGER}-takeover")).force();
+    match api.patch(&configmap, &pp, &Patch::Apply(&cm)).await {
+        Err(e) if crate::apply::is_not_found(&e) => {
+            ensure_namespace(client, weft_namespace).await?;
+            api.patch(&configmap, &pp, &Patch::Apply(&cm)).await?;
+        }
+        other => {
+            other?;
+        }
+    }
+    Ok(())
+}
+
+/// Create Weft's namespace, labelled as Weft's, unless it exists.
+async fn ensure_namespace(client: &Client, name: &str) -> Result<(), kube::Error> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api.get_opt(name).await?.is_some() {
+        return Ok(());
+    }
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}}});
     api.patch(
-        &record_name(&name),
-        &PatchParams::apply(&format!("{FIELD_MANAGER}-takeover")).force(),
-        &Patch::Apply(&cm),
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&ns),
     )
     .await?;
     Ok(())
@@ -333,11 +724,11 @@ pub fn removes_launcher_flux(found: &[Found]) -> bool {
 
 /// What a takeover tells the user about `record` (an event's note, a line of `weft sync`'s
 /// output): where the record is, what was dropped, and the YAML to commit.
-pub fn notice(record: &Record, wc: &WeaveCloud) -> String {
+pub fn notice(record: &Record, weft_namespace: &str, wc: &WeaveCloud) -> String {
     let ns = wc.namespace().unwrap_or_default();
     let mut out = format!(
-        "kept from the launcher's flux in ConfigMap {ns}/{} (survives a delete and recreate of the WeaveCloud)",
-        record_name(&wc.name_any())
+        "kept from the launcher's flux in ConfigMap {weft_namespace}/{} (survives a delete and recreate of the WeaveCloud)",
+        record_name(&ns, &wc.name_any())
     );
     if !record.dropped.is_empty() {
         out.push_str(&format!("; not kept: {}", record.dropped.join(", ")));
@@ -351,9 +742,11 @@ pub fn notice(record: &Record, wc: &WeaveCloud) -> String {
 }
 
 /// Before a takeover removes the launcher's flux (`found`): capture what it runs with and write
-/// the record. Returns the record, `None` when no launcher flux is removed.
+/// the record in Weft's namespace `weft_namespace`. Returns the record, `None` when no launcher
+/// flux is removed.
 pub async fn keep(
     client: &Client,
+    weft_namespace: &str,
     wc: &WeaveCloud,
     found: &[Found],
     legacy: bool,
@@ -364,31 +757,50 @@ pub async fn keep(
     let Some(record) = capture(client, wc, FLUX_CONTAINER, legacy).await? else {
         return Ok(None);
     };
-    write(client, wc, &record).await?;
+    write(client, weft_namespace, wc, &record).await?;
     Ok(Some(record))
 }
 
 /// The takeover's record for `wc`: captured from the launcher's flux when the running flux is
-/// not Weft's (`running` owned by another), else the one Weft wrote
-/// ([`read`]); `None` for a disabled flux or without either.
+/// not Weft's (`running` owned by another), else the one Weft wrote in its namespace
+/// `weft_namespace` ([`read`]); `None` for a disabled flux or without either. A record an
+/// earlier Weft left in the WeaveCloud's namespace is not read: it is named in `dropped`
+/// ([`legacy_notice`]).
 pub async fn for_render(
     client: &Client,
+    weft_namespace: &str,
     wc: &WeaveCloud,
     container: &str,
     running: Option<&(Vec<String>, bool)>,
     legacy: bool,
-) -> Result<Option<Record>, kube::Error> {
+) -> Result<Option<Record>, RecordError> {
     if wc.spec.flux.disable {
         return Ok(None);
     }
+    let ns = wc.namespace().unwrap_or_default();
+    let name = wc.name_any();
     let launcher_runs = match running {
         Some((_, ours)) => !ours,
         None => false,
     };
     if launcher_runs {
-        if let Some(r) = capture(client, wc, container, legacy).await? {
+        let captured = capture(client, wc, container, legacy)
+            .await
+            .map_err(|source| RecordError::Capture {
+                namespace: ns.clone(),
+                source,
+            })?;
+        if let Some(r) = captured {
             return Ok(Some(r));
         }
     }
-    read(client, &wc.namespace().unwrap_or_default(), &wc.name_any()).await
+    if let Some(r) = read(client, weft_namespace, &ns, &name).await? {
+        return Ok(Some(r));
+    }
+    Ok(legacy_notice(client, weft_namespace, &ns, &name)
+        .await?
+        .map(|note| Record {
+            dropped: vec![note],
+            ..Record::default()
+        }))
 }

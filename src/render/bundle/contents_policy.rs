@@ -139,7 +139,9 @@ const PRIVILEGED_SCC: AllowedRule = AllowedRule {
 };
 
 /// flux applies whatever its git repository holds: every right, as the launcher's flux had
-/// (which is why only the operator's WeaveClouds are reconciled; docs/security.md).
+/// (which is why only the operator's WeaveClouds are reconciled; docs/security.md). These are
+/// matched exactly ([`check_flux_rule`]): a flux role is the built-in one, never another role
+/// that a `*` would cover (a role that reads every Secret and nothing else is no agent's).
 const FLUX_RULES: &[AllowedRule] = &[rule(&["*"], &["*"], &["*"])];
 const FLUX_URLS: &[AllowedUrls] = &[AllowedUrls {
     urls: &["*"],
@@ -287,6 +289,9 @@ fn strings<'a>(rule: &'a Value, key: &str) -> Result<Vec<&'a str>, String> {
 /// Whether `rule` (one entry of a role's `rules`) is within `agent`'s allow-list; `Err` names
 /// the first right that is not.
 pub fn check_rule(agent: Agent, rule: &Value) -> Result<(), String> {
+    if agent == Agent::Flux {
+        return check_flux_rule(rule);
+    }
     let (allowed, urls) = allowed_rules(agent);
     let groups = strings(rule, "apiGroups")?;
     let resources = strings(rule, "resources")?;
@@ -325,6 +330,39 @@ pub fn check_rule(agent: Agent, rule: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A flux rule is one of the built-in flux role's two rules, exactly: `*` on `*` (every API
+/// group, resource and verb, no resource names) or `*` on every non-resource URL. flux's `*`
+/// allow-list would cover any narrower rule too, which no built-in flux needs: a bundle that
+/// asks for one is a bundle made to use flux's ServiceAccount for something else (issue 48
+/// item 2).
+fn check_flux_rule(rule: &Value) -> Result<(), String> {
+    let groups = strings(rule, "apiGroups")?;
+    let resources = strings(rule, "resources")?;
+    let verbs = strings(rule, "verbs")?;
+    let names = strings(rule, "resourceNames")?;
+    let urls = strings(rule, "nonResourceURLs")?;
+    let all = |list: &[&str]| list == ["*"];
+    let every_resource = all(&groups) && all(&resources) && all(&verbs) && names.is_empty();
+    let every_url =
+        groups.is_empty() && resources.is_empty() && names.is_empty() && all(&urls) && all(&verbs);
+    if (every_resource && urls.is_empty()) || every_url {
+        return Ok(());
+    }
+    let verb = verbs.first().copied().unwrap_or("");
+    let what = match (resources.first(), urls.first()) {
+        (Some(resource), _) => {
+            let group = groups.first().copied().unwrap_or("");
+            let group = if group.is_empty() { "core" } else { group };
+            format!("`{verb}` on `{resource}` (API group {group})")
+        }
+        (None, Some(url)) => format!("`{verb}` on the non-resource URL `{url}`"),
+        (None, None) => "nothing".to_string(),
+    };
+    Err(format!(
+        "grants {what}, which is not the built-in flux role: a bundle's flux roles may hold only the built-in flux role's rules, `*` on `*` and `*` on every non-resource URL, exactly (docs/security.md)"
+    ))
 }
 
 fn check_role(agent: Agent, role: &Value) -> Result<(), String> {

@@ -604,6 +604,54 @@ fn a_role_beyond_its_agent_s_needs_is_refused_before_anything_is_applied() {
 }
 
 #[test]
+fn a_flux_role_is_the_built_in_one_exactly() {
+    use serde_json::json;
+    // Issue 48 item 2: a flux role that reads Secrets and nothing else is within `*`, but no
+    // built-in flux holds it: with a forged WeaveCloud it read every namespace's Secrets.
+    for (rule, shown) in [
+        (
+            json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}),
+            "grants `get` on `secrets` (API group core), which is not the built-in flux role",
+        ),
+        (
+            json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["get"]}),
+            "grants `get` on `*` (API group *)",
+        ),
+        (
+            json!({"apiGroups": ["*"], "resources": ["*"], "resourceNames": ["x"], "verbs": ["*"]}),
+            "not the built-in flux role",
+        ),
+        (
+            json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}),
+            "`get` on the non-resource URL `/metrics`",
+        ),
+    ] {
+        let err = contents_policy::check_rule(Agent::Flux, &rule).expect_err(&rule.to_string());
+        assert!(err.contains(shown), "{err}");
+    }
+    for rule in [
+        json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
+        json!({"nonResourceURLs": ["*"], "verbs": ["*"]}),
+    ] {
+        assert_eq!(
+            contents_policy::check_rule(Agent::Flux, &rule),
+            Ok(()),
+            "{rule}"
+        );
+    }
+    // In a bundle: refused before anything is applied, naming file, role and rule.
+    let mut files = builtin_files();
+    let mut rbac = files["flux/rbac.yaml"].clone();
+    rbac.extend_from_slice(b"---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: weave-flux-secrets}\nrules:\n  - apiGroups: ['']\n    resources: [secrets]\n    verbs: [get, list, watch]\n");
+    files.insert("flux/rbac.yaml".to_string(), rbac);
+    let err = Bundle::from_files(files).unwrap_err().to_string();
+    assert!(
+        err.contains("ClusterRole `weave-flux-secrets`: `rules[0]` grants `get` on `secrets`"),
+        "{err}"
+    );
+}
+
+#[test]
 fn an_agent_may_not_bind_another_agent_s_role() {
     // scope's account bound to flux's `*` role: both are the bundle's, but not the same agent's.
     let files = replace_in(

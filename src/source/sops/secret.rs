@@ -62,7 +62,12 @@ impl DecryptionSecret {
         let secret = api
             .get_opt(&self.name)
             .await
-            .map_err(|e| self.error(format!("cannot be read: {e}")))?
+            .map_err(|e| {
+                self.error(format!(
+                    "cannot be read: {}",
+                    crate::api::kube_error::Text(&e)
+                ))
+            })?
             .ok_or_else(|| self.error("not found"))?;
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
         let mut cache = self.cache.lock().await;

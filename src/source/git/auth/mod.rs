@@ -263,7 +263,7 @@ pub async fn from_kube_secret(
         namespace: namespace.to_string(),
         name: name.to_string(),
         // kube errors carry the API status message, never the Secret's data.
-        message: e.to_string(),
+        message: crate::api::kube_error::text(&e),
     })?;
     let data = crate::api::secret_bytes(secret);
     let creds = Credentials::from_secret_data(&data)?;
