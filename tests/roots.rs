@@ -415,7 +415,8 @@ async fn one_daemon_reconciles_two_roots_of_two_namespaces_in_dependency_order()
         .contains(&format!("system:serviceaccount:{t}:deployer")));
 
     // `weft get roots`: both, Ready, exit 0.
-    let (code, out, err) = Weft::new(["get", "roots", "-A"]).cluster().run();
+    // `-n`: other tests' roots (not all Ready) are elsewhere.
+    let (code, out, err) = Weft::new(["get", "roots", "-n", t]).cluster().run();
     assert_eq!(code, 0, "{out}{err}");
     let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(

@@ -358,9 +358,7 @@ pub fn roots_table(roots: &[Root], now: chrono::DateTime<chrono::Utc>) -> String
                 ready
                     .map(|c| format!("{:?}", c.status))
                     .unwrap_or_else(|| "Unknown".into()),
-                ready
-                    .map(|c| c.message.replace('\n', " "))
-                    .unwrap_or_default(),
+                ready.map(|c| status_cell(&c.message)).unwrap_or_default(),
                 status.last_applied_revision.unwrap_or_default(),
                 r.spec.suspend.to_string(),
                 age,
@@ -385,6 +383,22 @@ pub fn roots_table(roots: &[Root], now: chrono::DateTime<chrono::Utc>) -> String
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     out
+}
+
+/// The first line of a message, at most 80 characters (the rest: `-o yaml`).
+fn status_cell(message: &str) -> String {
+    let first = message
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(':');
+    if first.chars().count() > 80 {
+        first.chars().take(79).chain(['…']).collect()
+    } else if message.lines().nth(1).is_some() {
+        format!("{first} …")
+    } else {
+        first.to_string()
+    }
 }
 
 /// An age of `secs` seconds as kubectl shows it: `45s`, `12m`, `3h`, `5d`.
@@ -623,6 +637,11 @@ mod tests {
             "team-a      infra   Unknown                                     true        3m"
         );
         assert_eq!(age(3 * 86400), "3d");
+        assert_eq!(
+            status_cell("2 object(s) could not be applied:\n  ConfigMap/a/b: forbidden"),
+            "2 object(s) could not be applied …"
+        );
+        assert_eq!(status_cell(&"x".repeat(100)).chars().count(), 80);
         assert_eq!(age(7199), "119m");
         assert_eq!(age(-5), "0s");
     }
