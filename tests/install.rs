@@ -377,7 +377,7 @@ async fn weft_install_applies_waits_and_a_second_run_changes_nothing() {
         stdout.contains("CustomResourceDefinition/weaveclouds.cloud.weave.works"),
         "{stdout}"
     );
-    assert!(stdout.contains("dry run: 21 object(s) checked"), "{stdout}");
+    assert!(stdout.contains("dry run: 22 object(s) checked"), "{stdout}");
     let d = Api::<Deployment>::namespaced(client.clone(), &weft_ns)
         .get("weft")
         .await
