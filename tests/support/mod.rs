@@ -6,5 +6,6 @@ pub mod helm;
 pub mod launcher;
 pub mod manifests;
 pub mod repo_dir;
+pub mod skewed_clock;
 pub mod wait;
 pub mod weft_cli;
