@@ -292,6 +292,73 @@ async fn a_namespace_removed_from_git_is_kept_while_git_declares_its_objects_or_
     ns.delete().await;
 }
 
+/// Issue 43, item 4: an ownerReference protects an object only when its owner goes with the
+/// Namespace; a human's ConfigMap that points to a ClusterRole that survives keeps the Namespace.
+#[tokio::test]
+async fn a_human_object_owned_by_a_cluster_role_that_survives_keeps_its_namespace() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let ns = TestNamespace::new("ops-nsowned").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let fg = format!("{name}-fg");
+    let repo = Repo::new();
+    bystanders(&repo, &name, 20);
+    repo.write("fg/namespace.yaml", &namespace_doc(&fg));
+    repo.write("fg/cm-0.yaml", &configmap(&fg, "cm-0", "v"));
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // Someone else's ClusterRole, and a person's ConfigMap in the namespace that names it as
+    // its owner.
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let role_name = format!("{name}-someone-elses");
+    let role: ClusterRole =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": role_name}}))
+            .expect("cluster role");
+    let role = roles
+        .create(&Default::default(), &role)
+        .await
+        .expect("create the ClusterRole");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &fg);
+    let human: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "human", "ownerReferences": [{
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "name": role_name, "uid": role.metadata.uid.clone().expect("uid")}]},
+        "data": {"k": "v"}
+    }))
+    .expect("configmap");
+    cms.create(&Default::default(), &human)
+        .await
+        .expect("create");
+
+    // The namespace and its objects leave git: Weft's ConfigMap goes, the namespace stays, and
+    // the pass says why.
+    repo.remove("fg/namespace.yaml");
+    repo.remove("fg/cm-0.yaml");
+    let out = weft("sync", repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains(&format!("skipped    Namespace/{fg}")), "{t}");
+    assert!(
+        t.contains(&format!(
+            "ConfigMap/{fg}/human lives in this namespace and is not this owner's"
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!(
+            "ownerReference to ClusterRole/{role_name} does not protect it"
+        )),
+        "{t}"
+    );
+    assert!(namespace_exists(&client, &fg).await, "{t}");
+    assert_eq!(configmaps(&client, &fg).await, ["human"]);
+
+    delete_namespace(&client, &fg).await;
+    let _ = roles.delete(&role_name, &Default::default()).await;
+    ns.delete().await;
+}
+
 fn crd_doc(group: &str) -> String {
     format!(
         r#"apiVersion: apiextensions.k8s.io/v1
