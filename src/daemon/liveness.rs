@@ -86,6 +86,14 @@ where
         .map(|l| (l.name_any(), (record(l), lease_duration(l))))
         .filter(|(_, (r, _))| !r.holder.is_empty())
         .collect();
+    for (name, (r, duration)) in &watched {
+        tracing::info!(
+            lease = %name,
+            holder = %r.holder,
+            seconds = duration.as_secs(),
+            "the Lease is held: watching whether its holder renews it"
+        );
+    }
     while !watched.is_empty() {
         tokio::time::sleep(POLL).await;
         let now: BTreeMap<String, Record> = read()
