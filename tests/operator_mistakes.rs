@@ -292,6 +292,73 @@ async fn a_namespace_removed_from_git_is_kept_while_git_declares_its_objects_or_
     ns.delete().await;
 }
 
+/// Issue 43, item 4: an ownerReference protects an object only when its owner goes with the
+/// Namespace; a human's ConfigMap that points to a ClusterRole that survives keeps the Namespace.
+#[tokio::test]
+async fn a_human_object_owned_by_a_cluster_role_that_survives_keeps_its_namespace() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let ns = TestNamespace::new("ops-nsowned").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let fg = format!("{name}-fg");
+    let repo = Repo::new();
+    bystanders(&repo, &name, 20);
+    repo.write("fg/namespace.yaml", &namespace_doc(&fg));
+    repo.write("fg/cm-0.yaml", &configmap(&fg, "cm-0", "v"));
+    let out = weft("sync", repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // Someone else's ClusterRole, and a person's ConfigMap in the namespace that names it as
+    // its owner.
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let role_name = format!("{name}-someone-elses");
+    let role: ClusterRole =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": role_name}}))
+            .expect("cluster role");
+    let role = roles
+        .create(&Default::default(), &role)
+        .await
+        .expect("create the ClusterRole");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &fg);
+    let human: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "human", "ownerReferences": [{
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "name": role_name, "uid": role.metadata.uid.clone().expect("uid")}]},
+        "data": {"k": "v"}
+    }))
+    .expect("configmap");
+    cms.create(&Default::default(), &human)
+        .await
+        .expect("create");
+
+    // The namespace and its objects leave git: Weft's ConfigMap goes, the namespace stays, and
+    // the pass says why.
+    repo.remove("fg/namespace.yaml");
+    repo.remove("fg/cm-0.yaml");
+    let out = weft("sync", repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains(&format!("skipped    Namespace/{fg}")), "{t}");
+    assert!(
+        t.contains(&format!(
+            "ConfigMap/{fg}/human lives in this namespace and is not this owner's"
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!(
+            "ownerReference to ClusterRole/{role_name} does not protect it"
+        )),
+        "{t}"
+    );
+    assert!(namespace_exists(&client, &fg).await, "{t}");
+    assert_eq!(configmaps(&client, &fg).await, ["human"]);
+
+    delete_namespace(&client, &fg).await;
+    let _ = roles.delete(&role_name, &Default::default()).await;
+    ns.delete().await;
+}
+
 fn crd_doc(group: &str) -> String {
     format!(
         r#"apiVersion: apiextensions.k8s.io/v1
@@ -643,31 +710,65 @@ async fn an_hpa_keeps_its_replicas_and_listed_fields_are_left_to_their_manager()
 
 // ---- item 5: one writer per root, one repository per root ----
 
-/// A Lease of root `root` in `ns` as a daemon holds it: `renewed_secs_ago`, for 15 s.
-async fn daemon_lease(client: &Client, ns: &str, root: &str, renewed_secs_ago: i64, source: &str) {
+/// The Lease of root `root` in `ns` as a daemon leaves it: while `live`, held and renewed every
+/// second by a task of this test (abort the handle returned to stop it, as a kill -9 would);
+/// else released (no holder), as a daemon stopped with SIGTERM leaves it.
+async fn daemon_lease(
+    client: &Client,
+    ns: &str,
+    root: &str,
+    live: bool,
+    source: &str,
+) -> Option<tokio::task::JoinHandle<()>> {
     use k8s_openapi::api::coordination::v1::Lease;
     use kube::api::{Patch, PatchParams};
-    let renewed = k8s_openapi::jiff::Timestamp::now()
-        - k8s_openapi::jiff::SignedDuration::from_secs(renewed_secs_ago);
+    let name = format!("weft-leader-{root}");
+    // A MicroTime (six digits of fraction, as the API server wants it).
+    let now = || {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        serde_json::to_value(MicroTime(k8s_openapi::jiff::Timestamp::now())).expect("time")
+    };
+    let holder = live.then_some("weft-7d9f-abcde");
     let lease: Lease = serde_json::from_value(serde_json::json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": format!("weft-leader-{root}"), "namespace": ns,
+        "metadata": {"name": name, "namespace": ns,
                      "annotations": {"weft.io/source": source}},
-        "spec": {"holderIdentity": "weft-7d9f-abcde", "leaseDurationSeconds": 15,
-                 "renewTime": renewed.to_string(), "acquireTime": renewed.to_string()}
+        "spec": {"leaseDurationSeconds": 15, "renewTime": now(), "acquireTime": now()}
     }))
     .expect("lease");
     let api: Api<Lease> = Api::namespaced(client.clone(), ns);
     api.patch(
-        &format!("weft-leader-{root}"),
+        &name,
         &PatchParams::apply("lease-test").force(),
         &Patch::Apply(&lease),
     )
     .await
     .expect("the Lease");
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"holderIdentity": holder}})),
+    )
+    .await
+    .expect("the Lease's holder");
+    live.then(|| {
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let renewed = serde_json::json!({"spec": {"renewTime": now()}});
+                if let Err(e) = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(renewed))
+                    .await
+                {
+                    eprintln!("renewing the fake daemon's Lease: {e}");
+                }
+            }
+        })
+    })
 }
 
-#[tokio::test]
+// Two threads: the fake daemon renews its Lease while the CLI runs (a blocking call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_beside_a_live_daemon_or_from_another_repository_is_refused() {
     let ns = TestNamespace::new("ops-writer").await;
     let name = ns.name().to_string();
@@ -683,7 +784,7 @@ async fn a_sync_beside_a_live_daemon_or_from_another_repository_is_refused() {
     let a_dir = std::fs::canonicalize(a.path()).expect("canonical");
 
     // A live daemon leads the root: the CLI does not race it.
-    daemon_lease(&client, &name, &name, 2, &a_dir.display().to_string()).await;
+    let renewing = daemon_lease(&client, &name, &name, true, &a_dir.display().to_string()).await;
     let out = weft("sync", a.path(), &name, &[]);
     let t = text(&out);
     assert_eq!(out.status.code(), Some(1), "{t}");
@@ -698,9 +799,10 @@ async fn a_sync_beside_a_live_daemon_or_from_another_repository_is_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(configmaps(&client, &name).await, ["a1", "a2", "shared"]);
 
-    // The daemon is gone (its Lease expired): the CLI may write, but not from another
+    // The daemon is gone (it released its Lease): the CLI may write, but not from another
     // repository, which would prune a1 and a2 (2 of 4: within the guard).
-    daemon_lease(&client, &name, &name, 600, &a_dir.display().to_string()).await;
+    renewing.expect("renewing").abort();
+    daemon_lease(&client, &name, &name, false, &a_dir.display().to_string()).await;
     let out = weft("sync", a.path(), &name, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let out = weft("sync", b.path(), &name, &[]);
@@ -734,7 +836,7 @@ async fn a_sync_beside_a_live_daemon_or_from_another_repository_is_refused() {
         &client,
         &cname,
         &cname,
-        600,
+        false,
         "https://git.example/team/config//apps",
     )
     .await;

@@ -228,6 +228,62 @@ async fn a_kind_change_under_the_same_name_prunes_the_old_before_creating_the_ne
     ns.delete().await;
 }
 
+/// Issue 43, item 5: nothing is replaced in a pass whose apply fails.
+#[tokio::test]
+async fn a_kind_change_in_a_pass_whose_apply_fails_replaces_nothing() {
+    let ns = TestNamespace::new("ops-kindfail").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let repo = Repo::new();
+    bystanders(&repo, &name, 3);
+    repo.write("x.yaml", &configmap(&name, "x", "plain"));
+    let out = sync(repo.path(), &name, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &name);
+    let uid = cms.get("x").await.expect("x").metadata.uid;
+
+    // `x` becomes a Secret, and the same commit adds an object the API server refuses (a key
+    // that is not a valid ConfigMap key).
+    repo.write("x.yaml", &secret(&name, "x", "hidden"));
+    repo.write(
+        "bad.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\n  namespace: {name}\ndata:\n  \"not a key!\": v\n"),
+    );
+    let out = sync(repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains(&format!("ConfigMap/{name}/bad")), "{t}");
+    assert!(
+        t.contains(&format!(
+            "Secret/{name}/x (not created: it replaces ConfigMap/{name}/x only in a pass whose other objects applied"
+        )),
+        "{t}"
+    );
+    let live = cms.get_opt("x").await.expect("get");
+    assert_eq!(
+        live.and_then(|c| c.metadata.uid),
+        uid,
+        "the ConfigMap x was replaced: {t}"
+    );
+    assert!(secrets.get_opt("x").await.expect("get").is_none(), "{t}");
+
+    // Fixed: the next pass replaces it.
+    repo.remove("bad.yaml");
+    let out = sync(repo.path(), &name, &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains(&format!(
+            "deleted    ConfigMap/{name}/x (replaced by Secret/{name}/x"
+        )),
+        "{t}"
+    );
+    assert!(cms.get_opt("x").await.expect("get").is_none(), "{t}");
+    assert!(secrets.get_opt("x").await.expect("get").is_some(), "{t}");
+    ns.delete().await;
+}
+
 #[tokio::test]
 async fn kind_changes_are_judged_by_the_prune_guard() {
     // Twelve ConfigMaps become Secrets: 12 deletions of the 24 entries the write-ahead holds,

@@ -2,10 +2,15 @@
 //! declares an object another root holds does not take it, and reports the conflict on its own
 //! root — the root record's reason `Conflict`, a `Conflict` condition in its status, a Warning
 //! event `Conflict` on the root record — until the object leaves its repository.
+//!
+//! A CLI whose clock is skewed (issue 43, item 2): `weft sync` and `weft uninstall` judge whether
+//! a daemon is live by watching its Lease renew, not by comparing its `renewTime` with their own
+//! clock, so 20 s ahead or behind they neither race a live daemon nor wait on a stopped one.
 //! Real control plane, real git server (`git daemon` on loopback), the `weft` binary.
 
 mod support;
 
+use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
@@ -17,6 +22,7 @@ use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use support::manifests::configmap;
+use support::skewed_clock::skewed_env;
 use support::wait::wait_for;
 use support::weft_cli::Weft;
 
@@ -201,5 +207,103 @@ async fn a_daemon_reports_an_object_another_root_holds_on_its_root_and_never_tak
         Some("from-a")
     );
     drop(d);
+    ns.delete().await;
+}
+
+// ---- issue 43, item 2: a daemon's liveness is not judged on the CLI's clock ----
+
+/// `weft <args>` of the root `ns` (from `repo`), its wall clock `skew` seconds off this machine's.
+fn skewed(args: &[&str], ns: &str, repo: Option<&Path>, skew: i64) -> Output {
+    let mut cmd = Weft::new(args).cluster().root(ns).env("WEFT_LOG", "warn");
+    if let Some(repo) = repo {
+        cmd = cmd.repo(repo);
+    }
+    for (key, value) in skewed_env(skew) {
+        cmd = cmd.env(&key, value);
+    }
+    cmd.output()
+}
+
+async fn uid(client: &Client, ns: &str, name: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name)
+        .await
+        .expect("get ConfigMap")
+        .and_then(|c| c.metadata.uid)
+}
+
+#[tokio::test]
+async fn a_skewed_cli_clock_neither_races_a_live_daemon_nor_waits_for_a_stopped_one() {
+    let ns = TestNamespace::new("ops-skew").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    let repo = tempfile::tempdir().expect("tempdir");
+    for n in ["a", "b"] {
+        std::fs::write(
+            repo.path().join(format!("{n}.yaml")),
+            configmap(&name, n, "git"),
+        )
+        .expect("write");
+    }
+    let mut d = Daemon::start(DaemonOptions::new(
+        repo.path().to_str().expect("utf-8 path"),
+        &name,
+    ));
+    wait_for(
+        "the daemon's first pass",
+        Duration::from_secs(60),
+        &|| d.logs(),
+        async || value(&client, &name, "b").await,
+    )
+    .await;
+    let uids = (
+        uid(&client, &name, "a").await,
+        uid(&client, &name, "b").await,
+    );
+
+    // A laptop 20 s ahead (after a sleep) or 20 s behind: the daemon renews its Lease, so it is
+    // live, whatever the CLI's clock says of its renewTime.
+    for skew in [20, -20] {
+        // 20 s behind, the control plane's fresh certificates are not valid yet: wait until they
+        // are (a dry run neither writes nor asks about the Lease).
+        wait_for(
+            "certificates valid on the skewed clock",
+            Duration::from_secs(90),
+            &|| d.logs(),
+            async || {
+                let out = skewed(&["sync", "--dry-run"], &name, Some(repo.path()), skew);
+                out.status.success().then_some(())
+            },
+        )
+        .await;
+        let out = skewed(&["sync"], &name, Some(repo.path()), skew);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(1), "clock {skew:+}s: {t}");
+        assert!(
+            t.contains("is led by a live daemon"),
+            "clock {skew:+}s: {t}"
+        );
+        let out = skewed(&["uninstall", "--prune"], &name, None, skew);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "clock {skew:+}s: {t}");
+        assert!(t.contains("a live daemon (`"), "clock {skew:+}s: {t}");
+        assert_eq!(
+            (
+                uid(&client, &name, "a").await,
+                uid(&client, &name, "b").await
+            ),
+            uids,
+            "clock {skew:+}s: the daemon's objects were touched\n{t}"
+        );
+    }
+
+    // Stopped (SIGTERM releases the Lease): both proceed at once, whatever their clock.
+    d.signal("TERM");
+    d.wait_exit(Duration::from_secs(60));
+    let out = skewed(&["sync"], &name, Some(repo.path()), 20);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = skewed(&["uninstall", "--prune"], &name, None, -20);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(value(&client, &name, "a").await, None, "{}", text(&out));
     ns.delete().await;
 }

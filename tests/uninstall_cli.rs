@@ -58,7 +58,8 @@ async fn add_finalizer(api: &Api<DynamicObject>) {
     .expect("add the finalizer a daemon would");
 }
 
-#[tokio::test]
+// Two threads: the fake daemon renews its Lease while the CLI runs (a blocking call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uninstall_releases_finalizers_and_prunes_what_weft_created() {
     let ns = TestNamespace::new("uninstall").await;
     let name = ns.name().to_string();
@@ -103,7 +104,22 @@ async fn uninstall_releases_finalizers_and_prunes_what_weft_created() {
         )
         .await
         .expect("lease");
+    // It renews its Lease (a live holder is seen renewing, whatever its renewTime says).
+    let renewing = {
+        let leases = leases.clone();
+        let lease_name = lease_name.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let renewed = json!({"spec": {"renewTime": MicroTime(Timestamp::now())}});
+                let _ = leases
+                    .patch(&lease_name, &PatchParams::default(), &Patch::Merge(renewed))
+                    .await;
+            }
+        })
+    };
     let refused = weft(&["uninstall"], &name, None);
+    renewing.abort();
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     assert!(
         text(&refused).contains("a live daemon (`weft-7d9f_1`) holds Lease"),
@@ -113,12 +129,13 @@ async fn uninstall_releases_finalizers_and_prunes_what_weft_created() {
     let wc = wcs.get("wc").await.expect("wc");
     assert_eq!(wc.metadata.finalizers, Some(vec!["weft.io/agents".into()]));
 
-    // The daemon is gone (its Lease went stale): the finalizer is removed, the objects stay.
+    // The daemon is gone (killed: its Lease is no longer renewed, and is seen unchanged for its
+    // 3 s): the finalizer is removed, the objects stay.
     leases
         .patch(
             &lease_name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"renewTime": "2020-01-01T00:00:00.000000Z"}})),
+            &Patch::Merge(json!({"spec": {"leaseDurationSeconds": 3}})),
         )
         .await
         .expect("stale lease");

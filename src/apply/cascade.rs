@@ -10,8 +10,11 @@
 //! - otherwise the owner's objects it holds are what the delete cascades to, and the prune guard
 //!   counts them, not the one Namespace or CRD.
 //!
-//! Objects a controller made for another one (with `ownerReferences`), events, endpoints and what
-//! the cluster puts in every namespace are neither a reason to keep nor counted.
+//! Objects a controller made for another one that goes with the delete (an `ownerReference` to an
+//! object in the same Namespace, or of the same CRD's kind), events, endpoints and what the
+//! cluster puts in every namespace are neither a reason to keep nor counted. An ownerReference to
+//! an owner that survives (a ClusterRole that is not Weft's) protects nothing: that object is
+//! judged as any other, and a human's keeps the Namespace.
 
 use std::collections::BTreeSet;
 
@@ -104,10 +107,25 @@ pub async fn judge(
 struct Content {
     /// The owner's objects: what the delete cascades to.
     owned: Vec<ObjectRef>,
-    /// The first object that is not the owner's.
-    foreign: Option<ObjectRef>,
+    /// The first object that is not the owner's (and, when it has ownerReferences, why they do
+    /// not make it a controller's).
+    foreign: Option<(ObjectRef, String)>,
     /// The first of the owner's objects that is protected (`weft.io/prune: disabled`).
     protected: Option<ObjectRef>,
+    /// The UIDs of every object listed: the owners that go with the delete.
+    uids: BTreeSet<String>,
+    /// Objects with ownerReferences, judged once every list is read: made for an owner that goes
+    /// with the delete they are that owner's business; made for one that survives (a ClusterRole,
+    /// an object elsewhere) they are judged as any other object.
+    dependents: Vec<Dependent>,
+}
+
+/// An object with ownerReferences, as [`Content::classify`] would judge it without them.
+struct Dependent {
+    owners: Vec<(String, String)>,
+    r: ObjectRef,
+    ours: bool,
+    protected: bool,
 }
 
 impl Content {
@@ -156,13 +174,15 @@ impl Content {
         let ours = proof_of_ownership(&live, owner).is_ok();
         let protected = protection(kind, &live).is_some() && kind != "Namespace";
         let m = item.metadata;
+        if let Some(uid) = m.uid {
+            self.uids.insert(uid);
+        }
         let name = m.name.unwrap_or_default();
-        let made_for_one = m.owner_references.as_ref().is_some_and(|o| !o.is_empty());
         let built_in = matches!(
             (kind, name.as_str()),
             ("ServiceAccount", "default") | ("ConfigMap", "kube-root-ca.crt")
         );
-        if m.deletion_timestamp.is_some() || made_for_one || built_in {
+        if m.deletion_timestamp.is_some() || built_in {
             return;
         }
         let r = ObjectRef {
@@ -171,24 +191,61 @@ impl Content {
             namespace: m.namespace.unwrap_or_default(),
             name,
         };
+        let owners: Vec<(String, String)> = m
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .map(|o| (o.uid, format!("{}/{}", o.kind, o.name)))
+            .collect();
+        if !owners.is_empty() {
+            self.dependents.push(Dependent {
+                owners,
+                r,
+                ours,
+                protected,
+            });
+            return;
+        }
+        self.count(r, ours, protected, String::new());
+    }
+
+    fn count(&mut self, r: ObjectRef, ours: bool, protected: bool, note: String) {
         if ours && protected {
             self.protected.get_or_insert(r);
         } else if ours {
             self.owned.push(r);
         } else if self.foreign.is_none() {
-            self.foreign = Some(r);
+            self.foreign = Some((r, note));
         }
     }
 
-    fn verdict(self, where_: &str, force: bool) -> Cascade {
+    /// Judge the objects with ownerReferences, now that every owner that goes is known: one whose
+    /// owners all survive the delete (a ClusterRole that is not Weft's) is protected by none of
+    /// them, and counts as what it is (a human's object keeps the Namespace).
+    fn settle(&mut self) {
+        for d in std::mem::take(&mut self.dependents) {
+            if d.owners.iter().any(|(uid, _)| self.uids.contains(uid)) {
+                continue;
+            }
+            let names: Vec<&str> = d.owners.iter().map(|(_, n)| n.as_str()).collect();
+            let note = format!(
+                "; its ownerReference to {} does not protect it: that owner is not deleted with it",
+                names.join(", ")
+            );
+            self.count(d.r, d.ours, d.protected, note);
+        }
+    }
+
+    fn verdict(mut self, where_: &str, force: bool) -> Cascade {
+        self.settle();
         if let Some(p) = self.protected {
             return Cascade::Keep(format!(
                 "not pruned: {p} {where_} and {PROTECTED} (it would be deleted with it)"
             ));
         }
         match self.foreign {
-            Some(f) if !force => Cascade::Keep(format!(
-                "not pruned: {f} {where_} and is not this owner's (it would be deleted with it); delete or move it, or allow it once with --force-prune"
+            Some((f, note)) if !force => Cascade::Keep(format!(
+                "not pruned: {f} {where_} and is not this owner's (it would be deleted with it{note}); delete or move it, or allow it once with --force-prune"
             )),
             _ => Cascade::Deletes(self.owned),
         }
@@ -210,12 +267,11 @@ mod tests {
         let labels = json!({OWNER_LABEL: owner().id().0});
         let manager = if ours { "weft" } else { "kubectl" };
         let operation = if ours { "Apply" } else { "Update" };
-        let mut meta = json!({"name": name, "namespace": "fg", "labels": labels,
+        let mut meta = json!({"name": name, "namespace": "fg", "labels": labels, "uid": format!("uid-{name}"),
             "managedFields": [{"manager": manager, "operation": operation, "apiVersion": "v1",
                 "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:weft.io/owner": {}}}}}]});
         if owner_refs {
-            meta["ownerReferences"] =
-                json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u"}]);
+            meta["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "uid-r"}]);
         }
         PartialObjectMeta {
             types: None,
@@ -229,7 +285,12 @@ mod tests {
         let o = owner();
         let mut c = Content::default();
         c.classify(item("mine", true, false), &o, "v1", "ConfigMap");
+        // A Pod of a ReplicaSet in the namespace goes with it: neither counted nor foreign.
         c.classify(item("pod", false, true), &o, "v1", "Pod");
+        c.classify(item("r", false, false), &o, "apps/v1", "ReplicaSet");
+        c.settle();
+        assert_eq!(c.foreign.as_ref().map(|f| f.0.name.as_str()), Some("r"));
+        c.foreign = None;
         c.classify(
             item("kube-root-ca.crt", false, false),
             &o,
@@ -238,12 +299,13 @@ mod tests {
         );
         assert_eq!(c.foreign, None);
         assert_eq!(c.owned.len(), 1);
+        assert!(c.dependents.is_empty());
         // The owner's label copied by hand does not make a human's Secret Weft's.
         c.classify(item("human", false, false), &o, "v1", "Secret");
         let Cascade::Keep(why) = Content {
             owned: c.owned.clone(),
             foreign: c.foreign.clone(),
-            protected: None,
+            ..Content::default()
         }
         .verdict("lives in this namespace", false) else {
             panic!("kept");
@@ -275,5 +337,29 @@ mod tests {
             panic!("kept");
         };
         assert!(why.contains("ConfigMap/fg/keep-me lives in this namespace and is annotated weft.io/prune: disabled"), "{why}");
+    }
+
+    #[test]
+    fn an_owner_reference_to_an_owner_that_survives_protects_nothing() {
+        let o = owner();
+        let mut c = Content::default();
+        c.classify(item("mine", true, false), &o, "v1", "ConfigMap");
+        let mut human = item("human", false, false);
+        human.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "name": "someone-elses", "uid": "uid-cluster-role"}))
+        .expect("ref")]);
+        c.classify(human, &o, "v1", "ConfigMap");
+        let Cascade::Keep(why) = c.verdict("lives in this namespace", false) else {
+            panic!("kept");
+        };
+        assert!(
+            why.contains("ConfigMap/fg/human lives in this namespace and is not this owner's"),
+            "{why}"
+        );
+        assert!(
+            why.contains("its ownerReference to ClusterRole/someone-elses does not protect it"),
+            "{why}"
+        );
     }
 }

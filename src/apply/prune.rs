@@ -478,8 +478,8 @@ fn created_if_missing(live: &Value) -> bool {
         == Some(CREATE_IF_MISSING)
 }
 
-/// An object in namespace `ns` that is not `owner`'s (nor made by a controller for one, nor
-/// what the cluster puts in every namespace, nor already being deleted), described; or why the
+/// An object in namespace `ns` that is not `owner`'s (nor made by a controller for an owner in
+/// that namespace, nor what the cluster puts in every namespace, nor already being deleted), described; or why the
 /// namespace's content cannot be told. `None`: only `owner`'s objects live there, and the
 /// namespace may go with them.
 async fn resident_of_namespace(
@@ -510,7 +510,15 @@ async fn resident_of_namespace(
         for item in list.items {
             let m = &item.metadata;
             let name = m.name.as_deref().unwrap_or("");
-            let made_for_one = m.owner_references.as_ref().is_some_and(|o| !o.is_empty());
+            // Made by a controller for an owner that goes with the namespace (a namespaced one,
+            // so in this namespace); an owner that survives (a ClusterRole) protects nothing.
+            let made_for_one = m.owner_references.as_ref().is_some_and(|refs| {
+                refs.iter().any(|o| {
+                    catalog
+                        .resolve(&o.api_version, &o.kind)
+                        .is_some_and(|(_, namespaced)| *namespaced)
+                })
+            });
             let built_in = matches!(
                 (ar.kind.as_str(), name),
                 ("ServiceAccount", "default") | ("ConfigMap", "kube-root-ca.crt")

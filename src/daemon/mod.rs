@@ -12,6 +12,7 @@ pub mod events;
 pub mod fixtures;
 pub mod health;
 pub mod leader;
+pub mod liveness;
 pub mod metrics;
 pub mod namespaces;
 pub mod pass_locks;

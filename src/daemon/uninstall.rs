@@ -17,11 +17,9 @@
 //! root takes them over.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
@@ -168,37 +166,31 @@ async fn root_names(
     Ok(names.into_iter().collect())
 }
 
-/// A Lease of Weft's namespace renewed within its duration: a daemon is running.
+/// A Lease of Weft's namespace held and renewed while we watch it: a daemon is running (see
+/// [`super::liveness`]: never judged by comparing its `renewTime` with our clock).
 async fn refuse_if_running(client: &Client, namespace: &str) -> Result<(), UninstallError> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let list = leases
-        .list(&ListParams::default())
-        .await
-        .map_err(kube_err(format!("listing the Leases of {namespace}")))?;
-    let now = Timestamp::now();
-    for lease in list.items {
-        let name = lease.name_any();
-        if !name.starts_with("weft-leader") {
-            continue;
-        }
-        let Some(spec) = lease.spec else { continue };
-        let (Some(holder), Some(renewed)) = (
-            spec.holder_identity.filter(|h| !h.is_empty()),
-            spec.renew_time,
-        ) else {
-            continue;
-        };
-        let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(1) as u64);
-        let age = now.duration_since(renewed.0);
-        if age.is_negative() || age.unsigned_abs() < duration {
-            return Err(UninstallError::Running {
-                namespace: namespace.to_string(),
-                lease: name,
-                holder,
-            });
-        }
+    let live = super::liveness::live_holder(|| async {
+        let list = leases
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("listing the Leases of {namespace}")))?;
+        Ok::<_, UninstallError>(
+            list.items
+                .into_iter()
+                .filter(|l| l.name_any().starts_with("weft-leader"))
+                .collect(),
+        )
+    })
+    .await?;
+    match live {
+        None => Ok(()),
+        Some(live) => Err(UninstallError::Running {
+            namespace: namespace.to_string(),
+            lease: live.lease,
+            holder: live.holder,
+        }),
     }
-    Ok(())
 }
 
 /// Every WeaveCloud and ArmadaChart of the cluster that this installation handles (see

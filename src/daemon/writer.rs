@@ -1,8 +1,9 @@
 //! One writer per root, and one repository per root.
 //!
 //! - A one-shot `weft sync` must not race a live daemon of the same root: while the root's leader
-//!   Lease ([`super::leader::lease_name`]) is held and fresh, the CLI refuses (unless
-//!   `--ignore-leader`) and points to `weft trigger`, which asks the leader to run the pass.
+//!   Lease ([`super::leader::lease_name`]) is held and renewed (watched, see
+//!   [`super::liveness`]), the CLI refuses (unless `--ignore-leader`) and points to `weft
+//!   trigger`, which asks the leader to run the pass.
 //! - The root records its source: `weft sync` writes `repository` and `path` into the root
 //!   record (`weft-root-<root>`, field manager `weft-source`, apart from the outcome keys), and a
 //!   daemon records it on its Lease (`weft.io/source`). A sync from another repository than the
@@ -13,11 +14,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
 
 use super::leader::{lease_name, SOURCE_ANNOTATION};
+use super::liveness::live_holder;
 use super::record::{
     self, record_labels, record_name, PassEntry, PassRecord, RootOutcome, KEY_PATH, KEY_REPOSITORY,
     SOURCE_MANAGER,
@@ -29,13 +30,12 @@ use crate::pass::PassResult;
 /// Why a one-shot pass may not write, or the API error that kept it from being told.
 #[derive(Debug, thiserror::Error)]
 pub enum WriterError {
-    #[error("the root {root} is led by a live daemon ({holder} holds the Lease {namespace}/{lease}, renewed {age}s ago); a second writer would race it (objects deleted and recreated). Ask the daemon to run the pass: `weft trigger` (with --force-prune if needed); or, if that daemon is not syncing this root, pass --ignore-leader")]
+    #[error("the root {root} is led by a live daemon ({holder} holds the Lease {namespace}/{lease} and renews it); a second writer would race it (objects deleted and recreated). Ask the daemon to run the pass: `weft trigger` (with --force-prune if needed); or, if that daemon is not syncing this root, pass --ignore-leader")]
     LedByDaemon {
         root: String,
         holder: String,
         namespace: String,
         lease: String,
-        age: i64,
     },
     #[error("the root {root} syncs {recorded}; this sync is from {given}. Switching a root to another repository prunes everything the new one lacks: if that is intended, pass --switch-repository (else use another --root-name)")]
     RepositorySwitch {
@@ -83,35 +83,33 @@ async fn read_lease(
     Ok(leases.list(&params).await?.items.into_iter().next())
 }
 
-/// `Err` when a live daemon leads `root` (its Lease in `namespace` is held and was renewed within
-/// its duration).
+/// `Err` when a live daemon leads `root`: its Lease in `namespace` is held and renewed while we
+/// watch it (see [`super::liveness`]; a held Lease is watched for up to its duration, a released
+/// or absent one answers at once).
 pub async fn check_no_live_leader(
     client: &Client,
     namespace: &str,
     root: &str,
 ) -> Result<(), WriterError> {
     let lease = lease_name(root);
-    let Some(l) = read_lease(client, namespace, &lease).await? else {
-        return Ok(());
-    };
-    let Some(spec) = l.spec else {
-        return Ok(());
-    };
-    let holder = spec.holder_identity.unwrap_or_default();
-    let (Some(renewed), Some(duration)) = (spec.renew_time, spec.lease_duration_seconds) else {
-        return Ok(());
-    };
-    let age = Timestamp::now().as_second() - renewed.0.as_second();
-    if holder.is_empty() || age > i64::from(duration) {
-        return Ok(());
-    }
-    Err(WriterError::LedByDaemon {
-        root: root.to_string(),
-        holder: bounded(&holder),
-        namespace: namespace.to_string(),
-        lease,
-        age: age.max(0),
+    let live = live_holder(|| async {
+        Ok::<_, kube::Error>(
+            read_lease(client, namespace, &lease)
+                .await?
+                .into_iter()
+                .collect(),
+        )
     })
+    .await?;
+    match live {
+        None => Ok(()),
+        Some(live) => Err(WriterError::LedByDaemon {
+            root: root.to_string(),
+            holder: bounded(&live.holder),
+            namespace: namespace.to_string(),
+            lease,
+        }),
+    }
 }
 
 /// The repository `root` was last synced from: its record's (a `weft sync`), else its Lease's

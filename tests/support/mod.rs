@@ -7,5 +7,6 @@ pub mod launcher;
 pub mod manifests;
 pub mod rbac;
 pub mod repo_dir;
+pub mod skewed_clock;
 pub mod wait;
 pub mod weft_cli;

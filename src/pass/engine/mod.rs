@@ -511,8 +511,10 @@ impl<'a> Engine<'a> {
         result
     }
 
-    /// Apply one batch (a stage or a wave): the kind changes' old objects pruned first, then
-    /// every object; an object refused for an immutable field is recreated when it allows it.
+    /// Apply one batch (a stage or a wave): every object, an object refused for an immutable
+    /// field recreated when it allows it; then, only if all of that applied, the kind changes:
+    /// each old object pruned (waited for until gone) and its new object created. A batch that
+    /// fails replaces nothing (docs/apply.md: nothing is pruned or replaced in a failed pass).
     async fn apply(
         &mut self,
         objects: &[PlannedObject],
@@ -526,19 +528,52 @@ impl<'a> Engine<'a> {
             message: format!("applying {label}"),
             objects: objects.len(),
         });
-        let (held, mut errors) = self.replace_before_apply(objects, catalog).await;
-        // Only when a kind change's prune was refused is the batch copied.
+        let (due, held, mut errors) = self.kind_changes_due(objects).await;
+        let later: BTreeSet<inventory::RefKey> =
+            due.iter().map(|r| inventory::ref_key(&r.new)).collect();
+        // Only when there is a kind change is the batch copied.
         let kept: Vec<PlannedObject>;
-        let objects: &[PlannedObject] = if held.is_empty() {
+        let first: &[PlannedObject] = if held.is_empty() && later.is_empty() {
             objects
         } else {
             kept = objects
                 .iter()
-                .filter(|p| !held.contains(&inventory::ref_key(&p.object_ref)))
+                .filter(|p| {
+                    let k = inventory::ref_key(&p.object_ref);
+                    !held.contains(&k) && !later.contains(&k)
+                })
                 .cloned()
                 .collect();
             &kept
         };
+        errors.extend(self.apply_objects(first).await?);
+        if due.is_empty() {
+            return ApplyError::from_list(errors).map_or(Ok(()), Err);
+        }
+        if !errors.is_empty() {
+            self.kind_changes_stopped(&due);
+            return ApplyError::from_list(errors).map_or(Ok(()), Err);
+        }
+        let (ready, more) = self.replace_old(&due, catalog).await;
+        errors.extend(more);
+        let news: Vec<PlannedObject> = objects
+            .iter()
+            .filter(|p| ready.contains(&inventory::ref_key(&p.object_ref)))
+            .cloned()
+            .collect();
+        errors.extend(self.apply_objects(&news).await?);
+        ApplyError::from_list(errors).map_or(Ok(()), Err)
+    }
+
+    /// Apply `objects` (read live, server-side apply, recreate what is refused and allows it);
+    /// the errors of the objects that were not applied.
+    async fn apply_objects(
+        &mut self,
+        objects: &[PlannedObject],
+    ) -> Result<Vec<ApplyError>, ApplyError> {
+        if objects.is_empty() {
+            return Ok(Vec::new());
+        }
         let live = plan::read_live(self.client, objects, self.settings.concurrency).await?;
         let observer = self.observer;
         let apply_opts = ApplyOptions {
@@ -555,8 +590,7 @@ impl<'a> Engine<'a> {
         )
         .await;
         self.changes.extend(changes);
-        errors.extend(self.recreate_refused(objects, failed).await);
-        ApplyError::from_list(errors).map_or(Ok(()), Err)
+        Ok(self.recreate_refused(objects, failed).await)
     }
 
     /// The owners among `objects`, each once, in order.

@@ -1,5 +1,6 @@
 //! The deletes a pass makes before its prune, within the prune guard: the old object of a kind
-//! change, pruned before its replacement is created ([`crate::apply::replaced`]), and an object
+//! change, pruned before its replacement is created and only once the rest of its batch applied
+//! ([`crate::apply::replaced`]: a pass whose apply fails replaces nothing), and an object
 //! recreated because its document changes an immutable field and allows it
 //! ([`crate::apply::recreate`]). Each is counted against the guard with what the pass deleted
 //! so far, before it is made; the prune at the end counts them too.
@@ -56,20 +57,24 @@ impl Engine<'_> {
         }
     }
 
-    /// Prune the old objects of the kind changes whose new object is among `objects`, before
-    /// they are applied. Returns the new objects that must not be applied (the guard refused
-    /// their old objects' prune, or it failed), with the errors.
-    pub(super) async fn replace_before_apply(
-        &mut self,
+    /// The kind changes whose new object is among `objects` and does not exist yet: their old
+    /// object is pruned, and the new one created, only after the rest of the batch applied
+    /// ([`Self::replace_old`]). Also the new objects that must not be applied at all (whether
+    /// they exist could not be read), with the errors.
+    pub(super) async fn kind_changes_due(
+        &self,
         objects: &[PlannedObject],
-        catalog: &Catalog,
-    ) -> (BTreeSet<crate::apply::inventory::RefKey>, Vec<ApplyError>) {
+    ) -> (
+        Vec<Replacement>,
+        BTreeSet<crate::apply::inventory::RefKey>,
+        Vec<ApplyError>,
+    ) {
+        let mut due: Vec<Replacement> = Vec::new();
         let mut held = BTreeSet::new();
         let mut errors = Vec::new();
         if self.input.dry_run {
-            return (held, errors);
+            return (due, held, errors);
         }
-        let mut due: Vec<Replacement> = Vec::new();
         for (r, new) in replaced::due(&self.replacements, objects) {
             // A new object that exists already: its old one is a plain prune, at the end.
             match replaced::new_exists(self.client, new).await {
@@ -81,29 +86,59 @@ impl Engine<'_> {
                 }
             }
         }
+        (due, held, errors)
+    }
+
+    /// Prune the old objects of the kind changes `due` (within the guard), once the rest of
+    /// their batch applied. Returns the new objects that may be created now (their old object is
+    /// gone), with the errors of the others.
+    pub(super) async fn replace_old(
+        &mut self,
+        due: &[Replacement],
+        catalog: &Catalog,
+    ) -> (BTreeSet<crate::apply::inventory::RefKey>, Vec<ApplyError>) {
+        let mut ready = BTreeSet::new();
+        let mut errors = Vec::new();
         if due.is_empty() {
-            return (held, errors);
+            return (ready, errors);
         }
         let mut more: BTreeMap<Owner, usize> = BTreeMap::new();
-        for r in &due {
+        for r in due {
             *more.entry(r.owner.clone()).or_default() += 1;
         }
         if let Err(refused) = self.guard_allows(&more) {
-            held.extend(due.iter().map(|r| ref_key(&r.new)));
             errors.push(refused);
-            return (held, errors);
+            return (ready, errors);
         }
         let opts = self.recreate_options();
-        for r in &due {
+        for r in due {
             match replaced::prune_old(self.client, catalog, r, &opts).await {
-                Ok(change) => self.record(change.into_iter().collect()),
-                Err(e) => {
-                    held.insert(ref_key(&r.new));
-                    errors.push(e);
+                Ok(change) => {
+                    self.record(change.into_iter().collect());
+                    ready.insert(ref_key(&r.new));
                 }
+                Err(e) => errors.push(e),
             }
         }
-        (held, errors)
+        (ready, errors)
+    }
+
+    /// The kind changes `due` left as they are because their batch failed: the old object stays
+    /// and the new one is not created, reported so that the pass output says why.
+    pub(super) fn kind_changes_stopped(&mut self, due: &[Replacement]) {
+        for r in due {
+            let c = Change {
+                object: r.new.clone(),
+                owner: r.owner.clone(),
+                action: crate::apply::changeset::Action::Skipped,
+                reason: Some(format!(
+                    "not created: it replaces {} only in a pass whose other objects applied; {} is left as it is",
+                    r.old, r.old
+                )),
+            };
+            (self.observer)(Progress::Change(&c));
+            self.changes.push(c);
+        }
     }
 
     /// `errors` of an apply, with every [`ApplyError::Immutable`] of an object that allows it
