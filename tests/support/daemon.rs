@@ -184,7 +184,10 @@ impl Daemon {
                     ));
                 }
             }
-            if healthz_ok(self.port) {
+            // Healthy, and ours: a port picked free may have been taken by another test's
+            // daemon in between, whose /healthz would answer for a child that could not listen.
+            let pid = self.child.as_ref().map(Child::id);
+            if healthz_ok(self.port) && pid.is_some_and(|pid| status_of_pid(self.port, pid)) {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -295,6 +298,29 @@ impl Daemon {
 }
 
 /// `GET /healthz` over a plain socket (no HTTP client runtime: this runs inside async tests).
+/// Whether the daemon answering on `port` is process `pid` (its identity is `<host>_<pid>`).
+fn status_of_pid(port: u16, pid: u32) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    if s.write_all(b"GET /api/v1/status HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    let Some((_, body)) = answer.split_once("\r\n\r\n") else {
+        return false;
+    };
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["identity"].as_str().map(str::to_string))
+        .is_some_and(|id| id.ends_with(&format!("_{pid}")))
+}
+
 fn healthz_ok(port: u16) -> bool {
     use std::io::{Read, Write};
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
