@@ -120,11 +120,14 @@ async fn a_daemon_reports_an_object_another_root_holds_on_its_root_and_never_tak
         .wait_status(
             "a pass that meets the conflict",
             Duration::from_secs(60),
+            // The condition is published while the pass runs, its result when it ends: wait
+            // for both (a clean clone's CI read the status in between).
             |s| {
-                s["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Conflict" && c["status"] == "True")
-                })
+                s["lastPass"]["result"] == "failed"
+                    && s["conditions"].as_array().is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c["type"] == "Conflict" && c["status"] == "True")
+                    })
             },
         )
         .await;
