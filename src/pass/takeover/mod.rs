@@ -22,6 +22,7 @@
 //! only for the designated WeaveCloud). Standalone Scope (`weave-scope-app`) is not a launcher
 //! install.
 
+mod check;
 mod decide;
 pub mod live;
 mod one_shot;
