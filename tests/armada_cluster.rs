@@ -13,10 +13,11 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use support::cluster::TestNamespace;
+use weft::api::owner::OwnerKind;
 use weft::pass::armada;
 use weft::pass::prepare::prepare;
 use weft::pass::PassSettings;
-use weft::render::{self, AgentLayer, DesiredObject};
+use weft::render::{AgentLayer, DesiredObject};
 use weft::source::{local, SnapshotLimits};
 
 const FIELD_MANAGER: &str = "weft-armada-test";
@@ -124,9 +125,7 @@ async fn armada_resources_and_chart_objects_are_accepted_and_readiness_follows_a
 
     let children: Vec<&DesiredObject> = objects
         .iter()
-        .filter(
-            |o| matches!(&o.owner, render::Owner::Resource { kind, .. } if kind == "ArmadaChart"),
-        )
+        .filter(|o| o.owner.kind == OwnerKind::ArmadaChart)
         .collect();
     assert_eq!(children.len(), 9, "the charts' objects, test Pods dropped");
     for o in &children {

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use weft::api::owner::OwnerKind;
 
 use serde_json::Value;
 use support::helm::helm;
@@ -101,10 +102,7 @@ fn render_with(repo: &LoadedRepo, location: &Path, cache: &ChartCache) -> Vec<De
 fn armada_part(objects: &[DesiredObject]) -> Vec<&DesiredObject> {
     objects
         .iter()
-        .filter(|o| {
-            o.kind().starts_with("Armada")
-                || matches!(&o.owner, Owner::Resource { kind, .. } if kind == "ArmadaChart")
-        })
+        .filter(|o| o.kind().starts_with("Armada") || o.owner.kind == OwnerKind::ArmadaChart)
         .collect()
 }
 
@@ -150,9 +148,9 @@ fn charts_come_in_deployment_order_after_their_crs() {
     // group demo-apps chart by chart: api, then web.
     let owners: Vec<(String, u32)> = part
         .iter()
-        .map(|o| match &o.owner {
-            Owner::Resource { name, .. } => (name.clone(), o.wave),
-            Owner::SyncRoot { .. } => (format!("cr:{}", o.kind()), o.wave),
+        .map(|o| match o.owner.kind {
+            OwnerKind::Root => (format!("cr:{}", o.kind()), o.wave),
+            _ => (o.owner.name.clone(), o.wave),
         })
         .collect();
     let mut compressed: Vec<(String, u32)> = Vec::new();
@@ -209,13 +207,9 @@ fn values_substitution_and_overlays_reach_the_objects() {
     );
     assert_eq!(
         api["metadata"]["labels"]["weft.io/owner"],
-        Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "default".into(),
-            name: "api".into()
-        }
-        .id()
-        .0
+        Owner::resource(OwnerKind::ArmadaChart, "default", "api")
+            .id()
+            .0
     );
     assert_eq!(
         api["metadata"]["annotations"]["weft.io/owner-ref"],

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
+use weft::api::owner::OwnerKind;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
@@ -452,11 +453,7 @@ async fn upgrade_pre_delete_removes_the_charts_own_job_but_not_a_foreign_one() {
         .expect("create foreign Job");
     // And one whose owner label was copied from the chart's: selected by the labels, but not
     // proven Weft's (no apply of that label by Weft), so it is not deleted either.
-    let chart_owner = weft::render::Owner::Resource {
-        kind: "ArmadaChart".into(),
-        namespace: name.clone(),
-        name: "api".into(),
-    };
+    let chart_owner = weft::render::Owner::resource(OwnerKind::ArmadaChart, name.clone(), "api");
     let copied: Job = serde_json::from_value(serde_json::json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "copied-migrate", "labels": {"app.kubernetes.io/name": "migrate",

@@ -8,6 +8,7 @@ pub mod armada;
 pub mod conditions;
 pub mod kube_error;
 pub mod notification;
+pub mod owner;
 pub mod redact;
 pub mod root;
 pub mod suspend;

@@ -158,6 +158,7 @@ pub async fn settle(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::owner::OwnerKind;
 
     #[test]
     fn only_a_root_of_another_installation_conflicts() {
@@ -175,11 +176,7 @@ mod tests {
         assert_eq!(other_root(&root, "root/weft-system/team-a"), None);
         // A custom resource of the same or another root: not known here.
         assert_eq!(other_root(&root, "ArmadaChart/a/c"), None);
-        let chart = Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "a".into(),
-            name: "c".into(),
-        };
+        let chart = Owner::resource(OwnerKind::ArmadaChart, "a", "c");
         assert_eq!(other_root(&chart, "root/weft-system/team-b"), None);
     }
 }

@@ -170,15 +170,12 @@ pub(crate) async fn delete_and_wait(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::owner::OwnerKind;
     use std::collections::BTreeMap;
 
     #[test]
     fn the_selector_is_restricted_to_the_owner() {
-        let owner = Owner::Resource {
-            kind: "Widget".into(),
-            namespace: "demo".into(),
-            name: "api".into(),
-        };
+        let owner = Owner::resource(OwnerKind::ArmadaChart, "demo", "api");
         let target = DeleteTarget {
             api_version: "batch/v1".into(),
             kind: "Job".into(),

@@ -45,7 +45,7 @@ use crate::render::ownership::{
     CREATE_ANNOTATION, CREATE_IF_MISSING, OWNER_LABEL, PRUNE_ANNOTATION,
 };
 use crate::render::Owner;
-use crate::render::{DesiredSet, OWNER_KINDS};
+use crate::render::{DesiredSet, OwnerKind};
 
 /// How to prune.
 #[derive(Clone, Debug)]
@@ -67,6 +67,17 @@ pub struct PruneOptions {
     /// field, objects replaced by another kind of the same name): they count against the guard
     /// with the prune's own deletions.
     pub deleted_earlier: BTreeMap<Owner, usize>,
+    /// The caller's kinds whose objects own children (listed in their `/status/inventory`,
+    /// held by a `weft.io/` finalizer): pruning one prunes its children first and then releases
+    /// the finalizer its controller would have. None by default: the engine knows no kind.
+    pub owner_kinds: Vec<OwnerKind>,
+}
+
+impl PruneOptions {
+    /// The owner kind of objects of `kind`, when the caller named it in [`Self::owner_kinds`].
+    fn owner_kind(&self, kind: &str) -> Option<OwnerKind> {
+        OwnerKind::from_kind(kind).filter(|k| self.owner_kinds.contains(k))
+    }
 }
 
 impl Default for PruneOptions {
@@ -79,6 +90,7 @@ impl Default for PruneOptions {
             revision: None,
             allow_empty: false,
             deleted_earlier: BTreeMap::new(),
+            owner_kinds: Vec::new(),
         }
     }
 }
@@ -208,9 +220,16 @@ pub fn guard_scoped(
     });
     // Only a sync root's render can be empty by mistake (a custom resource whose agents are all
     // disabled desires nothing on purpose).
-    let root_loses = deletions
-        .iter()
-        .any(|(o, n)| *n > 0 && matches!(o, Owner::SyncRoot { .. }));
+    let root_loses = deletions.iter().any(|(o, n)| {
+        *n > 0
+            && matches!(
+                o,
+                Owner {
+                    kind: OwnerKind::Root,
+                    ..
+                }
+            )
+    });
     if desired == 0 && root_loses {
         if opts.allow_empty || allowed_by_annotation {
             return None;
@@ -336,7 +355,7 @@ pub async fn prune(
     // Children of a pruned owner custom resource are surveyed later, against the same set.
     let shared_desired = if work
         .iter()
-        .any(|(_, r, _)| OWNER_KINDS.contains(&r.kind.as_str()))
+        .any(|(_, r, _)| opts.owner_kind(&r.kind).is_some())
     {
         Arc::new(desired.clone())
     } else {
@@ -599,12 +618,8 @@ fn delete_surveyed(
 ) -> BoxFuture<Result<Vec<Change>, ApplyError>> {
     Box::pin(async move {
         let mut changes = Vec::new();
-        if OWNER_KINDS.contains(&r.kind.as_str()) {
-            let child_owner = Owner::Resource {
-                kind: r.kind.clone(),
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
-            };
+        if let Some(kind) = opts.owner_kind(&r.kind) {
+            let child_owner = Owner::resource(kind, &r.namespace, &r.name);
             let status = live.pointer("/status/inventory");
             if let Some(children) = read_resource(&client, &child_owner, status).await? {
                 for child in children {

@@ -1,5 +1,6 @@
 //! Unit tests of `apply::prune`: protections, candidates and the guard.
 use super::*;
+use crate::api::owner::OwnerKind;
 use crate::apply::inventory::InventorySource;
 use serde_json::json;
 
@@ -55,11 +56,7 @@ fn inventory(owner: Owner, n: usize, force_prune: Option<&str>) -> Inventory {
 }
 
 fn chart(name: &str) -> Owner {
-    Owner::Resource {
-        kind: "ArmadaChart".into(),
-        namespace: "a".into(),
-        name: name.into(),
-    }
+    Owner::resource(OwnerKind::ArmadaChart, "a", name)
 }
 
 #[test]

@@ -27,7 +27,7 @@ use super::prune::protection;
 use super::recreate::RecreateOptions;
 use super::ApplyError;
 use crate::api::ObjectRef;
-use crate::render::{order, Owner, OWNER_KINDS};
+use crate::render::{order, Owner, OwnerKind};
 
 /// An object of one kind replaced by an object of another kind under the same name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,8 +40,8 @@ pub struct Replacement {
 }
 
 /// Left to the prune: what deleting takes other objects with it.
-fn left_to_prune(kind: &str) -> bool {
-    order::stage(kind) == 0 || OWNER_KINDS.contains(&kind)
+fn left_to_prune(kind: &str, owner_kinds: &[OwnerKind]) -> bool {
+    order::stage(kind) == 0 || OwnerKind::from_kind(kind).is_some_and(|k| owner_kinds.contains(&k))
 }
 
 /// The replacements of a pass: `previous` are the owners' inventories before this pass,
@@ -49,6 +49,7 @@ fn left_to_prune(kind: &str) -> bool {
 pub fn find(
     previous: &[Inventory],
     desired: &BTreeMap<Owner, BTreeSet<ObjectRef>>,
+    owner_kinds: &[OwnerKind],
 ) -> Vec<Replacement> {
     // Every desired object by namespace and name (borrowed: a large pass copies no string).
     let mut by_name: HashMap<(&str, &str), Vec<(&Owner, &ObjectRef)>> = HashMap::new();
@@ -67,11 +68,13 @@ pub fn find(
                 continue;
             };
             let old_key = ref_key(old);
-            if left_to_prune(&old.kind) || named.iter().any(|(_, r)| ref_key(r) == old_key) {
+            if left_to_prune(&old.kind, owner_kinds)
+                || named.iter().any(|(_, r)| ref_key(r) == old_key)
+            {
                 continue;
             }
             for (owner, new) in named {
-                if *owner == &inv.owner && !left_to_prune(&new.kind) {
+                if *owner == &inv.owner && !left_to_prune(&new.kind, owner_kinds) {
                     out.push(Replacement {
                         owner: inv.owner.clone(),
                         old: old.clone(),
@@ -199,7 +202,7 @@ mod tests {
         let previous = [inventory(root(), &[cm.clone(), other.clone()])];
         let desired = BTreeMap::from([(root(), BTreeSet::from([secret.clone(), other.clone()]))]);
         assert_eq!(
-            find(&previous, &desired),
+            find(&previous, &desired, &OwnerKind::RENDERING),
             vec![Replacement {
                 owner: root(),
                 old: cm.clone(),
@@ -215,24 +218,20 @@ mod tests {
         // Both desired: a ServiceAccount, Role and RoleBinding share names all the time.
         let previous = [inventory(root(), std::slice::from_ref(&cm))];
         let both = BTreeMap::from([(root(), BTreeSet::from([cm.clone(), secret.clone()]))]);
-        assert!(find(&previous, &both).is_empty());
+        assert!(find(&previous, &both, &OwnerKind::RENDERING).is_empty());
         // A new API version of the same kind is the same object.
         let v2 = r("v2", "ConfigMap", "shop", "settings");
         let moved = BTreeMap::from([(root(), BTreeSet::from([v2]))]);
-        assert!(find(&previous, &moved).is_empty());
+        assert!(find(&previous, &moved, &OwnerKind::RENDERING).is_empty());
         // Another owner's object of that name: not this owner's replacement.
-        let chart = Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "shop".into(),
-            name: "web".into(),
-        };
+        let chart = Owner::resource(OwnerKind::ArmadaChart, "shop", "web");
         let previous = [inventory(root(), std::slice::from_ref(&cm))];
         let elsewhere = BTreeMap::from([(chart, BTreeSet::from([secret.clone()]))]);
-        assert!(find(&previous, &elsewhere).is_empty());
+        assert!(find(&previous, &elsewhere, &OwnerKind::RENDERING).is_empty());
         // Another namespace: not the same name.
         let there =
             BTreeMap::from([(root(), BTreeSet::from([r("v1", "Secret", "b", "settings")]))]);
-        assert!(find(&previous, &there).is_empty());
+        assert!(find(&previous, &there, &OwnerKind::RENDERING).is_empty());
         // A Namespace is left to the prune (its delete takes what lives in it).
         let ns = r("v1", "Namespace", "", "shop");
         let previous = [inventory(root(), std::slice::from_ref(&ns))];
@@ -240,6 +239,6 @@ mod tests {
             root(),
             BTreeSet::from([r("example.com/v1", "Gadget", "", "shop")]),
         )]);
-        assert!(find(&previous, &crd_named_alike).is_empty());
+        assert!(find(&previous, &crd_named_alike, &OwnerKind::RENDERING).is_empty());
     }
 }

@@ -2,6 +2,7 @@
 //! inputs, the built-in agent bundle — so that what they print or reject is what `weft sync`
 //! would apply or refuse.
 
+use crate::api::owner::OwnerKind;
 use std::process::ExitCode;
 
 use clap::Args;
@@ -108,7 +109,15 @@ pub fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
                 .set
                 .objects()
                 .iter()
-                .filter(|o| matches!(o.owner, Owner::SyncRoot { .. }))
+                .filter(|o| {
+                    matches!(
+                        o.owner,
+                        Owner {
+                            kind: OwnerKind::Root,
+                            ..
+                        }
+                    )
+                })
                 .count();
             outln!("ok: {documents} documents, no errors");
             Ok(ExitCode::SUCCESS)

@@ -19,7 +19,7 @@ use super::args::ClusterArgs;
 use crate::api::ObjectRef;
 use crate::apply::inventory;
 use crate::daemon::record::{root_of_record, ROOT_LABEL};
-use crate::render::{Owner, OWNER_KINDS};
+use crate::render::{Owner, OwnerKind};
 
 /// The flags of `weft tree`.
 #[derive(Args, Debug)]
@@ -155,8 +155,10 @@ async fn nodes(
             children: Vec::new(),
             note: None,
         };
-        if OWNER_KINDS.contains(&entry.kind.as_str()) && seen.insert(entry.clone()) {
-            match owned(client, entry).await {
+        let kind = OwnerKind::from_kind(&entry.kind)
+            .filter(|k| k.renders_children() && seen.insert(entry.clone()));
+        if let Some(kind) = kind {
+            match owned(client, kind, entry).await {
                 Ok(Some(children)) if depth < MAX_DEPTH => {
                     node.children = Box::pin(nodes(client, &children, seen, depth + 1)).await;
                 }
@@ -176,7 +178,11 @@ async fn nodes(
 }
 
 /// The inventory of the owner custom resource `entry` (`None`: it has none, or is gone).
-async fn owned(client: &Client, entry: &ObjectRef) -> anyhow::Result<Option<BTreeSet<ObjectRef>>> {
+async fn owned(
+    client: &Client,
+    kind: OwnerKind,
+    entry: &ObjectRef,
+) -> anyhow::Result<Option<BTreeSet<ObjectRef>>> {
     let (group, version) = match entry.api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", entry.api_version.as_str()),
@@ -188,11 +194,7 @@ async fn owned(client: &Client, entry: &ObjectRef) -> anyhow::Result<Option<BTre
     let Some(cr) = api.get_opt(&entry.name).await? else {
         return Ok(None);
     };
-    let owner = Owner::Resource {
-        kind: entry.kind.clone(),
-        namespace: entry.namespace.clone(),
-        name: entry.name.clone(),
-    };
+    let owner = Owner::resource(kind, &entry.namespace, &entry.name);
     let status = cr.data.pointer("/status/inventory");
     Ok(inventory::read_resource(client, &owner, status).await?)
 }

@@ -19,6 +19,7 @@
 //! Anything else — or any error — skips the early apply, silently but for a debug line: the full
 //! pass does the work as before.
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::Client;
@@ -28,7 +29,7 @@ use crate::apply::apply::apply_one;
 use crate::apply::plan;
 use crate::pass::prepare::prepare;
 use crate::pass::PassSettings;
-use crate::render::{AgentLayer, DesiredObject, DesiredSet, Owner, OWNER_KINDS};
+use crate::render::{AgentLayer, DesiredObject, DesiredSet, Owner, CUSTOM_RESOURCE_KINDS};
 use crate::source::Snapshot;
 
 /// At most this many changed files take the early path.
@@ -150,8 +151,13 @@ fn to_write(
     let plain = rendered.hooks().is_empty()
         && rendered.failures().is_empty()
         && objects.iter().all(|d| {
-            matches!(d.owner, Owner::SyncRoot { .. })
-                && !OWNER_KINDS.contains(&d.kind())
+            matches!(
+                d.owner,
+                Owner {
+                    kind: OwnerKind::Root,
+                    ..
+                }
+            ) && !CUSTOM_RESOURCE_KINDS.contains(&d.kind())
                 && !matches!(d.kind(), "CustomResourceDefinition" | "Namespace")
         });
     if !plain {

@@ -42,6 +42,7 @@ impl PassLocks {
 
 #[cfg(test)]
 mod tests {
+    use crate::api::owner::OwnerKind;
     use std::time::Duration;
 
     use super::*;
@@ -49,16 +50,8 @@ mod tests {
     #[tokio::test]
     async fn the_pass_lock_of_one_owner_excludes_only_that_owner() {
         let locks = PassLocks::default();
-        let a = Owner::Resource {
-            kind: "WeaveCloud".into(),
-            namespace: "a".into(),
-            name: "wc".into(),
-        };
-        let b = Owner::Resource {
-            kind: "WeaveCloud".into(),
-            namespace: "b".into(),
-            name: "wc".into(),
-        };
+        let a = Owner::resource(OwnerKind::WeaveCloud, "a", "wc");
+        let b = Owner::resource(OwnerKind::WeaveCloud, "b", "wc");
         let held = locks.lock(&a).await;
         let other = tokio::time::timeout(Duration::from_millis(50), locks.lock(&b)).await;
         assert!(other.is_ok(), "another owner's lock is free");
@@ -72,11 +65,7 @@ mod tests {
     #[tokio::test]
     async fn forgetting_a_lock_someone_waits_for_keeps_excluding_them() {
         let locks = PassLocks::default();
-        let a = Owner::Resource {
-            kind: "WeaveCloud".into(),
-            namespace: "a".into(),
-            name: "wc".into(),
-        };
+        let a = Owner::resource(OwnerKind::WeaveCloud, "a", "wc");
         // The WeaveCloud's cleanup holds the lock while the updater waits for it.
         let cleanup = locks.lock(&a).await;
         let (acquired_tx, acquired) = tokio::sync::oneshot::channel();

@@ -16,6 +16,7 @@
 //! Without `--prune` the objects stay and keep their labels: a later installation of the same
 //! root takes them over.
 
+use crate::api::owner::OwnerKind;
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -253,20 +254,22 @@ async fn prune_all(
     report: &mut UninstallReport,
 ) -> Result<(), UninstallError> {
     let prune_opts = PruneOptions {
+        owner_kinds: OwnerKind::RENDERING.to_vec(),
         force: true,
         concurrency: opts.concurrency.max(1),
         ..PruneOptions::default()
     };
     let mut inventories = Vec::new();
     for object in resources.iter().flat_map(|(_, objects)| objects) {
-        let owner = Owner::Resource {
-            kind: object
-                .types
-                .as_ref()
-                .map_or(String::new(), |t| t.kind.clone()),
-            namespace: object.namespace().unwrap_or_default(),
-            name: object.name_any(),
+        let kind = object.types.as_ref().map(|t| t.kind.as_str());
+        let Some(kind) = kind.and_then(OwnerKind::from_kind) else {
+            continue;
         };
+        let owner = Owner::resource(
+            kind,
+            object.namespace().unwrap_or_default(),
+            object.name_any(),
+        );
         let entries =
             inventory::read_resource(client, &owner, object.data.pointer("/status/inventory"))
                 .await

@@ -3,6 +3,7 @@
 //! three render the same objects: the agent bundle it runs (kept in a ConfigMap in Weft's
 //! namespace), the hash of its token Secret, and the arguments of a flux agent already running.
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
@@ -144,11 +145,7 @@ type WcKey = (String, String);
 
 /// The owner of WeaveCloud `namespace/name`'s agents.
 pub fn owner_of(namespace: &str, name: &str) -> Owner {
-    Owner::Resource {
-        kind: "WeaveCloud".to_string(),
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-    }
+    Owner::resource(OwnerKind::WeaveCloud, namespace, name)
 }
 
 /// Name of the ConfigMap (in Weft's namespace) that keeps a WeaveCloud's bundle.

@@ -17,6 +17,7 @@
 //! Waves (groups and sequenced charts) are rendered into each object's `wave` by
 //! `render::armada`; the engine applies and waits wave by wave.
 
+use crate::api::owner::OwnerKind;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ use crate::apply::apply_policy::{
 use crate::apply::readiness::{self, Selection, Selector};
 use crate::apply::wait::NotReady;
 use crate::apply::ApplyError;
-use crate::render::armada::{ChartFailure, OWNER_KIND};
+use crate::render::armada::ChartFailure;
 use crate::render::{DesiredSet, Owner};
 
 /// The drift rule of a chart that reports drift, as it appears in skip reasons.
@@ -45,16 +46,18 @@ pub const PRE_DELETE_REASON: &str = "upgrade.pre.delete";
 pub fn chart_specs(set: &DesiredSet) -> BTreeMap<Owner, ArmadaChartSpec> {
     set.objects()
         .iter()
-        .filter(|o| o.kind() == OWNER_KIND && o.api_version().starts_with("armada."))
+        .filter(|o| {
+            o.kind() == OwnerKind::ArmadaChart.as_str() && o.api_version().starts_with("armada.")
+        })
         .filter_map(|o| {
             let spec: ArmadaChartSpec =
                 serde_json::from_value(o.object.value().get_mut("spec")?.take()).ok()?;
             Some((
-                Owner::Resource {
-                    kind: OWNER_KIND.to_string(),
-                    namespace: o.namespace().unwrap_or("").to_string(),
-                    name: o.name().to_string(),
-                },
+                Owner::resource(
+                    OwnerKind::ArmadaChart,
+                    o.namespace().unwrap_or(""),
+                    o.name(),
+                ),
                 spec,
             ))
         })
@@ -93,11 +96,10 @@ pub fn add_chart(policy: &mut ApplyPolicy, owner: Owner, spec: &ArmadaChartSpec)
 
 /// `namespace/name` of a chart.
 fn chart_name(owner: &Owner) -> String {
-    match owner {
-        Owner::Resource {
-            namespace, name, ..
-        } => format!("{namespace}/{name}"),
-        Owner::SyncRoot { name, .. } => name.clone(),
+    if owner.is_root() {
+        owner.name.clone()
+    } else {
+        format!("{}/{}", owner.namespace, owner.name)
     }
 }
 
@@ -264,12 +266,7 @@ pub enum Blocker {
 /// The `namespace/name` of the group (`ArmadaChartGroup` of `set`, in the chart's namespace)
 /// that lists `chart`, if any.
 pub fn group_of(set: &DesiredSet, chart: &Owner) -> Option<String> {
-    let Owner::Resource {
-        namespace, name, ..
-    } = chart
-    else {
-        return None;
-    };
+    let (namespace, name) = chart.as_chart()?;
     set.objects()
         .iter()
         .filter(|o| o.kind() == "ArmadaChartGroup" && o.api_version().starts_with("armada."))

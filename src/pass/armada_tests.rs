@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::owner::OwnerKind;
 use crate::api::ObjectRef;
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -13,11 +14,7 @@ fn spec(extra: Value) -> ArmadaChartSpec {
 }
 
 fn chart(name: &str) -> Owner {
-    Owner::Resource {
-        kind: "ArmadaChart".into(),
-        namespace: "default".into(),
-        name: name.into(),
-    }
+    Owner::resource(OwnerKind::ArmadaChart, "default", name)
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -1,6 +1,7 @@
 //! `weft diff`: the unified diff of every object a pass would change, from a server-side
 //! dry-run, plus every object a pass would prune. Writes nothing.
 
+use crate::api::owner::OwnerKind;
 use std::collections::BTreeSet;
 
 use kube::api::DynamicObject;
@@ -94,6 +95,7 @@ async fn would_prune(
         return Err(e);
     }
     let prune_opts = PruneOptions {
+        owner_kinds: OwnerKind::RENDERING.to_vec(),
         max_fraction: settings.max_prune_fraction,
         force: true,
         dry_run: true,

@@ -191,11 +191,10 @@ async fn run_one(
         let owner = &hook.object.owner;
         PassError::Many(vec![
             PassError::Chart {
-                chart: match owner {
-                    Owner::Resource {
-                        namespace, name, ..
-                    } => format!("{namespace}/{name}"),
-                    Owner::SyncRoot { name, .. } => name.clone(),
+                chart: if owner.is_root() {
+                    owner.name.clone()
+                } else {
+                    format!("{}/{}", owner.namespace, owner.name)
                 },
                 summary: format!(
                     "{phase} hook {} failed; the chart's objects after it were not applied",

@@ -39,7 +39,7 @@ use crate::apply::apply_policy::ApplyPolicy;
 use crate::apply::changeset::{Change, ChangeSet};
 use crate::apply::ApplyError;
 use crate::load::{Diagnostics, LoadError};
-use crate::render::{AgentLayer, DesiredSet, RenderError, RenderOptions, OWNER_KINDS};
+use crate::render::{AgentLayer, DesiredSet, RenderError, RenderOptions, CUSTOM_RESOURCE_KINDS};
 use crate::source::chart;
 use crate::source::helm::{HelmLocation, HelmRenderer};
 use crate::source::sops::{Decryption, SopsError};
@@ -396,7 +396,7 @@ pub fn policy(set: &DesiredSet) -> ApplyPolicy {
     let mut policy = armada::policy(set);
     policy
         .unwaited_kinds
-        .extend(OWNER_KINDS.iter().map(|k| k.to_string()));
+        .extend(CUSTOM_RESOURCE_KINDS.iter().map(|k| k.to_string()));
     policy
         .unwaited_kinds
         .extend(notification_kinds_of(set).map(str::to_string));

@@ -5,6 +5,7 @@
 //!
 //! A resource is suspended when its document in git or its live copy (`kubectl annotate`) says so.
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::{Api, ListParams};
@@ -26,7 +27,13 @@ pub fn suspended_owners(set: &DesiredSet, live: &BTreeSet<Key>) -> BTreeSet<Owne
     let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     let mut manifests: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for o in set.objects() {
-        if !matches!(o.owner, Owner::SyncRoot { .. }) {
+        if !matches!(
+            o.owner,
+            Owner {
+                kind: OwnerKind::Root,
+                ..
+            }
+        ) {
             continue;
         }
         let kind = o.kind();
@@ -64,20 +71,12 @@ pub fn suspended_owners(set: &DesiredSet, live: &BTreeSet<Key>) -> BTreeSet<Owne
         }
     }
     let mut held = BTreeSet::new();
-    let chart = |ns: &str, name: &str| Owner::Resource {
-        kind: crate::render::armada::OWNER_KIND.to_string(),
-        namespace: ns.to_string(),
-        name: name.to_string(),
-    };
+    let chart = |ns: &str, name: &str| Owner::resource(OwnerKind::ArmadaChart, ns, name);
     let mut suspended_groups: BTreeSet<(String, String)> = BTreeSet::new();
     for (kind, ns, name) in &annotated_keys {
         match kind.as_str() {
             "WeaveCloud" => {
-                held.insert(Owner::Resource {
-                    kind: kind.clone(),
-                    namespace: ns.clone(),
-                    name: name.clone(),
-                });
+                held.insert(Owner::resource(OwnerKind::WeaveCloud, ns, name));
             }
             "ArmadaChart" => {
                 held.insert(chart(ns, name));
@@ -114,19 +113,12 @@ pub async fn live_suspended(
     client: &Client,
     set: &DesiredSet,
 ) -> Result<BTreeSet<Key>, kube::Error> {
-    let kinds: BTreeSet<&str> = set
-        .owners()
-        .iter()
-        .filter_map(|o| match o {
-            Owner::Resource { kind, .. } => Some(kind.as_str()),
-            Owner::SyncRoot { .. } => None,
-        })
-        .collect();
+    let kinds: BTreeSet<OwnerKind> = set.owners().iter().map(|o| o.kind).collect();
     let mut out = BTreeSet::new();
-    if kinds.contains("WeaveCloud") {
+    if kinds.contains(&OwnerKind::WeaveCloud) {
         collect::<WeaveCloud>(client, &mut out).await?;
     }
-    if kinds.contains(crate::render::armada::OWNER_KIND) {
+    if kinds.contains(&OwnerKind::ArmadaChart) {
         collect::<ArmadaChart>(client, &mut out).await?;
         collect::<ArmadaChartGroup>(client, &mut out).await?;
         collect::<ArmadaManifest>(client, &mut out).await?;

@@ -1,5 +1,6 @@
 //! The desired set: everything one complete render wants, with its owners.
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -105,8 +106,10 @@ pub fn render_parts(
     })
 }
 
-/// Kinds of custom resource that own children (and so keep an inventory in their status).
-pub const OWNER_KINDS: &[&str] = &[
+/// Weft's custom resources a repository declares: a WeaveCloud and Armada's documents. They are
+/// not waited for as workloads and not replaced inline (their controllers and finalizers have
+/// their part); the ones that own children are the [`OwnerKind`]s that render.
+pub const CUSTOM_RESOURCE_KINDS: &[&str] = &[
     "WeaveCloud",
     "ArmadaChart",
     "ArmadaChartGroup",
@@ -167,15 +170,10 @@ impl DesiredSet {
         let agents = inputs.agent_layer == AgentLayer::Included;
         for o in &objects {
             owners.insert(o.owner.clone());
-            if matches!(o.owner, Owner::SyncRoot { .. })
-                && OWNER_KINDS.contains(&o.kind())
-                && (agents || o.kind() != "WeaveCloud")
-            {
-                owners.insert(Owner::Resource {
-                    kind: o.kind().to_string(),
-                    namespace: o.namespace().unwrap_or("").to_string(),
-                    name: o.name().to_string(),
-                });
+            let renders = OwnerKind::from_kind(o.kind())
+                .filter(|k| k.renders_children() && (agents || *k != OwnerKind::WeaveCloud));
+            if let (true, Some(kind)) = (o.owner.is_root(), renders) {
+                owners.insert(Owner::resource(kind, o.namespace().unwrap_or(""), o.name()));
             }
         }
         owners.extend(failures.iter().map(|f| f.owner.clone()));

@@ -14,9 +14,10 @@ pub mod weavecloud;
 pub use crate::load::Doc;
 use crate::load::{LoadedRepo, Origin};
 pub use desired::{
-    render_desired, render_parts, AgentLayer, DesiredSet, RenderInputs, RenderedParts, OWNER_KINDS,
+    render_desired, render_parts, AgentLayer, DesiredSet, RenderInputs, RenderedParts,
+    CUSTOM_RESOURCE_KINDS,
 };
-pub use ownership::{Owner, OwnerId};
+pub use ownership::{Owner, OwnerId, OwnerKind};
 
 /// One object Weft wants in the cluster.
 #[derive(Clone, Debug, PartialEq)]

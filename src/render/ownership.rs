@@ -3,6 +3,7 @@
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+pub use crate::api::owner::OwnerKind;
 use crate::load::Origin;
 
 use super::DesiredObject;
@@ -33,19 +34,17 @@ pub const CREATE_IF_MISSING: &str = "if-missing";
 pub const HELM_HOOK_ANNOTATION: &str = "helm.sh/hook";
 pub const REQUESTED_AT_ANNOTATION: &str = "weft.io/requested-at";
 
-/// Who applied an object.
+/// Who applied an object: a typed key, the kind of owner and its namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Owner {
-    /// The repository itself (its plain manifests and CRs), named by `--root-name` and Weft's
-    /// own namespace (`--namespace`): two installations in different namespaces never share an
-    /// owner id, even with the default root name.
-    SyncRoot { namespace: String, name: String },
-    /// A custom resource (WeaveCloud, ArmadaChart, …) that renders children.
-    Resource {
-        kind: String,
-        namespace: String,
-        name: String,
-    },
+pub struct Owner {
+    /// What kind of owner.
+    pub kind: OwnerKind,
+    /// A root's namespace (for the root of `weft run`'s flags, Weft's own namespace: two
+    /// installations in different namespaces never share an owner id, even with the default
+    /// root name), or the custom resource's.
+    pub namespace: String,
+    /// The root's or the custom resource's name.
+    pub name: String,
 }
 
 /// The short hash that goes into the `weft.io/owner` label.
@@ -59,36 +58,42 @@ impl std::fmt::Display for OwnerId {
 }
 
 impl Owner {
-    /// `(namespace, name)` when the owner is an ArmadaChart.
-    pub fn as_chart(&self) -> Option<(&str, &str)> {
-        match self {
-            Owner::Resource {
-                kind,
-                namespace,
-                name,
-            } if kind == super::armada::OWNER_KIND => Some((namespace, name)),
-            _ => None,
-        }
+    /// The root `name` of namespace `namespace`.
+    pub fn root(namespace: impl Into<String>, name: impl Into<String>) -> Owner {
+        Owner::resource(OwnerKind::Root, namespace, name)
     }
 
-    /// The sync root `name` of the installation in Weft's namespace `namespace`.
-    pub fn root(namespace: impl Into<String>, name: impl Into<String>) -> Owner {
-        Owner::SyncRoot {
+    /// The owner of kind `kind` named `namespace/name`.
+    pub fn resource(
+        kind: OwnerKind,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Owner {
+        Owner {
+            kind,
             namespace: namespace.into(),
             name: name.into(),
         }
     }
 
+    /// Whether the owner is a root.
+    pub fn is_root(&self) -> bool {
+        self.kind == OwnerKind::Root
+    }
+
+    /// `(namespace, name)` when the owner is an ArmadaChart.
+    pub fn as_chart(&self) -> Option<(&str, &str)> {
+        (self.kind == OwnerKind::ArmadaChart).then_some((&self.namespace, &self.name))
+    }
+
     /// Readable form: `root/weft-system/weft` or `WeaveCloud/weave/weave-cloud`.
     pub fn reference(&self) -> String {
-        match self {
-            Owner::SyncRoot { namespace, name } => format!("root/{namespace}/{name}"),
-            Owner::Resource {
-                kind,
-                namespace,
-                name,
-            } => format!("{kind}/{namespace}/{name}"),
-        }
+        format!(
+            "{}/{}/{}",
+            self.kind.reference_prefix(),
+            self.namespace,
+            self.name
+        )
     }
 
     /// The label value: the first 20 hex digits of sha256(reference). Label values are limited
@@ -226,16 +231,8 @@ mod tests {
 
     #[test]
     fn owner_ids_differ_per_owner() {
-        let a = Owner::Resource {
-            kind: "WeaveCloud".into(),
-            namespace: "a".into(),
-            name: "wc".into(),
-        };
-        let b = Owner::Resource {
-            kind: "WeaveCloud".into(),
-            namespace: "b".into(),
-            name: "wc".into(),
-        };
+        let a = Owner::resource(OwnerKind::WeaveCloud, "a", "wc");
+        let b = Owner::resource(OwnerKind::WeaveCloud, "b", "wc");
         assert_ne!(a.id(), b.id());
         assert_eq!(a.id().0.len(), 20);
     }

@@ -13,8 +13,8 @@
 //! the units that stay on shard 0, and the others are relabelled by their new shard (an update,
 //! never a delete).
 
-use super::armada::OWNER_KIND as CHART_KIND;
 use super::{DesiredObject, DesiredSet, Owner};
+use crate::api::owner::OwnerKind;
 
 /// Kinds of the Armada documents, which belong to the `armada` unit.
 const ARMADA_KINDS: &[&str] = &["ArmadaManifest", "ArmadaChartGroup", "ArmadaChart"];
@@ -53,7 +53,7 @@ pub fn shard_root_name(root: &str, index: u32) -> String {
 
 /// The unit of a desired object (see the module documentation).
 pub fn unit_of(object: &DesiredObject) -> String {
-    let chart_child = matches!(&object.owner, Owner::Resource { kind, .. } if kind == CHART_KIND);
+    let chart_child = object.owner.kind == OwnerKind::ArmadaChart;
     if chart_child || ARMADA_KINDS.contains(&object.kind()) {
         return "armada".to_string();
     }
@@ -100,12 +100,18 @@ impl DesiredSet {
         let mut other_owners = std::collections::BTreeSet::new();
         for o in self.owners {
             let here = match &o {
-                Owner::SyncRoot { .. } => {
+                Owner {
+                    kind: OwnerKind::Root,
+                    ..
+                } => {
                     other_owners.insert(o.clone());
                     true
                 }
-                Owner::Resource { kind, .. } if kind == CHART_KIND => armada_here,
-                Owner::Resource { .. } => mine_objects.iter().any(|d| d.owner == o),
+                Owner {
+                    kind: OwnerKind::ArmadaChart,
+                    ..
+                } => armada_here,
+                Owner { .. } => mine_objects.iter().any(|d| d.owner == o),
             };
             if here {
                 mine_owners.insert(o);
@@ -153,11 +159,7 @@ mod tests {
     #[test]
     fn units_follow_the_top_directory_and_keep_armada_whole() {
         let root = Owner::root("weft-system", "weft");
-        let chart = Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "openstack".into(),
-            name: "keystone".into(),
-        };
+        let chart = Owner::resource(OwnerKind::ArmadaChart, "openstack", "keystone");
         assert_eq!(
             unit_of(&doc("ConfigMap", "a", "team-a/x/y.yaml", root.clone())),
             "dir:team-a"

@@ -155,10 +155,7 @@ pub struct Item {
 /// reference). `None` when the root has no stored inventory.
 pub async fn inventory(ui: &Ui, root: &str) -> Result<Option<Vec<Item>>, UiError> {
     let ns = &ui.config().weft_namespace;
-    let owner = Owner::SyncRoot {
-        namespace: ns.clone(),
-        name: root.to_string(),
-    };
+    let owner = Owner::root(ns.clone(), root);
     let Some((entries, _)) = inventory::read_root(ui.client(), &owner, ns).await? else {
         return Ok(None);
     };

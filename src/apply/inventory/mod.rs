@@ -23,6 +23,7 @@
 pub mod format;
 mod store;
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -121,12 +122,10 @@ fn owner_api(
 /// Where a custom resource owner's inventory ConfigMaps are: its own namespace; `None` for a
 /// cluster-scoped resource, which keeps its inventory in its status only.
 fn resource_place(owner: &Owner) -> Option<store::Place<'_>> {
-    match owner {
-        Owner::Resource { namespace, .. } if !namespace.is_empty() => {
-            Some(store::Place { owner, namespace })
-        }
-        _ => None,
-    }
+    (!owner.is_root() && !owner.namespace.is_empty()).then_some(store::Place {
+        owner,
+        namespace: &owner.namespace,
+    })
 }
 
 /// The inventory ConfigMaps of the sync root.
@@ -184,13 +183,16 @@ pub async fn read_stored(
     weft_namespace: &str,
 ) -> Result<Option<Stored>, ApplyError> {
     match owner {
-        Owner::SyncRoot { .. } => read_root(client, owner, weft_namespace).await,
-        Owner::Resource {
+        Owner {
+            kind: OwnerKind::Root,
+            ..
+        } => read_root(client, owner, weft_namespace).await,
+        Owner {
             kind,
             namespace,
             name,
         } => {
-            let Some(api) = owner_api(client, catalog, kind, namespace) else {
+            let Some(api) = owner_api(client, catalog, kind.as_str(), namespace) else {
                 return Ok(None);
             };
             let cr = api
@@ -291,13 +293,22 @@ pub async fn write(
         // reconcile the rebuild already finds them all: store it once then too (Weft's CRs
         // all have `status.inventory`), or a deleted CR's finalizer has nothing to prune.
         let store_rebuilt = previous.source == InventorySource::Rebuilt
-            && (matches!(owner, Owner::SyncRoot { .. }) || !entries.is_empty());
+            && (matches!(
+                owner,
+                Owner {
+                    kind: OwnerKind::Root,
+                    ..
+                }
+            ) || !entries.is_empty());
         if !store_rebuilt {
             return Ok(false);
         }
     }
     match owner {
-        Owner::SyncRoot { .. } => {
+        Owner {
+            kind: OwnerKind::Root,
+            ..
+        } => {
             ensure_namespace(client, weft_namespace)
                 .await
                 .map_err(|e| inventory_error(owner, e))?;
@@ -306,15 +317,15 @@ pub async fn write(
                 .map_err(|e| inventory_error(owner, e))?;
             Ok(true)
         }
-        Owner::Resource {
+        Owner {
             kind,
             namespace,
             name,
         } => {
-            let Some(api) = owner_api(client, catalog, kind, namespace) else {
+            let Some(api) = owner_api(client, catalog, kind.as_str(), namespace) else {
                 return Err(inventory_error(
                     owner,
-                    InventoryProblem::UnknownKind(kind.clone()),
+                    InventoryProblem::UnknownKind(kind.to_string()),
                 ));
             };
             write_resource(client, &api, owner, name, entries)
@@ -505,11 +516,7 @@ mod tests {
         assert!(status_list(&chart(most)).unwrap().1);
         assert!(!status_list(&chart(most + 1)).unwrap().1);
         // Stored in ConfigMaps, it reads back exactly, under the ConfigMap size limit.
-        let owner = Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "charts".into(),
-            name: "big".into(),
-        };
+        let owner = Owner::resource(OwnerKind::ArmadaChart, "charts", "big");
         let head = configmap_name(&owner);
         let e = format::encode(&head, &big, format::CHUNK_BYTES).unwrap();
         assert!(e.chunks.iter().all(|s| s.data.len() <= format::CHUNK_BYTES));

@@ -19,6 +19,7 @@ pub mod status;
 #[cfg(test)]
 mod tests;
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,7 +55,7 @@ use crate::render::{DesiredSet, Owner};
 /// The finalizer that makes Weft prune a deleted ArmadaChart's children.
 pub const FINALIZER: &str = "weft.io/armada-chart";
 /// The kind, as metrics name it.
-const KIND: &str = "ArmadaChart";
+const KIND: &str = OwnerKind::ArmadaChart.as_str();
 
 /// Why an ArmadaChart reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -180,7 +181,12 @@ impl Context {
     /// the root's stored inventory, in Weft's namespace, which tenants cannot write. A label, or
     /// a server-side apply with `--field-manager=weft`, proves nothing (issue 48 item 2).
     async fn applied_by_our_root(&self, chart: &ArmadaChart) -> Result<bool, ChartError> {
-        let Some(Owner::SyncRoot { namespace, name }) = &self.root else {
+        let Some(Owner {
+            kind: OwnerKind::Root,
+            namespace,
+            name,
+        }) = &self.root
+        else {
             return Ok(true);
         };
         let roots = crate::daemon::weavecloud::trust::roots(&self.state, namespace, name);
@@ -223,7 +229,7 @@ fn key_of(chart: &ArmadaChart) -> ChartKey {
 /// The chart a `weft.io/owner-ref` value names (`ArmadaChart/ns/name`).
 fn chart_of_reference(r: &str) -> Option<ChartKey> {
     let mut parts = r.splitn(3, '/');
-    (parts.next()? == "ArmadaChart").then_some(())?;
+    (parts.next()? == KIND).then_some(())?;
     Some((parts.next()?.to_string(), parts.next()?.to_string()))
 }
 
@@ -473,7 +479,7 @@ pub async fn run(ctx: Context) {
 fn error_policy(chart: Arc<ArmadaChart>, err: &ChartError, ctx: Arc<Context>) -> Action {
     let (ns, name) = key_of(&chart);
     tracing::warn!(chart = %format!("{ns}/{name}"), error = %err, "ArmadaChart reconcile failed; retrying");
-    ctx.state.metrics().count_reconcile("ArmadaChart", "error");
+    ctx.state.metrics().count_reconcile(KIND, "error");
     Action::requeue(Duration::from_secs(5))
 }
 
@@ -566,7 +572,7 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
         // A closed queue: the daemon is stopping, the pass is not needed any more.
         let _ = ctx.state.queue().trigger(TriggerReason::Watch);
     }
-    ctx.state.metrics().count_reconcile("ArmadaChart", "ok");
+    ctx.state.metrics().count_reconcile(KIND, "ok");
     Ok(Action::await_change())
 }
 
@@ -648,11 +654,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
     ctx.forget(&key);
     let (ns, name) = key;
     ctx.state.metrics().resources().forget(KIND, &ns, &name);
-    let owner = Owner::Resource {
-        kind: "ArmadaChart".into(),
-        namespace: ns.clone(),
-        name: name.clone(),
-    };
+    let owner = Owner::resource(OwnerKind::ArmadaChart, ns.clone(), name.clone());
     // The status list, or the ConfigMaps a large inventory (> 256 KiB) moved to.
     let listed = chart
         .status
@@ -685,6 +687,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
         force_prune: None,
     };
     let opts = PruneOptions {
+        owner_kinds: OwnerKind::RENDERING.to_vec(),
         force: true,
         ..Default::default()
     };

@@ -4,6 +4,7 @@
 //! with `observedGeneration`, `notReady` objects, and the phases of the groups and manifests,
 //! with an event on every phase change. Nothing is written when nothing changed.
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::{Api, Patch, PatchParams};
@@ -68,10 +69,7 @@ pub fn chart_outcomes(
         .unwrap_or_default();
     let mut out = BTreeMap::new();
     for owner in set.owners() {
-        let Owner::Resource { kind, .. } = owner else {
-            continue;
-        };
-        if kind != "ArmadaChart" {
+        if owner.kind != OwnerKind::ArmadaChart {
             continue;
         }
         let objects: Vec<ObjectRef> = set
@@ -199,7 +197,7 @@ fn blockers(
     let of_a_chart = |r: &ObjectRef| {
         set.objects().iter().any(|o| {
             let d = o.object_ref();
-            matches!(&o.owner, Owner::Resource { kind, .. } if kind == "ArmadaChart")
+            o.owner.kind == OwnerKind::ArmadaChart
                 && d.kind == r.kind
                 && d.name == r.name
                 && (d.namespace == r.namespace || d.namespace.is_empty())
@@ -377,13 +375,10 @@ pub async fn record_pass(
     // Suspended charts count for their groups as they stand.
     let mut phases = held.clone();
     for (owner, outcome) in &outcomes {
-        let Owner::Resource {
-            namespace, name, ..
-        } = owner
-        else {
+        let Some((namespace, name)) = owner.as_chart() else {
             continue;
         };
-        phases.insert((namespace.clone(), name.clone()), outcome.phase);
+        phases.insert((namespace.to_string(), name.to_string()), outcome.phase);
         record_chart(client, events, namespace, name, outcome).await;
     }
     // Groups and manifests named by the sync layer.
@@ -607,18 +602,13 @@ async fn record_aggregates<K: Aggregated>(
 
 /// A chart's entry in the daemon status (`GET /api/v1/status`), from a pass's outcome.
 pub fn owner_status(set: &DesiredSet, owner: &Owner, o: &ChartOutcome) -> Option<OwnerStatus> {
-    let Owner::Resource {
-        kind,
-        namespace,
-        name,
-    } = owner
-    else {
+    if owner.is_root() {
         return None;
-    };
+    }
     Some(OwnerStatus {
-        kind: kind.clone(),
-        namespace: namespace.clone(),
-        name: name.clone(),
+        kind: owner.kind.to_string(),
+        namespace: owner.namespace.clone(),
+        name: owner.name.clone(),
         ready: if o.phase == Phase::Deployed {
             "True"
         } else {
@@ -643,11 +633,7 @@ mod tests {
     use serde_json::json;
 
     fn chart(name: &str) -> Owner {
-        Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "default".into(),
-            name: name.into(),
-        }
+        Owner::resource(OwnerKind::ArmadaChart, "default", name)
     }
 
     fn set() -> DesiredSet {

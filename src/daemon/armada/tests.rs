@@ -81,13 +81,7 @@ mod against_a_fake_api_server {
     }
 
     fn owner(name: &str) -> String {
-        Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "demo".into(),
-            name: name.into(),
-        }
-        .id()
-        .0
+        Owner::resource(OwnerKind::ArmadaChart, "demo", name).id().0
     }
 
     /// A live Deployment labelled (by Weft's own apply) for chart `owner`.

@@ -16,8 +16,8 @@ use prometheus_client::registry::{Registry, Unit};
 use super::{labels, pass_buckets, Labels};
 use crate::api::conditions::{Condition, ConditionStatus, READY};
 
-/// The kind label of the sync root (as `weft get` names its rows).
-pub const ROOT_KIND: &str = "Root";
+/// The kind label of a root (as `weft get` names its rows).
+pub const ROOT_KIND: &str = crate::api::owner::OwnerKind::Root.as_str();
 
 /// The statuses a condition gauge has a series for (one of them 1, the others 0), as Flux's.
 const STATUSES: [(ConditionStatus, &str); 3] = [

@@ -238,7 +238,9 @@ pub async fn run(mut ctx: Context) {
 fn error_policy(root: Arc<Root>, err: &RootsError, ctx: Arc<Context>) -> Action {
     let key = depends::key_of(&root);
     tracing::warn!(root = %key, error = %err, "Root reconcile failed; retrying");
-    ctx.state.metrics().count_reconcile("Root", "error");
+    ctx.state
+        .metrics()
+        .count_reconcile(crate::daemon::metrics::ROOT_KIND, "error");
     let wait = ctx.remaining(&key).unwrap_or_else(|| {
         let interval = root.spec.interval();
         ctx.failed(&key, interval)

@@ -3,6 +3,7 @@
 //! repository (the daemon's [`RootSource`], one git cache per root), `pass::run_pass` with
 //! settings from its spec and its identity's client — and the status that says what happened.
 
+use crate::api::owner::OwnerKind;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -294,7 +295,15 @@ async fn pass_body(
         let objects = set
             .objects()
             .iter()
-            .filter(|o| matches!(o.owner, Owner::SyncRoot { .. }))
+            .filter(|o| {
+                matches!(
+                    o.owner,
+                    Owner {
+                        kind: OwnerKind::Root,
+                        ..
+                    }
+                )
+            })
             .count();
         InventoryCounts {
             objects: objects as u64,

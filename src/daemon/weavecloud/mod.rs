@@ -46,7 +46,7 @@ use agents::{reconcile_agents, reference, Outcome};
 use trust::Trust;
 
 /// The kind, as metrics and the daemon status name it.
-const KIND: &str = "WeaveCloud";
+const KIND: &str = crate::api::owner::OwnerKind::WeaveCloud.as_str();
 pub use trust::NOT_RECONCILED;
 
 /// The finalizer that makes Weft prune a deleted WeaveCloud's agents.
@@ -131,7 +131,7 @@ pub fn owner_ref_of<K: Resource>(child: &K) -> Option<ObjectRef<WeaveCloud>> {
         .get(OWNER_REF_ANNOTATION)?;
     let mut parts = r.splitn(3, '/');
     match (parts.next(), parts.next(), parts.next()) {
-        (Some("WeaveCloud"), Some(ns), Some(name)) => Some(ObjectRef::new(name).within(ns)),
+        (Some(KIND), Some(ns), Some(name)) => Some(ObjectRef::new(name).within(ns)),
         _ => None,
     }
 }
@@ -236,7 +236,7 @@ pub async fn run(ctx: Context) {
 
 fn error_policy(wc: Arc<WeaveCloud>, err: &WeaveCloudError, ctx: Arc<Context>) -> Action {
     tracing::warn!(weavecloud = %reference(&wc), error = %err, "reconcile failed; retrying");
-    ctx.state.metrics().count_reconcile("WeaveCloud", "error");
+    ctx.state.metrics().count_reconcile(KIND, "error");
     Action::requeue(Duration::from_secs(15))
 }
 
@@ -277,7 +277,7 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
     }
     if !ctx
         .state
-        .handles(wc.labels(), "WeaveCloud", &namespace, &wc.name_any())
+        .handles(wc.labels(), KIND, &namespace, &wc.name_any())
     {
         // Another shard's (`--shards`): its holder reconciles it.
         tracing::debug!(weavecloud = %reference(&wc), "another shard's; ignored");
@@ -404,7 +404,7 @@ async fn apply(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudError
     } else {
         "not_ready"
     };
-    ctx.state.metrics().count_reconcile("WeaveCloud", result);
+    ctx.state.metrics().count_reconcile(KIND, result);
     // Events on transitions of Ready's reason (not on every reconcile).
     let previous = before.conditions.iter().find(|c| c.type_ == READY);
     if previous.is_none_or(|p| p.status != outcome.ready.status || p.reason != outcome.ready.reason)
@@ -553,7 +553,7 @@ fn record(ctx: &Context, wc: &WeaveCloud, outcome: &Outcome, status: &WeaveCloud
             .get(&format!("WeaveCloud/{ns}/{name}"))
             .cloned()
             .unwrap_or_default();
-        entry.kind = "WeaveCloud".into();
+        entry.kind = KIND.into();
         entry.namespace = ns.clone();
         entry.name = name.clone();
         if let Some(r) = ready {
@@ -664,7 +664,7 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
     ctx.state.metrics().set_agent_version(&ns, &name, None);
     ctx.state.metrics().resources().forget(KIND, &ns, &name);
     ctx.state
-        .update_status(|s| s.remove_owner("WeaveCloud", &ns, &name));
+        .update_status(|s| s.remove_owner(KIND, &ns, &name));
     drop(pass);
     ctx.state.pass_locks().forget(&owner);
     Ok(Action::await_change())

@@ -1,6 +1,7 @@
 //! Unit tests of the WeaveCloud controller: pure parts, and reconciles against a scripted
 //! fake API server.
 
+use crate::api::owner::OwnerKind;
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -21,11 +22,7 @@ fn cm(name: &str) -> crate::api::ObjectRef {
 fn change(name: &str, action: ChangeAction, reason: Option<&str>) -> Change {
     Change {
         object: cm(name),
-        owner: Owner::Resource {
-            kind: "WeaveCloud".into(),
-            namespace: "weave".into(),
-            name: "wc".into(),
-        },
+        owner: Owner::resource(OwnerKind::WeaveCloud, "weave", "wc"),
         action,
         reason: reason.map(str::to_string),
     }

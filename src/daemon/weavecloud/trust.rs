@@ -32,7 +32,7 @@ pub const NOT_RECONCILED: &str = "NotReconciled";
 /// The WeaveCloud's API group.
 const GROUP: &str = "cloud.weave.works";
 /// Its kind.
-const KIND: &str = "WeaveCloud";
+const KIND: &str = crate::api::owner::OwnerKind::WeaveCloud.as_str();
 
 /// What to do with one WeaveCloud.
 #[derive(Clone, Debug, PartialEq, Eq)]

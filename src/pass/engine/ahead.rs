@@ -2,6 +2,7 @@
 //! before it is created), what was applied before by the owners that only report drift, and
 //! what the prune guard and the kind changes of the pass need to know of the inventories.
 
+use crate::api::owner::OwnerKind;
 use std::collections::BTreeSet;
 
 use super::super::inventories::read_inventories;
@@ -34,9 +35,15 @@ impl Engine<'_> {
             return Err(errors.into_iter().map(PassError::Apply).collect());
         }
         // Before the inventories grow: what a kind change replaces, from what was applied before.
-        self.replacements = replaced::find(&inventories, &desired);
+        self.replacements = replaced::find(&inventories, &desired, &OwnerKind::RENDERING);
         for inv in inventories {
-            let root = matches!(inv.owner, Owner::SyncRoot { .. });
+            let root = matches!(
+                inv.owner,
+                Owner {
+                    kind: OwnerKind::Root,
+                    ..
+                }
+            );
             let stored = root || inv.source == inventory::InventorySource::Stored;
             let Some(wanted) = desired.get(&inv.owner).filter(|_| stored) else {
                 self.guard_scopes.push(GuardScope::of(&inv));

@@ -18,6 +18,7 @@ mod ahead;
 mod replace;
 mod waits;
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -268,6 +269,7 @@ impl<'a> Engine<'a> {
             objects: 0,
         });
         let prune_opts = PruneOptions {
+            owner_kinds: OwnerKind::RENDERING.to_vec(),
             max_fraction: self.settings.max_prune_fraction,
             force: self.input.force_prune(self.settings),
             dry_run: self.input.dry_run,

@@ -5,6 +5,7 @@
 //! ([`crate::apply::recreate`]). Each is counted against the guard with what the pass deleted
 //! so far, before it is made; the prune at the end counts them too.
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::Progress;
@@ -34,6 +35,7 @@ impl Engine<'_> {
             *deletions.entry(owner.clone()).or_default() += n;
         }
         let opts = PruneOptions {
+            owner_kinds: OwnerKind::RENDERING.to_vec(),
             max_fraction: self.settings.max_prune_fraction,
             force: self.input.force_prune(self.settings),
             revision: self.input.revision.clone(),

@@ -29,6 +29,7 @@
 mod chart;
 pub mod values;
 
+use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
@@ -79,9 +80,6 @@ pub struct RenderedCharts {
 }
 pub use values::{deep_merge, substitute, substitute_str, Builtins};
 
-/// The owner kind of chart objects.
-pub const OWNER_KIND: &str = "ArmadaChart";
-
 /// The Armada CRs of the repository (native documents converted) as sync-layer documents.
 pub fn sync_documents(docs: &ArmadaDocs) -> Result<Vec<(Value, Origin)>, RenderError> {
     let mut out = Vec::with_capacity(docs.len());
@@ -129,11 +127,11 @@ pub fn render(
     let mut seen: BTreeMap<(String, String, String, String), ResourceKey> = BTreeMap::new();
     for planned in repo.armada.deployment_plan() {
         let key = chart_key(&repo.armada.charts[planned.chart]);
-        let owner = Owner::Resource {
-            kind: OWNER_KIND.to_string(),
-            namespace: key.namespace.clone(),
-            name: key.name.clone(),
-        };
+        let owner = Owner::resource(
+            OwnerKind::ArmadaChart,
+            key.namespace.clone(),
+            key.name.clone(),
+        );
         if failures.iter().any(|f| f.owner == owner) {
             continue;
         }
@@ -212,11 +210,7 @@ pub fn release_namespaces(docs: &ArmadaDocs, objects: &[DesiredObject]) -> Vec<D
         let key = chart_key(chart);
         wanted.insert(
             ns,
-            Owner::Resource {
-                kind: OWNER_KIND.to_string(),
-                namespace: key.namespace,
-                name: key.name,
-            },
+            Owner::resource(OwnerKind::ArmadaChart, key.namespace, key.name),
         );
     }
     wanted
@@ -329,11 +323,11 @@ pub fn render_chart(
     let spec = &chart.resource.spec;
     let release = release_name(spec, release_prefix);
     let files = files_of(&repo.snapshot, sources, chart).map_err(|e| vec![e])?;
-    let owner = Owner::Resource {
-        kind: OWNER_KIND.to_string(),
-        namespace: key.namespace.clone(),
-        name: key.name.clone(),
-    };
+    let owner = Owner::resource(
+        OwnerKind::ArmadaChart,
+        key.namespace.clone(),
+        key.name.clone(),
+    );
     if let Some(render) = helm.get(&key) {
         return from_helm(docs, chart, &files, render, &owner, release, wave);
     }

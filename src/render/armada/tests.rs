@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::api::armada::OverlayTarget;
+use crate::api::owner::OwnerKind;
 use crate::load::budget::Budget;
 use chart::{check_object, target_matches};
 use serde_json::json;
@@ -204,12 +205,9 @@ fn dependencies_render_inside_the_parent_release_with_the_parents_values() {
             ("app-lib", "large".to_string())
         ]
     );
-    assert!(objects.iter().all(|o| o.owner
-        == Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "default".into(),
-            name: "app".into()
-        }));
+    assert!(objects
+        .iter()
+        .all(|o| o.owner == Owner::resource(OwnerKind::ArmadaChart, "default", "app")));
 }
 
 #[test]
@@ -305,11 +303,7 @@ fn a_chart_helm_could_not_render_fails_alone_in_its_wave() {
     let f = &out.failures[0];
     assert_eq!(
         f.owner,
-        Owner::Resource {
-            kind: "ArmadaChart".into(),
-            namespace: "default".into(),
-            name: "lib".into()
-        }
+        Owner::resource(OwnerKind::ArmadaChart, "default", "lib")
     );
     assert!(
         f.error.to_string().contains("x.yaml:3:4: boom"),
@@ -319,7 +313,11 @@ fn a_chart_helm_could_not_render_fails_alone_in_its_wave() {
     // `app` still rendered; nothing of `lib`.
     assert!(!out.objects.is_empty());
     assert!(out.objects.iter().all(|o| match &o.owner {
-        Owner::Resource { name, .. } => name == "app",
+        Owner {
+            kind: OwnerKind::ArmadaChart,
+            name,
+            ..
+        } => name == "app",
         _ => false,
     }));
 }

@@ -13,6 +13,7 @@ pub mod args;
 mod patches;
 mod volumes;
 
+use crate::api::owner::OwnerKind;
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
@@ -143,11 +144,7 @@ pub fn render_agents(
         cluster_roles: bundle.cluster_role_names(),
         cri,
     };
-    let owner = Owner::Resource {
-        kind: "WeaveCloud".to_string(),
-        namespace: namespace.clone(),
-        name,
-    };
+    let owner = Owner::resource(OwnerKind::WeaveCloud, namespace.clone(), name);
 
     let mut objects = Vec::new();
     let mut preserved = Vec::new();

@@ -1,6 +1,7 @@
 //! The option contract of `docs/agents.md`, clause by clause, and the golden files.
 
 use super::*;
+use crate::api::owner::OwnerKind;
 use crate::api::weavecloud::{Environment, PodScrapePolicy};
 use crate::render::bundle::CLUSTER_SCOPED_KINDS;
 use crate::render::ownership::{OWNER_LABEL, OWNER_REF_ANNOTATION};
@@ -604,11 +605,7 @@ fn report_errors_reaches_every_agent_container() {
 #[test]
 fn children_are_owned_by_the_weavecloud_and_live_in_its_namespace() {
     let objs = render(&example());
-    let owner = Owner::Resource {
-        kind: "WeaveCloud".into(),
-        namespace: "weave".into(),
-        name: "weave-cloud".into(),
-    };
+    let owner = Owner::resource(OwnerKind::WeaveCloud, "weave", "weave-cloud");
     for o in &objs {
         assert_eq!(o.owner, owner);
         assert_eq!(
