@@ -533,12 +533,18 @@ async fn two_roots_never_fight_over_an_object_and_both_report_the_conflict() {
             value_and_owner(&client, &name, "cm-0001").await,
             ("from-a".to_string(), ref_a.clone())
         );
+        // The holder's pass goes on with everything else (issue 41 item 6): a new object of
+        // this round is created, and it succeeds, saying what B claims.
+        a.write(
+            &format!("new-{round}.yaml"),
+            &configmap(&name, &format!("only-a-{round}"), "a"),
+        );
         let out = weft_as("sync", a.path(), &name, &root_a, &[]);
         let t = text(&out);
-        assert_eq!(out.status.code(), Some(1), "round {round}: {t}");
+        assert_eq!(out.status.code(), Some(0), "round {round}: {t}");
         assert!(
             t.contains(&format!(
-                "ConfigMap/{name}/cm-0001: conflict: another Weft root, {ref_b}, declares it too"
+                "warning: ConfigMap/{name}/cm-0001: conflict: another Weft root, {ref_b}, declares it too"
             )),
             "{t}"
         );
@@ -546,9 +552,16 @@ async fn two_roots_never_fight_over_an_object_and_both_report_the_conflict() {
             value_and_owner(&client, &name, "cm-0001").await,
             ("from-a".to_string(), ref_a.clone())
         );
+        assert_eq!(
+            value_and_owner(&client, &name, &format!("only-a-{round}")).await,
+            ("a".to_string(), ref_a.clone())
+        );
     }
     // B's own object is applied all the same.
-    assert_eq!(configmaps(&client, &name).await, ["cm-0001", "only-b"]);
+    assert_eq!(
+        configmaps(&client, &name).await,
+        ["cm-0001", "only-a-0", "only-a-1", "only-a-2", "only-b"]
+    );
 
     // An explicit, per-object take-over moves it to B, once; A then reports the conflict, and
     // does not take it back.

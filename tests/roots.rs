@@ -660,3 +660,147 @@ async fn cycles_requests_and_suspend() {
     drop(d);
     ns.delete().await;
 }
+
+/// The events of `kind` `name` in `ns` with `reason`: their notes.
+async fn event_notes(client: &Client, ns: &str, name: &str, reason: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+// Issue 41 item 6: an object declared by two roots stays with its owner, is reported on both,
+// and the owner's passes go on with every other object (new objects created, drift corrected).
+#[tokio::test]
+async fn a_root_declaring_another_roots_object_stops_neither_root() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("roots-conflict").await;
+    let w = weft_ns.name();
+    let owner = ServedRepo::start();
+    owner
+        .work
+        .write("shared.yaml", configmap(w, "shared", "owner"))
+        .write("own.yaml", configmap(w, "own-a", "a"))
+        .commit("owner");
+    owner.work.push();
+    let second = ServedRepo::start();
+    second
+        .work
+        .write("shared.yaml", configmap(w, "shared", "second"))
+        .write("own.yaml", configmap(w, "own-b", "b"))
+        .commit("second");
+    second.work.push();
+
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(w, &[w], flag.path());
+    create_root(
+        &client,
+        w,
+        "owner",
+        json!({"source": {"url": owner.url()}, "interval": "1h"}),
+    )
+    .await
+    .unwrap();
+    wait_ready(&client, w, "owner", "True", "ReconciliationSucceeded", &d).await;
+    create_root(
+        &client,
+        w,
+        "second",
+        json!({"source": {"url": second.url()}, "interval": "1h"}),
+    )
+    .await
+    .unwrap();
+
+    // The second root: not Ready, its reason Conflict, naming the object and its holder; its
+    // own object is applied all the same; the shared one is untouched.
+    let refused = wait_ready(&client, w, "second", "False", "Conflict", &d).await;
+    let (status, _, message) = condition(&refused, "Conflict").expect("a Conflict condition");
+    assert_eq!(status, "True");
+    assert!(
+        message.contains(&format!("ConfigMap/{w}/shared"))
+            && message.contains(&format!("root/{w}/owner")),
+        "{message}"
+    );
+    assert!(configmap_exists(&client, w, "own-b").await);
+    let value = async |name: &str| {
+        Api::<ConfigMap>::namespaced(client.clone(), w)
+            .get(name)
+            .await
+            .unwrap()
+            .data
+            .unwrap_or_default()
+            .get("value")
+            .cloned()
+    };
+    assert_eq!(value("shared").await.as_deref(), Some("owner"));
+
+    // The owner goes on: a new object of its repository is created, drift of its own is
+    // corrected, and it is Ready, with the conflict reported on it too.
+    owner
+        .work
+        .write("new.yaml", configmap(w, "new-a", "a"))
+        .commit("new object");
+    owner.work.push();
+    Api::<ConfigMap>::namespaced(client.clone(), w)
+        .patch(
+            "own-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"value": "drifted"}})),
+        )
+        .await
+        .unwrap();
+    patch_root(
+        &client,
+        w,
+        "owner",
+        json!({"metadata": {"annotations": {"weft.io/requested-at": "after-claim"}}}),
+    )
+    .await;
+    let kept = wait_for("the owner's pass after the claim", WITHIN, &d, async || {
+        let root = get_root(&client, w, "owner").await;
+        let handled = root.status.as_ref()?.last_handled_requested_at.clone();
+        (handled.as_deref() == Some("after-claim")).then_some(root)
+    })
+    .await;
+    let (ready, reason, _) = condition(&kept, "Ready").unwrap();
+    assert_eq!(
+        (ready.as_str(), reason.as_str()),
+        ("True", "ReconciliationSucceeded")
+    );
+    let (status, _, message) = condition(&kept, "Conflict").expect("a Conflict condition");
+    assert_eq!(status, "True");
+    assert!(
+        message.contains(&format!("ConfigMap/{w}/shared"))
+            && message.contains(&format!("root/{w}/second")),
+        "{message}"
+    );
+    assert!(configmap_exists(&client, w, "new-a").await);
+    assert_eq!(value("own-a").await.as_deref(), Some("a"));
+    assert_eq!(value("shared").await.as_deref(), Some("owner"));
+
+    // Both roots carry a Warning event Conflict.
+    for root in ["owner", "second"] {
+        let notes = wait_for(
+            &format!("a Conflict event on {root}"),
+            WITHIN,
+            &d,
+            async || {
+                Some(event_notes(&client, w, root, "Conflict").await).filter(|n| !n.is_empty())
+            },
+        )
+        .await;
+        assert!(
+            notes[0].contains(&format!("ConfigMap/{w}/shared")),
+            "{notes:?}"
+        );
+    }
+    drop(d);
+    weft_ns.delete().await;
+}

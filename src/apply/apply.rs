@@ -113,7 +113,7 @@ pub async fn apply_batch(
     // A chunk of futures at a time: each boxed future is a few KiB, and 100,000 of them made
     // up front would weigh more than the objects themselves.
     for chunk in objects.chunks(APPLY_CHUNK) {
-        let results: Vec<Result<Change, ApplyError>> = futures::stream::iter(
+        let results: Vec<Result<(Change, Option<ApplyError>), ApplyError>> = futures::stream::iter(
             chunk
         .iter()
         .map(|p| {
@@ -162,9 +162,14 @@ pub async fn apply_batch(
                 if write && !opts.dry_run {
                     apply_one(client, p).await?;
                 }
-                if let Some(c @ Conflict::ClaimedBy(_)) = conflict.filter(|_| !conflict::shared_kind(p)) {
-                    return Err(conflict::settle(client, p, c, opts.dry_run).await);
-                }
+                // This root's object, applied as any other; the other root's claim is reported
+                // on this root too, and stops nothing here (issue 41 item 6).
+                let reported = match conflict.filter(|_| !conflict::shared_kind(p)) {
+                    Some(c @ Conflict::ClaimedBy(_)) => {
+                        Some(conflict::settle(client, p, c, opts.dry_run).await)
+                    }
+                    _ => None,
+                };
                 debug!(?action, "applied");
                 let change = Change {
                     object: p.object_ref.clone(),
@@ -173,7 +178,7 @@ pub async fn apply_batch(
                     reason,
                 };
                 on_change(&change);
-                Ok(change)
+                Ok((change, reported))
             }
             .instrument(span)
             // Boxed as `Send` and collected before the stream: with a closure inside the stream
@@ -188,7 +193,17 @@ pub async fn apply_batch(
         .await;
         for r in results {
             match r {
-                Ok(c) => changes.push(c),
+                Ok((c, None)) => changes.push(c),
+                Ok((c, Some(reported))) => {
+                    changes.push(c);
+                    match reported {
+                        ApplyError::Conflict { object, message } => {
+                            changes.conflicts.push((object, message))
+                        }
+                        // The claim could not be taken away: an API error about that object.
+                        other => errors.push(other),
+                    }
+                }
                 Err(e) => errors.push(e),
             }
         }

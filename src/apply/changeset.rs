@@ -70,6 +70,9 @@ impl fmt::Display for Change {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChangeSet {
     pub entries: Vec<Change>,
+    /// Objects this owner holds and applied that another Weft root declares too: each object
+    /// with what is said of it. Reported on both roots; they stop nothing (`apply::conflict`).
+    pub conflicts: Vec<(String, String)>,
 }
 
 /// Counts per action.
@@ -98,6 +101,7 @@ impl ChangeSet {
     }
     pub fn extend(&mut self, other: ChangeSet) {
         self.entries.extend(other.entries);
+        self.conflicts.extend(other.conflicts);
     }
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -153,6 +153,10 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         print_diagnostics(&result.diagnostics);
         let calls = calls.snapshot();
         let line = summary_line(&result, input.dry_run, calls.writes, calls.reads);
+        // Applied as this root's, and declared by another root too: said, and no failure.
+        for (object, message) in &result.changes.conflicts {
+            errln!("warning: {object}: conflict: {message}");
+        }
         if machine {
             errln!("{line}");
             args.output.print(&sync_document(
@@ -296,6 +300,7 @@ fn sync_document(
             "deleted": s.deleted, "skipped": s.skipped,
         },
         "changes": changes,
+        "conflicts": result.changes.conflicts.iter().map(|(o, m)| json!({"object": o, "message": m})).collect::<Vec<_>>(),
         "durationSeconds": result.duration.as_secs_f64(),
         "apiWrites": writes,
         "apiReads": reads,

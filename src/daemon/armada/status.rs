@@ -666,6 +666,7 @@ mod tests {
                 applied(&chart("db"), "StatefulSet", "db"),
                 applied(&chart("api"), "Deployment", "api"),
             ],
+            ..Default::default()
         };
         let api_ref = changes.entries[1].object.clone();
         let error = PassError::Apply(ApplyError::WaitTimeout {
@@ -711,6 +712,7 @@ mod tests {
         let grouped = DesiredSet::for_owners(objects, owners.into());
         let db_only = ChangeSet {
             entries: vec![applied(&chart("db"), "StatefulSet", "db")],
+            ..Default::default()
         };
         // A chart of a group failed its wait (as `pass::armada::failure` reports it).
         let api = ObjectRef {

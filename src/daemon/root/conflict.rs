@@ -29,7 +29,7 @@ pub fn summary(conflicts: &Conflicts) -> String {
         lines.push(format!("and {} more", conflicts.len() - SHOWN));
     }
     format!(
-        "{} object(s) in conflict with another Weft root, neither applied nor pruned by this root until it is resolved: {}",
+        "{} object(s) in conflict with another Weft root: {}",
         conflicts.len(),
         lines.join("; ")
     )

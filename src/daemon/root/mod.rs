@@ -13,7 +13,7 @@ use std::time::Instant;
 use kube::Client;
 use tokio::task::JoinHandle;
 
-mod conflict;
+pub(super) mod conflict;
 mod report;
 mod source;
 
@@ -322,10 +322,17 @@ impl RootReconciler {
             PassResultKind::Succeeded => RootOutcome {
                 ready: true,
                 reason: "Succeeded".into(),
-                message: format!(
-                    "applied revision {}",
-                    report.revision.as_deref().unwrap_or("-")
-                ),
+                message: match conflicts {
+                    None => format!(
+                        "applied revision {}",
+                        report.revision.as_deref().unwrap_or("-")
+                    ),
+                    Some(c) => format!(
+                        "applied revision {}; {}",
+                        report.revision.as_deref().unwrap_or("-"),
+                        conflict::summary(c)
+                    ),
+                },
                 revision: report.revision.clone(),
             },
             PassResultKind::Failed => RootOutcome {
@@ -452,11 +459,18 @@ impl RootReconciler {
                 }
             }
         });
+        // Held elsewhere (in the error: not applied) and held here (applied, claimed by another).
         let conflicts: conflict::Conflicts = error
             .as_ref()
             .map(|e| e.conflicts())
             .unwrap_or_default()
             .into_iter()
+            .chain(
+                changes
+                    .conflicts
+                    .iter()
+                    .map(|(o, m)| (o.as_str(), m.as_str())),
+            )
             .map(|(o, m)| (o.to_string(), redact_url_passwords(m)))
             .collect();
         let now = now_rfc3339();

@@ -20,6 +20,7 @@ use super::{Context, RootsError, DEPENDENCY_RETRY};
 use crate::api::root::{InventoryCounts, PassSummary, Root};
 use crate::api::ResourceKey;
 use crate::apply::changeset::Action as ChangeAction;
+use crate::daemon::root::conflict::CONFLICT;
 use crate::daemon::root::RootSource;
 use crate::pass::{PassInput, PassSettings, Progress};
 use crate::render::ownership::REQUESTED_AT_ANNOTATION;
@@ -194,9 +195,9 @@ async fn pass(
     let start = Instant::now();
     tracing::info!(root = %key, reasons = %reasons.join(","), identity = %identity, "root pass started");
     let body = pass_body(root, key, identity, ctx).await;
-    let (failure, revision, inventory, changed) = match body {
+    let (failure, revision, inventory, changed, conflicts) = match body {
         Ok(done) => done,
-        Err(f) => (Some(f), None, None, 0),
+        Err(f) => (Some(f), None, None, 0, Vec::new()),
     };
     let duration_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     let next =
@@ -228,6 +229,7 @@ async fn pass(
         changed,
         requested_at: requested,
         next_poll_at: next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        conflicts,
     }
 }
 
@@ -236,6 +238,7 @@ type Body = (
     Option<String>,
     Option<InventoryCounts>,
     usize,
+    Vec<(String, String)>,
 );
 
 async fn pass_body(
@@ -310,11 +313,31 @@ async fn pass_body(
             children: (set.objects().len() - objects) as u64,
         }
     });
-    let failed = result
+    // Held elsewhere (in the error: not applied) and held here (applied, claimed by another).
+    let conflicts: Vec<(String, String)> = result
         .error
         .as_ref()
-        .map(|e| failure(status::FAILED, e.to_string()));
-    Ok((failed, revision, inventory, changed))
+        .map(|e| e.conflicts())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(
+            result
+                .changes
+                .conflicts
+                .iter()
+                .map(|(o, m)| (o.as_str(), m.as_str())),
+        )
+        .map(|(o, m)| (o.to_string(), crate::api::redact::redact_url_passwords(m)))
+        .collect();
+    let failed = result.error.as_ref().map(|e| {
+        let reason = if e.conflicts().is_empty() {
+            status::FAILED
+        } else {
+            CONFLICT
+        };
+        failure(reason, e.to_string())
+    });
+    Ok((failed, revision, inventory, changed, conflicts))
 }
 
 /// Store an empty inventory for a new root that acts as a ServiceAccount, unless it has one: a

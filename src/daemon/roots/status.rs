@@ -12,6 +12,7 @@ use crate::api::conditions::{
 };
 use crate::api::root::{InventoryCounts, PassSummary, Root, RootStatus, MAX_PASSES};
 use crate::daemon::events::Note;
+use crate::daemon::root::conflict::{self, CONFLICT};
 use crate::daemon::state::DaemonState;
 
 /// `Ready` reason of a root whose last pass applied its revision in full.
@@ -59,6 +60,9 @@ pub struct PassOutcome {
     pub requested_at: Option<String>,
     /// When the next poll is due (RFC 3339).
     pub next_poll_at: String,
+    /// Objects in conflict with another Weft root: each with what is said of it (those this
+    /// root holds were applied; those another root holds were not).
+    pub conflicts: Vec<(String, String)>,
 }
 
 /// Why a pass failed: the `Ready` reason and message.
@@ -147,6 +151,12 @@ pub fn next_status(
             if p.requested_at.is_some() {
                 s.last_handled_requested_at.clone_from(&p.requested_at);
             }
+            // Shown once there was a conflict, as on the flag root; it stops no pass.
+            let had_conflict = s.conditions.iter().any(|c| c.type_ == CONFLICT);
+            if !p.conflicts.is_empty() || had_conflict {
+                let c = conflict::condition(&p.conflicts);
+                set(&mut s, CONFLICT, c.status, &c.reason, &c.message);
+            }
             s.passes.insert(0, p.summary.clone());
             s.passes.truncate(MAX_PASSES);
             s.next_poll_at = Some(p.next_poll_at.clone());
@@ -189,6 +199,23 @@ pub async fn record(
     })?;
     let was = ready_of(&before).map(|c| (c.status, c.reason.clone(), c.message.clone()));
     let is = ready_of(&after).map(|c| (c.status, c.reason.clone(), c.message.clone()));
+    let conflict_of = |s: &RootStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == CONFLICT)
+            .map(|c| (c.status, c.message.clone()))
+    };
+    let conflict_now = after.conditions.iter().find(|c| c.type_ == CONFLICT);
+    if let (Some(c), true) = (conflict_now, conflict_of(&before) != conflict_of(&after)) {
+        let note = Note {
+            warning: c.status == ConditionStatus::True,
+            reason: &c.reason,
+            action: "Reconcile",
+            text: &c.message,
+            related: None,
+        };
+        state.events().publish(root, note).await;
+    }
     let changed = matches!(verdict, Verdict::Passed(p) if p.changed > 0);
     if let (Some(ready), true) = (ready_of(&after), was != is || changed) {
         let text = match verdict {
@@ -231,6 +258,7 @@ mod tests {
             changed: 1,
             requested_at: None,
             next_poll_at: "2026-01-01T00:01:00Z".into(),
+            conflicts: Vec::new(),
         }))
     }
 

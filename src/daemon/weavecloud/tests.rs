@@ -37,6 +37,7 @@ fn drift_is_an_edited_field_or_a_deleted_child_not_a_spec_change() {
             change("b", ChangeAction::Created, None),
             change("c", ChangeAction::Unchanged, None),
         ],
+        ..Default::default()
     };
     assert_eq!(
         drifted(&changes, &inventory),
@@ -51,6 +52,7 @@ fn drift_is_an_edited_field_or_a_deleted_child_not_a_spec_change() {
             change("a", ChangeAction::Configured, Some("changed")),
             change("new", ChangeAction::Created, None),
         ],
+        ..Default::default()
     };
     assert!(drifted(&spec_change, &inventory).is_empty());
     assert!(has_desired_changes(&spec_change, &inventory));

@@ -74,6 +74,9 @@ pub struct Engine<'a> {
     /// What the pass deleted before its prune (kind changes, recreates), per owner: counted
     /// by the prune guard.
     deleted_early: BTreeMap<Owner, usize>,
+    /// Objects another Weft root holds that this pass declares (not written): the pass goes on
+    /// with every other object and wave, prunes nothing, and fails with them at its end.
+    held_elsewhere: Vec<ApplyError>,
 }
 
 impl<'a> Engine<'a> {
@@ -101,6 +104,7 @@ impl<'a> Engine<'a> {
             guard_scopes: Vec::new(),
             replacements: Vec::new(),
             deleted_early: BTreeMap::new(),
+            held_elsewhere: Vec::new(),
         }
     }
 
@@ -143,7 +147,8 @@ impl<'a> Engine<'a> {
                 None
             }
         };
-        let complete = last.is_some() && self.failures.is_empty();
+        // Held by another root: nothing of this root is pruned while it declares another's object.
+        let complete = last.is_some() && self.failures.is_empty() && self.held_elsewhere.is_empty();
         match self.prune_and_record(set, &catalog, complete).await {
             Ok(more) => errors.extend(more),
             Err(fatal) => {
@@ -151,6 +156,7 @@ impl<'a> Engine<'a> {
                 // and the pass stops here.
                 errors.extend(fatal);
                 errors.append(&mut self.deferred);
+                errors.extend(self.held_elsewhere.drain(..).map(PassError::Apply));
                 return Err(errors);
             }
         }
@@ -169,6 +175,7 @@ impl<'a> Engine<'a> {
             }
         }
         errors.append(&mut self.deferred);
+        errors.extend(self.held_elsewhere.drain(..).map(PassError::Apply));
         if errors.is_empty() {
             Ok(())
         } else {
@@ -592,6 +599,11 @@ impl<'a> Engine<'a> {
         )
         .await;
         self.changes.extend(changes);
+        // A conflict with another root stops neither this wave nor the next (issue 41 item 6).
+        let (held, failed): (Vec<_>, Vec<_>) = failed
+            .into_iter()
+            .partition(|e| matches!(e, ApplyError::Conflict { .. }));
+        self.held_elsewhere.extend(held);
         Ok(self.recreate_refused(objects, failed).await)
     }
 
