@@ -804,3 +804,114 @@ async fn a_root_declaring_another_roots_object_stops_neither_root() {
     drop(d);
     weft_ns.delete().await;
 }
+
+// Issue 41 item 8: `weft tree|trigger|suspend|resume root NAME -n NS` act on a Root object, and
+// the metrics carry kind `Root` with its namespace and name.
+#[tokio::test]
+async fn the_cli_names_a_root_object_and_the_metrics_carry_it() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let ns = TestNamespace::new("roots-cli").await;
+    let n = ns.name();
+    let repo = ServedRepo::start();
+    repo.work
+        .write("app/one.yaml", configmap(n, "one", "1"))
+        .commit("one");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(n, &[n], flag.path());
+    create_root(
+        &client,
+        n,
+        "app",
+        json!({"source": {"url": repo.url()}, "path": "app", "interval": "1h"}),
+    )
+    .await
+    .unwrap();
+    wait_ready(&client, n, "app", "True", "ReconciliationSucceeded", &d).await;
+    let weft = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-n", n]);
+        Weft::new(all).cluster().run()
+    };
+
+    // trigger --wait: a pass of the new revision, answered by the Root's status.
+    repo.work
+        .write("app/two.yaml", configmap(n, "two", "2"))
+        .commit("two");
+    repo.work.push();
+    let (code, out, err) = weft(&["trigger", "root", "app", "--wait", "--timeout", "2m"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("requested a pass of Root {n}/app")),
+        "{out}"
+    );
+    assert!(
+        out.contains("Ready=True (ReconciliationSucceeded)"),
+        "{out}"
+    );
+    assert!(configmap_exists(&client, n, "two").await);
+
+    // tree: the Root's inventory, from its own namespace.
+    let (code, out, err) = weft(&["tree", "root", "app"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("Root/{n}/app")), "{out}");
+    assert!(out.contains(&format!("ConfigMap/{n}/one")), "{out}");
+    assert!(out.contains(&format!("ConfigMap/{n}/two")), "{out}");
+    // An unknown Root is named, and not taken for the flag root.
+    let (code, out, err) = weft(&["tree", "root", "nope"]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains(&format!("Root {n}/nope")), "{err}");
+    let (code, _, err) = weft(&["tree", "widget", "app"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown kind \"widget\""), "{err}");
+
+    // suspend: spec.suspend, and a request then runs nothing (exit 1, saying why).
+    let (code, out, err) = weft(&["suspend", "root", "app"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(get_root(&client, n, "app").await.spec.suspend);
+    let (code, out, err) = weft(&["trigger", "root", "app", "--wait", "--timeout", "1m"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("suspended"), "{out}");
+
+    // resume: spec.suspend false and a pass now.
+    repo.work
+        .write("app/three.yaml", configmap(n, "three", "3"))
+        .commit("three");
+    repo.work.push();
+    let (code, out, err) = weft(&["resume", "root", "app"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!get_root(&client, n, "app").await.spec.suspend);
+    wait_for("the pass after resume", WITHIN, &d, async || {
+        configmap_exists(&client, n, "three").await.then_some(())
+    })
+    .await;
+
+    // The metrics: the Root's Ready and suspended series, by kind, namespace and name.
+    let metrics = wait_for("the Root's metrics", WITHIN, &d, async || {
+        let text = reqwest::get(format!("{}/metrics", d.base()))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        let ready = format!("kind=\"Root\",name=\"app\",namespace=\"{n}\"");
+        text.lines()
+            .any(|l| {
+                l.contains(&ready)
+                    && l.contains("type=\"Ready\"")
+                    && l.contains("status=\"True\"")
+                    && l.ends_with(" 1")
+            })
+            .then_some(text)
+    })
+    .await;
+    assert!(
+        metrics.lines().any(|l| l.contains("suspend_status")
+            && l.contains("kind=\"Root\"")
+            && l.contains(&format!("namespace=\"{n}\""))),
+        "{metrics}"
+    );
+    drop(d);
+    ns.delete().await;
+}

@@ -44,6 +44,16 @@ pub enum ConditionStatus {
     Unknown,
 }
 
+impl std::fmt::Display for ConditionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        })
+    }
+}
+
 impl Condition {
     /// A condition with the given type, status, reason and message, and no timestamps yet.
     pub fn new(

@@ -473,3 +473,34 @@ mod tests {
         }
     }
 }
+
+/// A Root object named on the command line, as kubectl and flux name an object by kind and
+/// name: `weft trigger root apps -n team-a`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct RootObjectArgs {
+    /// `root NAME`: the Root object NAME (`weft.io/v1alpha1`) instead of the root of
+    /// `--root-name`.
+    #[arg(value_names = ["root", "NAME"], num_args = 2)]
+    pub object: Vec<String>,
+    /// The Root's namespace (with `root NAME`; default: Weft's namespace, `--weft-namespace`).
+    #[arg(short = 'n', long = "namespace", requires = "object")]
+    pub namespace: Option<String>,
+}
+
+impl RootObjectArgs {
+    /// The Root named, `(namespace, name)`, or `None` when none is; an error when the kind is
+    /// not a root's.
+    pub fn root(&self, weft_namespace: &str) -> anyhow::Result<Option<(String, String)>> {
+        let [kind, name] = self.object.as_slice() else {
+            return Ok(None);
+        };
+        if !matches!(kind.as_str(), "root" | "roots" | "rt" | "Root") {
+            anyhow::bail!(
+                "unknown kind {:?}: name a Root object as `root NAME [-n NAMESPACE]`",
+                kind.chars().take(40).collect::<String>()
+            );
+        }
+        let namespace = self.namespace.as_deref().unwrap_or(weft_namespace);
+        Ok(Some((namespace.to_string(), name.clone())))
+    }
+}

@@ -219,6 +219,12 @@ mod tests {
     use super::log_directives;
 
     #[test]
+    fn every_command_s_flags_are_consistent() {
+        // clap's own check: no two flags share a name or a short, `requires` names real args.
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    #[test]
     fn weft_log_then_rust_log_then_info() {
         let s = |v: &str| Some(v.to_string());
         assert_eq!(log_directives(s("debug"), s("trace")), "debug");

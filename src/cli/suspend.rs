@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::args::ClusterArgs;
-use crate::daemon::suspend;
+use super::args::{ClusterArgs, RootObjectArgs};
+use crate::daemon::{roots, suspend};
 
 /// The flags of `weft suspend`.
 #[derive(Args, Debug)]
@@ -28,6 +28,8 @@ pub struct SuspendArgs {
 /// The flags of `weft resume` (and the root of `weft suspend`).
 #[derive(Args, Debug)]
 pub struct ResumeArgs {
+    #[command(flatten)]
+    pub object: RootObjectArgs,
     /// Name of the sync root (`--root-name` of `weft run`).
     #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
     pub root_name: String,
@@ -54,6 +56,23 @@ pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
     let create = args.create;
     let args = args.root;
     let runtime = tokio::runtime::Runtime::new()?;
+    if let Some((namespace, name)) = args.object.root(&args.cluster.weft_namespace)? {
+        if message.is_some() || create {
+            anyhow::bail!(
+                "--message and --create are for the root of --root-name; a Root object is suspended by its spec.suspend"
+            );
+        }
+        return runtime.block_on(async {
+            let (client, _) = args.cluster.connect().await?;
+            roots::requests::set_suspended(&client, &namespace, &name, suspended).await?;
+            if suspended {
+                outln!("Root {namespace}/{name} suspended (spec.suspend: true): no pass runs until `weft resume root {name} -n {namespace}`");
+            } else {
+                outln!("Root {namespace}/{name} resumed (spec.suspend: false): a running daemon starts a pass now");
+            }
+            Ok(ExitCode::SUCCESS)
+        });
+    }
     let now = runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
         if !create {

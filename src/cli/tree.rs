@@ -15,7 +15,7 @@ use kube::core::GroupVersionKind;
 use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
 
-use super::args::ClusterArgs;
+use super::args::{ClusterArgs, RootObjectArgs};
 use crate::api::ObjectRef;
 use crate::apply::inventory;
 use crate::daemon::record::{root_of_record, ROOT_LABEL};
@@ -24,6 +24,8 @@ use crate::render::{Owner, OwnerKind};
 /// The flags of `weft tree`.
 #[derive(Args, Debug)]
 pub struct TreeArgs {
+    #[command(flatten)]
+    pub object: RootObjectArgs,
     /// Name of the sync root (`--root-name` of `weft sync` / `weft run`).
     #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
     pub root_name: String,
@@ -62,8 +64,18 @@ pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
-        let ns = &args.cluster.weft_namespace;
-        let roots = root_names(&client, ns, &args.root_name).await?;
+        let object = args.object.root(&args.cluster.weft_namespace)?;
+        // A Root object keeps its inventory in its own namespace, without shards.
+        let (ns, roots) = match &object {
+            Some((namespace, name)) => {
+                crate::daemon::roots::requests::get(&client, namespace, name).await?;
+                (namespace, vec![name.clone()])
+            }
+            None => {
+                let ns = &args.cluster.weft_namespace;
+                (ns, root_names(&client, ns, &args.root_name).await?)
+            }
+        };
         let mut trees = Vec::new();
         for root in &roots {
             let owner = Owner::root(ns.clone(), root.clone());
@@ -76,6 +88,10 @@ pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
                     note: None,
                 });
             }
+        }
+        if let (true, Some((namespace, name))) = (trees.is_empty(), &object) {
+            errln!("error: Root {namespace}/{name} has no inventory yet: it has not passed (see `weft get roots -n {namespace}`)");
+            return Ok(ExitCode::from(1));
         }
         if trees.is_empty() {
             let known = all_roots(&client, ns).await.unwrap_or_default();

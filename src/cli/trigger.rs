@@ -8,8 +8,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use super::args::ClusterArgs;
+use super::args::{ClusterArgs, RootObjectArgs};
 use crate::daemon::request::{self, RequestAnswer};
+use crate::daemon::roots;
 use crate::daemon::status::PassReport;
 use crate::server::client::{self, TriggerAnswer};
 use crate::server::signature;
@@ -17,6 +18,8 @@ use crate::server::signature;
 /// The flags of `weft trigger`.
 #[derive(Args, Debug, Clone)]
 pub struct TriggerArgs {
+    #[command(flatten)]
+    pub object: RootObjectArgs,
     /// Name of the sync root (`--root-name` of `weft run`).
     #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
     pub root_name: String,
@@ -51,10 +54,55 @@ pub struct TriggerArgs {
 /// pass failed or the root is suspended, 2 when the daemon could not be asked.
 pub fn trigger(args: TriggerArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
+    if let Some((namespace, name)) = args.object.root(&args.cluster.weft_namespace)? {
+        if args.sync_token_file.is_some() || args.force_prune {
+            anyhow::bail!(
+                "--sync-token-file and --force-prune are for the root of --root-name; a Root object is asked through the API server"
+            );
+        }
+        return runtime.block_on(root_object(&args, &namespace, &name));
+    }
     match &args.sync_token_file {
         Some(file) => runtime.block_on(over_http(&args, file)),
         None => runtime.block_on(through_api_server(&args)),
     }
+}
+
+/// Annotate the Root object; with `--wait`, watch it until its status answers.
+async fn root_object(args: &TriggerArgs, namespace: &str, name: &str) -> anyhow::Result<ExitCode> {
+    let (client, _) = args.cluster.connect().await?;
+    let at = roots::requests::request(&client, namespace, name).await?;
+    outln!(
+        "requested a pass of Root {namespace}/{name} ({}={at})",
+        crate::render::ownership::REQUESTED_AT_ANNOTATION
+    );
+    if !args.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(answer) =
+        roots::requests::wait_answer(&client, namespace, name, &at, args.timeout).await?
+    else {
+        errln!(
+            "Root {namespace}/{name} did not answer within {}: is a daemon (`weft run`) reconciling Roots in {namespace}?",
+            humantime::format_duration(args.timeout)
+        );
+        return Ok(ExitCode::from(2));
+    };
+    let revision = answer
+        .root
+        .status
+        .as_ref()
+        .and_then(|s| s.last_attempted_revision.clone())
+        .unwrap_or_else(|| "-".into());
+    outln!(
+        "Root {namespace}/{name} at revision {revision}: {}",
+        answer.line
+    );
+    Ok(if answer.ready {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Annotate the root record; with `--wait`, watch it for the answer.

@@ -16,6 +16,7 @@
 pub mod depends;
 pub mod identity;
 pub mod reconcile;
+pub mod requests;
 pub mod status;
 
 use std::collections::HashMap;
@@ -79,6 +80,9 @@ pub enum RootsError {
     /// The pass failed; its status says why.
     #[error("Root {root}: {message}")]
     Pass { root: String, message: String },
+    /// Watching the root for an answer failed.
+    #[error("Root {root}: waiting for its answer: {message}")]
+    Wait { root: String, message: String },
 }
 
 /// The shortest and longest wait after a failed pass.

@@ -47,6 +47,13 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     }
     if root.metadata.deletion_timestamp.is_some() {
         ctx.forget(&key);
+        if key != ctx.flag_root {
+            ctx.state.metrics().resources().forget(
+                crate::daemon::metrics::ROOT_KIND,
+                &key.namespace,
+                &key.name,
+            );
+        }
         return Ok(Action::await_change());
     }
     let record = |verdict: Verdict| {

@@ -12,6 +12,7 @@ use crate::api::conditions::{
 };
 use crate::api::root::{InventoryCounts, PassSummary, Root, RootStatus, MAX_PASSES};
 use crate::daemon::events::Note;
+use crate::daemon::metrics::ROOT_KIND;
 use crate::daemon::root::conflict::{self, CONFLICT};
 use crate::daemon::state::DaemonState;
 
@@ -166,6 +167,33 @@ pub fn next_status(
     s
 }
 
+/// The root's series of the per-resource metrics (kind `Root`, its namespace and name): `Ready`,
+/// suspended, and the duration of a pass. The flag root's are the root loop's.
+fn observe(
+    state: &DaemonState,
+    root: &Root,
+    namespace: &str,
+    verdict: &Verdict,
+    after: &RootStatus,
+) {
+    if matches!(verdict, Verdict::FlagRoot { .. }) {
+        return;
+    }
+    let metrics = state.metrics().resources();
+    let name = root.name_any();
+    let ready = ready_of(after).map_or(ConditionStatus::Unknown, |c| c.status);
+    metrics.set_ready(ROOT_KIND, namespace, &name, ready);
+    metrics.set_suspended(ROOT_KIND, namespace, &name, root.spec.suspend);
+    if let Verdict::Passed(p) = verdict {
+        metrics.observe(
+            ROOT_KIND,
+            namespace,
+            &name,
+            p.summary.duration_ms as f64 / 1000.0,
+        );
+    }
+}
+
 /// The `Ready` condition of a status.
 pub fn ready_of(status: &RootStatus) -> Option<&Condition> {
     status.conditions.iter().find(|c| c.type_ == READY)
@@ -181,10 +209,11 @@ pub async fn record(
     let before = root.status.clone().unwrap_or_default();
     let now = crate::daemon::status::now_rfc3339();
     let after = next_status(&before, root.metadata.generation, verdict, &now);
+    let namespace = root.namespace().unwrap_or_default();
+    observe(state, root, &namespace, verdict, &after);
     if after == before {
         return Ok(after);
     }
-    let namespace = root.namespace().unwrap_or_default();
     let api: Api<Root> = Api::namespaced(state.client().clone(), &namespace);
     api.patch_status(
         &root.name_any(),

@@ -1,0 +1,157 @@
+//! What people ask of a Root object, as Flux's `flux reconcile|suspend|resume kustomization`:
+//! everything goes through the Root itself (its `spec.suspend`, its `weft.io/requested-at`
+//! annotation) and its status answers. The controller in this module's parent does the work; no
+//! other record, queue or request object is involved.
+
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, Condition};
+use kube::Client;
+use serde_json::json;
+
+use super::status::ready_of;
+use super::RootsError;
+use crate::api::conditions::ConditionStatus;
+use crate::api::root::Root;
+use crate::render::ownership::REQUESTED_AT_ANNOTATION;
+
+/// The field manager of these requests (never `weft`: a request is no apply of the repository).
+const MANAGER: &str = "weft-cli";
+
+fn api(client: &Client, namespace: &str) -> Api<Root> {
+    Api::namespaced(client.clone(), namespace)
+}
+
+fn kube_error(
+    namespace: &str,
+    name: &str,
+    action: &'static str,
+    source: kube::Error,
+) -> RootsError {
+    RootsError::Kube {
+        root: format!("{namespace}/{name}"),
+        action,
+        source,
+    }
+}
+
+/// The Root `namespace/name`; an error naming it when it is not there.
+pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Root, RootsError> {
+    api(client, namespace)
+        .get(name)
+        .await
+        .map_err(|e| kube_error(namespace, name, "reading it", e))
+}
+
+/// Set `spec.suspend` of the Root `namespace/name` (a merge patch: the rest of the spec stays
+/// whoever's it is). Resuming also asks for a pass now, as `flux resume` does.
+pub async fn set_suspended(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    suspend: bool,
+) -> Result<(), RootsError> {
+    get(client, namespace, name).await?;
+    let mut patch = json!({"spec": {"suspend": suspend}});
+    if !suspend {
+        patch["metadata"] = json!({"annotations": {REQUESTED_AT_ANNOTATION: now()}});
+    }
+    let pp = PatchParams {
+        field_manager: Some(MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api(client, namespace)
+        .patch(name, &pp, &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| kube_error(namespace, name, "setting spec.suspend", e))
+}
+
+/// Ask for a pass of the Root `namespace/name` now: a new `weft.io/requested-at` value, which
+/// is returned (its status's `lastHandledRequestedAt` answers it).
+pub async fn request(client: &Client, namespace: &str, name: &str) -> Result<String, RootsError> {
+    get(client, namespace, name).await?;
+    let at = now();
+    let patch = json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: at}}});
+    let pp = PatchParams {
+        field_manager: Some(MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api(client, namespace)
+        .patch(name, &pp, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| kube_error(namespace, name, "annotating it", e))?;
+    Ok(at)
+}
+
+/// Whether the Root answered the request `at` (or is suspended, which answers nothing).
+fn answered(at: String) -> impl Condition<Root> {
+    move |root: Option<&Root>| {
+        root.is_some_and(|r| {
+            r.spec.suspend
+                || r.status
+                    .as_ref()
+                    .and_then(|s| s.last_handled_requested_at.as_deref())
+                    == Some(at.as_str())
+        })
+    }
+}
+
+/// How a request was answered.
+pub struct Answer {
+    /// The root as it answered.
+    pub root: Root,
+    /// `Ready=True` after the pass (and not suspended).
+    pub ready: bool,
+    /// One line: the `Ready` reason and message, or why nothing ran.
+    pub line: String,
+}
+
+/// Wait (watching the Root) until it answers the request `at`, at most `timeout`.
+pub async fn wait_answer(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    at: &str,
+    timeout: Duration,
+) -> Result<Option<Answer>, RootsError> {
+    let waited = tokio::time::timeout(
+        timeout,
+        await_condition(api(client, namespace), name, answered(at.to_string())),
+    )
+    .await;
+    let Ok(found) = waited else {
+        return Ok(None);
+    };
+    let root = found
+        .map_err(|e| RootsError::Wait {
+            root: format!("{namespace}/{name}"),
+            message: e.to_string(),
+        })?
+        .ok_or_else(|| RootsError::Wait {
+            root: format!("{namespace}/{name}"),
+            message: "it was deleted while the request waited".into(),
+        })?;
+    if root.spec.suspend {
+        return Ok(Some(Answer {
+            line: "it is suspended (spec.suspend): nothing ran; `weft resume root` first".into(),
+            ready: false,
+            root,
+        }));
+    }
+    let status = root.status.clone().unwrap_or_default();
+    let (ready, line) = match ready_of(&status) {
+        Some(c) => (
+            c.status == ConditionStatus::True,
+            format!("Ready={} ({}): {}", c.status, c.reason, c.message),
+        ),
+        None => (false, "no Ready condition yet".into()),
+    };
+    Ok(Some(Answer { root, ready, line }))
+}
+
+/// A request value: the time, to the nanosecond (two requests in one second still differ).
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+}
