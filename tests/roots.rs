@@ -915,3 +915,102 @@ async fn the_cli_names_a_root_object_and_the_metrics_carry_it() {
     drop(d);
     ns.delete().await;
 }
+
+// Issue 41 item 2: a push webhook names its repository; every Root whose source it is passes
+// now (the interval is an hour), and a Root of another repository does not.
+#[tokio::test]
+async fn a_push_webhook_passes_the_roots_whose_source_it_is() {
+    use support::daemon::{delivery_id, github_signature};
+    use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let ns = TestNamespace::new("roots-push").await;
+    let n = ns.name();
+    let host = RepoHost::new();
+    let server = {
+        host.create("team/app.git");
+        host.create("team/other.git");
+        GitDaemon::start(&host)
+    };
+    let (app_url, other_url) = (server.url("team/app.git"), server.url("team/other.git"));
+    let app = WorkTree::new(&app_url);
+    app.write("one.yaml", configmap(n, "app-one", "1"))
+        .commit("one");
+    app.push();
+    let other = WorkTree::new(&other_url);
+    other
+        .write("one.yaml", configmap(n, "other-one", "1"))
+        .commit("one");
+    other.push();
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(n, &[n], flag.path());
+    for (name, url) in [("app", &app_url), ("other", &other_url)] {
+        create_root(
+            &client,
+            n,
+            name,
+            json!({"source": {"url": url, "ref": {"branch": "main"}}, "interval": "1h"}),
+        )
+        .await
+        .unwrap();
+        wait_ready(&client, n, name, "True", "ReconciliationSucceeded", &d).await;
+    }
+    let passes = |root: &Root| root.status.as_ref().map_or(0, |s| s.passes.len());
+    let other_before = passes(&get_root(&client, n, "other").await);
+
+    // Both repositories move; GitHub tells of the app's (by its ssh and https URLs).
+    app.write("two.yaml", configmap(n, "app-two", "2"))
+        .commit("two");
+    app.push();
+    other
+        .write("two.yaml", configmap(n, "other-two", "2"))
+        .commit("two");
+    other.push();
+    let body = json!({
+        "ref": "refs/heads/main",
+        "delivery": delivery_id(),
+        "repository": {
+            "clone_url": app_url.replace("git://", "https://"),
+            "ssh_url": format!("git@127.0.0.1:team/app.git"),
+        },
+    })
+    .to_string();
+    let answer = reqwest::Client::new()
+        .post(format!("{}/hooks/github", d.hooks_base()))
+        .header("X-GitHub-Event", "push")
+        .header("X-GitHub-Delivery", delivery_id())
+        .header("X-Hub-Signature-256", github_signature(body.as_bytes()))
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 202);
+    let answer: Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+    assert_eq!(answer["roots"], json!([format!("{n}/app")]), "{answer}");
+
+    // The app's Root passes now, saying why; the other's does not.
+    let app_root = wait_for("the app's pass after the push", WITHIN, &d, async || {
+        configmap_exists(&client, n, "app-two")
+            .await
+            .then_some(())?;
+        let root = get_root(&client, n, "app").await;
+        (root
+            .status
+            .as_ref()?
+            .passes
+            .first()?
+            .reasons
+            .contains(&"push".to_string()))
+        .then_some(root)
+    })
+    .await;
+    assert_eq!(
+        condition(&app_root, "Ready").map(|c| c.1).as_deref(),
+        Some("ReconciliationSucceeded")
+    );
+    assert!(!configmap_exists(&client, n, "other-two").await);
+    assert_eq!(passes(&get_root(&client, n, "other").await), other_before);
+    drop(d);
+    ns.delete().await;
+}

@@ -61,6 +61,8 @@ pub struct DaemonState {
     suspension: super::suspend::SuspendState,
     /// Weft's own namespace (the root's, in metrics).
     weft_namespace: Arc<str>,
+    /// Pushes the HTTP server routes to the Roots whose source they are.
+    root_pushes: super::roots::pushes::RootPushes,
 }
 
 impl DaemonState {
@@ -84,7 +86,13 @@ impl DaemonState {
             shard: Default::default(),
             suspension: Default::default(),
             weft_namespace: weft_namespace.into(),
+            root_pushes: Default::default(),
         }
+    }
+
+    /// Pushes for the Roots' controller (webhooks route them to the Roots they are for).
+    pub fn root_pushes(&self) -> &super::roots::pushes::RootPushes {
+        &self.root_pushes
     }
 
     /// Weft's own namespace.

@@ -34,6 +34,46 @@ pub fn payload_json(body: &[u8]) -> Result<Value, HookError> {
     serde_json::from_slice(body).map_err(|e| HookError::BadPayload(e.to_string()))
 }
 
+/// The repository a push names, by each URL the payload gives for it: GitHub's
+/// `repository.{clone_url, ssh_url, git_url, html_url}`, GitLab's `project.{git_http_url,
+/// git_ssh_url, web_url}` and `repository.{url, git_http_url, git_ssh_url, homepage}`, and a
+/// generic hook's `repository` (a URL, or an object with `url`). At most 16, each at most 2 KiB.
+pub fn repository_urls(payload: &Value) -> Vec<String> {
+    const KEYS: [&str; 9] = [
+        "clone_url",
+        "ssh_url",
+        "git_url",
+        "html_url",
+        "url",
+        "git_http_url",
+        "git_ssh_url",
+        "web_url",
+        "homepage",
+    ];
+    let mut urls = Vec::new();
+    if let Some(url) = payload.get("repository").and_then(Value::as_str) {
+        urls.push(url.to_string());
+    }
+    for holder in ["repository", "project"] {
+        let Some(object) = payload.get(holder).and_then(Value::as_object) else {
+            continue;
+        };
+        urls.extend(
+            KEYS.iter()
+                .filter_map(|k| object.get(*k).and_then(Value::as_str))
+                .map(str::to_string),
+        );
+    }
+    urls.retain(|u| u.len() <= 2048);
+    urls.truncate(16);
+    urls
+}
+
+/// The ref a push names (`refs/heads/main`), if it says.
+pub fn pushed_ref(payload: &Value) -> Option<&str> {
+    payload.get("ref").and_then(Value::as_str)
+}
+
 /// Whether a pushed ref (`refs/heads/main`, `refs/tags/v1`) is the ref Weft follows (`--ref`:
 /// a branch or tag name, a full ref, or a commit SHA — which no push can move).
 pub fn ref_matches(followed: &str, pushed: &str) -> bool {
@@ -88,6 +128,29 @@ pub fn generic(followed: &str, payload: &Value) -> HookDecision {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_push_names_its_repository_by_every_url_the_forge_gives() {
+        let github = json!({"ref": "refs/heads/main", "repository": {
+            "clone_url": "https://github.com/o/r.git", "ssh_url": "git@github.com:o/r.git",
+            "html_url": "https://github.com/o/r", "id": 1}});
+        assert_eq!(
+            repository_urls(&github),
+            [
+                "https://github.com/o/r.git",
+                "git@github.com:o/r.git",
+                "https://github.com/o/r"
+            ]
+        );
+        let gitlab = json!({"project": {"git_http_url": "https://gitlab.com/o/r.git",
+            "git_ssh_url": "git@gitlab.com:o/r.git"}});
+        assert_eq!(repository_urls(&gitlab).len(), 2);
+        let generic = json!({"repository": "https://git.example/o/r"});
+        assert_eq!(repository_urls(&generic), ["https://git.example/o/r"]);
+        assert!(repository_urls(&json!({"ref": "x"})).is_empty());
+        let long = json!({"repository": "x".repeat(4096)});
+        assert!(repository_urls(&long).is_empty());
+    }
 
     #[test]
     fn branch_filter() {

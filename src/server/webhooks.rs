@@ -81,15 +81,47 @@ struct Origin<'a> {
     body: &'a [u8],
 }
 
+/// The Roots whose source a verified push is (their passes run now, on the leader): their
+/// `namespace/name`.
+fn wake_roots(state: &ServerState, endpoint: &str, body: &[u8]) -> Vec<String> {
+    let payload = push_events::payload_json(body).unwrap_or_default();
+    let urls = push_events::repository_urls(&payload);
+    let daemon = &state.daemon;
+    let woken = daemon
+        .root_pushes()
+        .push(&urls, push_events::pushed_ref(&payload), |ns| {
+            daemon.watch_namespaces().contains(ns)
+        });
+    if !woken.is_empty() {
+        tracing::info!(endpoint, roots = %woken.join(","), "webhook asked the Roots of its repository for a pass");
+    }
+    woken
+}
+
 /// Queue a pass for a verified hook (a standby forwards it to the leader), or say why not.
+/// Besides the flag root, every Root whose source the push is gets a pass now.
 async fn act_on_hook(
     state: &ServerState,
     endpoint: &str,
     decision: push_events::HookDecision,
     origin: Origin<'_>,
 ) -> Response {
+    let onward = forward::Forward {
+        endpoint,
+        method: Method::POST,
+        path_and_query: origin.path,
+        headers: origin.headers,
+        body: Bytes::copy_from_slice(origin.body),
+        timeout: state.limits.request_timeout,
+    };
+    // The leader decides for the Roots as for the flag root.
+    if !state.is_leader() {
+        let forwarded = forward::to_leader(state, onward).await;
+        return forwarded.unwrap_or_else(|| standby(state, endpoint));
+    }
+    let roots = wake_roots(state, endpoint, origin.body);
     match decision {
-        push_events::HookDecision::Ignore(why) => {
+        push_events::HookDecision::Ignore(why) if roots.is_empty() => {
             tracing::info!(endpoint, reason = %why, "webhook ignored");
             state.daemon.metrics().count_request(endpoint, "ignored");
             (
@@ -98,19 +130,15 @@ async fn act_on_hook(
             )
                 .into_response()
         }
+        push_events::HookDecision::Ignore(why) => {
+            state.daemon.metrics().count_request(endpoint, "queued");
+            (
+                StatusCode::ACCEPTED,
+                Json(json!({"status": "queued", "roots": roots, "reason": why})),
+            )
+                .into_response()
+        }
         push_events::HookDecision::Trigger { pushed_ref } => {
-            let onward = forward::Forward {
-                endpoint,
-                method: Method::POST,
-                path_and_query: origin.path,
-                headers: origin.headers,
-                body: Bytes::copy_from_slice(origin.body),
-                timeout: state.limits.request_timeout,
-            };
-            if !state.is_leader() {
-                let forwarded = forward::to_leader(state, onward).await;
-                return forwarded.unwrap_or_else(|| standby(state, endpoint));
-            }
             forward::to_other_shards(state, onward);
             match state
                 .daemon
@@ -127,7 +155,7 @@ async fn act_on_hook(
                     state.daemon.metrics().count_request(endpoint, "queued");
                     (
                         StatusCode::ACCEPTED,
-                        Json(json!({"status": "queued", "pass": ticket.0})),
+                        Json(json!({"status": "queued", "pass": ticket.0, "roots": roots})),
                     )
                         .into_response()
                 }

@@ -15,6 +15,7 @@
 
 pub mod depends;
 pub mod identity;
+pub mod pushes;
 pub mod reconcile;
 pub mod requests;
 pub mod status;
@@ -226,8 +227,15 @@ pub async fn run(mut ctx: Context) {
                 .concurrency(concurrency),
         );
     ctx.store = Some(controller.store());
+    // A push for some roots makes the controller look at every root: those it made due pass,
+    // the others requeue for the rest of their interval (no API call).
+    let pushes = ctx.state.root_pushes().connect(controller.store());
+    let pushes = futures::stream::unfold(pushes, |mut rx| async move {
+        rx.recv().await.map(|()| ((), rx))
+    });
     tracing::info!(concurrency, "reconciling Roots");
     controller
+        .reconcile_all_on(pushes)
         .graceful_shutdown_on(async move { shutdown.stopped().await })
         .run(reconcile::reconcile, error_policy, Arc::new(ctx))
         .for_each(|r| async move {

@@ -32,7 +32,9 @@ pub use auth::redact_url_passwords;
 use auth::Credentials;
 pub use cache::GitSource;
 pub use tree::read_tree_snapshot;
-pub use url::{is_git_url, resolve_relative_location, scp_as_ssh_url, RelativeLocationError};
+pub use url::{
+    is_git_url, repository_key, resolve_relative_location, scp_as_ssh_url, RelativeLocationError,
+};
 
 use super::{Snapshot, SnapshotLimits};
 

@@ -172,6 +172,25 @@ pub fn scp_as_ssh_url(location: &str) -> Option<String> {
     Some(format!("ssh://{user}{}{port}/{path}", scp.host))
 }
 
+/// What names one repository whatever the protocol it is reached by: `host/path` with the host
+/// in lower case, without user, port, scheme, a trailing `/` or `.git`. A push webhook names a
+/// repository by its `https://` and `ssh` URLs; a root may follow it by either:
+/// `https://GitHub.com/org/app.git`, `ssh://git@github.com/org/app` and `git@github.com:org/app`
+/// are one repository. `None` for a local directory or a URL without a host.
+pub fn repository_key(location: &str) -> Option<String> {
+    let url = match scp_as_ssh_url(location) {
+        Some(ssh) => url::Url::parse(&ssh).ok()?,
+        None => url::Url::parse(location).ok()?,
+    };
+    if url.scheme() == "file" {
+        return None;
+    }
+    let host = url.host_str()?.to_ascii_lowercase();
+    let path = url.path().trim_end_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path).trim_matches('/');
+    (!path.is_empty()).then(|| format!("{host}/{path}"))
+}
+
 /// Whether `repo` (a `--repo` value) names a git remote rather than a local directory:
 /// a URL with a scheme, or scp-style `user@host:path` that is not an existing local path.
 pub fn is_git_url(repo: &str) -> bool {
@@ -262,6 +281,25 @@ pub fn resolve_relative_location(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_repository_has_one_key_by_any_protocol() {
+        let key = Some("github.com/org/app".to_string());
+        for url in [
+            "https://GitHub.com/org/app.git",
+            "https://token@github.com/org/app/",
+            "ssh://git@github.com/org/app",
+            "ssh://git@github.com:22/org/app.git",
+            "git@github.com:org/app.git",
+            "git://github.com/org/app",
+        ] {
+            assert_eq!(repository_key(url), key, "{url}");
+        }
+        assert_ne!(repository_key("https://github.com/org/app2"), key);
+        assert_ne!(repository_key("https://gitlab.com/org/app"), key);
+        assert_eq!(repository_key("file:///srv/git/app.git"), None);
+        assert_eq!(repository_key("/srv/git/app"), None);
+    }
 
     #[test]
     fn url_passwords_are_removed_before_libgit2_sees_them() {
