@@ -1014,3 +1014,90 @@ async fn a_push_webhook_passes_the_roots_whose_source_it_is() {
     drop(d);
     ns.delete().await;
 }
+
+/// Tag the work tree's HEAD `tag`.
+fn tag(work: &support::git_servers::WorkTree, tag: &str) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(work.path())
+        .args(["tag", tag])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git tag {tag}");
+}
+
+// Issue 41 item 1: `ref.semver` follows the highest tag its range admits, and moves when a
+// newer one is pushed; a range nothing satisfies says so, a bad range is refused.
+#[tokio::test]
+async fn a_semver_ref_follows_the_highest_tag_in_range() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let ns = TestNamespace::new("roots-semver").await;
+    let n = ns.name();
+    let repo = ServedRepo::start();
+    for (version, value) in [("v1.0.0", "1.0"), ("v1.1.0", "1.1"), ("v2.0.0", "2.0")] {
+        repo.work
+            .write("release.yaml", configmap(n, "release", value))
+            .commit(version);
+        tag(&repo.work, version);
+    }
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(n, &[n], flag.path());
+    let spec = |range: &str| json!({"source": {"url": repo.url(), "ref": {"semver": range}}, "interval": "1h"});
+    create_root(&client, n, "app", spec(">=1.0.0 <2.0.0"))
+        .await
+        .unwrap();
+    wait_ready(&client, n, "app", "True", "ReconciliationSucceeded", &d).await;
+    let value = async || {
+        Api::<ConfigMap>::namespaced(client.clone(), n)
+            .get("release")
+            .await
+            .unwrap()
+            .data
+            .unwrap_or_default()
+            .get("value")
+            .cloned()
+    };
+    assert_eq!(value().await.as_deref(), Some("1.1"));
+
+    // A newer tag in range: the next pass applies it.
+    repo.work
+        .write("release.yaml", configmap(n, "release", "1.2"))
+        .commit("v1.2.0");
+    tag(&repo.work, "v1.2.0");
+    repo.work.push();
+    patch_root(
+        &client,
+        n,
+        "app",
+        json!({"metadata": {"annotations": {"weft.io/requested-at": "v1.2"}}}),
+    )
+    .await;
+    wait_for("release 1.2 applied", WITHIN, &d, async || {
+        (value().await.as_deref() == Some("1.2")).then_some(())
+    })
+    .await;
+
+    // Nothing in range: not Ready, naming the range and the tags; a bad range is Stalled.
+    create_root(&client, n, "future", spec(">=3"))
+        .await
+        .unwrap();
+    let future = wait_ready(&client, n, "future", "False", "NoMatchingTag", &d).await;
+    let (_, _, message) = condition(&future, "Ready").unwrap();
+    assert!(
+        message.contains(">=3") && message.contains("v2.0.0"),
+        "{message}"
+    );
+    create_root(&client, n, "bad", spec("one point two"))
+        .await
+        .unwrap();
+    let bad = wait_ready(&client, n, "bad", "False", "InvalidSemver", &d).await;
+    assert_eq!(
+        condition(&bad, "Stalled").map(|c| c.0).as_deref(),
+        Some("True")
+    );
+    assert_eq!(value().await.as_deref(), Some("1.2"));
+    drop(d);
+    ns.delete().await;
+}

@@ -298,6 +298,37 @@ impl GitRefSpec {
     }
 }
 
+/// A semver range as Flux writes it (`>=1.2.0 <2.0.0`, `~1.2`, `1.x`), read by the `semver`
+/// crate (which separates comparators with commas).
+pub fn parse_semver_range(range: &str) -> Result<semver::VersionReq, semver::Error> {
+    let mut parts: Vec<String> = Vec::new();
+    for token in range.split([',', ' ']).filter(|t| !t.is_empty()) {
+        // `>= 1.2` written with a space: the operator joins the version after it.
+        match parts.last_mut() {
+            Some(last) if matches!(last.as_str(), ">" | ">=" | "<" | "<=" | "=" | "~" | "^") => {
+                last.push_str(token)
+            }
+            _ => parts.push(token.to_string()),
+        }
+    }
+    semver::VersionReq::parse(&parts.join(", "))
+}
+
+/// The highest of `tags` (`v1.2.3` or `1.2.3`) that `range` admits, by semver order (a
+/// pre-release only when the range names one, as the semver crate reads ranges).
+pub fn highest_matching_tag<'a>(
+    range: &semver::VersionReq,
+    tags: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    tags.into_iter()
+        .filter_map(|t| {
+            let v = semver::Version::parse(t.strip_prefix('v').unwrap_or(t)).ok()?;
+            range.matches(&v).then_some((v, t))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, t)| t)
+}
+
 impl RootSpec {
     /// `spec.interval`, or the default (1m).
     pub fn interval(&self) -> std::time::Duration {

@@ -143,3 +143,30 @@ fn the_ref_as_a_flag_is_its_branch_tag_or_commit() {
     };
     assert_eq!(semver.as_flag(), None);
 }
+
+#[test]
+fn a_semver_range_picks_the_highest_tag_it_admits() {
+    let tags = [
+        "v1.0.0",
+        "v1.1.0",
+        "1.2.0",
+        "v2.0.0",
+        "v1.3.0-rc.1",
+        "latest",
+        "v1.10.0",
+    ];
+    let pick = |range: &str| {
+        let req = parse_semver_range(range).unwrap();
+        highest_matching_tag(&req, tags.iter().copied())
+    };
+    // Flux's spelling (space-separated comparators) and the crate's (commas) are one.
+    assert_eq!(pick(">=1.0.0 <2.0.0"), Some("v1.10.0"));
+    assert_eq!(pick(">=1.0.0, <2.0.0"), Some("v1.10.0"));
+    assert_eq!(pick(">= 1.0.0 < 1.2.0"), Some("v1.1.0"));
+    assert_eq!(pick("~1.2"), Some("1.2.0"));
+    assert_eq!(pick("1.x"), Some("v1.10.0"));
+    assert_eq!(pick(">=3"), None);
+    // A pre-release only when the range names one.
+    assert_eq!(pick(">=1.3.0-rc.0, <1.4.0"), Some("v1.3.0-rc.1"));
+    assert!(parse_semver_range("one point two").is_err());
+}

@@ -131,6 +131,32 @@ impl RootSource {
         }
     }
 
+    /// The remote's tags; an error for a local directory, or when the remote cannot be listed.
+    pub async fn remote_tags(&self) -> Result<Vec<String>, String> {
+        let RootSource::Git {
+            source, timeout, ..
+        } = self
+        else {
+            return Err("a local directory has no tags to choose from".into());
+        };
+        let source = source.clone();
+        let listing = tokio::task::spawn_blocking(move || {
+            let g = source
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            g.remote_tags()
+        });
+        match tokio::time::timeout(*timeout, listing).await {
+            Ok(Ok(Ok(tags))) => Ok(tags),
+            Ok(Ok(Err(e))) => Err(e.to_string()),
+            Ok(Err(e)) => Err(format!("listing the tags failed: {e}")),
+            Err(_) => Err(format!(
+                "listing the tags took longer than {}s",
+                timeout.as_secs()
+            )),
+        }
+    }
+
     /// The repository as shown in status and logs (passwords redacted).
     pub fn display(&self) -> String {
         match self {

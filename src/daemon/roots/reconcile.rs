@@ -158,11 +158,13 @@ fn refusal(root: &Root, key: &ResourceKey, ctx: &Context) -> Option<Verdict> {
         }
     }
     let source = &root.spec.source;
-    if source.git_ref.as_ref().is_some_and(|r| r.semver.is_some()) {
-        return Some(stalled(
-            "SemverNotSupported",
-            "spec.source.ref.semver is not supported yet: name a branch, a tag or a commit".into(),
-        ));
+    if let Some(range) = source.git_ref.as_ref().and_then(|r| r.semver.as_deref()) {
+        if let Err(e) = crate::api::root::parse_semver_range(range) {
+            return Some(stalled(
+                "InvalidSemver",
+                format!("spec.source.ref.semver `{range}` is not a semver range ({e}): write it as `>=1.2.0 <2.0.0`, `~1.2` or `1.x`"),
+            ));
+        }
     }
     let url = source.url.as_str();
     // A root's repository is a remote one: a path on Weft's own disk is not a tenant's to name.
@@ -439,6 +441,82 @@ fn settings_of(
 
 /// The root's source, opened again when its URL, ref, path or credentials changed; and the last
 /// snapshot fetched from it.
+/// The tag a semver ref follows now: the highest tag of the remote its range admits, as
+/// `refs/tags/<tag>` (a new such tag opens the source anew, so the next pass applies it).
+async fn semver_tag(
+    root: &Root,
+    key: &ResourceKey,
+    secret: &Option<(String, Secret)>,
+    ctx: &Context,
+) -> Result<String, Failure> {
+    let spec = &root.spec;
+    let range_text = spec
+        .source
+        .git_ref
+        .as_ref()
+        .and_then(|r| r.semver.as_deref())
+        .unwrap_or_default();
+    // Checked by the refusal before a pass: a bad range never gets here.
+    let range = crate::api::root::parse_semver_range(range_text)
+        .map_err(|e| failure("InvalidSemver", e.to_string()))?;
+    let credentials = credentials_of(secret, key)?;
+    let lister = RootSource::open(
+        &spec.source.url,
+        None,
+        None,
+        Some(cache_dir_of(key, ctx)),
+        credentials,
+        ctx.config.fetch_timeout,
+    )
+    .map_err(|e| failure("FetchFailed", e.to_string()))?;
+    let tags = lister.remote_tags().await.map_err(|e| {
+        failure(
+            "FetchFailed",
+            format!("listing the tags of the repository: {e}"),
+        )
+    })?;
+    match crate::api::root::highest_matching_tag(&range, tags.iter().map(String::as_str)) {
+        Some(tag) => Ok(format!("refs/tags/{tag}")),
+        None => {
+            let some: Vec<&str> = tags.iter().map(String::as_str).take(10).collect();
+            Err(failure(
+                "NoMatchingTag",
+                format!(
+                    "no tag of the repository satisfies spec.source.ref.semver `{range_text}` (its tags: {}); push one, or widen the range",
+                    if some.is_empty() { "none".to_string() } else { some.join(", ") }
+                ),
+            ))
+        }
+    }
+}
+
+/// The credentials of the root's Secret (none: anonymous).
+fn credentials_of(
+    secret: &Option<(String, Secret)>,
+    key: &ResourceKey,
+) -> Result<Credentials, Failure> {
+    match secret {
+        None => Ok(Credentials::default()),
+        Some((name, s)) => Credentials::from_secret_data(&crate::api::secret_bytes(s.clone()))
+            .map_err(|e| {
+                failure(
+                    "SecretInvalid",
+                    format!("the credentials Secret {}/{name}: {e}", key.namespace),
+                )
+            }),
+    }
+}
+
+/// The root's own git cache: `<cache-dir>/roots/<namespace>/<name>`.
+fn cache_dir_of(key: &ResourceKey, ctx: &Context) -> std::path::PathBuf {
+    ctx.config
+        .git_cache_dir
+        .clone()
+        .unwrap_or_else(|| crate::source::git::default_cache_dir().join("roots"))
+        .join(&key.namespace)
+        .join(&key.name)
+}
+
 async fn open_source(
     root: &Root,
     key: &ResourceKey,
@@ -465,9 +543,14 @@ async fn open_source(
             Some((r.name.clone(), secret))
         }
     };
+    let git_ref = match spec.source.git_ref.as_ref() {
+        Some(r) if r.semver.is_some() => Some(semver_tag(root, key, &secret, ctx).await?),
+        Some(r) => r.as_flag(),
+        None => None,
+    };
     let source_key = SourceKey {
         url: spec.source.url.clone(),
-        git_ref: spec.source.git_ref.as_ref().and_then(|r| r.as_flag()),
+        git_ref,
         path: spec.path.clone(),
         secret: secret
             .as_ref()
@@ -480,24 +563,8 @@ async fn open_source(
     if let Some(cached) = cached {
         return Ok(cached);
     }
-    let credentials = match secret {
-        None => Credentials::default(),
-        Some((name, s)) => {
-            Credentials::from_secret_data(&crate::api::secret_bytes(s)).map_err(|e| {
-                failure(
-                    "SecretInvalid",
-                    format!("the credentials Secret {}/{name}: {e}", key.namespace),
-                )
-            })?
-        }
-    };
-    let cache_dir = ctx
-        .config
-        .git_cache_dir
-        .clone()
-        .unwrap_or_else(|| crate::source::git::default_cache_dir().join("roots"))
-        .join(&key.namespace)
-        .join(&key.name);
+    let credentials = credentials_of(&secret, key)?;
+    let cache_dir = cache_dir_of(key, ctx);
     let source = RootSource::open(
         &spec.source.url,
         source_key.git_ref.as_deref(),

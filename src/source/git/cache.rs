@@ -167,6 +167,36 @@ impl GitSource {
         self.resolve_listed(&heads).map(|(oid, _)| oid)
     }
 
+    /// The remote's tags (`git ls-remote --tags`), their names without `refs/tags/`. With a
+    /// bearer token or the same-host redirect policy the tags are fetched into the cache first
+    /// (see [`Self::remote_head`]).
+    pub fn remote_tags(&self) -> Result<Vec<String>, GitError> {
+        self.deadline.start(self.spec.fetch_timeout);
+        if self.lists_by_fetching() {
+            let lock = cache_lock(&self.cache_path);
+            let _guard = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let _across = self.lock_across_processes()?;
+            let repo = self.open_cache()?;
+            let refspecs = ["+refs/tags/*:refs/tags/*".to_string()];
+            self.run_fetch(&repo, &refspecs, false, &mut TransferStats::default())?;
+            let names = repo.tag_names(None).map_err(|e| GitError::Cache {
+                path: self.cache_path.clone(),
+                message: e.message().to_string(),
+            })?;
+            return Ok(names
+                .iter()
+                .filter_map(|n| n.ok().flatten())
+                .map(str::to_string)
+                .collect());
+        }
+        let refs = self.list_remote()?;
+        Ok(refs
+            .keys()
+            .filter_map(|r| r.strip_prefix("refs/tags/"))
+            .map(str::to_string)
+            .collect())
+    }
+
     /// Whether the remote's refs are learnt by a fetch rather than a ref listing: libgit2 sends
     /// custom headers (a bearer token) and honours a redirect policy only when it fetches; a
     /// listing follows any redirect of its first request.
