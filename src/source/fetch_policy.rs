@@ -219,15 +219,7 @@ impl ChannelPolicy {
     }
 }
 
-/// `text` cut to at most `max` characters, saying how long it was: for error messages that quote
-/// what a remote party wrote (a file name, a link target, a ref name, a server's words), so that
-/// no input can make an error (a log line, a status field) as large as itself.
-pub fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((end, _)) => format!("{}… ({} bytes in all)", &text[..end], text.len()),
-    }
-}
+pub use crate::api::bounded::clip;
 
 /// Redirects an HTTP download may follow: at most 5, same host and port, never from https to
 /// http. Anything else ends the download with an error that names the refused target.
@@ -373,14 +365,6 @@ mod tests {
         assert!(listed
             .check("https://cloud.weave.works/channel.yaml")
             .is_err());
-    }
-
-    #[test]
-    fn quotes_are_clipped_on_a_character_boundary() {
-        assert_eq!(clip("short", 10), "short");
-        assert_eq!(clip("abcdef", 3), "abc… (6 bytes in all)");
-        assert_eq!(clip("ééé", 2), "éé… (6 bytes in all)");
-        assert!(clip(&"x".repeat(1 << 20), 200).len() < 250);
     }
 
     #[test]
