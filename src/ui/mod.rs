@@ -148,6 +148,8 @@ struct Inner {
     /// Turns true when the server stops: the live streams end (a server waits for its open
     /// answers before it stops).
     stop: watch::Receiver<bool>,
+    /// The live streams open, at most [`live::MAX_LIVE_STREAMS`], and the bodies they share.
+    live: live::LiveStreams,
 }
 
 impl Ui {
@@ -162,6 +164,7 @@ impl Ui {
                 catalog: tokio::sync::Mutex::new(None),
                 port: Mutex::new(0),
                 stop: watch::channel(false).1,
+                live: live::LiveStreams::default(),
             }),
         }
     }
