@@ -235,13 +235,16 @@ pub fn same_host_redirects() -> reqwest::redirect::Policy {
         if attempt.previous().len() > 5 {
             attempt.error("more than 5 redirects")
         } else if !same_host || downgrade {
+            // Host and port: a redirect to another port of the same host is refused too, and the
+            // message must say which port (issue 48 item 7).
             let to = format!(
-                "{}://{}",
+                "{}://{}:{}",
                 next.scheme(),
-                next.host_str().unwrap_or_default()
+                next.host_str().unwrap_or_default(),
+                next.port_or_known_default().unwrap_or_default()
             );
             attempt.error(format!(
-                "a redirect to {to} was refused: downloads follow redirects only on the same host"
+                "a redirect to {to} was refused: downloads follow redirects only on the same host and port"
             ))
         } else {
             attempt.follow()
