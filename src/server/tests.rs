@@ -140,6 +140,10 @@ async fn github_push_with_a_good_signature_queues_one_pass_and_a_replay_is_409()
     let (status, text) = github_post(&srv, "d-2", body, GITHUB_SECRET).await;
     assert_eq!(status, 409, "{text}");
     assert!(text.contains("signature"), "{text}");
+    // Issue 48 item 8: a known id with a wrong signature is refused for its signature (401),
+    // not answered 409, which told anyone which delivery ids Weft has seen.
+    let (status, text) = github_post(&srv, "d-1", body, b"not-the-secret").await;
+    assert_eq!(status, 401, "{text}");
     // Another push is another delivery.
     let other = br#"{"ref":"refs/heads/main","after":"def"}"#;
     assert_eq!(github_post(&srv, "d-3", other, GITHUB_SECRET).await.0, 202);
