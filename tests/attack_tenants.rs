@@ -1002,6 +1002,177 @@ async fn a_rolled_back_bundle_leaves_none_of_its_objects_behind() {
     ns.delete().await;
 }
 
+/// deploy/'s RBAC (as `weft install` writes it) for a ServiceAccount `weft` in `namespace`, the
+/// agents' role names in its `escalate`/`bind` rule renamed for WeaveClouds in `namespace` (as
+/// 11-rbac-agents.yaml tells the operator to), applied with `admin`. Returns Weft's client, once
+/// the authorizer grants it `escalate` on flux's role; the cluster-scoped objects are deleted
+/// when the returned guard drops.
+async fn as_weft_with_deploy_rbac(admin: &Client, namespace: &str) -> (Client, ClusterRbacCleanup) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args([
+            "install",
+            "-o",
+            "yaml",
+            "--skip-crds",
+            "--weft-namespace",
+            namespace,
+        ])
+        .output()
+        .expect("weft install");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout)
+        .unwrap()
+        .replace(":weave\n", &format!(":{namespace}\n"));
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).expect("YAML");
+    let mut cleanup = ClusterRbacCleanup(Vec::new());
+    let pp = PatchParams::apply("weft-test").force();
+    for o in docs.into_iter().filter(|d| {
+        d["apiVersion"] == "rbac.authorization.k8s.io/v1" || d["kind"] == "ServiceAccount"
+    }) {
+        let kind = o["kind"].as_str().expect("kind").to_string();
+        let name = o["metadata"]["name"].as_str().expect("name").to_string();
+        let (group, version) = match kind.as_str() {
+            "ServiceAccount" => ("", "v1"),
+            _ => ("rbac.authorization.k8s.io", "v1"),
+        };
+        let ar = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            group, version, &kind,
+        ));
+        let api: Api<kube::api::DynamicObject> = match kind.as_str() {
+            "ClusterRole" | "ClusterRoleBinding" => {
+                cleanup.0.push(format!("{}/{name}", kind.to_lowercase()));
+                Api::all_with(admin.clone(), &ar)
+            }
+            _ => Api::namespaced_with(admin.clone(), namespace, &ar),
+        };
+        api.patch(&name, &pp, &Patch::Apply(&o))
+            .await
+            .unwrap_or_else(|e| panic!("{kind} {name}: {e}"));
+    }
+    let user = format!("system:serviceaccount:{namespace}:weft");
+    let weft = client_as(&user).await;
+    let flux_role = format!("weave-flux:{namespace}");
+    wait_until_granted(
+        &weft,
+        &user,
+        &[
+            Access::new("escalate", "clusterroles.rbac.authorization.k8s.io", None)
+                .named(&flux_role),
+            Access::new("patch", "weaveclouds.cloud.weave.works", Some(namespace))
+                .subresource("status"),
+        ],
+    )
+    .await;
+    (weft, cleanup)
+}
+
+/// Deletes the named cluster-scoped objects (`kind/name`) when dropped, a failed assertion
+/// included: the shared cluster keeps no leftovers of a failed run.
+struct ClusterRbacCleanup(Vec<String>);
+
+impl Drop for ClusterRbacCleanup {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kubectl")
+            .args(support::cluster::cluster().kube_args())
+            .args(["delete", "--ignore-not-found", "--wait=false"])
+            .args(&self.0)
+            .output();
+    }
+}
+
+/// Issue 48 item 3, with Weft as its ServiceAccount under deploy/'s RBAC (not as the test's
+/// admin): a bundle that narrows flux's role, binds it once more and never becomes healthy is
+/// rolled back to the last rule, binding and pod of the bundle before it, and nothing of it
+/// stays.
+#[tokio::test]
+async fn a_rolled_back_bundle_is_undone_as_weft_s_service_account() {
+    let server = ChannelServer::start();
+    let mut files = broken_bundle_files("1.2.0");
+    let rbac = String::from_utf8(files["flux/rbac.yaml"].clone()).unwrap();
+    // flux's role without its non-resource rule (each rule the built-in one, as the allow-list
+    // requires), and a second binding of flux's role.
+    let narrowed = rbac.replacen("  - nonResourceURLs: ['*']\n    verbs: ['*']\n", "", 1);
+    assert_ne!(
+        narrowed, rbac,
+        "agents/flux/rbac.yaml changed: adapt the test"
+    );
+    files.insert("flux/rbac.yaml".into(), narrowed.into_bytes());
+    append(
+        &mut files,
+        "flux/rbac.yaml",
+        "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: weave-flux-again}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: weave-flux}\nsubjects: [{kind: ServiceAccount, name: weave-flux}]\n",
+    );
+    server.publish(&[Published::new("1.2.0", &files)]);
+    let (ns, wc) = channel_weavecloud("attack-rollback-sa", &server.channel_url()).await;
+    let (weft, _cleanup) = as_weft_with_deploy_rbac(&ns.client(), ns.name()).await;
+    let state = DaemonState::new(weft, ns.name(), DaemonStatus::default())
+        .with_watch_namespaces(WatchNamespaces::only([ns.name()]));
+    let updater = Updater::new(
+        state,
+        UpdateOptions {
+            pass: std::sync::Arc::new(weft::pass::PassSettings {
+                weft_namespace: ns.name().to_string(),
+                poll_interval: Duration::from_millis(500),
+                ..Default::default()
+            }),
+            health_timeout: Duration::from_secs(15),
+            allowed_channels: ChannelPolicy {
+                allowed: Some(UrlAllowList::parse(&server.url("")).expect("prefix")),
+            },
+            ..Default::default()
+        },
+    );
+    updater
+        .apply_active(&wc)
+        .await
+        .expect("the built-in agents, as Weft");
+    let roles: Api<ClusterRole> = Api::all(ns.client());
+    let bindings: Api<ClusterRoleBinding> = Api::all(ns.client());
+    let flux_role = format!("weave-flux:{}", ns.name());
+    let before = roles.get(&flux_role).await.unwrap().rules;
+    assert_eq!(before.as_ref().map(Vec::len), Some(2), "{before:?}");
+
+    let report = updater.check(&fresh(&ns).await).await;
+    let UpdateOutcome::RolledBack { reason, .. } = &report.outcome else {
+        panic!("expected a rollback, got {:?}", report.outcome);
+    };
+    eprintln!("rolled back: {reason}");
+    assert!(
+        !reason.contains("not healthy either") && !reason.contains("could not"),
+        "the rollback did not restore the bundle before it: {reason}"
+    );
+    assert_eq!(
+        roles.get(&flux_role).await.unwrap().rules,
+        before,
+        "flux's role is not the one of the bundle before"
+    );
+    let binding = bindings.get(&flux_role).await.expect("flux's binding");
+    assert_eq!(binding.role_ref.name, flux_role);
+    let again = format!("weave-flux-again:{}", ns.name());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bindings.get_opt(&again).await.unwrap().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "{again}, of the refused bundle, is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let flux: Deployment = ns.api::<Deployment>().get(FLUX).await.unwrap();
+    let image = flux.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone();
+    assert_eq!(
+        image.as_deref(),
+        Some(channel_fixtures::BUILTIN_FLUX_IMAGE),
+        "flux runs the refused bundle's image"
+    );
+    ns.delete().await;
+}
+
 #[tokio::test]
 async fn a_channel_s_bundle_urls_pass_the_channel_policy() {
     let server = ChannelServer::start();

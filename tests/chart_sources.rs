@@ -227,10 +227,32 @@ fn git_chart_sources_do_not_follow_redirects_to_other_hosts() {
     );
     assert!(
         err.contains("answered with a redirect that is not followed")
-            && err.contains("cannot redirect from '127.0.0.1' to 'localhost'"),
+            && err.contains(&format!("302 to http://localhost:{}/charts.git/", git.port)),
         "{err}"
     );
     println!("refused: {err}");
+
+    // Issue 48 item 7: another port of the same host (libgit2 compares host names only).
+    let (port, _) = redirector(format!("http://127.0.0.1:{}", git.port));
+    let allowed = format!("http://127.0.0.1:{port}/");
+    let policy = ChartSourcePolicy::Remote(UrlAllowList::parse(&allowed).unwrap());
+    let cache = ChartCache::new(cache_dir.path().join("port")).with_policy(policy);
+    let req = request(
+        "web",
+        serde_json::json!({"type": "git", "location": format!("http://127.0.0.1:{port}/charts.git"), "subpath": "web", "reference": "main"}),
+    );
+    let err = resolve_one(req, "https://git.example.com/config.git", &cache)
+        .expect_err("a redirect to another port of the same host is not followed")
+        .to_string();
+    assert!(
+        git.requests().is_empty(),
+        "the other port was reached: {:?}",
+        git.requests()
+    );
+    assert!(
+        err.contains(&format!("302 to http://127.0.0.1:{}/charts.git/", git.port)),
+        "{err}"
+    );
 
     // The same repository without the redirect: fetched (the server itself is fine).
     let direct = ChartCache::new(cache_dir.path().join("direct"));

@@ -73,11 +73,14 @@ impl Condition {
     }
 }
 
-/// Insert or replace `new` in `conditions` by type (its message with URL passwords redacted), keeping the old transition time when the
+/// Insert or replace `new` in `conditions` by type (its message with URL passwords redacted and
+/// bounded, [`super::bounded::message`]), keeping the old transition time when the
 /// status did not change (as `meta.SetStatusCondition` does), and stamping `now` otherwise.
 pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition, now: &str) {
-    // A condition is read by anyone who may read the resource: no password of a URL in it.
-    new.message = super::redact::redact_url_passwords(&new.message);
+    // A condition is read by anyone who may read the resource: no password of a URL in it, and
+    // no more of someone else's text than a person reads (a 16 MiB chart error made the status
+    // write itself fail, 413, so that nobody saw it).
+    new.message = super::bounded::message(&new.message);
     match conditions.iter_mut().find(|c| c.type_ == new.type_) {
         Some(old) => {
             new.last_transition_time = if old.status == new.status {

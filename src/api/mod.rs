@@ -5,6 +5,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 pub mod armada;
+pub mod bounded;
 pub mod conditions;
 pub mod kube_error;
 pub mod notification;

@@ -128,8 +128,12 @@ impl ApplyError {
         }
     }
 
-    /// One error for a list of them: `None` for none, the error itself for one, [`Many`](Self::Many) otherwise.
+    /// One error for a list of them: `None` for none, the error itself for one, [`Many`](Self::Many) otherwise,
+    /// in the order of their text: concurrent applies and deletes finish in any order, and a
+    /// message that changed order on every pass rewrote its resource's status every pass
+    /// (issue 48 item 6).
     pub fn from_list(mut errors: Vec<ApplyError>) -> Option<ApplyError> {
+        errors.sort_by_cached_key(ToString::to_string);
         match errors.len() {
             0 => None,
             1 => errors.pop(),

@@ -128,6 +128,8 @@ pub fn main() -> ExitCode {
             let text = connect::explain(&e).unwrap_or_else(|| report::error_text(&e));
             // A URL in the chain may carry a token as its user name (`https://<token>@host`).
             let text = crate::api::redact::redact_url_passwords(&text);
+            // The last net under the bound each quoted text already gets at its source.
+            let text = crate::api::bounded::clip(&text, MAX_ERROR_CHARS);
             errln!("error: {text}");
             ExitCode::from(2)
         }
@@ -196,16 +198,29 @@ fn log_directives(weft_log: Option<String>, rust_log: Option<String>) -> String 
         .unwrap_or_else(|| "info".to_string())
 }
 
-/// stderr, with the password or token of every URL in a log line replaced by `***`: the last
-/// net under the redaction each message already gets. The fmt layer writes one event per
-/// `write_all`, so a URL is never split between two calls.
+/// The most of the CLI's final error printed, in characters.
+const MAX_ERROR_CHARS: usize = 16 * 1024;
+
+/// The most of one log line written, in characters (a JSON line cut there is no longer JSON,
+/// and ends in `… (N bytes in all)`).
+const MAX_LOG_LINE_CHARS: usize = 16 * 1024;
+
+/// stderr, with the password or token of every URL in a log line replaced by `***` and the line
+/// cut at [`MAX_LOG_LINE_CHARS`]: the last net under the redaction and bound each message
+/// already gets. The fmt layer writes one event per `write_all`, so a URL is never split between
+/// two calls.
 struct RedactedStderr;
 
 impl std::io::Write for RedactedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = String::from_utf8_lossy(buf);
         let clean = crate::api::redact::redact_url_passwords(&text);
-        std::io::stderr().lock().write_all(clean.as_bytes())?;
+        let line = crate::api::bounded::clip(clean.trim_end_matches('\n'), MAX_LOG_LINE_CHARS);
+        let mut out = std::io::stderr().lock();
+        out.write_all(line.as_bytes())?;
+        if clean.ends_with('\n') {
+            out.write_all(b"\n")?;
+        }
         Ok(buf.len())
     }
 

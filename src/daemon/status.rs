@@ -182,9 +182,22 @@ pub struct DaemonStatus {
     pub conditions: Vec<crate::api::conditions::Condition>,
 }
 
+impl PassReport {
+    /// The report as `/api/v1/status` serves it: its error bounded like every status message
+    /// ([`crate::api::bounded::message`]).
+    pub fn bounded(&self) -> PassReport {
+        PassReport {
+            error: self.error.as_deref().map(crate::api::bounded::message),
+            ..self.clone()
+        }
+    }
+}
+
 impl DaemonStatus {
     /// Record an owner's state and recompute the earliest next update check.
-    pub fn set_owner(&mut self, status: OwnerStatus) {
+    pub fn set_owner(&mut self, mut status: OwnerStatus) {
+        // Served to anyone who reaches the port: no more of an error than a person reads.
+        status.message = crate::api::bounded::message(&status.message);
         let key = format!("{}/{}/{}", status.kind, status.namespace, status.name);
         self.owners.insert(key, status);
         self.recompute_next_update_check();
@@ -230,5 +243,41 @@ mod tests {
         assert_eq!(s.next_update_check.as_deref(), Some("2026-01-01T10:00:00Z"));
         let json = serde_json::to_value(&s).unwrap();
         assert!(json["owners"]["WeaveCloud/a/wc"].is_object());
+    }
+
+    /// Issue 48 item 4: `/api/v1/status` (no credential needed) served 33.5 MB of two chart
+    /// errors that quoted a 16 MiB name.
+    #[test]
+    fn what_status_serves_of_an_error_is_bounded() {
+        let huge = format!("chart c: entry `{}`: refused", "n".repeat(16 << 20));
+        let mut s = DaemonStatus::default();
+        s.set_owner(OwnerStatus {
+            kind: "ArmadaChart".into(),
+            namespace: "apps".into(),
+            name: "c".into(),
+            message: huge.clone(),
+            ..Default::default()
+        });
+        s.last_pass = Some(
+            PassReport {
+                pass: 1,
+                reasons: vec![],
+                started_at: now_rfc3339(),
+                duration_seconds: 0.1,
+                revision: None,
+                result: PassResultKind::Failed,
+                error: Some(huge),
+                head_unchanged: false,
+                summary: ChangeSummary::default(),
+                changes: vec![],
+            }
+            .bounded(),
+        );
+        let served = serde_json::to_string(&s).unwrap();
+        assert!(served.len() < 10_000, "{} bytes served", served.len());
+        assert!(
+            served.contains("(16777242 bytes in all)"),
+            "the size is said"
+        );
     }
 }

@@ -254,6 +254,9 @@ impl PassError {
 
     /// One error for a list of them: `None` for none, the error itself for one, [`Many`](Self::Many) otherwise.
     pub fn from_list(mut errors: Vec<PassError>) -> Option<PassError> {
+        // In the order of their text, whatever order concurrent work finished in (see
+        // `ApplyError::from_list`).
+        errors.sort_by_cached_key(ToString::to_string);
         match errors.len() {
             0 => None,
             1 => errors.pop(),
@@ -493,6 +496,23 @@ mod tests {
             PassError::Apply(ApplyError::Failed(Vec::new())),
         ]);
         assert!(matches!(two, Some(PassError::Many(v)) if v.len() == 2));
+    }
+
+    /// Issue 48 item 6: concurrent applies fail in any order; the message (and so the status
+    /// that quotes it) is the same whatever the order.
+    #[test]
+    fn many_errors_read_the_same_whatever_order_they_came_in() {
+        let failed = |name: &str| ApplyError::Conflict {
+            object: format!("ConfigMap/ns/{name}"),
+            message: "owned by another root".into(),
+        };
+        let text = |order: &[&str]| {
+            let apply = ApplyError::from_list(order.iter().map(|n| failed(n)).collect());
+            let pass =
+                PassError::from_list(order.iter().map(|n| PassError::Apply(failed(n))).collect());
+            (apply.unwrap().to_string(), pass.unwrap().to_string())
+        };
+        assert_eq!(text(&["a", "b", "c"]), text(&["c", "a", "b"]));
     }
 
     #[test]

@@ -126,6 +126,16 @@ impl BodyBudget {
                 per_peer: self.per_peer,
             });
         }
+        // A global fair share (issue 48 item 5: 9 peers × 4 MiB of slow bodies held the whole
+        // 16 MiB, and a signed webhook waited 25 s): past `total / (peers + 1)`, a peer's bodies
+        // grow only while half a peer's share of the budget stays free for someone new. (A lone
+        // peer has the whole of its own share.)
+        let others = peers.len() - usize::from(peers.contains_key(&peer));
+        let fair = self.total / (others + 2);
+        let free_after = self.bytes.available_permits();
+        if others > 0 && holds + n > fair && free_after < self.per_peer / 2 {
+            return Err(BodyError::PeerBusy { per_peer: fair });
+        }
         *peers.entry(peer).or_default() += n;
         match held {
             Some(c) => {
@@ -459,6 +469,28 @@ mod tests {
         drop(first);
         assert_eq!(budget.held_by(hostile), 0);
         assert_eq!(budget.available(), 60);
+    }
+
+    /// Issue 48 item 5: many peers, each within its share, held the whole budget together.
+    #[test]
+    fn many_peers_leave_room_for_one_more() {
+        let budget = BodyBudget::with_per_peer(160, 40);
+        let peers: Vec<IpAddr> = (1..=9)
+            .map(|i| IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, i)))
+            .collect();
+        let mut held: Vec<Option<Charge>> = peers.iter().map(|_| None).collect();
+        // Slow bodies, a byte at a time from each in turn, until every one is refused.
+        let mut growing = true;
+        while growing {
+            growing = false;
+            for (p, h) in peers.iter().zip(held.iter_mut()) {
+                growing |= budget.take(h, *p, 1).is_ok();
+            }
+        }
+        let mut newcomer = None;
+        budget
+            .take(&mut newcomer, PEER, 10)
+            .expect("a signed webhook still fits");
     }
 
     #[test]

@@ -8,6 +8,13 @@
 //! One peer (an IPv4 address, an IPv6 /64: [`peer_key`]) holds at most
 //! `max_connections_per_peer` of those slots: its next connection is accepted and closed at once,
 //! so one hostile client cannot fill the listener and keep a webhook sender waiting.
+//!
+//! Probes answer from a reserve no client can take (issue 48 item 5: 9 loopback peers × 32
+//! keep-alives held all 256 slots, and `/healthz` timed out: a liveness restart). When every slot
+//! is held, [`PROBE_RESERVE`] more connections are accepted, one per peer, each for one request
+//! with a short header timeout: `GET /healthz` and `/readyz` are answered, anything else is `503`
+//! and the connection closes. Holding the reserve takes as many peers as it has places, each
+//! re-connecting every [`RESERVE_HEADER_TIMEOUT`].
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -133,6 +140,19 @@ impl Drop for PeerConnection {
     }
 }
 
+/// Connections accepted beyond `max_connections` for the probes only, on the port that serves
+/// them.
+pub const PROBE_RESERVE: usize = 16;
+
+/// How long a reserve connection may take to send its request's headers.
+const RESERVE_HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The paths a reserve connection is answered on: the probes of the status port.
+const PROBE_PATHS: [&str; 2] = ["/healthz", "/readyz"];
+
+/// What a reserve connection asking for anything but a probe reads.
+const BUSY: &str = "every connection of this port is in use; retry later\n";
+
 /// What a peer past its connection limit reads before its connection is closed (written without
 /// waiting: if the socket cannot take it now, the client only sees the close).
 const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 52\r\n\r\ntoo many connections from this client; retry later\r\n";
@@ -144,30 +164,47 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Serve `router` on `listener` until `shutdown` turns true, then stop accepting, let in-flight
 /// requests finish and close idle connections; returns when every connection is closed.
+/// `probe_reserve` connections more are accepted for the probes only when every slot is held
+/// ([`PROBE_RESERVE`] on the port that serves them, 0 elsewhere).
 pub async fn serve_listener(
     name: &'static str,
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,
+    probe_reserve: usize,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let reserve = Arc::new(Semaphore::new(probe_reserve));
     let peers = PeerConnections::default();
+    let reserve_peers = PeerConnections::default();
     // Refusals are counted and logged once a second at most (a flood must not flood the log).
     let mut refused = RefusalLog::default();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(READ_BUFFER_BYTES);
+    let mut probe_only = hyper::server::conn::http1::Builder::new();
+    probe_only
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout.min(RESERVE_HEADER_TIMEOUT))
+        .keep_alive(false)
+        .max_buf_size(READ_BUFFER_BYTES);
     loop {
         if *shutdown.borrow_and_update() {
             break;
         }
-        // A slot first, then accept: past the limit, clients wait in the accept queue.
-        let slot = tokio::select! {
+        // A slot first, then accept: past the limit, clients wait in the accept queue, except
+        // for the probes' reserve.
+        let (slot, reserved) = tokio::select! {
+            biased;
             s = slots.clone().acquire_owned() => match s {
-                Ok(s) => s,
+                Ok(s) => (s, false),
                 Err(_) => break, // closed: never happens, the semaphore is ours
+            },
+            s = reserve.clone().acquire_owned() => match s {
+                Ok(s) => (s, true),
+                Err(_) => break,
             },
             _ = shutdown.changed() => break,
         };
@@ -184,7 +221,12 @@ pub async fn serve_listener(
             },
             _ = shutdown.changed() => break,
         };
-        let Some(counted) = peers.open(peer.ip(), limits.max_connections_per_peer) else {
+        let counted = if reserved {
+            reserve_peers.open(peer.ip(), 1)
+        } else {
+            peers.open(peer.ip(), limits.max_connections_per_peer)
+        };
+        let Some(counted) = counted else {
             // Past its share: closed now, its slot back at once.
             let _ = stream.try_write(TOO_MANY_CONNECTIONS);
             drop(stream);
@@ -196,12 +238,19 @@ pub async fn serve_listener(
         let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
             let mut req = req.map(Body::new);
             req.extensions_mut().insert(ConnectInfo(peer));
-            // A Router is always ready; calling it without poll_ready is what axum::serve does.
-            router.clone().call(req)
+            let router = router.clone();
+            async move {
+                if reserved && !PROBE_PATHS.contains(&req.uri().path()) {
+                    return Ok(busy());
+                }
+                // A Router is always ready; calling it without poll_ready is what axum::serve
+                // does.
+                router.clone().call(req).await
+            }
         });
         // A client that does not read its answers is cut like one that does not send its request.
         let io = WriteDeadline::new(TokioIo::new(stream), limits.request_timeout);
-        let conn = http.serve_connection(io, svc);
+        let conn = if reserved { &probe_only } else { &http }.serve_connection(io, svc);
         let stop = shutdown.clone();
         tokio::spawn(async move {
             let _slot = slot;
@@ -224,7 +273,19 @@ pub async fn serve_listener(
     // Every connection holds a slot: all slots back means all connections closed.
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let _ = slots.acquire_many(all).await;
+    let _ = reserve
+        .acquire_many(u32::try_from(probe_reserve).unwrap_or(u32::MAX))
+        .await;
     Ok(())
+}
+
+/// The answer of a reserve connection to anything but a probe.
+fn busy() -> axum::response::Response {
+    axum::response::IntoResponse::into_response((
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::CONNECTION, "close")],
+        BUSY,
+    ))
 }
 
 /// Connections refused for their peer's limit, logged at most once a second with how many.

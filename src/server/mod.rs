@@ -299,12 +299,21 @@ pub async fn serve_with_pages(
     if let Some(pages) = pages {
         http_routes = http_routes.merge(pages);
     }
-    let http = listen::serve_listener("http", listeners.http, http_routes, limits, stop_rx.clone());
+    // The probes are on port `http`: only it keeps a reserve for them.
+    let http = listen::serve_listener(
+        "http",
+        listeners.http,
+        http_routes,
+        limits,
+        listen::PROBE_RESERVE,
+        stop_rx.clone(),
+    );
     let hooks = listen::serve_listener(
         "hooks",
         listeners.hooks,
         hooks_router(state),
         limits,
+        0,
         stop_rx,
     );
     let stop = async move {

@@ -140,6 +140,10 @@ async fn github_push_with_a_good_signature_queues_one_pass_and_a_replay_is_409()
     let (status, text) = github_post(&srv, "d-2", body, GITHUB_SECRET).await;
     assert_eq!(status, 409, "{text}");
     assert!(text.contains("signature"), "{text}");
+    // Issue 48 item 8: a known id with a wrong signature is refused for its signature (401),
+    // not answered 409, which told anyone which delivery ids Weft has seen.
+    let (status, text) = github_post(&srv, "d-1", body, b"not-the-secret").await;
+    assert_eq!(status, 401, "{text}");
     // Another push is another delivery.
     let other = br#"{"ref":"refs/heads/main","after":"def"}"#;
     assert_eq!(github_post(&srv, "d-3", other, GITHUB_SECRET).await.0, 202);
@@ -488,7 +492,7 @@ async fn one_client_gets_its_share_of_connections_and_another_is_still_served() 
 }
 
 #[tokio::test]
-async fn connections_past_the_limit_wait_for_a_slot() {
+async fn connections_past_the_limit_get_only_the_probes() {
     let srv = start_with(true, per_hook_secrets(), short_limits()).await;
     let addr: SocketAddr = srv.base.trim_start_matches("http://").parse().unwrap();
     // Four idle connections take every slot of port `http` ...
@@ -496,15 +500,9 @@ async fn connections_past_the_limit_wait_for_a_slot() {
         .map(|_| std::net::TcpStream::connect(addr).unwrap())
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    // ... a fifth request waits until the header timeout frees them, then is answered.
-    let started = Instant::now();
-    let resp = reqwest::get(format!("{}/healthz", srv.base)).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(
-        started.elapsed() >= Duration::from_millis(300),
-        "{:?}",
-        started.elapsed()
-    );
+    // ... the next connection is the probes' reserve: anything else is 503 at once.
+    let resp = reqwest::get(format!("{}/metrics", srv.base)).await.unwrap();
+    assert_eq!(resp.status(), 503);
     // The other listener has its own slots.
     let resp = reqwest::Client::new()
         .post(format!("{}/api/v1/sync", srv.hooks))
@@ -690,4 +688,39 @@ async fn a_client_that_never_reads_its_answers_is_cut() {
     for t in stuck {
         let _ = t.join();
     }
+}
+
+/// Issue 48 item 5: peers holding every slot of the status port made `/healthz` time out (a
+/// liveness restart). The probes answer from a reserve; nothing else does.
+#[tokio::test]
+async fn probes_answer_while_every_slot_is_held() {
+    let limits = HttpLimits {
+        max_connections: 4,
+        max_connections_per_peer: 4,
+        header_read_timeout: Duration::from_secs(8),
+        ..HttpLimits::default()
+    };
+    let srv = start_with(true, per_hook_secrets(), limits).await;
+    let addr: SocketAddr = srv.base.trim_start_matches("http://").parse().unwrap();
+    // Four idle connections, each holding a slot until its header timeout.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(std::net::TcpStream::connect(addr).unwrap());
+    }
+    // Let the server accept them all (each accept is one loop turn).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ask = |path: &str| {
+        let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        tokio::task::spawn_blocking(move || raw_exchange(addr, head, Duration::from_secs(6)))
+    };
+    let (answer, took) = ask("/healthz").await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{took:?}: {answer}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let (answer, _) = ask("/api/v1/status").await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.contains("every connection of this port is in use"),
+        "{answer}"
+    );
+    drop(held);
 }

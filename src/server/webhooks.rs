@@ -1,8 +1,9 @@
 //! The webhook handlers. Each checks, in order, what costs least: the hook is open (403), the
 //! credential header is there and well-formed — for GitLab, the token itself (401) —, the body's
-//! declared length (413), the delivery was not seen before (409); only then is the body read,
-//! within its cap, timeout and the shared budget; then the HMAC (401), then the delivery is
-//! recorded (409 for a concurrent copy), then the payload decides.
+//! declared length (413); only then is the body read, within its cap, timeout and the shared
+//! budget; then the HMAC (401), then the delivery is recorded (409 for one seen before: GitLab's
+//! token is checked from its header, so its deliveries are checked before the body is read), then
+//! the payload decides.
 //!
 //! Replay keys: GitHub's `X-GitHub-Delivery` and the signature itself (the HMAC covers only the
 //! body, so a replayer could change the id header, not the body and its signature); GitLab's
@@ -223,10 +224,8 @@ async fn verified_hmac_body(
         headers,
         signature_is_key.then_some(&given),
     );
-    state
-        .deliveries
-        .check(&keys, Instant::now())
-        .map_err(|r| replayed(state, endpoint, peer, r))?;
+    // Whether the delivery was seen is said only to whoever signed it: answering 409 before the
+    // HMAC told anyone which delivery ids are known (issue 48 item 8).
     let bytes = body::read(body, headers, limit, &state.body_budget, peer.ip())
         .await
         .map_err(|e| body_refused(state, endpoint, peer, e))?;

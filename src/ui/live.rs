@@ -4,11 +4,23 @@
 //! every [`super::UiConfig::refresh`], for object health, which has no watch) and sends it when
 //! it differs from what it sent last. The page's script puts it in place; without JavaScript the
 //! page is as it was served.
+//!
+//! Whoever reaches the port may open streams, and a tenant may change a watched resource as
+//! often as they like (issue 48 items 5 and 6: 256 streams held every slot of the port at 17
+//! CPU-s a minute; 32 streams and one annotation every 0.45 s made 13,159 API requests in 30 s).
+//! So: at most [`MAX_LIVE_STREAMS`] streams at once (past it `503`, the page stays as served);
+//! a change moves the counter only when it changes what a page shows (a custom resource's
+//! generation, status or deletion, not its annotations); and one body per page and change is
+//! rendered for every stream of that page, one render at a time.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::time::Duration;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
@@ -19,6 +31,7 @@ use kube::runtime::WatchStreamExt;
 use kube::Api;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{pages, Ui, UiError, View};
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
@@ -26,6 +39,76 @@ use crate::api::WeaveCloud;
 
 /// Changes that arrive together are rendered once.
 const SETTLE: Duration = Duration::from_millis(300);
+
+/// Live streams open at once, per process: each holds a connection of the status port, whose
+/// other connections (probes, metrics) must still find a slot.
+pub const MAX_LIVE_STREAMS: usize = 16;
+
+/// The live streams of a process: their count, and the last body rendered per page.
+pub(crate) struct LiveStreams {
+    open: Arc<Semaphore>,
+    /// One render at a time; a stream that waited for it finds the body another rendered.
+    rendering: tokio::sync::Mutex<()>,
+    /// Per page path: the change counter and time it was rendered at, and the body.
+    bodies: Mutex<HashMap<String, (u64, Instant, String)>>,
+}
+
+impl Default for LiveStreams {
+    fn default() -> Self {
+        LiveStreams {
+            open: Arc::new(Semaphore::new(MAX_LIVE_STREAMS)),
+            rendering: tokio::sync::Mutex::new(()),
+            bodies: Mutex::default(),
+        }
+    }
+}
+
+/// The body of `view` (page `path`) as of change `counter`: the one another stream rendered for
+/// this change within `refresh` (object health has no watch), else rendered now.
+async fn shared_body(ui: &Ui, path: &str, view: &View, counter: u64) -> String {
+    let live = &ui.inner.live;
+    let fresh = |live: &LiveStreams| {
+        let bodies = live.bodies.lock().unwrap_or_else(|p| p.into_inner());
+        bodies
+            .get(path)
+            .filter(|(c, at, _)| *c == counter && at.elapsed() < ui.config().refresh)
+            .map(|(_, _, html)| html.clone())
+    };
+    if let Some(html) = fresh(live) {
+        return html;
+    }
+    let _one_at_a_time = live.rendering.lock().await;
+    if let Some(html) = fresh(live) {
+        return html;
+    }
+    let html = match pages::main(ui, view).await {
+        Ok(m) => m,
+        Err(e) => pages::error_body(&e),
+    }
+    .into_string();
+    let mut bodies = live.bodies.lock().unwrap_or_else(|p| p.into_inner());
+    // Pages are few; paths with made-up queries are not kept past the stream limit's worth.
+    if bodies.len() >= 4 * MAX_LIVE_STREAMS {
+        bodies.clear();
+    }
+    bodies.insert(path.to_string(), (counter, Instant::now(), html.clone()));
+    html
+}
+
+/// What of a watched object a page shows: a custom resource's generation, status and deletion
+/// (its labels and annotations, which its owner may change at will, do not matter).
+fn shown_state<K: serde::Serialize>(object: &K) -> Option<u64> {
+    let v = serde_json::to_value(object).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    v.pointer("/metadata/generation")
+        .map(ToString::to_string)
+        .hash(&mut h);
+    v.pointer("/metadata/deletionTimestamp")
+        .map(ToString::to_string)
+        .hash(&mut h);
+    v.get("status").map(ToString::to_string).hash(&mut h);
+    Some(h.finish())
+}
 
 /// Start the watches that move the change counter; they run as long as the process.
 pub fn watch_cluster(ui: Ui) {
@@ -78,17 +161,45 @@ pub fn watch_cluster(ui: Ui) {
 
 fn spawn_watch<K>(ui: &Ui, what: &'static str, api: Api<K>, config: watcher::Config)
 where
-    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: kube::Resource
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + 'static,
     K::DynamicType: Default,
 {
     let ui = ui.clone();
+    // Custom resources are anyone's to annotate: only a change of what a page shows counts.
+    let only_shown = WATCHED_FOR_WHAT_IS_SHOWN.contains(&what);
     tokio::spawn(async move {
-        // Only the objects' metadata moves the counter: their content is read by the pages.
         let mut events = watcher(api, config).default_backoff().boxed();
+        let mut seen = ShownStates::default();
         while let Some(event) = events.next().await {
             match event {
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                Ok(_) => {
+                Ok(watcher::Event::Init) => seen.init.clear(),
+                Ok(watcher::Event::InitApply(o)) => {
+                    if only_shown {
+                        seen.init.insert(key_of(&o), shown_state(&o));
+                    }
+                }
+                Ok(watcher::Event::InitDone) => {
+                    // A re-list: what changed while the watch was down is not known.
+                    seen.now = std::mem::take(&mut seen.init);
+                    ui.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
+                }
+                Ok(watcher::Event::Apply(o)) => {
+                    let moved = !only_shown || {
+                        let state = shown_state(&o);
+                        seen.now.insert(key_of(&o), state) != Some(state)
+                    };
+                    if moved {
+                        ui.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
+                    }
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    seen.now.remove(&key_of(&o));
                     ui.inner.changes.send_modify(|n| *n = n.wrapping_add(1));
                 }
                 // Not allowed to watch it (RBAC), or its CRD is not installed: the pages say
@@ -97,6 +208,29 @@ where
             }
         }
     });
+}
+
+/// The watches whose objects' annotations and labels their owners may change at will.
+const WATCHED_FOR_WHAT_IS_SHOWN: [&str; 4] = [
+    "weaveclouds",
+    "armadacharts",
+    "armadachartgroups",
+    "armadamanifests",
+];
+
+/// What a watch last saw of each object ([`shown_state`]), and what a re-list is gathering.
+#[derive(Default)]
+struct ShownStates {
+    now: HashMap<String, Option<u64>>,
+    init: HashMap<String, Option<u64>>,
+}
+
+fn key_of<K: kube::Resource>(o: &K) -> String {
+    format!(
+        "{}/{}",
+        o.meta().namespace.as_deref().unwrap_or_default(),
+        o.meta().name.as_deref().unwrap_or_default()
+    )
 }
 
 #[derive(Deserialize)]
@@ -113,17 +247,32 @@ pub async fn stream(State(ui): State<Ui>, Query(q): Query<LiveQuery>) -> Respons
     let Some(view) = View::parse(&q.path) else {
         return UiError::NotFound("no such page".into()).into_response();
     };
-    Sse::new(bodies(ui, view, q.version))
+    let Ok(permit) = ui.inner.live.open.clone().try_acquire_owned() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_LIVE_STREAMS} live pages are open already: this page does not update itself; reload it later"),
+        )
+            .into_response();
+    };
+    Sse::new(bodies(ui, view, q.path, q.version, permit))
         .keep_alive(KeepAlive::default())
         .into_response()
 }
 
-fn bodies(ui: Ui, view: View, held: String) -> impl Stream<Item = Result<Event, Infallible>> {
+fn bodies(
+    ui: Ui,
+    view: View,
+    path: String,
+    held: String,
+    permit: OwnedSemaphorePermit,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     let changes = ui.inner.changes.subscribe();
     let stop = ui.inner.stop.clone();
+    // The permit lives as long as the stream: a closed page frees its place.
+    let page = (view, path, permit);
     futures::stream::unfold(
-        (ui, view, changes, None::<String>, held, stop),
-        |(ui, view, mut changes, mut last, held, mut stop)| async move {
+        (ui, page, changes, None::<String>, held, stop),
+        |(ui, page, mut changes, mut last, held, mut stop)| async move {
             loop {
                 if last.is_some() {
                     let refresh = ui.config().refresh;
@@ -134,18 +283,14 @@ fn bodies(ui: Ui, view: View, held: String) -> impl Stream<Item = Result<Event, 
                         () = stopped(&mut stop) => return None,
                     }
                     tokio::time::sleep(SETTLE).await;
-                    changes.borrow_and_update();
                 }
-                let body = match pages::main(&ui, &view).await {
-                    Ok(m) => m,
-                    Err(e) => pages::error_body(&e),
-                };
+                let counter = *changes.borrow_and_update();
+                let html = shared_body(&ui, &page.1, &page.0, counter).await;
                 // The page already holds this body: nothing to send the first time.
-                let first_and_held = last.is_none() && pages::version(&body) == held;
-                let html = body.into_string();
+                let first_and_held = last.is_none() && pages::version_of(&html) == held;
                 if last.as_deref() != Some(html.as_str()) && !first_and_held {
                     let event = Event::default().event("main").data(html.clone());
-                    return Some((Ok(event), (ui, view, changes, Some(html), held, stop)));
+                    return Some((Ok(event), (ui, page, changes, Some(html), held, stop)));
                 }
                 last = Some(html);
             }
@@ -162,5 +307,68 @@ async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
         if stop.changed().await.is_err() {
             return std::future::pending().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weavecloud(annotation: &str, ready: &str) -> WeaveCloud {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "cloud.weave.works/v1beta1",
+            "kind": "WeaveCloud",
+            "metadata": {"name": "wc", "namespace": "t", "generation": 1,
+                         "annotations": {"note": annotation}},
+            "spec": {"general": {
+                "environment": "generic",
+                "tokenSecretRef": {"name": "weave-cloud", "key": "token"},
+            }},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "NotReconciled", "message": ""}]},
+        }))
+        .expect("a WeaveCloud")
+    }
+
+    /// Issue 48 item 6: a tenant annotating their own WeaveCloud every 0.45 s re-rendered every
+    /// open page each time.
+    #[test]
+    fn an_annotation_is_not_a_change_a_page_shows() {
+        let before = shown_state(&weavecloud("1", "False"));
+        assert_eq!(before, shown_state(&weavecloud("2", "False")));
+        assert_ne!(before, shown_state(&weavecloud("1", "True")));
+    }
+
+    /// Issue 48 item 5: 256 live streams held every slot of the status port.
+    #[tokio::test]
+    async fn live_streams_are_capped_and_a_closed_one_frees_its_place() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        let ui = Ui::new(
+            kube::Client::try_from(config).expect("client"),
+            super::super::UiConfig {
+                weft_namespace: "weft".into(),
+                drift: None,
+                refresh: Duration::from_secs(5),
+                read_only: true,
+            },
+        );
+        let open = |ui: Ui| {
+            stream(
+                State(ui),
+                Query(LiveQuery {
+                    path: "/".into(),
+                    version: String::new(),
+                }),
+            )
+        };
+        let mut streams = Vec::new();
+        for _ in 0..MAX_LIVE_STREAMS {
+            let r = open(ui.clone()).await;
+            assert_eq!(r.status(), StatusCode::OK);
+            streams.push(r);
+        }
+        let refused = open(ui.clone()).await;
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        streams.pop();
+        assert_eq!(open(ui.clone()).await.status(), StatusCode::OK);
     }
 }

@@ -148,6 +148,8 @@ struct Inner {
     /// Turns true when the server stops: the live streams end (a server waits for its open
     /// answers before it stops).
     stop: watch::Receiver<bool>,
+    /// The live streams open, at most [`live::MAX_LIVE_STREAMS`], and the bodies they share.
+    live: live::LiveStreams,
 }
 
 impl Ui {
@@ -162,6 +164,7 @@ impl Ui {
                 catalog: tokio::sync::Mutex::new(None),
                 port: Mutex::new(0),
                 stop: watch::channel(false).1,
+                live: live::LiveStreams::default(),
             }),
         }
     }
@@ -301,6 +304,11 @@ async fn read_only() -> Response {
 /// any script or style not served here. Read-only pages take `GET` and `HEAD` only and check no
 /// `Host`: they act for no one, and whoever reaches the listener may read them anyway.
 async fn guard(State(ui): State<Ui>, request: Request, next: Next) -> Response {
+    // The drift view runs a diff (a fetch, a render, a dry run per object) for whoever opens it:
+    // never for another site's page, link or image (issue 48 item 8).
+    if request.uri().path() == "/drift" && from_another_site(&request) {
+        return UiError::Refused("a request from another site").into_response();
+    }
     if ui.read_only() {
         let method = request.method();
         if method != axum::http::Method::GET && method != axum::http::Method::HEAD {
@@ -327,15 +335,21 @@ async fn guard(State(ui): State<Ui>, request: Request, next: Next) -> Response {
             o.strip_prefix("http://")
                 .is_some_and(|h| loopback_host(h, port))
         });
-        let site = request
-            .headers()
-            .get("sec-fetch-site")
-            .and_then(|h| h.to_str().ok());
-        if !same || site.is_some_and(|s| s != "same-origin" && s != "none") {
+        if !same || from_another_site(&request) {
             return UiError::Refused("a request from another site").into_response();
         }
     }
     with_headers(next.run(request).await)
+}
+
+/// Whether the browser says the request comes from another site's page (`Sec-Fetch-Site`
+/// other than `same-origin`, or `none` for an address typed or bookmarked).
+fn from_another_site(request: &Request) -> bool {
+    request
+        .headers()
+        .get("sec-fetch-site")
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|s| s != "same-origin" && s != "none")
 }
 
 /// The headers of every answer: only this UI's own script and style, no framing.
@@ -491,6 +505,42 @@ mod tests {
         assert!(!loopback_host("127.0.0.1:9293", 9292));
         assert!(!loopback_host("evil.example:9292", 9292));
         assert!(!loopback_host("127.0.0.1", 9292));
+    }
+
+    /// Issue 48 item 8: another site's page could make the browser open the drift view (a diff
+    /// per visit).
+    #[tokio::test]
+    async fn the_drift_view_is_not_opened_for_another_site() {
+        use tower::ServiceExt;
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        let ui = Ui::new(
+            kube::Client::try_from(config).expect("client"),
+            UiConfig {
+                weft_namespace: "weft".into(),
+                drift: None,
+                refresh: Duration::from_secs(5),
+                read_only: false,
+            },
+        );
+        let get = |site: &str| {
+            axum::http::Request::get("/drift")
+                .header(header::HOST, "127.0.0.1:0")
+                .header("sec-fetch-site", site)
+                .body(axum::body::Body::empty())
+                .expect("a request")
+        };
+        let answer = ui
+            .router()
+            .oneshot(get("cross-site"))
+            .await
+            .expect("answer");
+        assert_eq!(answer.status(), StatusCode::FORBIDDEN);
+        let answer = ui
+            .router()
+            .oneshot(get("same-origin"))
+            .await
+            .expect("answer");
+        assert_ne!(answer.status(), StatusCode::FORBIDDEN);
     }
 
     #[test]

@@ -92,8 +92,13 @@ pub fn layout(ui: &Ui, view: &View, body: Markup) -> Markup {
 /// A short digest of a page body: the live stream sends a body only when it differs from the
 /// version the page holds.
 pub fn version(body: &Markup) -> String {
+    version_of(&body.0)
+}
+
+/// [`version`] of a rendered body's text.
+pub fn version_of(html: &str) -> String {
     use sha2::Digest;
-    hex::encode(&sha2::Sha256::digest(body.0.as_bytes())[..8])
+    hex::encode(&sha2::Sha256::digest(html.as_bytes())[..8])
 }
 
 /// The body of a view, read from the cluster now.

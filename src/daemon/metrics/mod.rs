@@ -488,9 +488,19 @@ mod tests {
             assert!(text.contains(series), "{series} missing:\n{text}");
         }
         assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        // Deleted (issue 48 item 4): every series goes, the duration histogram's too, and the
+        // deletion's own reconcile, timed when it began, brings none back.
+        let deleting = m.resources().timer("WeaveCloud", "weave", "wc");
         m.resources().forget("WeaveCloud", "weave", "wc");
+        drop(deleting);
         let text = m.render().unwrap();
         assert!(!text.contains("name=\"wc\""), "{text}");
+        drop(m.resources().timer("WeaveCloud", "weave", "wc"));
+        assert!(
+            m.render().unwrap().contains("weft_reconcile_duration_seconds_count{kind=\"WeaveCloud\",name=\"wc\",namespace=\"weave\"} 1"),
+            "a re-created resource is measured again"
+        );
+        m.resources().forget("WeaveCloud", "weave", "wc");
         // Armada groups and manifests: what a pass reports replaces what the last one did.
         let group = |name: &str, ready| resources::ReportedResource {
             kind: "ArmadaChartGroup".into(),

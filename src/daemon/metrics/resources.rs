@@ -34,6 +34,9 @@ pub struct ResourceMetrics {
     suspended: Family<Labels, Gauge>,
     /// The resources the last [`ResourceMetrics::replace_reported`] set: (kind, namespace, name).
     reported: Arc<Mutex<BTreeSet<(String, String, String)>>>,
+    /// Resources forgotten while a reconcile of theirs was timed: that reconcile's timer records
+    /// nothing when it ends (the deletion's own reconcile would bring the series back).
+    forgotten: Arc<Mutex<BTreeSet<Labels>>>,
 }
 
 /// The Ready state of a resource that no controller reconciles but whose status a pass writes
@@ -89,6 +92,7 @@ impl ResourceMetrics {
             condition,
             suspended,
             reported: Arc::default(),
+            forgotten: Arc::default(),
         }
     }
 
@@ -131,9 +135,18 @@ impl ResourceMetrics {
             .set(i64::from(suspended));
     }
 
-    /// The resource is gone: its condition and suspend series go too (its duration histogram
-    /// stays, as every histogram's series do, so that rates over a window stay right).
+    /// The resource is deleted: every series of it goes, its duration histogram included (a
+    /// tenant who creates and deletes resources must not grow `/metrics` for ever: issue 48
+    /// item 4), and a reconcile of it still being timed records nothing.
     pub fn forget(&self, kind: &str, namespace: &str, name: &str) {
+        self.forget_gauges(kind, namespace, name);
+        let labels = resource(kind, namespace, name);
+        self.duration.remove(&labels);
+        lock(&self.forgotten).insert(labels);
+    }
+
+    /// The condition and suspend series of a resource no pass reports any more.
+    fn forget_gauges(&self, kind: &str, namespace: &str, name: &str) {
         for (_, text) in STATUSES {
             self.condition
                 .remove(&condition_labels(kind, namespace, name, READY, text));
@@ -159,7 +172,7 @@ impl ResourceMetrics {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         for (kind, namespace, name) in before.difference(&keys) {
-            self.forget(kind, namespace, name);
+            self.forget_gauges(kind, namespace, name);
         }
         *before = keys;
     }
@@ -167,12 +180,20 @@ impl ResourceMetrics {
     /// A timer that records a reconcile of the resource when it is dropped (every exit of the
     /// reconcile, `?` included).
     pub fn timer(&self, kind: &str, namespace: &str, name: &str) -> ReconcileTimer {
+        let labels = resource(kind, namespace, name);
+        // A resource of this name reconciled again (re-created) is measured again.
+        lock(&self.forgotten).remove(&labels);
         ReconcileTimer {
             metrics: self.clone(),
-            labels: resource(kind, namespace, name),
+            labels,
             start: Instant::now(),
         }
     }
+}
+
+/// A poisoned lock only means a panic elsewhere mid-update: the set is still usable.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// See [`ResourceMetrics::timer`].
@@ -184,6 +205,9 @@ pub struct ReconcileTimer {
 
 impl Drop for ReconcileTimer {
     fn drop(&mut self) {
+        if lock(&self.metrics.forgotten).remove(&self.labels) {
+            return;
+        }
         self.metrics
             .duration
             .get_or_create(&self.labels)

@@ -136,7 +136,7 @@ impl RootReconciler {
                     s.revision = report.revision.clone().or(s.revision.take());
                     s.last_success_at = Some(now_rfc3339());
                 }
-                s.last_pass = Some(report.clone());
+                s.last_pass = Some(report.bounded());
             });
             let pass = report.pass;
             self.state.queue().finish(pass, report);

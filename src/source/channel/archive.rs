@@ -32,6 +32,9 @@ pub fn verify_sha256(bytes: &[u8], expected: &str) -> Result<(), DigestError> {
     }
 }
 
+/// The longest path a bundle file may have, in bytes.
+const MAX_PATH_BYTES: usize = 4096;
+
 /// Unpack a bundle `.tar.gz` in memory: regular files only (directories are skipped; links,
 /// devices and anything else refused), no absolute path and no `..`, within `limits`.
 pub fn unpack_archive(
@@ -66,7 +69,17 @@ pub fn unpack_archive(
             .path()
             .map_err(|e| err(format!("entry {n}: unreadable path: {e}")))?
             .into_owned();
-        let shown = path.display().to_string();
+        // The name is the archive author's: quoted clipped, so that no name makes an error (a
+        // status field, an event, a log line, the CLI's output) as large as itself.
+        let shown = crate::source::fetch_policy::clip(&path.display().to_string(), 200);
+        // As a git snapshot's paths (source::git::tree): no bundle needs a longer one, and the
+        // files' names are quoted by every later error.
+        if path.as_os_str().len() > MAX_PATH_BYTES {
+            return Err(err(format!(
+                "`{shown}`: a path of {} bytes is longer than the {MAX_PATH_BYTES} a bundle path may have",
+                path.as_os_str().len()
+            )));
+        }
         let mut parts = Vec::new();
         for c in path.components() {
             match c {
@@ -123,8 +136,8 @@ pub fn unpack_archive(
             .read_to_end(&mut content)
             .map_err(|e| err(format!("`{shown}`: {e}")))?;
         let key = parts.join("/");
-        if files.insert(key.clone(), content).is_some() {
-            return Err(err(format!("`{key}` appears twice")));
+        if files.insert(key, content).is_some() {
+            return Err(err(format!("`{shown}` appears twice")));
         }
     }
     Ok(files)

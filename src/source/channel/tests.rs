@@ -194,6 +194,29 @@ fn paths_that_leave_the_bundle_are_refused() {
 }
 
 #[test]
+fn a_long_name_is_refused_and_quoted_clipped() {
+    // Issue 48 item 4: a 64 KiB name (a GNU long name, as `tar` writes one) gave a 65,637-byte
+    // error, which went on into the WeaveCloud's status, an event and the logs.
+    let name = format!("agents/{}.yaml", "n".repeat(64 * 1024));
+    let mut f = BTreeMap::new();
+    f.insert(name, b"x: 1\n".to_vec());
+    let a = pack_archive(&f).unwrap();
+    let e = unpack_archive(&a, &ChannelLimits::default(), "u")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.len() < 400,
+        "{} bytes: {}",
+        e.len(),
+        &e[..400.min(e.len())]
+    );
+    assert!(
+        e.contains("… (65548 bytes in all)`: a path of 65548 bytes is longer than the 4096"),
+        "{e}"
+    );
+}
+
+#[test]
 fn links_are_refused() {
     let a = raw_archive(|t| {
         let mut h = raw_header("agents/bundle.yaml", tar::EntryType::Symlink, 0);

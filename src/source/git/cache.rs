@@ -677,6 +677,13 @@ impl GitSource {
         allow_shallow: bool,
         stats: &mut TransferStats,
     ) -> Result<(), GitError> {
+        if self.spec.redirects == Redirects::SameHost {
+            super::redirect::refuse_a_redirect(
+                &self.remote.fetch_url,
+                &self.remote.display,
+                self.spec.fetch_timeout,
+            )?;
+        }
         let mut remote = repo
             .remote_anonymous(&self.remote.fetch_url)
             .map_err(|e| self.transport_error(&e, None))?;

@@ -20,6 +20,7 @@
 
 pub mod auth;
 mod cache;
+mod redirect;
 mod tree;
 mod url;
 
@@ -266,7 +267,7 @@ pub enum GitError {
     },
     #[error("--ca-file {path}: cannot load it as PEM CA certificates: {message}")]
     CaFile { path: PathBuf, message: String },
-    #[error("{url} answered with a redirect that is not followed ({message}): git chart sources follow redirects only on the same host, never from https to http")]
+    #[error("{url} answered with a redirect that is not followed ({message}): git chart sources follow no redirect; use the URL it points to, if the operator allows it")]
     RedirectRefused { url: String, message: String },
     #[error("cannot read the git tree at commit {revision}: {message}")]
     Read { revision: String, message: String },
