@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 
 use super::{Ui, UiError};
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::api::root::Root;
 use crate::api::{ObjectRef, WeaveCloud};
 use crate::apply::inventory;
 use crate::apply::readiness::{self, Readiness};
@@ -22,7 +23,7 @@ use crate::daemon::record::ROOT_LABEL;
 use crate::daemon::record::{RootRecord, KEY_SHARD};
 use crate::daemon::shards::shard_lease_name;
 use crate::render::ownership::{OWNER_LABEL, REQUESTED_AT_ANNOTATION};
-use crate::render::Owner;
+use crate::render::{Owner, OwnerKind};
 
 /// How many kinds of an inventory are listed at once.
 const LIST_CONCURRENCY: usize = 4;
@@ -159,6 +160,89 @@ pub async fn inventory(ui: &Ui, root: &str) -> Result<Option<Vec<Item>>, UiError
     let Some((entries, _)) = inventory::read_root(ui.client(), &owner, ns).await? else {
         return Ok(None);
     };
+    Ok(Some(items_of(ui, &owner, entries).await?))
+}
+
+/// The Root objects of the cluster (of every namespace the user may list them in); `None` when
+/// the Root CRD is not served or the user may not list them.
+pub async fn root_objects(ui: &Ui) -> Option<Vec<Root>> {
+    let api: Api<Root> = Api::all(ui.client().clone());
+    match api.list(&ListParams::default()).await {
+        Ok(list) => {
+            let mut roots = list.items;
+            roots.sort_by_key(|r| (r.namespace(), r.name_any()));
+            Some(roots)
+        }
+        Err(e) => {
+            tracing::debug!(error = %crate::api::kube_error::Text(&e), "cannot list the Root objects");
+            None
+        }
+    }
+}
+
+/// What a Root object holds: the Root, its inventory (`None`: none stored yet) with each
+/// entry's health, and for each ArmadaChart or WeaveCloud it applied, that one's objects.
+pub struct RootObjectView {
+    pub root: Root,
+    pub items: Option<Vec<Item>>,
+    pub children: Vec<(ObjectRef, Vec<Item>)>,
+}
+
+/// The Root `namespace/name` and everything it holds, read now.
+pub async fn root_object(ui: &Ui, namespace: &str, name: &str) -> Result<RootObjectView, UiError> {
+    let api: Api<Root> = Api::namespaced(ui.client().clone(), namespace);
+    let root = api
+        .get_opt(name)
+        .await
+        .map_err(UiError::read(format!("the Root {namespace}/{name}")))?
+        .ok_or_else(|| UiError::NotFound(format!("no Root {namespace}/{name}")))?;
+    let owner = Owner::root(namespace, name);
+    let Some((entries, _)) = inventory::read_root(ui.client(), &owner, namespace).await? else {
+        return Ok(RootObjectView {
+            root,
+            items: None,
+            children: Vec::new(),
+        });
+    };
+    let items = items_of(ui, &owner, entries).await?;
+    let mut children = Vec::new();
+    for item in &items {
+        let Some(kind) = OwnerKind::from_kind(&item.object.kind).filter(|k| k.renders_children())
+        else {
+            continue;
+        };
+        let catalog = ui.catalog().await?;
+        let Some((ar, _)) = catalog
+            .resolve(&item.object.api_version, &item.object.kind)
+            .cloned()
+        else {
+            continue;
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(ui.client().clone(), &item.object.namespace, &*ar);
+        let Ok(Some(cr)) = api.get_opt(&item.object.name).await else {
+            continue;
+        };
+        let child = Owner::resource(kind, &item.object.namespace, &item.object.name);
+        let held =
+            inventory::read_resource(ui.client(), &child, cr.data.pointer("/status/inventory"))
+                .await?
+                .unwrap_or_default();
+        children.push((item.object.clone(), items_of(ui, &child, held).await?));
+    }
+    Ok(RootObjectView {
+        root,
+        items: Some(items),
+        children,
+    })
+}
+
+/// The entries of `owner`'s inventory, each with its health (by one labelled LIST per kind).
+async fn items_of(
+    ui: &Ui,
+    owner: &Owner,
+    entries: impl IntoIterator<Item = ObjectRef>,
+) -> Result<Vec<Item>, UiError> {
     let catalog = ui.catalog().await?;
     let selector = format!("{OWNER_LABEL}={}", owner.id());
     let mut by_kind: BTreeMap<(String, String), Vec<ObjectRef>> = BTreeMap::new();
@@ -214,7 +298,7 @@ pub async fn inventory(ui: &Ui, root: &str) -> Result<Option<Vec<Item>>, UiError
             &b.object.name,
         ))
     });
-    Ok(Some(items))
+    Ok(items)
 }
 
 /// The listed objects of one kind: (namespace, name) → health and controller.

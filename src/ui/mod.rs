@@ -225,6 +225,7 @@ impl Ui {
         let pages = Router::new()
             .route("/", get(page_roots))
             .route("/roots/{name}", get(page_root))
+            .route("/root/{namespace}/{name}", get(page_root_object))
             .route("/armada", get(page_armada))
             .route("/weaveclouds", get(page_weaveclouds))
             .route("/events", get(page_events))
@@ -387,6 +388,8 @@ fn loopback_host(host: &str, port: u16) -> bool {
 pub(crate) enum View {
     Roots,
     Root(String),
+    /// A Root object: namespace, name.
+    RootObject(String, String),
     Armada,
     WeaveClouds,
     Events,
@@ -407,6 +410,13 @@ impl View {
                     .find(|(k, _)| k == "object")
                     .map(|(_, v)| v.into_owned()),
             ),
+            p if p.starts_with("/root/") => {
+                let (ns, name) = p.strip_prefix("/root/")?.split_once('/')?;
+                if ns.is_empty() || name.is_empty() || name.contains('/') {
+                    return None;
+                }
+                View::RootObject(ns.to_string(), name.to_string())
+            }
             p => {
                 let name = p.strip_prefix("/roots/")?;
                 if name.is_empty() || name.contains('/') {
@@ -432,6 +442,13 @@ async fn page_roots(State(ui): State<Ui>) -> Response {
 
 async fn page_root(State(ui): State<Ui>, Path(name): Path<String>) -> Response {
     page(&ui, View::Root(name)).await
+}
+
+async fn page_root_object(
+    State(ui): State<Ui>,
+    Path((namespace, name)): Path<(String, String)>,
+) -> Response {
+    page(&ui, View::RootObject(namespace, name)).await
 }
 
 async fn page_armada(State(ui): State<Ui>) -> Response {
@@ -488,6 +505,12 @@ mod tests {
     fn views_are_parsed_from_page_paths() {
         assert_eq!(View::parse("/"), Some(View::Roots));
         assert_eq!(View::parse("/roots/weft"), Some(View::Root("weft".into())));
+        assert_eq!(
+            View::parse("/root/team-a/apps"),
+            Some(View::RootObject("team-a".into(), "apps".into()))
+        );
+        assert_eq!(View::parse("/root/team-a"), None);
+        assert_eq!(View::parse("/root/team-a/apps/x"), None);
         assert_eq!(View::parse("/roots/"), None);
         assert_eq!(View::parse("/roots/a/b"), None);
         assert_eq!(

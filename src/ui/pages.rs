@@ -11,8 +11,10 @@ use super::cluster::{self, Health, Item, RootRow};
 use super::{drift, Ui, UiError, View};
 use crate::api::armada::{ArmadaChart, ArmadaGroupStatus, Phase};
 use crate::api::conditions::{Condition, ConditionStatus};
+use crate::api::root::Root;
 use crate::api::suspend::annotated;
 use crate::apply::diff::DiffChange;
+use kube::ResourceExt;
 
 /// Above this many objects, an inventory's namespaces start folded (those with a problem open).
 const FOLD_ABOVE: usize = 500;
@@ -21,6 +23,7 @@ fn title(view: &View) -> String {
     match view {
         View::Roots => "Roots".into(),
         View::Root(name) => format!("Root {name}"),
+        View::RootObject(ns, name) => format!("Root {ns}/{name}"),
         View::Armada => "Armada".into(),
         View::WeaveClouds => "WeaveClouds".into(),
         View::Events => "Events".into(),
@@ -33,6 +36,7 @@ fn path(view: &View) -> String {
     match view {
         View::Roots => "/".into(),
         View::Root(name) => format!("/roots/{name}"),
+        View::RootObject(ns, name) => format!("/root/{ns}/{name}"),
         View::Armada => "/armada".into(),
         View::WeaveClouds => "/weaveclouds".into(),
         View::Events => "/events".into(),
@@ -50,7 +54,11 @@ fn path(view: &View) -> String {
 /// (a dry-run of the whole repository) and is not live.
 pub fn layout(ui: &Ui, view: &View, body: Markup) -> Markup {
     let nav = [
-        ("/", "Roots", matches!(view, View::Roots | View::Root(_))),
+        (
+            "/",
+            "Roots",
+            matches!(view, View::Roots | View::Root(_) | View::RootObject(..)),
+        ),
         ("/armada", "Armada", *view == View::Armada),
         ("/weaveclouds", "WeaveClouds", *view == View::WeaveClouds),
         ("/events", "Events", *view == View::Events),
@@ -104,7 +112,14 @@ pub fn version_of(html: &str) -> String {
 /// The body of a view, read from the cluster now.
 pub async fn main(ui: &Ui, view: &View) -> Result<Markup, UiError> {
     match view {
-        View::Roots => Ok(roots(ui, &cluster::roots(ui).await?)),
+        View::Roots => {
+            let objects = cluster::root_objects(ui).await;
+            Ok(html! {
+                (roots(ui, &cluster::roots(ui).await?))
+                (root_objects(objects.as_deref()))
+            })
+        }
+        View::RootObject(ns, name) => Ok(root_object(&cluster::root_object(ui, ns, name).await?)),
         View::Root(name) => {
             let started = std::time::Instant::now();
             let items = cluster::inventory(ui, name).await?;
@@ -322,10 +337,101 @@ fn root_row(ui: &Ui, r: &RootRow) -> Markup {
     }
 }
 
+/// The Root objects of every namespace: each with its state, revision and dependencies.
+fn root_objects(roots: Option<&[Root]>) -> Markup {
+    let Some(roots) = roots.filter(|r| !r.is_empty()) else {
+        return html! {};
+    };
+    html! {
+        section class="root-objects" aria-labelledby="root-objects" {
+            h2 id="root-objects" { "Root objects" }
+            table {
+                caption { "Roots (weft.io/v1alpha1) in every namespace, from their status" }
+                thead { tr {
+                    th scope="col" { "Root" } th scope="col" { "State" } th scope="col" { "Revision" }
+                    th scope="col" { "Depends on" } th scope="col" { "Last pass" }
+                } }
+                tbody {
+                    @for r in roots {
+                        @let ns = r.namespace().unwrap_or_default();
+                        @let name = r.name_any();
+                        @let status = r.status.clone().unwrap_or_default();
+                        @let ready = ready(&status.conditions);
+                        tr id={ "root-object-" (ns) "-" (name) } {
+                            th scope="row" { a href={ "/root/" (ns) "/" (name) } { (ns) "/" (name) } }
+                            td {
+                                @if r.spec.suspend { (badge("warn", "Suspended")) } @else { (ready_badge(ready)) }
+                                @if let Some(c) = ready { " " span class="sub" { (c.reason) } @if !c.message.is_empty() { pre class="msg" { (c.message) } } }
+                            }
+                            td { code { (status.last_applied_revision.as_deref().unwrap_or("-")) } }
+                            td {
+                                @if r.spec.depends_on.is_empty() { span class="sub" { "—" } }
+                                @for d in &r.spec.depends_on {
+                                    @let dns = d.namespace.clone().unwrap_or(ns.clone());
+                                    a href={ "/root/" (dns) "/" (d.name) } { (dns) "/" (d.name) } " "
+                                }
+                            }
+                            td {
+                                @if let Some(p) = status.passes.first() {
+                                    (p.result) " " span class="sub" { (p.started_at) ", " (duration(p.duration_ms)) }
+                                } @else { span class="sub" { "none yet" } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A Root object's page: its state and what it holds, with the objects of each chart and
+/// WeaveCloud it applied.
+fn root_object(view: &cluster::RootObjectView) -> Markup {
+    let r = &view.root;
+    let ns = r.namespace().unwrap_or_default();
+    let name = r.name_any();
+    let status = r.status.clone().unwrap_or_default();
+    let title = format!("{ns}/{name}");
+    html! {
+        h1 { "Root " (title) }
+        p class="summary" {
+            @if r.spec.suspend { (badge("warn", "Suspended")) " " } @else { (ready_badge(ready(&status.conditions))) " " }
+            "source " code { (crate::api::redact::redact_url_passwords(&r.spec.source.url)) }
+            @if let Some(p) = &r.spec.path { ", path " code { (p) } }
+            ", revision " code { (status.last_applied_revision.as_deref().unwrap_or("-")) }
+        }
+        @for c in &status.conditions {
+            p class="sub" { (c.type_) "=" (c.status) " (" (c.reason) "): " (c.message) }
+        }
+        @match &view.items {
+            None => p { "No stored inventory yet: the root has not passed." },
+            Some(items) => {
+                h2 { "Objects of the root" }
+                (objects(items, "root-"))
+            }
+        }
+        @for (i, (owner, items)) in view.children.iter().enumerate() {
+            section class="children" aria-label={ "objects of " (owner) } {
+                h2 { "Objects of " (owner.kind) " " (owner.namespace) "/" (owner.name) }
+                (objects(items, &format!("child{i}-")))
+            }
+        }
+    }
+}
+
 fn inventory(root: &str, items: Option<&[Item]>) -> Markup {
     let Some(items) = items else {
         return html! { h1 { "Root " (root) } p { "No stored inventory for root " code { (root) } "." } };
     };
+    html! {
+        h1 { "Root " (root) ": inventory" }
+        (objects(items, ""))
+    }
+}
+
+/// A list of objects with their health, by namespace and kind (folded when long); element ids
+/// start with `prefix` (several lists on one page).
+fn objects(items: &[Item], prefix: &str) -> Markup {
     let mut tree: BTreeMap<&str, BTreeMap<&str, Vec<&Item>>> = BTreeMap::new();
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     for i in items {
@@ -338,7 +444,6 @@ fn inventory(root: &str, items: Option<&[Item]>) -> Markup {
     }
     let fold = items.len() > FOLD_ABOVE;
     html! {
-        h1 { "Root " (root) ": inventory" }
         p class="summary" {
             (items.len()) " objects: "
             @for (word, n) in &counts { span class="count" { (n) " " (word) } " " }
@@ -346,10 +451,10 @@ fn inventory(root: &str, items: Option<&[Item]>) -> Markup {
         @for (ns, kinds) in &tree {
             @let n: usize = kinds.values().map(Vec::len).sum();
             @let bad = kinds.values().flatten().filter(|i| i.health != Health::Ready).count();
-            details id={ "ns-" (ns) } open[!fold || bad > 0] {
+            details id={ (prefix) "ns-" (ns) } open[!fold || bad > 0] {
                 summary { span class="ns" { @if ns.is_empty() { "(cluster-scoped)" } @else { "namespace " (ns) } } " " span class="sub" { (n) " objects" @if bad > 0 { ", " (bad) " not ready" } } }
                 @for (kind, objects) in kinds {
-                    details id={ "kind-" (ns) "-" (kind) } open[!fold || objects.iter().any(|i| i.health != Health::Ready)] {
+                    details id={ (prefix) "kind-" (ns) "-" (kind) } open[!fold || objects.iter().any(|i| i.health != Health::Ready)] {
                         summary { (kind) " " span class="sub" { "(" (objects.len()) ")" } }
                         ul class="objects" {
                             @for i in objects {
