@@ -108,6 +108,22 @@ pub fn respect(desired: &mut Value, live: &Value, pointers: &[String]) {
     }
 }
 
+/// `desired` without any of `pointers`: what the drift check compares (a field left to another
+/// manager is never drift).
+pub fn without(desired: &mut Value, pointers: &[String]) {
+    for p in pointers {
+        set(desired, p, None);
+    }
+}
+
+/// The scalers whose targets keep their live `spec.replicas`: `(apiVersion, kind, the target's
+/// kind when its `scaleTargetRef` names none)`. A caller's [`Catalog`] must resolve them (those
+/// not served are skipped).
+pub const SCALERS: &[(&str, &str, Option<&str>)] = &[
+    ("autoscaling/v2", "HorizontalPodAutoscaler", None),
+    ("keda.sh/v1alpha1", "ScaledObject", Some("Deployment")),
+];
+
 /// `(kind, namespace, name)` of every object a scaler in `namespaces` scales.
 async fn scaled_targets(
     client: &Client,
@@ -115,10 +131,7 @@ async fn scaled_targets(
     namespaces: &BTreeSet<String>,
 ) -> Result<HashSet<(String, String, String)>, ApplyError> {
     let mut out = HashSet::new();
-    for (api_version, kind, default_kind) in [
-        ("autoscaling/v2", "HorizontalPodAutoscaler", None),
-        ("keda.sh/v1alpha1", "ScaledObject", Some("Deployment")),
-    ] {
+    for &(api_version, kind, default_kind) in SCALERS {
         let Some((ar, _)) = catalog.resolve(api_version, kind).cloned() else {
             continue;
         };
@@ -222,6 +235,8 @@ pub async fn respect_other_managers(
             source,
         })?;
         p.desired.object.edit(|v| respect(v, &live, &pointers));
+        // Another manager's field is never drift either (see `plan::live`).
+        p.ignored = pointers;
     }
     Ok(())
 }

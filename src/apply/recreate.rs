@@ -183,6 +183,7 @@ mod tests {
             desired,
             resource: std::sync::Arc::new(ar),
             namespaced: true,
+            ignored: Vec::new(),
         }
     }
 

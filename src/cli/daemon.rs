@@ -94,6 +94,12 @@ pub struct RunArgs {
     pub root_concurrency: u16,
     #[arg(long, env = "WEFT_NO_CONTROLLERS")]
     pub no_controllers: bool,
+    /// Confirm that this root switches to another repository than the one it records (what the
+    /// new repository lacks is pruned, within the prune guard). Without it, a daemon of another
+    /// repository refuses to start, as `weft sync` refuses. Needed once: the root then records
+    /// the new repository.
+    #[arg(long)]
+    pub switch_repository: bool,
     /// Serve the dashboard's pages read-only on the status listener (`--listen`), read with
     /// Weft's ServiceAccount: whoever reaches that port sees them (docs/ui.md). Off by default.
     #[arg(long, env = "WEFT_UI")]
@@ -159,6 +165,7 @@ impl RunArgs {
                 hooks_url: None,
                 channel_cache_dir: self.cache_dir.as_ref().map(|d| d.join("channels")),
                 shards: self.shards,
+                switch_repository: self.switch_repository,
                 roots: crate::daemon::roots::RootsConfig {
                     concurrency: self.root_concurrency,
                     cluster: None,

@@ -5,6 +5,12 @@
 //! it unchanged (it writes nothing more for it) and does everything else: new objects, prune,
 //! Armada, waits.
 //!
+//! It is the same apply as the full pass, only sooner: the fields other managers own (an
+//! autoscaler's `spec.replicas`, `weft.io/ignore-fields`) keep their live values, an object
+//! another root holds or claims is not written (the full pass reports the conflict), and only
+//! objects this root already holds are updated. It deletes nothing, so the prune guard has
+//! nothing to judge; a suspended root runs no pass, so no early apply either.
+//!
 //! Taken only when it cannot apply anything the full pass would refuse:
 //! - every changed file is a `*.yaml`/`*.yml` outside any chart directory, at most
 //!   [`MAX_FILES`] of them (removed files are left to the full pass);
@@ -25,8 +31,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::Client;
 
 use crate::api::ObjectRef;
-use crate::apply::apply::apply_one;
-use crate::apply::plan;
+use crate::apply::apply::{apply_batch, ApplyOptions};
+use crate::apply::changeset::{Action, Change};
+use crate::apply::ignore::{respect_other_managers, SCALERS};
+use crate::apply::plan::{self, Decision, UpdateReason};
 use crate::pass::prepare::prepare;
 use crate::pass::PassSettings;
 use crate::render::{AgentLayer, DesiredObject, DesiredSet, Owner, CUSTOM_RESOURCE_KINDS};
@@ -45,13 +53,14 @@ pub struct Previous<'a> {
 }
 
 /// Apply the objects a push changed in a few plain-manifest files (see the module docs); the
-/// references written. Empty when the early path does not apply or nothing needed it.
+/// changes written (each `configured`, with why). Empty when the early path does not apply or
+/// nothing needed it.
 pub async fn changed_first(
     client: &Client,
     previous: Previous<'_>,
     next: &Snapshot,
     settings: &PassSettings,
-) -> Vec<ObjectRef> {
+) -> Vec<Change> {
     let Some(changed) = changed_files(previous.snapshot, next) else {
         return Vec::new();
     };
@@ -75,35 +84,75 @@ pub async fn changed_first(
     if writes.is_empty() {
         return Vec::new();
     }
-    let refs: BTreeSet<ObjectRef> = writes.iter().map(|d| d.object_ref()).collect();
-    let catalog = match crate::daemon::armada::catalog_of(client, &refs).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::debug!(error = %e, "discovery for the early apply failed; the full pass decides");
-            return Vec::new();
+    match apply_as_the_pass(client, &writes, settings).await {
+        Ok(applied) => {
+            tracing::info!(
+                objects = applied.len(),
+                files = changed.len(),
+                "applied the pushed changes ahead of the full pass"
+            );
+            applied
         }
-    };
-    let resolved = match plan::resolve(&writes, &[], &catalog, &settings.default_namespace) {
-        Ok(r) if r.pending_crd.is_empty() => r,
-        _ => return Vec::new(),
-    };
-    let applied = futures::future::join_all(resolved.planned.iter().map(|p| async move {
-        match apply_one(client, p).await {
-            Ok(_) => Some(p.object_ref.clone()),
-            Err(e) => {
-                tracing::debug!(object = %p.object_ref, error = %e, "early apply failed; the full pass applies it");
-                None
-            }
+        Err(why) => {
+            tracing::debug!("{why}; the full pass decides");
+            Vec::new()
         }
-    }))
-    .await;
-    let applied: Vec<ObjectRef> = applied.into_iter().flatten().collect();
-    tracing::info!(
-        objects = applied.len(),
-        files = changed.len(),
-        "applied the pushed changes ahead of the full pass"
-    );
-    applied
+    }
+}
+
+/// Apply `writes` as the full pass would (see the module docs): the fields other managers own
+/// keep their live values, and only objects this root already holds, with no other root
+/// declaring them, that the pass would update because they changed (or drifted) are written, by
+/// the pass's own apply. The changes written; `Err` says why nothing was.
+async fn apply_as_the_pass(
+    client: &Client,
+    writes: &[DesiredObject],
+    settings: &PassSettings,
+) -> Result<Vec<Change>, String> {
+    let mut refs: BTreeSet<ObjectRef> = writes.iter().map(|d| d.object_ref()).collect();
+    // The scalers' kinds too: their targets keep the replicas the scaler set.
+    refs.extend(SCALERS.iter().map(|(api_version, kind, _)| ObjectRef {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+        namespace: String::new(),
+        name: String::new(),
+    }));
+    let catalog = crate::daemon::armada::catalog_of(client, &refs)
+        .await
+        .map_err(|e| format!("discovery for the early apply failed: {e}"))?;
+    let mut planned = match plan::resolve(writes, &[], &catalog, &settings.default_namespace) {
+        Ok(r) if r.pending_crd.is_empty() => r.planned,
+        _ => return Err("a kind of the changed objects is not served".into()),
+    };
+    respect_other_managers(client, &catalog, &mut planned)
+        .await
+        .map_err(|e| format!("reading the fields other managers own failed: {e}"))?;
+    let live = plan::read_live(client, &planned, settings.concurrency)
+        .await
+        .map_err(|e| format!("reading the live objects failed: {e}"))?;
+    // Anything else (an object to create, adopt or take over; one another root holds or claims)
+    // is the full pass's, with its write-ahead inventory and its conflict report.
+    planned.retain(|p| {
+        live.conflict(p).is_none()
+            && matches!(
+                live.decide(p),
+                Decision::Update(UpdateReason::Changed | UpdateReason::Drifted { .. })
+            )
+    });
+    let opts = ApplyOptions {
+        concurrency: settings.concurrency,
+        dry_run: false,
+    };
+    let (changes, errors) =
+        apply_batch(client, &planned, &live, &opts, &BTreeMap::new(), &|_| {}).await;
+    for e in errors {
+        tracing::debug!(error = %e, "early apply failed; the full pass applies it");
+    }
+    Ok(changes
+        .entries
+        .into_iter()
+        .filter(|c| matches!(c.action, Action::Configured))
+        .collect())
 }
 
 /// The files `next` changed or added since `previous`, if the early path may take them.

@@ -29,6 +29,14 @@ pub enum LeaderError {
         #[source]
         source: kube::Error,
     },
+    /// The root record (which repository the root syncs) could not be read.
+    #[error("cannot read the root record {namespace}/{name}: {}", crate::api::kube_error::Text(.source))]
+    Record {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     /// Another replica holds the Lease now.
     #[error("another replica took the leader Lease")]
     TakenOver,
@@ -39,6 +47,14 @@ pub enum LeaderError {
         name: String,
         holder: String,
         theirs: String,
+        ours: String,
+    },
+    /// The root records another repository, and no live installation holds its Lease: taking
+    /// it would switch the root without a word (what the new repository lacks is pruned).
+    #[error("the root {root} syncs {recorded}; this daemon syncs {ours}. Switching a root to another repository prunes everything the new one lacks: if that is intended, start this daemon once with --switch-repository (as `weft sync --switch-repository`); else give it another --root-name")]
+    Switch {
+        root: String,
+        recorded: String,
         ours: String,
     },
     /// The API server did not answer a Lease call in time.
@@ -75,6 +91,11 @@ pub struct LeaseConfig {
     /// The URL of this replica's hooks port, published on the Lease while it leads so that
     /// standbys forward webhooks and sync requests to it ([`HOOKS_URL_ANNOTATION`]).
     pub hooks_url: Option<String>,
+    /// The root whose recorded repository is checked when the Lease is taken from no live
+    /// holder (see [`LeaseConfig::switching`]); `None`: not checked.
+    pub root: Option<String>,
+    /// `--switch-repository`: this installation may switch the root to its repository.
+    pub switch_repository: bool,
 }
 
 /// The Lease annotation with the leader's hooks URL (`http://10.0.0.7:8081`): where standbys
@@ -120,6 +141,8 @@ impl LeaseConfig {
             retry_period: (lease_duration / 7).max(Duration::from_millis(200)),
             claim: None,
             hooks_url: None,
+            root: None,
+            switch_repository: false,
         }
     }
 
@@ -138,6 +161,16 @@ impl LeaseConfig {
     /// Record (and check) what this installation syncs.
     pub fn claiming(mut self, claim: Option<String>) -> Self {
         self.claim = claim;
+        self
+    }
+
+    /// Check, when taking the Lease from no live holder (released by a SIGTERM, expired after a
+    /// kill, absent), that `root` records this installation's repository: one rule with
+    /// `weft sync`, which refuses another repository unless `--switch-repository`
+    /// (`confirmed`).
+    pub fn switching(mut self, root: &str, confirmed: bool) -> Self {
+        self.root = Some(root.to_string());
+        self.switch_repository = confirmed;
         self
     }
 
@@ -167,6 +200,8 @@ pub fn default_identity() -> String {
 /// One candidate in an election.
 pub struct LeaderElector {
     api: Api<Lease>,
+    /// For the root record (the repository it records).
+    client: Client,
     cfg: LeaseConfig,
     /// The holder and renew time we last saw, and when we first saw them.
     observed: Option<(Option<String>, Option<MicroTime>, Instant)>,
@@ -177,7 +212,8 @@ pub struct LeaderElector {
 impl LeaderElector {
     pub fn new(client: Client, cfg: LeaseConfig) -> Self {
         LeaderElector {
-            api: Api::namespaced(client, &cfg.weft_namespace),
+            api: Api::namespaced(client.clone(), &cfg.weft_namespace),
+            client,
             cfg,
             observed: None,
             fence: WriteFence::unenforced(),
@@ -262,6 +298,44 @@ impl LeaderElector {
         })
     }
 
+    /// Taking the Lease from no live holder: `Err` when the root records another repository than
+    /// this installation's and the switch is not confirmed (see [`LeaseConfig::switching`]). The
+    /// root record says which repository (a `weft sync`, or a daemon, wrote it), else the
+    /// previous holder's source claim on the Lease.
+    async fn check_switch(&self, lease: Option<&Lease>) -> Result<(), LeaderError> {
+        let (Some(ours), Some(root)) = (self.cfg.claim.as_deref(), self.cfg.root.as_deref()) else {
+            return Ok(());
+        };
+        if self.cfg.switch_repository {
+            return Ok(());
+        }
+        let recorded =
+            super::writer::record_repository(&self.client, &self.cfg.weft_namespace, root)
+                .await
+                .map_err(|source| LeaderError::Record {
+                    namespace: self.cfg.weft_namespace.clone(),
+                    name: super::record::record_name(root),
+                    source,
+                })?;
+        let previous = recorded.or_else(|| {
+            lease
+                .and_then(|l| l.metadata.annotations.as_ref())
+                .and_then(|a| a.get(SOURCE_ANNOTATION))
+                .map(|claim| super::writer::claim_repository(claim).to_string())
+        });
+        let ours = super::writer::claim_repository(ours);
+        match previous {
+            Some(previous) if !super::writer::same_repository(&previous, ours) => {
+                Err(LeaderError::Switch {
+                    root: root.to_string(),
+                    recorded: super::writer::shown(&previous),
+                    ours: super::writer::shown(ours),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// One attempt: take the Lease if it is free or expired, renew it if we hold it. `Ok(true)`
     /// when we hold it afterwards; `Ok(false)` when someone else does (or won a race).
     pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaderError> {
@@ -273,6 +347,7 @@ impl LeaderElector {
             .await
             .map_err(|e| self.api_err(e))?;
         let Some(mut lease) = existing else {
+            self.check_switch(None).await?;
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(self.cfg.name.clone()),
@@ -323,6 +398,9 @@ impl LeaderElector {
             }
             tracing::info!(previous = other, "the leader Lease expired; taking it over");
         }
+        if !held_by_me {
+            self.check_switch(Some(&lease)).await?;
+        }
         lease.spec = Some(LeaseSpec {
             holder_identity: Some(self.cfg.identity.clone()),
             lease_duration_seconds: Some(duration_secs),
@@ -355,7 +433,8 @@ impl LeaderElector {
     }
 
     /// Wait until we are the leader (`true`) or `stop` turns true (`false`); `Err` when a live
-    /// installation of another repository holds the Lease ([`LeaderError::Claimed`]).
+    /// installation of another repository holds the Lease ([`LeaderError::Claimed`]), or the
+    /// root records another repository ([`LeaderError::Switch`]).
     pub async fn acquire(&mut self, stop: &mut watch::Receiver<bool>) -> Result<bool, LeaderError> {
         let mut announced = false;
         loop {
@@ -364,7 +443,9 @@ impl LeaderElector {
             }
             match self.attempt(self.cfg.renew_deadline).await {
                 Ok(true) => return Ok(true),
-                Err(e @ LeaderError::Claimed { .. }) => return Err(e),
+                Err(e @ (LeaderError::Claimed { .. } | LeaderError::Switch { .. })) => {
+                    return Err(e)
+                }
                 Ok(false) => {
                     if !announced {
                         tracing::info!(lease = %self.cfg.name, "standing by: another replica leads");

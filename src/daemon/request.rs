@@ -296,6 +296,7 @@ mod tests {
                 .map(|i| ObjectChange {
                     object: format!("ConfigMap/a/c{i}"),
                     action: "created".into(),
+                    reason: None,
                 })
                 .collect(),
         }

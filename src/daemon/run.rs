@@ -63,6 +63,9 @@ pub struct DaemonConfig {
     pub shards: u32,
     /// The Root controller's settings (`--root-concurrency`, the impersonation config).
     pub roots: super::roots::RootsConfig,
+    /// `--switch-repository`: this daemon may switch the root to its repository (see
+    /// [`LeaseConfig::switching`]).
+    pub switch_repository: bool,
 }
 
 /// The daemon: the sync root, the controllers and the updater over one [`DaemonState`].
@@ -115,6 +118,7 @@ impl Daemon {
         )
         .for_root(&config.pass.root_name)
         .claiming(config.claim.clone())
+        .switching(&config.pass.root_name, config.switch_repository)
         .publishing(config.hooks_url.clone());
         loop {
             let held = if config.shards > 1 {
@@ -169,6 +173,20 @@ async fn lead(
     let base_root = config.pass.root_name.clone();
     Arc::make_mut(&mut config.pass).root_name = shard_root_name(&base_root, shard.index);
     let config = &config;
+    // The root record names the repository in effect from now on (`weft sync` and the next
+    // daemon check theirs against it).
+    if let Some(claim) = &config.claim {
+        if let Err(e) = super::writer::record_claim(
+            state.client(),
+            &config.pass.weft_namespace,
+            &base_root,
+            claim,
+        )
+        .await
+        {
+            tracing::warn!(error = %e, "cannot record the root's repository in its record; `weft sync` checks against the Lease's");
+        }
+    }
     state.queue().reopen();
     state.set_leader(true);
     state.set_shard(Some(ShardClaim {

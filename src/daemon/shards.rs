@@ -151,7 +151,9 @@ pub async fn acquire(
                     let elector = electors[i as usize].take().expect("tried above");
                     return Ok(Some((elector, Shard { index: i, count })));
                 }
-                Err(e @ LeaderError::Claimed { .. }) => return Err(e),
+                Err(e @ (LeaderError::Claimed { .. } | LeaderError::Switch { .. })) => {
+                    return Err(e)
+                }
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(shard = i, error = %e, "shard Lease attempt failed; retrying")

@@ -45,6 +45,10 @@ pub struct ObjectChange {
     pub object: String,
     /// `created`, `configured`, `unchanged`, `pruned`, `skipped`.
     pub action: String,
+    /// Why (`changed`, `drifted: /data/value`, `conflict: owned by …`, `applied ahead of the
+    /// full pass`); absent when the engine gave none (a creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The result of one sync-root pass.

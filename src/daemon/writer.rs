@@ -9,6 +9,9 @@
 //!   daemon records it on its Lease (`weft.io/source`). A sync from another repository than the
 //!   recorded one is refused unless confirmed (`--switch-repository`): a replacement repository
 //!   that overlaps the old one would otherwise be pruned down to the overlap without a word.
+//!   A daemon obeys the same rule when it takes the Lease from no live holder
+//!   ([`super::leader::LeaseConfig::switching`], `weft run --switch-repository`), and records
+//!   its source in the root record as its term starts ([`record_claim`]).
 
 use std::collections::BTreeMap;
 
@@ -57,8 +60,18 @@ fn normalized(repo: &str) -> String {
     r.strip_suffix(".git").unwrap_or(r).to_string()
 }
 
+/// Are `a` and `b` one repository (passwords, trailing `/` and `.git` aside)?
+pub fn same_repository(a: &str, b: &str) -> bool {
+    normalized(a) == normalized(b)
+}
+
+/// A repository as an error quotes it: normalized and bounded.
+pub fn shown(repo: &str) -> String {
+    bounded(&normalized(repo))
+}
+
 /// The repository of a Lease's source claim (`<repo>` or `<repo>//<path>`).
-fn claim_repository(claim: &str) -> &str {
+pub fn claim_repository(claim: &str) -> &str {
     match claim.rsplit_once("//") {
         Some((repo, _)) if !repo.ends_with(':') && !repo.is_empty() => repo,
         _ => claim,
@@ -112,20 +125,29 @@ pub async fn check_no_live_leader(
     }
 }
 
-/// The repository `root` was last synced from: its record's (a `weft sync`), else its Lease's
-/// source claim (a daemon, alive or not).
+/// The repository the record of `root` names (a `weft sync`, or a daemon as it leads, wrote it).
+pub async fn record_repository(
+    client: &Client,
+    namespace: &str,
+    root: &str,
+) -> Result<Option<String>, kube::Error> {
+    let records: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    Ok(records
+        .get_opt(&record_name(root))
+        .await?
+        .and_then(|c| c.data)
+        .and_then(|mut d| d.remove(KEY_REPOSITORY))
+        .filter(|r| !r.is_empty()))
+}
+
+/// The repository `root` was last synced from: its record's (a `weft sync`, a daemon), else its
+/// Lease's source claim (a daemon of an older version, alive or not).
 pub async fn recorded_repository(
     client: &Client,
     namespace: &str,
     root: &str,
 ) -> Result<Option<String>, WriterError> {
-    let records: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let recorded = records
-        .get_opt(&record_name(root))
-        .await?
-        .and_then(|c| c.data)
-        .and_then(|mut d| d.remove(KEY_REPOSITORY))
-        .filter(|r| !r.is_empty());
+    let recorded = record_repository(client, namespace, root).await?;
     if recorded.is_some() {
         return Ok(recorded);
     }
@@ -223,6 +245,22 @@ pub struct OneShotSource<'a> {
     pub started_at: String,
 }
 
+/// Record that `root` syncs what a daemon's source claim says (`<repo>` or `<repo>//<path>`):
+/// the daemon's term starts with it, so that the record names the repository in effect for
+/// `weft sync` and the next daemon alike.
+pub async fn record_claim(
+    client: &Client,
+    namespace: &str,
+    root: &str,
+    claim: &str,
+) -> Result<(), WriterError> {
+    let repository = claim_repository(claim);
+    let path = claim
+        .strip_prefix(repository)
+        .and_then(|rest| rest.strip_prefix("//"));
+    record_source(client, namespace, root, repository, path).await
+}
+
 /// Record that `root` syncs `repository` at `path`.
 pub async fn record_source(
     client: &Client,
@@ -280,5 +318,9 @@ mod tests {
             "https://git.example/r"
         );
         assert_eq!(claim_repository("/srv/config//apps"), "/srv/config");
+        assert!(same_repository(
+            "https://git.example/r.git",
+            "https://git.example/r/"
+        ));
     }
 }

@@ -103,6 +103,14 @@ impl LiveState {
     }
 }
 
+/// What the drift check compares of `p`: its desired object without the fields left to other
+/// managers (an autoscaler that scaled the object owns `spec.replicas` now: no drift).
+fn compared(p: &PlannedObject) -> Value {
+    let mut desired = p.desired.object.value();
+    crate::apply::ignore::without(&mut desired, &p.ignored);
+    desired
+}
+
 /// [`decide_against`] from the live object's metadata as listed (with managedFields): no copy of
 /// it is made.
 fn decide_meta(p: &PlannedObject, meta: &kube::api::ObjectMeta) -> Decision {
@@ -128,7 +136,7 @@ fn decide_meta(p: &PlannedObject, meta: &kube::api::ObjectMeta) -> Decision {
     let fields = ours
         .and_then(|e| e.fields_v1.as_ref())
         .and_then(|f| f.0.as_object());
-    match drift::drifted_from_fields(&p.desired.object.value(), fields) {
+    match drift::drifted_from_fields(&compared(p), fields) {
         Some(field) => Decision::Update(UpdateReason::Drifted { field }),
         None => Decision::Unchanged,
     }
@@ -159,7 +167,7 @@ pub fn decide_against(p: &PlannedObject, live: &Value) -> Decision {
     if live_hash != p.desired_hash() {
         return Decision::Update(UpdateReason::Changed);
     }
-    match drift::drifted_field(&p.desired.object.value(), live) {
+    match drift::drifted_field(&compared(p), live) {
         Some(field) => Decision::Update(UpdateReason::Drifted { field }),
         None => Decision::Unchanged,
     }

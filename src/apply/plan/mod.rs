@@ -119,6 +119,9 @@ pub struct PlannedObject {
     pub namespaced: bool,
     /// Its reference (namespace filled in for namespaced objects, removed for cluster-scoped ones).
     pub object_ref: ObjectRef,
+    /// JSON pointers left to other managers ([`crate::apply::ignore`]): applied with their live
+    /// values, and never drift (an autoscaler that took `spec.replicas` is no drift).
+    pub ignored: Vec<String>,
 }
 
 impl PlannedObject {
@@ -271,6 +274,7 @@ pub fn resolve(
                     resource: ar.clone(),
                     namespaced: *namespaced,
                     object_ref,
+                    ignored: Vec::new(),
                 });
             }
             None => {

@@ -73,7 +73,7 @@ struct Fetched {
     /// The head was unchanged: the cached render is applied again.
     unchanged: bool,
     /// What the pass applied ahead of its full render (see [`super::early`]).
-    early: Vec<crate::api::ObjectRef>,
+    early: Vec<crate::apply::changeset::Change>,
 }
 
 /// How a pass's body ended: stopped before apply (it logged why), or applied, with the

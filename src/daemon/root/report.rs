@@ -7,17 +7,19 @@ use crate::daemon::status::{ChangeSummary, ObjectChange, PassReport};
 /// The objects a pass applied ahead of its full render are its changes too: the full pass found
 /// them unchanged, the report says `configured` (so `weft trigger --wait` and notifications show
 /// what the push changed).
-pub(super) fn count_early(report: &mut PassReport, early: Vec<crate::api::ObjectRef>) {
-    for r in early {
-        let object = r.to_string();
+pub(super) fn count_early(report: &mut PassReport, early: Vec<crate::apply::changeset::Change>) {
+    for c in early {
+        let object = c.object.to_string();
         if report.changes.iter().any(|c| c.object == object) {
             continue;
         }
         report.summary.configured += 1;
         report.summary.unchanged = report.summary.unchanged.saturating_sub(1);
+        let why = c.reason.unwrap_or_else(|| "changed".into());
         report.changes.push(ObjectChange {
             object,
-            action: "configured".to_string(),
+            action: c.action.done().to_string(),
+            reason: Some(format!("{why} (applied ahead of the full pass)")),
         });
     }
 }
@@ -68,6 +70,7 @@ pub fn fill_changes(report: &mut PassReport, changes: &ChangeSet) {
         .map(|c| ObjectChange {
             object: c.object.to_string(),
             action: c.action.done().to_string(),
+            reason: c.reason.clone(),
         })
         .collect();
 }
