@@ -1,7 +1,8 @@
 //! The layer order of docs/architecture.md, enforced: in production code, a module imports only
 //! the layers to its left (`api ← source ← load ← render ← apply ← pass ← notify ← daemon ←
 //! server ← cli`). Every `crate::<layer>` path is checked, in `use` lines, `use crate::{…}`
-//! groups and paths written inline; comments and `#[cfg(test)]` code are not production code.
+//! groups and paths written inline; comments and the items under `#[cfg(test)]` are not
+//! production code, and only those items are skipped: the code after them is checked.
 
 use std::path::{Path, PathBuf};
 
@@ -41,25 +42,141 @@ fn test_only(file: &Path) -> bool {
         || file.components().any(|c| c.as_os_str() == "tests")
 }
 
-/// The production text of a file: up to its first `#[cfg(test)]`, without comments.
+/// The production text of a file, line by line (numbered from 1): comments blanked, and each
+/// item that follows a `#[cfg(test)]` attribute blanked too (a `mod tests;` declaration, a
+/// `mod tests { … }` block, a `use`, a fn, a field). Only that item goes: a file that declares
+/// `#[cfg(test)] mod tests;` at its top is still checked below it. Strings and char literals are
+/// read as such, so a `{` or `//` inside one neither opens a block nor starts a comment, and a
+/// `crate::` inside one is text, not a path.
 fn production_lines(text: &str) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim_start();
-        if t.starts_with("#[cfg(test)]") {
-            break;
-        }
-        if t.starts_with("//") {
+    production_text(text)
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| (i + 1, line.trim_end().to_string()))
+        .collect()
+}
+
+/// `text` with comments, string and char literals, and `#[cfg(test)]` items replaced by spaces;
+/// newlines stay, so line numbers stay true.
+fn production_text(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    // While skipping a test-only item: its bracket depth, counted from the attribute's `#`.
+    let mut skip: Option<usize> = None;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let rest = &chars[i..];
+        let starts = |s: &str| rest.iter().take(s.chars().count()).copied().eq(s.chars());
+        // Comments and literals are blanked whole: a path inside a string is no import.
+        let span = if starts("//") {
+            Some(rest.iter().position(|&c| c == '\n').unwrap_or(rest.len()))
+        } else if starts("/*") {
+            Some(block_comment_len(rest))
+        } else if c == '"' {
+            Some(string_len(rest))
+        } else if c == '\'' {
+            char_literal_len(rest)
+        } else {
+            raw_string_len(&chars, i)
+        };
+        if let Some(len) = span {
+            out.extend(rest[..len].iter().map(|&c| if c == '\n' { c } else { ' ' }));
+            i += len;
             continue;
         }
-        let code = match line.find("//") {
-            // A `//` inside a string (a URL) is kept: only a trailing comment after code goes.
-            Some(at) if !line[..at].contains('"') => &line[..at],
-            _ => line,
+        if skip.is_none() && starts("#[cfg(test)]") {
+            skip = Some(0);
+        }
+        let Some(depth) = skip else {
+            out.push(c);
+            i += 1;
+            continue;
         };
-        out.push((i + 1, code.to_string()));
+        // The item ends at a `;` or `,` outside brackets, at the `}` that closes its body, or
+        // before the bracket that closes what encloses it (a field that is the last of a struct).
+        let (next, ends, keep) = match c {
+            '(' | '[' | '{' => (Some(depth + 1), false, false),
+            ')' | ']' | '}' if depth == 0 => (None, true, true),
+            '}' if depth == 1 => (None, true, false),
+            ')' | ']' | '}' => (Some(depth - 1), false, false),
+            ';' | ',' if depth == 0 => (None, true, false),
+            _ => (Some(depth), false, false),
+        };
+        out.push(if keep || c == '\n' { c } else { ' ' });
+        skip = if ends { None } else { next };
+        i += 1;
     }
     out
+}
+
+/// The length of the `/* … */` comment at the start of `rest`; Rust's block comments nest.
+fn block_comment_len(rest: &[char]) -> usize {
+    let mut depth = 0;
+    let mut i = 0;
+    while i < rest.len() {
+        if rest[i..].starts_with(&['/', '*']) {
+            depth += 1;
+            i += 2;
+        } else if rest[i..].starts_with(&['*', '/']) {
+            depth -= 1;
+            i += 2;
+            if depth == 0 {
+                return i;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    rest.len()
+}
+
+/// The length of the `"…"` string at the start of `rest`, escapes included.
+fn string_len(rest: &[char]) -> usize {
+    let mut i = 1;
+    while i < rest.len() {
+        match rest[i] {
+            '\\' => i += 2,
+            '"' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    rest.len()
+}
+
+/// The length of a raw string `r"…"`, `r#"…"#` (or `br…`) starting at `chars[at]`, if one does.
+fn raw_string_len(chars: &[char], at: usize) -> Option<usize> {
+    if chars[at] != 'r' || at > 0 && (chars[at - 1].is_alphanumeric() && chars[at - 1] != 'b') {
+        return None;
+    }
+    let hashes = chars[at + 1..].iter().take_while(|&&c| c == '#').count();
+    let open = at + 1 + hashes;
+    if chars.get(open) != Some(&'"') {
+        return None;
+    }
+    let close: Vec<char> = std::iter::once('"')
+        .chain(std::iter::repeat_n('#', hashes))
+        .collect();
+    let end = (open + 1..chars.len())
+        .find(|&j| chars[j..].starts_with(&close))
+        .map_or(chars.len(), |j| j + close.len());
+    Some(end - at)
+}
+
+/// The length of the char literal at the start of `rest` (`'a'`, `'\n'`, `'\''`, `'\u{7b}'`),
+/// or `None` for a lifetime (`'a`), which is plain code.
+fn char_literal_len(rest: &[char]) -> Option<usize> {
+    match rest.get(1)? {
+        // The escaped char (at 2) may itself be a quote: the closing one comes after it.
+        '\\' => rest
+            .get(3..)?
+            .iter()
+            .position(|&c| c == '\'')
+            .map(|p| p + 4),
+        _ if rest.get(2) == Some(&'\'') => Some(3),
+        _ => None,
+    }
 }
 
 /// Every layer a file's production code names through `crate::`, with its line.
@@ -102,6 +219,24 @@ fn named_layers(lines: &[(usize, String)]) -> Vec<(usize, String)> {
     out
 }
 
+/// The paths of `named` that point right of the layer `layer` (at `own`) or to no layer, each as
+/// `line: what is wrong`.
+fn violations<'a>(
+    layer: &'a str,
+    own: usize,
+    named: &'a [(usize, String)],
+) -> impl Iterator<Item = String> + 'a {
+    named
+        .iter()
+        .filter_map(move |(line, name)| match rank(name) {
+            Some(r) if r > own => Some(format!(
+                "{line}: {layer} imports crate::{name}, a layer to its right"
+            )),
+            Some(_) => None,
+            None => Some(format!("{line}: crate::{name} is in no layer")),
+        })
+}
+
 #[test]
 fn no_production_import_points_right() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -127,20 +262,14 @@ fn no_production_import_points_right() {
             continue;
         }
         let text = std::fs::read_to_string(file).expect("read a source file");
-        for (line, name) in named_layers(&production_lines(&text)) {
-            checked += 1;
-            match rank(&name) {
-                Some(r) if r > own => wrong.push(format!(
-                    "{}:{line}: {layer} imports crate::{name}, a layer to its right",
-                    file.strip_prefix(&src).unwrap_or(file).display()
-                )),
-                Some(_) => {}
-                None => wrong.push(format!(
-                    "{}:{line}: crate::{name} is in no layer",
-                    file.strip_prefix(&src).unwrap_or(file).display()
-                )),
-            }
-        }
+        let named = named_layers(&production_lines(&text));
+        checked += named.len();
+        let at = file
+            .strip_prefix(&src)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        wrong.extend(violations(&layer, own, &named).map(|v| format!("{at}:{v}")));
     }
     // The check read real imports (hundreds of them), so it cannot pass on an empty scan.
     assert!(checked > 200, "only {checked} crate:: paths found");
@@ -159,4 +288,60 @@ fn the_scan_sees_inline_paths_and_use_groups() {
         .map(|(_, n)| n)
         .collect();
     assert_eq!(names, ["api", "daemon", "server", "cli"]);
+}
+
+/// What `violations` reports for `text` as a file of `layer`, line numbers included.
+fn verdict(layer: &str, text: &str) -> Vec<String> {
+    let own = rank(layer).expect("a layer");
+    let named = named_layers(&production_lines(text));
+    violations(layer, own, &named).collect()
+}
+
+#[test]
+fn a_test_module_declared_at_the_top_does_not_blind_the_rest_of_the_file() {
+    // The shape of `src/daemon/updater/mod.rs`: the test module is declared before the code.
+    let text = "//! A header.\n\
+                mod state;\n\
+                #[cfg(test)]\n\
+                mod tests;\n\
+                \n\
+                use crate::server::forward;\n";
+    assert_eq!(
+        verdict("pass", text),
+        ["6: pass imports crate::server, a layer to its right"]
+    );
+}
+
+#[test]
+fn only_the_item_under_cfg_test_is_skipped() {
+    let text = r##"use crate::api::x;
+#[cfg(test)]
+mod tests {
+    use crate::daemon::fixtures; // a test may reach right
+    const OPEN: &str = "{ { {";
+    const RAW: &str = r#"} "quoted" }"#;
+    const QUOTE: char = '}';
+    const ESCAPED: char = '\'';
+    fn f<'a>(s: &'a str) -> &'a str { /* } nested /* } */ */ s }
+}
+#[cfg(test)]
+#[allow(unused)]
+use crate::cli::testing;
+struct Counts {
+    #[cfg(test)]
+    seen: crate::server::Seen,
+    total: crate::daemon::Total,
+}
+#[cfg(test)]
+fn helper() -> crate::ui::View { crate::ui::view() }
+const URL: &str = "http://crate::in/a/string"; let brace = '{';
+fn run() { crate::cli::main() }
+"##;
+    assert_eq!(
+        verdict("pass", text),
+        [
+            "17: pass imports crate::daemon, a layer to its right",
+            "22: pass imports crate::cli, a layer to its right",
+        ]
+    );
 }
