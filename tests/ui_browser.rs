@@ -33,6 +33,7 @@ use support::cluster::{install_crds, TestNamespace};
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{free_port, ServedRepo};
 use weft::api::armada::{ArmadaChart, Phase};
+use weft::api::root::Root;
 
 /// A process of the test's, killed when the test ends.
 struct Proc {
@@ -363,6 +364,48 @@ async fn the_dashboard_in_chromium() {
     )
     .await;
 
+    // A Root object beside the flag root (issue 41 item 8): its own repository, one object.
+    let extra = ServedRepo::start();
+    let cm = |name: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {n}\ndata:\n  k: v\n")
+    };
+    extra.work.write("app/cm.yaml", cm("extra-config"));
+    extra.work.write("base/cm.yaml", cm("base-config"));
+    extra.work.commit("extra");
+    extra.work.push();
+    let roots: Api<Root> = Api::namespaced(client.clone(), &n);
+    let root: Root = serde_json::from_value(json!({
+        "apiVersion": "weft.io/v1alpha1", "kind": "Root",
+        "metadata": {"name": "extra", "namespace": n},
+        "spec": {"source": {"url": extra.url()}, "path": "app", "interval": "1h", "dependsOn": [{"name": "base"}]},
+    }))
+    .unwrap();
+    let base: Root = serde_json::from_value(json!({
+        "apiVersion": "weft.io/v1alpha1", "kind": "Root",
+        "metadata": {"name": "base", "namespace": n},
+        "spec": {"source": {"url": extra.url()}, "path": "base", "interval": "1h"},
+    }))
+    .unwrap();
+    let pp = PatchParams::apply("weft-test");
+    for r in [&base, &root] {
+        let name = r.metadata.name.clone().unwrap();
+        roots.patch(&name, &pp, &Patch::Apply(r)).await.unwrap();
+    }
+    wait_for(
+        "the Root extra Ready",
+        Duration::from_secs(120),
+        async || {
+            let r = roots.get_opt("extra").await.ok()??;
+            let ready = r
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready")?;
+            (ready.reason == "ReconciliationSucceeded").then_some(())
+        },
+    )
+    .await;
+
     // weft ui, with the same repository for the drift view.
     let dir = tempfile::tempdir().expect("tempdir");
     let ui_port = free_port();
@@ -416,6 +459,27 @@ async fn the_dashboard_in_chromium() {
     // The roots: this root with its revision and leader.
     let text = s.visit("/", &[&n, "Sync now"], "roots").await;
     assert!(text.contains("Lease"), "the leader is shown:\n{text}");
+    // The Root objects of every namespace, with their dependencies; a Root's page shows its
+    // objects with their health.
+    let text = s
+        .visit(
+            "/",
+            &["Root objects", &format!("{n}/extra")],
+            "root-objects",
+        )
+        .await;
+    assert!(
+        text.contains(&format!("{n}/base")),
+        "the dependency is shown:\n{text}"
+    );
+    let text = s
+        .visit(
+            &format!("/root/{n}/extra"),
+            &["Objects of the root", "extra-config"],
+            "root-object",
+        )
+        .await;
+    assert!(text.contains("ready"), "each object's health:\n{text}");
     // Live: suspended from the command line, the open page says so without a reload.
     wait_for(
         "the live stream to connect",
