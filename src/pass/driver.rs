@@ -59,8 +59,8 @@ where
     };
     let held = on_held(held).await;
     // A dry run finds the same objects and plans the takeover without writing.
-    let (set, removed) = match takeover {
-        false => (set, Vec::new()),
+    let (set, (removed, copied)) = match takeover {
+        false => (set, Default::default()),
         true => {
             let owned = Arc::try_unwrap(set).unwrap_or_else(|shared| (*shared).clone());
             let taken = takeover::before_pass(
@@ -87,7 +87,7 @@ where
                             .iter()
                             .for_each(|c| observer(Progress::Change(c)));
                     }
-                    (Arc::new(set), planned.changes)
+                    (Arc::new(set), (planned.changes, planned.copied))
                 }
                 Err(e) => return Outcome::Takeover(e),
             }
@@ -95,6 +95,15 @@ where
     };
     tokio::select! {
         (mut changes, error) = reconcile(client, &set, settings, input, observer) => {
+            // What the takeover would have created first (a dry run did not) is adopted by the
+            // real apply: the plan says so, with the real sync's counts.
+            for c in changes.entries.iter_mut() {
+                let reference = format!("{}/{}/{}", c.object.kind, c.object.namespace, c.object.name);
+                if c.action == crate::apply::changeset::Action::Created && copied.contains(&reference) {
+                    c.action = crate::apply::changeset::Action::Configured;
+                    c.reason = Some("adopted: the launcher's deploy key, copied from kube-system".into());
+                }
+            }
             changes.entries.splice(0..0, removed);
             Outcome::Finished { set: set.clone(), changes, error, held }
         }
