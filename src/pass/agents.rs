@@ -517,6 +517,15 @@ pub async fn inputs(
     legacy: bool,
 ) -> Result<(AgentInputs, Option<(Vec<String>, bool)>, Vec<String>), AgentsError> {
     let ns = wc.namespace().unwrap_or_default();
+    let secret_ref = &wc.spec.general.token_secret_ref;
+    let token = token_data(client, wc)
+        .await
+        .map_err(|e| kube_err(format!("reading Secret {ns}/{}", secret_ref.name), e))?
+        .ok_or_else(|| AgentsError::TokenMissing {
+            namespace: ns.clone(),
+            name: secret_ref.name.clone(),
+            key: secret_ref.key.clone(),
+        })?;
     let doubled = super::takeover::launcher_agents_in_kube_system(client, wc, legacy)
         .await
         .map_err(|e| kube_err("reading the launcher's agents in kube-system", e))?;
@@ -527,15 +536,6 @@ pub async fn inputs(
             objects: doubled.join(", "),
         });
     }
-    let secret_ref = &wc.spec.general.token_secret_ref;
-    let token = token_data(client, wc)
-        .await
-        .map_err(|e| kube_err(format!("reading Secret {ns}/{}", secret_ref.name), e))?
-        .ok_or_else(|| AgentsError::TokenMissing {
-            namespace: ns.clone(),
-            name: secret_ref.name.clone(),
-            key: secret_ref.key.clone(),
-        })?;
     let flux = bundle.flux.container();
     let running = running_flux(client, wc, &flux.kind, &flux.name, &flux.container, legacy)
         .await

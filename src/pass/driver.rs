@@ -10,7 +10,7 @@ use std::sync::Arc;
 use kube::Client;
 
 use super::{reconcile, suspend, takeover, Observer, PassError, PassInput, PassSettings, Progress};
-use crate::apply::changeset::ChangeSet;
+use crate::apply::changeset::{Action, Change, ChangeSet};
 use crate::render::{DesiredSet, Owner};
 
 /// How a driven pass ended.
@@ -93,15 +93,28 @@ where
             }
         }
     };
+    // What the takeover would have created first (a dry run did not) is adopted by the real
+    // apply: the plan says so, line and counts, as the real sync reports it.
+    let adopted = |c: &Change| -> Option<Change> {
+        let reference = format!("{}/{}/{}", c.object.kind, c.object.namespace, c.object.name);
+        (c.action == Action::Created && copied.contains(&reference)).then(|| Change {
+            action: Action::Configured,
+            reason: Some("adopted: the launcher's deploy key, copied from kube-system".into()),
+            ..c.clone()
+        })
+    };
+    let observe = |p: Progress<'_>| match p {
+        Progress::Change(c) => match adopted(c) {
+            Some(a) => observer(Progress::Change(&a)),
+            None => observer(Progress::Change(c)),
+        },
+        other => observer(other),
+    };
     tokio::select! {
-        (mut changes, error) = reconcile(client, &set, settings, input, observer) => {
-            // What the takeover would have created first (a dry run did not) is adopted by the
-            // real apply: the plan says so, with the real sync's counts.
+        (mut changes, error) = reconcile(client, &set, settings, input, &observe) => {
             for c in changes.entries.iter_mut() {
-                let reference = format!("{}/{}/{}", c.object.kind, c.object.namespace, c.object.name);
-                if c.action == crate::apply::changeset::Action::Created && copied.contains(&reference) {
-                    c.action = crate::apply::changeset::Action::Configured;
-                    c.reason = Some("adopted: the launcher's deploy key, copied from kube-system".into());
+                if let Some(a) = adopted(c) {
+                    *c = a;
                 }
             }
             changes.entries.splice(0..0, removed);

@@ -429,6 +429,12 @@ fn the_yaml_to_commit_holds_what_the_spec_does_not_say_yet() {
     wc.spec.flux.volumes = serde_json::from_value(flux["volumes"].clone()).expect("volumes");
     wc.spec.flux.volume_mounts =
         serde_json::from_value(flux["volumeMounts"].clone()).expect("mounts");
+    // The proxy is carried over, and so asked for (issue 44 item 4).
+    assert_eq!(
+        flux["env"],
+        json!([{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}])
+    );
+    wc.spec.flux.env = serde_json::from_value(flux["env"].clone()).expect("env");
     assert_eq!(record::commit_yaml(&r, &wc), "");
 }
 
