@@ -76,10 +76,10 @@ pub enum AgentsError {
     },
     /// The launcher's flux has what Weft cannot carry over, and the WeaveCloud does not
     /// acknowledge leaving it: a takeover would migrate a broken flux, so none is done.
-    #[error("WeaveCloud {namespace}/{name}: the launcher's flux has what Weft cannot carry over: {items}; nothing was taken over or applied: carry it another way (spec.flux.env, spec.flux.volumes) or acknowledge leaving it with spec.flux.acknowledgeDropped: [{acknowledge}]")]
+    #[error("WeaveCloud {weavecloud}: the launcher's flux has what Weft cannot carry over: {items}; nothing was taken over or applied: carry it another way (spec.flux.env, spec.flux.volumes) or acknowledge leaving it with spec.flux.acknowledgeDropped: [{acknowledge}]")]
     TakeoverWouldDrop {
-        namespace: String,
-        name: String,
+        /// `namespace/name`.
+        weavecloud: String,
         items: String,
         acknowledge: String,
     },
@@ -588,8 +588,7 @@ pub async fn inputs(
                 })
                 .collect();
             return Err(AgentsError::TakeoverWouldDrop {
-                namespace: ns,
-                name: wc.name_any(),
+                weavecloud: format!("{ns}/{}", wc.name_any()),
                 items: unacknowledged
                     .iter()
                     .map(|d| d.as_str())

@@ -318,7 +318,7 @@ pub fn commit_yaml(record: &Record, wc: &WeaveCloud) -> String {
     // names what the takeover removes (kube-system's memcached Service). The built-in bundle
     // says which flags those are; a channel's bundle keeps the same flux template flags.
     let generated = crate::render::bundle::Bundle::builtin()
-        .map(|b| crate::render::weavecloud::flux_template_flags(&b))
+        .map(crate::render::weavecloud::flux_template_flags)
         .unwrap_or_default();
     let preserved = parse_flux_args(&record.flux_args);
     let mut config = serde_json::Map::new();
