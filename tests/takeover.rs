@@ -808,6 +808,18 @@ async fn weft_sync_takes_nothing_over_for_a_suspended_weavecloud() {
     }
     let launcher_agent = deployment(&client, &n, "weave-agent").await;
     assert!(!is_weft_managed(&launcher_agent.metadata));
+    // Resumed in git (issue 44 item 5): the very next sync takes over, not the one after it
+    // (the live copy's annotation came from git, and git no longer says it).
+    let resumed = seed_weavecloud(&n);
+    std::fs::write(repo.path().join("weave/weave-cloud.yaml"), resumed).expect("write");
+    let (code, stdout, stderr) = weft_sync(repo.path(), &n);
+    assert_eq!(code, 0, "the resumed sync\n{stdout}\n{stderr}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("deleted")
+            && l.contains(&format!("Deployment/{n}/weave-agent"))),
+        "one sync after the resume takes over:\n{stdout}"
+    );
+    remove_weft_cluster_roles(&client, &n).await;
     remove_outside(&client, &launcher, &n).await;
     ns.delete().await;
 }

@@ -53,6 +53,11 @@ fn customise(n: &str) -> impl FnOnce(&mut Vec<Value>) + '_ {
         let pod = &mut flux["spec"]["template"]["spec"];
         let args = pod["containers"][0]["args"].as_array_mut().expect("args");
         args.extend(CUSTOM_FLAGS.iter().map(|a| json!(a)));
+        // A proxied cluster: flux reaches its git host through the proxy.
+        pod["containers"][0]["env"]
+            .as_array_mut()
+            .expect("env")
+            .push(json!({"name": "HTTPS_PROXY", "value": "http://proxy.internal:3128"}));
         pod["containers"][0]["volumeMounts"]
             .as_array_mut()
             .expect("mounts")
@@ -115,6 +120,13 @@ async fn assert_flux_as_the_user_had_it(client: &kube::Client, n: &str, context:
         ssh.config_map.as_ref().map(|c| c.name.as_str()),
         Some("flux-ssh-config")
     );
+    let env = pod.containers[0].env.clone().unwrap_or_default();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "HTTPS_PROXY"
+                && e.value.as_deref() == Some("http://proxy.internal:3128")),
+        "{context}: flux keeps its proxy: {env:?}"
+    );
     assert!(
         !volumes.iter().any(|v| v.host_path.is_some()),
         "{context}: no hostPath volume carried over: {volumes:?}"
@@ -153,6 +165,25 @@ async fn a_customised_launcher_flux_keeps_flags_and_known_hosts_across_a_recreat
     let (launcher, repo) = launcher_and_repo_with(&client, &n, customise(&n)).await;
     std::fs::write(repo.path().join("weave/weave-cloud.yaml"), seed(&n)).expect("write");
 
+    // Issue 44 item 4: the hostPath volume cannot be carried over: without the WeaveCloud's
+    // acknowledgement, nothing is taken over and the sync fails saying what to write.
+    let (code, stdout, stderr) = weft_sync(repo.path(), &n);
+    assert_eq!(code, 1, "the takeover is refused\n{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(
+            "the launcher's flux has what Weft cannot carry over: volume docker-socket (hostPath"
+        ) && stderr.contains("spec.flux.acknowledgeDropped: [\"volume docker-socket\"]"),
+        "{stderr}"
+    );
+    let agent = deployment(&client, &n, "weave-agent").await;
+    assert!(!is_weft_managed(&agent.metadata), "nothing was taken over");
+    let acknowledged = seed(&n).replace(
+        "  flux:\n",
+        "  flux:\n    acknowledgeDropped: [\"volume docker-socket\"]\n",
+    );
+    assert_ne!(acknowledged, seed(&n));
+    std::fs::write(repo.path().join("weave/weave-cloud.yaml"), &acknowledged).expect("write");
+
     let (code, stdout, stderr) = weft_sync(repo.path(), &n);
     assert_eq!(code, 0, "weft sync succeeds\n{stdout}\n{stderr}");
     // Said before the first deletion: where the record is, what was not kept, what to commit.
@@ -180,6 +211,7 @@ async fn a_customised_launcher_flux_keeps_flags_and_known_hosts_across_a_recreat
         "- --git-user=weave-flux",
         "name: flux-ssh-config",
         "mountPath: /root/.ssh",
+        "name: HTTPS_PROXY",
     ] {
         assert!(
             stdout.contains(part),
@@ -339,7 +371,12 @@ async fn deleting_the_weavecloud_keeps_a_service_account_another_workload_runs_a
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
-    work.write("weave/weave-cloud.yaml", seed(&n));
+    // What cannot be carried over (the hostPath volume) is acknowledged (issue 44 item 4).
+    let acknowledged = seed(&n).replace(
+        "  flux:\n",
+        "  flux:\n    acknowledgeDropped: [\"volume docker-socket\"]\n",
+    );
+    work.write("weave/weave-cloud.yaml", acknowledged);
     work.commit("the WeaveCloud");
     work.push();
     let d = Daemon::start(DaemonOptions {
@@ -550,6 +587,130 @@ async fn the_documented_rollback_restores_the_launcher_with_flux_git_settings() 
     }
     let agent = deployment(&client, &n, "weave-agent").await;
     assert!(!is_weft_managed(&agent.metadata), "weave-agent is back");
+
+    // 3 (cluster roles) and 5, as the documented commands do (issue 44 item 6).
+    for kind in ["ClusterRoleBinding", "ClusterRole"] {
+        for name in [
+            "weave-flux",
+            "weave-scope",
+            "weave-cortex",
+            "weave-scope-cluster-agent",
+            "weave-cortex-kube-state-metrics",
+        ] {
+            let _ = dynamic_api(&client, kind, None)
+                .delete(&format!("{name}:{n}"), &DeleteParams::background())
+                .await;
+        }
+    }
+    for (kind, names) in [
+        (
+            "Service",
+            &["weave-cortex-agent", "weave-cortex-kube-state-metrics"][..],
+        ),
+        (
+            "ServiceAccount",
+            &[
+                "weave-cortex-kube-state-metrics",
+                "weave-cortex-node-exporter",
+                "weave-scope-cluster-agent",
+            ][..],
+        ),
+    ] {
+        for name in names {
+            let _ = dynamic_api(&client, kind, Some(&n))
+                .delete(name, &DeleteParams::background())
+                .await;
+        }
+    }
+    let unmark = json!({"metadata": {
+        "labels": {"app.kubernetes.io/managed-by": null, "weft.io/owner": null},
+        "annotations": {"weft.io/owner-ref": null, "weft.io/applied-hash": null, "weft.io/prune": null},
+    }});
+    for kind in ["ServiceAccount", "Service", "ConfigMap", "Secret"] {
+        let api = dynamic_api(&client, kind, Some(&n));
+        for o in api
+            .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=weft"))
+            .await
+            .expect("list")
+            .items
+        {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            api.patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&unmark),
+            )
+            .await
+            .expect("label-, annotate-");
+        }
+    }
+    let _ = Api::<ConfigMap>::namespaced(client.clone(), &n)
+        .delete(
+            &format!("weft-takeover-{n}.weave-cloud"),
+            &DeleteParams::default(),
+        )
+        .await;
+    let mut left = Vec::new();
+    for kind in [
+        "Deployment",
+        "DaemonSet",
+        "Service",
+        "ServiceAccount",
+        "ConfigMap",
+        "Secret",
+    ] {
+        for o in dynamic_api(&client, kind, Some(&n))
+            .list(&kube::api::ListParams::default())
+            .await
+            .expect("list")
+            .items
+        {
+            let marked = o.metadata.labels.iter().flatten().any(|(k, v)| {
+                k.starts_with("weft.io/") || (k == "app.kubernetes.io/managed-by" && v == "weft")
+            }) || o
+                .metadata
+                .annotations
+                .iter()
+                .flatten()
+                .any(|(k, _)| k.starts_with("weft.io/"));
+            let name = o.metadata.name.clone().unwrap_or_default();
+            let orphan = matches!(
+                name.as_str(),
+                "weave-cortex-agent"
+                    | "weave-cortex-kube-state-metrics"
+                    | "weave-cortex-node-exporter"
+                    | "weave-scope-cluster-agent"
+            ) && matches!(kind, "Service" | "ServiceAccount");
+            // Weft's own records (inventories, the root's record) live in Weft's namespace,
+            // which is the test's own here: not what the rollback removes.
+            let weft_own = name.starts_with("weft-") && !name.starts_with("weft-takeover-");
+            if (marked && !weft_own) || orphan || name.starts_with("weft-takeover-") {
+                left.push(format!("{kind}/{name}"));
+            }
+        }
+    }
+    for kind in ["ClusterRoleBinding", "ClusterRole"] {
+        for o in dynamic_api(&client, kind, None)
+            .list(&kube::api::ListParams::default())
+            .await
+            .expect("list")
+            .items
+        {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            if name.ends_with(&format!(":{n}")) {
+                left.push(format!("{kind}/{name}"));
+            }
+        }
+    }
+    assert!(left.is_empty(), "nothing of Weft is left: {left:?}");
+    let key = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &n)
+        .get("flux-git-deploy")
+        .await
+        .expect("the deploy key stays");
+    assert!(
+        key.data.is_some_and(|d| !d.is_empty()),
+        "the deploy key keeps its data"
+    );
 
     remove_weft_cluster_roles(&client, &n).await;
     remove_outside(&client, &launcher, &n).await;

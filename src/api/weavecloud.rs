@@ -94,7 +94,9 @@ pub struct General {
     #[serde(default = "default_hostname")]
     #[schemars(length(min = 1), regex(pattern = HOSTNAME_PATTERN))]
     pub wc_hostname: String,
-    /// Let the agents report their errors to Weave Cloud.
+    /// Deprecated, does nothing: the launcher's own agent reported its errors with it; no agent
+    /// of Weft's bundle reads it (each agent container still gets it as
+    /// `WEAVE_CLOUD_REPORT_ERRORS`). A WeaveCloud that sets it `true` loads with a warning.
     #[serde(default)]
     pub wc_report_errors: bool,
     /// URL of the agent channel (`channel.yaml`, over https, file:// or git); default: the
@@ -176,6 +178,22 @@ pub struct Flux {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "object_list")]
     pub volume_mounts: Vec<serde_json::Value>,
+    /// memcached's memory and item size, as `-m <size>` and `-I <size>` (`-m 1024`, `-I 8m`):
+    /// they replace the bundle's values and those kept from the launcher's memcached. Nothing
+    /// else is accepted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memcached_args: Vec<String>,
+    /// Extra environment variables of the flux container (Kubernetes `EnvVar`s): a `value`, or a
+    /// `valueFrom` with `secretKeyRef`, `configMapKeyRef` or `fieldRef`; e.g. `HTTPS_PROXY` on a
+    /// proxied cluster. Not the token's variable, which Weft sets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "object_list")]
+    pub env: Vec<serde_json::Value>,
+    /// What the takeover of a launcher's flux may leave behind (`volume docker-socket`,
+    /// `container logger`: the start of an entry of `status.flux.dropped`). Without it, a
+    /// takeover that would drop something is refused and nothing is removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acknowledge_dropped: Vec<String>,
 }
 
 /// The volume sources `spec.flux.volumes` may use, and that a takeover carries over from the
@@ -359,4 +377,19 @@ pub fn known_runtime_socket(endpoint: &str) -> Option<&'static str> {
     let e = endpoint.trim();
     let path = e.strip_prefix("unix://").unwrap_or(e);
     KNOWN_RUNTIME_SOCKETS.iter().copied().find(|s| *s == path)
+}
+
+/// Whether `arg` is an entry `spec.flux.memcachedArgs` accepts: `-m <size>` or `-I <size>`, a
+/// size being digits with an optional `k`, `m` or `g`.
+pub fn is_memcached_size_arg(arg: &str) -> bool {
+    let Some((flag, value)) = arg.trim().split_once(' ') else {
+        return false;
+    };
+    let value = value.trim();
+    let digits = value.trim_end_matches(['k', 'K', 'm', 'M', 'g', 'G']);
+    ["-m", "-I"].contains(&flag)
+        && !digits.is_empty()
+        && digits.len() <= 12
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && value.len() <= digits.len() + 1
 }

@@ -276,7 +276,7 @@ pub struct ApplyArgs {
 }
 
 /// `NAMESPACE/NAME` of a WeaveCloud.
-fn parse_weavecloud_ref(text: &str) -> Result<String, String> {
+pub(crate) fn parse_weavecloud_ref(text: &str) -> Result<String, String> {
     let text = text.trim();
     match text.split_once('/') {
         Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {

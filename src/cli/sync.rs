@@ -84,6 +84,10 @@ pub struct DiffArgs {
     /// Output: unified diffs (`text`), or `json` / `yaml` (per object: `object`, `change`, `diff`).
     #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: Output,
+    /// The one WeaveCloud (`NAMESPACE/NAME`) whose launcher takeover may act in kube-system, as
+    /// `weft sync --launcher-takeover`: the diff shows that takeover.
+    #[arg(long, env = "WEFT_LAUNCHER_TAKEOVER", value_parser = super::args::parse_weavecloud_ref)]
+    pub launcher_takeover: Option<String>,
 }
 
 impl DiffArgs {
@@ -92,6 +96,7 @@ impl DiffArgs {
         PassSettings {
             concurrency: self.concurrency.max(1),
             root_name: self.root_name.clone(),
+            launcher_takeover: self.launcher_takeover.clone(),
             ..self
                 .repo
                 .pass_settings(Some(&self.cluster), chart_fetch, decryption)
@@ -169,7 +174,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             outln!("{line}");
         }
         if !input.dry_run {
-            record_statuses(&client, &result).await;
+            record_statuses(&client, &settings, &result, machine).await;
             let (record_client, _) = args.cluster.connect().await?;
             let source = writer::OneShotSource {
                 repository: &args.repo.location(),
@@ -219,8 +224,30 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
 /// Its notification Providers and Alerts too, judged as the daemon judges them: one that cannot
 /// be used (a missing Secret) is `Ready=False` with an event and a warning here, and fails
 /// nothing.
-async fn record_statuses(client: &kube::Client, result: &pass::PassResult) {
+async fn record_statuses(
+    client: &kube::Client,
+    settings: &PassSettings,
+    result: &pass::PassResult,
+    machine: bool,
+) {
     let Some(set) = &result.set else { return };
+    // Each WeaveCloud's status as its controller writes it, and what its flux kept.
+    for line in pass::takeover::status::record_one_shot(
+        client,
+        &settings.weft_namespace,
+        settings.launcher_takeover.as_deref(),
+        set,
+        &result.changes,
+    )
+    .await
+    {
+        // `-o json|yaml` keeps stdout for its one document.
+        if machine || line.starts_with("warning:") {
+            errln!("{line}");
+        } else {
+            outln!("{line}");
+        }
+    }
     for unusable in crate::notify::status::record_applied(client, set).await {
         errln!("warning: {unusable}");
     }

@@ -313,3 +313,35 @@ fn only_a_host_first_reads_as_https() {
         assert_eq!(bare_host_as_https(url).as_deref(), read, "{url:?}");
     }
 }
+
+/// `wcReportErrors: true` loads with a warning at its line that it does nothing; a
+/// `memcachedArgs` entry other than `-m`/`-I` with a size is an error at its line (issue 44).
+#[test]
+fn report_errors_is_deprecated_and_memcached_args_are_sizes_only() {
+    let wc = "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: weave-cloud\n  namespace: weave\nspec:\n  general:\n    environment: gke\n    wcReportErrors: true\n  flux:\n    memcachedArgs: [\"-m 64\", \"-I 8m\"]\n";
+    let (_, diags) = load(snapshot(&[("wc.yaml", wc)])).expect("loads");
+    let warnings: Vec<String> = diags.warnings().map(|d| d.to_string()).collect();
+    assert!(
+        warnings.iter().any(|w| w.starts_with(
+            "wc.yaml:9:5: warning: `spec.general.wcReportErrors` is deprecated and does nothing"
+        )),
+        "{warnings:?}"
+    );
+    let off = wc.replace("wcReportErrors: true", "wcReportErrors: false");
+    let (_, diags) = load(snapshot(&[("wc.yaml", &off)])).expect("loads");
+    assert!(
+        !diags
+            .warnings()
+            .any(|d| d.to_string().contains("wcReportErrors")),
+        "no warning when false"
+    );
+    let bad = off.replace("\"-I 8m\"", "\"-vv\"");
+    let text = load(snapshot(&[("wc.yaml", &bad)]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("wc.yaml:11:")
+            && text.contains("`spec.flux.memcachedArgs[1]: -vv` is not `-m <size>` or `-I <size>`"),
+        "{text}"
+    );
+}

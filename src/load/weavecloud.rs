@@ -101,6 +101,24 @@ pub(super) fn load_weavecloud(
             ok = false;
         }
     }
+    for (i, arg) in wc.spec.flux.memcached_args.iter().enumerate() {
+        if !crate::api::weavecloud::is_memcached_size_arg(arg) {
+            diags.error(
+                field_origin(&raw, &format!("/spec/flux/memcachedArgs/{i}")),
+                format!(
+                    "`spec.flux.memcachedArgs[{i}]: {}` is not `-m <size>` or `-I <size>` (a number with an optional k, m or g): memcached takes no other flag from a WeaveCloud",
+                    yaml::quoted(arg)
+                ),
+            );
+            ok = false;
+        }
+    }
+    if wc.spec.general.wc_report_errors {
+        diags.warning(
+            field_origin(&raw, "/spec/general/wcReportErrors"),
+            "`spec.general.wcReportErrors` is deprecated and does nothing: no agent of Weft's bundle reports its errors (the launcher's own agent did); remove it",
+        );
+    }
     if wc.metadata.namespace.as_deref().unwrap_or("").is_empty() {
         diags.error(
             raw.origin_of("/metadata"),

@@ -66,6 +66,24 @@ pub enum AgentsError {
         name: String,
         key: String,
     },
+    /// The launcher's agents run in kube-system and this WeaveCloud may not take them over:
+    /// applying its agents would run each twice (a node exporter that can never schedule on
+    /// port 9100 among them), so none is applied.
+    #[error("WeaveCloud {namespace}/{name}: the Weave Cloud launcher's agents run in kube-system ({objects}); none of this WeaveCloud's agents is applied, so that none runs twice: add --launcher-takeover {namespace}/{name} (or WEFT_LAUNCHER_TAKEOVER={namespace}/{name}) to weft sync or weft run to take them over")]
+    LauncherInKubeSystem {
+        namespace: String,
+        name: String,
+        objects: String,
+    },
+    /// The launcher's flux has what Weft cannot carry over, and the WeaveCloud does not
+    /// acknowledge leaving it: a takeover would migrate a broken flux, so none is done.
+    #[error("WeaveCloud {weavecloud}: the launcher's flux has what Weft cannot carry over: {items}; nothing was taken over or applied: carry it another way (spec.flux.env, spec.flux.volumes) or acknowledge leaving it with spec.flux.acknowledgeDropped: [{acknowledge}]")]
+    TakeoverWouldDrop {
+        /// `namespace/name`.
+        weavecloud: String,
+        items: String,
+        acknowledge: String,
+    },
     /// The takeover's record of the launcher's flux cannot be read (issue 48 item 1).
     #[error(transparent)]
     TakeoverRecord(#[from] super::takeover::record::RecordError),
@@ -367,12 +385,29 @@ async fn running_container_args(
     let mut found = Api::<Deployment>::namespaced(client.clone(), &ns)
         .get_opt(name)
         .await?;
-    if found.is_none() && wc.spec.general.takeover && legacy && ns != LAUNCHER_LEGACY_NAMESPACE {
-        // A kube-system install is read only if the launcher labelled it so (never by name alone).
-        found = Api::<Deployment>::namespaced(client.clone(), LAUNCHER_LEGACY_NAMESPACE)
+    let weft_runs_it = found.as_ref().is_some_and(|d| {
+        d.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
+    });
+    if (found.is_none() || weft_runs_it)
+        && wc.spec.general.takeover
+        && legacy
+        && ns != LAUNCHER_LEGACY_NAMESPACE
+    {
+        // A kube-system install is read only if the launcher labelled it so (never by name
+        // alone). It wins over a flux Weft installed here before the takeover was asked for
+        // (a first `weft sync` without `--launcher-takeover`): that one has no git settings,
+        // the launcher's has them (issue 44 item 1).
+        let launcher = Api::<Deployment>::namespaced(client.clone(), LAUNCHER_LEGACY_NAMESPACE)
             .get_opt(name)
             .await?
-            .filter(|d| d.labels().get("app").map(String::as_str) == Some(launcher_app));
+            .filter(|d| {
+                d.labels().get("app").map(String::as_str) == Some(launcher_app)
+                    && d.labels().get(MANAGED_BY_LABEL).map(String::as_str)
+                        != Some(MANAGED_BY_VALUE)
+            });
+        if launcher.is_some() {
+            found = launcher;
+        }
     }
     let Some(d) = found else {
         return Ok(None);
@@ -411,16 +446,17 @@ pub async fn running_flux(
     running_container_args(client, wc, name, container, "weave-flux", legacy).await
 }
 
-/// The args of the memcached running now (Weft's, or the launcher's).
+/// The args of the memcached running now (Weft's, or the launcher's), and whether Weft (this
+/// WeaveCloud) owns it.
 pub async fn running_memcached(
     client: &Client,
     wc: &WeaveCloud,
     legacy: bool,
-) -> Result<Option<Vec<String>>, kube::Error> {
+) -> Result<Option<(Vec<String>, bool)>, kube::Error> {
     if wc.spec.flux.disable {
         return Ok(None);
     }
-    Ok(running_container_args(
+    running_container_args(
         client,
         wc,
         MEMCACHED_DEPLOYMENT,
@@ -428,8 +464,7 @@ pub async fn running_memcached(
         "weave-flux",
         legacy,
     )
-    .await?
-    .map(|(args, _)| args))
+    .await
 }
 
 /// The CRI socket of the cluster's runtime, from the first node's `containerRuntimeVersion`
@@ -488,6 +523,16 @@ pub async fn inputs(
             name: secret_ref.name.clone(),
             key: secret_ref.key.clone(),
         })?;
+    let doubled = super::takeover::launcher_agents_in_kube_system(client, wc, legacy)
+        .await
+        .map_err(|e| kube_err("reading the launcher's agents in kube-system", e))?;
+    if !doubled.is_empty() {
+        return Err(AgentsError::LauncherInKubeSystem {
+            namespace: ns,
+            name: wc.name_any(),
+            objects: doubled.join(", "),
+        });
+    }
     let flux = bundle.flux.container();
     let running = running_flux(client, wc, &flux.kind, &flux.name, &flux.container, legacy)
         .await
@@ -521,29 +566,64 @@ pub async fn inputs(
     )
     .await?
     .unwrap_or_default();
-    let record_flux = parse_flux_args(&record.flux_args);
+    // What cannot be carried over stops the takeover unless the WeaveCloud acknowledges it
+    // (issue 44 item 4): a proxied flux migrated without its proxy syncs nothing.
+    if wc.spec.general.takeover && matches!(&running, Some((_, false))) {
+        let unacknowledged: Vec<&String> = record
+            .dropped
+            .iter()
+            .filter(|d| {
+                !super::takeover::record::acknowledged(d, &wc.spec.flux.acknowledge_dropped)
+            })
+            .collect();
+        if !unacknowledged.is_empty() {
+            let acknowledge: Vec<String> = unacknowledged
+                .iter()
+                .map(|d| {
+                    let words: Vec<&str> = d.splitn(3, ' ').take(2).collect();
+                    format!("\"{}\"", words.join(" "))
+                })
+                .collect();
+            return Err(AgentsError::TakeoverWouldDrop {
+                weavecloud: format!("{ns}/{}", wc.name_any()),
+                items: unacknowledged
+                    .iter()
+                    .map(|d| d.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                acknowledge: acknowledge.join(", "),
+            });
+        }
+    }
+    // Which flux settings win: the launcher's flux while it runs (it is what the user ran),
+    // then the takeover's record (captured from it before it went), then the flux Weft runs, then
+    // `status.flux`. The record beats Weft's own flux: a flux Weft installed before the takeover
+    // was asked for has none of the launcher's settings, and would otherwise keep itself
+    // that way at every pass (issue 44 item 1).
+    let preserved_flux_args = match &running {
+        Some((args, false)) => parse_flux_args(args),
+        _ if !record.flux_args.is_empty() => parse_flux_args(&record.flux_args),
+        Some((args, true)) => parse_flux_args(args),
+        None => parse_flux_args(&recorded.preserved_args),
+    };
+    let preserved_memcached_args = match &memcached {
+        Some((args, false)) => parse_memcached_args(args),
+        _ if !record.memcached_args.is_empty() => parse_memcached_args(&record.memcached_args),
+        Some((args, true)) => parse_memcached_args(args),
+        None => parse_memcached_args(&recorded.preserved_memcached_args),
+    };
     let mut inputs = AgentInputs {
         token_hash: Some(secret_data_hash(&token)),
-        preserved_flux_args: match &running {
-            Some((args, _)) => parse_flux_args(args),
-            None if !recorded.preserved_args.is_empty() => {
-                parse_flux_args(&recorded.preserved_args)
-            }
-            None => record_flux,
-        },
-        preserved_memcached_args: match &memcached {
-            Some(args) => parse_memcached_args(args),
-            None if !recorded.preserved_memcached_args.is_empty() => {
-                parse_memcached_args(&recorded.preserved_memcached_args)
-            }
-            None => parse_memcached_args(&record.memcached_args),
-        },
+        preserved_flux_args,
+        preserved_memcached_args,
         detected_cri_socket,
         preserved_flux_extra_args: record.extra_flux_args(),
         preserved_flux_volumes: record.volumes.clone(),
         preserved_flux_mounts: record.volume_mounts.clone(),
+        preserved_flux_env: record.env.clone(),
     };
     if wc.spec.flux.disable {
+        inputs.preserved_flux_env.clear();
         inputs.preserved_flux_extra_args.clear();
         inputs.preserved_flux_volumes.clear();
         inputs.preserved_flux_mounts.clear();

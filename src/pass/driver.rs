@@ -10,7 +10,7 @@ use std::sync::Arc;
 use kube::Client;
 
 use super::{reconcile, suspend, takeover, Observer, PassError, PassInput, PassSettings, Progress};
-use crate::apply::changeset::ChangeSet;
+use crate::apply::changeset::{Action, Change, ChangeSet};
 use crate::render::{DesiredSet, Owner};
 
 /// How a driven pass ended.
@@ -59,8 +59,8 @@ where
     };
     let held = on_held(held).await;
     // A dry run finds the same objects and plans the takeover without writing.
-    let (set, removed) = match takeover {
-        false => (set, Vec::new()),
+    let (set, (removed, copied)) = match takeover {
+        false => (set, Default::default()),
         true => {
             let owned = Arc::try_unwrap(set).unwrap_or_else(|shared| (*shared).clone());
             let taken = takeover::before_pass(
@@ -87,14 +87,36 @@ where
                             .iter()
                             .for_each(|c| observer(Progress::Change(c)));
                     }
-                    (Arc::new(set), planned.changes)
+                    (Arc::new(set), (planned.changes, planned.copied))
                 }
                 Err(e) => return Outcome::Takeover(e),
             }
         }
     };
+    // What the takeover would have created first (a dry run did not) is adopted by the real
+    // apply: the plan says so, line and counts, as the real sync reports it.
+    let adopted = |c: &Change| -> Option<Change> {
+        let reference = format!("{}/{}/{}", c.object.kind, c.object.namespace, c.object.name);
+        (c.action == Action::Created && copied.contains(&reference)).then(|| Change {
+            action: Action::Configured,
+            reason: Some("adopted: the launcher's deploy key, copied from kube-system".into()),
+            ..c.clone()
+        })
+    };
+    let observe = |p: Progress<'_>| match p {
+        Progress::Change(c) => match adopted(c) {
+            Some(a) => observer(Progress::Change(&a)),
+            None => observer(Progress::Change(c)),
+        },
+        other => observer(other),
+    };
     tokio::select! {
-        (mut changes, error) = reconcile(client, &set, settings, input, observer) => {
+        (mut changes, error) = reconcile(client, &set, settings, input, &observe) => {
+            for c in changes.entries.iter_mut() {
+                if let Some(a) = adopted(c) {
+                    *c = a;
+                }
+            }
             changes.entries.splice(0..0, removed);
             Outcome::Finished { set: set.clone(), changes, error, held }
         }

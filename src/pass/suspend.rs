@@ -138,7 +138,11 @@ where
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
             Err(e) => return Err(e),
         };
-    for item in list.items.iter().filter(|i| annotated(&i.metadata)) {
+    for item in list
+        .items
+        .iter()
+        .filter(|i| annotated(&i.metadata) && !from_git_only(&i.metadata))
+    {
         out.insert((
             K::kind(&()).to_string(),
             item.metadata.namespace.clone().unwrap_or_default(),
@@ -146,6 +150,29 @@ where
         ));
     }
     Ok(())
+}
+
+/// Whether a live suspend annotation is only the copy of the repository's (written by Weft's
+/// apply, no other manager owns it): the document in git then decides, so that removing the
+/// annotation from git resumes the resource in the pass that applies the change, not the one
+/// after it (issue 44 item 5). A `kubectl annotate` or `weft suspend` is another manager's, and
+/// holds the resource whatever git says.
+fn from_git_only(meta: &kube::api::ObjectMeta) -> bool {
+    let key = format!("f:{}", crate::api::suspend::SUSPEND_ANNOTATION);
+    let owners: Vec<&str> = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1.as_ref().is_some_and(|f| {
+                f.0.pointer("/f:metadata/f:annotations")
+                    .and_then(|a| a.get(&key))
+                    .is_some()
+            })
+        })
+        .map(|m| m.manager.as_deref().unwrap_or_default())
+        .collect();
+    !owners.is_empty() && owners.iter().all(|m| *m == crate::apply::FIELD_MANAGER)
 }
 
 /// `set` without the owners that are suspended (in git or in the cluster), and those owners.

@@ -432,6 +432,12 @@ async fn render(
                 source,
             });
         }
+        Err(e @ AgentsError::LauncherInKubeSystem { .. }) => {
+            return not_ready("LauncherInKubeSystem", &e, true);
+        }
+        Err(e @ AgentsError::TakeoverWouldDrop { .. }) => {
+            return not_ready("TakeoverRefused", &e, true);
+        }
         Err(e) => return not_ready("BundleUnavailable", &e, false),
     };
     let mut agents = match render_agents(wc, &sources.bundle.bundle, &sources.inputs) {

@@ -389,8 +389,28 @@ async fn apply(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudError
     let ns = wc.namespace().unwrap_or_default();
     let name = wc.name_any();
     let _pass = ctx.state.pass_locks().lock(&owner_of(wc)).await;
-    let before = wc.status.clone().unwrap_or_default();
+    let mut before = wc.status.clone().unwrap_or_default();
     let mut outcome = reconcile_agents(wc, ctx, &before).await?;
+    if outcome.launcher_checked
+        && outcome.takeover.is_none()
+        && launcher_condition_is_stale(&before)
+        && before
+            .takeover
+            .as_ref()
+            .is_none_or(|t| t.removed.is_empty())
+    {
+        // This copy may predate the status a takeover just wrote (a reconcile queued before
+        // it, after `takeover: false` → `true`): the removals the API server holds decide
+        // between TakenOver and NoLauncherObjects (issue 44 item 5). One read, only then.
+        let api: kube::Api<WeaveCloud> = kube::Api::namespaced(ctx.state.client().clone(), &ns);
+        if let Ok(Some(live)) = api.get_opt(&name).await {
+            if let Some(t) = live.status.and_then(|s| s.takeover) {
+                if !t.removed.is_empty() {
+                    before.takeover.get_or_insert_with(Default::default).removed = t.removed;
+                }
+            }
+        }
+    }
     let generation = wc.metadata.generation;
     if let Some(held) =
         ctx.state

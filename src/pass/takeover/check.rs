@@ -176,6 +176,14 @@ pub fn validate(record: &Record) -> Result<(), String> {
         let name = m["name"].as_str().unwrap_or_default();
         check_mount(m, &names).map_err(|why| format!("mount of volume {}: {why}", shown(name)))?;
     }
+    if record.env.len() > bounds::VOLUMES {
+        return Err(format!("more than {} env vars", bounds::VOLUMES));
+    }
+    for e in &record.env {
+        let name = e["name"].as_str().unwrap_or_default();
+        crate::render::weavecloud::check_flux_env(e)
+            .map_err(|why| format!("env {}: {why}", shown(name)))?;
+    }
     if record.dropped.len() > bounds::DROPPED
         || record
             .dropped

@@ -24,6 +24,77 @@ fn label<'a>(o: &'a kube::api::DynamicObject, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// The ServiceAccount weave-agent runs as (`weave-agent`, or what the Helm chart named it).
+pub(super) fn agent_service_account(agent: &kube::api::DynamicObject) -> String {
+    agent
+        .data
+        .pointer("/spec/template/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or(WEAVE_AGENT)
+        .to_string()
+}
+
+/// The name the `weave-cloud` Helm chart gave weave-agent's ClusterRole and binding, from the
+/// Deployment's chart labels (`app: weave-cloud`, `release: R`): `R` when it holds
+/// `weave-cloud`, else `R-weave-cloud` (the chart's `fullname`); `None` without them.
+pub(super) fn helm_fullname(agent: &kube::api::DynamicObject) -> Option<String> {
+    if label(agent, "app") != Some(HELM_CHART) {
+        return None;
+    }
+    let release = label(agent, "release").filter(|r| !r.is_empty())?;
+    let name = if release.contains(HELM_CHART) {
+        release.to_string()
+    } else {
+        format!("{release}-{HELM_CHART}")
+    };
+    Some(
+        name.chars()
+            .take(63)
+            .collect::<String>()
+            .trim_end_matches('-')
+            .to_string(),
+    )
+}
+
+/// The chart the launcher's agent was also installed with.
+const HELM_CHART: &str = "weave-cloud";
+
+/// The Helm chart's ClusterRole or binding of `release`: its chart labels, and, for a binding,
+/// bound to the role of its name and to `account` in `namespace` only; for a role, granting `*`.
+fn is_helm_rbac(
+    o: &kube::api::DynamicObject,
+    release: &str,
+    account: &str,
+    namespace: &str,
+) -> bool {
+    if managed_by_weft(o)
+        || label(o, "app") != Some(HELM_CHART)
+        || label(o, "release") != Some(release)
+    {
+        return false;
+    }
+    let name = o.metadata.name.clone().unwrap_or_default();
+    if o.data.get("roleRef").is_some() {
+        let subjects_ok = o.data["subjects"].as_array().is_some_and(|s| {
+            !s.is_empty()
+                && s.iter().all(|s| {
+                    s["kind"] == "ServiceAccount"
+                        && s["name"] == json!(account)
+                        && s["namespace"] == json!(namespace)
+                })
+        });
+        return o.data["roleRef"]["name"] == json!(name) && subjects_ok;
+    }
+    o.data["rules"].as_array().is_some_and(|rules| {
+        rules.iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .is_some_and(|a| a.contains(&json!("*")))
+        })
+    })
+}
+
 /// Decide, for a WeaveCloud in `namespace` whose desired agents are `desired`, what to do with
 /// each launcher object of `live`: remove or adopt. kube-system is looked at only when `legacy`
 /// (the WeaveCloud is [`super::designated`]). Sorted in deletion order.
@@ -46,11 +117,25 @@ pub fn decide(live: &Live, namespace: &str, desired: &[DesiredObject], legacy: b
         if selects_agent && !managed_by_weft(d) {
             let why = "the launcher's agent";
             found.push(remove("Deployment", Some(namespace), WEAVE_AGENT, why));
+            let account = agent_service_account(d);
             if live
-                .get("ServiceAccount", Some(namespace), WEAVE_AGENT)
+                .get("ServiceAccount", Some(namespace), &account)
                 .is_some_and(|sa| !managed_by_weft(sa))
             {
-                found.push(remove("ServiceAccount", Some(namespace), WEAVE_AGENT, why));
+                found.push(remove("ServiceAccount", Some(namespace), &account, why));
+            }
+            // Installed with the `weave-cloud` Helm chart: its RBAC is named after the release.
+            if let (Some(name), Some(release)) = (helm_fullname(d), label(d, "release")) {
+                let binding = live.get("ClusterRoleBinding", None, &name);
+                let bound = binding.is_some_and(|b| is_helm_rbac(b, release, &account, namespace));
+                if bound {
+                    found.push(remove("ClusterRoleBinding", None, &name, why));
+                }
+                if live.get("ClusterRole", None, &name).is_some_and(|r| {
+                    is_helm_rbac(r, release, &account, namespace) && (bound || binding.is_none())
+                }) {
+                    found.push(remove("ClusterRole", None, &name, why));
+                }
             }
             if live
                 .get("ClusterRoleBinding", None, WEAVE_AGENT)

@@ -78,11 +78,23 @@ pub async fn read(client: &Client, namespace: &str, legacy: bool) -> Result<Live
         .read(client, "Deployment", Some(namespace), WEAVE_AGENT)
         .await?
     {
-        live.read(client, "ServiceAccount", Some(namespace), WEAVE_AGENT)
+        let agent = live
+            .get("Deployment", Some(namespace), WEAVE_AGENT)
+            .cloned();
+        let account = agent.as_ref().map_or(
+            WEAVE_AGENT.to_string(),
+            super::decide::agent_service_account,
+        );
+        live.read(client, "ServiceAccount", Some(namespace), &account)
             .await?;
         live.read(client, "ClusterRoleBinding", None, WEAVE_AGENT)
             .await?;
         live.read(client, "ClusterRole", None, WEAVE_AGENT).await?;
+        // The Helm chart's variant names its RBAC after the release (`<release>-weave-cloud`).
+        if let Some(name) = agent.as_ref().and_then(super::decide::helm_fullname) {
+            live.read(client, "ClusterRoleBinding", None, &name).await?;
+            live.read(client, "ClusterRole", None, &name).await?;
+        }
     }
     for ns in &namespaces {
         live.read(client, "Deployment", Some(ns), STANDALONE_SCOPE_APP)

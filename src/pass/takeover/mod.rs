@@ -27,6 +27,7 @@ mod decide;
 pub mod live;
 mod one_shot;
 pub mod record;
+pub mod status;
 #[cfg(test)]
 mod tests;
 
@@ -220,6 +221,48 @@ pub fn designated(launcher_takeover: Option<&str>, namespace: &str, name: &str) 
     launcher_takeover.is_some_and(|d| d.trim() == format!("{namespace}/{name}"))
 }
 
+/// The launcher's agent workloads running in kube-system that `wc`'s enabled agents would run
+/// a second time (`Kind/kube-system/name`), for a WeaveCloud outside kube-system that may not
+/// take them over (not [`designated`]) while `takeover` is on. Only the existence of the
+/// launcher's labelled workloads is read, nothing is changed: the WeaveCloud is held and the
+/// operator is told which flag takes them over (issue 44 item 2). Empty otherwise.
+pub async fn launcher_agents_in_kube_system(
+    client: &Client,
+    wc: &crate::api::weavecloud::WeaveCloud,
+    legacy: bool,
+) -> Result<Vec<String>, kube::Error> {
+    let ns = wc.namespace().unwrap_or_default();
+    if legacy || !wc.spec.general.takeover || ns == LAUNCHER_LEGACY_NAMESPACE {
+        return Ok(Vec::new());
+    }
+    let enabled = |app: &str| match app {
+        "weave-flux" => !wc.spec.flux.disable,
+        "weave-scope" => !wc.spec.scope.disable,
+        _ => !wc.spec.prometheus.disable,
+    };
+    // Two LISTs (every reconcile of every such WeaveCloud asks), of the launcher's labels only.
+    let params = kube::api::ListParams::default().labels("weave-cloud-component");
+    let mut out = Vec::new();
+    for kind in ["Deployment", "DaemonSet"] {
+        let live = api(client, kind, Some(LAUNCHER_LEGACY_NAMESPACE))
+            .list(&params)
+            .await?;
+        for (_, name, app) in LAUNCHER_AGENT_OBJECTS
+            .iter()
+            .filter(|(k, _, app)| *k == kind && enabled(app))
+        {
+            if live
+                .items
+                .iter()
+                .any(|o| o.name_any() == *name && is_launcher_agent(o, app))
+            {
+                out.push(format!("{kind}/{LAUNCHER_LEGACY_NAMESPACE}/{name}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Find the launcher's objects for a WeaveCloud in `namespace` whose desired agents are
 /// `desired`, and decide for each: remove or adopt. `kube-system` (also as the WeaveCloud's own
 /// namespace) is looked at only when `legacy` (the WeaveCloud is [`designated`]). The reads
@@ -248,8 +291,10 @@ pub(super) fn remove(
     }
 }
 
-/// Delete `found` (its removals, in order), waiting until each workload is gone so that a
-/// recreated one starts clean and host port 9100 is free. Returns what was deleted.
+/// Delete `found` (its removals, in order), waiting until each workload and its pods are gone
+/// so that a recreated one starts clean and host port 9100 is free (a node exporter's old pod
+/// holds the port until it has terminated, after its DaemonSet is gone). Returns what was
+/// deleted.
 pub async fn remove_all(
     client: &Client,
     found: &[Found],
@@ -260,6 +305,20 @@ pub async fn remove_all(
             continue;
         };
         let api = api(client, f.kind, f.namespace.as_deref());
+        let workload = matches!(f.kind, "Deployment" | "DaemonSet");
+        // The pods are found by the workload's selector, read before it goes.
+        let selector = if workload {
+            api.get_opt(&f.name).await?.and_then(|o| {
+                let labels = o.data.pointer("/spec/selector/matchLabels")?.as_object()?;
+                let pairs: Vec<String> = labels
+                    .iter()
+                    .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+                    .collect();
+                (!pairs.is_empty()).then(|| pairs.join(","))
+            })
+        } else {
+            None
+        };
         match api.delete(&f.name, &DeleteParams::background()).await {
             Ok(_) => {}
             Err(e) if crate::apply::is_not_found(&e) => continue,
@@ -273,10 +332,37 @@ pub async fn remove_all(
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+        if let (Some(selector), Some(ns)) = (selector, f.namespace.as_deref()) {
+            wait_for_pods_gone(client, ns, &selector, &f.reference()).await?;
+        }
         tracing::info!(object = %f.reference(), reason = why, "takeover: deleted a launcher object");
         removed.push((f.reference(), why));
     }
     Ok(removed)
+}
+
+/// Wait (bounded: a pod a lost node holds never goes) until no pod of `selector` is left in
+/// `namespace`, terminating ones included.
+async fn wait_for_pods_gone(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+    workload: &str,
+) -> Result<(), kube::Error> {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let params = kube::api::ListParams::default().labels(selector);
+    for _ in 0..240 {
+        if pods.list_metadata(&params).await?.items.is_empty() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tracing::warn!(
+        workload,
+        "takeover: the launcher's pods did not terminate within 120 s; going on"
+    );
+    Ok(())
 }
 
 /// Whether `found` holds the launcher's flux agent in kube-system: a real launcher install

@@ -26,6 +26,35 @@ pub struct Planned {
     pub recreated: Vec<DesiredObject>,
     /// How many launcher objects are adopted by the apply.
     pub adopted: usize,
+    /// With `dry_run`: desired objects (`Kind/namespace/name`) the takeover would create before
+    /// the apply (the deploy key copied out of kube-system), so that the apply adopts them: the
+    /// plan shows them as configured, as the real sync reports them, not as created.
+    pub copied: BTreeSet<String>,
+}
+
+/// Whether [`carry_deploy_key`] would copy the deploy key for a WeaveCloud in `namespace`
+/// (read only, for a dry run).
+async fn would_carry_deploy_key(
+    client: &Client,
+    namespace: &str,
+    found: &[Found],
+) -> Result<bool, kube::Error> {
+    use k8s_openapi::api::core::v1::Secret;
+    if namespace == super::LAUNCHER_LEGACY_NAMESPACE || !super::launcher_flux_in_kube_system(found)
+    {
+        return Ok(false);
+    }
+    let has_data = |s: &Secret| s.data.as_ref().is_some_and(|d| !d.is_empty());
+    let here = kube::Api::<Secret>::namespaced(client.clone(), namespace)
+        .get_opt(super::FLUX_DEPLOY_SECRET)
+        .await?;
+    if here.is_some_and(|s| has_data(&s)) {
+        return Ok(false);
+    }
+    let legacy = kube::Api::<Secret>::namespaced(client.clone(), super::LAUNCHER_LEGACY_NAMESPACE)
+        .get_opt(super::FLUX_DEPLOY_SECRET)
+        .await?;
+    Ok(legacy.is_some_and(|s| has_data(&s)))
 }
 
 fn change(f: &Found, owner: &crate::render::Owner, action: Action, reason: String) -> Change {
@@ -100,6 +129,12 @@ pub async fn before_pass(
             }
         }
         if dry_run {
+            if would_carry_deploy_key(client, &ns, &found).await? {
+                planned.adopted += 1;
+                planned
+                    .copied
+                    .insert(format!("Secret/{ns}/{}", super::FLUX_DEPLOY_SECRET));
+            }
             if record::removes_launcher_flux(&found) && !wc.spec.flux.disable {
                 if let Some(r) = record::capture(client, wc, "flux-agent", legacy).await? {
                     let message = format!(
@@ -138,6 +173,7 @@ pub async fn before_pass(
             });
         }
         if carry_deploy_key(client, &ns, &found).await? {
+            planned.adopted += 1;
             tracing::info!(weavecloud = %owner.reference(), "takeover: copied the flux deploy key from kube-system");
         }
         for (reference, why) in remove_all(client, &found).await? {

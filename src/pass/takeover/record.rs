@@ -125,9 +125,25 @@ pub struct Record {
     /// Mounts of those volumes in the flux container.
     #[serde(default)]
     pub volume_mounts: Vec<Value>,
+    /// Env vars of the flux container besides the token's (`HTTPS_PROXY`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<Value>,
     /// What the takeover could not keep, said to the user.
     #[serde(default)]
     pub dropped: Vec<String>,
+}
+
+/// Whether `dropped` (an entry of [`Record::dropped`]) is one `acknowledged` lists: an entry of
+/// `spec.flux.acknowledgeDropped` is the start of the dropped one (`volume docker-socket`).
+pub fn acknowledged(dropped: &str, acknowledged: &[String]) -> bool {
+    acknowledged.iter().any(|a| {
+        let a = a.trim();
+        !a.is_empty()
+            && (dropped == a
+                || dropped
+                    .strip_prefix(a)
+                    .is_some_and(|rest| rest.starts_with(' ')))
+    })
 }
 
 impl Record {
@@ -195,10 +211,16 @@ impl Record {
         }
         for e in c["env"].as_array().into_iter().flatten() {
             let name = e["name"].as_str().unwrap_or_default();
-            if name != "WEAVE_CLOUD_TOKEN" {
-                record
+            if name == crate::render::weavecloud::TOKEN_ENV {
+                continue;
+            }
+            // The launcher's own `--token=` was literal in kube-system: an env var with the
+            // token is the only one Weft sets; any other is carried over when it can be.
+            match crate::render::weavecloud::check_flux_env(e) {
+                Ok(()) => record.env.push(e.clone()),
+                Err(why) => record
                     .dropped
-                    .push(format!("env {name} of the flux container"));
+                    .push(format!("env {name} of the flux container ({why})")),
             }
         }
         for (i, other) in containers.iter().enumerate() {
@@ -260,6 +282,18 @@ impl Record {
                 Err(why) => dropped.push(format!("mount of volume {} ({why})", shown(&name))),
             }
         }
+        for e in std::mem::take(&mut self.env) {
+            let name = e["name"].as_str().unwrap_or_default().to_string();
+            match crate::render::weavecloud::check_flux_env(&e) {
+                Ok(()) if self.env.len() < bounds::VOLUMES => self.env.push(e),
+                Ok(()) => dropped.push(format!(
+                    "env {} (more than {} env vars)",
+                    shown(&name),
+                    bounds::VOLUMES
+                )),
+                Err(why) => dropped.push(format!("env {} ({why})", shown(&name))),
+            }
+        }
         // Mounts name kept volumes only; a volume whose mount was dropped stays unused.
         dropped.truncate(bounds::DROPPED);
         self.dropped = dropped.into_iter().map(|d| shown(&d)).collect();
@@ -278,6 +312,14 @@ impl Record {
 /// `volumeMounts`. Empty when there is nothing to commit.
 pub fn commit_yaml(record: &Record, wc: &WeaveCloud) -> String {
     let flux = &wc.spec.flux;
+    let ns = wc.namespace().unwrap_or_default();
+    // What the bundle's flux template generates itself (`--memcached-hostname`, …) is not to
+    // be committed: in `appendArgs` it would win over the bundle's, and the launcher's value
+    // names what the takeover removes (kube-system's memcached Service). The built-in bundle
+    // says which flags those are; a channel's bundle keeps the same flux template flags.
+    let generated = crate::render::bundle::Bundle::builtin()
+        .map(crate::render::weavecloud::flux_template_flags)
+        .unwrap_or_default();
     let preserved = parse_flux_args(&record.flux_args);
     let mut config = serde_json::Map::new();
     let mut append: Vec<String> = Vec::new();
@@ -300,10 +342,16 @@ pub fn commit_yaml(record: &Record, wc: &WeaveCloud) -> String {
         let flag = crate::render::weavecloud::flag_name(a).unwrap_or_default();
         if ["git-url", "git-branch", "git-path", "git-label"].contains(&flag)
             || appended.contains(&flag)
+            || generated.iter().any(|g| g == flag)
         {
             continue;
         }
-        append.push(a.clone());
+        // What the launcher's flux named in kube-system exists, after the takeover, in the
+        // WeaveCloud's namespace.
+        append.push(a.replace(
+            &format!(".{LAUNCHER_LEGACY_NAMESPACE}.svc"),
+            &format!(".{ns}.svc"),
+        ));
     }
     let mut spec_flux = serde_json::Map::new();
     if !config.is_empty() {
@@ -332,6 +380,32 @@ pub fn commit_yaml(record: &Record, wc: &WeaveCloud) -> String {
         let mut mounts = flux.volume_mounts.clone();
         mounts.extend(record.volume_mounts.iter().cloned());
         spec_flux.insert("volumeMounts".into(), json!(mounts));
+    }
+    let env: Vec<&Value> = record
+        .env
+        .iter()
+        .filter(|e| !flux.env.iter().any(|s| s["name"] == e["name"]))
+        .collect();
+    if !env.is_empty() {
+        let mut all = flux.env.clone();
+        all.extend(env.into_iter().cloned());
+        spec_flux.insert("env".into(), json!(all));
+    }
+    // memcached's `-m`/`-I`, so that deleting the record afterwards changes nothing.
+    let set_memcached = parse_memcached_args(&flux.memcached_args);
+    let missing: Vec<&String> = record
+        .memcached_args
+        .iter()
+        .filter(|m| {
+            parse_memcached_args(std::slice::from_ref(*m))
+                .keys()
+                .all(|k| !set_memcached.contains_key(k))
+        })
+        .collect();
+    if !missing.is_empty() {
+        let mut all = flux.memcached_args.clone();
+        all.extend(missing.into_iter().cloned());
+        spec_flux.insert("memcachedArgs".into(), json!(all));
     }
     if spec_flux.is_empty() {
         return String::new();

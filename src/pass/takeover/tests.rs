@@ -375,11 +375,17 @@ fn the_record_keeps_every_flag_and_configmap_volume_and_names_what_it_drops() {
         r.extra_flux_args(),
         ["--git-readonly", "--sync-state=secret"]
     );
-    for dropped in [
-        "volume docker (hostPath",
-        "env HTTPS_PROXY",
-        "container logger",
-    ] {
+    // The proxy is carried over (issue 44 item 4); the token's variable is Weft's own.
+    assert_eq!(
+        r.env,
+        [json!({"name": "HTTPS_PROXY", "value": "http://proxy:3128"})]
+    );
+    assert!(
+        !r.dropped.iter().any(|d| d.starts_with("env")),
+        "{:?}",
+        r.dropped
+    );
+    for dropped in ["volume docker (hostPath", "container logger"] {
         assert!(
             r.dropped.iter().any(|d| d.starts_with(dropped)),
             "{dropped} in {:?}",
@@ -423,6 +429,12 @@ fn the_yaml_to_commit_holds_what_the_spec_does_not_say_yet() {
     wc.spec.flux.volumes = serde_json::from_value(flux["volumes"].clone()).expect("volumes");
     wc.spec.flux.volume_mounts =
         serde_json::from_value(flux["volumeMounts"].clone()).expect("mounts");
+    // The proxy is carried over, and so asked for (issue 44 item 4).
+    assert_eq!(
+        flux["env"],
+        json!([{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}])
+    );
+    wc.spec.flux.env = serde_json::from_value(flux["env"].clone()).expect("env");
     assert_eq!(record::commit_yaml(&r, &wc), "");
 }
 
@@ -554,4 +566,159 @@ fn a_capture_beyond_the_bounds_keeps_what_fits_and_says_what_it_dropped() {
     );
     assert!(r.dropped.len() <= 32 && r.dropped.iter().all(|d| d.len() <= 512));
     assert_eq!(record::validate(&r), Ok(()));
+}
+
+/// The kube-system launcher's flux (issue 44 item 3): what the bundle generates itself is not
+/// asked for, memcached's `-m`/`-I` are, and a commit leaves nothing more to commit.
+#[test]
+fn the_yaml_to_commit_leaves_out_what_the_bundle_generates_and_keeps_memcached_sizes() {
+    let flux = json!({"spec": {"template": {"spec": {"containers": [{"name": "agent", "args": [
+        "--token=literal", "--connect=wss://cloud.weave.works/api/flux",
+        "--memcached-hostname=weave-flux-memcached.kube-system.svc.cluster.local",
+        "--memcached-service=", "--git-url=git@github.com:example/config.git",
+        "--git-poll-interval=2m", "--git-readonly"]}]}}}});
+    let memcached = vec!["-m 64".to_string(), "-I 8m".to_string()];
+    let r = record::Record::from_launcher(&flux, "flux-agent", &memcached);
+    let mut wc: WeaveCloud = serde_json::from_value(json!({
+        "apiVersion": "cloud.weave.works/v1beta1", "kind": "WeaveCloud",
+        "metadata": {"name": "weave-cloud", "namespace": "weave"},
+        "spec": {"general": {"environment": "generic"}}
+    }))
+    .expect("a WeaveCloud");
+    let yaml = record::commit_yaml(&r, &wc);
+    assert!(!yaml.contains("memcached-hostname"), "{yaml}");
+    assert!(!yaml.contains("memcached-service"), "{yaml}");
+    assert!(!yaml.contains("kube-system"), "{yaml}");
+    let doc: Value = serde_saphyr::from_str(&yaml).expect("YAML");
+    let flux = &doc["spec"]["flux"];
+    assert_eq!(
+        flux["appendArgs"],
+        json!(["--git-poll-interval=2m", "--git-readonly"]),
+        "{yaml}"
+    );
+    assert_eq!(flux["memcachedArgs"], json!(["-I 8m", "-m 64"]), "{yaml}");
+    wc.spec.flux.config.git_url = flux["config"]["gitUrl"].as_str().map(str::to_string);
+    wc.spec.flux.append_args = serde_json::from_value(flux["appendArgs"].clone()).expect("args");
+    wc.spec.flux.memcached_args =
+        serde_json::from_value(flux["memcachedArgs"].clone()).expect("memcached");
+    assert_eq!(record::commit_yaml(&r, &wc), "");
+}
+
+#[test]
+fn what_is_dropped_is_acknowledged_by_the_start_of_its_entry() {
+    let r = record::Record::from_launcher(&customised_launcher_flux(), "flux-agent", &[]);
+    let ack = |list: &[&str]| -> Vec<String> {
+        let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+        r.dropped
+            .iter()
+            .filter(|d| !record::acknowledged(d, &list))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(ack(&[]).len(), 2, "{:?}", r.dropped);
+    assert_eq!(
+        ack(&["volume docker", "container logger"]),
+        Vec::<String>::new()
+    );
+    // Not a prefix of a word: `volume dock` is not `volume docker`.
+    assert_eq!(ack(&["volume dock", "container logger"]).len(), 1);
+    assert_eq!(ack(&["", " "]).len(), 2);
+}
+
+#[test]
+fn a_record_with_an_env_var_weft_would_not_set_is_refused() {
+    for (env, why) in [
+        (
+            json!({"name": "WEAVE_CLOUD_TOKEN", "value": "x"}),
+            "set by Weft",
+        ),
+        (
+            json!({"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}),
+            "valueFrom",
+        ),
+        (
+            json!({"name": "1X", "value": "x"}),
+            "not an environment variable name",
+        ),
+    ] {
+        let r = record::Record {
+            env: vec![env.clone()],
+            ..Default::default()
+        };
+        let err = record::validate(&r).expect_err("refused");
+        assert!(err.contains(why), "{env}: {err}");
+    }
+}
+
+/// weave-agent installed with the `weave-cloud` Helm chart: its ClusterRole and binding are
+/// named after the release and labelled by the chart (issue 44 item 7); they go with it. A role
+/// of another release, or one bound to someone else, stays.
+#[test]
+fn the_helm_chart_s_release_named_rbac_goes_with_weave_agent() {
+    let helm = json!({"app": "weave-cloud", "chart": "weave-cloud-0.3.0", "release": "wc", "heritage": "Tiller"});
+    let mut objects = launcher_install("weave");
+    objects.retain(|((k, _, n), _)| !(*k == "Deployment" && n == "weave-agent"));
+    objects.push(object(
+        "Deployment",
+        Some("weave"),
+        "weave-agent",
+        json!({"labels": helm, "spec": {"selector": {"matchLabels": {"name": "weave-agent"}},
+            "template": {"metadata": {"labels": {"name": "weave-agent"}},
+                "spec": {"serviceAccountName": "wc-weave-cloud"}}}}),
+    ));
+    objects.push(object(
+        "ServiceAccount",
+        Some("weave"),
+        "wc-weave-cloud",
+        json!({"labels": helm}),
+    ));
+    objects.push(object(
+        "ClusterRole",
+        None,
+        "wc-weave-cloud",
+        json!({"labels": helm, "rules": all_rights()}),
+    ));
+    let binding = |subject: &str| {
+        object(
+            "ClusterRoleBinding",
+            None,
+            "wc-weave-cloud",
+            json!({"labels": helm,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "wc-weave-cloud"},
+                "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": "weave"}]}),
+        )
+    };
+    let mut ours = objects.clone();
+    ours.push(binding("wc-weave-cloud"));
+    let taken = plan(&decide(
+        &Live::from_objects(ours),
+        "weave",
+        &weft_agents("weave"),
+        false,
+    ));
+    for removed in [
+        "ServiceAccount/weave/wc-weave-cloud",
+        "ClusterRoleBinding/wc-weave-cloud",
+        "ClusterRole/wc-weave-cloud",
+    ] {
+        assert!(
+            taken.iter().any(|(r, why)| r == removed && why.is_some()),
+            "{removed} in {taken:?}"
+        );
+    }
+    // Bound to another account: neither the binding nor its role is the chart's to remove.
+    let mut other = objects;
+    other.push(binding("someone-else"));
+    let left = plan(&decide(
+        &Live::from_objects(other),
+        "weave",
+        &weft_agents("weave"),
+        false,
+    ));
+    assert!(
+        !left
+            .iter()
+            .any(|(r, _)| r.ends_with("/wc-weave-cloud") && r.starts_with("Cluster")),
+        "{left:?}"
+    );
 }

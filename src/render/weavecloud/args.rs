@@ -338,3 +338,19 @@ pub(super) fn memcached_args(
     }
     (args, kept)
 }
+
+/// One entry of `spec.flux.memcachedArgs` ([`crate::api::weavecloud::is_memcached_size_arg`]),
+/// as flag → value; `None` for anything else (memcached takes no other flag from a WeaveCloud).
+pub(super) fn parse_spec_memcached_arg(arg: &str) -> Option<BTreeMap<String, String>> {
+    if !crate::api::weavecloud::is_memcached_size_arg(arg) {
+        return None;
+    }
+    let (flag, value) = arg.trim().split_once(' ')?;
+    Some(
+        [(
+            flag.trim_start_matches('-').to_string(),
+            value.trim().to_string(),
+        )]
+        .into(),
+    )
+}

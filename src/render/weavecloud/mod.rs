@@ -10,6 +10,7 @@
 //! `patches`: the patches every template, each agent container and prometheus' configuration get.
 
 pub mod args;
+mod env;
 mod patches;
 mod volumes;
 
@@ -28,6 +29,7 @@ pub use args::{
     extra_flux_args, flag_name, parse_flux_args, parse_memcached_args, runtime_socket,
     PRESERVABLE_FLUX_ARGS, PRESERVABLE_MEMCACHED_FLAGS,
 };
+pub use env::{check_flux_env, ALLOWED_ENV_SOURCES};
 use patches::Context;
 
 /// Pod-template annotation: hash of the token Secret's data, so that a new token rolls the agents.
@@ -70,6 +72,8 @@ pub struct AgentInputs {
     /// Volumes of the launcher's flux pod kept (configMap, secret, emptyDir), and their mounts.
     pub preserved_flux_volumes: Vec<Value>,
     pub preserved_flux_mounts: Vec<Value>,
+    /// Env vars of the launcher's flux container kept (an `HTTPS_PROXY`, …), not the token's.
+    pub preserved_flux_env: Vec<Value>,
 }
 
 /// The name of a bundle's cluster-scoped object (a ClusterRole, …) rendered for the WeaveCloud
@@ -146,6 +150,17 @@ pub fn render_agents(
     };
     let owner = Owner::resource(OwnerKind::WeaveCloud, namespace.clone(), name);
 
+    // memcached's `-m`/`-I`: the spec's win over those kept from a running memcached.
+    let mut memcached_flags = inputs.preserved_memcached_args.clone();
+    for (i, arg) in wc.spec.flux.memcached_args.iter().enumerate() {
+        let parsed = args::parse_spec_memcached_arg(arg).ok_or_else(|| {
+            RenderError::Other(format!(
+                "WeaveCloud `{namespace}/{}`: `spec.flux.memcachedArgs[{i}]: {arg}` is not `-m <size>` or `-I <size>` (a number with an optional k, m or g): remove it or write it so",
+                owner_name(wc)
+            ))
+        })?;
+        memcached_flags.extend(parsed);
+    }
     let mut objects = Vec::new();
     let mut preserved = Vec::new();
     let mut preserved_memcached = Vec::new();
@@ -160,12 +175,9 @@ pub fn render_agents(
             if agent == Agent::Flux
                 && template.kind() == "Deployment"
                 && template.name() == MEMCACHED_DEPLOYMENT
-                && !inputs.preserved_memcached_args.is_empty()
+                && !memcached_flags.is_empty()
             {
-                preserved_memcached.extend(memcached_patch(
-                    &mut object,
-                    &inputs.preserved_memcached_args,
-                ));
+                preserved_memcached.extend(memcached_patch(&mut object, &memcached_flags));
             }
             match templates.container_of(template.kind(), template.name()) {
                 Some((0, target)) => {
@@ -179,6 +191,12 @@ pub fn render_agents(
                     preserved.extend(kept);
                     ctx.agent_container_patches(agent, target, true, template, &mut object, &args)?;
                     if agent == Agent::Flux {
+                        env::add_flux_env(wc, inputs, target, &mut object).map_err(|m| {
+                            RenderError::Other(format!(
+                                "WeaveCloud `{namespace}/{}`: {m}",
+                                owner_name(wc)
+                            ))
+                        })?;
                         volumes::add_flux_volumes(wc, inputs, target, &mut object).map_err(
                             |m| {
                                 RenderError::Other(format!(
@@ -250,6 +268,19 @@ pub fn render_agents(
 
 fn owner_name(wc: &WeaveCloud) -> &str {
     wc.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// The flag names the bundle's flux template gives its flux container (`memcached-hostname`,
+/// …): what a takeover must not ask to commit, since the bundle generates them already.
+pub fn flux_template_flags(bundle: &Bundle) -> Vec<String> {
+    let target = bundle.flux.container();
+    bundle
+        .agent(Agent::Flux)
+        .templates
+        .iter()
+        .filter(|t| t.kind() == target.kind && t.name() == target.name)
+        .flat_map(|t| template_flags(&t.object, target))
+        .collect()
 }
 
 /// The flag names the bundle's template already gives container `target` (`memcached-hostname`, …).

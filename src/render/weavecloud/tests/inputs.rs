@@ -381,3 +381,40 @@ fn the_runtime_is_detected_from_the_node_as_the_launcher_did() {
     assert!(a.contains(&"--probe.cri.endpoint=unix:///var/run/crio.sock".to_string()));
     assert!(!a.iter().any(|x| x.contains("containerd")));
 }
+
+#[test]
+fn spec_memcached_args_win_over_the_running_ones_and_nothing_else_is_accepted() {
+    let inputs = AgentInputs {
+        preserved_memcached_args: BTreeMap::from([
+            ("m".to_string(), "2048".to_string()),
+            ("I".to_string(), "10m".to_string()),
+        ]),
+        ..Default::default()
+    };
+    let mut wc = example();
+    wc.spec.flux.memcached_args = vec!["-m 64".into()];
+    let r = render_with(&wc, &inputs);
+    let d = find(&r.objects, "Deployment", "weave-flux-memcached");
+    assert_eq!(args(d, "memcached"), vec!["-m 64", "-p 11211", "-I 10m"]);
+    // Committed without a record: the same memcached.
+    wc.spec.flux.memcached_args = vec!["-m 64".into(), "-I 10m".into()];
+    let r = render_with(&wc, &AgentInputs::default());
+    let d = find(&r.objects, "Deployment", "weave-flux-memcached");
+    assert_eq!(args(d, "memcached"), vec!["-m 64", "-p 11211", "-I 10m"]);
+    for bad in [
+        "-p 11211",
+        "-m lots",
+        "-m",
+        "--memory-limit=64",
+        "-m 64 -vv",
+    ] {
+        wc.spec.flux.memcached_args = vec![bad.into()];
+        let err = render_agents(&wc, Bundle::builtin().unwrap(), &AgentInputs::default())
+            .expect_err(bad)
+            .to_string();
+        assert!(
+            err.contains("spec.flux.memcachedArgs[0]") && err.contains(bad),
+            "{err}"
+        );
+    }
+}

@@ -162,3 +162,81 @@ fn spec_flux_volumes_may_not_reach_the_node_or_reuse_a_name() {
         assert!(err.contains(expected), "{expected:?} in {err}");
     }
 }
+
+/// The labels of one target after `rules` (Prometheus `replace` rules only: `source_labels`
+/// joined with `;`, an anchored `regex`, default `(.*)`, `$1` into `target_label`).
+fn relabel(rules: &[Value], mut labels: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    for r in rules {
+        if r.get("action").is_some_and(|a| a != "replace") || r.get("target_label").is_none() {
+            continue;
+        }
+        let value: Vec<String> = r["source_labels"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| labels.get(l.as_str().unwrap()).cloned().unwrap_or_default())
+            .collect();
+        let value = value.join(";");
+        let re =
+            regex::Regex::new(&format!("^(?:{})$", r["regex"].as_str().unwrap_or("(.*)"))).unwrap();
+        if let Some(c) = re.captures(&value) {
+            let replacement = r["replacement"].as_str().unwrap_or("$1");
+            let mut out = String::new();
+            c.expand(&replacement.replace("${1}", "$1"), &mut out);
+            labels.insert(r["target_label"].as_str().unwrap().to_string(), out);
+        }
+    }
+    labels
+}
+
+/// Weave Cloud's dashboards query `kubernetes_namespace`, `kubernetes_pod_name` and
+/// `_weave_service` on pod metrics and `_weave_pod_name` on cAdvisor's, as the launcher's
+/// prometheus labelled them (issue 44 item 7): the workload's name, from each kind of pod name.
+#[test]
+fn prometheus_labels_targets_and_containers_as_weave_cloud_s_dashboards_query_them() {
+    let config = prometheus_yml(&render(&example()));
+    let job = |name: &str| -> Value {
+        config["scrape_configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job_name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let pods = job("kubernetes-pods")["relabel_configs"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let cadvisor = job("kubernetes-cadvisor")["metric_relabel_configs"]
+        .as_array()
+        .expect("cadvisor's metric relabelling")
+        .clone();
+    for (pod, workload) in [
+        ("my-app-5f7b8c9d4f-x7k2p", "my-app"),
+        ("node-exporter-abcde", "node-exporter"),
+        ("web-0", "web"),
+        ("standalone", "standalone"),
+    ] {
+        let target = relabel(
+            &pods,
+            BTreeMap::from([
+                (
+                    "__meta_kubernetes_namespace".to_string(),
+                    "shop".to_string(),
+                ),
+                ("__meta_kubernetes_pod_name".to_string(), pod.to_string()),
+            ]),
+        );
+        assert_eq!(target["kubernetes_namespace"], "shop");
+        assert_eq!(target["kubernetes_pod_name"], pod);
+        assert_eq!(target["_weave_service"], workload, "{pod}");
+        for label in ["pod_name", "pod"] {
+            let series = relabel(
+                &cadvisor,
+                BTreeMap::from([(label.to_string(), pod.to_string())]),
+            );
+            assert_eq!(series["_weave_pod_name"], workload, "{label}={pod}");
+        }
+    }
+}
