@@ -480,6 +480,8 @@ async fn the_dashboard_in_chromium() {
         )
         .await;
     assert!(text.contains("ready"), "each object's health:\n{text}");
+    // Back to the roots page, which the live checks below watch.
+    s.visit("/", &[&n, "Sync now"], "roots").await;
     // Live: suspended from the command line, the open page says so without a reload.
     wait_for(
         "the live stream to connect",
