@@ -2,16 +2,17 @@
 //! before it is created), what was applied before by the owners that only report drift, and
 //! what the prune guard and the kind changes of the pass need to know of the inventories.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::inventories::read_inventories;
 use super::super::PassError;
 use super::Engine;
 use crate::api::ObjectRef;
 use crate::apply::inventory::{self, Inventory};
-use crate::apply::plan::{self, Catalog};
+use crate::apply::plan::{self, Catalog, PlannedObject};
 use crate::apply::prune::GuardScope;
 use crate::apply::replaced;
+use crate::apply::ApplyError;
 use crate::render::{DesiredSet, Owner};
 
 impl Engine<'_> {
@@ -40,6 +41,14 @@ impl Engine<'_> {
             let stored = root || inv.source == inventory::InventorySource::Stored;
             let Some(wanted) = desired.get(&inv.owner).filter(|_| stored) else {
                 self.guard_scopes.push(GuardScope::of(&inv));
+                // An Armada chart without a stored inventory (its CR is created by this pass, in
+                // wave 0): its objects are recorded once it exists, before the first of them is
+                // created. (Other owners' are recorded by the final write.)
+                let chart = inv.owner.as_chart().is_some();
+                if let Some(wanted) = desired.get(&inv.owner).filter(|w| !w.is_empty() && chart) {
+                    self.unrecorded
+                        .insert(inv.owner.clone(), (wanted.clone(), inv));
+                }
                 continue;
             };
             let keys: BTreeSet<_> = inv.entries.iter().map(inventory::ref_key).collect();
@@ -81,6 +90,73 @@ impl Engine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The write-ahead of the owners of `objects` that had no stored inventory before the pass
+    /// (their custom resource is created by it, in an earlier wave): each is recorded now, before
+    /// the first of its objects is created. The owners whose custom resource still does not
+    /// exist, each with its error: their objects must not be created (nothing could record
+    /// them, so neither the next pass nor `weft uninstall --prune` would find them); see below
+    /// for the owners whose objects go on without.
+    pub(super) async fn record_late(
+        &mut self,
+        objects: &[PlannedObject],
+        catalog: &Catalog,
+    ) -> Result<BTreeMap<Owner, ApplyError>, ApplyError> {
+        let mut missing = BTreeMap::new();
+        if self.unrecorded.is_empty() {
+            return Ok(missing);
+        }
+        let owners: BTreeSet<&Owner> = objects
+            .iter()
+            .map(|p| &p.desired.owner)
+            .filter(|o| self.unrecorded.contains_key(*o))
+            .collect();
+        for owner in owners {
+            // A chart's CRDs are applied before every wave, its CR included (the final write
+            // records them); a CR applied in the same batch as its objects cannot be recorded
+            // first either.
+            let reference = owner.reference();
+            let with_its_cr = objects
+                .iter()
+                .any(|p| p.object_ref.to_string() == reference);
+            let only_crds = objects
+                .iter()
+                .filter(|p| &p.desired.owner == owner)
+                .all(|p| p.object_ref.kind == "CustomResourceDefinition");
+            if with_its_cr || only_crds {
+                continue;
+            }
+            let (wanted, previous) = &self.unrecorded[owner];
+            let mut union = previous.entries.clone();
+            union.extend(wanted.iter().cloned());
+            let written = inventory::write(
+                self.client,
+                catalog,
+                owner,
+                &self.settings.weft_namespace,
+                &union,
+                &Inventory {
+                    // Never "unchanged": the custom resource has no inventory stored yet.
+                    source: inventory::InventorySource::Rebuilt,
+                    entries: BTreeSet::new(),
+                    ..previous.clone()
+                },
+            )
+            .await?;
+            if written {
+                self.unrecorded.remove(owner);
+            } else {
+                missing.insert(
+                    owner.clone(),
+                    ApplyError::Inventory {
+                        owner: reference,
+                        problem: crate::apply::InventoryProblem::OwnerMissing,
+                    },
+                );
+            }
+        }
+        Ok(missing)
     }
 
     /// What each owner that only reports drift applied before: its stored inventory.

@@ -73,6 +73,9 @@ pub struct Engine<'a> {
     /// What the pass deleted before its prune (kind changes, recreates), per owner: counted
     /// by the prune guard.
     deleted_early: BTreeMap<Owner, usize>,
+    /// The owner custom resources with no stored inventory at the write-ahead (created by this
+    /// pass): what each wants, and its inventory as read, until it is recorded.
+    unrecorded: BTreeMap<Owner, (BTreeSet<ObjectRef>, Inventory)>,
 }
 
 impl<'a> Engine<'a> {
@@ -100,6 +103,7 @@ impl<'a> Engine<'a> {
             guard_scopes: Vec::new(),
             replacements: Vec::new(),
             deleted_early: BTreeMap::new(),
+            unrecorded: BTreeMap::new(),
         }
     }
 
@@ -313,7 +317,9 @@ impl<'a> Engine<'a> {
         // stays in the plan's own vector (a plan of 100,000 objects is not copied).
         let mut rest = resolved.planned;
         let stage0: Vec<PlannedObject> = rest
-            .extract_if(.., |p| order::stage(&p.object_ref.kind) == 0)
+            .extract_if(.., |p| {
+                order::stage(&p.object_ref.kind) == 0 && !in_its_own_wave(p)
+            })
             .collect();
         self.apply(
             &stage0,
@@ -404,7 +410,18 @@ impl<'a> Engine<'a> {
             } else {
                 "objects".to_string()
             };
+            // A release's namespace and cluster objects, as it installs: applied and waited for
+            // before anything else of its wave, its pre-install hooks included (stable: the
+            // wave's order stays). Whether a release installs is judged without them.
+            let (prerequisites, objects): (Vec<PlannedObject>, Vec<PlannedObject>) = objects
+                .into_iter()
+                .partition(|p| order::stage(&p.object_ref.kind) == 0);
             let releases = self.releases(&objects).await?;
+            if !prerequisites.is_empty() {
+                let what = format!("{label}: namespaces and cluster objects");
+                self.apply(&prerequisites, catalog, &what).await?;
+                self.wait(&prerequisites).await?;
+            }
             for (owner, release) in &releases {
                 self.run_phase(catalog, owner, *wave, true, *release)
                     .await?;
@@ -523,6 +540,19 @@ impl<'a> Engine<'a> {
     ) -> Result<(), ApplyError> {
         if objects.is_empty() {
             return Ok(());
+        }
+        let missing = self.record_late(objects, catalog).await?;
+        if !missing.is_empty() {
+            let recorded: Vec<PlannedObject> = objects
+                .iter()
+                .filter(|p| !missing.contains_key(&p.desired.owner))
+                .cloned()
+                .collect();
+            let mut errors: Vec<ApplyError> = missing.into_values().collect();
+            if let Err(e) = Box::pin(self.apply(&recorded, catalog, label)).await {
+                errors.push(e);
+            }
+            return ApplyError::from_list(errors).map_or(Ok(()), Err);
         }
         (self.observer)(Progress::Phase {
             message: format!("applying {label}"),
@@ -658,6 +688,14 @@ pub async fn resolve_set(
     // Before the live state is read: an autoscaler's replicas are neither drift nor a change.
     crate::apply::ignore::respect_other_managers(client, catalog, &mut resolved.planned).await?;
     Ok(resolved)
+}
+
+/// Whether a cluster prerequisite is applied in its own wave rather than before every wave: an
+/// Armada release's Namespace, ClusterRoles and bindings come when that release installs, as
+/// Armada installs them (a chart that is never reached gets none). CRDs stay in stage 0: the
+/// custom resources of later waves are resolved against them once, before the waves.
+fn in_its_own_wave(p: &PlannedObject) -> bool {
+    p.desired.owner.as_chart().is_some() && p.object_ref.kind != "CustomResourceDefinition"
 }
 
 fn order_planned(objects: &mut [PlannedObject]) {
