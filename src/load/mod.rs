@@ -293,6 +293,7 @@ pub fn load_with(
         Some(decrypted) => Arc::new(decrypted),
         None => snapshot,
     };
+    armada::overrides::hint_unpassed(&armada_docs, &mut diags);
     for path in &opts.armada_values {
         let overrides = armada::overrides::read(&snapshot, path, &mut diags);
         armada::overrides::apply(&mut armada_docs, &overrides, &mut diags);

@@ -123,6 +123,36 @@ pub fn apply(docs: &mut [RawDoc], overrides: &[RawDoc], diags: &mut Diagnostics)
     }
 }
 
+/// A hint on each Armada document that names the same chart, group or manifest as an earlier one
+/// (the load reports it as an error: fields missing, or defined twice): it may be an override file
+/// that was not given with `--armada-values`.
+pub fn hint_unpassed(docs: &[RawDoc], diags: &mut Diagnostics) {
+    let mut first: std::collections::HashMap<(Kind, &str, Option<&str>), &Origin> =
+        std::collections::HashMap::new();
+    let mut hinted = std::collections::BTreeSet::new();
+    for d in docs {
+        let Some(id) = identity(&d.value) else {
+            continue;
+        };
+        match first.get(&id) {
+            None => {
+                first.insert(id, &d.origin);
+            }
+            Some(earlier) if hinted.insert(d.origin.file.clone()) => diags.warning(
+                d.origin.clone(),
+                format!(
+                    "{} `{}` is also defined at {earlier}; if `{}` holds overrides (`armada apply --values`), give it with `--armada-values {}`, or move it out of the synced path",
+                    id.0.name(),
+                    id.1,
+                    d.origin.file,
+                    d.origin.file
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
 /// Armada's merge of an override into a body: mappings key by key, a string for a list becomes
 /// its comma-separated items, anything else replaces.
 fn merge(into: &mut Value, changes: &Map<String, Value>) {
