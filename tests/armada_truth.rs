@@ -462,3 +462,46 @@ async fn the_daemon_tells_the_truth_and_says_what_it_waits_for() {
     drop(server);
     ns.delete().await;
 }
+
+/// A chart's Namespace that a chart of an earlier wave deploys into is still created before that
+/// wave (only the namespaces and cluster objects no earlier wave needs wait for their release).
+#[tokio::test]
+async fn a_namespace_an_earlier_wave_needs_comes_before_it() {
+    let ns = TestNamespace::new("truth-shared").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let shared = format!("{name}-shared");
+    let format = "annotations: {weft.io/template-format: substitution}\n";
+    let chart = |chart: &str, location: &str| {
+        format!("---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: {chart}, namespace: {name}}}\nspec:\n  release: {chart}\n  namespace: {shared}\n  source: {{type: local, location: {location}}}\n  values: {{shared: {shared}}}\n  wait: {{timeout: 30, resources: []}}\n")
+    };
+    let files = BTreeMap::from([
+        ("charts/cm/Chart.yaml", format!("name: cm\nversion: 1.0.0\n{format}")),
+        (
+            "charts/cm/templates/cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}\ndata: {a: b}\n".to_string(),
+        ),
+        ("charts/ns/Chart.yaml", format!("name: ns\nversion: 1.0.0\n{format}")),
+        ("charts/ns/values.yaml", "shared: x\n".to_string()),
+        (
+            "charts/ns/templates/ns.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ${shared}\n".to_string(),
+        ),
+        (
+            "armada.yaml",
+            format!(
+                "{}{}---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: g, namespace: {name}}}\nspec:\n  sequenced: true\n  chart_group: [early, late]\n",
+                chart("early", "charts/cm"),
+                chart("late", "charts/ns")
+            ),
+        ),
+    ]);
+    let r = pass(&client, &files, &settings(&name)).await;
+    assert!(r.succeeded(), "{}", error_text(&r));
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &shared);
+    assert!(cms.get_opt("early").await.unwrap().is_some());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(&shared, &DeleteParams::default()).await;
+    ns.delete().await;
+}

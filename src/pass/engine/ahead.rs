@@ -96,15 +96,17 @@ impl Engine<'_> {
     /// (their custom resource is created by it, in an earlier wave): each is recorded now, before
     /// the first of its objects is created. The owners whose custom resource still does not
     /// exist, each with its error: their objects must not be created (nothing could record
-    /// them, so neither the next pass nor `weft uninstall --prune` would find them); see below
-    /// for the owners whose objects go on without.
+    /// them, so neither the next pass nor `weft uninstall --prune` would find them). Stage 0
+    /// records nothing here (see below).
     pub(super) async fn record_late(
         &mut self,
         objects: &[PlannedObject],
         catalog: &Catalog,
     ) -> Result<BTreeMap<Owner, ApplyError>, ApplyError> {
         let mut missing = BTreeMap::new();
-        if self.unrecorded.is_empty() {
+        // Before the waves no CR that this pass creates exists yet: a chart's CRDs (and a
+        // Namespace an earlier wave needs) are recorded by the final write.
+        if self.unrecorded.is_empty() || self.before_waves {
             return Ok(missing);
         }
         let owners: BTreeSet<&Owner> = objects
@@ -113,18 +115,12 @@ impl Engine<'_> {
             .filter(|o| self.unrecorded.contains_key(*o))
             .collect();
         for owner in owners {
-            // A chart's CRDs are applied before every wave, its CR included (the final write
-            // records them); a CR applied in the same batch as its objects cannot be recorded
-            // first either.
+            // A CR applied in the same batch as its objects cannot be recorded first.
             let reference = owner.reference();
-            let with_its_cr = objects
+            if objects
                 .iter()
-                .any(|p| p.object_ref.to_string() == reference);
-            let only_crds = objects
-                .iter()
-                .filter(|p| &p.desired.owner == owner)
-                .all(|p| p.object_ref.kind == "CustomResourceDefinition");
-            if with_its_cr || only_crds {
+                .any(|p| p.object_ref.to_string() == reference)
+            {
                 continue;
             }
             let (wanted, previous) = &self.unrecorded[owner];

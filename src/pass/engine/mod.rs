@@ -76,6 +76,8 @@ pub struct Engine<'a> {
     /// The owner custom resources with no stored inventory at the write-ahead (created by this
     /// pass): what each wants, and its inventory as read, until it is recorded.
     unrecorded: BTreeMap<Owner, (BTreeSet<ObjectRef>, Inventory)>,
+    /// Stage 0 is being applied (before every wave).
+    before_waves: bool,
 }
 
 impl<'a> Engine<'a> {
@@ -104,6 +106,7 @@ impl<'a> Engine<'a> {
             replacements: Vec::new(),
             deleted_early: BTreeMap::new(),
             unrecorded: BTreeMap::new(),
+            before_waves: false,
         }
     }
 
@@ -316,17 +319,22 @@ impl<'a> Engine<'a> {
         // Stage 0: cluster prerequisites, then CRDs established and a fresh discovery. The rest
         // stays in the plan's own vector (a plan of 100,000 objects is not copied).
         let mut rest = resolved.planned;
+        let first_use = first_wave_in_namespace(&rest);
         let stage0: Vec<PlannedObject> = rest
             .extract_if(.., |p| {
-                order::stage(&p.object_ref.kind) == 0 && !in_its_own_wave(p)
+                order::stage(&p.object_ref.kind) == 0 && !in_its_own_wave(p, &first_use)
             })
             .collect();
-        self.apply(
-            &stage0,
-            catalog,
-            "cluster prerequisites (CRDs, Namespaces, cluster roles, classes)",
-        )
-        .await?;
+        self.before_waves = true;
+        let applied = self
+            .apply(
+                &stage0,
+                catalog,
+                "cluster prerequisites (CRDs, Namespaces, cluster roles, classes)",
+            )
+            .await;
+        self.before_waves = false;
+        applied?;
         self.wait(&stage0).await?;
         if resolved.pending_crd.is_empty() {
             return Ok(rest);
@@ -694,8 +702,28 @@ pub async fn resolve_set(
 /// Armada release's Namespace, ClusterRoles and bindings come when that release installs, as
 /// Armada installs them (a chart that is never reached gets none). CRDs stay in stage 0: the
 /// custom resources of later waves are resolved against them once, before the waves.
-fn in_its_own_wave(p: &PlannedObject) -> bool {
-    p.desired.owner.as_chart().is_some() && p.object_ref.kind != "CustomResourceDefinition"
+/// A chart's Namespace that an object of an earlier wave lives in is needed before that wave: it
+/// stays in stage 0. `first_use`: the first wave of any object in each namespace.
+fn in_its_own_wave(p: &PlannedObject, first_use: &BTreeMap<String, u32>) -> bool {
+    let needed_earlier = p.object_ref.kind == "Namespace"
+        && first_use
+            .get(p.object_ref.name.as_str())
+            .is_some_and(|w| *w < p.desired.wave);
+    p.desired.owner.as_chart().is_some()
+        && p.object_ref.kind != "CustomResourceDefinition"
+        && !needed_earlier
+}
+
+/// The first wave of any object in each namespace of `planned`.
+fn first_wave_in_namespace(planned: &[PlannedObject]) -> BTreeMap<String, u32> {
+    let mut out: BTreeMap<String, u32> = BTreeMap::new();
+    for p in planned.iter().filter(|p| p.namespaced) {
+        let wave = out
+            .entry(p.object_ref.namespace.clone())
+            .or_insert(u32::MAX);
+        *wave = (*wave).min(p.desired.wave);
+    }
+    out
 }
 
 fn order_planned(objects: &mut [PlannedObject]) {
