@@ -650,7 +650,8 @@ fn weft_on(files: &[(&str, &str)], args: &[&str], env: &[(&str, &str)]) -> (i32,
 #[test]
 fn a_native_chart_s_annotations_are_kept() {
     let chart_yaml = "apiVersion: v2\nname: rules\nversion: 1.0.0\n";
-    let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rules\ndata:\n  summary: {{ \"{{ $labels.instance }} is down\" | quote }}\n";
+    // In an annotation: in a ConfigMap's data, braces are the workload's and only warned about.
+    let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rules\n  annotations:\n    summary: {{ \"{{ $labels.instance }} is down\" | quote }}\n";
     let doc = |annotations: &str| {
         format!(
             "schema: armada/Chart/v1\nmetadata:\n  schema: metadata/Document/v1\n  name: rules\n{annotations}  storagePolicy: cleartext\ndata:\n  chart_name: rules\n  release: rules\n  namespace: monitoring\n  source: {{type: local, location: charts/rules, subpath: .}}\n"

@@ -376,11 +376,12 @@ fn the_seed_as_written_renders() {
 }
 
 /// helm's output may contain `{{` on purpose (Prometheus alert templates): refused unless the
-/// ArmadaChart says so, and the error says how.
+/// ArmadaChart says so, and the error says how. (In a ConfigMap's data they are the workload's
+/// template, only warned about: see tests/armada_truth.rs.)
 #[test]
 fn a_chart_printing_literal_braces_needs_the_annotation() {
     let chart_yaml = "apiVersion: v2\nname: rules\nversion: 1.0.0\n";
-    let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rules\ndata:\n  summary: {{ \"{{ $labels.instance }} is down\" | quote }}\n";
+    let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rules\n  annotations:\n    summary: {{ \"{{ $labels.instance }} is down\" | quote }}\n";
     let doc = |annotations: &str| {
         format!(
             "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata:\n  name: rules\n  namespace: monitoring\n{annotations}spec:\n  release: rules\n  namespace: monitoring\n  source: {{type: local, location: charts/rules}}\n"
@@ -395,7 +396,7 @@ fn a_chart_printing_literal_braces_needs_the_annotation() {
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("ArmadaChart monitoring/rules")
-            && out.contains("still contains `{{` at /data/summary")
+            && out.contains("still contains `{{` at /metadata/annotations/summary")
             && out.contains("`weft.io/literal-braces: allow`"),
         "{out}"
     );

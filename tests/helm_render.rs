@@ -374,25 +374,26 @@ fn braces_are_detected_as_helm_and_never_reach_the_output() {
         json!([{"port": 8080}])
     );
 
-    // A template that prints `{{` literally is refused, naming the template, unless allowed.
+    // A template that prints `{{` literally is refused, naming the template, unless allowed (in
+    // an annotation: in a ConfigMap's data, braces are the workload's and only warned about).
     let literal = ChartTree::new(ChartFiles::from_pairs([
         ("Chart.yaml", "apiVersion: v2\nname: rules\nversion: 1.0.0\n"),
         (
             "templates/cm.yaml",
-            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rules\ndata:\n  summary: {{ \"{{ $labels.instance }} is down\" | quote }}\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rules\n  annotations:\n    summary: {{ \"{{ $labels.instance }} is down\" | quote }}\n",
         ),
     ]));
     let err = render(&literal, &json!({})).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "rules/templates/cm.yaml: the rendered object ConfigMap/rules still contains `{{` at /data/summary; an unrendered template action must never reach the cluster"
+        "rules/templates/cm.yaml: the rendered object ConfigMap/rules still contains `{{` at /metadata/annotations/summary; an unrendered template action must never reach the cluster"
     );
     let values = json!({});
     let mut request = RenderRequest::new(&literal, "rules", "default", &values);
     request.allow_literal_braces = true;
     let allowed = renderer().render(&request).unwrap();
     assert_eq!(
-        allowed.render.objects[0].value["data"]["summary"],
+        allowed.render.objects[0].value["metadata"]["annotations"]["summary"],
         "{{ $labels.instance }} is down"
     );
 }

@@ -226,6 +226,10 @@ pub enum InventoryProblem {
     /// The owner is a custom resource the cluster does not serve.
     #[error("the cluster does not serve kind {0}")]
     UnknownKind(String),
+    /// The owner custom resource does not exist (its own apply failed), so nothing can record
+    /// its objects: they are not created.
+    #[error("the custom resource does not exist, so its objects were not created (nothing could record them for a later prune); see why it was not applied")]
+    OwnerMissing,
 }
 
 impl InventoryProblem {

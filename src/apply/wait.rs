@@ -381,7 +381,8 @@ pub async fn wait_owner_reporting(
             state.timed_out = Some(rule.timeout);
             return Err(state);
         }
-        if !state.not_ready.is_empty() {
+        // Also when only a required selector found nothing (an empty list): the wait goes on.
+        if !state.not_ready.is_empty() || !state.missing.is_empty() {
             on_pending(&state.not_ready);
         }
         let left = rule.timeout.saturating_sub(start.elapsed());

@@ -44,6 +44,16 @@ pub struct RepoArgs {
     /// has more than one manifest.
     #[arg(long, env = "WEFT_TARGET_MANIFEST")]
     pub target_manifest: Option<String>,
+    /// An Armada override file of the repository (its path under `--path`), as `armada apply
+    /// --values`: its documents name charts, groups or manifests and are merged on top of them.
+    /// Repeat for more, applied in order; comma-separated in WEFT_ARMADA_VALUES.
+    #[arg(
+        long = "armada-values",
+        value_name = "FILE",
+        env = "WEFT_ARMADA_VALUES",
+        value_delimiter = ','
+    )]
+    pub armada_values: Vec<String>,
     /// The most one git fetch may take, whatever the server does (accepts and never answers,
     /// trickles): the fetch fails and the last good revision stays applied.
     #[arg(long, env = "WEFT_FETCH_TIMEOUT", default_value = "5m", value_parser = humantime::parse_duration)]
@@ -118,6 +128,7 @@ impl RepoArgs {
                 .unwrap_or_else(|| defaults.weft_namespace.clone()),
             repo_location: self.location(),
             target_manifest: self.target_manifest.clone(),
+            armada_values: self.armada_values.clone(),
             chart_fetch,
             decryption,
             ..defaults

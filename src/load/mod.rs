@@ -185,6 +185,9 @@ pub struct LoadOptions {
     pub identities: Arc<Vec<AgeIdentity>>,
     /// `--target-manifest`: the ArmadaManifest that deploys (see [`armada::load_targeted`]).
     pub target_manifest: Option<String>,
+    /// `--armada-values`: Armada override files of the repository, merged in order on top of
+    /// the documents they name (see [`armada::overrides`]); not loaded as documents.
+    pub armada_values: Vec<String>,
 }
 
 /// Whether a file may be a SOPS file (an encrypted value, or a `sops` key anywhere): its
@@ -229,8 +232,9 @@ pub fn load_with(
         manifests: Vec::new(),
     };
     // Outside every chart directory first: the Armada documents say which ones are charts.
+    let is_override = |path: &String| opts.armada_values.contains(path);
     for (path, bytes) in snapshot.files.iter() {
-        if !under_any(path, &candidates) {
+        if !under_any(path, &candidates) && !is_override(path) {
             loader.file(path, bytes);
         }
     }
@@ -263,6 +267,7 @@ pub fn load_with(
     for (path, bytes) in snapshot.files.iter() {
         if under_any(path, &stray)
             && !under_any(path, &referenced)
+            && !is_override(path)
             && !is_chart_metadata(path, &stray)
         {
             loader.file(path, bytes);
@@ -271,7 +276,7 @@ pub fn load_with(
     let Loader {
         mut diags,
         mut cleartexts,
-        armada_docs,
+        mut armada_docs,
         weaveclouds,
         manifests,
         budget,
@@ -288,6 +293,11 @@ pub fn load_with(
         Some(decrypted) => Arc::new(decrypted),
         None => snapshot,
     };
+    armada::overrides::hint_unpassed(&armada_docs, &mut diags);
+    for path in &opts.armada_values {
+        let overrides = armada::overrides::read(&snapshot, path, &mut diags);
+        armada::overrides::apply(&mut armada_docs, &overrides, &mut diags);
+    }
     let mut armada =
         armada::load_targeted(armada_docs, opts.target_manifest.as_deref(), &mut diags);
     armada.budget = budget.clone();

@@ -91,6 +91,8 @@ pub struct PassSettings {
     pub decryption: Decryption,
     /// `--target-manifest`: the ArmadaManifest that deploys (`NAME` or `NAMESPACE/NAME`).
     pub target_manifest: Option<String>,
+    /// `--armada-values`: Armada override files of the repository (`armada apply --values`).
+    pub armada_values: Vec<String>,
     /// `--launcher-takeover NAMESPACE/NAME`: the one WeaveCloud whose takeover may act in
     /// kube-system (see [`takeover::designated`]); `None`: none.
     pub launcher_takeover: Option<String>,
@@ -170,6 +172,7 @@ impl Default for PassSettings {
             helm: Arc::new(HelmRenderer::new(HelmLocation::Environment)),
             decryption: Decryption::default(),
             target_manifest: None,
+            armada_values: Vec::new(),
             launcher_takeover: None,
         }
     }

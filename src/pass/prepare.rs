@@ -59,6 +59,7 @@ pub async fn prepare(
     let load_opts = load::LoadOptions {
         identities,
         target_manifest: settings.target_manifest.clone(),
+        armada_values: settings.armada_values.clone(),
     };
     let (repo, mut diagnostics) =
         tokio::task::spawn_blocking(move || load::load_with(snapshot, &load_opts))

@@ -161,6 +161,10 @@ impl DesiredSet {
             failures,
         } = render_parts(&repo, inputs, opts)?;
         objects.extend(adopted);
+        // The resources' own namespaces first: a release namespace that is also theirs is
+        // needed before any chart.
+        let own = super::armada::resource_namespaces(&objects);
+        objects.extend(own);
         let namespaces = super::armada::release_namespaces(&repo.armada, &objects);
         drop(repo);
         objects.extend(namespaces);

@@ -14,6 +14,7 @@
 //! deleted, so the mapper records what it saw and the reconcile reads each child whose last write
 //! was Weft's own back: gone means deleted.
 
+mod outcomes;
 mod scale;
 pub mod status;
 #[cfg(test)]

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 pub(super) mod conflict;
 mod report;
 mod source;
+mod waiting;
 
 use report::{count_early, log_outcome, suspended_message};
 pub use report::{fill_changes, summary_of};
@@ -385,15 +386,19 @@ impl RootReconciler {
         // Charts whose objects this pass changes are marked `deploying` as it goes; the writes
         // are awaited before the pass's outcome is recorded (see `armada::status::mark_deploying`).
         let deploying = DeployingMarks::default();
+        let waits = waiting::WaitLog::new(pass);
         let observer = |p: Progress<'_>| match p {
-            Progress::Phase { message, objects } => tracing::debug!(pass, objects, "{message}"),
+            Progress::Phase { message, objects } => {
+                waits.phase(&message);
+                tracing::debug!(pass, objects, "{message}")
+            }
             Progress::Change(c) if c.action != Action::Unchanged => {
                 tracing::info!(pass, object = %c.object, owner = %c.owner.reference(), action = c.action.done(), reason = c.reason.as_deref().unwrap_or(""), "object changed");
                 deploying.mark(self.state.client(), &c.owner);
             }
             Progress::Change(_) => {}
             Progress::Ready(r) => tracing::debug!(pass, object = %r, "ready"),
-            Progress::Waiting(_) => {}
+            Progress::Waiting(still) => waits.waiting(still),
         };
         // Suspended Armada charts (and their groups' and manifests' charts) are held out.
         let client = &self.state.client();

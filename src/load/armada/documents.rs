@@ -29,7 +29,7 @@ impl Kind {
             Kind::Manifest => "ArmadaManifest",
         }
     }
-    fn from_kind(kind: &str) -> Option<Kind> {
+    pub(super) fn from_kind(kind: &str) -> Option<Kind> {
         match kind {
             "ArmadaChart" => Some(Kind::Chart),
             "ArmadaChartGroup" => Some(Kind::Group),

@@ -8,6 +8,7 @@
 //! `references`: the checks across documents (references, dependency cycles, per-chart rules).
 
 mod documents;
+pub mod overrides;
 mod references;
 mod target;
 

@@ -3,16 +3,17 @@
 //! what the prune guard and the kind changes of the pass need to know of the inventories.
 
 use crate::api::owner::OwnerKind;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::inventories::read_inventories;
 use super::super::PassError;
 use super::Engine;
 use crate::api::ObjectRef;
 use crate::apply::inventory::{self, Inventory};
-use crate::apply::plan::{self, Catalog};
+use crate::apply::plan::{self, Catalog, PlannedObject};
 use crate::apply::prune::GuardScope;
 use crate::apply::replaced;
+use crate::apply::ApplyError;
 use crate::render::{DesiredSet, Owner};
 
 impl Engine<'_> {
@@ -47,6 +48,14 @@ impl Engine<'_> {
             let stored = root || inv.source == inventory::InventorySource::Stored;
             let Some(wanted) = desired.get(&inv.owner).filter(|_| stored) else {
                 self.guard_scopes.push(GuardScope::of(&inv));
+                // An Armada chart without a stored inventory (its CR is created by this pass, in
+                // wave 0): its objects are recorded once it exists, before the first of them is
+                // created. (Other owners' are recorded by the final write.)
+                let chart = inv.owner.as_chart().is_some();
+                if let Some(wanted) = desired.get(&inv.owner).filter(|w| !w.is_empty() && chart) {
+                    self.unrecorded
+                        .insert(inv.owner.clone(), (wanted.clone(), inv));
+                }
                 continue;
             };
             let keys: BTreeSet<_> = inv.entries.iter().map(inventory::ref_key).collect();
@@ -88,6 +97,69 @@ impl Engine<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The write-ahead of the owners of `objects` that had no stored inventory before the pass
+    /// (their custom resource is created by it, in an earlier wave): each is recorded now, before
+    /// the first of its objects is created. The owners whose custom resource still does not
+    /// exist, each with its error: their objects must not be created (nothing could record
+    /// them, so neither the next pass nor `weft uninstall --prune` would find them). Stage 0
+    /// records nothing here (see below).
+    pub(super) async fn record_late(
+        &mut self,
+        objects: &[PlannedObject],
+        catalog: &Catalog,
+    ) -> Result<BTreeMap<Owner, ApplyError>, ApplyError> {
+        let mut missing = BTreeMap::new();
+        // Before the waves no CR that this pass creates exists yet: a chart's CRDs (and a
+        // Namespace an earlier wave needs) are recorded by the final write.
+        if self.unrecorded.is_empty() || self.before_waves {
+            return Ok(missing);
+        }
+        let owners: BTreeSet<&Owner> = objects
+            .iter()
+            .map(|p| &p.desired.owner)
+            .filter(|o| self.unrecorded.contains_key(*o))
+            .collect();
+        for owner in owners {
+            // A CR applied in the same batch as its objects cannot be recorded first.
+            let reference = owner.reference();
+            if objects
+                .iter()
+                .any(|p| p.object_ref.to_string() == reference)
+            {
+                continue;
+            }
+            let (wanted, previous) = &self.unrecorded[owner];
+            let mut union = previous.entries.clone();
+            union.extend(wanted.iter().cloned());
+            let written = inventory::write(
+                self.client,
+                catalog,
+                owner,
+                &self.settings.weft_namespace,
+                &union,
+                &Inventory {
+                    // Never "unchanged": the custom resource has no inventory stored yet.
+                    source: inventory::InventorySource::Rebuilt,
+                    entries: BTreeSet::new(),
+                    ..previous.clone()
+                },
+            )
+            .await?;
+            if written {
+                self.unrecorded.remove(owner);
+            } else {
+                missing.insert(
+                    owner.clone(),
+                    ApplyError::Inventory {
+                        owner: reference,
+                        problem: crate::apply::InventoryProblem::OwnerMissing,
+                    },
+                );
+            }
+        }
+        Ok(missing)
     }
 
     /// What each owner that only reports drift applied before: its stored inventory.

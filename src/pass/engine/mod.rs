@@ -77,6 +77,11 @@ pub struct Engine<'a> {
     /// Objects another Weft root holds that this pass declares (not written): the pass goes on
     /// with every other object and wave, prunes nothing, and fails with them at its end.
     held_elsewhere: Vec<ApplyError>,
+    /// The owner custom resources with no stored inventory at the write-ahead (created by this
+    /// pass): what each wants, and its inventory as read, until it is recorded.
+    unrecorded: BTreeMap<Owner, (BTreeSet<ObjectRef>, Inventory)>,
+    /// Stage 0 is being applied (before every wave).
+    before_waves: bool,
 }
 
 impl<'a> Engine<'a> {
@@ -105,6 +110,8 @@ impl<'a> Engine<'a> {
             replacements: Vec::new(),
             deleted_early: BTreeMap::new(),
             held_elsewhere: Vec::new(),
+            unrecorded: BTreeMap::new(),
+            before_waves: false,
         }
     }
 
@@ -321,15 +328,22 @@ impl<'a> Engine<'a> {
         // Stage 0: cluster prerequisites, then CRDs established and a fresh discovery. The rest
         // stays in the plan's own vector (a plan of 100,000 objects is not copied).
         let mut rest = resolved.planned;
+        let first_use = first_wave_in_namespace(&rest);
         let stage0: Vec<PlannedObject> = rest
-            .extract_if(.., |p| order::stage(&p.object_ref.kind) == 0)
+            .extract_if(.., |p| {
+                order::stage(&p.object_ref.kind) == 0 && !in_its_own_wave(p, &first_use)
+            })
             .collect();
-        self.apply(
-            &stage0,
-            catalog,
-            "cluster prerequisites (CRDs, Namespaces, cluster roles, classes)",
-        )
-        .await?;
+        self.before_waves = true;
+        let applied = self
+            .apply(
+                &stage0,
+                catalog,
+                "cluster prerequisites (CRDs, Namespaces, cluster roles, classes)",
+            )
+            .await;
+        self.before_waves = false;
+        applied?;
         self.wait(&stage0).await?;
         if resolved.pending_crd.is_empty() {
             return Ok(rest);
@@ -413,7 +427,18 @@ impl<'a> Engine<'a> {
             } else {
                 "objects".to_string()
             };
+            // A release's namespace and cluster objects, as it installs: applied and waited for
+            // before anything else of its wave, its pre-install hooks included (stable: the
+            // wave's order stays). Whether a release installs is judged without them.
+            let (prerequisites, objects): (Vec<PlannedObject>, Vec<PlannedObject>) = objects
+                .into_iter()
+                .partition(|p| order::stage(&p.object_ref.kind) == 0);
             let releases = self.releases(&objects).await?;
+            if !prerequisites.is_empty() {
+                let what = format!("{label}: namespaces and cluster objects");
+                self.apply(&prerequisites, catalog, &what).await?;
+                self.wait(&prerequisites).await?;
+            }
             for (owner, release) in &releases {
                 self.run_phase(catalog, owner, *wave, true, *release)
                     .await?;
@@ -532,6 +557,19 @@ impl<'a> Engine<'a> {
     ) -> Result<(), ApplyError> {
         if objects.is_empty() {
             return Ok(());
+        }
+        let missing = self.record_late(objects, catalog).await?;
+        if !missing.is_empty() {
+            let recorded: Vec<PlannedObject> = objects
+                .iter()
+                .filter(|p| !missing.contains_key(&p.desired.owner))
+                .cloned()
+                .collect();
+            let mut errors: Vec<ApplyError> = missing.into_values().collect();
+            if let Err(e) = Box::pin(self.apply(&recorded, catalog, label)).await {
+                errors.push(e);
+            }
+            return ApplyError::from_list(errors).map_or(Ok(()), Err);
         }
         (self.observer)(Progress::Phase {
             message: format!("applying {label}"),
@@ -672,6 +710,34 @@ pub async fn resolve_set(
     // Before the live state is read: an autoscaler's replicas are neither drift nor a change.
     crate::apply::ignore::respect_other_managers(client, catalog, &mut resolved.planned).await?;
     Ok(resolved)
+}
+
+/// Whether a cluster prerequisite is applied in its own wave rather than before every wave: an
+/// Armada release's Namespace, ClusterRoles and bindings come when that release installs, as
+/// Armada installs them (a chart that is never reached gets none). CRDs stay in stage 0: the
+/// custom resources of later waves are resolved against them once, before the waves.
+/// A chart's Namespace that an object of an earlier wave lives in is needed before that wave: it
+/// stays in stage 0. `first_use`: the first wave of any object in each namespace.
+fn in_its_own_wave(p: &PlannedObject, first_use: &BTreeMap<String, u32>) -> bool {
+    let needed_earlier = p.object_ref.kind == "Namespace"
+        && first_use
+            .get(p.object_ref.name.as_str())
+            .is_some_and(|w| *w < p.desired.wave);
+    p.desired.owner.as_chart().is_some()
+        && p.object_ref.kind != "CustomResourceDefinition"
+        && !needed_earlier
+}
+
+/// The first wave of any object in each namespace of `planned`.
+fn first_wave_in_namespace(planned: &[PlannedObject]) -> BTreeMap<String, u32> {
+    let mut out: BTreeMap<String, u32> = BTreeMap::new();
+    for p in planned.iter().filter(|p| p.namespaced) {
+        let wave = out
+            .entry(p.object_ref.namespace.clone())
+            .or_insert(u32::MAX);
+        *wave = (*wave).min(p.desired.wave);
+    }
+    out
 }
 
 fn order_planned(objects: &mut [PlannedObject]) {

@@ -200,7 +200,7 @@ pub fn release_namespaces(docs: &ArmadaDocs, objects: &[DesiredObject]) -> Vec<D
         .filter(|o| o.kind() == "Namespace" && o.api_version() == "v1")
         .map(|o| o.name())
         .collect();
-    let mut wanted: BTreeMap<&str, Owner> = BTreeMap::new();
+    let mut wanted: BTreeMap<&str, (Owner, u32)> = BTreeMap::new();
     for planned in docs.deployment_plan() {
         let chart = &docs.charts[planned.chart];
         let ns = chart.resource.spec.namespace.as_str();
@@ -208,10 +208,57 @@ pub fn release_namespaces(docs: &ArmadaDocs, objects: &[DesiredObject]) -> Vec<D
             continue;
         }
         let key = chart_key(chart);
+        // In the chart's wave: created when its release installs (the plan is in wave order).
         wanted.insert(
             ns,
-            Owner::resource(OwnerKind::ArmadaChart, key.namespace, key.name),
+            (
+                Owner::resource(OwnerKind::ArmadaChart, key.namespace, key.name),
+                planned.wave,
+            ),
         );
+    }
+    wanted
+        .into_iter()
+        .map(|(ns, (owner, wave))| {
+            let object = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": ns,
+                    "annotations": {
+                        CREATE_ANNOTATION: CREATE_IF_MISSING,
+                        PRUNE_ANNOTATION: "enabled",
+                    },
+                },
+            });
+            owner.adopt(object, wave, None)
+        })
+        .collect()
+}
+
+/// The namespaces of the sync root's Armada resources (ArmadaChart, ArmadaChartGroup,
+/// ArmadaManifest) that no object of `objects` declares: a repository of CRs in namespace
+/// `armada` deploys on a fresh cluster. Like a release namespace, a Namespace created only when
+/// missing (an existing one is never adopted), owned by the sync root in wave 0 (before any
+/// chart), and pruned once no resource wants it, only if nothing else lives there.
+pub fn resource_namespaces(objects: &[DesiredObject]) -> Vec<DesiredObject> {
+    use super::ownership::{CREATE_ANNOTATION, CREATE_IF_MISSING, PRUNE_ANNOTATION};
+    let declared: BTreeSet<&str> = objects
+        .iter()
+        .filter(|o| o.kind() == "Namespace" && o.api_version() == "v1")
+        .map(|o| o.name())
+        .collect();
+    let mut wanted: BTreeMap<&str, &Owner> = BTreeMap::new();
+    for o in objects {
+        let armada = o.api_version().starts_with("armada.airshipit.org/") && o.owner.is_root();
+        // The cluster's own namespaces always exist.
+        let system = |ns: &str| ns == "default" || ns.starts_with("kube-");
+        match o.namespace() {
+            Some(ns) if armada && !ns.is_empty() && !system(ns) && !declared.contains(ns) => {
+                wanted.entry(ns).or_insert(&o.owner);
+            }
+            _ => {}
+        }
     }
     wanted
         .into_iter()

@@ -207,6 +207,7 @@ pub fn parse_manifests_within(
             }
         }
         let class = classify(&value, source, &mut render.warnings);
+        literal_braces_in_data(&value, source, &mut render.warnings);
         render.objects.push(RenderedObject {
             value,
             source_template: source.to_string(),
@@ -390,12 +391,70 @@ fn classify(value: &Value, source: &str, warnings: &mut Vec<String>) -> ObjectCl
     ObjectClass::Hook(hook)
 }
 
+/// Whether `value` is a ConfigMap: its `data` is read by the workload, which is often a template
+/// engine of its own (an nginx or Go template, a Prometheus or Alertmanager configuration), so a
+/// `{{` there is the workload's, as Helm and Armada deploy it: warned about, not refused.
+fn is_config_map(value: &Value) -> bool {
+    value.get("kind").and_then(Value::as_str) == Some("ConfigMap")
+        && value.get("apiVersion").and_then(Value::as_str) == Some("v1")
+}
+
+/// A warning for each key of a ConfigMap's `data` whose value contains `{{` (see
+/// [`is_config_map`]).
+fn literal_braces_in_data(value: &Value, source: &str, warnings: &mut Vec<String>) {
+    if !is_config_map(value) {
+        return;
+    }
+    let Some(data) = value.get("data").and_then(Value::as_object) else {
+        return;
+    };
+    for (key, item) in data {
+        if item.as_str().is_some_and(|s| s.contains("{{")) {
+            warnings.push(format!(
+                "{source}: {}: data key `{key}` keeps a literal `{{{{`; applied as it is, for the workload that reads it (its own template engine); if the chart meant a Helm action there, it was not rendered",
+                describe(value)
+            ));
+        }
+    }
+}
+
 /// Refuse objects in which a key or string still contains `{{`: Weft never sends an unrendered
 /// template action to the cluster. (A chart that means to output `{{` literally, e.g. in
 /// Prometheus rule annotations, is refused too; see `RenderRequest::allow_literal_braces`.)
+/// The values of a ConfigMap's `data` are the exception: see [`is_config_map`].
 pub fn reject_template_actions(objects: &[RenderedObject]) -> Result<(), HelmError> {
     for object in objects {
-        if let Some(pointer) = find_braces(&object.value, &mut String::new()) {
+        let found = match object.value.as_object() {
+            Some(map) if is_config_map(&object.value) => map
+                .iter()
+                .filter(|(key, _)| key.as_str() != "data")
+                .find_map(|(key, item)| {
+                    let mut pointer = format!("/{}", key.replace('~', "~0").replace('/', "~1"));
+                    if key.contains("{{") {
+                        Some(pointer)
+                    } else {
+                        find_braces(item, &mut pointer)
+                    }
+                })
+                .or_else(|| {
+                    // Keys of `data` are names, never the workload's template; only string
+                    // values are the workload's.
+                    let data = map.get("data").and_then(Value::as_object)?;
+                    data.iter().find_map(|(k, item)| {
+                        let mut pointer =
+                            format!("/data/{}", k.replace('~', "~0").replace('/', "~1"));
+                        if k.contains("{{") {
+                            Some(pointer)
+                        } else if item.is_string() {
+                            None
+                        } else {
+                            find_braces(item, &mut pointer)
+                        }
+                    })
+                }),
+            _ => find_braces(&object.value, &mut String::new()),
+        };
+        if let Some(pointer) = found {
             return Err(HelmError::UnrenderedAction {
                 template: object.source_template.clone(),
                 object: object.describe(),

@@ -283,6 +283,29 @@ fn unrendered_actions_are_refused_with_template_object_and_pointer() {
     );
 }
 
+/// Issue 49 item 5: an nginx template in a ConfigMap's data keeps its `{{` (the workload's
+/// template engine reads it), with a warning naming the key; braces anywhere else are refused.
+#[test]
+fn literal_braces_in_config_map_data_warn_and_elsewhere_are_refused() {
+    let text = "---\n# Source: db/templates/configmap-ingress-etc.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db-ingress-etc\ndata:\n  nginx.tmpl: |\n    {{ range $server := .Servers }}server {{ $server.Hostname }};{{ end }}\n  plain: x\n";
+    let render = parse_manifests(text).unwrap();
+    reject_template_actions(&render.objects).unwrap();
+    assert_eq!(
+        render.warnings,
+        ["db/templates/configmap-ingress-etc.yaml: ConfigMap/db-ingress-etc: data key `nginx.tmpl` keeps a literal `{{`; applied as it is, for the workload that reads it (its own template engine); if the chart meant a Helm action there, it was not rendered"]
+    );
+    for bad in [
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "{{ x }}"}}, "data": {"t": "{{ ok }}"}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c"}, "stringData": {"t": "{{ x }}"}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "c", "annotations": {"a": "{{ x }}"}}}),
+    ] {
+        assert!(
+            reject_template_actions(&[object(bad.clone())]).is_err(),
+            "{bad}"
+        );
+    }
+}
+
 #[test]
 fn octal_modes_are_read_as_kubernetes_reads_them() {
     // openstack-helm's shape: `defaultMode: 0555` in a volume, as `helm install` sends it (365).
