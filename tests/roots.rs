@@ -1011,6 +1011,42 @@ async fn a_push_webhook_passes_the_roots_whose_source_it_is() {
     );
     assert!(!configmap_exists(&client, n, "other-two").await);
     assert_eq!(passes(&get_root(&client, n, "other").await), other_before);
+
+    // The sync endpoint names a Root: it passes now (reason api); an unknown one is 404.
+    let sync = async |root: &str| {
+        let r = reqwest::Client::new()
+            .post(format!("{}/api/v1/sync?root={root}", d.hooks_base()))
+            .bearer_auth(support::daemon::SYNC_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap_or_default())
+    };
+    let (code, body) = sync(&format!("{n}/other")).await;
+    assert_eq!(code, 202, "{body}");
+    wait_for(
+        "the other's pass asked over the API",
+        WITHIN,
+        &d,
+        async || {
+            configmap_exists(&client, n, "other-two")
+                .await
+                .then_some(())?;
+            let root = get_root(&client, n, "other").await;
+            (root
+                .status
+                .as_ref()?
+                .passes
+                .first()?
+                .reasons
+                .contains(&"api".to_string()))
+            .then_some(())
+        },
+    )
+    .await;
+    let (code, body) = sync(&format!("{n}/nope")).await;
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains(&format!("no Root {n}/nope")), "{body}");
     drop(d);
     ns.delete().await;
 }

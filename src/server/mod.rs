@@ -6,6 +6,7 @@
 //! | route | what |
 //! |---|---|
 //! | `POST /api/v1/sync[?wait=true][&update=true][&forcePrune=true]` | bearer token; queue a pass (202), or wait for it and return its [`PassReport`](crate::daemon::status::PassReport) (200); `update=true` also starts an agent update check now; `forcePrune=true` lets that pass prune past `--max-prune-fraction` |
+//! | `POST /api/v1/sync?root=<namespace>/<name>` | bearer token; a pass of that Root object now (202, answered in its status), 404 for a Root this daemon does not reconcile |
 //! | `POST /api/v1/suspend[?message=…]`, `POST /api/v1/resume` | bearer token; record the root suspended or resumed in the cluster (every replica obeys it); resuming starts a pass; answers the recorded suspension as JSON |
 //! | `POST /hooks/github` | `X-Hub-Signature-256` HMAC; a push to the followed ref queues a pass |
 //! | `POST /hooks/gitlab` | `X-Gitlab-Token`; same |
@@ -414,6 +415,9 @@ struct SyncQuery {
     /// `?forcePrune=true`: the pass may prune past `--max-prune-fraction`, once.
     #[serde(default, rename = "forcePrune")]
     force_prune: Option<String>,
+    /// `?root=<namespace>/<name>`: a pass of that Root object instead of the flag root.
+    #[serde(default)]
+    root: Option<String>,
 }
 
 /// A query flag given as `?flag`, `?flag=true` or `?flag=1`.
@@ -455,6 +459,9 @@ async fn sync(
     if !state.is_leader() {
         let forwarded = forward::to_leader(&state, onward).await;
         return forwarded.unwrap_or_else(|| standby(&state, ENDPOINT));
+    }
+    if let Some(root) = q.root.as_deref() {
+        return sync_root_object(&state, peer, root, &q);
     }
     forward::to_other_shards(&state, onward);
     let force_prune = flag(q.force_prune.as_deref());
@@ -498,6 +505,49 @@ async fn sync(
             )
         }
     }
+}
+
+/// `POST /api/v1/sync?root=<namespace>/<name>`: a pass of that Root now (202), answered in its
+/// status; `wait`, `update` and `forcePrune` are for the flag root.
+fn sync_root_object(state: &ServerState, peer: SocketAddr, root: &str, q: &SyncQuery) -> Response {
+    const ENDPOINT: &str = "sync";
+    if q.wait.is_some() || q.update.is_some() || q.force_prune.is_some() {
+        return error_body(
+            StatusCode::BAD_REQUEST,
+            "wait, update and forcePrune are for the flag root; a Root's answer is its status (`weft trigger root NAME -n NS --wait`)",
+        );
+    }
+    let key = root
+        .split_once('/')
+        .map(|(ns, name)| crate::api::ResourceKey {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        });
+    let shown = crate::api::bounded::clip(root, 253);
+    let Some(key) = key.filter(|k| {
+        !k.namespace.is_empty()
+            && !k.name.is_empty()
+            && state.daemon.watch_namespaces().contains(&k.namespace)
+    }) else {
+        return error_body(
+            StatusCode::BAD_REQUEST,
+            format!("root={shown}: name a Root as <namespace>/<name> of a namespace this daemon watches"),
+        );
+    };
+    if !state.daemon.root_pushes().wake(&key) {
+        state.daemon.metrics().count_request(ENDPOINT, "not_found");
+        return error_body(
+            StatusCode::NOT_FOUND,
+            format!("no Root {shown} is reconciled here (`weft get roots -A` lists them)"),
+        );
+    }
+    tracing::info!(root = %key, peer = %peer, "a pass of a Root requested over the API");
+    state.daemon.metrics().count_request(ENDPOINT, "queued");
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({"status": "queued", "root": key.to_string()})),
+    )
+        .into_response()
 }
 
 async fn status(State(state): State<ServerState>) -> Response {

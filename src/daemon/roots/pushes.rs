@@ -4,7 +4,7 @@
 //! due, and kube-runtime's `reconcile_all_on` makes the controller look at its roots now).
 //! Nothing is written to the Root for a push: many pushes cost no API write.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use kube::runtime::reflector::Store;
@@ -26,8 +26,9 @@ struct Inner {
     store: OnceLock<Store<Root>>,
     /// Wakes the controller (set when the controller starts).
     wake: OnceLock<mpsc::Sender<()>>,
-    /// The roots a push made due, until their reconcile takes them.
-    pending: Mutex<HashSet<ResourceKey>>,
+    /// The roots a push (or the sync endpoint) made due, with why, until their reconcile
+    /// takes them.
+    pending: Mutex<HashMap<ResourceKey, &'static str>>,
 }
 
 impl RootPushes {
@@ -40,13 +41,32 @@ impl RootPushes {
         rx
     }
 
-    /// Whether a push made `key` due (taken: the next push makes it due again).
-    pub(super) fn take(&self, key: &ResourceKey) -> bool {
+    /// Why `key` was made due (`push`, `api`), if it was (taken: the next push makes it due
+    /// again).
+    pub(super) fn take(&self, key: &ResourceKey) -> Option<&'static str> {
         self.pending().remove(key)
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashSet<ResourceKey>> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<ResourceKey, &'static str>> {
         self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ask for a pass of the Root `key` now (`POST /api/v1/sync?root=ns/name`); `false` when the
+    /// controller has not started or has no such Root.
+    pub fn wake(&self, key: &ResourceKey) -> bool {
+        let Some(store) = self.inner.store.get() else {
+            return false;
+        };
+        let known = store
+            .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
+            .is_some();
+        if known {
+            self.pending().insert(key.clone(), "api");
+            if let Some(wake) = self.inner.wake.get() {
+                let _ = wake.try_send(());
+            }
+        }
+        known
     }
 
     /// A push of `pushed_ref` (`None`: the hook did not say) to the repository named by any of
@@ -78,7 +98,8 @@ impl RootPushes {
         if woken.is_empty() {
             return Vec::new();
         }
-        self.pending().extend(woken.iter().cloned());
+        self.pending()
+            .extend(woken.iter().map(|k| (k.clone(), "push")));
         if let Some(wake) = self.inner.wake.get() {
             // Full: a wake-up is already waiting, and it will see these roots too.
             let _ = wake.try_send(());

@@ -108,8 +108,8 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     if before.observed_generation != root.metadata.generation {
         reasons.push("spec".to_string());
     }
-    if ctx.state.root_pushes().take(&key) {
-        reasons.push("push".to_string());
+    if let Some(why) = ctx.state.root_pushes().take(&key) {
+        reasons.push(why.to_string());
     }
     let was_waiting = status::ready_of(&before)
         .is_some_and(|c| c.reason == status::DEPENDENCY_NOT_READY || c.reason == status::FLAG_ROOT);
