@@ -1137,3 +1137,67 @@ async fn a_semver_ref_follows_the_highest_tag_in_range() {
     drop(d);
     ns.delete().await;
 }
+
+// Issue 42 items 1 and 2: `--default-service-account` gives a Root without an account that
+// account of its own namespace (a ClusterRole in its repository is then refused by the API
+// server), and `dependsOn` across namespaces is refused under it.
+#[tokio::test]
+async fn a_default_account_and_no_cross_namespace_refs() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("roots-default-sa").await;
+    let team = TestNamespace::new("roots-default-team").await;
+    let (w, t) = (weft_ns.name(), team.name());
+    namespace_admin(&client, t, "tenant").await;
+    let repo = ServedRepo::start();
+    repo.work
+        .write("apps/app.yaml", configmap(t, "tenant-config", "1"))
+        .write(
+            "cluster/role.yaml",
+            format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {t}-escape\nrules: []\n"),
+        )
+        .commit("tenant");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let mut opts = DaemonOptions::new(flag.path().to_str().unwrap(), w);
+    opts.controllers = true;
+    opts.extra = vec![
+        "--watch-namespaces".into(),
+        format!("{w},{t}"),
+        "--default-service-account".into(),
+        "tenant".into(),
+    ];
+    let d = Daemon::start(opts);
+    let spec = |path: &str| json!({"source": {"url": repo.url()}, "path": path, "interval": "1h"});
+    create_root(&client, t, "apps", spec("apps")).await.unwrap();
+    wait_ready(&client, t, "apps", "True", "ReconciliationSucceeded", &d).await;
+    assert!(configmap_exists(&client, t, "tenant-config").await);
+    assert!(d
+        .logs()
+        .contains(&format!("system:serviceaccount:{t}:tenant")));
+
+    // The same account may not create a ClusterRole: refused by the API server, on this root.
+    create_root(&client, t, "escape", spec("cluster"))
+        .await
+        .unwrap();
+    let refused = wait_ready(&client, t, "escape", "False", "ReconciliationFailed", &d).await;
+    let (_, _, message) = condition(&refused, "Ready").unwrap();
+    assert!(message.contains("clusterroles"), "{message}");
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    assert!(roles
+        .get_opt(&format!("{t}-escape"))
+        .await
+        .unwrap()
+        .is_none());
+
+    // dependsOn a root of another namespace: refused, naming it.
+    let mut cross = spec("apps");
+    cross["dependsOn"] = json!([{"name": "infra", "namespace": w}]);
+    create_root(&client, t, "cross", cross).await.unwrap();
+    let stalled = wait_ready(&client, t, "cross", "False", "CrossNamespaceRef", &d).await;
+    let (_, _, message) = condition(&stalled, "Stalled").unwrap();
+    assert!(message.contains(&format!("{w}/infra")), "{message}");
+    drop(d);
+    team.delete().await;
+    weft_ns.delete().await;
+}

@@ -88,10 +88,19 @@ pub struct RunArgs {
     /// Armada deployment plan as a whole — go to shards by a stable hash; 1: no sharding.
     #[arg(long, env = "WEFT_SHARDS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub shards: u32,
-    /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
     /// Roots (`Root` objects) reconciled at the same time.
     #[arg(long, env = "WEFT_ROOT_CONCURRENCY", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub root_concurrency: u16,
+    /// The ServiceAccount (of its own namespace) a Root without `serviceAccountName` acts as;
+    /// without it such a Root outside Weft's namespace is refused. Roots in Weft's namespace
+    /// without one act as Weft.
+    #[arg(long, env = "WEFT_DEFAULT_SERVICE_ACCOUNT", value_name = "NAME")]
+    pub default_service_account: Option<String>,
+    /// Refuse a Root whose `dependsOn` names a root of another namespace (default: true with
+    /// --default-service-account, false without).
+    #[arg(long, env = "WEFT_NO_CROSS_NAMESPACE_REFS", value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub no_cross_namespace_refs: Option<bool>,
+    /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
     #[arg(long, env = "WEFT_NO_CONTROLLERS")]
     pub no_controllers: bool,
     /// Confirm that this root switches to another repository than the one it records (what the
@@ -172,6 +181,10 @@ impl RunArgs {
                     api_timeout: self.cluster.api_timeout,
                     git_cache_dir: self.cache_dir.as_ref().map(|d| d.join("roots")),
                     fetch_timeout: self.repo.fetch_timeout,
+                    default_service_account: self.default_service_account.clone(),
+                    cross_namespace_refs: !self
+                        .no_cross_namespace_refs
+                        .unwrap_or(self.default_service_account.is_some()),
                 },
             },
             // Closed until this replica holds the leader Lease.

@@ -49,12 +49,14 @@ pub struct Refused {
     pub message: String,
 }
 
-/// Whom `root` (in `namespace`) acts as, given Weft's namespace. The account is a name in the
-/// root's own namespace: another namespace's account cannot be named.
+/// Whom `root` (in `namespace`) acts as, given Weft's namespace and the operator's
+/// `--default-service-account`. The account is a name in the root's own namespace: another
+/// namespace's account cannot be named.
 pub fn identity_of(
     root: &Root,
     namespace: &str,
     weft_namespace: &str,
+    default_account: Option<&str>,
 ) -> Result<Identity, Refused> {
     match &root.spec.service_account_name {
         Some(name) => Ok(Identity::ServiceAccount {
@@ -62,6 +64,10 @@ pub fn identity_of(
             name: name.clone(),
         }),
         None if namespace == weft_namespace => Ok(Identity::Weft),
+        None if default_account.is_some() => Ok(Identity::ServiceAccount {
+            namespace: namespace.to_string(),
+            name: default_account.unwrap_or_default().to_string(),
+        }),
         None => Err(Refused {
             reason: "ServiceAccountRequired",
             message: format!(
@@ -161,16 +167,29 @@ mod tests {
 
     #[test]
     fn a_tenant_root_without_an_account_is_refused() {
-        let refused = identity_of(&root(None), "team-a", "weft-system").unwrap_err();
+        let refused = identity_of(&root(None), "team-a", "weft-system", None).unwrap_err();
+        // With --default-service-account, that account of the root's own namespace; Weft's
+        // namespace keeps Weft.
+        assert_eq!(
+            identity_of(&root(None), "team-a", "weft-system", Some("tenant")).unwrap(),
+            Identity::ServiceAccount {
+                namespace: "team-a".into(),
+                name: "tenant".into()
+            }
+        );
+        assert_eq!(
+            identity_of(&root(None), "weft-system", "weft-system", Some("tenant")).unwrap(),
+            Identity::Weft
+        );
         assert_eq!(refused.reason, "ServiceAccountRequired");
         assert!(refused.message.contains("spec.serviceAccountName"));
     }
 
     #[test]
     fn the_account_is_always_of_the_roots_own_namespace() {
-        let id = identity_of(&root(Some("deployer")), "team-a", "weft-system").unwrap();
+        let id = identity_of(&root(Some("deployer")), "team-a", "weft-system", None).unwrap();
         assert_eq!(id.user().unwrap(), "system:serviceaccount:team-a:deployer");
-        let id = identity_of(&root(Some("deployer")), "weft-system", "weft-system").unwrap();
+        let id = identity_of(&root(Some("deployer")), "weft-system", "weft-system", None).unwrap();
         assert_eq!(
             id.user().unwrap(),
             "system:serviceaccount:weft-system:deployer"
@@ -180,7 +199,7 @@ mod tests {
     #[test]
     fn only_a_root_in_wefts_namespace_runs_as_weft() {
         assert_eq!(
-            identity_of(&root(None), "weft-system", "weft-system").unwrap(),
+            identity_of(&root(None), "weft-system", "weft-system", None).unwrap(),
             Identity::Weft
         );
     }

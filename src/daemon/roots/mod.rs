@@ -54,6 +54,12 @@ pub struct RootsConfig {
     pub git_cache_dir: Option<PathBuf>,
     /// The deadline of one fetch (`--fetch-timeout`).
     pub fetch_timeout: Duration,
+    /// The account of its own namespace a Root without `serviceAccountName` acts as
+    /// (`--default-service-account`).
+    pub default_service_account: Option<String>,
+    /// Whether a Root's `dependsOn` may name another namespace's root
+    /// (`--no-cross-namespace-refs` says no).
+    pub cross_namespace_refs: bool,
 }
 
 impl Default for RootsConfig {
@@ -64,6 +70,8 @@ impl Default for RootsConfig {
             api_timeout: crate::apply::calls::DEFAULT_API_TIMEOUT,
             git_cache_dir: None,
             fetch_timeout: Duration::from_secs(120),
+            default_service_account: None,
+            cross_namespace_refs: true,
         }
     }
 }

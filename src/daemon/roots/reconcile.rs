@@ -75,7 +75,12 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         record(refusal).await?;
         return Ok(Action::await_change());
     }
-    let identity = match identity_of(&root, &key.namespace, &ctx.settings.weft_namespace) {
+    let identity = match identity_of(
+        &root,
+        &key.namespace,
+        &ctx.settings.weft_namespace,
+        ctx.config.default_service_account.as_deref(),
+    ) {
         Ok(identity) => identity,
         Err(refused) => {
             record(Verdict::Stalled {
@@ -154,6 +159,26 @@ fn refusal(root: &Root, key: &ResourceKey, ctx: &Context) -> Option<Verdict> {
             return Some(stalled(
                 status::DEPENDENCY_CYCLE,
                 format!("dependsOn forms a cycle: {path}; remove one of these dependencies"),
+            ));
+        }
+    }
+    // --no-cross-namespace-refs: a tenant's root waits on no other tenant's.
+    if !ctx.config.cross_namespace_refs {
+        let elsewhere: Vec<String> = root
+            .spec
+            .depends_on
+            .iter()
+            .filter(|d| d.namespace.as_deref().is_some_and(|ns| ns != key.namespace))
+            .map(|d| format!("{}/{}", d.namespace.as_deref().unwrap_or_default(), d.name))
+            .collect();
+        if !elsewhere.is_empty() {
+            return Some(stalled(
+                "CrossNamespaceRef",
+                format!(
+                    "dependsOn names a root of another namespace ({}), which this Weft refuses (--no-cross-namespace-refs); depend on roots of {} only",
+                    elsewhere.join(", "),
+                    key.namespace
+                ),
             ));
         }
     }
