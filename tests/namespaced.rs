@@ -86,15 +86,13 @@ fn refusals(logs: &str) -> Vec<&str> {
         .collect()
 }
 
-#[tokio::test]
-async fn watch_namespaces_as_a_namespace_only_account_is_refused_nothing() {
-    let ns = TestNamespace::new("namespaced-run").await;
+/// Run `weft run --watch-namespaces <ns>` (every controller on) as `user` until it has applied
+/// a ConfigMap from git, then 20 s more; the lines of its log in which the API server refused
+/// something.
+async fn refusals_of_a_daemon_as(ns: &TestNamespace, user: &str) -> Vec<String> {
     let client = ns.client();
-    support::cluster::install_crds(&client).await;
-    let user = namespace_only_account(&ns).await;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig_as(&user, dir.path()).await;
-
+    let kubeconfig = kubeconfig_as(user, dir.path()).await;
     let host = RepoHost::new();
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
@@ -110,14 +108,13 @@ async fn watch_namespaces_as_a_namespace_only_account_is_refused_nothing() {
     work.push();
     let url = server.url("config.git");
 
-    // Every controller on (Roots, WeaveClouds, ArmadaCharts, Providers and Alerts).
     let d = Daemon::start(DaemonOptions {
         controllers: true,
         kubeconfig: Some(kubeconfig),
         extra: vec!["--watch-namespaces".into(), ns.name().into()],
         ..DaemonOptions::new(&url, ns.name())
     });
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let configmaps: Api<ConfigMap> = Api::namespaced(client, ns.name());
     wait_timed(
         "the tenant's ConfigMap is applied",
         Duration::from_secs(60),
@@ -129,14 +126,99 @@ async fn watch_namespaces_as_a_namespace_only_account_is_refused_nothing() {
     // over; the controllers' watches are all started by now.
     tokio::time::sleep(Duration::from_secs(20)).await;
     let logs = d.logs();
-    let refused = refusals(&logs);
+    drop(d);
+    drop(server);
+    refusals(&logs).into_iter().map(str::to_string).collect()
+}
+
+fn assert_none_refused(refused: &[String]) {
     assert!(
         refused.is_empty(),
         "{} refusals in 20 s; the first: {:#?}",
         refused.len(),
-        &refused[..refused.len().min(5)]
+        &refused[..refused.len().min(3)]
     );
-    drop(d);
-    drop(server);
+}
+
+#[tokio::test]
+async fn watch_namespaces_as_a_namespace_only_account_is_refused_nothing() {
+    let ns = TestNamespace::new("namespaced-run").await;
+    support::cluster::install_crds(&ns.client()).await;
+    let user = namespace_only_account(&ns).await;
+    assert_none_refused(&refusals_of_a_daemon_as(&ns, &user).await);
+    ns.delete().await;
+}
+
+/// `weft install --namespaced` renders Roles and RoleBindings only, and what it grants is enough
+/// for the daemon it installs: run as that ServiceAccount, the API server refuses it nothing.
+#[tokio::test]
+async fn weft_install_namespaced_is_role_only_and_enough_for_its_daemon() {
+    let ns = TestNamespace::new("namespaced-install").await;
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let c = support::cluster::cluster();
+    let install = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
+            .arg("install")
+            .args(c.kube_args())
+            .args(["--weft-namespace", ns.name(), "--namespaced"])
+            .args(extra)
+            .env_remove("KUBECONFIG")
+            .env("WEFT_LOG", "warn")
+            .output()
+            .expect("run weft install")
+    };
+    let out = install(&["-o", "yaml"]);
+    assert!(out.status.success(), "{out:?}");
+    let yaml = String::from_utf8_lossy(&out.stdout).to_string();
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).expect("YAML");
+    let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    for refused in [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Namespace",
+        "CustomResourceDefinition",
+    ] {
+        assert!(!kinds.contains(&refused), "{refused} in {kinds:?}");
+    }
+    assert!(
+        kinds.contains(&"Role") && kinds.contains(&"RoleBinding"),
+        "{kinds:?}"
+    );
+    for d in &docs {
+        assert_eq!(d["metadata"]["namespace"], ns.name(), "{d}");
+    }
+    let out = install(&["--no-wait"]);
+    assert!(out.status.success(), "{out:?}");
+
+    // The test daemon's --root-name is its namespace, so its Lease is `weft-leader-<ns>`: named
+    // in the Role as deploy/10-rbac.yaml says to for another root name.
+    let lease = format!("weft-leader-{}", ns.name());
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns.name());
+    let mut role = roles.get("weft").await.expect("the installed Role weft");
+    for rule in role.rules.iter_mut().flatten() {
+        if let Some(names) = rule.resource_names.as_mut() {
+            if names.iter().any(|n| n == "weft-leader") {
+                names.push(lease.clone());
+            }
+        }
+    }
+    role.metadata.managed_fields = None;
+    roles
+        .replace("weft", &PostParams::default(), &role)
+        .await
+        .expect("name the test's Lease in the Role");
+    let user = format!("system:serviceaccount:{}:weft", ns.name());
+    wait_until_granted(
+        &client_as(&user).await,
+        &user,
+        &[
+            Access::new("watch", "roots.weft.io", Some(ns.name())),
+            Access::new("update", "leases.coordination.k8s.io", Some(ns.name())).named(&lease),
+            Access::new("create", "configmaps", Some(ns.name())),
+        ],
+    )
+    .await;
+    assert_none_refused(&refusals_of_a_daemon_as(&ns, &user).await);
     ns.delete().await;
 }
