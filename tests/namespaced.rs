@@ -222,3 +222,48 @@ async fn weft_install_namespaced_is_role_only_and_enough_for_its_daemon() {
     assert_none_refused(&refusals_of_a_daemon_as(&ns, &user).await);
     ns.delete().await;
 }
+
+/// One-shot `weft sync` as a ServiceAccount with rights in its own namespace only: a repository
+/// of that namespace's objects (a ConfigMap, a Service, a Deployment) is applied, and a second
+/// run (inventory stored) changes nothing; no cluster-wide list is needed.
+#[tokio::test]
+async fn weft_sync_as_a_namespace_only_account_applies_its_objects() {
+    let ns = TestNamespace::new("namespaced-sync").await;
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let user = namespace_only_account(&ns).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_as(&user, dir.path()).await;
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let n = ns.name();
+    std::fs::write(
+        repo.join("app.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {n}\ndata:\n  colour: blue\n---\n\
+             apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {n}\nspec:\n  ports: [{{port: 80}}]\n  selector: {{app: web}}\n---\n\
+             apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {n}\nspec:\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers: [{{name: web, image: registry.example/web:1}}]\n"
+        ),
+    )
+    .unwrap();
+    let sync = || {
+        support::weft_cli::Weft::new(["sync", "--timeout", "60s"])
+            .repo(&repo)
+            .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+            .env_remove("KUBECONFIG")
+            .root(n)
+            .env("WEFT_LOG", "warn")
+            .run()
+    };
+    let (code, out, err) = sync();
+    assert_eq!(code, 0, "weft sync as {user}:\n{out}\n{err}");
+    let (code, out, err) = sync();
+    assert_eq!(code, 0, "second weft sync as {user}:\n{out}\n{err}");
+    assert!(
+        !err.to_lowercase().contains("forbidden"),
+        "second weft sync as {user}:\n{out}\n{err}"
+    );
+    let configmaps: Api<ConfigMap> = Api::namespaced(client, n);
+    assert!(configmaps.get_opt("settings").await.unwrap().is_some());
+    ns.delete().await;
+}
