@@ -267,3 +267,51 @@ async fn weft_sync_as_a_namespace_only_account_applies_its_objects() {
     assert!(configmaps.get_opt("settings").await.unwrap().is_some());
     ns.delete().await;
 }
+
+/// The same with an ArmadaChart (a local chart): its pass lists ArmadaCharts, groups and
+/// manifests to hold suspended ones, in the account's namespace when it may not cluster-wide.
+#[tokio::test]
+async fn weft_sync_of_an_armada_chart_as_a_namespace_only_account() {
+    let ns = TestNamespace::new("namespaced-armada").await;
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let user = namespace_only_account(&ns).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_as(&user, dir.path()).await;
+    let repo = dir.path().join("repo");
+    let n = ns.name();
+    std::fs::create_dir_all(repo.join("charts/app/templates")).unwrap();
+    std::fs::write(
+        repo.join("charts/app/Chart.yaml"),
+        "apiVersion: v2\nname: app\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("charts/app/templates/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-chart\ndata:\n  colour: {{ .Values.colour | quote }}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("app.yaml"),
+        format!(
+            "apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: app, namespace: {n}}}\nspec:\n  chart_name: app\n  release: app\n  namespace: {n}\n  source: {{type: local, location: charts/app}}\n  values: {{colour: blue}}\n  wait: {{timeout: 30, resources: []}}\n"
+        ),
+    )
+    .unwrap();
+    let sync = || {
+        support::weft_cli::Weft::new(["sync", "--timeout", "60s"])
+            .repo(&repo)
+            .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+            .env_remove("KUBECONFIG")
+            .root(n)
+            .env("WEFT_LOG", "warn")
+            .run()
+    };
+    for run in ["first", "second"] {
+        let (code, out, err) = sync();
+        assert_eq!(code, 0, "{run} weft sync as {user}:\n{out}\n{err}");
+    }
+    let configmaps: Api<ConfigMap> = Api::namespaced(client, n);
+    assert!(configmaps.get_opt("from-chart").await.unwrap().is_some());
+    ns.delete().await;
+}

@@ -217,7 +217,7 @@ pub async fn read_stored(
 /// Each kind is listed cluster-wide; an identity that may not (a namespaced Weft, a tenant's
 /// ServiceAccount: a Role in each namespace) lists a namespaced kind in `namespaces` instead (the
 /// namespaces the owner's objects are in now), so a leftover in a namespace it no longer renders
-/// into is not found (docs/security.md).
+/// into is not found (docs/security.md); a cluster-scoped kind it may not list is not looked for.
 pub async fn rebuild(
     client: &Client,
     owner: &Owner,
@@ -238,6 +238,12 @@ pub async fn rebuild(
                 }
                 listed
             }
+            // A cluster-scoped kind it may not list: none found, so none pruned (the safe
+            // side: a rebuild that finds less prunes less).
+            Err(ApplyError::Api {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 403 && !*namespaced => Vec::new(),
             listed => listed?,
         };
         for live in listed {
