@@ -183,6 +183,39 @@ fn weft_install_and_the_chart_agree_on_every_flag() {
     );
 }
 
+#[test]
+fn the_chart_offers_the_namespaced_installation_of_weft_install() {
+    let weft = weft_install_yaml(&["--weft-namespace", "team-a", "--namespaced"]);
+    let chart: BTreeMap<_, _> = helm_template(&["namespace=team-a", "namespaced=true"])
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("CustomResourceDefinition/"))
+        .collect();
+    assert_same(
+        "weft install --namespaced vs the chart's namespaced=true",
+        &weft,
+        &chart,
+    );
+    // Role-only, all in team-a, watching team-a only.
+    for (k, o) in &weft {
+        assert!(
+            !k.starts_with("Cluster") && !k.starts_with("Namespace/"),
+            "{k}"
+        );
+        assert_eq!(o["metadata"]["namespace"], "team-a", "{k}");
+    }
+    assert!(
+        weft.contains_key("Role/team-a/weft-apply"),
+        "{:?}",
+        weft.keys()
+    );
+    let args = &weft["Deployment/team-a/weft"]["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .is_some_and(|a| a.contains(&json!("--watch-namespaces=team-a"))),
+        "{args}"
+    );
+}
+
 /// Delete the cluster-scoped RBAC an installation into `namespace` made (`<name>:<namespace>`).
 async fn delete_cluster_rbac(client: &Client, namespace: &str) {
     let roles: Api<ClusterRole> = Api::all(client.clone());

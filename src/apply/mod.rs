@@ -46,6 +46,7 @@ pub mod readiness;
 pub mod recreate;
 pub mod replaced;
 pub mod wait;
+pub mod watch;
 
 /// The field manager of every server-side apply Weft makes.
 pub const FIELD_MANAGER: &str = "weft";

@@ -109,6 +109,12 @@ pub struct InstallArgs {
     /// in a pipeline of their own).
     #[arg(long)]
     pub skip_crds: bool,
+    /// A Weft of one namespace (`--weft-namespace`): every ClusterRole becomes a Role there and
+    /// every ClusterRoleBinding a RoleBinding (rules on cluster-scoped kinds dropped), the daemon
+    /// runs with `--watch-namespaces` of that namespace, and neither the Namespace nor the CRDs
+    /// are installed (a cluster administrator's). docs/install.md, "A namespaced Weft".
+    #[arg(long)]
+    pub namespaced: bool,
     /// Print the manifests instead of applying them (`-o yaml`, as `flux install --export`).
     #[arg(long, short = 'o')]
     pub output: Option<Output>,
@@ -195,7 +201,8 @@ fn manifests(args: &InstallArgs) -> anyhow::Result<Vec<Value>> {
         let tier = [Tier::Agents, Tier::Apply, Tier::Notifications]
             .into_iter()
             .find(|t| t.file() == file);
-        if tier.is_some_and(|t| !args.tiers.contains(&t)) || (args.skip_crds && file == "crds.yaml")
+        if tier.is_some_and(|t| !args.tiers.contains(&t))
+            || ((args.skip_crds || args.namespaced) && file == "crds.yaml")
         {
             continue;
         }
@@ -203,10 +210,63 @@ fn manifests(args: &InstallArgs) -> anyhow::Result<Vec<Value>> {
             .with_context(|| format!("deploy/{file} embedded in weft is not YAML"))?;
         objects.extend(docs.into_iter().filter(Value::is_object));
     }
+    if args.namespaced {
+        objects.retain(|o| o["kind"] != "Namespace");
+        for o in &mut objects {
+            namespaced(o, &args.cluster.weft_namespace);
+        }
+        objects
+            .retain(|o| !(o["kind"] == "Role" && o["rules"].as_array().is_none_or(Vec::is_empty)));
+    }
     for o in &mut objects {
         customise(o, args)?;
     }
     Ok(objects)
+}
+
+/// Kinds a Role cannot grant (cluster-scoped): dropped from the rules of a namespaced install.
+const CLUSTER_SCOPED: &[&str] = &[
+    "namespaces",
+    "nodes",
+    "customresourcedefinitions",
+    "clusterroles",
+    "clusterrolebindings",
+];
+
+/// `--namespaced`: a ClusterRole becomes a Role of deploy/'s namespace (renamed to the flag's by
+/// [`customise`]), without its rules on cluster-scoped kinds; a ClusterRoleBinding a RoleBinding
+/// to it; the daemon watches only its own namespace.
+fn namespaced(o: &mut Value, namespace: &str) {
+    match o["kind"].as_str() {
+        Some("ClusterRole") => {
+            o["kind"] = "Role".into();
+            o["metadata"]["namespace"] = DEPLOY_NAMESPACE.into();
+            if let Some(rules) = o.get_mut("rules").and_then(Value::as_array_mut) {
+                for rule in rules.iter_mut() {
+                    if let Some(resources) = rule["resources"].as_array_mut() {
+                        resources
+                            .retain(|r| r.as_str().is_some_and(|r| !CLUSTER_SCOPED.contains(&r)));
+                    }
+                }
+                rules.retain(|r| r["resources"].as_array().is_some_and(|r| !r.is_empty()));
+            }
+        }
+        Some("ClusterRoleBinding") => {
+            o["kind"] = "RoleBinding".into();
+            o["metadata"]["namespace"] = DEPLOY_NAMESPACE.into();
+            o["roleRef"]["kind"] = "Role".into();
+        }
+        Some("Deployment") => {
+            let weft = o
+                .pointer_mut("/spec/template/spec/containers")
+                .and_then(Value::as_array_mut)
+                .and_then(|c| c.iter_mut().find(|c| c["name"] == "weft"));
+            if let Some(args) = weft.and_then(|c| c["args"].as_array_mut()) {
+                args.push(format!("--watch-namespaces={namespace}").into());
+            }
+        }
+        _ => {}
+    }
 }
 
 /// One object changed as the flags ask: Weft's namespace, the image, the repository, the git

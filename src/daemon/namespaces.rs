@@ -31,6 +31,11 @@ impl WatchNamespaces {
     pub fn listed(&self) -> Option<impl Iterator<Item = &str>> {
         self.0.as_ref().map(|set| set.iter().map(String::as_str))
     }
+    /// The namespaces listed as owned names, or `None` for every namespace (for
+    /// [`crate::apply::watch`]).
+    pub fn names(&self) -> Option<Vec<String>> {
+        self.0.as_ref().map(|set| set.iter().cloned().collect())
+    }
     /// Whether the controllers act on resources of `namespace`.
     pub fn contains(&self, namespace: &str) -> bool {
         self.0.as_ref().is_none_or(|set| set.contains(namespace))

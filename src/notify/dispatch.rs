@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
@@ -122,8 +121,12 @@ pub fn start(
         .map_err(DispatchError::Http)?;
     let (notifier, events) = Notifier::channel(counters.clone());
     let changed = Arc::new(Notify::new());
-    let (alerts, alerts_task) = watch_store::<Alert>(&client, changed.clone());
-    let (providers, providers_task) = watch_store::<Provider>(&client, changed.clone());
+    let namespaces = config
+        .namespaces
+        .as_ref()
+        .map(|s| s.iter().cloned().collect());
+    let (alerts, alerts_task) = watch_store::<Alert>(&client, namespaces.clone(), changed.clone());
+    let (providers, providers_task) = watch_store::<Provider>(&client, namespaces, changed.clone());
     let shared = Arc::new(Shared {
         client,
         http,
@@ -139,10 +142,15 @@ pub fn start(
     ))
 }
 
-/// A watch store of every `K`, and the task that feeds it (poking `changed` on each change).
-fn watch_store<K>(client: &Client, changed: Arc<Notify>) -> (Store<K>, JoinHandle<()>)
+/// A watch store of every `K` (of `namespaces` only, when listed: a Weft with a Role in each
+/// cannot watch cluster-wide), and the task that feeds it (poking `changed` on each change).
+fn watch_store<K>(
+    client: &Client,
+    namespaces: Option<Vec<String>>,
+    changed: Arc<Notify>,
+) -> (Store<K>, JoinHandle<()>)
 where
-    K: Resource<DynamicType = ()>
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned
@@ -151,9 +159,7 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let api: Api<K> = Api::all(client.clone());
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
+    let stream = crate::apply::watch::watch_in::<K>(client, namespaces, watcher::Config::default())
         .reflect(writer)
         .touched_objects();
     let task = tokio::spawn(async move {

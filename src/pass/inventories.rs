@@ -3,7 +3,7 @@
 //! read (as the write-ahead left it) is reused: a no-op pass over a 100,000-object root reads and
 //! decompresses its inventory once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::ApiResource;
 use kube::Client;
@@ -43,12 +43,27 @@ pub async fn read_reusing(
             continue;
         }
         let kinds = owner_kinds(set, owner, catalog);
-        match inventory::read(client, catalog, owner, weft_namespace, &kinds).await {
+        let namespaces = owner_namespaces(set, owner);
+        match inventory::read(client, catalog, owner, weft_namespace, &kinds, &namespaces).await {
             Ok(inv) => inventories.push(inv),
             Err(e) => errors.push(e),
         }
     }
     (inventories, errors)
+}
+
+/// The namespaces an owner renders into now (where a rebuild looks when it may not list
+/// cluster-wide).
+fn owner_namespaces(set: &DesiredSet, owner: &Owner) -> BTreeSet<String> {
+    set.objects()
+        .iter()
+        .filter(|d| &d.owner == owner)
+        .filter_map(|d| {
+            d.namespace()
+                .filter(|ns| !ns.is_empty())
+                .map(str::to_string)
+        })
+        .collect()
 }
 
 /// The resources an owner renders now (for an inventory rebuild).

@@ -108,38 +108,53 @@ pub fn suspended_owners(set: &DesiredSet, live: &BTreeSet<Key>) -> BTreeSet<Owne
 
 /// The resources of the kinds a pass may hold that are annotated suspended in the cluster (one
 /// metadata-only LIST per kind whose owners take part in `set`; a kind whose CRD is not installed
-/// has none).
+/// has none). An identity that may not list a kind cluster-wide (a namespaced Weft, a tenant's
+/// account) lists it in the namespaces of `set`'s owners instead: only those can be held.
 pub async fn live_suspended(
     client: &Client,
     set: &DesiredSet,
 ) -> Result<BTreeSet<Key>, kube::Error> {
     let kinds: BTreeSet<OwnerKind> = set.owners().iter().map(|o| o.kind).collect();
+    let namespaces: BTreeSet<String> = set
+        .owners()
+        .iter()
+        .filter(|o| !o.is_root() && !o.namespace.is_empty())
+        .map(|o| o.namespace.clone())
+        .collect();
     let mut out = BTreeSet::new();
     if kinds.contains(&OwnerKind::WeaveCloud) {
-        collect::<WeaveCloud>(client, &mut out).await?;
+        collect::<WeaveCloud>(client, &namespaces, &mut out).await?;
     }
     if kinds.contains(&OwnerKind::ArmadaChart) {
-        collect::<ArmadaChart>(client, &mut out).await?;
-        collect::<ArmadaChartGroup>(client, &mut out).await?;
-        collect::<ArmadaManifest>(client, &mut out).await?;
+        collect::<ArmadaChart>(client, &namespaces, &mut out).await?;
+        collect::<ArmadaChartGroup>(client, &namespaces, &mut out).await?;
+        collect::<ArmadaManifest>(client, &namespaces, &mut out).await?;
     }
     Ok(out)
 }
 
-async fn collect<K>(client: &Client, out: &mut BTreeSet<Key>) -> Result<(), kube::Error>
+async fn collect<K>(
+    client: &Client,
+    namespaces: &BTreeSet<String>,
+    out: &mut BTreeSet<Key>,
+) -> Result<(), kube::Error>
 where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
-    let api: Api<K> = Api::all(client.clone());
-    let list: ObjectList<PartialObjectMeta<K>> =
-        match api.list_metadata(&ListParams::default()).await {
-            Ok(l) => l,
-            // The CRD is not installed: nothing of that kind exists.
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-            Err(e) => return Err(e),
-        };
-    for item in list
-        .items
+    let items = match list_metadata::<K>(Api::all(client.clone())).await {
+        Err(kube::Error::Api(e)) if e.code == 403 && !namespaces.is_empty() => {
+            let mut items = Vec::new();
+            for ns in namespaces {
+                items.extend(list_metadata::<K>(Api::namespaced(client.clone(), ns)).await?);
+            }
+            items
+        }
+        items => items?,
+    };
+    for item in items
         .iter()
         .filter(|i| annotated(&i.metadata) && !from_git_only(&i.metadata))
     {
@@ -173,6 +188,21 @@ fn from_git_only(meta: &kube::api::ObjectMeta) -> bool {
         .map(|m| m.manager.as_deref().unwrap_or_default())
         .collect();
     !owners.is_empty() && owners.iter().all(|m| *m == crate::apply::FIELD_MANAGER)
+}
+
+/// Every `K` of `api`, metadata only; none when the CRD is not installed.
+async fn list_metadata<K>(api: Api<K>) -> Result<Vec<PartialObjectMeta<K>>, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let list: ObjectList<PartialObjectMeta<K>> =
+        match api.list_metadata(&ListParams::default()).await {
+            Ok(l) => l,
+            // The CRD is not installed: nothing of that kind exists.
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+    Ok(list.items)
 }
 
 /// `set` without the owners that are suspended (in git or in the cluster), and those owners.

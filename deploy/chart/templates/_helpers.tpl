@@ -20,9 +20,26 @@ app.kubernetes.io/name: weft
 {{- define "weft.clusterName" -}}
 {{- $root := index . 0 -}}
 {{- $name := printf "%s-%s" $root.Values.name (index . 1) -}}
-{{- if eq $root.Values.namespace "weft-system" -}}
+{{- if or $root.Values.namespaced (eq $root.Values.namespace "weft-system") -}}
 {{ $name }}
 {{- else -}}
 {{ printf "%s:%s" $name $root.Values.namespace }}
 {{- end -}}
+{{- end }}
+
+{{/* A tier's role: a ClusterRole, or with `namespaced` a Role in Weft's namespace (as `weft
+     install --namespaced` renders it). */}}
+{{- define "weft.roleKind" -}}
+{{- if .Values.namespaced }}Role{{ else }}ClusterRole{{ end -}}
+{{- end }}
+
+{{- define "weft.bindingKind" -}}
+{{- if .Values.namespaced }}RoleBinding{{ else }}ClusterRoleBinding{{ end -}}
+{{- end }}
+
+{{/* The metadata.namespace line of a tier's role or binding: only when `namespaced`. */}}
+{{- define "weft.roleNamespace" -}}
+{{- if .Values.namespaced }}
+namespace: {{ .Values.namespace }}
+{{- end }}
 {{- end }}

@@ -213,15 +213,40 @@ pub async fn read_stored(
 /// Rebuild a lost inventory: objects of `kinds` (the resources this owner renders) that carry the
 /// owner's label and were labelled by Weft's own apply, except Helm hooks (see
 /// [`HELM_HOOK_ANNOTATION`]: a hook is run, never inventoried, so never pruned).
+///
+/// Each kind is listed cluster-wide; an identity that may not (a namespaced Weft, a tenant's
+/// ServiceAccount: a Role in each namespace) lists a namespaced kind in `namespaces` instead (the
+/// namespaces the owner's objects are in now), so a leftover in a namespace it no longer renders
+/// into is not found (docs/security.md); a cluster-scoped kind it may not list is not looked for.
 pub async fn rebuild(
     client: &Client,
     owner: &Owner,
     kinds: &[(ApiResource, bool)],
+    namespaces: &BTreeSet<String>,
 ) -> Result<BTreeSet<ObjectRef>, ApplyError> {
     let selector = format!("{OWNER_LABEL}={}", owner.id());
     let mut out = BTreeSet::new();
-    for (ar, _) in kinds {
-        for live in list_labelled(client, ar, None, &selector).await? {
+    for (ar, namespaced) in kinds {
+        let listed = match list_labelled(client, ar, None, &selector).await {
+            Err(ApplyError::Api {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 403 && *namespaced && !namespaces.is_empty() => {
+                let mut listed = Vec::new();
+                for ns in namespaces {
+                    listed.extend(list_labelled(client, ar, Some(ns), &selector).await?);
+                }
+                listed
+            }
+            // A cluster-scoped kind it may not list: none found, so none pruned (the safe
+            // side: a rebuild that finds less prunes less).
+            Err(ApplyError::Api {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 403 && !*namespaced => Vec::new(),
+            listed => listed?,
+        };
+        for live in listed {
             let hook = live
                 .pointer("/metadata/annotations")
                 .and_then(Value::as_object)
@@ -254,6 +279,7 @@ pub async fn read(
     owner: &Owner,
     weft_namespace: &str,
     kinds: &[(ApiResource, bool)],
+    namespaces: &BTreeSet<String>,
 ) -> Result<Inventory, ApplyError> {
     if let Some((entries, force_prune)) =
         read_stored(client, catalog, owner, weft_namespace).await?
@@ -265,7 +291,7 @@ pub async fn read(
             force_prune,
         });
     }
-    let entries = rebuild(client, owner, kinds).await?;
+    let entries = rebuild(client, owner, kinds, namespaces).await?;
     Ok(Inventory {
         owner: owner.clone(),
         entries,

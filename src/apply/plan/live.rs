@@ -295,7 +295,7 @@ async fn read_group(
     // Objects listed without managedFields: read whole afterwards.
     let mut whole: Vec<&PlannedObject> = Vec::new();
     let lp = ListParams::default().labels(&selector).limit(META_PAGE);
-    for_each_metadata_page(&api, lp, &what, |items| {
+    let listed = for_each_metadata_page(&api, lp, &what, |items| {
         for item in items {
             let Some(p) = item
                 .metadata
@@ -331,7 +331,20 @@ async fn read_group(
         }
         Ok(())
     })
-    .await?;
+    .await;
+    match listed {
+        // An identity that may not list the kind here (a namespaced Weft, a tenant's account:
+        // a Namespace is listed cluster-wide, but a Role of that namespace lets it be read by
+        // name): every member is read by name instead.
+        Err(ApplyError::Api {
+            source: kube::Error::Api(s),
+            ..
+        }) if s.code == 403 => {
+            state = LiveState::default();
+            whole = members.clone();
+        }
+        listed => listed?,
+    }
     for p in whole {
         let object = p.object_ref.to_string();
         match api.get_opt(&p.object_ref.name).await {

@@ -34,6 +34,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -49,6 +50,7 @@ use crate::apply::changeset::Action as ChangeAction;
 use crate::apply::inventory::{self, Inventory, InventorySource};
 use crate::apply::plan::{split_api_version, Catalog};
 use crate::apply::prune::{prune, PruneOptions};
+use crate::apply::watch::watches_in;
 use crate::apply::ApplyError;
 use crate::render::ownership::{OWNER_REF_ANNOTATION, REQUESTED_AT_ANNOTATION};
 use crate::render::{DesiredSet, Owner};
@@ -319,7 +321,7 @@ fn chart_suspended(chart: &ArmadaChart, ctx: &Context) -> Option<&'static str> {
 }
 
 /// The mapper of a child kind: record the child for its chart, and name the chart.
-fn child_mapper<K>(seen: Seen) -> impl Fn(K) -> Option<ObjectRef<ArmadaChart>> + Send + Sync
+fn child_mapper<K>(seen: Seen) -> impl Fn(K) -> Option<ObjectRef<ArmadaChart>> + Clone + Send + Sync
 where
     K: Resource<DynamicType = ()>,
 {
@@ -382,11 +384,20 @@ fn request(
 /// Run the controller until the daemon is asked to stop.
 pub async fn run(ctx: Context) {
     let client = ctx.state.client().clone();
-    let controller = Controller::new(
-        Api::<ArmadaChart>::all(client.clone()),
+    // With `--watch-namespaces` every watch is one per namespace: a Weft with a Role in each
+    // gets no cluster-wide list, and no 403 retried forever (docs/security.md).
+    let namespaces = ctx.state.watch_namespaces().names();
+    let (reader, writer) = kube::runtime::reflector::store();
+    let charts = crate::apply::watch::watch_in::<ArmadaChart>(
+        &client,
+        namespaces.clone(),
         watcher::Config::default(),
     )
-    .with_config(kube::runtime::controller::Config::default().debounce(Duration::from_millis(300)));
+    .reflect(writer)
+    .touched_objects();
+    let controller = Controller::for_stream(charts, reader).with_config(
+        kube::runtime::controller::Config::default().debounce(Duration::from_millis(300)),
+    );
     let store: Store<ArmadaChart> = controller.store();
     // Children of custom resources only: the sync roots' own objects (possibly 100,000s) are
     // left out by the server, not filtered here.
@@ -396,78 +407,94 @@ pub async fn run(ctx: Context) {
     let (group_seen, group_values) = (seen.clone(), values.clone());
     let (manifest_seen, manifest_values) = (seen.clone(), values);
     let shutdown = ctx.shutdown.clone();
-    controller
-        .watches(
-            Api::<Deployment>::all(client.clone()),
-            children.clone(),
-            child_mapper(seen.clone()),
-        )
-        .watches(
-            Api::<StatefulSet>::all(client.clone()),
-            children.clone(),
-            child_mapper(seen.clone()),
-        )
-        .watches(
-            Api::<DaemonSet>::all(client.clone()),
-            children.clone(),
-            child_mapper(seen.clone()),
-        )
-        .watches(
-            Api::<Job>::all(client.clone()),
-            children.clone(),
-            child_mapper(seen.clone()),
-        )
-        .watches(
-            Api::<Service>::all(client.clone()),
-            children.clone(),
-            child_mapper(seen.clone()),
-        )
-        .watches(
-            Api::<ConfigMap>::all(client.clone()),
-            children,
-            child_mapper(seen),
-        )
-        // A group's `weft.io/requested-at`: its charts.
-        .watches(
-            Api::<ArmadaChartGroup>::all(client.clone()),
-            watcher::Config::default(),
-            move |g: ArmadaChartGroup| {
-                let ns = g.namespace().unwrap_or_default();
-                request(
-                    &group_seen,
-                    &group_values,
-                    "ArmadaChartGroup",
-                    &ns,
-                    &g.name_any(),
-                    requested_at(&g),
-                    g.spec.chart_group.clone(),
-                )
-            },
-        )
-        // A manifest's: every chart of its namespace (one pass serves them all).
-        .watches(
-            Api::<ArmadaManifest>::all(client),
-            watcher::Config::default(),
-            move |m: ArmadaManifest| {
-                let ns = m.namespace().unwrap_or_default();
-                let charts = store
-                    .state()
-                    .iter()
-                    .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
-                    .map(|c| c.name_any())
-                    .collect();
-                request(
-                    &manifest_seen,
-                    &manifest_values,
-                    "ArmadaManifest",
-                    &ns,
-                    &m.name_any(),
-                    requested_at(&m),
-                    charts,
-                )
-            },
-        )
-        .graceful_shutdown_on(async move { shutdown.stopped().await })
+    let c = controller;
+    let c = watches_in(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        child_mapper::<Deployment>(seen.clone()),
+    );
+    let c = watches_in(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        child_mapper::<StatefulSet>(seen.clone()),
+    );
+    let c = watches_in(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        child_mapper::<DaemonSet>(seen.clone()),
+    );
+    let c = watches_in(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        child_mapper::<Job>(seen.clone()),
+    );
+    let c = watches_in(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        child_mapper::<Service>(seen.clone()),
+    );
+    let c = watches_in(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        child_mapper::<ConfigMap>(seen),
+    );
+    // A group's `weft.io/requested-at`: its charts.
+    let c = watches_in(
+        c,
+        &client,
+        &namespaces,
+        &watcher::Config::default(),
+        move |g: ArmadaChartGroup| {
+            let ns = g.namespace().unwrap_or_default();
+            request(
+                &group_seen,
+                &group_values,
+                "ArmadaChartGroup",
+                &ns,
+                &g.name_any(),
+                requested_at(&g),
+                g.spec.chart_group.clone(),
+            )
+        },
+    );
+    // A manifest's: every chart of its namespace (one pass serves them all).
+    let c = watches_in(
+        c,
+        &client,
+        &namespaces,
+        &watcher::Config::default(),
+        move |m: ArmadaManifest| {
+            let ns = m.namespace().unwrap_or_default();
+            let charts = store
+                .state()
+                .iter()
+                .filter(|c| c.namespace().as_deref() == Some(ns.as_str()))
+                .map(|c| c.name_any())
+                .collect();
+            request(
+                &manifest_seen,
+                &manifest_values,
+                "ArmadaManifest",
+                &ns,
+                &m.name_any(),
+                requested_at(&m),
+                charts,
+            )
+        },
+    );
+    c.graceful_shutdown_on(async move { shutdown.stopped().await })
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|r| async move {
             if let Err(e) = r {

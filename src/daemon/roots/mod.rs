@@ -26,10 +26,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, GroupVersionKind};
+use kube::api::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
 
 use super::root::RootSource;
 use super::shutdown::Shutdown;
@@ -228,12 +229,21 @@ pub async fn run(mut ctx: Context) {
         }
     }
     let concurrency = ctx.config.concurrency.max(1);
-    let controller = Controller::new(Api::<Root>::all(client), watcher::Config::default())
-        .with_config(
-            kube::runtime::controller::Config::default()
-                .debounce(Duration::from_millis(300))
-                .concurrency(concurrency),
-        );
+    // With `--watch-namespaces`, one watch per namespace: a Weft with only a Role in each gets
+    // no cluster-wide list (and no 403 retried forever).
+    let (reader, writer) = kube::runtime::reflector::store();
+    let roots = crate::apply::watch::watch_in::<Root>(
+        &client,
+        ctx.state.watch_namespaces().names(),
+        watcher::Config::default(),
+    )
+    .reflect(writer)
+    .touched_objects();
+    let controller = Controller::for_stream(roots, reader).with_config(
+        kube::runtime::controller::Config::default()
+            .debounce(Duration::from_millis(300))
+            .concurrency(concurrency),
+    );
     ctx.store = Some(controller.store());
     // A push for some roots makes the controller look at every root: those it made due pass,
     // the others requeue for the rest of their interval (no API call).

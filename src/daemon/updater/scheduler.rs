@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use kube::api::{Api, ListParams};
+use kube::api::ListParams;
 use kube::ResourceExt;
 use tokio::sync::watch;
 
@@ -42,11 +42,20 @@ impl Updater {
 
     /// One look at every WeaveCloud: run the checks that are due; the earliest next check.
     pub(super) async fn tick(&self, forced: bool) -> Result<Option<DateTime<Utc>>, UpdateError> {
-        let api: Api<WeaveCloud> = Api::all(self.state.client().clone());
-        let list = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| kube_err("listing WeaveClouds", e))?;
+        // With `--watch-namespaces`, one list per namespace: a Weft with a Role in each may not
+        // list cluster-wide.
+        let mut items = Vec::new();
+        let apis = crate::apply::watch::apis::<WeaveCloud>(
+            self.state.client(),
+            self.state.watch_namespaces().names(),
+        );
+        for api in apis {
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| kube_err("listing WeaveClouds", e))?;
+            items.extend(list.items);
+        }
         let mut earliest: Option<DateTime<Utc>> = None;
         let mut seen = Vec::new();
         let roots = crate::daemon::weavecloud::trust::roots(
@@ -63,7 +72,7 @@ impl Updater {
         )
         .await
         .map_err(|e| UpdateError::Trust(Box::new(e)))?;
-        for wc in list.items {
+        for wc in items {
             if wc.metadata.deletion_timestamp.is_some() {
                 continue;
             }

@@ -27,6 +27,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -138,6 +139,11 @@ pub fn owner_ref_of<K: Resource>(child: &K) -> Option<ObjectRef<WeaveCloud>> {
 
 /// The WeaveClouds a Secret matters to: those of its namespace whose token it is, and the owner
 /// of an agent Secret.
+/// [`owner_ref_of`] as a watch mapper.
+fn owned<K: Resource>(child: K) -> Option<ObjectRef<WeaveCloud>> {
+    owner_ref_of(&child)
+}
+
 fn weaveclouds_of_secret(store: &Store<WeaveCloud>, s: &Secret) -> Vec<ObjectRef<WeaveCloud>> {
     let ns = s.namespace().unwrap_or_default();
     let name = s.name_any();
@@ -157,70 +163,91 @@ fn weaveclouds_of_secret(store: &Store<WeaveCloud>, s: &Secret) -> Vec<ObjectRef
 /// Run the controller until the daemon is asked to stop.
 pub async fn run(ctx: Context) {
     let client = ctx.state.client().clone();
-    let wcs: Api<WeaveCloud> = Api::all(client.clone());
+    // With `--watch-namespaces` every watch is one per namespace (a Weft with a Role in each
+    // gets no cluster-wide list, and no 403 retried forever), and the cluster-scoped children
+    // (ClusterRoles, ClusterRoleBindings) are not watched: their drift is corrected on the
+    // WeaveCloud's next interval instead (docs/security.md).
+    let namespaces = ctx.state.watch_namespaces().names();
     // Children of custom resources only: the sync roots' own objects (possibly 100,000s) are
     // left out by the server, not filtered here.
     let children = watcher::Config::default().labels(&ctx.state.children_selector());
-    let controller = Controller::new(wcs, watcher::Config::default()).with_config(
+    let (reader, writer) = kube::runtime::reflector::store();
+    let wcs = crate::apply::watch::watch_in::<WeaveCloud>(
+        &client,
+        namespaces.clone(),
+        watcher::Config::default(),
+    )
+    .reflect(writer)
+    .touched_objects();
+    let controller = Controller::for_stream(wcs, reader).with_config(
         kube::runtime::controller::Config::default().debounce(Duration::from_millis(300)),
     );
     let store = controller.store();
     let shutdown = ctx.shutdown.clone();
-    let controller = controller
-        .watches(
-            Api::<Deployment>::all(client.clone()),
-            children.clone(),
-            |o| owner_ref_of(&o),
-        )
-        .watches(
-            Api::<DaemonSet>::all(client.clone()),
-            children.clone(),
-            |o| owner_ref_of(&o),
-        )
-        .watches(Api::<Service>::all(client.clone()), children.clone(), |o| {
-            owner_ref_of(&o)
-        })
-        .watches(
-            Api::<ServiceAccount>::all(client.clone()),
-            children.clone(),
-            |o| owner_ref_of(&o),
-        )
-        .watches(
-            Api::<ConfigMap>::all(client.clone()),
-            children.clone(),
-            |o| owner_ref_of(&o),
-        )
-        .watches(
-            Api::<ClusterRole>::all(client.clone()),
-            children.clone(),
-            |o| owner_ref_of(&o),
-        )
-        .watches(
-            Api::<ClusterRoleBinding>::all(client.clone()),
-            children.clone(),
-            |o| owner_ref_of(&o),
-        )
-        .watches(Api::<RoleBinding>::all(client.clone()), children, |o| {
-            owner_ref_of(&o)
-        });
+    let c = controller;
+    let c = crate::apply::watch::watches_in::<Deployment, _, _>(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        owned,
+    );
+    let c = crate::apply::watch::watches_in::<DaemonSet, _, _>(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        owned,
+    );
+    let c =
+        crate::apply::watch::watches_in::<Service, _, _>(c, &client, &namespaces, &children, owned);
+    let c = crate::apply::watch::watches_in::<ServiceAccount, _, _>(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        owned,
+    );
+    let c = crate::apply::watch::watches_in::<ConfigMap, _, _>(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        owned,
+    );
+    let c = crate::apply::watch::watches_in::<RoleBinding, _, _>(
+        c,
+        &client,
+        &namespaces,
+        &children,
+        owned,
+    );
+    let c = match namespaces {
+        None => c
+            .watches(
+                Api::<ClusterRole>::all(client.clone()),
+                children.clone(),
+                owned::<ClusterRole>,
+            )
+            .watches(
+                Api::<ClusterRoleBinding>::all(client.clone()),
+                children,
+                owned::<ClusterRoleBinding>,
+            ),
+        Some(_) => c,
+    };
     // The token Secrets are the user's (no label): every Secret of the namespaces WeaveClouds
     // are acted on in. With `--watch-namespaces`, one watch per namespace, so the agents tier
     // may read Secrets through a Role in each instead of cluster-wide (docs/security.md).
     let of_secret = move |s: Secret| weaveclouds_of_secret(&store, &s);
-    let controller = match ctx.state.watch_namespaces().listed() {
-        None => controller.watches(
-            Api::<Secret>::all(client),
-            watcher::Config::default(),
-            of_secret,
-        ),
-        Some(namespaces) => namespaces.fold(controller, |c, ns| {
-            c.watches(
-                Api::<Secret>::namespaced(client.clone(), ns),
-                watcher::Config::default(),
-                of_secret.clone(),
-            )
-        }),
-    };
+    let namespaces = ctx.state.watch_namespaces().names();
+    let controller = crate::apply::watch::watches_in::<Secret, _, _>(
+        c,
+        &client,
+        &namespaces,
+        &watcher::Config::default(),
+        of_secret,
+    );
     controller
         // Resuming the root reconciles every WeaveCloud again.
         .reconcile_all_on(ctx.state.suspension().resumes())
