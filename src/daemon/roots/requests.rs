@@ -52,36 +52,39 @@ pub async fn set_suspended(
     name: &str,
     suspend: bool,
 ) -> Result<(), RootsError> {
-    get(client, namespace, name).await?;
     let mut patch = json!({"spec": {"suspend": suspend}});
     if !suspend {
         patch["metadata"] = json!({"annotations": {REQUESTED_AT_ANNOTATION: now()}});
     }
+    merge(client, namespace, name, &patch, "setting spec.suspend").await
+}
+
+/// Merge-patch the Root `namespace/name` (it must exist: a typo is an error, not a new object).
+async fn merge(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    patch: &serde_json::Value,
+    action: &'static str,
+) -> Result<(), RootsError> {
+    get(client, namespace, name).await?;
     let pp = PatchParams {
         field_manager: Some(MANAGER.into()),
         ..PatchParams::default()
     };
     api(client, namespace)
-        .patch(name, &pp, &Patch::Merge(&patch))
+        .patch(name, &pp, &Patch::Merge(patch))
         .await
         .map(|_| ())
-        .map_err(|e| kube_error(namespace, name, "setting spec.suspend", e))
+        .map_err(|e| kube_error(namespace, name, action, e))
 }
 
 /// Ask for a pass of the Root `namespace/name` now: a new `weft.io/requested-at` value, which
 /// is returned (its status's `lastHandledRequestedAt` answers it).
 pub async fn request(client: &Client, namespace: &str, name: &str) -> Result<String, RootsError> {
-    get(client, namespace, name).await?;
     let at = now();
     let patch = json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: at}}});
-    let pp = PatchParams {
-        field_manager: Some(MANAGER.into()),
-        ..PatchParams::default()
-    };
-    api(client, namespace)
-        .patch(name, &pp, &Patch::Merge(&patch))
-        .await
-        .map_err(|e| kube_error(namespace, name, "annotating it", e))?;
+    merge(client, namespace, name, &patch, "annotating it").await?;
     Ok(at)
 }
 
