@@ -119,6 +119,18 @@ async fn wait_ready(
     .await
 }
 
+/// The `value` key of ConfigMap `ns/name` (which must exist).
+async fn configmap_value(client: &Client, ns: &str, name: &str) -> Option<String> {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
+        .data
+        .unwrap_or_default()
+        .get("value")
+        .cloned()
+}
+
 async fn configmap_exists(client: &Client, ns: &str, name: &str) -> bool {
     Api::<ConfigMap>::namespaced(client.clone(), ns)
         .get_opt(name)
@@ -729,16 +741,7 @@ async fn a_root_declaring_another_roots_object_stops_neither_root() {
         "{message}"
     );
     assert!(configmap_exists(&client, w, "own-b").await);
-    let value = async |name: &str| {
-        Api::<ConfigMap>::namespaced(client.clone(), w)
-            .get(name)
-            .await
-            .unwrap()
-            .data
-            .unwrap_or_default()
-            .get("value")
-            .cloned()
-    };
+    let value = async |name: &str| configmap_value(&client, w, name).await;
     assert_eq!(value("shared").await.as_deref(), Some("owner"));
 
     // The owner goes on: a new object of its repository is created, drift of its own is
@@ -1085,16 +1088,7 @@ async fn a_semver_ref_follows_the_highest_tag_in_range() {
         .await
         .unwrap();
     wait_ready(&client, n, "app", "True", "ReconciliationSucceeded", &d).await;
-    let value = async || {
-        Api::<ConfigMap>::namespaced(client.clone(), n)
-            .get("release")
-            .await
-            .unwrap()
-            .data
-            .unwrap_or_default()
-            .get("value")
-            .cloned()
-    };
+    let value = async || configmap_value(&client, n, "release").await;
     assert_eq!(value().await.as_deref(), Some("1.1"));
 
     // A newer tag in range: the next pass applies it.
