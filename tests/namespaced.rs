@@ -82,8 +82,29 @@ async fn kubeconfig_as(user: &str, dir: &Path) -> PathBuf {
 /// The lines of `logs` in which the API server refused something.
 fn refusals(logs: &str) -> Vec<&str> {
     logs.lines()
-        .filter(|l| l.contains("403") || l.to_lowercase().contains("forbidden"))
+        .filter(|l| status_403(l) || l.to_lowercase().contains("forbidden"))
         .collect()
+}
+
+/// Whether `line` has the status code 403 as a word of its own (not inside a port number, as
+/// in `127.0.0.1:40369`, or another number).
+fn status_403(line: &str) -> bool {
+    line.match_indices("403").any(|(i, _)| {
+        let before = line[..i].chars().next_back();
+        let after = line[i + 3..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_digit() || c == ':' || c == '.')
+            && !after.is_some_and(|c| c.is_ascii_digit())
+    })
+}
+
+#[test]
+fn a_port_is_no_refusal() {
+    assert!(!status_403(
+        "listen=127.0.0.1:40369 hooks_listen=127.0.0.1:42019"
+    ));
+    assert!(!status_403("took 1403 ms"));
+    assert!(status_403("ApiError: forbidden (403)"));
+    assert!(status_403("code=403 reason=Forbidden"));
 }
 
 /// Run `weft run --watch-namespaces <ns>` (every controller on) as `user` until it has applied
