@@ -75,8 +75,9 @@ async fn tree_and_export_show_what_a_sync_left_in_the_cluster() {
         .unwrap_or_else(|| panic!("{out}"));
     assert!(row.contains("True") && row.contains("deployed"), "{out}");
 
-    // The root holds the chart and the plain ConfigMap; the chart holds what it rendered (and
-    // its release namespace, which it declares create-if-missing).
+    // The root holds the chart, the plain ConfigMap and the namespace its ArmadaChart CRs live
+    // in (created if missing, issue 49 item 4; it is also the chart's release namespace, which
+    // the chart then leaves to the root); the chart holds what it rendered.
     let (code, out, err) = weft(&n, &["tree"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(
@@ -84,9 +85,9 @@ async fn tree_and_export_show_what_a_sync_left_in_the_cluster() {
         format!(
             "Root/{n}/{n}\n\
              ├── ArmadaChart/{n}/app\n\
-             │   ├── ConfigMap/{n}/app-settings\n\
-             │   └── Namespace/{n}\n\
-             └── ConfigMap/{n}/plain\n"
+             │   └── ConfigMap/{n}/app-settings\n\
+             ├── ConfigMap/{n}/plain\n\
+             └── Namespace/{n}\n"
         ),
         "{err}"
     );
