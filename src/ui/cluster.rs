@@ -206,12 +206,12 @@ pub async fn root_object(ui: &Ui, namespace: &str, name: &str) -> Result<RootObj
     };
     let items = items_of(ui, &owner, entries).await?;
     let mut children = Vec::new();
+    let catalog = ui.catalog().await?;
     for item in &items {
         let Some(kind) = OwnerKind::from_kind(&item.object.kind).filter(|k| k.renders_children())
         else {
             continue;
         };
-        let catalog = ui.catalog().await?;
         let Some((ar, _)) = catalog
             .resolve(&item.object.api_version, &item.object.kind)
             .cloned()
