@@ -183,7 +183,8 @@ mod against_a_fake_api_server {
     #[tokio::test]
     async fn the_scheduler_records_the_next_check_and_checks_only_when_due() {
         let (client, api) = mock_client();
-        // A WeaveCloud made by hand: the operator lists its namespace.
+        // A WeaveCloud made by hand: the operator lists its namespace, so the list is that
+        // namespace's (a Weft with a Role there may not list cluster-wide).
         let state = DaemonState::new(client, "weft-system", DaemonStatus::default())
             .with_watch_namespaces(crate::daemon::namespaces::WatchNamespaces::only(["weave"]));
         let updater = Updater::new(state, UpdateOptions::default());
@@ -206,7 +207,7 @@ mod against_a_fake_api_server {
             Scenario::new()
                 .then(Expect::call(
                     Method::GET,
-                    "/apis/cloud.weave.works/v1beta1/weaveclouds",
+                    "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds",
                     list,
                 ))
                 // Not due (yearly): no check, only the active bundle and the next check.
