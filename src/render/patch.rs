@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn a_failing_operation_after_a_replace_is_an_error_not_a_panic() {
-        // Found by tests/proptest_render.rs: json-patch 4.2 applies a whole patch atomically and
+        // Found by tests/it/proptest_render.rs: json-patch 4.2 applies a whole patch atomically and
         // panics ("unable to undo applied patches") when this second operation fails. One
         // operation at a time, nothing needs undoing: the overlay fails with an error.
         let mut doc = json!({"a": null, "a0": [null, null, null, null], "aa": null});

@@ -159,7 +159,7 @@ const TOO_MANY_CONNECTIONS: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnec
 
 /// hyper's read buffer per connection (its minimum is 8 KiB; its default, about 400 KiB, times a
 /// few hundred connections would be more than the body budget). It caps the request line and
-/// headers together: a head not finished within it is answered 431 (tests/attack_server.rs).
+/// headers together: a head not finished within it is answered 431 (tests/it/attack_server.rs).
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Serve `router` on `listener` until `shutdown` turns true, then stop accepting, let in-flight

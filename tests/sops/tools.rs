@@ -1,5 +1,5 @@
 //! The real `sops` and `age-keygen`, built by `tests/sops/ensure`, driven from tests and the
-//! bench (`#[path]`-included by `tests/sops_decrypt.rs` and `benches/sops.rs`). They run
+//! bench (`#[path]`-included by `tests/it/sops_decrypt.rs` and `benches/sops.rs`). They run
 //! hermetically: in the given directory, with HOME and XDG_CONFIG_HOME there, and none of the
 //! caller's `SOPS_*` variables, so no user key or `.sops.yaml` leaks in.
 #![allow(dead_code)]

@@ -1,3 +1,4 @@
+pub mod channel;
 pub mod cluster;
 pub mod daemon;
 pub mod faults;

@@ -1,5 +1,5 @@
 //! Unit tests. The known-answer fixtures in `testdata/` were made by sops 3.13.3 for the
-//! TEST-ONLY identity `testdata/kat.agekey`; `tests/sops_decrypt.rs` makes fresh ones with the
+//! TEST-ONLY identity `testdata/kat.agekey`; `tests/it/sops_decrypt.rs` makes fresh ones with the
 //! real tools on every run.
 
 use std::collections::BTreeMap;

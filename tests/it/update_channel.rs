@@ -1,0 +1,902 @@
+//! Agent auto-update on the real control plane, with a channel served over HTTP on 127.0.0.1:
+//! a new version updates the agents; a bad digest is refused and nothing changes; a bundle whose
+//! pods never become ready is rolled back and marked bad; a pinned range is respected;
+//! `autoUpdate: false` changes nothing; a restarted Weft keeps the version; the scheduler keeps
+//! `status.nextUpdateCheck` and runs a check on request; a bundle too large for the cache is
+//! refused before it rolls out; a roll-out and the WeaveCloud controller never run passes for the
+//! same WeaveCloud at once.
+
+use crate::support;
+use crate::support::channel as channel_fixtures;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
+use kube::Api;
+use serde_json::json;
+
+use channel_fixtures::{
+    broken_bundle_files, bundle_files, flux_image, ChannelServer, Published, BUILTIN_FLUX_IMAGE,
+};
+use support::cluster::TestNamespace;
+use weft::api::conditions::ConditionStatus;
+use weft::api::weavecloud::WeaveCloud;
+use weft::daemon::namespaces::WatchNamespaces;
+use weft::daemon::state::DaemonState;
+use weft::daemon::status::{DaemonStatus, OwnerStatus};
+use weft::daemon::updater::{
+    cache_configmap_name, AgentBundles, UpdateOptions, UpdateOutcome, Updater, DIGEST_KEY,
+    MAX_CACHED_ARCHIVE_BYTES, REASON_ROLLED_BACK, VERSION_KEY,
+};
+use weft::server::{self, ServerState};
+use weft::source::fetch_policy::{ChannelPolicy, UrlAllowList};
+
+const FLUX: &str = "weave-flux-agent";
+
+/// A namespace with the token Secret and a WeaveCloud that runs only flux (fewer pods).
+async fn weavecloud(prefix: &str, general: serde_json::Value) -> (TestNamespace, WeaveCloud) {
+    let ns = TestNamespace::new(prefix).await;
+    support::cluster::install_crds(&ns.client()).await;
+    let secrets: Api<Secret> = ns.api();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "weave-cloud"},
+        "stringData": {"token": "test-token"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let mut spec_general = json!({
+        "environment": "generic",
+        "tokenSecretRef": {"name": "weave-cloud"},
+    });
+    json_patch::merge(&mut spec_general, &general);
+    let wc: WeaveCloud = serde_json::from_value(json!({
+        "apiVersion": "cloud.weave.works/v1beta1",
+        "kind": "WeaveCloud",
+        "metadata": {"name": "weave-cloud", "namespace": ns.name()},
+        "spec": {
+            "general": spec_general,
+            "scope": {"disable": true},
+            "prometheus": {"disable": true},
+        },
+    }))
+    .unwrap();
+    let api: Api<WeaveCloud> = ns.api();
+    let wc = api.create(&PostParams::default(), &wc).await.unwrap();
+    (ns, wc)
+}
+
+/// An updater with a daemon state of its own (a fresh Weft: nothing in memory).
+fn updater(ns: &TestNamespace, health_timeout: Duration) -> Updater {
+    updater_with(state(ns, DaemonStatus::default()), ns, health_timeout)
+}
+
+/// A daemon state that acts only on the test's namespace, as `--watch-namespaces` would: the
+/// tests of this file run at once, and a scheduler watching every namespace would check (and
+/// roll out) the other tests' WeaveClouds too.
+fn state(ns: &TestNamespace, status: DaemonStatus) -> DaemonState {
+    DaemonState::new(ns.client(), ns.name(), status)
+        .with_watch_namespaces(WatchNamespaces::only([ns.name()]))
+}
+
+fn updater_with(state: DaemonState, ns: &TestNamespace, health_timeout: Duration) -> Updater {
+    let opts = UpdateOptions {
+        // The test namespace stands in for Weft's: the cached bundle goes away with it.
+        pass: Arc::new(weft::pass::PassSettings {
+            weft_namespace: ns.name().to_string(),
+            poll_interval: Duration::from_millis(500),
+            ..Default::default()
+        }),
+        health_timeout,
+        rescan_interval: Duration::from_secs(2),
+        // The channels are plain-http servers on loopback, not `https://<wcHostname>/`: allowed
+        // as an operator would with --allowed-channels (the refusal has its own tests).
+        allowed_channels: ChannelPolicy {
+            allowed: Some(UrlAllowList::parse("http://").expect("prefix")),
+        },
+        ..Default::default()
+    };
+    Updater::new(state, opts)
+}
+
+async fn fresh(ns: &TestNamespace) -> WeaveCloud {
+    let api: Api<WeaveCloud> = ns.api();
+    api.get("weave-cloud").await.unwrap()
+}
+
+async fn flux(ns: &TestNamespace) -> Deployment {
+    let api: Api<Deployment> = ns.api();
+    api.get(FLUX).await.unwrap()
+}
+
+fn image_of(d: &Deployment) -> String {
+    d.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .image
+        .clone()
+        .unwrap()
+}
+
+fn node_selector_of(d: &Deployment) -> Option<std::collections::BTreeMap<String, String>> {
+    d.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_selector
+        .clone()
+}
+
+fn available(d: &Deployment) -> bool {
+    d.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Available" && c.status == "True")
+        })
+        && d.status.as_ref().and_then(|s| s.available_replicas) == Some(1)
+}
+
+/// Event reasons recorded for the WeaveCloud (events.k8s.io), waiting a moment for them.
+async fn has_event(ns: &TestNamespace, reason: &str) -> Vec<String> {
+    let api: Api<Event> = ns.api();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let notes: Vec<String> = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .filter_map(|e| e.note)
+            .collect();
+        if !notes.is_empty() || Instant::now() > deadline {
+            return notes;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn cached(ns: &TestNamespace) -> Option<ConfigMap> {
+    let api: Api<ConfigMap> = ns.api();
+    api.get_opt(&cache_configmap_name(ns.name(), "weave-cloud"))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_new_version_in_the_channel_updates_the_agents() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
+    let (ns, wc) = weavecloud("update-new", json!({"wcPollUrl": server.channel_url()})).await;
+    let updater = updater(&ns, Duration::from_secs(120));
+
+    // First install: the built-in bundle.
+    assert_eq!(
+        updater.apply_active(&wc).await.unwrap().to_string(),
+        "1.0.0"
+    );
+    assert_eq!(image_of(&flux(&ns).await), BUILTIN_FLUX_IMAGE);
+
+    let report = updater.check(&fresh(&ns).await).await;
+    assert_eq!(
+        report.outcome,
+        UpdateOutcome::Updated {
+            from: "1.0.0".into(),
+            to: "1.1.0".into()
+        }
+    );
+    assert_eq!(report.current, "1.1.0");
+    let d = flux(&ns).await;
+    assert_eq!(image_of(&d), flux_image("1.1.0"));
+    assert!(
+        available(&d),
+        "the health gate passed, so flux is available"
+    );
+
+    let status = fresh(&ns).await.status.unwrap();
+    assert_eq!(status.agent_version.as_deref(), Some("1.1.0"));
+    assert_eq!(status.available_version.as_deref(), Some("1.1.0"));
+    assert!(status.bad_versions.is_empty());
+
+    let cm = cached(&ns)
+        .await
+        .expect("the chosen bundle is kept in a ConfigMap");
+    let data = cm.data.unwrap();
+    assert_eq!(data[VERSION_KEY], "1.1.0");
+    let archive = &cm.binary_data.unwrap()["bundle.tar.gz"].0;
+    assert_eq!(data[DIGEST_KEY], channel_fixtures::sha256(archive));
+
+    let notes = has_event(&ns, "AgentsUpdated").await;
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("from bundle 1.0.0 to 1.1.0")),
+        "{notes:?}"
+    );
+
+    // Checked again: nothing newer, nothing written.
+    let generation = flux(&ns).await.metadata.generation;
+    let again = updater.check(&fresh(&ns).await).await;
+    assert_eq!(again.outcome, UpdateOutcome::UpToDate);
+    assert_eq!(flux(&ns).await.metadata.generation, generation);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_bundle_with_a_wrong_digest_is_refused_and_nothing_changes() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0")).with_wrong_digest()]);
+    let (ns, wc) = weavecloud("update-digest", json!({"wcPollUrl": server.channel_url()})).await;
+    let updater = updater(&ns, Duration::from_secs(120));
+    updater.apply_active(&wc).await.unwrap();
+    let before = flux(&ns).await;
+
+    let report = updater.check(&fresh(&ns).await).await;
+    match &report.outcome {
+        UpdateOutcome::Refused { version, reason } => {
+            assert_eq!(version, "1.1.0");
+            assert!(reason.contains("sha256 mismatch"), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(report.current, "1.0.0");
+    let after = flux(&ns).await;
+    assert_eq!(after.metadata.generation, before.metadata.generation);
+    assert_eq!(image_of(&after), BUILTIN_FLUX_IMAGE);
+    assert!(cached(&ns).await.is_none(), "nothing was cached");
+    let status = fresh(&ns).await.status.unwrap_or_default();
+    assert_ne!(status.agent_version.as_deref(), Some("1.1.0"));
+    let notes = has_event(&ns, "AgentBundleRefused").await;
+    assert!(
+        notes.iter().any(|n| n.contains("sha256 mismatch")),
+        "{notes:?}"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_bundle_whose_agents_never_become_ready_is_rolled_back_and_marked_bad() {
+    let server = ChannelServer::start();
+    server.publish(&[
+        Published::new("1.1.0", &bundle_files("1.1.0")),
+        Published::new("1.2.0", &broken_bundle_files("1.2.0")),
+    ]);
+    let (ns, wc) = weavecloud(
+        "update-rollback",
+        json!({"wcPollUrl": server.channel_url()}),
+    )
+    .await;
+    let updater = updater(&ns, Duration::from_secs(20));
+    updater.apply_active(&wc).await.unwrap();
+
+    let report = updater.check(&fresh(&ns).await).await;
+    match &report.outcome {
+        UpdateOutcome::RolledBack { from, to, reason } => {
+            assert_eq!((from.as_str(), to.as_str()), ("1.2.0", "1.0.0"));
+            assert!(
+                reason.contains(FLUX),
+                "the reason names what was not ready: {reason}"
+            );
+        }
+        other => panic!("expected a rollback, got {other:?}"),
+    }
+    // Back on the previous bundle, and healthy again.
+    let api: Api<Deployment> = ns.api();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(api, FLUX, |d: Option<&Deployment>| d.is_some_and(available)),
+    )
+    .await
+    .expect("flux available again after the rollback")
+    .unwrap();
+    let d = flux(&ns).await;
+    assert_eq!(image_of(&d), BUILTIN_FLUX_IMAGE);
+    assert_eq!(node_selector_of(&d), None);
+
+    let status = fresh(&ns).await.status.unwrap();
+    assert_eq!(status.bad_versions, vec!["1.2.0".to_string()]);
+    assert_eq!(status.agent_version.as_deref(), Some("1.0.0"));
+    assert_eq!(status.available_version.as_deref(), Some("1.1.0"));
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("a Ready condition");
+    assert_eq!(ready.reason, REASON_ROLLED_BACK);
+    assert!(ready.message.contains("1.2.0"), "{}", ready.message);
+    assert!(
+        cached(&ns).await.is_none(),
+        "the broken bundle was not kept"
+    );
+    let notes = has_event(&ns, "AgentUpdateRolledBack").await;
+    assert!(
+        notes.iter().any(|n| n.contains("rolled back to 1.0.0")),
+        "{notes:?}"
+    );
+
+    // The bad version is not retried: the next check takes the newest good one.
+    let next = updater.check(&fresh(&ns).await).await;
+    assert_eq!(
+        next.outcome,
+        UpdateOutcome::Updated {
+            from: "1.0.0".into(),
+            to: "1.1.0".into()
+        }
+    );
+    assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+    let status = fresh(&ns).await.status.unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(
+        (ready.status, ready.reason.as_str()),
+        (ConditionStatus::True, "AgentsUpdated"),
+        "a successful update ends the rollback's Ready=False"
+    );
+    let last = updater.check(&fresh(&ns).await).await;
+    assert_eq!(last.outcome, UpdateOutcome::UpToDate);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_pinned_range_is_respected_and_auto_update_off_changes_nothing() {
+    let server = ChannelServer::start();
+    server.publish(&[
+        Published::new("1.1.0", &bundle_files("1.1.0")),
+        Published::new("2.0.0", &bundle_files("2.0.0")),
+    ]);
+    let (ns, wc) = weavecloud(
+        "update-pin",
+        json!({"wcPollUrl": server.channel_url(), "agentVersion": "1.x"}),
+    )
+    .await;
+    let updater = updater(&ns, Duration::from_secs(120));
+    updater.apply_active(&wc).await.unwrap();
+    let report = updater.check(&fresh(&ns).await).await;
+    assert_eq!(
+        report.outcome,
+        UpdateOutcome::Updated {
+            from: "1.0.0".into(),
+            to: "1.1.0".into()
+        }
+    );
+    assert_eq!(report.available.as_deref(), Some("1.1.0"));
+    assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+    assert_eq!(
+        fresh(&ns)
+            .await
+            .status
+            .unwrap()
+            .available_version
+            .as_deref(),
+        Some("1.1.0")
+    );
+    assert_eq!(
+        updater.check(&fresh(&ns).await).await.outcome,
+        UpdateOutcome::UpToDate
+    );
+
+    // Unpinned but autoUpdate off: 2.0.0 is shown as available and not installed.
+    let api: Api<WeaveCloud> = ns.api();
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"general": {"agentVersion": null, "autoUpdate": false}}})),
+    )
+    .await
+    .unwrap();
+    let generation = flux(&ns).await.metadata.generation;
+    let off = updater.check(&fresh(&ns).await).await;
+    assert_eq!(off.outcome, UpdateOutcome::AutoUpdateOff);
+    assert_eq!(off.current, "1.1.0");
+    assert_eq!(off.available.as_deref(), Some("2.0.0"));
+    assert_eq!(flux(&ns).await.metadata.generation, generation);
+    assert_eq!(
+        fresh(&ns)
+            .await
+            .status
+            .unwrap()
+            .available_version
+            .as_deref(),
+        Some("2.0.0")
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_restarted_weft_keeps_the_version_from_the_cluster() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
+    let (ns, wc) = weavecloud("update-restart", json!({"wcPollUrl": server.channel_url()})).await;
+    {
+        let first = updater(&ns, Duration::from_secs(120));
+        first.apply_active(&wc).await.unwrap();
+        let r = first.check(&fresh(&ns).await).await;
+        assert_eq!(r.current, "1.1.0", "{:?}", r.outcome);
+    }
+    // The channel goes away; a new Weft (nothing in memory) starts.
+    drop(server);
+    let generation = flux(&ns).await.metadata.generation;
+    let second = updater(&ns, Duration::from_secs(120));
+    let active = second
+        .bundles()
+        .active(ns.name(), "weave-cloud")
+        .await
+        .unwrap();
+    assert_eq!(active.version().to_string(), "1.1.0");
+    assert_eq!(
+        second
+            .apply_active(&fresh(&ns).await)
+            .await
+            .unwrap()
+            .to_string(),
+        "1.1.0"
+    );
+    let d = flux(&ns).await;
+    assert_eq!(image_of(&d), flux_image("1.1.0"));
+    assert_eq!(d.metadata.generation, generation, "nothing to change");
+    // An unreachable channel is a failed check, not a change.
+    let r = second.check(&fresh(&ns).await).await;
+    assert!(
+        matches!(&r.outcome, UpdateOutcome::Failed { reason } if reason.contains("channel.yaml")),
+        "{:?}",
+        r.outcome
+    );
+    assert_eq!(r.current, "1.1.0");
+    assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+
+    // A cache whose archive does not match its recorded digest is not used.
+    let cms: Api<ConfigMap> = ns.api();
+    cms.patch(
+        &cache_configmap_name(ns.name(), "weave-cloud"),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {DIGEST_KEY: "0".repeat(64)}})),
+    )
+    .await
+    .unwrap();
+    let third = AgentBundles::new(ns.client(), ns.name());
+    let active = third.active(ns.name(), "weave-cloud").await.unwrap();
+    assert_eq!(active.version().to_string(), "1.0.0", "the built-in bundle");
+    ns.delete().await;
+}
+
+/// The daemon's HTTP server (real axum on 127.0.0.1) sharing the daemon state (status, metrics
+/// and the update request handle) with the updater; returns its base URL and a stop handle.
+/// The daemon's HTTP server on loopback: (base of port `http`, base of port `hooks`, stop).
+async fn http_server(daemon: DaemonState) -> (String, String, tokio::sync::oneshot::Sender<()>) {
+    let (_ready_tx, ready) = tokio::sync::watch::channel(true);
+    let state = ServerState::new(daemon, "main", ready, Duration::from_secs(5));
+    state.set_sync_token(Some(Arc::new(b"sync-token".to_vec())));
+    let listeners = server::Listeners::bind("127.0.0.1:0", "127.0.0.1:0")
+        .await
+        .unwrap();
+    // The sync endpoint is on the hooks port; status and metrics on the http port.
+    let base = format!("http://{}", listeners.http.local_addr().unwrap());
+    let hooks = format!("http://{}", listeners.hooks.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server::serve(listeners, state, async move {
+        let _ = rx.await;
+        // Keep the ready sender alive as long as the server.
+        drop(_ready_tx);
+    }));
+    (base, hooks, tx)
+}
+
+#[tokio::test]
+async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
+    // Once a year: the update must come from the request, not the schedule.
+    let (ns, wc) = weavecloud(
+        "update-schedule",
+        json!({"wcPollUrl": server.channel_url(), "updateSchedule": "0 0 1 1 *"}),
+    )
+    .await;
+    let owner_key = format!("WeaveCloud/{}/weave-cloud", ns.name());
+    let state = state(
+        &ns,
+        DaemonStatus {
+            leader: true,
+            ..Default::default()
+        },
+    );
+    // The WeaveCloud controller's entry, which the updater fills with versions.
+    state.update_status(|s| {
+        s.set_owner(OwnerStatus {
+            kind: "WeaveCloud".into(),
+            namespace: ns.name().into(),
+            name: "weave-cloud".into(),
+            ready: "True".into(),
+            ..Default::default()
+        })
+    });
+    let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(120)));
+    let (base, hooks, http_stop) = http_server(state).await;
+    updater.apply_active(&wc).await.unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let runner = {
+        let u = updater.clone();
+        tokio::spawn(async move { u.run(stop_rx).await })
+    };
+    let api: Api<WeaveCloud> = ns.api();
+    let next = tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(api.clone(), "weave-cloud", |w: Option<&WeaveCloud>| {
+            w.and_then(|w| w.status.as_ref())
+                .is_some_and(|s| s.next_update_check.is_some())
+        }),
+    )
+    .await
+    .expect("status.nextUpdateCheck is set")
+    .unwrap()
+    .unwrap()
+    .status
+    .unwrap()
+    .next_update_check
+    .unwrap();
+    use chrono::Datelike;
+    let expected_year = chrono::Utc::now().year() + 1;
+    assert_eq!(next, format!("{expected_year}-01-01T00:00:00Z"));
+    assert_eq!(
+        image_of(&flux(&ns).await),
+        BUILTIN_FLUX_IMAGE,
+        "not due yet"
+    );
+
+    let http = reqwest::Client::new();
+    let resp = http
+        .post(format!("{hooks}/api/v1/sync?update=true"))
+        .bearer_auth("sync-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202, "{:?}", resp.text().await);
+    let d: Api<Deployment> = ns.api();
+    let want = flux_image("1.1.0");
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        await_condition(d, FLUX, move |d: Option<&Deployment>| {
+            d.is_some_and(|d| image_of(d) == want)
+        }),
+    )
+    .await
+    .expect("the requested check updated the agents")
+    .unwrap();
+    // The check ends after the health gate; then its versions are recorded.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let shown = loop {
+        let body = http
+            .get(format!("{base}/api/v1/status"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let s: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let owner = s["owners"][&owner_key].clone();
+        if owner["version"] == "1.1.0" || Instant::now() > deadline {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let owner = &shown["owners"][&owner_key];
+    assert_eq!(owner["version"], "1.1.0", "{shown}");
+    assert_eq!(owner["availableVersion"], "1.1.0", "{shown}");
+    assert_eq!(owner["nextUpdateCheck"], next.as_str(), "{shown}");
+    assert_eq!(shown["nextUpdateCheck"], next.as_str(), "{shown}");
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let labels = format!(
+        "namespace=\"{}\",name=\"weave-cloud\",version=\"1.1.0\"",
+        ns.name()
+    );
+    assert!(
+        text.contains(&format!("weft_agent_bundle_version{{{labels}}} 1")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("weft_agent_bundle_available{{{labels}}} 1")),
+        "{text}"
+    );
+    let v = &updater.versions()[&format!("{}/weave-cloud", ns.name())];
+    assert_eq!(v.current.as_deref(), Some("1.1.0"));
+    stop_tx.send(true).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), runner)
+        .await
+        .expect("the scheduler stops")
+        .unwrap();
+    let _ = http_stop.send(());
+    ns.delete().await;
+}
+
+/// `n` bytes gzip cannot shrink (xorshift), so that an archive really is that large.
+fn incompressible(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_bundle_the_cache_cannot_keep_is_refused_before_it_rolls_out() {
+    // Issue 15: such a bundle used to roll out and then fail to be kept, so a restart took the
+    // agents back to the cached version and the next check updated them again.
+    let mut files = bundle_files("1.1.0");
+    files.insert(
+        "padding.bin".into(),
+        incompressible(MAX_CACHED_ARCHIVE_BYTES),
+    );
+    let big = Published::new("1.1.0", &files);
+    let size = big.archive.len();
+    assert!(size > MAX_CACHED_ARCHIVE_BYTES, "{size}");
+    let server = ChannelServer::start();
+    server.publish(&[big]);
+    let (ns, wc) = weavecloud("update-too-big", json!({"wcPollUrl": server.channel_url()})).await;
+    let updater = updater(&ns, Duration::from_secs(120));
+    updater.apply_active(&wc).await.unwrap();
+    let before = flux(&ns).await;
+
+    let report = updater.check(&fresh(&ns).await).await;
+    let expected = format!(
+        "agent bundle 1.1.0 is {size} bytes as an archive, more than the {MAX_CACHED_ARCHIVE_BYTES} bytes"
+    );
+    match &report.outcome {
+        UpdateOutcome::Refused { version, reason } => {
+            assert_eq!(version, "1.1.0");
+            assert!(reason.contains(&expected), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(report.current, "1.0.0");
+    let after = flux(&ns).await;
+    assert_eq!(after.metadata.generation, before.metadata.generation);
+    assert_eq!(image_of(&after), BUILTIN_FLUX_IMAGE, "nothing rolled out");
+    assert!(cached(&ns).await.is_none(), "nothing was cached");
+    let status = fresh(&ns).await.status.unwrap_or_default();
+    assert_ne!(status.agent_version.as_deref(), Some("1.1.0"));
+    assert!(status.bad_versions.is_empty(), "refused, not marked bad");
+    let notes = has_event(&ns, "AgentBundleRefused").await;
+    assert!(notes.iter().any(|n| n.contains(&expected)), "{notes:?}");
+    // What the agents run survives a restart: the same version.
+    let restarted = AgentBundles::new(ns.client(), ns.name());
+    let active = restarted.active(ns.name(), "weave-cloud").await.unwrap();
+    assert_eq!(active.version().to_string(), report.current);
+    ns.delete().await;
+}
+
+/// Wait until the channel server has served `n` requests in all (a check fetched what it needs).
+async fn served(server: &ChannelServer, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.requests() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} requests served",
+            server.requests()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Wait until `task` is done, at most `secs`.
+async fn finished<T>(task: tokio::task::JoinHandle<T>, secs: u64) -> T {
+    tokio::time::timeout(Duration::from_secs(secs), task)
+        .await
+        .expect("finished in time")
+        .expect("no panic")
+}
+
+#[tokio::test]
+async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_then() {
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
+    let (ns, wc) = weavecloud("update-lock", json!({"wcPollUrl": server.channel_url()})).await;
+    let state = state(&ns, DaemonStatus::default());
+    let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(120)));
+    updater.apply_active(&wc).await.unwrap();
+    let owner = weft::pass::agents::owner_of(ns.name(), "weave-cloud");
+
+    // The check starts from this copy; the WeaveCloud is edited after it was read.
+    let stale = fresh(&ns).await;
+    let api: Api<WeaveCloud> = ns.api();
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"flux": {"config": {"gitBranch": "live-branch"}}}})),
+    )
+    .await
+    .unwrap();
+    // A pass of the WeaveCloud controller holds the lock.
+    let controller_pass = state.pass_locks().lock(&owner).await;
+    let requests = server.requests();
+    let check = {
+        let (u, wc) = (updater.clone(), stale.clone());
+        tokio::spawn(async move { u.check(&wc).await })
+    };
+    // The channel and the bundle fetched: the check is at the lock.
+    served(&server, requests + 2).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!check.is_finished(), "the check waits for the lock");
+    assert_eq!(
+        image_of(&flux(&ns).await),
+        BUILTIN_FLUX_IMAGE,
+        "nothing is applied while another pass holds the lock"
+    );
+    drop(controller_pass);
+    let report = finished(check, 120).await;
+    assert_eq!(
+        report.outcome,
+        UpdateOutcome::Updated {
+            from: "1.0.0".into(),
+            to: "1.1.0".into()
+        }
+    );
+    let d = flux(&ns).await;
+    assert_eq!(image_of(&d), flux_image("1.1.0"));
+    let args = d.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        args.iter().any(|a| a == "--git-branch=live-branch"),
+        "rendered from the WeaveCloud as it is, not the copy the check started from: {args:?}"
+    );
+
+    // Deleted while the check waits for the lock: nothing is rolled out for it.
+    server.publish(&[
+        Published::new("1.1.0", &bundle_files("1.1.0")),
+        Published::new("1.2.0", &bundle_files("1.2.0")),
+    ]);
+    let cleanup_pass = state.pass_locks().lock(&owner).await;
+    let requests = server.requests();
+    let check = {
+        let (u, wc) = (updater.clone(), fresh(&ns).await);
+        tokio::spawn(async move { u.check(&wc).await })
+    };
+    served(&server, requests + 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    api.delete("weave-cloud", &Default::default())
+        .await
+        .unwrap();
+    drop(cleanup_pass);
+    let report = finished(check, 120).await;
+    match &report.outcome {
+        UpdateOutcome::Failed { reason } => {
+            assert!(reason.contains("was deleted during the check"), "{reason}")
+        }
+        other => panic!("expected a failed check, got {other:?}"),
+    }
+    assert_eq!(image_of(&flux(&ns).await), flux_image("1.1.0"));
+    assert_eq!(
+        cached(&ns).await.unwrap().data.unwrap()[VERSION_KEY],
+        "1.1.0"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
+    use weft::daemon::shutdown::Shutdown;
+    use weft::daemon::weavecloud::{self, Context, FINALIZER};
+    let server = ChannelServer::start();
+    server.publish(&[Published::new("1.2.0", &broken_bundle_files("1.2.0"))]);
+    let (ns, wc) = weavecloud("update-ctl", json!({"wcPollUrl": server.channel_url()})).await;
+    let state = state(&ns, DaemonStatus::default());
+    let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(10)));
+    updater.apply_active(&wc).await.unwrap();
+    let api: Api<WeaveCloud> = ns.api();
+    let finalizers = |f: serde_json::Value| json!({"metadata": {"finalizers": f}});
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(finalizers(json!([FINALIZER]))),
+    )
+    .await
+    .unwrap();
+    let ctx = Arc::new(Context::new(
+        state.clone(),
+        Arc::new(weft::pass::PassSettings {
+            weft_namespace: ns.name().to_string(),
+            ..Default::default()
+        }),
+        Shutdown::never(),
+    ));
+
+    let check = {
+        let (u, wc) = (updater.clone(), fresh(&ns).await);
+        tokio::spawn(async move { u.check(&wc).await })
+    };
+    // The roll-out has begun: 1.2.0's flux Deployment is applied, its pod never ready.
+    let deployments: Api<Deployment> = ns.api();
+    let broken = flux_image("1.2.0");
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        await_condition(deployments, FLUX, move |d: Option<&Deployment>| {
+            d.is_some_and(|d| image_of(d) == broken)
+        }),
+    )
+    .await
+    .expect("the roll-out applied 1.2.0")
+    .unwrap();
+    // A reconcile of the same WeaveCloud now (a watch event, a requeue) waits for the roll-out
+    // and its rollback instead of applying beside them.
+    let reconcile = {
+        let (ctx, wc) = (ctx.clone(), Arc::new(fresh(&ns).await));
+        let api = api.clone();
+        tokio::spawn(async move {
+            let r = weavecloud::reconcile(wc, ctx).await;
+            // What the rollback had recorded when the controller's pass ended.
+            let bad = api
+                .get("weave-cloud")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default()
+                .bad_versions;
+            (r.map_err(|e| e.to_string()), bad)
+        })
+    };
+    let report = finished(check, 180).await;
+    let (reconciled, bad_when_reconciled) = finished(reconcile, 120).await;
+    reconciled.expect("the reconcile succeeded");
+    assert_eq!(
+        bad_when_reconciled,
+        vec!["1.2.0".to_string()],
+        "the controller's pass ran after the roll-out and its rollback, not beside them"
+    );
+    match &report.outcome {
+        UpdateOutcome::RolledBack { from, to, .. } => {
+            assert_eq!((from.as_str(), to.as_str()), ("1.2.0", "1.0.0"))
+        }
+        other => panic!("expected a rollback, got {other:?}"),
+    }
+    // The controller rendered with the bundle the rollback restored, and kept its verdict.
+    assert_eq!(image_of(&flux(&ns).await), BUILTIN_FLUX_IMAGE);
+    let status = fresh(&ns).await.status.unwrap();
+    assert_eq!(status.bad_versions, vec!["1.2.0".to_string()]);
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.reason, REASON_ROLLED_BACK);
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(finalizers(json!(null))),
+    )
+    .await
+    .unwrap();
+    ns.delete().await;
+}
