@@ -6,8 +6,10 @@
 //! Connections past `max_connections` are not accepted: they wait in the kernel's accept queue
 //! until a slot frees, so a flood of sockets costs the daemon no file descriptor and no task.
 //! One peer (an IPv4 address, an IPv6 /64: [`peer_key`]) holds at most
-//! `max_connections_per_peer` of those slots: its next connection is accepted and closed at once,
-//! so one hostile client cannot fill the listener and keep a webhook sender waiting.
+//! `max_connections_per_peer` of those slots, and no more than its fair share of a busy port (a
+//! peer holding `n` takes one more only while `n` slots stay free): its next connection is
+//! accepted and closed at once, so no number of hostile clients can fill the listener and keep a
+//! webhook sender waiting.
 //!
 //! Probes answer from a reserve no client can take (issue 48 item 5: 9 loopback peers × 32
 //! keep-alives held all 256 slots, and `/healthz` timed out: a liveness restart). When every slot
@@ -113,12 +115,20 @@ struct PeerConnection {
 }
 
 impl PeerConnections {
-    /// Count one more connection of `ip`, unless it has `max` open already.
-    fn open(&self, ip: IpAddr, max: usize) -> Option<PeerConnection> {
+    /// Count one more connection of `ip`, unless it has `max` open already, or is past its fair
+    /// share: a peer that holds `n` connections takes one more only while `free` (the slots left
+    /// once this one is taken) is at least `n`. A newcomer (`n = 0`) takes any slot; peers that
+    /// take every slot they can settle where each holds about as many as stay free, so there is
+    /// always room for one more peer, however many peers hold connections (issue 48 item 5:
+    /// 9 peers × 32 held all 256 slots).
+    fn open(&self, ip: IpAddr, max: usize, free: usize) -> Option<PeerConnection> {
         let peer = peer_key(ip);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let n = open.entry(peer).or_default();
-        if *n >= max {
+        if *n >= max || *n > free {
+            if *n == 0 {
+                open.remove(&peer);
+            }
             return None;
         }
         *n += 1;
@@ -233,9 +243,13 @@ pub async fn serve_listener(
             _ = shutdown.changed() => break,
         };
         let counted = if reserved {
-            reserve_peers.open(peer.ip(), 1)
+            reserve_peers.open(peer.ip(), 1, usize::MAX)
         } else {
-            peers.open(peer.ip(), limits.max_connections_per_peer)
+            peers.open(
+                peer.ip(),
+                limits.max_connections_per_peer,
+                slots.available_permits(),
+            )
         };
         let Some(counted) = counted else {
             // Past its share: closed now, its slot back at once.
@@ -319,7 +333,7 @@ impl RefusalLog {
                 peer = %peer,
                 refused = self.since_last,
                 max_per_peer = max,
-                "connections refused: the client has too many open (--max-connections-per-peer)"
+                "connections refused: the client has too many open (--max-connections-per-peer, or its share of a busy port)"
             );
             self.since_last = 0;
             self.last = Some(now);
@@ -508,15 +522,32 @@ mod tests {
         let peers = PeerConnections::default();
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
-        let first = peers.open(a, 2).unwrap();
-        let _second = peers.open(a, 2).unwrap();
-        assert!(peers.open(a, 2).is_none());
+        let first = peers.open(a, 2, 100).unwrap();
+        let _second = peers.open(a, 2, 100).unwrap();
+        assert!(peers.open(a, 2, 100).is_none());
         assert!(
-            peers.open(b, 2).is_some(),
+            peers.open(b, 2, 100).is_some(),
             "another peer is not limited by a's"
         );
         drop(first);
-        assert!(peers.open(a, 2).is_some());
+        assert!(peers.open(a, 2, 100).is_some());
+    }
+
+    #[test]
+    fn a_peer_takes_no_more_than_its_share_of_a_busy_port_and_a_newcomer_always_gets_in() {
+        let peers = PeerConnections::default();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let held: Vec<_> = (0..3).map(|_| peers.open(a, 32, 10).unwrap()).collect();
+        assert!(
+            peers.open(a, 32, 2).is_none(),
+            "3 held, 2 free: past its share"
+        );
+        assert!(peers.open(a, 32, 3).is_some(), "3 held, 3 free: its share");
+        let newcomer = peers.open(b, 32, 0);
+        assert!(newcomer.is_some(), "a newcomer takes the last slot");
+        assert!(peers.open(b, 32, 0).is_none(), "and no more than its share");
+        drop((held, newcomer));
     }
 
     /// Sends `head` on a fresh connection and reads what comes back (an answer, or nothing when

@@ -109,6 +109,18 @@ async fn github_post(srv: &Running, delivery: &str, body: &[u8], secret: &[u8]) 
 
 /// Send `head` on a raw connection to `addr` and read what comes back until the server closes
 /// or `wait` passes. Blocking: run in `spawn_blocking`.
+/// A blocking connection to `addr` from the loopback address `127.0.0.<host>`: every slot of a
+/// port can be held only by several peers (one peer gets its fair share, not all).
+async fn connect_from(host: u8, addr: SocketAddr) -> std::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::from(([127, 0, 0, host], 0)))
+        .unwrap();
+    let stream = socket.connect(addr).await.unwrap().into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream
+}
+
 fn raw_exchange(addr: SocketAddr, head: String, wait: Duration) -> (String, Duration) {
     let started = Instant::now();
     let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -495,10 +507,11 @@ async fn one_client_gets_its_share_of_connections_and_another_is_still_served() 
 async fn connections_past_the_limit_get_only_the_probes() {
     let srv = start_with(true, per_hook_secrets(), short_limits()).await;
     let addr: SocketAddr = srv.base.trim_start_matches("http://").parse().unwrap();
-    // Four idle connections take every slot of port `http` ...
-    let idle: Vec<_> = (0..4)
-        .map(|_| std::net::TcpStream::connect(addr).unwrap())
-        .collect();
+    // Four idle connections of four peers take every slot of port `http` ...
+    let mut idle = Vec::new();
+    for host in 2..6 {
+        idle.push(connect_from(host, addr).await);
+    }
     tokio::time::sleep(Duration::from_millis(100)).await;
     // ... the next connection is the probes' reserve: anything else is 503 at once.
     let resp = reqwest::get(format!("{}/metrics", srv.base)).await.unwrap();
@@ -661,18 +674,17 @@ async fn a_client_that_never_reads_its_answers_is_cut() {
     // Every slot of port `http` pipelines requests for the metrics and never reads: the socket
     // buffers fill, then hyper can neither write nor read.
     let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(20_000);
-    let stuck: Vec<_> = (0..4)
-        .map(|_| {
-            let request = request.clone();
-            std::thread::spawn(move || {
-                let mut s = std::net::TcpStream::connect(addr).unwrap();
-                let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
-                let _ = s.write_all(&request);
-                // Keep the connection open, unread, until the server gives up on it.
-                std::thread::sleep(Duration::from_secs(8));
-            })
-        })
-        .collect();
+    let mut stuck = Vec::new();
+    for host in 2..6 {
+        let mut s = connect_from(host, addr).await;
+        let request = request.clone();
+        stuck.push(std::thread::spawn(move || {
+            let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
+            let _ = s.write_all(&request);
+            // Keep the connection open, unread, until the server gives up on it.
+            std::thread::sleep(Duration::from_secs(8));
+        }));
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
     // The next client is served once the write stall timeout (2 s here) frees a slot.
     let started = Instant::now();
@@ -702,10 +714,10 @@ async fn probes_answer_while_every_slot_is_held() {
     };
     let srv = start_with(true, per_hook_secrets(), limits).await;
     let addr: SocketAddr = srv.base.trim_start_matches("http://").parse().unwrap();
-    // Four idle connections, each holding a slot until its header timeout.
+    // Four idle connections of four peers, each holding a slot until its header timeout.
     let mut held = Vec::new();
-    for _ in 0..4 {
-        held.push(std::net::TcpStream::connect(addr).unwrap());
+    for host in 2..6 {
+        held.push(connect_from(host, addr).await);
     }
     // Let the server accept them all (each accept is one loop turn).
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -722,5 +734,34 @@ async fn probes_answer_while_every_slot_is_held() {
         answer.contains("every connection of this port is in use"),
         "{answer}"
     );
+    drop(held);
+}
+
+/// Issue 48 item 5: 9 peers × 32 keep-alives held all 256 slots of a port, and a tenth client
+/// (a webhook sender, a scrape) waited for a header timeout. Each peer now gets its fair share of
+/// a busy port, so one more always gets in.
+#[tokio::test]
+async fn nine_peers_holding_all_they_can_leave_room_for_a_tenth() {
+    let limits = HttpLimits {
+        header_read_timeout: Duration::from_secs(30),
+        ..HttpLimits::default()
+    };
+    let srv = start_with(true, per_hook_secrets(), limits).await;
+    let addr: SocketAddr = srv.base.trim_start_matches("http://").parse().unwrap();
+    let mut held = Vec::new();
+    for host in 2..11 {
+        for _ in 0..limits.max_connections_per_peer {
+            held.push(connect_from(host, addr).await);
+        }
+    }
+    // Let the server accept (or refuse) every one of them.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let head = "GET /api/v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_string();
+    let (answer, took) =
+        tokio::task::spawn_blocking(move || raw_exchange(addr, head, Duration::from_secs(10)))
+            .await
+            .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{took:?}: {answer}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
     drop(held);
 }
