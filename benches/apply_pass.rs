@@ -8,6 +8,7 @@
 //! log (one line per request).
 
 #[path = "../tests/support/cluster.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod cluster;
 
 use std::collections::BTreeMap;

@@ -11,12 +11,16 @@
 
 // The test support modules, at the crate root (daemon.rs refers to `super::cluster`).
 #[path = "../tests/support/cluster.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod cluster;
 #[path = "../tests/support/daemon.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod daemon;
 #[path = "../tests/support/git_servers.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod git_servers;
 #[path = "../tests/support/helm.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod helm;
 
 use std::time::{Duration, Instant};

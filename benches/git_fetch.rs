@@ -10,7 +10,7 @@
 //! Run: `cargo bench --bench git_fetch`
 
 #[path = "../tests/support/git_servers.rs"]
-#[allow(unused_imports)]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod git_servers;
 
 use std::io::Write;

@@ -29,6 +29,7 @@ fn root() -> PathBuf {
 
 /// The pinned helm (shared with the tests).
 #[path = "../tests/support/helm.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod pinned_helm;
 use pinned_helm::helm;
 

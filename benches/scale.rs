@@ -31,14 +31,19 @@
 
 // The test support modules, at the crate root (they refer to each other through `super::`).
 #[path = "../tests/support/cluster.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod cluster;
 #[path = "../tests/support/daemon.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod daemon;
 #[path = "../tests/support/faults.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod faults;
 #[path = "../tests/support/git_servers.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod git_servers;
 #[path = "../tests/support/helm.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod helm;
 
 use std::path::{Path, PathBuf};

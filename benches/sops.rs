@@ -8,6 +8,7 @@
 //! Run: `cargo bench --bench sops`
 
 #[path = "../tests/sops/tools.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod sops_tools;
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,6 @@
 //! bench (`#[path]`-included by `tests/it/sops_decrypt.rs` and `benches/sops.rs`). They run
 //! hermetically: in the given directory, with HOME and XDG_CONFIG_HOME there, and none of the
 //! caller's `SOPS_*` variables, so no user key or `.sops.yaml` leaks in.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

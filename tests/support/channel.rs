@@ -2,8 +2,6 @@
 //! optionally a change that keeps their pods from ever becoming ready), packed as the `.tar.gz`
 //! a channel serves, and a real HTTP server on 127.0.0.1 that serves a channel of them.
 
-#![allow(dead_code)] // each test binary uses a different part of this module
-
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::Path;

@@ -15,8 +15,6 @@
 //! Each call to [`client`] builds a new `kube::Client`: a client is bound to the tokio runtime it
 //! was made in, and every `#[tokio::test]` has its own runtime.
 
-#![allow(dead_code)] // each test binary uses a different part of this module
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,8 +1,6 @@
 //! Running `weft run` as a real process against the test control plane, and talking to its HTTP
 //! API, for the daemon integration tests.
 
-#![allow(dead_code)] // each test binary uses a different part of this module
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

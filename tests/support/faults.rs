@@ -2,8 +2,6 @@
 //! an API proxy that can swallow requests, and a TCP server that accepts and never answers (or
 //! trickles).
 
-#![allow(dead_code)] // each test binary uses a different part of this module
-
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::{Path, PathBuf};
@@ -47,6 +45,7 @@ pub struct ApiCallCounts {
 
 impl ApiCallCounts {
     /// The calls made since `earlier` (a previous reading of the same proxy).
+    #[allow(dead_code)] // benches/scale.rs
     pub fn since(&self, earlier: &ApiCallCounts) -> ApiCallCounts {
         ApiCallCounts {
             reads: self.reads - earlier.reads,
@@ -72,6 +71,7 @@ struct Shared {
 /// and on demand swallows Lease writes (accepts them and never answers), as a network partition
 /// between one replica and the API server would.
 pub struct ApiProxy {
+    #[allow(dead_code)] // benches/scale.rs
     pub addr: SocketAddr,
     shared: Arc<Shared>,
     kubeconfig: PathBuf,
@@ -152,11 +152,13 @@ impl ApiProxy {
     }
 
     /// Forget the writes recorded so far (a long benchmark would keep every one of them).
+    #[allow(dead_code)] // benches/scale.rs
     pub fn clear_writes(&self) {
         self.shared.seen.lock().unwrap().writes.clear();
     }
 
     /// Every request passed so far, by class (a request is counted when it arrives).
+    #[allow(dead_code)] // benches/scale.rs
     pub fn counts(&self) -> ApiCallCounts {
         self.shared.seen.lock().unwrap().counts
     }
@@ -242,8 +244,6 @@ async fn forward(State(shared): State<Arc<Shared>>, req: Request) -> Response {
 /// How a [`SilentServer`] treats a connection.
 #[derive(Clone, Copy, Debug)]
 pub enum Silence {
-    /// Accept and never send a byte.
-    Mute,
     /// Send one byte of an HTTP answer whose headers never end every `Duration`, for ever.
     Trickle(Duration),
 }
@@ -267,7 +267,8 @@ impl SilentServer {
             while !flag.load(Ordering::SeqCst) {
                 match listener.accept() {
                     Ok((conn, _)) => {
-                        if let Silence::Trickle(every) = mode {
+                        {
+                            let Silence::Trickle(every) = mode;
                             let mut conn = conn.try_clone().expect("clone");
                             let flag = flag.clone();
                             std::thread::spawn(move || {

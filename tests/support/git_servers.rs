@@ -5,9 +5,7 @@
 //!
 //! Every server is stopped when its value is dropped. `sshd` comes from Debian's
 //! openssh-server: `tests/git-servers/ensure-deps` installs it when missing (as root).
-#![allow(dead_code)]
 
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -655,14 +653,6 @@ impl SshServer {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-
-    /// Write a file next to the server's keys (for key files handed to the CLI).
-    pub fn write_file(&self, name: &str, content: &str) -> PathBuf {
-        let p = self.dir.path().join(name);
-        let mut f = std::fs::File::create(&p).expect("create");
-        f.write_all(content.as_bytes()).expect("write");
-        p
-    }
 }
 
 impl Drop for SshServer {
@@ -739,6 +729,7 @@ impl Drop for TlsProxy {
 /// A repository `config.git` served by `git daemon`, with a work tree to push to it: what most
 /// daemon tests start with.
 pub struct ServedRepo {
+    #[allow(dead_code)] // what serves the repository: kept as long as the server
     pub host: RepoHost,
     pub server: GitDaemon,
     pub work: WorkTree,

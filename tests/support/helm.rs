@@ -1,7 +1,6 @@
 //! The pinned helm of the tests: `$WEFT_HELM` (scripts/test sets it), else built (or found in
 //! the cache) by `tests/helm/ensure`. Tests that render Helm charts fail, never skip, when it
 //! cannot be built.
-#![allow(dead_code)] // each test binary uses a different part of this module
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,7 +1,6 @@
 //! A cluster set up the way the Weave Cloud launcher set it up, shared by the takeover tests:
 //! the launcher's fixtures (tests/fixtures/launcher, FACTS.md) installed as its `kubectl apply`
 //! did, the seed's WeaveCloud, and a one-shot `weft sync` against the test cluster.
-#![allow(dead_code)] // each test binary uses a different part of this module
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,5 +1,4 @@
 //! Small manifests the tests write into their config repositories.
-#![allow(dead_code)] // each test binary uses a different part of this module
 
 /// A ConfigMap `ns`/`name` whose key `value` holds the string `value`.
 pub fn configmap(ns: &str, name: &str, value: &str) -> String {

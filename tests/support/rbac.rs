@@ -4,7 +4,6 @@
 //! just created is live. A RoleBinding reaches the RBAC authorizer through its informer a moment
 //! after the create returns; on a loaded machine that moment was long enough for a 403 (issue 40
 //! item 10).
-#![allow(dead_code)] // each test binary uses a different part of this module
 
 use std::time::{Duration, Instant};
 

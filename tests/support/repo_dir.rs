@@ -1,5 +1,4 @@
 //! A config repository as a plain directory on disk (no git), removed when dropped.
-#![allow(dead_code)] // each test binary uses a different part of this module
 
 use std::path::Path;
 

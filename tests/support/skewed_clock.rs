@@ -2,7 +2,6 @@
 //! LD_PRELOAD shim: `clock_gettime(CLOCK_REALTIME)` and friends answer `now + offset`, the
 //! monotonic clock is left alone (as a real skew leaves it). `tests/git-servers/ensure-deps`
 //! installs libfaketime (Debian package `faketime`) when missing.
-#![allow(dead_code)] // each test binary uses a different part of this module
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,5 +1,4 @@
 //! Waiting for something the daemon does, with its logs when it does not happen.
-#![allow(dead_code)] // each test binary uses a different part of this module
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,5 @@
 //! Running the `weft` binary from a test: one builder for what the test files used to spell
 //! each on its own (`weft(...)` helpers), and the `(exit code, stdout, stderr)` of a finished run.
-#![allow(dead_code)] // each test binary uses a different part of this module
 
 use std::ffi::OsStr;
 use std::path::Path;
