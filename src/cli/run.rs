@@ -198,6 +198,16 @@ fn start_notifications(
             .listed()
             .map(|l| l.map(str::to_string).collect()),
         policy: cfg.trust.notification_urls.clone(),
+        // A tenant's root's Provider reads its Secret as the tenant (issue 42 item 3).
+        secrets_as: Some(crate::notify::dispatch::SecretsAs(std::sync::Arc::new(
+            crate::daemon::roots::identity::AppliedAs::new(
+                client.clone(),
+                state.fence().clone(),
+                &cfg.daemon.pass.weft_namespace,
+                &cfg.daemon.pass.root_name,
+                &cfg.daemon.roots,
+            ),
+        ))),
         ..Default::default()
     };
     let counters = state.metrics().notifications.clone();

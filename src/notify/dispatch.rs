@@ -56,6 +56,29 @@ pub struct DispatchConfig {
     pub rate_per_second: f64,
     /// Where notifications may go (`--allowed-notification-urls`).
     pub policy: NotificationPolicy,
+    /// Whom each Provider's Secret is read as; `None`: the dispatcher's own client.
+    pub secrets_as: Option<SecretsAs>,
+}
+
+/// Whom a Provider's Secret is read as (issue 42 item 3). The daemon answers with the client of
+/// the identity of the root whose pass applied the Provider (a tenant's ServiceAccount), and
+/// `None` for a Provider its own identity reads (the operator's, or one made by hand). An error
+/// (the root that applied it no longer exists) leaves the Provider unsent, saying why.
+pub trait SecretReader: Send + Sync {
+    fn client_for<'a>(
+        &'a self,
+        provider: &'a Provider,
+    ) -> futures::future::BoxFuture<'a, Result<Option<Client>, String>>;
+}
+
+/// A [`SecretReader`], shared by the senders and the status checks.
+#[derive(Clone)]
+pub struct SecretsAs(pub Arc<dyn SecretReader>);
+
+impl std::fmt::Debug for SecretsAs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretsAs")
+    }
 }
 
 impl Default for DispatchConfig {
@@ -68,6 +91,7 @@ impl Default for DispatchConfig {
             rate_burst: 10,
             rate_per_second: 1.0,
             policy: NotificationPolicy::default(),
+            secrets_as: None,
         }
     }
 }
@@ -94,6 +118,19 @@ struct Shared {
     providers: Store<Provider>,
     config: DispatchConfig,
     counters: Counters,
+}
+
+impl Shared {
+    /// The client `provider`'s Secret is read with ([`SecretReader`]).
+    async fn client_for(&self, provider: &Provider) -> Result<Client, String> {
+        match &self.config.secrets_as {
+            None => Ok(self.client.clone()),
+            Some(SecretsAs(reader)) => Ok(reader
+                .client_for(provider)
+                .await?
+                .unwrap_or_else(|| self.client.clone())),
+        }
+    }
 }
 
 /// One event for one provider.
@@ -301,21 +338,28 @@ async fn deliver(
     else {
         return;
     };
-    let resolved =
-        match status::resolve(&shared.client, &provider, Some(&shared.config.policy)).await {
-            Ok(p) => p,
-            Err(e) => {
-                shared.counters.failed.inc();
-                // Once the Provider's status says why (with its own warning and event), each
-                // event it cannot take is not one more warning.
-                if status::says_not_ready(provider.as_ref(), &e) {
-                    tracing::debug!(provider = %key, error = %e, "cannot send a notification");
-                } else {
-                    tracing::warn!(provider = %key, error = %e, "cannot send a notification");
-                }
-                return;
+    let client = match shared.client_for(&provider).await {
+        Ok(client) => client,
+        Err(e) => {
+            shared.counters.failed.inc();
+            tracing::warn!(provider = %key, error = %e, "cannot send a notification");
+            return;
+        }
+    };
+    let resolved = match status::resolve(&client, &provider, Some(&shared.config.policy)).await {
+        Ok(p) => p,
+        Err(e) => {
+            shared.counters.failed.inc();
+            // Once the Provider's status says why (with its own warning and event), each
+            // event it cannot take is not one more warning.
+            if status::says_not_ready(provider.as_ref(), &e) {
+                tracing::debug!(provider = %key, error = %e, "cannot send a notification");
+            } else {
+                tracing::warn!(provider = %key, error = %e, "cannot send a notification");
             }
-        };
+            return;
+        }
+    };
     let Some(out) = payload::request(
         &resolved,
         &d.event,
@@ -421,9 +465,13 @@ async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Noti
             if !shared.config.watches(&namespace) {
                 continue;
             }
+            // As whom its Secret is read: as the tenant for a tenant's root's Provider.
+            let Ok(client) = shared.client_for(&p).await else {
+                continue;
+            };
             // `None`: the API server's trouble, not the Provider's; checked again later.
             if let Some(condition) =
-                status::judge_provider(&shared.client, &p, Some(&shared.config.policy)).await
+                status::judge_provider(&client, &p, Some(&shared.config.policy)).await
             {
                 let (reason, message) = (condition.reason.clone(), condition.message.clone());
                 if writer.write(p.as_ref(), condition).await {

@@ -119,6 +119,10 @@ pub struct PassInput {
     /// Bound of each readiness wait of this pass (a WeaveCloud's agents are checked, not
     /// waited for; a roll-out waits its health timeout); `None`: the settings' `timeout`.
     pub timeout: Option<Duration>,
+    /// Look for no Weave Cloud launcher objects to take over: a tenant's root (finding them
+    /// reads cluster-scoped objects the tenant may not read, and taking a launcher install over
+    /// is the operator's to do).
+    pub without_takeover: bool,
 }
 
 impl PassInput {
@@ -361,7 +365,7 @@ async fn sync_pass(
         settings,
         &input,
         observer,
-        true,
+        !input.without_takeover,
         |_| async {},
         std::future::pending(),
     )
@@ -406,8 +410,22 @@ pub fn policy(set: &DesiredSet) -> ApplyPolicy {
     policy
         .unwaited_kinds
         .extend(notification_kinds_of(set).map(str::to_string));
+    // Nor the Roots a root declares (a platform's tenants): a tenant's root that fails is the
+    // tenant's alone, never the declaring root's (issue 42 item 5). Another group's `Root`
+    // is still waited for.
+    let mut roots = set
+        .objects()
+        .iter()
+        .filter(|o| o.kind() == "Root")
+        .peekable();
+    if roots.peek().is_some() && roots.all(|o| o.api_version() == ROOT_API_VERSION) {
+        policy.unwaited_kinds.insert("Root".to_string());
+    }
     policy
 }
+
+/// The API version of Weft's `Root`.
+const ROOT_API_VERSION: &str = "weft.io/v1alpha1";
 
 /// The kinds of Weft's notification resources that `set` holds, and only those of its kinds
 /// whose every object is in `notification.weft.io`.

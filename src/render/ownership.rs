@@ -104,6 +104,31 @@ impl Owner {
         OwnerId(hex::encode(&digest[..10]))
     }
 
+    /// The owner a readable reference names (`root/<ns>/<name>`, `WeaveCloud/<ns>/<name>`), if
+    /// it names one.
+    pub fn from_reference(reference: &str) -> Option<Owner> {
+        let mut parts = reference.splitn(3, '/');
+        let (prefix, namespace, name) = (parts.next()?, parts.next()?, parts.next()?);
+        let kind = OwnerKind::ALL
+            .into_iter()
+            .find(|k| k.reference_prefix() == prefix)?;
+        (!namespace.is_empty() && !name.is_empty() && !name.contains('/'))
+            .then(|| Owner::resource(kind, namespace, name))
+    }
+
+    /// The owner whose pass applied an object with these `labels` and `annotations`: the
+    /// readable `weft.io/owner-ref`, when the `weft.io/owner` label is its hash. Anyone who may
+    /// edit the object may write both, so this is a claim, never a proof: use it only where
+    /// believing it can take rights away (a root's child acts as its parent or less), never
+    /// where it grants any.
+    pub fn claimed_by(
+        labels: &std::collections::BTreeMap<String, String>,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> Option<Owner> {
+        let owner = Owner::from_reference(annotations.get(OWNER_REF_ANNOTATION)?)?;
+        (labels.get(OWNER_LABEL) == Some(&owner.id().0)).then_some(owner)
+    }
+
     /// Add the ownership labels and annotations to `object` and wrap it.
     pub fn adopt(&self, mut object: Value, wave: u32, origin: Option<Origin>) -> DesiredObject {
         label_object(&mut object, self);
@@ -235,5 +260,25 @@ mod tests {
         let b = Owner::resource(OwnerKind::WeaveCloud, "b", "wc");
         assert_ne!(a.id(), b.id());
         assert_eq!(a.id().0.len(), 20);
+    }
+
+    #[test]
+    fn an_owner_is_read_back_from_its_reference_and_label() {
+        let root = Owner::root("team-a", "apps");
+        assert_eq!(Owner::from_reference(&root.reference()), Some(root.clone()));
+        let wc = Owner::resource(OwnerKind::WeaveCloud, "weave", "wc");
+        assert_eq!(Owner::from_reference(&wc.reference()), Some(wc));
+        assert_eq!(Owner::from_reference("root/team-a"), None);
+        assert_eq!(Owner::from_reference("Deployment/a/b"), None);
+        let labels = [(OWNER_LABEL.to_string(), root.id().0)].into();
+        let annotations = [(OWNER_REF_ANNOTATION.to_string(), root.reference())].into();
+        assert_eq!(Owner::claimed_by(&labels, &annotations), Some(root));
+        // A reference whose hash is not the label names nobody.
+        let other = [(
+            OWNER_REF_ANNOTATION.to_string(),
+            "root/team-b/apps".to_string(),
+        )]
+        .into();
+        assert_eq!(Owner::claimed_by(&labels, &other), None);
     }
 }

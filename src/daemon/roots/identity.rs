@@ -11,6 +11,7 @@ use kube::Client;
 
 use crate::api::root::Root;
 use crate::apply::fence::{FenceLayer, WriteFence};
+use crate::render::Owner;
 
 /// Whom a root acts as.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -72,6 +73,42 @@ pub fn identity_of(
             reason: "ServiceAccountRequired",
             message: format!(
                 "a root outside Weft's namespace {weft_namespace} runs as a ServiceAccount of its own namespace: set spec.serviceAccountName; nothing was fetched or applied"
+            ),
+        }),
+    }
+}
+
+/// Condition reason of a root that a tenant's root declared to act as more than that root.
+pub const NOT_ALLOWED: &str = "ServiceAccountNotAllowed";
+
+/// Whether the root `child` may act as `identity`, given that the root `parent` applied it and
+/// acts as `parent_identity` (`None`: that root does not exist, or may not run itself). A root
+/// acting as Weft may declare roots acting as anyone; any other root only roots acting as its
+/// own account: a tenant never mints a root with more rights than its own (issue 42 item 2),
+/// and one account of a namespace is not another's, whatever a namespace admin may do by hand.
+pub fn within_parent(
+    child: &crate::api::ResourceKey,
+    identity: &Identity,
+    parent: &crate::api::ResourceKey,
+    parent_identity: Option<&Identity>,
+) -> Result<(), Refused> {
+    match parent_identity {
+        Some(Identity::Weft) => Ok(()),
+        Some(p) if p == identity => Ok(()),
+        Some(p) => Err(Refused {
+            reason: NOT_ALLOWED,
+            message: format!(
+                "Root {child} was declared by root {parent}, which acts as {p}; a root that a tenant's root declares acts as that same account, never as {identity}: set spec.serviceAccountName to {}, or have the platform's root declare it; nothing was fetched or applied",
+                match p {
+                    Identity::ServiceAccount { name, .. } => name.as_str(),
+                    Identity::Weft => "",
+                }
+            ),
+        }),
+        None => Err(Refused {
+            reason: NOT_ALLOWED,
+            message: format!(
+                "Root {child} was declared by root {parent}, which does not exist or may not run; it runs only when the root that declares it may act as {identity}; nothing was fetched or applied"
             ),
         }),
     }
@@ -146,6 +183,109 @@ impl Impersonation {
     }
 }
 
+/// The identity of the root whose pass applied an object, for the work that object causes
+/// outside any pass: a notification Provider's Secret, read by the dispatcher when it sends.
+/// Its owner label and reference name the root; the root's identity is read from the Root
+/// object itself (its `serviceAccountName`, or the default account), never from anything on the
+/// object. An object no Root object applied (made by hand, or applied by the `weft run` flags'
+/// root, its shards or the operator's `weft sync`, all in Weft's namespace) is read as Weft, as
+/// before.
+pub struct AppliedAs {
+    own: Client,
+    impersonation: Impersonation,
+    weft_namespace: String,
+    flag_root: crate::api::ResourceKey,
+    default_account: Option<String>,
+}
+
+impl AppliedAs {
+    /// For the daemon's `own` client, its namespace and the flag root's name, and its roots'
+    /// configuration.
+    pub fn new(
+        own: Client,
+        fence: WriteFence,
+        weft_namespace: &str,
+        flag_root: &str,
+        config: &super::RootsConfig,
+    ) -> AppliedAs {
+        AppliedAs {
+            own,
+            impersonation: Impersonation::new(config.cluster.clone(), fence, config.api_timeout),
+            weft_namespace: weft_namespace.to_string(),
+            flag_root: crate::api::ResourceKey {
+                namespace: weft_namespace.to_string(),
+                name: flag_root.to_string(),
+            },
+            default_account: config.default_service_account.clone(),
+        }
+    }
+
+    /// The client to act for the object of `meta` with; `None`: Weft's own.
+    pub async fn client_of(
+        &self,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Result<Option<Client>, String> {
+        let (labels, annotations) = (
+            meta.labels.clone().unwrap_or_default(),
+            meta.annotations.clone().unwrap_or_default(),
+        );
+        let Some(owner) = Owner::claimed_by(&labels, &annotations).filter(Owner::is_root) else {
+            return Ok(None);
+        };
+        let key = crate::api::ResourceKey {
+            namespace: owner.namespace,
+            name: owner.name,
+        };
+        if key == self.flag_root {
+            return Ok(None);
+        }
+        let root = kube::Api::<Root>::namespaced(self.own.clone(), &key.namespace)
+            .get_opt(&key.name)
+            .await
+            .map_err(|e| {
+                format!(
+                    "reading Root {key}, which applied it: {}",
+                    crate::api::kube_error::Text(&e)
+                )
+            })?;
+        let root = match root {
+            Some(root) => root,
+            // No Root object in Weft's namespace: the operator's `weft sync` or a shard of the
+            // flag root, which act as Weft.
+            None if key.namespace == self.weft_namespace => return Ok(None),
+            None => {
+                return Err(format!(
+                    "Root {key}, which applied it, no longer exists: nothing is read for it"
+                ))
+            }
+        };
+        let identity = identity_of(
+            &root,
+            &key.namespace,
+            &self.weft_namespace,
+            self.default_account.as_deref(),
+        )
+        .map_err(|r| format!("Root {key}, which applied it, may not run: {}", r.message))?;
+        match identity {
+            Identity::Weft => Ok(None),
+            other => self
+                .impersonation
+                .client(&other, &self.own)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+impl crate::notify::dispatch::SecretReader for AppliedAs {
+    fn client_for<'a>(
+        &'a self,
+        provider: &'a crate::api::notification::Provider,
+    ) -> futures::future::BoxFuture<'a, Result<Option<Client>, String>> {
+        Box::pin(self.client_of(&provider.metadata))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +341,59 @@ mod tests {
         assert_eq!(
             identity_of(&root(None), "weft-system", "weft-system", None).unwrap(),
             Identity::Weft
+        );
+    }
+
+    #[test]
+    fn a_root_declared_by_a_tenant_s_root_acts_as_that_root_at_most() {
+        let key = |ns: &str, name: &str| crate::api::ResourceKey {
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        let sa = |ns: &str, name: &str| Identity::ServiceAccount {
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        let (child, parent) = (key("team-a", "escape"), key("team-a", "apps"));
+        let tenant = sa("team-a", "team-a");
+        // Weft's roots (the platform's) declare tenants' roots with their accounts.
+        assert!(within_parent(
+            &child,
+            &tenant,
+            &key("weft-system", "platform"),
+            Some(&Identity::Weft)
+        )
+        .is_ok());
+        // A tenant's root declares roots acting as its own account only.
+        assert!(within_parent(&child, &tenant, &parent, Some(&tenant)).is_ok());
+        let refused = within_parent(&child, &sa("team-a", "weft"), &parent, Some(&tenant))
+            .expect_err("another account of the namespace");
+        assert_eq!(refused.reason, NOT_ALLOWED);
+        for part in [
+            "Root team-a/escape was declared by root team-a/apps",
+            "acts as system:serviceaccount:team-a:team-a",
+            "never as system:serviceaccount:team-a:weft",
+            "set spec.serviceAccountName to team-a",
+        ] {
+            assert!(
+                refused.message.contains(part),
+                "{part}: {}",
+                refused.message
+            );
+        }
+        let refused = within_parent(&child, &Identity::Weft, &parent, Some(&tenant)).unwrap_err();
+        assert!(
+            refused
+                .message
+                .contains("never as Weft's own ServiceAccount"),
+            "{}",
+            refused.message
+        );
+        let refused = within_parent(&child, &tenant, &parent, None).unwrap_err();
+        assert!(
+            refused.message.contains("does not exist or may not run"),
+            "{}",
+            refused.message
         );
     }
 

@@ -8,11 +8,15 @@
 //! - [`status`]: the root's status as a function of what the reconcile found, written only
 //!   when it changed, and its events;
 //! - [`depends`]: `dependsOn` readiness and cycles, pure;
-//! - [`identity`]: whom a root's pass acts as (Weft, or its ServiceAccount by impersonation).
+//! - [`identity`]: whom a root's pass acts as (Weft, or its ServiceAccount by impersonation),
+//!   and a root another root declared acting as that root's identity at most;
+//! - [`brought`]: what a root's pass says on the WeaveClouds it applied (their agents are
+//!   applied by the pass, as the root's identity).
 //!
 //! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is left to the
 //! daemon's root loop (`daemon::root`) until it migrates to a Root object.
 
+pub mod brought;
 pub mod depends;
 pub mod identity;
 pub mod pushes;

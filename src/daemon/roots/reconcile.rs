@@ -13,8 +13,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
+use super::brought;
 use super::depends::{self, key_of};
-use super::identity::{identity_of, Identity};
+use super::identity::{self, identity_of, Identity};
 use super::status::{self, Failure, PassOutcome, Verdict};
 use super::{Context, RootsError, DEPENDENCY_RETRY};
 use crate::api::root::{InventoryCounts, PassSummary, Root};
@@ -95,6 +96,14 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     let lookup = |k: &ResourceKey| {
         store.and_then(|s| s.get(&ObjectRef::<Root>::new(&k.name).within(&k.namespace)))
     };
+    if let Err(refused) = declared_within(&root, &key, &identity, &ctx, &lookup).await {
+        record(Verdict::Stalled {
+            reason: refused.reason.to_string(),
+            message: refused.message,
+        })
+        .await?;
+        return Ok(Action::await_change());
+    }
     if let Some((dependency, why)) = depends::waiting_for(&root, lookup) {
         let message = format!(
             "waiting for root {}: it {why}",
@@ -204,6 +213,55 @@ fn refusal(root: &Root, key: &ResourceKey, ctx: &Context) -> Option<Verdict> {
         ));
     }
     None
+}
+
+/// A root another root's pass applied (its owner label and reference name that root) acts as
+/// that root's identity at most ([`identity::within_parent`]). The claim is believed without
+/// proof because it can only take rights away: a root made by hand, without it, is its
+/// creator's, whom the API server let create a Root in that namespace.
+async fn declared_within(
+    root: &Root,
+    key: &ResourceKey,
+    identity: &Identity,
+    ctx: &Context,
+    lookup: impl Fn(&ResourceKey) -> Option<Arc<Root>>,
+) -> Result<(), identity::Refused> {
+    let Some(parent) = Owner::claimed_by(root.labels(), root.annotations()).filter(Owner::is_root)
+    else {
+        return Ok(());
+    };
+    let parent = ResourceKey {
+        namespace: parent.namespace,
+        name: parent.name,
+    };
+    let parent_identity = if parent == ctx.flag_root {
+        Some(Identity::Weft)
+    } else {
+        let found = match lookup(&parent) {
+            Some(p) => Some(p),
+            // Not in the controller's store (a root of a namespace it does not watch): asked.
+            None => Api::<Root>::namespaced(ctx.state.client().clone(), &parent.namespace)
+                .get_opt(&parent.name)
+                .await
+                .ok()
+                .flatten()
+                .map(Arc::new),
+        };
+        match found {
+            Some(p) => identity_of(
+                &p,
+                &parent.namespace,
+                &ctx.settings.weft_namespace,
+                ctx.config.default_service_account.as_deref(),
+            )
+            .ok(),
+            // No Root object in Weft's namespace: the operator's `weft sync` or a shard of the
+            // flag root, which act as Weft.
+            None if parent.namespace == ctx.settings.weft_namespace => Some(Identity::Weft),
+            None => None,
+        }
+    };
+    identity::within_parent(key, identity, &parent, parent_identity.as_ref())
 }
 
 /// The root's `weft.io/requested-at` annotation.
@@ -321,10 +379,18 @@ async fn pass_body(
         &client,
         Snapshot::clone(&snapshot),
         &settings,
-        &PassInput::default(),
+        &PassInput {
+            without_takeover: *identity != Identity::Weft,
+            ..PassInput::default()
+        },
         &observer,
     )
     .await;
+    if let Some(set) = result.set.as_ref() {
+        let label = revision.as_deref().unwrap_or("local");
+        let verdicts = brought::verdicts(set, result.error.as_ref(), key, identity, label);
+        brought::report(&ctx.state, verdicts).await;
+    }
     let changed = result
         .changes
         .entries

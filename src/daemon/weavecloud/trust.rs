@@ -11,6 +11,10 @@
 //!   `kubectl apply --server-side --field-manager=weft` writes the manager name `weft`
 //!   (issue 48 item 2).
 //!
+//! A WeaveCloud a Root object applied (its owner label and reference name a root that is not
+//! one of this installation's sync roots) is left to that root's passes, which apply its agents
+//! as the root's identity (a tenant's ServiceAccount) and report on it (`daemon::roots::brought`).
+//!
 //! A WeaveCloud nobody's root applied and that is not in a watched namespace gets
 //! `Ready=False` with reason [`NOT_RECONCILED`] saying why, written once (only while it has no
 //! `Ready` condition, so that two installations in one cluster never fight over it); one
@@ -85,6 +89,21 @@ pub fn trust(
     let label = wc.labels().get(OWNER_LABEL);
     // Labelled as another installation's: that one says why, if anything.
     let tell = label.is_none_or(|l| roots.iter().any(|r| &r.id().0 == l));
+    // A Root object's (issue 42 item 3): that root's passes apply its agents as the root's
+    // identity (a tenant's ServiceAccount) and say on it what the API server refused; this
+    // controller, acting as Weft, leaves it alone even in a watched namespace. Believing the
+    // claim only takes work away from Weft's identity, so a forged one gains nothing.
+    if let Some(owner) = Owner::claimed_by(wc.labels(), wc.annotations())
+        .filter(|o| o.is_root() && !roots.contains(o))
+    {
+        return Trust::Ignored {
+            why: format!(
+                "applied by root {}/{}: that root's passes apply its agents, as the root's own identity",
+                owner.namespace, owner.name
+            ),
+            tell: false,
+        };
+    }
     if namespaces.listed().is_some() {
         if namespaces.contains(&namespace) {
             return Trust::Reconciled;
@@ -193,6 +212,28 @@ mod tests {
             trust(&theirs, &roots, &nothing, &all),
             Trust::Ignored { tell: false, .. }
         ));
+        // A tenant's Root object applied it: left to that root's passes, silently, even in a
+        // watched namespace (the controller would act as Weft).
+        let tenant_root = Owner::root("team-a", "apps");
+        let tenants = wc(
+            "team-a",
+            json!({OWNER_LABEL: tenant_root.id().0}),
+            json!([]),
+        );
+        let mut tenants = tenants;
+        tenants.annotations_mut().insert(
+            crate::render::ownership::OWNER_REF_ANNOTATION.into(),
+            tenant_root.reference(),
+        );
+        for namespaces in [&all, &WatchNamespaces::only(["team-a"])] {
+            match trust(&tenants, &roots, &nothing, namespaces) {
+                Trust::Ignored { why, tell } => {
+                    assert!(!tell);
+                    assert!(why.contains("applied by root team-a/apps"), "{why}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
         // --watch-namespaces: the listed namespaces' WeaveClouds, whoever created them.
         let listed = WatchNamespaces::only(["team-a"]);
         assert_eq!(trust(&tenant, &roots, &nothing, &listed), Trust::Reconciled);

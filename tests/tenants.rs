@@ -1,0 +1,502 @@
+//! Tenants (issue 42 items 2, 3 and 5) on the real control plane, in the shape of
+//! flux2-multi-tenancy (built here, nothing copied): a platform root in Weft's namespace, acting
+//! as Weft, declares two tenants — each a namespace, a ServiceAccount bound to namespace admin
+//! (a RoleBinding to the ClusterRole `admin`, and a Role for Weft's own kinds), and a Root that
+//! runs as that account from the tenant's own repository (a real git server on loopback).
+//!
+//! Each tenant's repository declares, beside its application, roots that try to escape: a
+//! ClusterRoleBinding, an object in the other tenant's namespace, a WeaveCloud in kube-system,
+//! a Root in the other tenant's namespace, a Root with `serviceAccountName: weft`, a Root naming
+//! the other tenant's account, and a WeaveCloud whose agents need ClusterRoles. Each is refused
+//! as that tenant, with its reason, on that tenant's root (status and event) — by the API server,
+//! or by Weft for a root that would act as more than the root that declared it — and the
+//! WeaveCloud says why its agents do not run. The tenants' own roots and the platform's stay
+//! Ready and keep passing at new revisions while the escapes keep failing.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::Client;
+use serde_json::json;
+
+use support::cluster::{self, TestNamespace};
+use support::daemon::{Daemon, DaemonOptions};
+use support::git_servers::ServedRepo;
+use support::manifests::configmap;
+use support::rbac::{client_as, wait_until_granted, Access};
+use support::wait::wait_for;
+use weft::api::root::Root;
+use weft::api::weavecloud::WeaveCloud;
+
+const WITHIN: Duration = Duration::from_secs(180);
+
+/// A tenant as the platform declares it: namespace, account, namespace admin through the
+/// ClusterRole `admin`, and a Role for Weft's kinds (`admin` aggregates no custom resource).
+fn tenant_rbac(ns: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {ns}
+  labels: {{weft.io/tenant: {ns}}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {ns}, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {ns}-admin, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}}
+subjects: [{{kind: ServiceAccount, name: {ns}, namespace: {ns}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: {ns}-weft-kinds, namespace: {ns}}}
+rules:
+- apiGroups: [weft.io, cloud.weave.works, armada.airshipit.org, notification.weft.io]
+  resources: ["*"]
+  verbs: ["*"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {ns}-weft-kinds, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {ns}-weft-kinds}}
+subjects: [{{kind: ServiceAccount, name: {ns}, namespace: {ns}}}]
+"#
+    )
+}
+
+/// A Root document.
+fn root_doc(ns: &str, name: &str, url: &str, path: &str, account: &str) -> String {
+    format!(
+        "apiVersion: weft.io/v1alpha1\nkind: Root\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  source: {{url: \"{url}\"}}\n  path: {path}\n  interval: 1h\n  serviceAccountName: {account}\n"
+    )
+}
+
+/// A WeaveCloud of `ns` with only flux, which `flux` turns on (its agents need ClusterRoles).
+fn weavecloud(ns: &str, flux: bool) -> String {
+    format!(
+        r#"apiVersion: cloud.weave.works/v1beta1
+kind: WeaveCloud
+metadata: {{name: wc, namespace: {ns}}}
+spec:
+  general: {{environment: generic, autoUpdate: false, takeover: false}}
+  flux:
+    disable: {disabled}
+    config: {{gitUrl: "git@example.com:org/cluster.git", gitBranch: main}}
+  scope: {{disable: true}}
+  prometheus: {{disable: true}}
+"#,
+        disabled = !flux
+    )
+}
+
+/// The roots a tenant's repository declares to escape, with the reason each is refused for.
+const ESCAPES: [(&str, &str); 6] = [
+    ("crb", "ReconciliationFailed"),
+    ("neighbour", "ReconciliationFailed"),
+    ("kube-system", "ReconciliationFailed"),
+    ("other-root", "ReconciliationFailed"),
+    ("as-weft", "ServiceAccountNotAllowed"),
+    ("as-neighbour", "ServiceAccountNotAllowed"),
+];
+
+/// Tenant `me`'s repository (at `url`): its application, and roots that try to escape into
+/// `other`'s namespace, the cluster, kube-system, or another account.
+fn write_tenant_repo(repo: &ServedRepo, me: &str, other: &str) -> String {
+    let url = repo.url();
+    let mut roots = [
+        root_doc(me, "crb", &url, "escapes/crb", me),
+        root_doc(me, "neighbour", &url, "escapes/neighbour", me),
+        root_doc(me, "kube-system", &url, "escapes/kube-system", me),
+        root_doc(me, "other-root", &url, "escapes/other-root", me),
+        root_doc(me, "agents", &url, "escapes/agents", me),
+        // Weft's own account's name, and the other tenant's account's name: never more than
+        // the declaring root's own account.
+        root_doc(me, "as-weft", &url, "escapes/harmless", "weft"),
+        root_doc(me, "as-neighbour", &url, "escapes/harmless", other),
+    ];
+    roots.sort();
+    repo.work
+        .write("apps/app.yaml", configmap(me, "app", "1"))
+        .write("apps/roots.yaml", roots.join("---\n"))
+        .write(
+            "escapes/crb/binding.yaml",
+            format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {me}-escape}}\nroleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}}\nsubjects: [{{kind: ServiceAccount, name: {me}, namespace: {me}}}]\n"),
+        )
+        .write(
+            "escapes/neighbour/cm.yaml",
+            configmap(other, &format!("from-{me}"), "1"),
+        )
+        .write("escapes/kube-system/wc.yaml", weavecloud("kube-system", false).replace("name: wc", &format!("name: {me}")))
+        .write(
+            "escapes/other-root/root.yaml",
+            root_doc(other, &format!("from-{me}"), &url, "apps", other),
+        )
+        .write("escapes/agents/wc.yaml", weavecloud(me, false))
+        .write("escapes/harmless/cm.yaml", configmap(me, "harmless", "1"));
+    let sha = repo.work.commit("tenant");
+    repo.work.push();
+    sha
+}
+
+/// The `type` condition of a root: (status, reason, message).
+fn condition(root: &Root, type_: &str) -> Option<(String, String, String)> {
+    root.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| {
+            (
+                format!("{:?}", c.status),
+                c.reason.clone(),
+                c.message.clone(),
+            )
+        })
+}
+
+async fn get_root(client: &Client, ns: &str, name: &str) -> Option<Root> {
+    Api::<Root>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading Root {ns}/{name}: {e}"))
+}
+
+/// Wait until Root `ns/name` is `Ready=<status>` with `reason` (and, when given, last applied
+/// `revision`); the root then.
+async fn wait_root(
+    client: &Client,
+    d: &Daemon,
+    (ns, name): (&str, &str),
+    status: &str,
+    reason: &str,
+    revision: Option<&str>,
+) -> Root {
+    let what = format!("Root {ns}/{name} Ready={status} ({reason}) at {revision:?}");
+    wait_for(&what, WITHIN, d, async || {
+        let root = get_root(client, ns, name).await?;
+        let (s, r, _) = condition(&root, "Ready")?;
+        let at = root.status.as_ref()?.last_applied_revision.clone();
+        let at_revision = revision.is_none_or(|rev| at.is_some_and(|a| a.contains(rev)));
+        (s == status && r == reason && at_revision).then_some(root)
+    })
+    .await
+}
+
+/// Ask Root `ns/name` for a pass now (`weft.io/requested-at`).
+async fn request_pass(client: &Client, ns: &str, name: &str) {
+    let at = chrono::Utc::now().to_rfc3339();
+    Api::<Root>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"weft.io/requested-at": at}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("requesting a pass of Root {ns}/{name}: {e}"));
+}
+
+/// The notes of the events about `name` (of any kind) in `ns` with `reason`.
+async fn event_notes(client: &Client, ns: &str, name: &str, reason: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+async fn configmap_exists(client: &Client, ns: &str, name: &str) -> bool {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .is_some()
+}
+
+#[tokio::test]
+async fn tenants_are_refused_their_escapes_and_stop_no_one_else() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("tenants").await;
+    let w = weft_ns.name().to_string();
+    let (a, b) = (format!("{w}-a"), format!("{w}-b"));
+    let flag = tempfile::tempdir().unwrap();
+    let mut opts = DaemonOptions::new(flag.path().to_str().unwrap(), &w);
+    opts.controllers = true;
+    opts.extra = vec!["--watch-namespaces".into(), format!("{w},{a},{b}")];
+    let d = Daemon::start(opts);
+
+    // The platform's repository: first the tenants' namespaces, accounts and grants.
+    let platform = ServedRepo::start();
+    for t in [&a, &b] {
+        platform
+            .work
+            .write(&format!("tenants/{t}/rbac.yaml"), tenant_rbac(t));
+    }
+    let first = platform.work.commit("tenants' namespaces and grants");
+    platform.work.push();
+    let roots: Api<Root> = Api::namespaced(client.clone(), &w);
+    let spec = json!({"source": {"url": platform.url()}, "path": "tenants", "interval": "1h"});
+    let doc: Root = serde_json::from_value(json!({
+        "apiVersion": "weft.io/v1alpha1", "kind": "Root",
+        "metadata": {"name": "platform", "namespace": w}, "spec": spec,
+    }))
+    .unwrap();
+    roots
+        .patch(
+            "platform",
+            &PatchParams::apply("weft-test"),
+            &Patch::Apply(&doc),
+        )
+        .await
+        .unwrap();
+    let platform_root = (w.as_str(), "platform");
+    wait_root(
+        &client,
+        &d,
+        platform_root,
+        "True",
+        "ReconciliationSucceeded",
+        Some(first.as_str()),
+    )
+    .await;
+    for t in [&a, &b] {
+        let user = format!("system:serviceaccount:{t}:{t}");
+        let tenant = client_as(&user).await;
+        let accesses = [
+            Access::new("create", "configmaps", Some(t)),
+            Access::new("create", "roots.weft.io", Some(t)),
+            Access::new("create", "weaveclouds.cloud.weave.works", Some(t)),
+        ];
+        wait_until_granted(&tenant, &user, &accesses).await;
+    }
+
+    // Then the tenants' roots, each from the tenant's own repository, as its account.
+    let repos = [ServedRepo::start(), ServedRepo::start()];
+    let tenant_shas = [
+        write_tenant_repo(&repos[0], &a, &b),
+        write_tenant_repo(&repos[1], &b, &a),
+    ];
+    for (t, repo) in [(&a, &repos[0]), (&b, &repos[1])] {
+        platform.work.write(
+            &format!("tenants/{t}/root.yaml"),
+            root_doc(t, t, &repo.url(), "apps", t),
+        );
+    }
+    let second = platform.work.commit("tenants' roots");
+    platform.work.push();
+    request_pass(&client, &w, "platform").await;
+    wait_root(
+        &client,
+        &d,
+        platform_root,
+        "True",
+        "ReconciliationSucceeded",
+        Some(second.as_str()),
+    )
+    .await;
+
+    for (i, (me, other)) in [(&a, &b), (&b, &a)].into_iter().enumerate() {
+        let (me, other) = (me.as_str(), other.as_str());
+        let user = format!("system:serviceaccount:{me}:{me}");
+        // The tenant's own root: Ready at its revision, as its account.
+        wait_root(
+            &client,
+            &d,
+            (me, me),
+            "True",
+            "ReconciliationSucceeded",
+            Some(tenant_shas[i].as_str()),
+        )
+        .await;
+        assert!(configmap_exists(&client, me, "app").await);
+        // Every escape: refused on its own root, with the reason, in its status and an event.
+        for (name, reason) in ESCAPES {
+            let refused = wait_root(&client, &d, (me, name), "False", reason, None).await;
+            let (_, _, message) = condition(&refused, "Ready").unwrap();
+            let expected: Vec<String> = match name {
+                "crb" => vec![user.clone(), "clusterrolebindings".into()],
+                "neighbour" => vec![user.clone(), "configmaps".into(), other.to_string()],
+                "kube-system" => vec![user.clone(), "kube-system".into()],
+                "other-root" => vec![user.clone(), "roots.weft.io".into(), other.to_string()],
+                "as-weft" => vec![
+                    format!("declared by root {me}/{me}, which acts as {user}"),
+                    format!("never as system:serviceaccount:{me}:weft"),
+                ],
+                _ => vec![format!("never as system:serviceaccount:{me}:{other}")],
+            };
+            for part in &expected {
+                assert!(
+                    message.contains(part.as_str()),
+                    "Root {me}/{name}: {part} not in: {message}"
+                );
+            }
+            assert!(!message.contains('\n'), "one line: {message}");
+            let notes = wait_for(
+                &format!("an event {reason} on Root {me}/{name}"),
+                WITHIN,
+                &d,
+                async || {
+                    let notes = event_notes(&client, me, name, reason).await;
+                    (!notes.is_empty()).then_some(notes)
+                },
+            )
+            .await;
+            assert!(notes.iter().any(|n| n.contains(&expected[0])), "{notes:?}");
+        }
+        // Nothing of the escapes exists.
+        let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+        assert!(bindings
+            .get_opt(&format!("{me}-escape"))
+            .await
+            .unwrap()
+            .is_none());
+        assert!(!configmap_exists(&client, other, &format!("from-{me}")).await);
+        assert!(get_root(&client, other, &format!("from-{me}"))
+            .await
+            .is_none());
+        let system: Api<WeaveCloud> = Api::namespaced(client.clone(), "kube-system");
+        assert!(system.get_opt(me).await.unwrap().is_none());
+        // The roots that would have acted as another account fetched and applied nothing.
+        assert!(!configmap_exists(&client, me, "harmless").await);
+        // The WeaveCloud without agents that need more: applied, and says by whom, as whom.
+        wait_root(
+            &client,
+            &d,
+            (me, "agents"),
+            "True",
+            "ReconciliationSucceeded",
+            None,
+        )
+        .await;
+    }
+
+    // Tenant a turns on flux: its agents' ClusterRoles are refused as the tenant, and the
+    // WeaveCloud says so in one line (status and event), as does the root.
+    repos[0]
+        .work
+        .write("escapes/agents/wc.yaml", weavecloud(&a, true));
+    repos[0].work.commit("flux on");
+    repos[0].work.push();
+    request_pass(&client, &a, "agents").await;
+    let user_a = format!("system:serviceaccount:{a}:{a}");
+    let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), &a);
+    let message = wait_for(
+        "WeaveCloud wc Ready=False (AgentsFailed)",
+        WITHIN,
+        &d,
+        async || {
+            let wc = wcs.get_opt("wc").await.ok()??;
+            let c = wc
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready")?;
+            (c.reason == "AgentsFailed").then_some(c.message)
+        },
+    )
+    .await;
+    for part in [
+        format!("root {a}/agents applies its agents as {user_a}"),
+        // Its ClusterRole or ClusterRoleBinding, whichever the API server refused first.
+        "clusterrole".to_string(),
+        "at the cluster scope".to_string(),
+    ] {
+        assert!(message.contains(&part), "{part} not in: {message}");
+    }
+    assert!(!message.contains('\n'), "one line: {message}");
+    wait_for(
+        "an event AgentsFailed on WeaveCloud wc",
+        WITHIN,
+        &d,
+        async || {
+            let notes = event_notes(&client, &a, "wc", "AgentsFailed").await;
+            notes.iter().any(|n| n.contains(&user_a)).then_some(())
+        },
+    )
+    .await;
+    wait_root(
+        &client,
+        &d,
+        (a.as_str(), "agents"),
+        "False",
+        "ReconciliationFailed",
+        None,
+    )
+    .await;
+    // The WeaveCloud controller (acting as Weft) left it alone: no finalizer of Weft's.
+    let wc = wcs.get("wc").await.unwrap();
+    assert!(wc.metadata.finalizers.unwrap_or_default().is_empty());
+
+    // Not slowed: while the escapes keep failing, the platform and tenant b pass at new
+    // revisions.
+    platform
+        .work
+        .write("tenants/shared.yaml", configmap(&w, "shared", "2"));
+    let third = platform.work.commit("a shared setting");
+    platform.work.push();
+    repos[1]
+        .work
+        .write("apps/app.yaml", configmap(&b, "app", "2"));
+    let b_second = repos[1].work.commit("app 2");
+    repos[1].work.push();
+    request_pass(&client, &w, "platform").await;
+    request_pass(&client, &b, &b).await;
+    request_pass(&client, &a, "crb").await;
+    wait_root(
+        &client,
+        &d,
+        platform_root,
+        "True",
+        "ReconciliationSucceeded",
+        Some(third.as_str()),
+    )
+    .await;
+    wait_root(
+        &client,
+        &d,
+        (b.as_str(), b.as_str()),
+        "True",
+        "ReconciliationSucceeded",
+        Some(b_second.as_str()),
+    )
+    .await;
+    wait_root(
+        &client,
+        &d,
+        (a.as_str(), a.as_str()),
+        "True",
+        "ReconciliationSucceeded",
+        None,
+    )
+    .await;
+    let crb = wait_root(
+        &client,
+        &d,
+        (a.as_str(), "crb"),
+        "False",
+        "ReconciliationFailed",
+        None,
+    )
+    .await;
+    assert!(crb.status.unwrap().last_applied_revision.is_none());
+
+    drop(d);
+    for t in [&a, &b] {
+        let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .delete(t, &DeleteParams::default())
+            .await;
+    }
+    weft_ns.delete().await;
+}
