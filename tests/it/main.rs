@@ -68,6 +68,7 @@ mod sync_git_secret;
 mod takeover;
 mod takeover_durable;
 mod takeover_last_mile;
+mod tenants;
 mod ui_browser;
 mod uninstall_cli;
 mod update_channel;

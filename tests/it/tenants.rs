@@ -13,7 +13,7 @@
 //! WeaveCloud says why its agents do not run. The tenants' own roots and the platform's stay
 //! Ready and keep passing at new revisions while the escapes keep failing.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
