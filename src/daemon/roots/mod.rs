@@ -11,9 +11,11 @@
 //! - [`identity`]: whom a root's pass acts as (Weft, or its ServiceAccount by impersonation).
 //!
 //! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is left to the
-//! daemon's root loop (`daemon::root`) until it migrates to a Root object.
+//! daemon's root loop (`daemon::root`), unless `weft run --root-object` made it a Root object
+//! ([`flag`]): then this controller reconciles it like any other root.
 
 pub mod depends;
+pub mod flag;
 pub mod identity;
 pub mod pushes;
 pub mod reconcile;
@@ -125,6 +127,8 @@ pub struct Context {
     shutdown: Shutdown,
     /// The root the `weft run` flags drive (`--root-name` in Weft's namespace).
     flag_root: ResourceKey,
+    /// Whether the flag root is a Root object this controller reconciles (`--root-object`).
+    flag_root_object: bool,
     store: Option<Store<Root>>,
     impersonation: Impersonation,
     memory: Mutex<HashMap<ResourceKey, Memory>>,
@@ -147,6 +151,7 @@ impl Context {
                 namespace: settings.weft_namespace.clone(),
                 name: settings.root_name.clone(),
             },
+            flag_root_object: false,
             state,
             settings,
             config,
@@ -155,6 +160,12 @@ impl Context {
             impersonation,
             memory: Mutex::default(),
         }
+    }
+
+    /// Reconcile the flag root's Root object too (`weft run --root-object`).
+    pub fn with_flag_root_object(mut self, on: bool) -> Context {
+        self.flag_root_object = on;
+        self
     }
 
     fn with_memory<T>(&self, key: &ResourceKey, f: impl FnOnce(&mut Memory) -> T) -> T {

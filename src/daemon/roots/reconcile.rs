@@ -60,7 +60,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         let (ctx, root) = (ctx.clone(), root.clone());
         async move { status::record(&ctx.state, &root, &verdict).await }
     };
-    if key == ctx.flag_root {
+    if key == ctx.flag_root && !ctx.flag_root_object {
         let message = "the `weft run --repo` flags drive this root (the daemon's root loop), not this object; its migration to a Root object is a later step".to_string();
         record(Verdict::FlagRoot { message }).await?;
         return Ok(Action::await_change());
@@ -423,11 +423,37 @@ fn settings_of(
     client: &Client,
     ctx: &Context,
 ) -> PassSettings {
+    // The flag root keeps the daemon's default namespace: a Root made from the flags must put
+    // a manifest without a namespace where the flag loop put it (else the migration moves it).
+    let flag_root = ctx.flag_root_object && *key == ctx.flag_root;
+    root_settings(
+        &ctx.settings,
+        root,
+        key,
+        *identity == Identity::Weft,
+        client,
+        flag_root,
+    )
+}
+
+/// The pass settings of `root` over `base` (the daemon's, or `weft sync root`'s): `own` when
+/// it acts as Weft (else no launcher takeover and no operator key file); `keep_default_namespace`
+/// for the flag root, whose manifests without a namespace stay in `base`'s default one.
+pub fn root_settings(
+    base: &PassSettings,
+    root: &Root,
+    key: &ResourceKey,
+    own: bool,
+    client: &Client,
+    keep_default_namespace: bool,
+) -> PassSettings {
     let spec = &root.spec;
-    let mut s = PassSettings::clone(&ctx.settings);
+    let mut s = PassSettings::clone(base);
     s.root_name.clone_from(&key.name);
     s.weft_namespace.clone_from(&key.namespace);
-    s.default_namespace.clone_from(&key.namespace);
+    if !keep_default_namespace {
+        s.default_namespace.clone_from(&key.namespace);
+    }
     s.timeout = spec.timeout();
     s.max_prune_fraction = spec.max_prune_fraction();
     if !spec.prune() {
@@ -437,7 +463,6 @@ fn settings_of(
     }
     s.repo_location.clone_from(&spec.source.url);
     s.target_manifest.clone_from(&spec.target_manifest);
-    let own = *identity == Identity::Weft;
     if !own {
         // A tenant's root never acts in kube-system for the launcher takeover, and never uses
         // the operator's key file.
@@ -445,7 +470,7 @@ fn settings_of(
     }
     s.decryption = crate::source::sops::Decryption {
         key_file: if own {
-            Arc::clone(&ctx.settings.decryption.key_file)
+            Arc::clone(&base.decryption.key_file)
         } else {
             Arc::default()
         },
@@ -516,7 +541,7 @@ async fn semver_tag(
 }
 
 /// The credentials of the root's Secret (none: anonymous).
-fn credentials_of(
+pub fn credentials_of(
     secret: &Option<(String, Secret)>,
     key: &ResourceKey,
 ) -> Result<Credentials, Failure> {
