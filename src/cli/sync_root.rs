@@ -135,7 +135,7 @@ pub fn sync_root(args: SyncRootArgs) -> anyhow::Result<ExitCode> {
             ..PassSettings::default()
         };
         let own = identity == Identity::Weft;
-        let settings = root_settings(&base, &root, &key, own, &pass_client, false);
+        let settings = root_settings(&base, &root, &key, own, &pass_client);
         let input = PassInput {
             dry_run: args.dry_run,
             ..PassInput::default()

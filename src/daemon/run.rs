@@ -34,7 +34,7 @@ pub enum DaemonError {
     #[error("leadership lost: the Lease holder task failed: {0}")]
     LeaseTask(#[source] tokio::task::JoinError),
     #[error("refusing to start: {0}")]
-    FlagRoot(#[source] super::roots::flag::FlagRootError),
+    FlagRoot(#[source] Box<super::roots::flag::FlagRootError>),
 }
 
 /// How the daemon works (the flags of `weft run` that are not the HTTP server's).
@@ -129,7 +129,7 @@ impl Daemon {
         if let Some(flags) = config.root_object.as_ref().filter(|_| config.shards == 1) {
             super::roots::flag::check(state.client(), flags, config.switch_repository)
                 .await
-                .map_err(DaemonError::FlagRoot)?;
+                .map_err(|e| DaemonError::FlagRoot(Box::new(e)))?;
         }
         loop {
             let held = if config.shards > 1 {

@@ -35,6 +35,8 @@ use crate::render::ownership::REQUESTED_AT_ANNOTATION;
 pub struct FlagRoot {
     pub key: ResourceKey,
     pub spec: RootSpec,
+    /// Where the flag loop puts manifests without a namespace.
+    pub default_namespace: String,
 }
 
 /// Why the flag root cannot become (or stay) its Root object.
@@ -119,6 +121,7 @@ impl FlagRoot {
                 target_manifest: settings.target_manifest.clone(),
                 ..RootSpec::default()
             },
+            default_namespace: settings.default_namespace.clone(),
         }
     }
 
@@ -156,9 +159,9 @@ pub fn ref_spec(flag: &str) -> Option<GitRefSpec> {
 /// A duration as the Root's schema writes it (`90s`, `5m`, `1h`).
 fn duration_text(d: Duration) -> String {
     let secs = d.as_secs().max(1);
-    if secs % 3600 == 0 {
+    if secs.is_multiple_of(3600) {
         format!("{}h", secs / 3600)
-    } else if secs % 60 == 0 {
+    } else if secs.is_multiple_of(60) {
         format!("{}m", secs / 60)
     } else {
         format!("{secs}s")
@@ -257,7 +260,11 @@ pub async fn adopt(
     let migrated = Migrated::from_record(record_cm.as_ref());
     let mut spec = flags.spec.clone();
     spec.suspend = migrated.suspended;
-    let mut annotations = BTreeMap::new();
+    // Manifests without a namespace stay where the flag loop put them.
+    let mut annotations = BTreeMap::from([(
+        crate::api::root::DEFAULT_NAMESPACE_ANNOTATION.to_string(),
+        flags.default_namespace.clone(),
+    )]);
     if let Some(at) = &migrated.requested_at {
         annotations.insert(REQUESTED_AT_ANNOTATION.to_string(), at.clone());
     }

@@ -423,37 +423,29 @@ fn settings_of(
     client: &Client,
     ctx: &Context,
 ) -> PassSettings {
-    // The flag root keeps the daemon's default namespace: a Root made from the flags must put
-    // a manifest without a namespace where the flag loop put it (else the migration moves it).
-    let flag_root = ctx.flag_root_object && *key == ctx.flag_root;
     root_settings(
         &ctx.settings,
         root,
         key,
         *identity == Identity::Weft,
         client,
-        flag_root,
     )
 }
 
 /// The pass settings of `root` over `base` (the daemon's, or `weft sync root`'s): `own` when
-/// it acts as Weft (else no launcher takeover and no operator key file); `keep_default_namespace`
-/// for the flag root, whose manifests without a namespace stay in `base`'s default one.
+/// it acts as Weft (else no launcher takeover and no operator key file).
 pub fn root_settings(
     base: &PassSettings,
     root: &Root,
     key: &ResourceKey,
     own: bool,
     client: &Client,
-    keep_default_namespace: bool,
 ) -> PassSettings {
     let spec = &root.spec;
     let mut s = PassSettings::clone(base);
     s.root_name.clone_from(&key.name);
+    s.default_namespace = default_namespace(root, key, &base.weft_namespace);
     s.weft_namespace.clone_from(&key.namespace);
-    if !keep_default_namespace {
-        s.default_namespace.clone_from(&key.namespace);
-    }
     s.timeout = spec.timeout();
     s.max_prune_fraction = spec.max_prune_fraction();
     if !spec.prune() {
@@ -487,6 +479,18 @@ pub fn root_settings(
             }),
     };
     s
+}
+
+/// Where the root's manifests without a namespace go: its own namespace, or for a Root in
+/// Weft's namespace acting as Weft the namespace its `weft.io/default-namespace` annotation
+/// names (the flag root's Root: the flag loop's `default`, so that its migration moves none).
+pub fn default_namespace(root: &Root, key: &ResourceKey, weft_namespace: &str) -> String {
+    let named = root
+        .annotations()
+        .get(crate::api::root::DEFAULT_NAMESPACE_ANNOTATION)
+        .filter(|n| !n.is_empty())
+        .filter(|_| key.namespace == weft_namespace && root.spec.service_account_name.is_none());
+    named.cloned().unwrap_or_else(|| key.namespace.clone())
 }
 
 /// The root's source, opened again when its URL, ref, path or credentials changed; and the last
