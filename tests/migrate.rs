@@ -284,3 +284,65 @@ async fn a_suspended_record_makes_a_suspended_root_and_weft_sync_root_runs_its_s
         .delete(&loose, &DeleteParams::default())
         .await;
 }
+
+/// A template-free chart (no helm): one ConfigMap whose `version` comes from the values.
+const CHART: &str =
+    "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n";
+const VALUES: &str = "version: \"1\"\n";
+const TEMPLATE: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${release.name}\ndata:\n  version: \"${version}\"\n";
+
+#[tokio::test]
+async fn a_roots_armada_values_are_merged_over_the_charts_they_name() {
+    let ns = TestNamespace::new("migrate-values").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let name = ns.name().to_string();
+    let repo = Repo::new();
+    repo.write("charts/app/Chart.yaml", CHART);
+    repo.write("charts/app/values.yaml", VALUES);
+    repo.write("charts/app/templates/cm.yaml", TEMPLATE);
+    repo.write(
+        "armada.yaml",
+        &format!(
+            "---\nschema: armada/Chart/v1\nmetadata: {{schema: metadata/Document/v1, name: api}}\ndata:\n  chart_name: app\n  release: api\n  namespace: {name}\n  source: {{type: local, location: charts/app}}\n  values: {{}}\n  wait: {{timeout: 30, resources: []}}\n---\nschema: armada/ChartGroup/v1\nmetadata: {{schema: metadata/Document/v1, name: apps}}\ndata:\n  chart_group: [api]\n---\nschema: armada/Manifest/v1\nmetadata: {{schema: metadata/Document/v1, name: site}}\ndata:\n  release_prefix: site\n  chart_groups: [apps]\n"
+        ),
+    );
+    repo.write(
+        "site/override.yaml",
+        "---\nschema: armada/Chart/v1\nmetadata: {schema: metadata/Document/v1, name: api}\ndata:\n  values: {version: \"2\"}\n",
+    );
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    let root: Root = serde_json::from_value(json!({
+        "apiVersion": "weft.io/v1alpha1", "kind": "Root",
+        "metadata": {"name": name, "namespace": name},
+        "spec": {
+            "source": {"url": repo.path().to_str().unwrap()},
+            "armadaValues": ["site/override.yaml"],
+        },
+    }))
+    .unwrap();
+    roots
+        .patch(
+            &name,
+            &PatchParams::apply("weft-test").validation_strict(),
+            &Patch::Apply(&root),
+        )
+        .await
+        .expect("the API server takes spec.armadaValues");
+
+    let (code, out, err) = sync_root(&name);
+    assert_eq!(code, 0, "weft sync root:\n{out}\n{err}");
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), &name)
+        .get("site-api")
+        .await
+        .unwrap_or_else(|e| panic!("the chart's ConfigMap: {e}\n{out}\n{err}"));
+    assert_eq!(
+        cm.data
+            .unwrap_or_default()
+            .get("version")
+            .map(String::as_str),
+        Some("2"),
+        "the override file named by spec.armadaValues was merged"
+    );
+}

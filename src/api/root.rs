@@ -94,6 +94,12 @@ pub struct RootSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DNS_SUBDOMAIN_PATTERN), length(max = 253))]
     pub target_manifest: Option<String>,
+    /// Armada override files of the repository (paths under `path`), merged in order on top of
+    /// the charts, groups and manifests they name, as `armada apply --values` and `weft run
+    /// --armada-values FILE`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 1024)))]
+    pub armada_values: Vec<String>,
     /// Roots that must be Ready at their current revision before this one is reconciled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]

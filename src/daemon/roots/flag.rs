@@ -119,6 +119,7 @@ impl FlagRoot {
                 timeout: Some(duration_text(settings.timeout)),
                 max_prune_fraction: Some(settings.max_prune_fraction),
                 target_manifest: settings.target_manifest.clone(),
+                armada_values: settings.armada_values.clone(),
                 ..RootSpec::default()
             },
             default_namespace: settings.default_namespace.clone(),

@@ -455,6 +455,9 @@ pub fn root_settings(
     }
     s.repo_location.clone_from(&spec.source.url);
     s.target_manifest.clone_from(&spec.target_manifest);
+    // The root's own override files, never the daemon's (`--armada-values` is the flag root's,
+    // carried into its Root's spec).
+    s.armada_values.clone_from(&spec.armada_values);
     if !own {
         // A tenant's root never acts in kube-system for the launcher takeover, and never uses
         // the operator's key file.
