@@ -177,30 +177,23 @@ fn same_source(spec: &RootSpec, flags: &RootSpec) -> bool {
         && spec.path.as_deref().unwrap_or("") == flags.path.as_deref().unwrap_or("")
 }
 
-/// Check, before anything is written, that the flags may drive the Root: `Ok(None)` when the
-/// Root CRD is not served, else whether the Root exists. An existing Root of another source is
-/// refused unless `switch`.
-pub async fn check(
-    client: &Client,
-    flags: &FlagRoot,
-    switch: bool,
-) -> Result<Option<bool>, FlagRootError> {
+/// Check, before anything is written, that the flags may drive the Root: whether it exists. An
+/// existing Root of another source is refused unless `switch`.
+pub async fn check(client: &Client, flags: &FlagRoot, switch: bool) -> Result<bool, FlagRootError> {
     let api: Api<Root> = Api::namespaced(client.clone(), &flags.key.namespace);
-    let existing = match api.get_opt(&flags.key.name).await {
-        Ok(r) => r,
-        // No CRD: the flag root stays the daemon's root loop.
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
-        Err(source) => {
-            return Err(FlagRootError::Api {
-                key: flags.key.clone(),
-                action: "read",
-                source,
-            })
-        }
-    };
+    // Without the CRD the answer is a 404 too, read as no Root: `adopt` then fails to create
+    // it, and the daemon runs the flag root's loop (said in its log).
+    let existing = api
+        .get_opt(&flags.key.name)
+        .await
+        .map_err(|source| FlagRootError::Api {
+            key: flags.key.clone(),
+            action: "read",
+            source,
+        })?;
     match existing {
-        None => Ok(Some(false)),
-        Some(root) if switch || same_source(&root.spec, &flags.spec) => Ok(Some(true)),
+        None => Ok(false),
+        Some(root) if switch || same_source(&root.spec, &flags.spec) => Ok(true),
         Some(root) => Err(FlagRootError::Differs {
             key: flags.key.clone(),
             recorded: FlagRoot::shown(&root.spec),
