@@ -23,6 +23,11 @@ pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 pub const DNS_SUBDOMAIN_PATTERN: &str =
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
+/// The annotation of a Root in Weft's namespace that names the namespace its manifests without
+/// one go to (default: the Root's namespace). The flag root's Root carries the daemon's
+/// (`default`), so that its migration leaves such objects where the flag loop put them.
+pub const DEFAULT_NAMESPACE_ANNOTATION: &str = "weft.io/default-namespace";
+
 /// One root: where its configuration is (a git repository, a ref, a path) and how it is applied.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -89,6 +94,12 @@ pub struct RootSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DNS_SUBDOMAIN_PATTERN), length(max = 253))]
     pub target_manifest: Option<String>,
+    /// Armada override files of the repository (paths under `path`), merged in order on top of
+    /// the charts, groups and manifests they name, as `armada apply --values` and `weft run
+    /// --armada-values FILE`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 1024)))]
+    pub armada_values: Vec<String>,
     /// Roots that must be Ready at their current revision before this one is reconciled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]

@@ -109,6 +109,11 @@ pub struct RunArgs {
     /// the new repository.
     #[arg(long)]
     pub switch_repository: bool,
+    /// Make this root a Root object (`--root-name` in Weft's namespace): created from these
+    /// flags (and its root record) when missing, then reconciled by the Root controller; an
+    /// existing Root's spec wins over the flags (docs/migrating.md).
+    #[arg(long, env = "WEFT_ROOT_OBJECT")]
+    pub root_object: bool,
     /// Serve the dashboard's pages read-only on the status listener (`--listen`), read with
     /// Weft's ServiceAccount: whoever reaches that port sees them (docs/ui.md). Off by default.
     #[arg(long, env = "WEFT_UI")]
@@ -138,6 +143,15 @@ impl RunArgs {
             )
         };
         let allowed_channels = trust.allowed_channels.clone();
+        let root_object = self.root_object.then(|| {
+            crate::daemon::roots::flag::FlagRoot::from_flags(
+                &pass,
+                self.repo.git_ref.as_deref(),
+                self.repo.path.as_deref(),
+                self.interval,
+                self.git.git_secret.as_deref(),
+            )
+        });
         Ok(RunConfig {
             trust,
             credentials,
@@ -175,6 +189,7 @@ impl RunArgs {
                 channel_cache_dir: self.cache_dir.as_ref().map(|d| d.join("channels")),
                 shards: self.shards,
                 switch_repository: self.switch_repository,
+                root_object,
                 roots: crate::daemon::roots::RootsConfig {
                     concurrency: self.root_concurrency,
                     cluster: None,

@@ -24,6 +24,7 @@ mod report;
 pub mod run;
 mod suspend;
 mod sync;
+mod sync_root;
 mod tree;
 mod trigger;
 mod ui;

@@ -42,7 +42,11 @@ impl Output {
 
 /// The flags of `weft sync`.
 #[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SyncArgs {
+    /// `weft sync root NAME [-n NS]`: one pass of a Root object's spec instead of the flags'.
+    #[command(subcommand)]
+    pub target: Option<SyncTarget>,
     #[command(flatten)]
     pub repo: RepoArgs,
     #[command(flatten)]
@@ -104,8 +108,18 @@ impl DiffArgs {
     }
 }
 
+/// What `weft sync` syncs when not its flags' repository.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum SyncTarget {
+    /// One pass of the Root object NAME (its source, path, ref, identity), as the daemon runs it.
+    Root(super::sync_root::SyncRootArgs),
+}
+
 /// `weft sync`: exit 0 when everything applied and became ready, 1 when the pass failed.
 pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
+    if let Some(SyncTarget::Root(root)) = args.target {
+        return super::sync_root::sync_root(root);
+    }
     let credentials = args
         .repo
         .credentials(args.git.secret_credentials(&args.cluster)?)?;
@@ -280,7 +294,12 @@ async fn one_writer(
 
 /// The last line of `weft sync`: `synced revision …` only when the pass succeeded, `sync failed
 /// at revision …` otherwise (and `plan for` / `plan failed for` with `--dry-run`).
-fn summary_line(result: &pass::PassResult, dry_run: bool, writes: u64, reads: u64) -> String {
+pub(super) fn summary_line(
+    result: &pass::PassResult,
+    dry_run: bool,
+    writes: u64,
+    reads: u64,
+) -> String {
     let verb = match (dry_run, result.succeeded()) {
         (true, true) => "plan for",
         (true, false) => "plan failed for",

@@ -33,6 +33,8 @@ pub enum DaemonError {
     Claimed(#[source] Box<LeaderError>),
     #[error("leadership lost: the Lease holder task failed: {0}")]
     LeaseTask(#[source] tokio::task::JoinError),
+    #[error("refusing to start: {0}")]
+    FlagRoot(#[source] Box<super::roots::flag::FlagRootError>),
 }
 
 /// How the daemon works (the flags of `weft run` that are not the HTTP server's).
@@ -66,6 +68,9 @@ pub struct DaemonConfig {
     /// `--switch-repository`: this daemon may switch the root to its repository (see
     /// [`LeaseConfig::switching`]).
     pub switch_repository: bool,
+    /// `--root-object`: the flag root as a Root object, reconciled by the Root controller
+    /// instead of the root loop (see `roots::flag`); `None`: the root loop.
+    pub root_object: Option<super::roots::flag::FlagRoot>,
 }
 
 /// The daemon: the sync root, the controllers and the updater over one [`DaemonState`].
@@ -120,6 +125,12 @@ impl Daemon {
         .claiming(config.claim.clone())
         .switching(&config.pass.root_name, config.switch_repository)
         .publishing(config.hooks_url.clone());
+        // `--root-object`: a Root of another source is refused before anything is written.
+        if let Some(flags) = config.root_object.as_ref().filter(|_| config.shards == 1) {
+            super::roots::flag::check(state.client(), flags, config.switch_repository)
+                .await
+                .map_err(|e| DaemonError::FlagRoot(Box::new(e)))?;
+        }
         loop {
             let held = if config.shards > 1 {
                 shards::acquire(&state, &lease, config.shards, &mut stop)
@@ -195,6 +206,9 @@ async fn lead(
         weft_namespace: config.pass.weft_namespace.clone(),
     }));
 
+    // `--root-object`: the flag root is its Root object, reconciled by the Root controller.
+    let object = flag_root_object(config, state, shard).await;
+
     // Keep renewing until told to release (after the work has stopped), or until lost.
     let (release_tx, mut release_rx) = watch::channel(false);
     let mut elector = elector;
@@ -203,31 +217,50 @@ async fn lead(
         (elector, held)
     });
     let shutdown = Shutdown::new(stop, config.shutdown_grace);
-    let root = RootReconciler::new(
-        state.clone(),
-        source.clone(),
-        Arc::clone(&config.pass),
-        shutdown.clone(),
-    )
-    .sharded(RootShard::new(shard, base_root.clone(), leader_lease));
-    let root_task = tokio::spawn(root.run());
-    let _ = state.queue().trigger(TriggerReason::Startup);
-    let poll_task = tokio::spawn(poll(state.clone(), config.interval));
-    let followed = (state.clone(), base_root.clone());
-    let suspend_task = tokio::spawn(super::suspend::follow(
-        state.client().clone(),
-        config.pass.weft_namespace.clone(),
-        base_root.clone(),
-        move |now| followed.0.suspension_seen(&followed.1, now),
-    ));
-    let request_task = tokio::spawn(super::request::follow(
-        state.clone(),
-        config.pass.weft_namespace.clone(),
-        base_root.clone(),
-        shard.index,
-    ));
-    let controllers = config.controllers.then(|| {
-        let mut tasks = start_controllers(state, config, &shutdown);
+    let (root_task, followers) = match &object {
+        // The Root controller passes the root; the queue only forwards requests to it.
+        Some(key) => (
+            tokio::spawn(super::roots::flag::forward_requests(
+                state.clone(),
+                key.clone(),
+            )),
+            Vec::new(),
+        ),
+        None => {
+            let root = RootReconciler::new(
+                state.clone(),
+                source.clone(),
+                Arc::clone(&config.pass),
+                shutdown.clone(),
+            )
+            .sharded(RootShard::new(shard, base_root.clone(), leader_lease));
+            let root_task = tokio::spawn(root.run());
+            let _ = state.queue().trigger(TriggerReason::Startup);
+            let followed = (state.clone(), base_root.clone());
+            let followers = vec![
+                tokio::spawn(poll(state.clone(), config.interval)),
+                tokio::spawn(super::suspend::follow(
+                    state.client().clone(),
+                    config.pass.weft_namespace.clone(),
+                    base_root.clone(),
+                    move |now| followed.0.suspension_seen(&followed.1, now),
+                )),
+                tokio::spawn(super::request::follow(
+                    state.clone(),
+                    config.pass.weft_namespace.clone(),
+                    base_root.clone(),
+                    shard.index,
+                )),
+            ];
+            (root_task, followers)
+        }
+    };
+    let controllers = (config.controllers || object.is_some()).then(|| {
+        let mut tasks = if config.controllers {
+            start_controllers(state, config, &shutdown)
+        } else {
+            Vec::new()
+        };
         // The Root controller: on one replica only (shard 0's leader) until roots have Leases.
         if shard.index == 0 {
             let roots = super::roots::Context::new(
@@ -235,7 +268,8 @@ async fn lead(
                 Arc::clone(&config.pass),
                 config.roots.clone(),
                 shutdown.clone(),
-            );
+            )
+            .with_flag_root_object(object.is_some());
             tasks.push(tokio::spawn(super::roots::run(roots)));
         }
         tasks
@@ -251,9 +285,9 @@ async fn lead(
         }),
     };
     state.queue().close();
-    poll_task.abort();
-    suspend_task.abort();
-    request_task.abort();
+    for task in &followers {
+        task.abort();
+    }
     if let Some(why) = lost {
         // The elector shut the fence: whatever still runs (a pass on a blocking thread, a
         // controller) can no longer write.
@@ -286,6 +320,33 @@ async fn lead(
     state.set_leader(false);
     state.set_shard(None);
     Term::Stopped
+}
+
+/// `--root-object`: make the flag root its Root object (created from the flags and the root
+/// record when missing); its key when it is one. `None`: the root loop runs it, as before — no
+/// `--root-object`, a sharded root, or the Root could not be made (said in the log).
+async fn flag_root_object(
+    config: &DaemonConfig,
+    state: &DaemonState,
+    shard: Shard,
+) -> Option<crate::api::ResourceKey> {
+    let flags = config.root_object.as_ref()?;
+    if shard.count > 1 {
+        tracing::warn!(
+            "--root-object is ignored with --shards: a sharded root stays the daemon's root loop"
+        );
+        return None;
+    }
+    match super::roots::flag::adopt(state.client(), flags, config.switch_repository).await {
+        Ok(done) => {
+            tracing::info!(root = %flags.key, adopted = done.as_str(), "the flag root is reconciled as its Root object");
+            Some(flags.key.clone())
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the flag root stays the daemon's root loop this term");
+            None
+        }
+    }
 }
 
 /// Start the WeaveCloud controller, the agent update scheduler and the ArmadaChart controller;

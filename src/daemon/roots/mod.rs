@@ -14,10 +14,12 @@
 //!   applied by the pass, as the root's identity).
 //!
 //! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is left to the
-//! daemon's root loop (`daemon::root`) until it migrates to a Root object.
+//! daemon's root loop (`daemon::root`), unless `weft run --root-object` made it a Root object
+//! ([`flag`]): then this controller reconciles it like any other root.
 
 pub mod brought;
 pub mod depends;
+pub mod flag;
 pub mod identity;
 pub mod pushes;
 pub mod reconcile;
@@ -129,6 +131,8 @@ pub struct Context {
     shutdown: Shutdown,
     /// The root the `weft run` flags drive (`--root-name` in Weft's namespace).
     flag_root: ResourceKey,
+    /// Whether the flag root is a Root object this controller reconciles (`--root-object`).
+    flag_root_object: bool,
     store: Option<Store<Root>>,
     impersonation: Impersonation,
     memory: Mutex<HashMap<ResourceKey, Memory>>,
@@ -151,6 +155,7 @@ impl Context {
                 namespace: settings.weft_namespace.clone(),
                 name: settings.root_name.clone(),
             },
+            flag_root_object: false,
             state,
             settings,
             config,
@@ -159,6 +164,12 @@ impl Context {
             impersonation,
             memory: Mutex::default(),
         }
+    }
+
+    /// Reconcile the flag root's Root object too (`weft run --root-object`).
+    pub fn with_flag_root_object(mut self, on: bool) -> Context {
+        self.flag_root_object = on;
+        self
     }
 
     fn with_memory<T>(&self, key: &ResourceKey, f: impl FnOnce(&mut Memory) -> T) -> T {

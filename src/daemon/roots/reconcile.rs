@@ -61,7 +61,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         let (ctx, root) = (ctx.clone(), root.clone());
         async move { status::record(&ctx.state, &root, &verdict).await }
     };
-    if key == ctx.flag_root {
+    if key == ctx.flag_root && !ctx.flag_root_object {
         let message = "the `weft run --repo` flags drive this root (the daemon's root loop), not this object; its migration to a Root object is a later step".to_string();
         record(Verdict::FlagRoot { message }).await?;
         return Ok(Action::await_change());
@@ -489,11 +489,29 @@ fn settings_of(
     client: &Client,
     ctx: &Context,
 ) -> PassSettings {
+    root_settings(
+        &ctx.settings,
+        root,
+        key,
+        *identity == Identity::Weft,
+        client,
+    )
+}
+
+/// The pass settings of `root` over `base` (the daemon's, or `weft sync root`'s): `own` when
+/// it acts as Weft (else no launcher takeover and no operator key file).
+pub fn root_settings(
+    base: &PassSettings,
+    root: &Root,
+    key: &ResourceKey,
+    own: bool,
+    client: &Client,
+) -> PassSettings {
     let spec = &root.spec;
-    let mut s = PassSettings::clone(&ctx.settings);
+    let mut s = PassSettings::clone(base);
     s.root_name.clone_from(&key.name);
+    s.default_namespace = default_namespace(root, key, &base.weft_namespace);
     s.weft_namespace.clone_from(&key.namespace);
-    s.default_namespace.clone_from(&key.namespace);
     s.timeout = spec.timeout();
     s.max_prune_fraction = spec.max_prune_fraction();
     if !spec.prune() {
@@ -503,7 +521,9 @@ fn settings_of(
     }
     s.repo_location.clone_from(&spec.source.url);
     s.target_manifest.clone_from(&spec.target_manifest);
-    let own = *identity == Identity::Weft;
+    // The root's own override files, never the daemon's (`--armada-values` is the flag root's,
+    // carried into its Root's spec).
+    s.armada_values.clone_from(&spec.armada_values);
     if !own {
         // A tenant's root never acts in kube-system for the launcher takeover, and never uses
         // the operator's key file.
@@ -511,7 +531,7 @@ fn settings_of(
     }
     s.decryption = crate::source::sops::Decryption {
         key_file: if own {
-            Arc::clone(&ctx.settings.decryption.key_file)
+            Arc::clone(&base.decryption.key_file)
         } else {
             Arc::default()
         },
@@ -528,6 +548,18 @@ fn settings_of(
             }),
     };
     s
+}
+
+/// Where the root's manifests without a namespace go: its own namespace, or for a Root in
+/// Weft's namespace acting as Weft the namespace its `weft.io/default-namespace` annotation
+/// names (the flag root's Root: the flag loop's `default`, so that its migration moves none).
+pub fn default_namespace(root: &Root, key: &ResourceKey, weft_namespace: &str) -> String {
+    let named = root
+        .annotations()
+        .get(crate::api::root::DEFAULT_NAMESPACE_ANNOTATION)
+        .filter(|n| !n.is_empty())
+        .filter(|_| key.namespace == weft_namespace && root.spec.service_account_name.is_none());
+    named.cloned().unwrap_or_else(|| key.namespace.clone())
 }
 
 /// The root's source, opened again when its URL, ref, path or credentials changed; and the last
@@ -582,7 +614,7 @@ async fn semver_tag(
 }
 
 /// The credentials of the root's Secret (none: anonymous).
-fn credentials_of(
+pub fn credentials_of(
     secret: &Option<(String, Secret)>,
     key: &ResourceKey,
 ) -> Result<Credentials, Failure> {
