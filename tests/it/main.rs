@@ -46,6 +46,7 @@ mod helm_sync;
 mod install;
 mod inventory_scale;
 mod layers;
+mod migrate;
 mod monitoring;
 mod namespaced;
 mod notify;

@@ -10,7 +10,7 @@
 //! - a suspended record makes a suspended Root; `weft sync root NAME -n NS` refuses it, and
 //!   runs its spec once when resumed.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
