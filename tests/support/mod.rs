@@ -1,3 +1,4 @@
+pub mod chart_servers;
 pub mod cluster;
 pub mod daemon;
 pub mod faults;
