@@ -22,7 +22,7 @@ use weft::source::Snapshot;
 /// An ArmadaChart whose `source` is the flow-style YAML `source`.
 fn chart(ns: &str, name: &str, source: &str) -> String {
     format!(
-        "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  chart_name: {name}\n  release: {name}\n  namespace: {ns}\n  source: {source}\n  wait: {{timeout: 30}}\n"
+        "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  chart_name: {name}\n  release: {name}\n  namespace: {ns}\n  source: {source}\n  wait: {{timeout: 30, resources: []}}\n"
     )
 }
 
@@ -105,7 +105,7 @@ async fn a_helm_repository_range_upgrades_and_keeps_a_version_that_left_the_inde
         "{{type: helm, location: '{}', chart: app, version: '^1.0'}}",
         repo.url()
     );
-    let mut files = local_files("hi");
+    let mut files = BTreeMap::new();
     files.insert(
         "armada.yaml".into(),
         format!(
