@@ -67,6 +67,24 @@ async fn run(
     pass::run_pass(client, snapshot, settings, &PassInput::default(), &|_| {}).await
 }
 
+/// Write the ArmadaCharts' status of a pass, as `weft sync` and the daemon do.
+async fn record(client: &Client, r: &PassResult) {
+    let set = r.set.clone().expect("a rendered set");
+    let events = weft::daemon::events::EventPublisher::new(
+        client.clone(),
+        weft::notify::Notifier::disabled(),
+    );
+    weft::daemon::armada::status::record_pass(
+        client,
+        &events,
+        &set,
+        &r.changes,
+        None,
+        &Default::default(),
+    )
+    .await;
+}
+
 fn error_text(r: &PassResult) -> String {
     r.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
 }
@@ -131,8 +149,26 @@ async fn a_helm_repository_range_upgrades_and_keeps_a_version_that_left_the_inde
     assert_eq!(repo.count("/index.yaml"), 1);
     assert_eq!(repo.count("/app-1.0.0.tgz"), 1);
 
-    // A newer version in range is deployed by the next pass; 2.0.0 stays out of range.
+    // `weft diff` shows the version the next pass moves to (once the status records 1.0.0).
+    record(&client, &r).await;
     repo.publish("app", "1.1.0");
+    let snapshot = Snapshot {
+        revision: None,
+        files: files.clone(),
+    };
+    let diffs = weft::pass::diff_pass(&client, snapshot, &opts, &PassInput::default())
+        .await
+        .unwrap();
+    let moved = diffs
+        .iter()
+        .find(|d| d.object.kind == "ArmadaChart" && d.object.name == "app")
+        .unwrap_or_else(|| panic!("no source move in {diffs:#?}"));
+    assert!(
+        moved.text.contains("\n-1.0.0@sha256:") && moved.text.contains("\n+1.1.0@sha256:"),
+        "{}",
+        moved.text
+    );
+    // A newer version in range is deployed by the next pass; 2.0.0 stays out of range.
     let r = run(&client, &files, &opts).await;
     assert!(r.succeeded(), "{}", error_text(&r));
     assert_eq!(
@@ -145,20 +181,7 @@ async fn a_helm_repository_range_upgrades_and_keeps_a_version_that_left_the_inde
     assert_eq!(repo.count("/app-1.1.0.tgz"), 1);
     // The ArmadaChart's status records the version and digest it was deployed from (what
     // `weft get charts` shows in its REVISION column).
-    let set = r.set.clone().expect("a rendered set");
-    let events = weft::daemon::events::EventPublisher::new(
-        client.clone(),
-        weft::notify::Notifier::disabled(),
-    );
-    weft::daemon::armada::status::record_pass(
-        &client,
-        &events,
-        &set,
-        &r.changes,
-        None,
-        &Default::default(),
-    )
-    .await;
+    record(&client, &r).await;
     let charts: kube::Api<weft::api::armada::ArmadaChart> = ns.api();
     let index = std::fs::read_to_string(repo.dir.path().join("index.yaml")).unwrap();
     let entry = &index[index

@@ -140,6 +140,10 @@ pub struct DesiredSet {
 }
 
 impl DesiredSet {
+    /// The source revision of every fetched chart, by chart.
+    pub fn chart_revisions(&self) -> &BTreeMap<crate::api::ResourceKey, String> {
+        &self.chart_revisions
+    }
     /// The source revision `chart` was rendered from, when it was fetched.
     pub fn chart_revision(&self, chart: &crate::api::ResourceKey) -> Option<&str> {
         self.chart_revisions.get(chart).map(String::as_str)
