@@ -104,6 +104,9 @@ impl RepoArgs {
             None => None,
         };
         Ok(FetchSettings {
+            // Chart repositories and registries: the `.dockerconfigjson` beside the git
+            // credentials (the same Secret or credentials directory).
+            registries: crate::source::chart::registries_of(&credentials)?,
             credentials,
             ca,
             fetch_timeout: Some(self.fetch_timeout),

@@ -40,6 +40,7 @@ pub async fn diff_pass(
     if let Some(e) = set.failure_error() {
         return Err(PassError::Render(e));
     }
+    let revisions = set.chart_revisions().clone();
     // The launcher takeover the pass would do first: its removals are shown as prunes, and the
     // objects it recreates (a launcher selector cannot change) as created, never as an update
     // the API server refuses.
@@ -76,7 +77,43 @@ pub async fn diff_pass(
             out.push(d);
         }
     }
+    out.extend(source_moves(client, &revisions).await);
     Ok(out)
+}
+
+/// The charts whose source this pass would move (a range that found a newer version, a changed
+/// reference): their live `status.revision` against the one just fetched, as a diff of the
+/// ArmadaChart. A chart not deployed yet (no revision) shows in its objects' diffs.
+async fn source_moves(
+    client: &Client,
+    revisions: &std::collections::BTreeMap<crate::api::ResourceKey, String>,
+) -> Vec<ObjectDiff> {
+    let mut out = Vec::new();
+    for (key, next) in revisions {
+        let api: Api<crate::api::armada::ArmadaChart> =
+            Api::namespaced(client.clone(), &key.namespace);
+        let Ok(Some(live)) = api.get_opt(&key.name).await else {
+            continue;
+        };
+        let Some(current) = live.status.and_then(|s| s.revision) else {
+            continue;
+        };
+        if current != *next {
+            out.push(ObjectDiff {
+                object: ObjectRef {
+                    api_version: crate::api::armada::API_VERSION.to_string(),
+                    kind: "ArmadaChart".to_string(),
+                    namespace: key.namespace.clone(),
+                    name: key.name.clone(),
+                },
+                change: diff::DiffChange::Update,
+                text: format!(
+                    "--- ArmadaChart {key} chart source (deployed)\n+++ ArmadaChart {key} chart source (this pass)\n-{current}\n+{next}\n"
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// What a pass would prune (a forced dry-run prune: the guard is the pass's business).

@@ -72,8 +72,27 @@ pub async fn prepare(
         }
         _ => None,
     };
-    let helm =
+    let mut helm =
         super::helm::render_helm_charts(&repo, &charts, &settings.helm, capabilities).await?;
+    // A chart repository or registry that failed fails its chart alone, as helm would.
+    let source_of = |key: &crate::api::ResourceKey| {
+        repo.armada
+            .chart_index(key)
+            .map(|i| repo.armada.charts[i].origin_of("/source"))
+            .unwrap_or_default()
+    };
+    for (key, failure) in &charts.failures {
+        helm.failures.insert(
+            key.clone(),
+            crate::render::RenderError::At {
+                origin: source_of(key),
+                message: failure.message.clone(),
+            },
+        );
+    }
+    for (key, message) in &charts.warnings {
+        diagnostics.warning(source_of(key), message.clone());
+    }
     let mut inputs = RenderInputs {
         charts,
         helm: helm.renders,

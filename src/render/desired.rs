@@ -134,9 +134,21 @@ pub struct DesiredSet {
     pub(super) hooks: Vec<DesiredHook>,
     pub(super) warnings: Vec<(Origin, String)>,
     pub(super) failures: Vec<ChartFailure>,
+    /// The source revision of each fetched chart (`1.2.0@sha256:…`, a git commit), for its
+    /// `status.revision`.
+    pub(super) chart_revisions: BTreeMap<crate::api::ResourceKey, String>,
 }
 
 impl DesiredSet {
+    /// The source revision of every fetched chart, by chart.
+    pub fn chart_revisions(&self) -> &BTreeMap<crate::api::ResourceKey, String> {
+        &self.chart_revisions
+    }
+    /// The source revision `chart` was rendered from, when it was fetched.
+    pub fn chart_revision(&self, chart: &crate::api::ResourceKey) -> Option<&str> {
+        self.chart_revisions.get(chart).map(String::as_str)
+    }
+
     /// [`render_desired`], with every owner that takes part: the sync root, and each custom
     /// resource of the repository whose children this render includes (an owner that now wants
     /// nothing still takes part, so that its old objects are pruned).
@@ -181,12 +193,19 @@ impl DesiredSet {
             }
         }
         owners.extend(failures.iter().map(|f| f.owner.clone()));
+        let chart_revisions = inputs
+            .charts
+            .by_chart
+            .iter()
+            .filter_map(|(k, f)| f.revision.clone().map(|r| (k.clone(), r)))
+            .collect();
         Ok(DesiredSet {
             objects,
             owners,
             hooks,
             warnings,
             failures,
+            chart_revisions,
         })
     }
 
@@ -204,6 +223,7 @@ impl DesiredSet {
             hooks: Vec::new(),
             warnings: Vec::new(),
             failures: Vec::new(),
+            chart_revisions: BTreeMap::new(),
         }
     }
 
@@ -233,6 +253,7 @@ impl DesiredSet {
                 .filter(|f| keep(&f.owner))
                 .cloned()
                 .collect(),
+            chart_revisions: self.chart_revisions.clone(),
         }
     }
 

@@ -125,6 +125,7 @@ impl DesiredSet {
             hooks: mine_hooks,
             warnings: self.warnings,
             failures: mine_failures,
+            chart_revisions: self.chart_revisions.clone(),
         };
         let others = DesiredSet {
             objects: other_objects,
@@ -132,6 +133,7 @@ impl DesiredSet {
             hooks: other_hooks,
             warnings: Vec::new(),
             failures: other_failures,
+            chart_revisions: self.chart_revisions,
         };
         (mine, others)
     }

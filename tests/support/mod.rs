@@ -1,4 +1,5 @@
 pub mod channel;
+pub mod chart_servers;
 pub mod cluster;
 pub mod daemon;
 pub mod faults;

@@ -284,12 +284,18 @@ pub enum SourceType {
     Git,
     /// An http(s) `.tgz`.
     Tar,
+    /// A chart of a Helm chart repository (`location`: the repository URL, `chart`: its name,
+    /// `version`: an exact version or a semver range; default the newest).
+    Helm,
+    /// A chart in an OCI registry (`location`: `oci://host/path/chart`, `version`: a tag, a
+    /// semver range over the tags, or `sha256:<digest>`).
+    Oci,
 }
 
 /// `source`: where the chart directory is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ChartSource {
-    /// local, git or tar.
+    /// local, git, tar, helm or oci.
     #[serde(rename = "type")]
     pub type_: SourceType,
     /// local: a directory of the config repository; git: a repository URL (relative URLs resolve
@@ -302,6 +308,13 @@ pub struct ChartSource {
     /// git: branch, tag or commit (default `master`); tar: `sha256:<hex>` pins the archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
+    /// helm: the chart's name in the repository's index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart: Option<String>,
+    /// helm: an exact version or a semver range (`^1.2`, `>=1.0 <2.0`, `1.x`; default the newest
+    /// release); oci: a tag, a semver range over the tags, or `sha256:<digest>` of the manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Armada: an HTTP proxy for fetching (accepted, not acted on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_server: Option<String>,

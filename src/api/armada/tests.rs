@@ -48,7 +48,7 @@ fn schema_is_structural_where_it_matters() {
     );
     assert_eq!(
         spec["properties"]["source"]["properties"]["type"]["enum"],
-        json!(["local", "git", "tar"])
+        json!(["local", "git", "tar", "helm", "oci"])
     );
     let min_ready =
         &spec["properties"]["wait"]["properties"]["resources"]["items"]["properties"]["min_ready"];

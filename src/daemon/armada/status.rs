@@ -184,7 +184,17 @@ pub async fn record_pass(
             continue;
         };
         phases.insert((namespace.to_string(), name.to_string()), outcome.phase);
-        record_chart(client, events, namespace, name, outcome).await;
+        // The source it was deployed from (`1.2.0@sha256:…`); a chart that failed keeps the
+        // revision it last deployed.
+        let revision = (outcome.phase == Phase::Deployed)
+            .then(|| {
+                set.chart_revision(&crate::api::ResourceKey {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                })
+            })
+            .flatten();
+        record_chart(client, events, namespace, name, outcome, revision).await;
     }
     // Groups and manifests named by the sync layer.
     let namespaces: BTreeSet<String> = phases.keys().map(|(ns, _)| ns.clone()).collect();
@@ -203,6 +213,7 @@ async fn record_chart(
     namespace: &str,
     name: &str,
     outcome: &ChartOutcome,
+    revision: Option<&str>,
 ) {
     let api: Api<ArmadaChart> = Api::namespaced(client.clone(), namespace);
     let Ok(Some(chart)) = api.get_opt(name).await else {
@@ -220,16 +231,20 @@ async fn record_chart(
     let unchanged = before.phase == Some(outcome.phase)
         && before.not_ready == outcome.not_ready
         && before.observed_generation == generation
-        && conditions == before.conditions;
+        && conditions == before.conditions
+        && revision.is_none_or(|r| before.revision.as_deref() == Some(r));
     if unchanged {
         return;
     }
-    let patch = json!({"status": {
+    let mut patch = json!({"status": {
         "phase": outcome.phase,
         "conditions": conditions,
         "observedGeneration": generation,
         "notReady": outcome.not_ready,
     }});
+    if let Some(r) = revision {
+        patch["status"]["revision"] = json!(r);
+    }
     if let Err(e) = api
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -164,8 +164,8 @@ fn unknown_and_bad_fields_name_file_line_and_field() {
         "{e:?}"
     );
     assert!(
-        e.iter()
-            .any(|e| e.contains("`data.source.type` must be one of local, git, tar, not `svn`")),
+        e.iter().any(|e| e
+            .contains("`data.source.type` must be one of local, git, tar, helm, oci, not `svn`")),
         "{e:?}"
     );
 }

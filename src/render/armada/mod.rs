@@ -575,6 +575,8 @@ pub fn files_of(
                 "ArmadaChart `{key}`: its {} source was not fetched (chart sources are resolved by the source stage before rendering)",
                 match other {
                     SourceType::Git => "git",
+                    SourceType::Helm => "helm",
+                    SourceType::Oci => "oci",
                     _ => "tar",
                 }
             ),

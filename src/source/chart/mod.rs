@@ -40,9 +40,11 @@ use crate::api::armada::{ChartSource, SourceType};
 use crate::api::ResourceKey;
 
 mod archive;
+mod repository;
 
 use archive::download;
 pub use archive::unpack;
+pub use repository::{registries_of, DockerConfigError, RegistryAuth};
 
 /// How many characters of an author's data (a location, a reference, an entry's name) an error
 /// quotes.
@@ -87,6 +89,19 @@ pub struct ChartRequest {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChartSources {
     pub by_chart: BTreeMap<ResourceKey, Arc<ChartFiles>>,
+    /// Sources that resolved with a warning (a version that left its repository's index,
+    /// kept), by chart.
+    pub warnings: Vec<(ResourceKey, String)>,
+    /// `helm` and `oci` sources that could not be resolved, by chart: each fails alone (its
+    /// group stops there, nothing of it is applied or pruned), as a chart helm cannot render.
+    pub failures: BTreeMap<ResourceKey, ChartSourceFailure>,
+}
+
+/// A chart whose source failed: where its `source` is written and the one-line error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChartSourceFailure {
+    pub origin: String,
+    pub message: String,
 }
 
 impl ChartSources {
@@ -181,6 +196,9 @@ pub struct FetchSettings {
     pub ca: Option<CaCertificates>,
     /// `--fetch-timeout` for git chart sources (default [`git::DEFAULT_FETCH_TIMEOUT`]).
     pub fetch_timeout: Option<Duration>,
+    /// Credentials of `helm` and `oci` sources by host (`host` or `host:port`), from the
+    /// `.dockerconfigjson` beside the git credentials.
+    pub registries: BTreeMap<String, RegistryAuth>,
 }
 
 /// Where fetched chart sources are kept between passes. One per process; cheap to share.
@@ -193,6 +211,8 @@ pub struct ChartCache {
     snapshot_limits: SnapshotLimits,
     /// What git and tar locations may be (the daemon's `--allowed-chart-sources`).
     policy: ChartSourcePolicy,
+    /// Credentials of chart repositories and registries by host.
+    registries: BTreeMap<String, RegistryAuth>,
     /// (url, reference, subpath) → the git source that keeps the last good snapshot of that
     /// chart directory (sources of one URL share the on-disk repository).
     git: Mutex<HashMap<(String, String, String), GitSource>>,
@@ -217,6 +237,7 @@ impl ChartCache {
             archive_limits: ArchiveLimits::default(),
             snapshot_limits: SnapshotLimits::default(),
             policy: ChartSourcePolicy::Any,
+            registries: BTreeMap::new(),
             git: Mutex::new(HashMap::new()),
         }
     }
@@ -229,6 +250,7 @@ impl ChartCache {
     pub fn with_settings(mut self, settings: FetchSettings) -> Self {
         self.credentials = settings.credentials;
         self.ca = settings.ca;
+        self.registries = settings.registries;
         if let Some(timeout) = settings.fetch_timeout {
             self.fetch_timeout = timeout;
         }
@@ -238,6 +260,16 @@ impl ChartCache {
     pub fn with_archive_limits(mut self, limits: ArchiveLimits) -> Self {
         self.archive_limits = limits;
         self
+    }
+    /// The credentials for a chart repository or registry at `url`: by `host:port`, then `host`.
+    fn registry_auth(&self, url: &str) -> Option<RegistryAuth> {
+        let parsed = url::Url::parse(url).ok()?;
+        let host = parsed.host_str()?.to_ascii_lowercase();
+        let with_port = parsed.port().map(|p| format!("{host}:{p}"));
+        with_port
+            .and_then(|h| self.registries.get(&h))
+            .or_else(|| self.registries.get(&host))
+            .cloned()
     }
     /// The default for the CLI: next to the git cache (`~/.cache/weft/charts`).
     pub fn default_dir() -> PathBuf {
@@ -310,6 +342,36 @@ pub enum SourceFailure {
     BadDigest { reference: String },
     #[error("chart cache {path}: {message}")]
     Cache { path: PathBuf, message: String },
+    #[error("helm repository `{url}` must be an http:// or https:// URL")]
+    HelmLocation { url: String },
+    #[error("a helm source needs `chart`: the chart's name in the repository's index")]
+    ChartNameMissing,
+    #[error("oci source `{location}` must be written `oci://host/path/chart`")]
+    OciLocation { location: String },
+    #[error("`version: {version}` is neither a version nor a semver range: {message}")]
+    BadVersion { version: String, message: String },
+    #[error("index {url} does not parse: {message}")]
+    Index { url: String, message: String },
+    #[error("chart `{chart}` is not in the index of {url}")]
+    ChartNotInIndex { chart: String, url: String },
+    #[error(
+        "no version of `{chart}` in {url} satisfies `version: {version}` (the newest is {newest})"
+    )]
+    NoVersion {
+        chart: String,
+        version: String,
+        url: String,
+        newest: String,
+    },
+    #[error("{url} has {actual}, but {what} says {expected}; refusing it")]
+    PublishedDigestMismatch {
+        url: String,
+        what: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("manifest {url} holds no Helm chart layer (`application/vnd.cncf.helm.chart.content.v1.tar+gzip`): is it a chart pushed with `helm push`?")]
+    NoChartLayer { url: String },
 }
 
 /// Resolve the source of every chart in `charts`. Local sources are read from `snapshot` (the
@@ -322,18 +384,67 @@ pub fn resolve(
     cache: &ChartCache,
 ) -> Result<ChartSources, ChartSourceError> {
     let mut out = ChartSources::default();
+    let mut memo = repository::PassMemo::default();
     for chart in charts {
         let fail = |reason: SourceFailure| ChartSourceError {
             origin: chart.origin.clone(),
             chart: chart.chart.clone(),
             reason: Box::new(reason),
         };
+        let memo_key = repository::memo_key(&chart.source);
+        if let Some((files, warning)) = memo_key.as_ref().and_then(|k| memo.charts.get(k)) {
+            if let Some(w) = warning {
+                out.warnings.push((
+                    chart.chart.clone(),
+                    format!("ArmadaChart `{}`: {w}", chart.chart),
+                ));
+            }
+            out.by_chart.insert(chart.chart.clone(), files.clone());
+            continue;
+        }
+        let mut warnings = Vec::new();
         let files = match chart.source.type_ {
             SourceType::Local => local_files(snapshot, &chart.source).map_err(fail)?,
             SourceType::Git => git_files(&chart.source, repo_location, cache).map_err(fail)?,
             SourceType::Tar => tar_files(&chart.source, cache).map_err(fail)?,
+            SourceType::Helm | SourceType::Oci => {
+                let fetched = if chart.source.type_ == SourceType::Helm {
+                    repository::helm_files(&chart.source, cache, &mut memo, &mut warnings)
+                } else {
+                    repository::oci_files(&chart.source, cache, &mut warnings)
+                };
+                match fetched {
+                    Ok(files) => files,
+                    Err(reason) => {
+                        let e = fail(reason);
+                        out.failures.insert(
+                            chart.chart.clone(),
+                            ChartSourceFailure {
+                                origin: e.origin.clone(),
+                                message: format!(
+                                    "ArmadaChart `{}`: {}",
+                                    e.chart,
+                                    git::redact_url_passwords(&e.reason.to_string())
+                                ),
+                            },
+                        );
+                        continue;
+                    }
+                }
+            }
         };
-        out.by_chart.insert(chart.chart.clone(), Arc::new(files));
+        let files = Arc::new(files);
+        for w in &warnings {
+            out.warnings.push((
+                chart.chart.clone(),
+                format!("ArmadaChart `{}`: {w}", chart.chart),
+            ));
+        }
+        if let Some(key) = memo_key {
+            memo.charts
+                .insert(key, (files.clone(), warnings.into_iter().next()));
+        }
+        out.by_chart.insert(chart.chart.clone(), files);
     }
     Ok(out)
 }
@@ -555,6 +666,7 @@ pub fn credentials_for(config: &Credentials, repo_location: &str, chart_url: &st
             username: config.username.clone(),
             password: None,
             bearer_token: None,
+            docker_config: None,
         },
         _ => Credentials {
             known_hosts: config.known_hosts.clone(),
@@ -582,20 +694,8 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
             Some(hex.to_ascii_lowercase())
         }
     };
-    let tar_dir = cache.dir.join("tar");
-    let cached_path = |digest: &str| tar_dir.join(format!("{digest}.tgz"));
-    let bytes = match pinned.as_deref().map(cached_path).filter(|p| p.is_file()) {
-        Some(path) => {
-            // Used now: the cache's eviction goes by last use.
-            let _ = std::fs::File::options()
-                .write(true)
-                .open(&path)
-                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
-            std::fs::read(&path).map_err(|e| SourceFailure::Cache {
-                path,
-                message: e.to_string(),
-            })?
-        }
+    let bytes = match pinned.as_deref().and_then(|d| cached_archive(cache, d)) {
+        Some(bytes) => bytes,
         None => download(&url, cache.archive_limits, cache.ca.as_ref())?,
     };
     let digest = hex::encode(Sha256::digest(&bytes));
@@ -608,28 +708,9 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
             });
         }
     }
-    let path = cached_path(&digest);
-    if !path.is_file() {
-        std::fs::create_dir_all(&tar_dir)
-            .and_then(|()| {
-                // Write then rename, so a crash never leaves a truncated archive under its digest.
-                let tmp = tar_dir.join(format!(".{digest}.tmp"));
-                std::fs::write(&tmp, &bytes)?;
-                std::fs::rename(&tmp, &path)
-            })
-            .map_err(|e| SourceFailure::Cache {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-        super::tar_cache::evict(
-            &tar_dir,
-            &path,
-            super::tar_cache::MAX_BYTES,
-            super::tar_cache::MAX_AGE,
-        );
-    }
+    store_archive(cache, &digest, &bytes)?;
     let all = unpack(&url, &bytes, cache.archive_limits)?;
-    let mut files: BTreeMap<String, Vec<u8>> = if subpath.is_empty() {
+    let files: BTreeMap<String, Vec<u8>> = if subpath.is_empty() {
         all
     } else {
         let prefix = format!("{subpath}/");
@@ -637,9 +718,64 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
             .filter_map(|(p, c)| p.strip_prefix(&prefix).map(|r| (r.to_string(), c)))
             .collect()
     };
-    let mut root = join(&format!("{url}@sha256:{}", &digest[..12]), &subpath);
+    let root = join(&format!("{url}@sha256:{}", &digest[..12]), &subpath);
+    let (files, root) = packaged_chart(files, root);
     if !files.contains_key("Chart.yaml") {
-        // `helm package` puts the chart in a top-level directory named after it.
+        return Err(SourceFailure::NotAChart { root });
+    }
+    Ok(ChartFiles {
+        root,
+        revision: Some(format!("sha256:{digest}")),
+        files,
+    })
+}
+
+/// The archive of sha256 `digest` (hex) from the cache, marked as used; `None` if absent.
+fn cached_archive(cache: &ChartCache, digest: &str) -> Option<Vec<u8>> {
+    let path = cache.dir.join("tar").join(format!("{digest}.tgz"));
+    let bytes = std::fs::read(&path).ok()?;
+    // Used now: the cache's eviction goes by last use.
+    let _ = std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    Some(bytes)
+}
+
+/// Keep an archive under its digest (hex), evicting the least recently used beyond the bounds.
+fn store_archive(cache: &ChartCache, digest: &str, bytes: &[u8]) -> Result<(), SourceFailure> {
+    let tar_dir = cache.dir.join("tar");
+    let path = tar_dir.join(format!("{digest}.tgz"));
+    if path.is_file() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&tar_dir)
+        .and_then(|()| {
+            // Write then rename, so a crash never leaves a truncated archive under its digest.
+            let tmp = tar_dir.join(format!(".{digest}.tmp"));
+            std::fs::write(&tmp, bytes)?;
+            std::fs::rename(&tmp, &path)
+        })
+        .map_err(|e| SourceFailure::Cache {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+    super::tar_cache::evict(
+        &tar_dir,
+        &path,
+        super::tar_cache::MAX_BYTES,
+        super::tar_cache::MAX_AGE,
+    );
+    Ok(())
+}
+
+/// `helm package`'s layout: the chart in one top-level directory named after it. Returns the
+/// files relative to the chart and `root` extended with that directory.
+fn packaged_chart(
+    mut files: BTreeMap<String, Vec<u8>>,
+    mut root: String,
+) -> (BTreeMap<String, Vec<u8>>, String) {
+    if !files.contains_key("Chart.yaml") {
         let tops: std::collections::BTreeSet<&str> = files
             .keys()
             .filter_map(|p| p.split_once('/').map(|(t, _)| t))
@@ -656,14 +792,7 @@ fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, Sou
             }
         }
     }
-    if !files.contains_key("Chart.yaml") {
-        return Err(SourceFailure::NotAChart { root });
-    }
-    Ok(ChartFiles {
-        root,
-        revision: Some(format!("sha256:{digest}")),
-        files,
-    })
+    (files, root)
 }
 
 #[cfg(test)]
@@ -809,6 +938,7 @@ mod tests {
             username: Some("weft".into()),
             password: Some(SecretValue::new("pw")),
             bearer_token: Some(SecretValue::new("tok")),
+            docker_config: None,
         };
         let repo = "https://git.example.com/org/config.git";
         let all = credentials_for(&config, repo, "https://GIT.example.com:443/org/charts.git");

@@ -31,6 +31,9 @@ pub const KEY_USERNAME: &str = "username";
 pub const KEY_PASSWORD: &str = "password";
 /// Token sent as `Authorization: Bearer` over HTTPS.
 pub const KEY_BEARER_TOKEN: &str = "bearerToken";
+/// A `kubernetes.io/dockerconfigjson` Secret's key: credentials of `helm` and `oci` chart
+/// sources by registry host (see `source::chart::registries_of`).
+pub const KEY_DOCKER_CONFIG: &str = ".dockerconfigjson";
 /// Environment variable naming a credentials directory for the CLI (see [`Credentials::from_env`]).
 pub const CREDENTIALS_DIR_ENV: &str = "WEFT_GIT_CREDENTIALS_DIR";
 
@@ -53,7 +56,7 @@ pub enum CredentialsError {
         name: String,
         message: String,
     },
-    #[error("Secret {namespace}/{name}: no git credentials in it (keys: identity, known_hosts, username, password, bearerToken)")]
+    #[error("Secret {namespace}/{name}: no git credentials in it (keys: identity, known_hosts, username, password, bearerToken, .dockerconfigjson)")]
     EmptySecret { namespace: String, name: String },
     #[error("known_hosts line {line}: {message}")]
     KnownHosts { line: usize, message: String },
@@ -99,6 +102,8 @@ pub struct CredentialFiles {
     pub password: Option<PathBuf>,
     /// File holding a bearer token.
     pub bearer_token: Option<PathBuf>,
+    /// `.dockerconfigjson`: chart repository and registry credentials by host.
+    pub docker_config: Option<PathBuf>,
 }
 
 impl CredentialFiles {
@@ -115,6 +120,7 @@ impl CredentialFiles {
             username: file(KEY_USERNAME),
             password: file(KEY_PASSWORD),
             bearer_token: file(KEY_BEARER_TOKEN),
+            docker_config: file(KEY_DOCKER_CONFIG),
         }
     }
 }
@@ -132,6 +138,8 @@ pub struct Credentials {
     pub password: Option<SecretValue>,
     /// Bearer token (HTTPS `Authorization: Bearer`).
     pub bearer_token: Option<SecretValue>,
+    /// `.dockerconfigjson` text: credentials of chart repositories and OCI registries by host.
+    pub docker_config: Option<SecretValue>,
 }
 
 impl Credentials {
@@ -156,6 +164,7 @@ impl Credentials {
             (&files.username, KEY_USERNAME),
             (&files.password, KEY_PASSWORD),
             (&files.bearer_token, KEY_BEARER_TOKEN),
+            (&files.docker_config, KEY_DOCKER_CONFIG),
         ] {
             if let Some(bytes) = read(path)? {
                 data.insert(key.to_string(), bytes);
@@ -194,6 +203,7 @@ impl Credentials {
             username: trimmed(text(KEY_USERNAME)?),
             password: trimmed(text(KEY_PASSWORD)?).map(SecretValue),
             bearer_token: trimmed(text(KEY_BEARER_TOKEN)?).map(SecretValue),
+            docker_config: trimmed(text(KEY_DOCKER_CONFIG)?).map(SecretValue),
         };
         if creds.password.is_some() && creds.username.is_none() {
             return Err(CredentialsError::PasswordWithoutUsername);
@@ -235,6 +245,7 @@ impl Credentials {
             && self.username.is_none()
             && self.password.is_none()
             && self.bearer_token.is_none()
+            && self.docker_config.is_none()
     }
 
     /// Replace every secret value (and every secret given in `extra`) inside `text` with `***`.
