@@ -22,6 +22,7 @@ mod attack_inputs;
 mod attack_server;
 mod attack_sources;
 mod attack_tenants;
+mod chart_repositories;
 mod chart_sources;
 mod cli_day_one;
 mod cli_missing_root;

@@ -3,7 +3,6 @@
 //! switch on), an OCI registry (tests/oci-registry: go-containerregistry's registry behind TLS
 //! and basic auth, built by its `ensure` like helm), a private CA (openssl), and the real helm to
 //! `package`, `repo index`, `registry login` and `push` with.
-#![allow(dead_code)] // each test binary uses a different part of this module
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -4,7 +4,7 @@
 //! (tests/support/chart_servers.rs). A version range upgrades on the next pass; a version that
 //! leaves the index is kept with a warning; bad sources fail their chart alone, pruning nothing.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -402,7 +402,7 @@ async fn bad_chart_repositories_fail_their_chart_alone() {
 
 /// Item 6's measurement (docs/benchmarks.md): `weft render` of 20 ArmadaCharts from one chart
 /// repository index, with a cold and a warm chart cache, next to `helm template` of the same 20
-/// archives. `cargo test --release --test chart_repositories bench_ -- --ignored --nocapture`.
+/// archives. `cargo test --release --test it chart_repositories::bench_ -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn bench_twenty_charts_from_one_index() {
