@@ -21,11 +21,9 @@ use serde::{Deserialize, Serialize};
 pub use super::record::{answer_key, FORCE_PRUNE_AT, REQUESTED_AT, REQUEST_MANAGER};
 use super::record::{answer_manager, record_name};
 use super::state::DaemonState;
-use super::status::{PassReport, PassResultKind};
+use super::status::{PassReport, PassResultKind, MAX_CHANGES};
 use super::trigger::TriggerReason;
 
-/// The most object changes kept in an answer (a record is a ConfigMap: 1 MiB at most).
-const MAX_CHANGES: usize = 100;
 /// The longest error kept in an answer.
 const MAX_ERROR: usize = 2000;
 
@@ -44,8 +42,12 @@ pub struct RequestAnswer {
 
 impl RequestAnswer {
     fn new(requested_at: String, mut report: PassReport) -> RequestAnswer {
-        let changes_omitted = report.changes.len().saturating_sub(MAX_CHANGES);
+        // The daemon keeps a bounded report already (`PassReport::bounded`): its own count of
+        // left-out changes is part of the answer's.
+        let cut = report.changes.len().saturating_sub(MAX_CHANGES);
         report.changes.truncate(MAX_CHANGES);
+        report.changes_omitted += cut as u64;
+        let changes_omitted = usize::try_from(report.changes_omitted).unwrap_or(usize::MAX);
         if let Some(e) = report.error.as_mut() {
             if e.len() > MAX_ERROR {
                 let mut end = MAX_ERROR;
@@ -299,6 +301,7 @@ mod tests {
                     reason: None,
                 })
                 .collect(),
+            changes_omitted: 0,
         }
     }
 
@@ -307,6 +310,10 @@ mod tests {
         let a = RequestAnswer::new("t1".into(), report(250));
         assert_eq!(a.report.changes.len(), MAX_CHANGES);
         assert_eq!(a.changes_omitted, 150);
+        // As the daemon keeps it (already cut): the same answer.
+        let kept = RequestAnswer::new("t1".into(), report(250).bounded());
+        assert_eq!(kept.report.changes.len(), MAX_CHANGES);
+        assert_eq!(kept.changes_omitted, 150);
         assert!(a
             .report
             .error

@@ -73,10 +73,23 @@ pub struct PassReport {
     #[serde(default)]
     pub head_unchanged: bool,
     pub summary: ChangeSummary,
-    /// Objects created, configured or pruned (unchanged ones are only counted).
+    /// Objects created, configured or pruned (unchanged ones are only counted); once the pass
+    /// is over, the first [`MAX_CHANGES`] of them (see [`PassReport::bounded`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<ObjectChange>,
+    /// Changes left out of `changes` (a first pass of 100,000 objects creates them all).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub changes_omitted: u64,
 }
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The changes a finished pass's report keeps: the status, `POST /api/v1/sync?wait=true` and the
+/// request answers show at most these. A first pass of 100,000 objects would otherwise keep
+/// 100,000 entries (≈ 15 MB) until the next pass and copy them for every status request.
+pub const MAX_CHANGES: usize = 100;
 
 impl PassReport {
     /// Whether the pass succeeded.
@@ -187,12 +200,24 @@ pub struct DaemonStatus {
 }
 
 impl PassReport {
-    /// The report as `/api/v1/status` serves it: its error bounded like every status message
-    /// ([`crate::api::bounded::message`]).
+    /// The report as the daemon keeps it after the pass (status, sync answers): its error
+    /// bounded like every status message ([`crate::api::bounded::message`]), its changes cut
+    /// to the first [`MAX_CHANGES`] (the rest counted in `changes_omitted`).
     pub fn bounded(&self) -> PassReport {
+        let kept = self.changes.len().min(MAX_CHANGES);
         PassReport {
+            pass: self.pass,
+            reasons: self.reasons.clone(),
+            started_at: self.started_at.clone(),
+            duration_seconds: self.duration_seconds,
+            revision: self.revision.clone(),
+            result: self.result,
             error: self.error.as_deref().map(crate::api::bounded::message),
-            ..self.clone()
+            head_unchanged: self.head_unchanged,
+            summary: self.summary,
+            // Only the kept part is copied.
+            changes: self.changes[..kept].to_vec(),
+            changes_omitted: self.changes_omitted + (self.changes.len() - kept) as u64,
         }
     }
 }
@@ -249,6 +274,54 @@ mod tests {
         assert!(json["owners"]["WeaveCloud/a/wc"].is_object());
     }
 
+    /// Issue 47 item 3: a first pass of 100,000 objects kept (and copied for every status
+    /// request) 100,000 changes; the kept report holds the first 100 and counts the rest.
+    #[test]
+    fn a_kept_report_holds_the_first_changes_and_counts_the_rest() {
+        let change = |i: usize| ObjectChange {
+            object: format!("ConfigMap/apps/c{i}"),
+            action: "created".into(),
+            reason: None,
+        };
+        let report = PassReport {
+            pass: 1,
+            reasons: vec!["startup".into()],
+            started_at: now_rfc3339(),
+            duration_seconds: 1.0,
+            revision: Some("abc".into()),
+            result: PassResultKind::Succeeded,
+            error: None,
+            head_unchanged: false,
+            summary: ChangeSummary {
+                created: 250,
+                ..Default::default()
+            },
+            changes: (0..250).map(change).collect(),
+            changes_omitted: 0,
+        };
+        let kept = report.bounded();
+        assert_eq!(
+            kept.changes,
+            (0..MAX_CHANGES).map(change).collect::<Vec<_>>()
+        );
+        assert_eq!(kept.changes_omitted, 150);
+        assert_eq!(kept.summary.created, 250, "the summary counts them all");
+        let json = serde_json::to_value(&kept).unwrap();
+        assert_eq!(json["changesOmitted"], 150);
+        // Bounding again keeps the count; a small report says nothing of omissions.
+        assert_eq!(kept.bounded().changes_omitted, 150);
+        let small = PassReport {
+            changes: vec![change(0)],
+            ..report
+        }
+        .bounded();
+        assert_eq!(small.changes.len(), 1);
+        assert!(serde_json::to_value(&small)
+            .unwrap()
+            .get("changesOmitted")
+            .is_none());
+    }
+
     /// Issue 48 item 4: `/api/v1/status` (no credential needed) served 33.5 MB of two chart
     /// errors that quoted a 16 MiB name.
     #[test]
@@ -274,6 +347,7 @@ mod tests {
                 head_unchanged: false,
                 summary: ChangeSummary::default(),
                 changes: vec![],
+                changes_omitted: 0,
             }
             .bounded(),
         );

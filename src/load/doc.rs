@@ -20,17 +20,27 @@ pub struct Doc(Arc<Inner>);
 
 struct Inner {
     json: Box<RawValue>,
-    api_version: Box<str>,
-    kind: Box<str>,
-    name: Box<str>,
-    namespace: Option<Box<str>>,
-    /// The applied hash the render gave the object (`None` as loaded): the render knows its
-    /// annotation, this layer does not.
-    applied_hash: Option<Box<str>>,
+    /// apiVersion, kind, name, namespace and applied hash, one after another in one block: as
+    /// five strings of their own each took a heap block (≈ 200 bytes per object with the
+    /// allocator's headers and rounding, 20 MB at 100,000 objects).
+    ids: Box<str>,
+    /// Where each of the five ends in `ids`.
+    ends: [usize; 5],
+    /// Whether the object has a namespace and an applied hash (`None` otherwise, where an
+    /// empty string is a value).
+    has_namespace: bool,
+    /// The render knows the applied-hash annotation, this layer does not: `false` as loaded.
+    has_hash: bool,
 }
 
-fn text(v: Option<&Value>) -> Box<str> {
-    v.and_then(Value::as_str).unwrap_or("").into()
+const API_VERSION: usize = 0;
+const KIND: usize = 1;
+const NAME: usize = 2;
+const NAMESPACE: usize = 3;
+const HASH: usize = 4;
+
+fn text(v: Option<&Value>) -> &str {
+    v.and_then(Value::as_str).unwrap_or("")
 }
 
 impl Doc {
@@ -49,17 +59,35 @@ impl Doc {
         let json = serde_json::value::to_raw_value(value)
             .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("valid JSON"));
         let meta = value.get("metadata");
+        let namespace = meta
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str);
+        let parts = [
+            text(value.get("apiVersion")),
+            text(value.get("kind")),
+            text(meta.and_then(|m| m.get("name"))),
+            namespace.unwrap_or(""),
+            applied_hash.unwrap_or(""),
+        ];
+        let mut ids = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+        let mut ends = [0; 5];
+        for (end, part) in ends.iter_mut().zip(parts) {
+            ids.push_str(part);
+            *end = ids.len();
+        }
         Doc(Arc::new(Inner {
             json,
-            api_version: text(value.get("apiVersion")),
-            kind: text(value.get("kind")),
-            name: text(meta.and_then(|m| m.get("name"))),
-            namespace: meta
-                .and_then(|m| m.get("namespace"))
-                .and_then(Value::as_str)
-                .map(Into::into),
-            applied_hash: applied_hash.map(Into::into),
+            ids: ids.into_boxed_str(),
+            ends,
+            has_namespace: namespace.is_some(),
+            has_hash: applied_hash.is_some(),
         }))
+    }
+
+    /// Part `i` of the identity (`API_VERSION` … `HASH`).
+    fn part(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.0.ends[i - 1] };
+        &self.0.ids[start..self.0.ends[i]]
     }
 
     /// The object, parsed (a copy: edits go through [`Doc::edit`]).
@@ -82,20 +110,20 @@ impl Doc {
     }
 
     pub fn api_version(&self) -> &str {
-        &self.0.api_version
+        self.part(API_VERSION)
     }
     pub fn kind(&self) -> &str {
-        &self.0.kind
+        self.part(KIND)
     }
     pub fn name(&self) -> &str {
-        &self.0.name
+        self.part(NAME)
     }
     pub fn namespace(&self) -> Option<&str> {
-        self.0.namespace.as_deref()
+        self.0.has_namespace.then(|| self.part(NAMESPACE))
     }
     /// The applied hash the render gave the object.
     pub fn applied_hash(&self) -> Option<&str> {
-        self.0.applied_hash.as_deref()
+        self.0.has_hash.then(|| self.part(HASH))
     }
 }
 
@@ -164,5 +192,30 @@ mod tests {
         assert_ne!(a, b);
         let c = Doc::new(&json!({"kind": 3}));
         assert_eq!((c.kind(), c.name(), c.api_version()), ("", "", ""));
+    }
+
+    #[test]
+    fn an_empty_namespace_or_hash_is_a_value_not_an_absence() {
+        let v = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": ""}});
+        let d = Doc::rendered(&v, Some(""));
+        assert_eq!(
+            (
+                d.api_version(),
+                d.kind(),
+                d.name(),
+                d.namespace(),
+                d.applied_hash()
+            ),
+            ("apps/v1", "Deployment", "web", Some(""), Some(""))
+        );
+        let e = Doc::rendered(
+            &json!({"kind": "Namespace", "metadata": {"name": "a"}}),
+            None,
+        );
+        assert_eq!(
+            (e.name(), e.namespace(), e.applied_hash()),
+            ("a", None, None)
+        );
     }
 }

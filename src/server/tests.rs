@@ -91,6 +91,7 @@ fn report(pass: u64) -> PassReport {
         head_unchanged: false,
         summary: ChangeSummary::default(),
         changes: vec![],
+        changes_omitted: 0,
     }
 }
 

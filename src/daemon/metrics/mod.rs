@@ -415,6 +415,7 @@ mod tests {
                 skipped: 0,
             },
             changes: vec![],
+            changes_omitted: 0,
         });
         m.observe_git_fetch(0.02);
         m.set_agent_version("weave", "wc", Some("1.2.0"));

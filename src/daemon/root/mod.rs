@@ -132,12 +132,15 @@ impl RootReconciler {
             self.state
                 .metrics()
                 .observe_root_pass(&o.weft_namespace, &o.root_name, &report);
+            // Kept bounded from here on (status, sync answers): the full list of changes was
+            // for the notifications and metrics above.
+            let report = report.bounded();
             self.state.update_status(|s| {
                 if report.succeeded() {
                     s.revision = report.revision.clone().or(s.revision.take());
                     s.last_success_at = Some(now_rfc3339());
                 }
-                s.last_pass = Some(report.bounded());
+                s.last_pass = Some(report.clone());
             });
             let pass = report.pass;
             self.state.queue().finish(pass, report);
@@ -164,6 +167,7 @@ impl RootReconciler {
             head_unchanged: false,
             summary: ChangeSummary::default(),
             changes: Vec::new(),
+            changes_omitted: 0,
         };
         let mut fetched = None;
         let ended = self
