@@ -37,7 +37,7 @@ fn start_replica(ns: &str, flag_repo: &std::path::Path) -> Daemon {
 }
 
 /// Every replica's logs, for a timeout's message.
-fn all_logs(replicas: &[&Daemon]) -> impl Fn() -> String + '_ {
+fn all_logs<'a>(replicas: &'a [&'a Daemon]) -> impl Fn() -> String + 'a {
     move || {
         replicas
             .iter()
@@ -224,6 +224,7 @@ async fn three_replicas_split_twelve_roots_and_take_over_a_killed_ones() {
 
     // kill -9 one replica: its roots move to the two others within one lease duration (plus
     // the rounds in which they notice it).
+    drop(logs);
     let dead = c.pid();
     let theirs: Vec<String> = split
         .iter()
@@ -238,7 +239,7 @@ async fn three_replicas_split_twelve_roots_and_take_over_a_killed_ones() {
             let status = roots.get(name).await.unwrap().status.unwrap();
             last.insert(
                 name.clone(),
-                status.passes.last().unwrap().started_at.clone(),
+                status.passes.first().unwrap().started_at.clone(),
             );
         }
         last
@@ -273,7 +274,7 @@ async fn three_replicas_split_twelve_roots_and_take_over_a_killed_ones() {
         async || {
             for name in &theirs {
                 let status = roots.get(name).await.ok()?.status?;
-                let last = status.passes.last()?.started_at.clone();
+                let last = status.passes.first()?.started_at.clone();
                 if Some(&last) == before_kill.get(name) {
                     return None;
                 }
