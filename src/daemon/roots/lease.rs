@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -438,6 +439,7 @@ impl RootLeases {
         // A third of the duration between renewals: the fence stays open for two thirds, so a
         // failed renewal is tried again a few times before the fence shuts.
         let every = self.timing.lease_duration / 3;
+        let mut due = Vec::new();
         for (key, name) in held {
             let ours = listed.get(&name).filter(|l| {
                 l.spec.as_ref().and_then(|s| s.holder_identity.as_deref())
@@ -452,12 +454,12 @@ impl RootLeases {
                 self.release(&name).await;
                 continue;
             }
-            let due = self
+            let is_due = self
                 .lock()
                 .held
                 .get(&key)
                 .is_none_or(|h| h.last_renew.elapsed() >= every);
-            if !due {
+            if !is_due {
                 continue;
             }
             let mut renewed = lease.clone();
@@ -466,12 +468,24 @@ impl RootLeases {
                 renew_time: Some(MicroTime(Timestamp::now())),
                 ..old
             });
-            let sent = Instant::now();
-            match self
-                .api
-                .replace(&name, &PostParams::default(), &renewed)
-                .await
-            {
+            due.push((key, name, renewed));
+        }
+        // All at once (16 in flight): one after another, a loaded API server made the last
+        // renewals of a replica holding dozens of roots miss the renew deadline.
+        let renewals =
+            futures::stream::iter(due.into_iter().map(|(key, name, renewed)| async move {
+                let sent = Instant::now();
+                let result = self
+                    .api
+                    .replace(&name, &PostParams::default(), &renewed)
+                    .await;
+                (key, name, sent, result)
+            }))
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await;
+        for (key, name, sent, result) in renewals {
+            match result {
                 Ok(_) => {
                     if let Some(h) = self.lock().held.get_mut(&key) {
                         h.fence.open_until(sent + self.timing.renew_deadline);
