@@ -72,7 +72,8 @@ pub struct RunArgs {
     /// A request must be answered within this (408), `POST /api/v1/sync?wait=true` excepted.
     #[arg(long, env = "WEFT_HTTP_REQUEST_TIMEOUT", default_value = "60s", value_parser = humantime::parse_duration)]
     pub http_request_timeout: Duration,
-    /// How long the leader Lease stays valid without renewal (a standby takes over after this).
+    /// How long the leader Lease, and each Root's Lease, stays valid without renewal (a standby
+    /// takes over the leader's work, and the other replicas a dead replica's roots, after this).
     #[arg(long, env = "WEFT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
     pub lease_duration: Duration,
     /// How long a running pass may go on after SIGTERM before it is abandoned.
@@ -200,6 +201,9 @@ impl RunArgs {
                     cross_namespace_refs: !self
                         .no_cross_namespace_refs
                         .unwrap_or(self.default_service_account.is_some()),
+                    // The roots' Leases: this replica's identity and the leader Lease's timing.
+                    identity: leader::default_identity(),
+                    lease_duration: self.lease_duration,
                 },
             },
             // Closed until this replica holds the leader Lease.

@@ -3,6 +3,9 @@
 //! updater, and stop them in order when asked: stop taking work → finish (or abandon) the running
 //! pass → stop the controllers → release the Lease.
 //!
+//! The Root controller is not part of a term: it runs on every replica from start to stop, each
+//! reconciling the roots whose own Lease it holds (`roots::lease`).
+//!
 //! The HTTP server is the caller's (`weft run` starts it beside the daemon with the same
 //! [`DaemonState`]).
 
@@ -126,34 +129,76 @@ impl Daemon {
         .switching(&config.pass.root_name, config.switch_repository)
         .publishing(config.hooks_url.clone());
         // `--root-object`: a Root of another source is refused before anything is written.
-        if let Some(flags) = config.root_object.as_ref().filter(|_| config.shards == 1) {
+        let flag_object = config.root_object.is_some() && config.shards == 1;
+        if let Some(flags) = config.root_object.as_ref().filter(|_| flag_object) {
             super::roots::flag::check(state.client(), flags, config.switch_repository)
                 .await
                 .map_err(|e| DaemonError::FlagRoot(Box::new(e)))?;
         }
-        loop {
-            let held = if config.shards > 1 {
-                shards::acquire(&state, &lease, config.shards, &mut stop)
-                    .await
-                    .map_err(|e| DaemonError::Claimed(Box::new(e)))?
-            } else {
-                let mut elector = LeaderElector::new(state.client().clone(), lease.clone())
-                    .with_fence(state.fence().clone());
-                elector
-                    .acquire(&mut stop)
-                    .await
-                    .map_err(|e| DaemonError::Claimed(Box::new(e)))?
-                    .then_some((elector, Shard::WHOLE))
-            };
-            let Some((elector, shard)) = held else {
-                return Ok(());
-            };
-            match lead(&config, &state, &source, elector, shard, stop.clone()).await {
-                Term::Stopped => return Ok(()),
-                Term::Lost(why) => {
-                    tracing::warn!(error = %why, "standing by for the leader Lease again");
-                    state.metrics().count_leadership_lost();
+        // The Root controller runs on every replica, leader or not: each reconciles the roots
+        // whose own Lease it holds (`roots::lease`), so several replicas work at once. With
+        // `--root-object` it reconciles the flag root's Root too (the leader creates it).
+        let roots = (config.controllers || flag_object).then(|| {
+            let mut roots_config = config.roots.clone();
+            roots_config.identity.clone_from(&config.identity);
+            roots_config.lease_duration = config.lease_duration;
+            let ctx = super::roots::Context::new(
+                state.clone(),
+                Arc::clone(&config.pass),
+                roots_config,
+                Shutdown::new(stop.clone(), config.shutdown_grace),
+            )
+            .with_flag_root_object(flag_object);
+            tokio::spawn(super::roots::run(ctx))
+        });
+        let result = elect_and_lead(&config, &state, &source, &lease, &mut stop).await;
+        if let Some(roots) = roots {
+            if result.is_ok() {
+                // Stopping: the Root controller finishes (or abandons) its passes, then gives
+                // its roots' Leases back.
+                let wait = config.shutdown_grace + Duration::from_secs(10);
+                if tokio::time::timeout(wait, roots).await.is_err() {
+                    tracing::warn!("the Root controller did not stop in time; its roots' Leases expire on their own");
                 }
+            } else {
+                roots.abort();
+            }
+        }
+        result
+    }
+}
+
+/// Stand by for the leader (or a shard's) Lease, lead, and again after a lost term, until
+/// `stop`.
+async fn elect_and_lead(
+    config: &DaemonConfig,
+    state: &DaemonState,
+    source: &RootSource,
+    lease: &LeaseConfig,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<(), DaemonError> {
+    loop {
+        let held = if config.shards > 1 {
+            shards::acquire(state, lease, config.shards, stop)
+                .await
+                .map_err(|e| DaemonError::Claimed(Box::new(e)))?
+        } else {
+            let mut elector = LeaderElector::new(state.client().clone(), lease.clone())
+                .with_fence(state.fence().clone());
+            elector
+                .acquire(stop)
+                .await
+                .map_err(|e| DaemonError::Claimed(Box::new(e)))?
+                .then_some((elector, Shard::WHOLE))
+        };
+        let Some((elector, shard)) = held else {
+            return Ok(());
+        };
+        match lead(config, state, source, elector, shard, stop.clone()).await {
+            Term::Stopped => return Ok(()),
+            Term::Lost(why) => {
+                tracing::warn!(error = %why, "standing by for the leader Lease again");
+                state.metrics().count_leadership_lost();
             }
         }
     }
@@ -255,25 +300,9 @@ async fn lead(
             (root_task, followers)
         }
     };
-    let controllers = (config.controllers || object.is_some()).then(|| {
-        let mut tasks = if config.controllers {
-            start_controllers(state, config, &shutdown)
-        } else {
-            Vec::new()
-        };
-        // The Root controller: on one replica only (shard 0's leader) until roots have Leases.
-        if shard.index == 0 {
-            let roots = super::roots::Context::new(
-                state.clone(),
-                Arc::clone(&config.pass),
-                config.roots.clone(),
-                shutdown.clone(),
-            )
-            .with_flag_root_object(object.is_some());
-            tasks.push(tokio::spawn(super::roots::run(roots)));
-        }
-        tasks
-    });
+    let controllers = config
+        .controllers
+        .then(|| start_controllers(state, config, &shutdown));
 
     // Wait for the stop request or for the Lease holder to give up.
     let lost = tokio::select! {

@@ -12,6 +12,7 @@
 //!   and a root another root declared acting as that root's identity at most;
 //! - [`brought`]: what a root's pass says on the WeaveClouds it applied (their agents are
 //!   applied by the pass, as the root's identity).
+//! - [`lease`]: which roots this replica reconciles (a Lease per root, split between replicas).
 //!
 //! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is left to the
 //! daemon's root loop (`daemon::root`), unless `weft run --root-object` made it a Root object
@@ -21,6 +22,7 @@ pub mod brought;
 pub mod depends;
 pub mod flag;
 pub mod identity;
+pub mod lease;
 pub mod pushes;
 pub mod reconcile;
 pub mod requests;
@@ -45,7 +47,6 @@ use crate::api::root::Root;
 use crate::api::ResourceKey;
 use crate::pass::PassSettings;
 use crate::source::Snapshot;
-use identity::Impersonation;
 
 /// How the Root controller works (`weft run` flags).
 #[derive(Clone, Debug)]
@@ -67,6 +68,10 @@ pub struct RootsConfig {
     /// Whether a Root's `dependsOn` may name another namespace's root
     /// (`--no-cross-namespace-refs` says no).
     pub cross_namespace_refs: bool,
+    /// This replica's identity on the roots' Leases (the leader Lease's).
+    pub identity: String,
+    /// How long a root's Lease stays valid without renewal (`--lease-duration`).
+    pub lease_duration: Duration,
 }
 
 impl Default for RootsConfig {
@@ -79,6 +84,8 @@ impl Default for RootsConfig {
             fetch_timeout: Duration::from_secs(120),
             default_service_account: None,
             cross_namespace_refs: true,
+            identity: super::leader::default_identity(),
+            lease_duration: Duration::from_secs(15),
         }
     }
 }
@@ -134,7 +141,8 @@ pub struct Context {
     /// Whether the flag root is a Root object this controller reconciles (`--root-object`).
     flag_root_object: bool,
     store: Option<Store<Root>>,
-    impersonation: Impersonation,
+    /// The roots this replica holds (set when the controller starts).
+    leases: Option<Arc<lease::RootLeases>>,
     memory: Mutex<HashMap<ResourceKey, Memory>>,
 }
 
@@ -145,11 +153,6 @@ impl Context {
         config: RootsConfig,
         shutdown: Shutdown,
     ) -> Context {
-        let impersonation = Impersonation::new(
-            config.cluster.clone(),
-            state.fence().clone(),
-            config.api_timeout,
-        );
         Context {
             flag_root: ResourceKey {
                 namespace: settings.weft_namespace.clone(),
@@ -161,7 +164,7 @@ impl Context {
             config,
             shutdown,
             store: None,
-            impersonation,
+            leases: None,
             memory: Mutex::default(),
         }
     }
@@ -201,6 +204,13 @@ impl Context {
             m.due = Some(Instant::now() + delay);
             delay
         })
+    }
+
+    /// The writers of `key` while this replica holds its Lease; `None`: another replica's.
+    fn held(&self, key: &ResourceKey) -> Option<(lease::HeldRoot, lease::Busy<'_>)> {
+        let leases = self.leases.as_ref()?;
+        let held = leases.held(key)?;
+        Some((held, leases.busy(key)))
     }
 
     fn forget(&self, key: &ResourceKey) {
@@ -260,15 +270,39 @@ pub async fn run(mut ctx: Context) {
             .concurrency(concurrency),
     );
     ctx.store = Some(controller.store());
+    // Which roots this replica reconciles: those whose Lease it holds; a Lease taken makes its
+    // root reconcile at once.
+    let leases = Arc::new(lease::RootLeases::new(
+        client.clone(),
+        ctx.state.events().clone(),
+        ctx.state.fence().clone(),
+        &ctx.settings.weft_namespace,
+        &ctx.config.identity,
+        ctx.config.lease_duration,
+        ctx.config.cluster.clone(),
+        ctx.config.api_timeout,
+    ));
+    ctx.leases = Some(Arc::clone(&leases));
+    let (taken_tx, taken_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (stop_leases, leases_stopped) = tokio::sync::oneshot::channel();
+    let lease_task =
+        tokio::spawn(Arc::clone(&leases).run(controller.store(), taken_tx, leases_stopped));
+    let taken = futures::stream::unfold(taken_rx, |mut rx| async move {
+        rx.recv().await.map(|r| (r, rx))
+    });
     // A push for some roots makes the controller look at every root: those it made due pass,
     // the others requeue for the rest of their interval (no API call).
     let pushes = ctx.state.root_pushes().connect(controller.store());
     let pushes = futures::stream::unfold(pushes, |mut rx| async move {
         rx.recv().await.map(|()| ((), rx))
     });
-    tracing::info!(concurrency, "reconciling Roots");
+    tracing::info!(
+        concurrency,
+        "reconciling the Roots whose Lease this replica holds"
+    );
     controller
         .reconcile_all_on(pushes)
+        .reconcile_on(taken)
         .graceful_shutdown_on(async move { shutdown.stopped().await })
         .run(reconcile::reconcile, error_policy, Arc::new(ctx))
         .for_each(|r| async move {
@@ -277,6 +311,11 @@ pub async fn run(mut ctx: Context) {
             }
         })
         .await;
+    // The running passes finished (or were abandoned): give the roots to the other replicas.
+    let _ = stop_leases.send(());
+    if lease_task.await.is_err() {
+        tracing::warn!("the roots' Lease task ended abnormally; their Leases expire on their own");
+    }
 }
 
 /// After a failed reconcile: wait the back-off the reconcile recorded (or the shortest).

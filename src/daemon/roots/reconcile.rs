@@ -16,6 +16,7 @@ use kube::{Client, ResourceExt};
 use super::brought;
 use super::depends::{self, key_of};
 use super::identity::{self, identity_of, Identity};
+use super::lease::HeldRoot;
 use super::status::{self, Failure, PassOutcome, Verdict};
 use super::{Context, RootsError, DEPENDENCY_RETRY};
 use crate::api::root::{InventoryCounts, PassSummary, Root};
@@ -57,9 +58,15 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         }
         return Ok(Action::await_change());
     }
+    // Another replica's root (see `lease`): untouched here until this replica takes its Lease,
+    // which reconciles it at once. Held: its status, events and pass are written behind its
+    // own fence, and it is not given back in the middle of this reconcile.
+    let Some((held, _busy)) = ctx.held(&key) else {
+        return Ok(Action::await_change());
+    };
     let record = |verdict: Verdict| {
-        let (ctx, root) = (ctx.clone(), root.clone());
-        async move { status::record(&ctx.state, &root, &verdict).await }
+        let (ctx, root, held) = (ctx.clone(), root.clone(), held.clone());
+        async move { status::record(&ctx.state, &held, &root, &verdict).await }
     };
     if key == ctx.flag_root && !ctx.flag_root_object {
         let message = "the `weft run --repo` flags drive this root (the daemon's root loop), not this object; its migration to a Root object is a later step".to_string();
@@ -135,7 +142,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     }
 
     let interval = root.spec.interval();
-    let outcome = pass(&root, &key, &identity, &ctx, reasons, requested).await;
+    let outcome = pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
     let failure = outcome.failure.clone();
     record(Verdict::Passed(Box::new(outcome))).await?;
     match failure {
@@ -282,6 +289,7 @@ async fn pass(
     root: &Root,
     key: &ResourceKey,
     identity: &Identity,
+    held: &HeldRoot,
     ctx: &Context,
     reasons: Vec<String>,
     requested: Option<String>,
@@ -289,7 +297,7 @@ async fn pass(
     let started_at = crate::daemon::status::now_rfc3339();
     let start = Instant::now();
     tracing::info!(root = %key, reasons = %reasons.join(","), identity = %identity, "root pass started");
-    let body = pass_body(root, key, identity, ctx).await;
+    let body = pass_body(root, key, identity, held, ctx).await;
     let (failure, revision, inventory, changed, conflicts) = match body {
         Ok(done) => done,
         Err(f) => (Some(f), None, None, 0, Vec::new()),
@@ -340,11 +348,12 @@ async fn pass_body(
     root: &Root,
     key: &ResourceKey,
     identity: &Identity,
+    held: &HeldRoot,
     ctx: &Context,
 ) -> Result<Body, Failure> {
-    let client = ctx
+    let client = held
         .impersonation
-        .client(identity, ctx.state.client())
+        .client(identity, &held.client)
         .map_err(|e| failure("IdentityFailed", e.to_string()))?;
     let (source, last) = open_source(root, key, &client, ctx).await?;
     let fetched = source.fetch(last.as_deref()).await;

@@ -203,6 +203,7 @@ pub fn ready_of(status: &RootStatus) -> Option<&Condition> {
 /// `Ready` verdict is new or a pass changed objects. Returns the status written (or kept).
 pub async fn record(
     state: &DaemonState,
+    held: &super::lease::HeldRoot,
     root: &Root,
     verdict: &Verdict,
 ) -> Result<RootStatus, RootsError> {
@@ -214,7 +215,8 @@ pub async fn record(
     if after == before {
         return Ok(after);
     }
-    let api: Api<Root> = Api::namespaced(state.client().clone(), &namespace);
+    // Behind the root's own fence: a replica that lost the root's Lease writes no status.
+    let api: Api<Root> = Api::namespaced(held.client.clone(), &namespace);
     api.patch_status(
         &root.name_any(),
         &PatchParams::default(),
@@ -243,7 +245,7 @@ pub async fn record(
             text: &c.message,
             related: None,
         };
-        state.events().publish(root, note).await;
+        held.events.publish(root, note).await;
     }
     let changed = matches!(verdict, Verdict::Passed(p) if p.changed > 0);
     if let (Some(ready), true) = (ready_of(&after), was != is || changed) {
@@ -260,7 +262,7 @@ pub async fn record(
             text: &text,
             related: None,
         };
-        state.events().publish(root, note).await;
+        held.events.publish(root, note).await;
     }
     Ok(after)
 }

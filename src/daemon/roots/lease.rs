@@ -1,0 +1,683 @@
+//! Replicas split the Root objects between them (issue 41 item 4): each root is held by one
+//! replica through a `coordination.k8s.io/v1` Lease of its own, and a replica reconciles only
+//! the roots whose Lease it holds.
+//!
+//! - **Where**: every Lease lives in Weft's namespace (`--weft-namespace`), never in the root's:
+//!   a tenant may write Leases in its own namespace, and could then hold its root's Lease forever
+//!   (blocking it) or delete it; in Weft's namespace only Weft writes (docs/security.md).
+//! - **Names**: `weft-root-<namespace>.<name>` (a namespace has no dot, so no two roots share a
+//!   name), `weft-root-<hash>` when that is longer than a Lease name may be; each replica also
+//!   keeps `weft-replica-<hash of its identity>`, by which the others count the live replicas.
+//! - **Fair share**: a replica takes free or expired root Leases while it holds fewer than
+//!   `ceil(roots / live replicas) + 1`, and gives back (never a root in the middle of a pass)
+//!   those above it, so 200 roots on 3 replicas settle at 67 ± 1 each. A replica takes nothing
+//!   on its first round (others learn it is alive first).
+//! - **Expiry** is client-go's: a Lease is taken from another holder only after its renew time
+//!   has stayed unchanged for its whole `leaseDurationSeconds` on *our* clock. Every write carries
+//!   the Lease's resourceVersion, so two replicas racing for one root cannot both win.
+//! - **Fencing**: each held root has its own [`WriteFence`], opened until `renewal sent + renew
+//!   deadline` by each renewal, and its own client behind it, with which its pass, its status and
+//!   its events are written: a replica that lost a root (or could not renew it in time) can no
+//!   longer write for it, whatever of its pass still runs — the pass is abandoned, it fails at its
+//!   next write, and the next holder passes the root from the start.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, ResourceExt};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+use super::identity::Impersonation;
+use crate::api::root::Root;
+use crate::api::ResourceKey;
+use crate::apply::fence::{FenceLayer, WriteFence};
+use crate::daemon::events::EventPublisher;
+use crate::daemon::leader::LeaseConfig;
+
+/// The label on every Lease of this module: `root` or `replica`.
+pub const LEASE_LABEL: &str = "weft.io/lease";
+/// The annotation of a root's Lease naming the root (`namespace/name`).
+pub const ROOT_ANNOTATION: &str = "weft.io/root";
+/// Roots a replica may hold above an even split, so a split that does not divide evenly (and
+/// a replica that just joined) never leaves a root without a taker.
+pub const SLACK: usize = 1;
+/// The longest Lease name (a DNS subdomain).
+const MAX_NAME: usize = 253;
+
+/// The Lease of the root `key` in Weft's namespace.
+pub fn root_lease_name(key: &ResourceKey) -> String {
+    let plain = format!("weft-root-{}.{}", key.namespace, key.name);
+    if plain.len() <= MAX_NAME {
+        plain
+    } else {
+        format!(
+            "weft-root-{}",
+            digest(&format!("{}/{}", key.namespace, key.name))
+        )
+    }
+}
+
+/// The Lease by which the replica `identity` says it is alive.
+pub fn replica_lease_name(identity: &str) -> String {
+    format!("weft-replica-{}", digest(identity))
+}
+
+fn digest(text: &str) -> String {
+    hex::encode(&Sha256::digest(text.as_bytes())[..10])
+}
+
+/// How many roots one of `replicas` live replicas may hold.
+pub fn fair_share(roots: usize, replicas: usize) -> usize {
+    roots.div_ceil(replicas.max(1)) + SLACK
+}
+
+/// What a replica writes a root it holds with: a client (and an event publisher, and clients
+/// acting as the root's ServiceAccount) behind the root's own write fence.
+#[derive(Clone)]
+pub struct HeldRoot {
+    pub client: Client,
+    pub events: EventPublisher,
+    pub impersonation: Arc<Impersonation>,
+}
+
+struct Held {
+    root: HeldRoot,
+    fence: WriteFence,
+    lease: String,
+    last_renew: Instant,
+}
+
+/// The holder and renew time last seen on a Lease, and when they were first seen.
+type Observed = (Option<String>, Option<MicroTime>, Instant);
+
+#[derive(Default)]
+struct Inner {
+    held: HashMap<ResourceKey, Held>,
+    observed: HashMap<String, Observed>,
+    busy: HashSet<ResourceKey>,
+    rounds: u64,
+}
+
+/// This replica's root Leases (shared by the Lease loop and the reconciles).
+pub struct RootLeases {
+    api: Api<Lease>,
+    namespace: String,
+    identity: String,
+    timing: LeaseConfig,
+    /// The cluster configuration each held root's client is built from; `None` (a daemon built
+    /// without one, in tests): the daemon's own client, fenced by the leader Lease.
+    cluster: Option<kube::Config>,
+    api_timeout: Duration,
+    /// The daemon's client and events, for the fallback above.
+    own: (Client, EventPublisher, WriteFence),
+    inner: Mutex<Inner>,
+}
+
+/// Marks a root as in the middle of a pass: it is not given back to balance the split.
+pub struct Busy<'a> {
+    leases: &'a RootLeases,
+    key: ResourceKey,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.leases.lock().busy.remove(&self.key);
+    }
+}
+
+impl RootLeases {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Client,
+        events: EventPublisher,
+        fence: WriteFence,
+        namespace: &str,
+        identity: &str,
+        lease_duration: Duration,
+        cluster: Option<kube::Config>,
+        api_timeout: Duration,
+    ) -> RootLeases {
+        RootLeases {
+            api: Api::namespaced(client.clone(), namespace),
+            namespace: namespace.to_string(),
+            identity: identity.to_string(),
+            timing: LeaseConfig::new(namespace, identity, lease_duration),
+            cluster,
+            api_timeout,
+            own: (client, events, fence),
+            inner: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How often the Leases are looked at (and held ones renewed).
+    pub fn retry_period(&self) -> Duration {
+        self.timing.retry_period
+    }
+
+    /// The writers of `key` while this replica holds its Lease; `None`: another replica's root.
+    pub fn held(&self, key: &ResourceKey) -> Option<HeldRoot> {
+        self.lock().held.get(key).map(|h| h.root.clone())
+    }
+
+    /// Mark `key` as passing until the guard drops.
+    pub fn busy(&self, key: &ResourceKey) -> Busy<'_> {
+        self.lock().busy.insert(key.clone());
+        Busy {
+            leases: self,
+            key: key.clone(),
+        }
+    }
+
+    /// How many roots this replica holds.
+    pub fn count(&self) -> usize {
+        self.lock().held.len()
+    }
+
+    /// Look at the Leases every retry period until `stop` fires, then give every held root back.
+    pub async fn run(
+        self: Arc<Self>,
+        store: Store<Root>,
+        taken: mpsc::UnboundedSender<ObjectRef<Root>>,
+        mut stop: tokio::sync::oneshot::Receiver<()>,
+    ) {
+        loop {
+            if let Err(e) = self.round(&store, &taken).await {
+                tracing::warn!(namespace = %self.namespace, error = %crate::api::kube_error::Text(&e), "cannot read or write the roots' Leases; retrying");
+            }
+            self.expire_unrenewed();
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = tokio::time::sleep(self.timing.retry_period) => {}
+            }
+        }
+        self.release_all().await;
+    }
+
+    /// Close the fence of every root whose renewal is overdue: its Lease may be another's soon.
+    fn expire_unrenewed(&self) {
+        let mut inner = self.lock();
+        let deadline = self.timing.renew_deadline;
+        let lost: Vec<ResourceKey> = inner
+            .held
+            .iter()
+            .filter(|(_, h)| h.last_renew.elapsed() >= deadline)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in lost {
+            if let Some(h) = inner.held.remove(&key) {
+                h.fence.close();
+                tracing::warn!(root = %key, lease = %h.lease, "could not renew the root's Lease in time; this replica stops reconciling it");
+            }
+        }
+    }
+
+    /// One round: say this replica is alive, renew what it holds, give back what is above its
+    /// share, take free or expired Leases up to its share.
+    async fn round(
+        &self,
+        store: &Store<Root>,
+        taken: &mpsc::UnboundedSender<ObjectRef<Root>>,
+    ) -> Result<(), kube::Error> {
+        self.renew_replica().await?;
+        let leases = self
+            .api
+            .list(&ListParams::default().labels(LEASE_LABEL))
+            .await?;
+        let by_name: BTreeMap<String, Lease> = leases
+            .items
+            .into_iter()
+            .map(|l| (l.name_any(), l))
+            .collect();
+        let live = self.live_replicas(&by_name).await;
+        let mut roots: Vec<ResourceKey> = store
+            .state()
+            .iter()
+            .filter(|r| r.metadata.deletion_timestamp.is_none())
+            .map(|r| super::depends::key_of(r))
+            .collect();
+        roots.sort();
+        let share = fair_share(roots.len(), live);
+        let first = {
+            let mut inner = self.lock();
+            inner.rounds += 1;
+            inner.rounds == 1
+        };
+        self.renew_held(&by_name, &roots).await;
+        self.give_back(share).await;
+        if first {
+            return Ok(());
+        }
+        // Replicas start at different points of the list, so they seldom race for one Lease.
+        let offset = usize::from(digest(&self.identity).as_bytes()[0]) % roots.len().max(1);
+        for key in roots.iter().cycle().skip(offset).take(roots.len()) {
+            if self.count() >= share {
+                break;
+            }
+            if self.lock().held.contains_key(key) {
+                continue;
+            }
+            let name = root_lease_name(key);
+            if !self.is_free(&name, by_name.get(&name)) {
+                continue;
+            }
+            match self.take(key, &name, by_name.get(&name)).await {
+                Ok(true) => {
+                    tracing::info!(root = %key, lease = %name, share, replicas = live, "took the root's Lease; reconciling it");
+                    let _ = taken.send(ObjectRef::new(&key.name).within(&key.namespace));
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(root = %key, lease = %name, error = %crate::api::kube_error::Text(&e), "cannot take the root's Lease")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the Lease `name` may be taken: absent, released, or not renewed for its whole
+    /// duration since we first saw its current renew time.
+    fn is_free(&self, name: &str, lease: Option<&Lease>) -> bool {
+        let Some(lease) = lease else { return true };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let Some(holder) = holder else { return true };
+        if holder == self.identity {
+            // Ours from an earlier term that we no longer count as held: retake it.
+            return true;
+        }
+        let duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map(Duration::from_secs)
+            .unwrap_or(self.timing.lease_duration);
+        self.observe(name, Some(holder), spec.renew_time).elapsed() >= duration
+    }
+
+    /// When the current holder and renew time of `name` were first seen.
+    fn observe(&self, name: &str, holder: Option<String>, renew: Option<MicroTime>) -> Instant {
+        let mut inner = self.lock();
+        match inner.observed.get(name) {
+            Some((h, r, at)) if *h == holder && *r == renew => *at,
+            _ => {
+                let at = Instant::now();
+                inner.observed.insert(name.to_string(), (holder, renew, at));
+                at
+            }
+        }
+    }
+
+    fn spec(&self, acquire: Option<MicroTime>, transitions: i32) -> LeaseSpec {
+        let now = MicroTime(Timestamp::now());
+        LeaseSpec {
+            holder_identity: Some(self.identity.clone()),
+            lease_duration_seconds: Some(
+                i32::try_from(self.timing.lease_duration.as_secs()).unwrap_or(i32::MAX),
+            ),
+            acquire_time: Some(acquire.unwrap_or_else(|| now.clone())),
+            renew_time: Some(now),
+            lease_transitions: Some(transitions),
+            ..Default::default()
+        }
+    }
+
+    fn meta(&self, name: &str, kind: &str, root: Option<&ResourceKey>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(self.namespace.clone()),
+            labels: Some([(LEASE_LABEL.to_string(), kind.to_string())].into()),
+            annotations: root.map(|k| [(ROOT_ANNOTATION.to_string(), k.to_string())].into()),
+            ..Default::default()
+        }
+    }
+
+    /// Create or take over the Lease `name` of `key` (with its resourceVersion): `Ok(false)`
+    /// when another replica won the race.
+    async fn take(
+        &self,
+        key: &ResourceKey,
+        name: &str,
+        existing: Option<&Lease>,
+    ) -> Result<bool, kube::Error> {
+        let sent = Instant::now();
+        let written = match existing {
+            None => {
+                let lease = Lease {
+                    metadata: self.meta(name, "root", Some(key)),
+                    spec: Some(self.spec(None, 0)),
+                };
+                self.api.create(&PostParams::default(), &lease).await
+            }
+            Some(old) => {
+                let mut lease = old.clone();
+                let transitions = old
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.lease_transitions)
+                    .unwrap_or(0);
+                lease.spec = Some(self.spec(None, transitions + 1));
+                self.api.replace(name, &PostParams::default(), &lease).await
+            }
+        };
+        match written {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        let fence = WriteFence::closed();
+        fence.open_until(sent + self.timing.renew_deadline);
+        let root = match self.writers(&fence) {
+            Ok(root) => root,
+            Err(e) => {
+                tracing::error!(root = %key, error = %e, "cannot build a client for the root; giving its Lease back");
+                self.release(name).await;
+                return Ok(false);
+            }
+        };
+        self.lock().held.insert(
+            key.clone(),
+            Held {
+                root,
+                fence,
+                lease: name.to_string(),
+                last_renew: sent,
+            },
+        );
+        Ok(true)
+    }
+
+    /// A client, an event publisher and impersonation behind `fence`.
+    fn writers(&self, fence: &WriteFence) -> Result<HeldRoot, crate::apply::calls::ConnectError> {
+        let (own, events, own_fence) = &self.own;
+        let Some(config) = &self.cluster else {
+            return Ok(HeldRoot {
+                client: own.clone(),
+                events: events.clone(),
+                impersonation: Arc::new(Impersonation::new(
+                    None,
+                    own_fence.clone(),
+                    self.api_timeout,
+                )),
+            });
+        };
+        let layer = FenceLayer {
+            fence: fence.clone(),
+            timeout: self.api_timeout,
+        };
+        let (client, _) = crate::apply::calls::counting_client_with(config.clone(), layer)?;
+        Ok(HeldRoot {
+            events: EventPublisher::new(client.clone(), events.notifier().clone()),
+            impersonation: Arc::new(Impersonation::new(
+                Some(config.clone()),
+                fence.clone(),
+                self.api_timeout,
+            )),
+            client,
+        })
+    }
+
+    /// Renew every held Lease (its resourceVersion as listed); a Lease another replica holds
+    /// now, or of a root that is gone, is dropped at once.
+    async fn renew_held(&self, listed: &BTreeMap<String, Lease>, roots: &[ResourceKey]) {
+        let held: Vec<(ResourceKey, String)> = self
+            .lock()
+            .held
+            .iter()
+            .map(|(k, h)| (k.clone(), h.lease.clone()))
+            .collect();
+        // A third of the duration between renewals: the fence stays open for two thirds, so a
+        // failed renewal is tried again a few times before the fence shuts.
+        let every = self.timing.lease_duration / 3;
+        let mut due = Vec::new();
+        for (key, name) in held {
+            let ours = listed.get(&name).filter(|l| {
+                l.spec.as_ref().and_then(|s| s.holder_identity.as_deref())
+                    == Some(self.identity.as_str())
+            });
+            let Some(lease) = ours else {
+                self.drop_root(&key, "another replica holds its Lease now");
+                continue;
+            };
+            if roots.binary_search(&key).is_err() {
+                self.drop_root(&key, "the root is gone");
+                self.release(&name).await;
+                continue;
+            }
+            let is_due = self
+                .lock()
+                .held
+                .get(&key)
+                .is_none_or(|h| h.last_renew.elapsed() >= every);
+            if !is_due {
+                continue;
+            }
+            let mut renewed = lease.clone();
+            let old = lease.spec.clone().unwrap_or_default();
+            renewed.spec = Some(LeaseSpec {
+                renew_time: Some(MicroTime(Timestamp::now())),
+                ..old
+            });
+            due.push((key, name, renewed));
+        }
+        // All at once (16 in flight): one after another, a loaded API server made the last
+        // renewals of a replica holding dozens of roots miss the renew deadline.
+        let renewals =
+            futures::stream::iter(due.into_iter().map(|(key, name, renewed)| async move {
+                let sent = Instant::now();
+                let result = self
+                    .api
+                    .replace(&name, &PostParams::default(), &renewed)
+                    .await;
+                (key, name, sent, result)
+            }))
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await;
+        for (key, name, sent, result) in renewals {
+            match result {
+                Ok(_) => {
+                    if let Some(h) = self.lock().held.get_mut(&key) {
+                        h.fence.open_until(sent + self.timing.renew_deadline);
+                        h.last_renew = sent;
+                    }
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    self.drop_root(&key, "its Lease changed under this replica")
+                }
+                Err(e) => {
+                    tracing::warn!(root = %key, lease = %name, error = %crate::api::kube_error::Text(&e), "cannot renew the root's Lease; retrying")
+                }
+            }
+        }
+    }
+
+    /// Stop reconciling `key`: its fence shuts, so whatever of its pass still runs writes nothing.
+    fn drop_root(&self, key: &ResourceKey, why: &str) {
+        if let Some(h) = self.lock().held.remove(key) {
+            h.fence.close();
+            tracing::warn!(root = %key, lease = %h.lease, "this replica stops reconciling the root: {why}");
+        }
+    }
+
+    /// Give back the roots above `share` that are not in the middle of a pass.
+    async fn give_back(&self, share: usize) {
+        let extra: Vec<(ResourceKey, String)> = {
+            let inner = self.lock();
+            let over = inner.held.len().saturating_sub(share);
+            let mut idle: Vec<(ResourceKey, String)> = inner
+                .held
+                .iter()
+                .filter(|(k, _)| !inner.busy.contains(*k))
+                .map(|(k, h)| (k.clone(), h.lease.clone()))
+                .collect();
+            idle.sort();
+            idle.into_iter().rev().take(over).collect()
+        };
+        for (key, name) in extra {
+            if let Some(h) = self.lock().held.remove(&key) {
+                h.fence.close();
+            }
+            self.release(&name).await;
+            tracing::info!(root = %key, lease = %name, share, "gave the root's Lease back to even out the replicas' shares");
+        }
+    }
+
+    /// Clear our holder from the Lease `name` (with its resourceVersion), so another replica
+    /// takes it at once.
+    async fn release(&self, name: &str) {
+        let Ok(Some(mut lease)) = self.api.get_opt(name).await else {
+            return;
+        };
+        let mut spec = lease.spec.clone().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        lease.spec = Some(spec);
+        if let Err(e) = self.api.replace(name, &PostParams::default(), &lease).await {
+            tracing::warn!(lease = name, error = %crate::api::kube_error::Text(&e), "cannot give the root's Lease back; it expires on its own");
+        }
+    }
+
+    /// Shutdown: give every root back and delete this replica's own Lease.
+    async fn release_all(&self) {
+        let held: Vec<(ResourceKey, Held)> = self.lock().held.drain().collect();
+        for (_, h) in &held {
+            h.fence.close();
+        }
+        for (_, h) in held {
+            self.release(&h.lease).await;
+        }
+        let _ = self
+            .api
+            .delete(
+                &replica_lease_name(&self.identity),
+                &DeleteParams::default(),
+            )
+            .await;
+        tracing::info!("gave back every root's Lease");
+    }
+
+    /// Say this replica is alive: create or renew `weft-replica-<hash>`.
+    async fn renew_replica(&self) -> Result<(), kube::Error> {
+        let name = replica_lease_name(&self.identity);
+        match self.api.get_opt(&name).await? {
+            None => {
+                let lease = Lease {
+                    metadata: self.meta(&name, "replica", None),
+                    spec: Some(self.spec(None, 0)),
+                };
+                match self.api.create(&PostParams::default(), &lease).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Some(mut lease) => {
+                let acquire = lease.spec.as_ref().and_then(|s| s.acquire_time.clone());
+                lease.spec = Some(self.spec(acquire, 0));
+                self.api
+                    .replace(&name, &PostParams::default(), &lease)
+                    .await
+                    .map(|_| ())
+            }
+        }
+    }
+
+    /// The replicas whose own Lease is fresh (this one included); the Leases of replicas dead
+    /// for two lease durations are deleted (their resourceVersion as a precondition).
+    async fn live_replicas(&self, listed: &BTreeMap<String, Lease>) -> usize {
+        let own = replica_lease_name(&self.identity);
+        let mut live = 1;
+        for (name, lease) in listed {
+            if name == &own || !is_replica(lease) {
+                continue;
+            }
+            let spec = lease.spec.clone().unwrap_or_default();
+            let holder = spec.holder_identity.clone();
+            let seen = self.observe(name, holder, spec.renew_time);
+            let duration = self.timing.lease_duration;
+            if seen.elapsed() < duration {
+                live += 1;
+            } else if seen.elapsed() >= duration * 2 {
+                let pre = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        resource_version: lease.resource_version(),
+                        uid: None,
+                    }),
+                    ..Default::default()
+                };
+                if self.api.delete(name, &pre).await.is_ok() {
+                    tracing::info!(lease = %name, "deleted the Lease of a replica gone for two lease durations");
+                    self.lock().observed.remove(name);
+                }
+            }
+        }
+        live
+    }
+}
+
+fn is_replica(lease: &Lease) -> bool {
+    lease
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LEASE_LABEL))
+        .is_some_and(|v| v == "replica")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(ns: &str, name: &str) -> ResourceKey {
+        ResourceKey {
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn two_roots_never_share_a_lease_name() {
+        // `a-b/c` and `a/b-c` would both be `weft-root-a-b-c` with a dash between.
+        assert_ne!(
+            root_lease_name(&key("a-b", "c")),
+            root_lease_name(&key("a", "b-c"))
+        );
+        assert_eq!(
+            root_lease_name(&key("team-a", "apps")),
+            "weft-root-team-a.apps"
+        );
+        let long = "x".repeat(250);
+        let hashed = root_lease_name(&key("team-a", &long));
+        assert!(
+            hashed.len() <= MAX_NAME && hashed.starts_with("weft-root-"),
+            "{hashed}"
+        );
+        assert_ne!(hashed, root_lease_name(&key("team-b", &long)));
+    }
+
+    #[test]
+    fn two_hundred_roots_split_evenly_over_three_replicas() {
+        assert_eq!(fair_share(200, 3), 68);
+        assert!(fair_share(200, 3) * 3 >= 200);
+        // One replica dies: the two others can hold every root.
+        assert!(fair_share(200, 2) * 2 >= 200);
+        assert_eq!(fair_share(12, 3), 5);
+        assert_eq!(fair_share(0, 3), 1);
+        assert_eq!(fair_share(5, 0), 6);
+    }
+}
