@@ -4,7 +4,7 @@
 //! replica that holds it, and the roots of a replica killed with SIGKILL move to the two others
 //! within one lease duration (plus the rounds that notice it).
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -344,7 +344,7 @@ async fn wait_handled(
 /// (200) roots of `WEFT_BENCH_OBJECTS` (50) ConfigMaps on three replicas with the default
 /// 15 s Lease: the first pass of all, a no-op round, each replica's RSS per root it holds, and
 /// the time the two others take to hold a killed replica's roots. Not run by CI (ignored):
-/// `cargo test --release --test root_leases -- --ignored --nocapture`.
+/// `cargo test --release --test it root_leases:: -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore]
 async fn bench_many_roots_on_three_replicas() {
