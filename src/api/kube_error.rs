@@ -232,6 +232,14 @@ fn forbidden(message: &str) -> String {
                 Some(ns) => (format!(" in namespace {ns}"), format!(" -n {ns}")),
                 None => (" cluster-wide".to_string(), String::new()),
             };
+            // A ServiceAccount refused cluster-wide is usually a root of one namespace (a
+            // tenant) reaching past it: granting it cluster-wide rights is the operator's call,
+            // not the fix.
+            if flag.is_empty() && user.starts_with("system:serviceaccount:") {
+                return format!(
+                    "{user} may not `{verb}` {resource} cluster-wide: a root acting as a namespace's account cannot declare or read it; remove it from that root's repository, or an operator may bind the account a ClusterRole; `kubectl auth can-i {verb} {resource} --as {user}` checks it"
+                );
+            }
             format!(
                 "grant {user} `{verb}` on {resource}{place} (a Role or ClusterRole and its binding), or use a kubeconfig context that has it; `kubectl auth can-i {verb} {resource}{flag} --as {user}` checks it"
             )
@@ -411,6 +419,14 @@ mod tests {
             "{}",
             text(&e)
         );
+        let e = status(serde_json::json!({"code": 403, "reason": "Forbidden",
+            "message": "clusterrolebindings.rbac.authorization.k8s.io is forbidden: User \"system:serviceaccount:team-a:team-a\" cannot create resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"}));
+        let t = text(&e);
+        assert!(
+            t.contains("system:serviceaccount:team-a:team-a may not `create` clusterrolebindings.rbac.authorization.k8s.io cluster-wide: a root acting as a namespace's account cannot declare or read it; remove it from that root's repository"),
+            "{t}"
+        );
+        assert!(!t.contains("grant"), "{t}");
         let e = status(serde_json::json!({"code": 403, "reason": "Forbidden", "message": "no"}));
         assert!(text(&e).ends_with(
             "check its RBAC (`kubectl auth can-i`), or use a kubeconfig context that has it"

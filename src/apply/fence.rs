@@ -25,7 +25,7 @@ use super::calls::{classify, CallKind};
 /// Why a call was refused before it was sent, or given up.
 #[derive(Debug, thiserror::Error)]
 pub enum CallRefused {
-    #[error("write refused: this replica's leader Lease was not renewed in time (another replica may lead now)")]
+    #[error("write refused: this replica's Lease (the leader's, or the root's it writes for) was not renewed in time; another replica may hold it now")]
     NotLeader,
     #[error("the API server did not answer within {}s (--api-timeout)", .0.as_secs())]
     Timeout(Duration),
@@ -145,7 +145,7 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         if is_fenced(req.method(), req.uri()) && !self.layer.fence.allows_writes() {
-            tracing::warn!(method = %req.method(), path = req.uri().path(), "write refused: not the leader");
+            tracing::warn!(method = %req.method(), path = req.uri().path(), "write refused: this replica no longer holds the Lease this write depends on");
             return Box::pin(async { Err(CallRefused::NotLeader.into()) });
         }
         let timeout = self.layer.timeout;
