@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use support::chart_servers::PrivateCa;
 use support::git_servers::{free_port, GitDaemon, HttpAuth, HttpGitServer, RepoHost, WorkTree};
 use support::weft_cli::Weft;
 use weft::api::armada::ChartSource;
@@ -339,81 +340,14 @@ fn private_git_chart_sources_use_the_config_repository_credentials() {
     assert!(!err.contains(password), "{err}");
 }
 
-/// A CA and a certificate for 127.0.0.1 signed by it (openssl CLI).
-struct PrivateCa {
-    dir: tempfile::TempDir,
+/// What these tests do with the private CA (`support::chart_servers::PrivateCa`): hand it to
+/// libgit2 as a directory, and put TLS with its certificate in front of a plain server.
+trait CaServing {
+    fn ca_dir(&self) -> PathBuf;
+    fn serve_tls(&self, backend: u16) -> TlsFront;
 }
 
-impl PrivateCa {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        let openssl = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .current_dir(d)
-                .args(args)
-                .stdin(Stdio::null())
-                .output()
-                .expect("openssl");
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ];
-        let mut ca = vec![
-            "req", "-x509", "-days", "2", "-keyout", "ca.key", "-out", "ca.pem",
-        ];
-        ca.extend(ec);
-        ca.extend([
-            "-subj",
-            "/CN=Weft Test Private CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ]);
-        openssl(&ca);
-        let mut csr = vec!["req", "-new", "-keyout", "server.key", "-out", "server.csr"];
-        csr.extend(ec);
-        csr.extend(["-subj", "/CN=127.0.0.1"]);
-        openssl(&csr);
-        std::fs::write(
-            d.join("server.ext"),
-            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-out",
-            "server.pem",
-            "-extfile",
-            "server.ext",
-        ]);
-        PrivateCa { dir }
-    }
-
-    fn ca_file(&self) -> PathBuf {
-        self.dir.path().join("ca.pem")
-    }
-
+impl CaServing for PrivateCa {
     /// A directory holding only the CA (for `SSL_CERT_DIR`).
     fn ca_dir(&self) -> PathBuf {
         let dir = self.dir.path().join("certs");

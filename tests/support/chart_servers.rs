@@ -69,7 +69,7 @@ impl PrivateCa {
         ca.extend(ec);
         ca.extend([
             "-subj",
-            "/CN=Weft Test Chart CA",
+            "/CN=Weft Test Private CA",
             "-addext",
             "basicConstraints=critical,CA:TRUE",
             "-addext",
