@@ -29,6 +29,10 @@ pub const KEY_HEADERS: &str = "headers";
 pub enum ProviderProblem {
     #[error("Secret {name} (secretRef) does not exist in the Provider's namespace")]
     SecretNotFound { name: String },
+    /// The identity the Provider's Secret is read as (Weft, or the account of the root that
+    /// applied the Provider) may not read it.
+    #[error("Secret {name} (secretRef) may not be read as the identity of the root that applied this Provider: {why}")]
+    SecretForbidden { name: String, why: String },
     #[error("Secret {name} has no key `{key}`, which provider type {type_} needs")]
     SecretKeyMissing {
         name: String,
@@ -53,6 +57,7 @@ impl ProviderProblem {
     pub fn reason(&self) -> &'static str {
         match self {
             ProviderProblem::SecretNotFound { .. } => "SecretNotFound",
+            ProviderProblem::SecretForbidden { .. } => "SecretForbidden",
             ProviderProblem::SecretKeyMissing { .. } | ProviderProblem::SecretMissing { .. } => {
                 "SecretKeyMissing"
             }

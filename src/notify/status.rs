@@ -51,11 +51,23 @@ pub async fn resolve(
 ) -> Result<ResolvedProvider, ResolveError> {
     let namespace = provider.namespace().unwrap_or_default();
     let secret = match &provider.spec.secret_ref {
-        Some(r) => Api::<Secret>::namespaced(client.clone(), &namespace)
+        Some(r) => match Api::<Secret>::namespaced(client.clone(), &namespace)
             .get_opt(&r.name)
             .await
-            .map_err(ResolveError::Api)?
-            .map(crate::api::secret_bytes),
+        {
+            Ok(secret) => secret.map(crate::api::secret_bytes),
+            // A refusal is an answer, not an outage: the Provider cannot send until the
+            // account may read it (a tenant's root reads it as the tenant).
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                let why = crate::api::kube_error::Text(&kube::Error::Api(status)).to_string();
+                return Err(ProviderProblem::SecretForbidden {
+                    name: r.name.clone(),
+                    why: crate::api::bounded::clip(&why, 1000),
+                }
+                .into());
+            }
+            Err(e) => return Err(ResolveError::Api(e)),
+        },
         None => None,
     };
     let resolved = payload::resolve(&provider.spec, secret.as_ref())?;

@@ -500,3 +500,122 @@ async fn tenants_are_refused_their_escapes_and_stop_no_one_else() {
     }
     weft_ns.delete().await;
 }
+
+/// Issue 42 item 3: a notification Provider a tenant's root applied reads its Secret as the
+/// tenant. The tenant's account may manage its namespace's ConfigMaps and Weft's kinds but not
+/// read Secrets: its Provider says so (`SecretForbidden`, naming the account), where Weft's own
+/// identity would have read the Secret and called the Provider ready.
+#[tokio::test]
+async fn a_tenants_provider_reads_its_secret_as_the_tenant() {
+    use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use weft::api::notification::Provider;
+
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("tenant-secret").await;
+    let w = weft_ns.name().to_string();
+    let t = format!("{w}-t");
+    create(
+        Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": t}}),
+    )
+    .await;
+    create(
+        Api::<ServiceAccount>::namespaced(client.clone(), &t),
+        json!({"metadata": {"name": "deployer", "namespace": t}}),
+    )
+    .await;
+    create(
+        Api::<Role>::namespaced(client.clone(), &t),
+        json!({"metadata": {"name": "no-secrets", "namespace": t}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps", "events"], "verbs": ["*"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
+            {"apiGroups": ["weft.io", "notification.weft.io"], "resources": ["*"], "verbs": ["*"]},
+        ]}),
+    )
+    .await;
+    create(
+        Api::<RoleBinding>::namespaced(client.clone(), &t),
+        json!({"metadata": {"name": "no-secrets", "namespace": t},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "no-secrets"},
+            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": t}]}),
+    )
+    .await;
+    create(
+        Api::<Secret>::namespaced(client.clone(), &t),
+        json!({"metadata": {"name": "hook", "namespace": t}, "stringData": {"token": "s3cret"}}),
+    )
+    .await;
+    let user = format!("system:serviceaccount:{t}:deployer");
+    let tenant = client_as(&user).await;
+    let accesses = [
+        Access::new("create", "configmaps", Some(&t)),
+        Access::new("create", "providers.notification.weft.io", Some(&t)),
+    ];
+    wait_until_granted(&tenant, &user, &accesses).await;
+
+    let repo = ServedRepo::start();
+    repo.work
+        .write("apps/app.yaml", configmap(&t, "app", "1"))
+        .write(
+            "apps/provider.yaml",
+            format!("apiVersion: notification.weft.io/v1alpha1\nkind: Provider\nmetadata: {{name: hook, namespace: {t}}}\nspec:\n  type: generic\n  address: https://hooks.example.com/weft\n  secretRef: {{name: hook}}\n"),
+        );
+    let sha = repo.work.commit("an application and its Provider");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let mut opts = DaemonOptions::new(flag.path().to_str().unwrap(), &w);
+    opts.controllers = true;
+    opts.extra = vec!["--watch-namespaces".into(), format!("{w},{t}")];
+    let d = Daemon::start(opts);
+    let doc: Root =
+        serde_saphyr::from_str(&root_doc(&t, "app", &repo.url(), "apps", "deployer")).unwrap();
+    Api::<Root>::namespaced(client.clone(), &t)
+        .patch("app", &PatchParams::apply("weft-test"), &Patch::Apply(&doc))
+        .await
+        .unwrap();
+    wait_root(
+        &client,
+        &d,
+        (&t, "app"),
+        "True",
+        "ReconciliationSucceeded",
+        Some(&sha),
+    )
+    .await;
+    let providers: Api<Provider> = Api::namespaced(client.clone(), &t);
+    let condition = wait_for("the tenant's Provider judged", WITHIN, &d, async || {
+        let p = providers.get_opt("hook").await.ok()??;
+        p.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+    })
+    .await;
+    assert_eq!(condition.reason, "SecretForbidden", "{condition:?}");
+    assert!(
+        condition
+            .message
+            .contains(&format!("system:serviceaccount:{t}:deployer")),
+        "{condition:?}"
+    );
+    assert!(!condition.message.contains("s3cret"), "{condition:?}");
+    weft_ns.delete().await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&t, &DeleteParams::default())
+        .await;
+}
+
+/// Create `doc` (JSON) with `api`, as the test's admin.
+async fn create<K>(api: Api<K>, doc: serde_json::Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.create(
+        &kube::api::PostParams::default(),
+        &serde_json::from_value(doc).unwrap(),
+    )
+    .await
+    .unwrap();
+}
