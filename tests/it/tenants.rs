@@ -507,8 +507,7 @@ async fn tenants_are_refused_their_escapes_and_stop_no_one_else() {
 /// identity would have read the Secret and called the Provider ready.
 #[tokio::test]
 async fn a_tenants_provider_reads_its_secret_as_the_tenant() {
-    use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
     use weft::api::notification::Provider;
 
     let client = cluster::client().await;
@@ -516,44 +515,12 @@ async fn a_tenants_provider_reads_its_secret_as_the_tenant() {
     let weft_ns = TestNamespace::new("tenant-secret").await;
     let w = weft_ns.name().to_string();
     let t = format!("{w}-t");
-    create(
-        Api::<Namespace>::all(client.clone()),
-        json!({"metadata": {"name": t}}),
-    )
-    .await;
-    create(
-        Api::<ServiceAccount>::namespaced(client.clone(), &t),
-        json!({"metadata": {"name": "deployer", "namespace": t}}),
-    )
-    .await;
-    create(
-        Api::<Role>::namespaced(client.clone(), &t),
-        json!({"metadata": {"name": "no-secrets", "namespace": t}, "rules": [
-            {"apiGroups": [""], "resources": ["configmaps", "events"], "verbs": ["*"]},
-            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
-            {"apiGroups": ["weft.io", "notification.weft.io"], "resources": ["*"], "verbs": ["*"]},
-        ]}),
-    )
-    .await;
-    create(
-        Api::<RoleBinding>::namespaced(client.clone(), &t),
-        json!({"metadata": {"name": "no-secrets", "namespace": t},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "no-secrets"},
-            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": t}]}),
-    )
-    .await;
+    tenant_without_secrets(&client, &t).await;
     create(
         Api::<Secret>::namespaced(client.clone(), &t),
         json!({"metadata": {"name": "hook", "namespace": t}, "stringData": {"token": "s3cret"}}),
     )
     .await;
-    let user = format!("system:serviceaccount:{t}:deployer");
-    let tenant = client_as(&user).await;
-    let accesses = [
-        Access::new("create", "configmaps", Some(&t)),
-        Access::new("create", "providers.notification.weft.io", Some(&t)),
-    ];
-    wait_until_granted(&tenant, &user, &accesses).await;
 
     let repo = ServedRepo::start();
     repo.work
@@ -605,6 +572,121 @@ async fn a_tenants_provider_reads_its_secret_as_the_tenant() {
     let _ = Api::<Namespace>::all(client.clone())
         .delete(&t, &DeleteParams::default())
         .await;
+}
+
+/// Issue 42 item 3: an ArmadaChart a tenant's root applied is rendered and applied as the
+/// tenant. Its chart's ClusterRole is refused by the API server as the tenant's account, on the
+/// tenant's root, and never exists; acting as Weft, the pass would have created it.
+#[tokio::test]
+async fn a_tenants_armada_chart_is_applied_as_the_tenant() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("tenant-armada").await;
+    let w = weft_ns.name().to_string();
+    let t = format!("{w}-t");
+    tenant_without_secrets(&client, &t).await;
+    let repo = ServedRepo::start();
+    repo.work
+        .write(
+            "apps/charts/app/Chart.yaml",
+            "apiVersion: v2\nname: app\nversion: 0.1.0\n",
+        )
+        .write(
+            "apps/charts/app/templates/settings.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-settings\ndata: {a: b}\n",
+        )
+        .write(
+            "apps/charts/app/templates/escape.yaml",
+            format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {t}-escape\nrules: []\n"),
+        )
+        .write(
+            "apps/armada.yaml",
+            format!("apiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChart\nmetadata: {{name: app, namespace: {t}}}\nspec:\n  release: app\n  namespace: {t}\n  source: {{type: local, location: charts/app}}\n  wait: {{timeout: 30, resources: []}}\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: g, namespace: {t}}}\nspec:\n  chart_group: [app]\n---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaManifest\nmetadata: {{name: site, namespace: {t}}}\nspec:\n  release_prefix: site\n  chart_groups: [g]\n"),
+        );
+    repo.work.commit("a chart that brings a ClusterRole");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let mut opts = DaemonOptions::new(flag.path().to_str().unwrap(), &w);
+    opts.controllers = true;
+    opts.extra = vec!["--watch-namespaces".into(), format!("{w},{t}")];
+    let d = Daemon::start(opts);
+    let doc: Root =
+        serde_saphyr::from_str(&root_doc(&t, "app", &repo.url(), "apps", "deployer")).unwrap();
+    Api::<Root>::namespaced(client.clone(), &t)
+        .patch("app", &PatchParams::apply("weft-test"), &Patch::Apply(&doc))
+        .await
+        .unwrap();
+    let root = wait_root(
+        &client,
+        &d,
+        (&t, "app"),
+        "False",
+        "ReconciliationFailed",
+        None,
+    )
+    .await;
+    let (_, _, message) = condition(&root, "Ready").unwrap();
+    assert!(message.contains(&format!("{t}-escape")), "{message}");
+    assert!(
+        message.contains(&format!("system:serviceaccount:{t}:deployer")),
+        "{message}"
+    );
+    let escaped = Api::<ClusterRole>::all(client.clone())
+        .get_opt(&format!("{t}-escape"))
+        .await
+        .unwrap();
+    assert!(escaped.is_none(), "the chart's ClusterRole exists");
+    weft_ns.delete().await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&t, &DeleteParams::default())
+        .await;
+}
+
+/// Namespace `t` with the account `deployer`, which may manage the namespace's ConfigMaps and
+/// events and Weft's, notification and Armada kinds, and read its own Namespace, and nothing
+/// else (no Secrets, nothing cluster-wide); returns once the API server's authorizer says so.
+async fn tenant_without_secrets(client: &Client, t: &str) {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    create(
+        Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": t}}),
+    )
+    .await;
+    create(
+        Api::<ServiceAccount>::namespaced(client.clone(), t),
+        json!({"metadata": {"name": "deployer", "namespace": t}}),
+    )
+    .await;
+    create(
+        Api::<Role>::namespaced(client.clone(), t),
+        json!({"metadata": {"name": "no-secrets", "namespace": t}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps", "events"], "verbs": ["*"]},
+            // As the ClusterRole `admin` bound in a namespace allows: its own Namespace.
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
+            {"apiGroups": ["weft.io", "notification.weft.io", "armada.airshipit.org"], "resources": ["*"], "verbs": ["*"]},
+        ]}),
+    )
+    .await;
+    create(
+        Api::<RoleBinding>::namespaced(client.clone(), t),
+        json!({"metadata": {"name": "no-secrets", "namespace": t},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "no-secrets"},
+            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": t}]}),
+    )
+    .await;
+    let user = format!("system:serviceaccount:{t}:deployer");
+    let tenant = client_as(&user).await;
+    let accesses = [
+        Access::new("create", "configmaps", Some(t)),
+        Access::new("create", "providers.notification.weft.io", Some(t)),
+        Access::new("create", "armadacharts.armada.airshipit.org", Some(t)),
+    ];
+    wait_until_granted(&tenant, &user, &accesses).await;
 }
 
 /// Create `doc` (JSON) with `api`, as the test's admin.
