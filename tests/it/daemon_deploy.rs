@@ -258,8 +258,15 @@ async fn kubectl_apply_of_deploy_creates_everything() {
             &["update", "leases/weft-leader", "-n", "weft-system"][..],
             true,
         ),
+        // The Root Leases and replica Leases of its own namespace (names not known in
+        // advance), and no Lease of any other namespace.
         (
-            &["update", "leases/someone-else", "-n", "weft-system"][..],
+            &["update", "leases/weft-root-team-a.app", "-n", "weft-system"][..],
+            true,
+        ),
+        (&["update", "leases/anything", "-n", "default"][..], false),
+        (
+            &["delete", "leases/anything", "-n", "kube-system"][..],
             false,
         ),
         // Issue 30: shard 0 lists the Leases; a standby checks the leader against the endpoints.
