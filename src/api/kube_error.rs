@@ -235,7 +235,8 @@ fn forbidden(message: &str) -> String {
             // A ServiceAccount refused cluster-wide is usually a root of one namespace (a
             // tenant) reaching past it: granting it cluster-wide rights is the operator's call,
             // not the fix.
-            if flag.is_empty() && user.starts_with("system:serviceaccount:") {
+            if message.contains("at the cluster scope") && user.starts_with("system:serviceaccount:")
+            {
                 return format!(
                     "{user} may not `{verb}` {resource} cluster-wide: a root acting as a namespace's account cannot declare or read it; remove it from that root's repository, or an operator may bind the account a ClusterRole; `kubectl auth can-i {verb} {resource} --as {user}` checks it"
                 );
