@@ -402,9 +402,9 @@ async fn bad_chart_repositories_fail_their_chart_alone() {
 
 /// Item 6's measurement (docs/benchmarks.md): `weft render` of 20 ArmadaCharts from one chart
 /// repository index, with a cold and a warm chart cache, next to `helm template` of the same 20
-/// archives. `cargo test --release --test it chart_repositories::bench_ -- --ignored --nocapture`.
+/// archives. `cargo test --release --test it chart_repositories::bench_ -- --nocapture`.
 #[test]
-#[ignore]
+// Runs in CI too (about 10 s): the figures it prints are docs/benchmarks.md's.
 fn bench_twenty_charts_from_one_index() {
     use std::time::Instant;
     let repo = ChartRepo::start();
