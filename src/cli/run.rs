@@ -154,7 +154,7 @@ fn read_secret(
 /// and `--path`. The ref is left out: following another branch of the same repository is the
 /// same installation.
 fn claim(cfg: &RunConfig) -> String {
-    let repo = crate::source::git::redact_url_passwords(&cfg.repo);
+    let repo = crate::api::redact::redact_url_passwords(&cfg.repo);
     match cfg.path.as_deref().map(|p| p.trim_matches('/')) {
         Some(path) if !path.is_empty() => format!("{repo}//{path}"),
         _ => repo,

@@ -144,7 +144,7 @@ impl ChartSourcePolicy {
         let ChartSourcePolicy::Remote(list) = self else {
             return Ok(());
         };
-        let shown = super::git::redact_url_passwords(url);
+        let shown = crate::api::redact::redact_url_passwords(url);
         let is_remote = normalise(url).is_some_and(|u| !u.starts_with("file:"));
         if !is_remote {
             return Err(SourceRefused::Local { url: shown });
@@ -213,7 +213,7 @@ impl ChannelPolicy {
             return Ok(());
         }
         Err(ChannelRefused {
-            url: super::git::redact_url_passwords(poll_url.trim()),
+            url: crate::api::redact::redact_url_passwords(poll_url.trim()),
             allowed: self.describe(),
         })
     }
@@ -266,7 +266,7 @@ pub fn describe_http_error(e: reqwest::Error) -> String {
         }
         source = cause.source();
     }
-    super::git::redact_url_passwords(&text)
+    crate::api::redact::redact_url_passwords(&text)
 }
 
 #[cfg(test)]

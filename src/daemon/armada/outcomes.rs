@@ -12,12 +12,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::armada::Phase;
+use crate::api::redact::redact_url_passwords;
 use crate::api::ObjectRef;
 use crate::apply::changeset::ChangeSet;
 use crate::apply::ApplyError;
 use crate::pass::{armada, PassError};
 use crate::render::{DesiredSet, Owner};
-use crate::source::git::redact_url_passwords;
 
 /// What a pass did to one chart.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -30,11 +30,11 @@ use super::state::DaemonState;
 use super::status::{now_rfc3339, ChangeSummary, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus};
+use crate::api::redact::redact_url_passwords;
 use crate::apply::changeset::Action;
 use crate::pass::{driver, PassError, PassInput, PassSettings, Progress, ShardPass};
 use crate::render::DesiredSet;
 use crate::render::{AgentLayer, Owner};
-use crate::source::git::redact_url_passwords;
 use crate::source::git::GitError;
 use crate::source::Snapshot;
 

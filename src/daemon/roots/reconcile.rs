@@ -19,6 +19,7 @@ use super::identity::{self, identity_of, Identity};
 use super::lease::HeldRoot;
 use super::status::{self, Failure, PassOutcome, Verdict};
 use super::{Context, RootsError, DEPENDENCY_RETRY};
+use crate::api::redact::redact_url_passwords;
 use crate::api::root::{InventoryCounts, PassSummary, Root};
 use crate::api::ResourceKey;
 use crate::apply::changeset::Action as ChangeAction;
@@ -28,7 +29,6 @@ use crate::pass::{PassInput, PassSettings, Progress};
 use crate::render::ownership::REQUESTED_AT_ANNOTATION;
 use crate::render::Owner;
 use crate::source::git::auth::Credentials;
-use crate::source::git::redact_url_passwords;
 use crate::source::Snapshot;
 
 /// What a root's source was opened from: a change of any reopens it.

@@ -25,9 +25,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::git::auth::redact_url_passwords;
 use super::git::{GitError, GitRef, GitSource, GitSourceSpec};
 use super::{Snapshot, SnapshotLimits};
+use crate::api::redact::redact_url_passwords;
 pub use archive::{pack_archive, sha256_hex, unpack_archive, verify_sha256, DigestError};
 
 /// Largest file a bundle may hold, in bytes: the unpacking here and the bundle parser of the

@@ -283,7 +283,7 @@ impl ChartCache {
 /// Why a chart's source could not be resolved. Names the chart and where its `source` is written;
 /// a password of any URL in it (a git or tar location, the config repository's) is redacted.
 #[derive(Debug, thiserror::Error)]
-#[error("{origin}: ArmadaChart `{chart}`: {}", git::redact_url_passwords(&reason.to_string()))]
+#[error("{origin}: ArmadaChart `{chart}`: {}", crate::api::redact::redact_url_passwords(&reason.to_string()))]
 pub struct ChartSourceError {
     /// `file:line:col` of the chart's `source`.
     pub origin: String,
@@ -424,7 +424,7 @@ pub fn resolve(
                                 message: format!(
                                     "ArmadaChart `{}`: {}",
                                     e.chart,
-                                    git::redact_url_passwords(&e.reason.to_string())
+                                    crate::api::redact::redact_url_passwords(&e.reason.to_string())
                                 ),
                             },
                         );
@@ -538,11 +538,11 @@ fn git_files(
     if !git::is_git_url(&url) && !local.exists() {
         // Shown in logs and status: never the config repository's password.
         return Err(SourceFailure::Directory {
-            path: git::redact_url_passwords(&url),
+            path: crate::api::redact::redact_url_passwords(&url),
             message: format!(
                 "no such directory or repository (location `{}` relative to `{}`)",
                 clip(&source.location, QUOTE_CHARS),
-                git::redact_url_passwords(repo_location)
+                crate::api::redact::redact_url_passwords(repo_location)
             ),
         });
     }

@@ -260,7 +260,7 @@ fn get(
     token: &mut Option<String>,
     limit: u64,
 ) -> Result<Vec<u8>, SourceFailure> {
-    let shown = crate::source::git::redact_url_passwords(url);
+    let shown = crate::api::redact::redact_url_passwords(url);
     let fail = |message: String| SourceFailure::Http {
         url: shown.clone(),
         message: clip(&message, 500),
@@ -441,7 +441,7 @@ fn archive(
     if let Some(expected) = digest {
         if expected != actual {
             return Err(SourceFailure::PublishedDigestMismatch {
-                url: crate::source::git::redact_url_passwords(url),
+                url: crate::api::redact::redact_url_passwords(url),
                 what: what.to_string(),
                 expected: format!("sha256:{expected}"),
                 actual: format!("sha256:{actual}"),
@@ -493,7 +493,7 @@ pub(super) fn helm_files(
             )?;
             let text = String::from_utf8_lossy(&bytes);
             let index: Index = serde_saphyr::from_str(&text).map_err(|e| SourceFailure::Index {
-                url: crate::source::git::redact_url_passwords(&index_url),
+                url: crate::api::redact::redact_url_passwords(&index_url),
                 message: clip(&e.to_string().replace('\n', " "), QUOTE_CHARS),
             })?;
             let index = Arc::new(index);
@@ -501,7 +501,7 @@ pub(super) fn helm_files(
             index
         }
     };
-    let shown_repo = crate::source::git::redact_url_passwords(&repo);
+    let shown_repo = crate::api::redact::redact_url_passwords(&repo);
     let entries = index
         .entries
         .get(name)
@@ -554,13 +554,13 @@ pub(super) fn helm_files(
     };
     let _ = version;
     let url_text = entry.urls.first().ok_or_else(|| SourceFailure::Index {
-        url: crate::source::git::redact_url_passwords(&index_url),
+        url: crate::api::redact::redact_url_passwords(&index_url),
         message: format!("`{name}` {version_text} lists no `urls`"),
     })?;
     let url = url::Url::parse(&format!("{repo}/"))
         .and_then(|base| base.join(url_text))
         .map_err(|e| SourceFailure::Index {
-            url: crate::source::git::redact_url_passwords(&index_url),
+            url: crate::api::redact::redact_url_passwords(&index_url),
             message: format!(
                 "`{name}` {version_text}: url `{}`: {e}",
                 clip(url_text, QUOTE_CHARS)
@@ -589,7 +589,7 @@ fn files_of(
     bytes: &[u8],
     limits: ArchiveLimits,
 ) -> Result<ChartFiles, SourceFailure> {
-    let shown = crate::source::git::redact_url_passwords(location);
+    let shown = crate::api::redact::redact_url_passwords(location);
     let root = format!("{shown}/{name}@{version}");
     let all = super::unpack(&root, bytes, limits)?;
     let (files, root) = super::packaged_chart(all, root);

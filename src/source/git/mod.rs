@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use auth::redact_url_passwords;
+use crate::api::redact::redact_url_passwords;
 use auth::Credentials;
 pub use cache::GitSource;
 pub use tree::read_tree_snapshot;

@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
-use super::auth::{redact_url_passwords, SecretValue};
+use super::auth::SecretValue;
 use super::GitError;
+use crate::api::redact::redact_url_passwords;
 
 /// A remote URL taken apart: what libgit2 gets, what humans see, and the secrets it carried.
 #[derive(Clone, Debug)]

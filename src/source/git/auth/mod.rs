@@ -9,6 +9,7 @@
 
 mod known_hosts;
 
+use crate::api::redact::redact_url_passwords;
 use known_hosts::known_hosts_text;
 pub use known_hosts::{HostKeyCheck, KnownHosts};
 
@@ -286,8 +287,6 @@ pub async fn from_kube_secret(
     }
     Ok(creds)
 }
-
-pub use crate::api::redact::redact_url_passwords;
 
 /// What happened during authentication of one connection, for the error message.
 #[derive(Default)]
