@@ -23,11 +23,6 @@ pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 pub const DNS_SUBDOMAIN_PATTERN: &str =
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
-/// The annotation of a Root in Weft's namespace that names the namespace its manifests without
-/// one go to (default: the Root's namespace). The flag root's Root carries the daemon's
-/// (`default`), so that its migration leaves such objects where the flag loop put them.
-pub const DEFAULT_NAMESPACE_ANNOTATION: &str = "weft.io/default-namespace";
-
 /// One root: where its configuration is (a git repository, a ref, a path) and how it is applied.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -2,11 +2,9 @@
 //! `daemon::suspend` for what suspending does): read by the pass, which holds a suspended owner
 //! out, and by the controllers, the CLI and the daemon.
 
+use crate::api::keys::SUSPEND_ANNOTATION;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
-
-/// The annotation that suspends a resource (value `"true"`).
-pub const SUSPEND_ANNOTATION: &str = "weft.io/suspend";
 
 /// Is `value` the annotation value that suspends (`"true"`, any case, spaces trimmed)?
 pub fn suspends(value: Option<&str>) -> bool {

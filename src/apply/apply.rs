@@ -8,6 +8,7 @@
 //!
 //! An object whose decision is [`Decision::Unchanged`] is not written at all.
 
+use crate::api::keys::CREATE_ANNOTATION;
 use futures::{FutureExt, StreamExt};
 use kube::api::{Patch, PatchParams, ValidationDirective};
 use kube::Client;
@@ -22,7 +23,7 @@ use super::conflict::{self, Conflict};
 use super::inventory::ref_key;
 use super::plan::{Decision, LiveState, PlannedObject, UpdateReason};
 use super::{ApplyError, FIELD_MANAGER};
-use crate::render::ownership::{CREATE_ANNOTATION, CREATE_IF_MISSING};
+use crate::render::ownership::CREATE_IF_MISSING;
 use crate::render::Owner;
 
 /// How to apply.

@@ -255,7 +255,7 @@ impl Content {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::ownership::OWNER_LABEL;
+    use crate::api::keys::OWNER_LABEL;
     use serde_json::json;
 
     fn owner() -> Owner {

@@ -14,6 +14,7 @@
 //! A Namespace that two roots declare is no conflict: it is left to the root that holds it
 //! (several repositories routinely declare the namespaces they deploy into).
 
+use crate::api::keys::{CLAIM_ANNOTATION, TAKE_OVER_ANNOTATION};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::Value;
@@ -26,10 +27,6 @@ use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::Owner;
 
-/// On a desired object: this root may take it over from the named holder.
-pub const TAKE_OVER_ANNOTATION: &str = "weft.io/take-over-from";
-/// On a live object: another root declares it too.
-pub const CLAIM_ANNOTATION: &str = "weft.io/claimed-by";
 /// The field manager of the claim (never `weft`: a claim is no apply).
 const CLAIM_MANAGER: &str = "weft-claim";
 

@@ -14,8 +14,8 @@ use super::changeset::{Action, Change};
 use super::ownership::proof_of_ownership;
 use super::plan::{Catalog, Decision, LiveState, PlannedObject, UpdateReason};
 use super::{is_not_found, ApplyError};
+use crate::api::keys::OWNER_LABEL;
 use crate::api::ObjectRef;
-use crate::render::ownership::OWNER_LABEL;
 use crate::render::Owner;
 
 /// How to delete.

@@ -48,7 +48,7 @@ pub enum ApplyError {
         problem: InventoryProblem,
     },
     /// Pruning would delete more than the allowed fraction of the pass's inventories.
-    #[error("refusing to prune {count} of the {total} objects in this pass's inventories ({owners}: {percent:.0}% > {limit:.0}% allowed by --max-prune-fraction); nothing was pruned. Check the repository. If the deletion is intended, allow it once: `weft sync --force-prune`; for a running daemon `weft trigger --force-prune` (POST /api/v1/sync?forcePrune=true); or annotate each owner (the root's inventory ConfigMap weft-inventory-<id>, or the custom resource) with `{annotation}: {}`", .revision.as_deref().unwrap_or("<revision>"), annotation = crate::apply::prune::FORCE_PRUNE_ANNOTATION)]
+    #[error("refusing to prune {count} of the {total} objects in this pass's inventories ({owners}: {percent:.0}% > {limit:.0}% allowed by --max-prune-fraction); nothing was pruned. Check the repository. If the deletion is intended, allow it once: `weft sync --force-prune`; for a running daemon `weft trigger --force-prune` (POST /api/v1/sync?forcePrune=true); or annotate each owner (the root's inventory ConfigMap weft-inventory-<id>, or the custom resource) with `{annotation}: {}`", .revision.as_deref().unwrap_or("<revision>"), annotation = crate::api::keys::FORCE_PRUNE_ANNOTATION)]
     PruneGuard {
         /// Which owners would lose how many objects (`3 of root/weft-system/weft`).
         owners: String,
@@ -61,7 +61,7 @@ pub enum ApplyError {
     },
     /// The pass desires no object at all while its inventories hold some: a wrong `--path` or an
     /// emptied repository looks exactly like this, so nothing is pruned without an override.
-    #[error("refusing to prune {count} object(s) ({owners}): this pass's desired set is empty (a wrong --path or ref, an emptied repository?); nothing was pruned. If the repository is meant to be empty, pass --allow-empty; or allow it once: `weft sync --force-prune`, `weft trigger --force-prune`, or annotate each owner with `{annotation}: {}`", .revision.as_deref().unwrap_or("<revision>"), annotation = crate::apply::prune::FORCE_PRUNE_ANNOTATION)]
+    #[error("refusing to prune {count} object(s) ({owners}): this pass's desired set is empty (a wrong --path or ref, an emptied repository?); nothing was pruned. If the repository is meant to be empty, pass --allow-empty; or allow it once: `weft sync --force-prune`, `weft trigger --force-prune`, or annotate each owner with `{annotation}: {}`", .revision.as_deref().unwrap_or("<revision>"), annotation = crate::api::keys::FORCE_PRUNE_ANNOTATION)]
     EmptyDesiredSet {
         count: usize,
         /// Which owners would lose how many objects (`3 of root/weft-system/weft`).

@@ -10,6 +10,7 @@
 //! write of Weft changes it), or left out when it does not exist live. An object that does not
 //! exist yet is created with the value in git.
 
+use crate::api::keys::IGNORE_ANNOTATION;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::{Mutex, OnceLock};
 
@@ -20,8 +21,6 @@ use serde_json::Value;
 use super::plan::{Catalog, PlannedObject};
 use super::ApplyError;
 
-/// The per-object list of JSON pointers Weft leaves to other managers.
-pub const IGNORE_ANNOTATION: &str = "weft.io/ignore-fields";
 const REPLICAS: &str = "/spec/replicas";
 /// The kinds whose `spec.replicas` a scaler may own (others say so with the annotation).
 const SCALABLE: &[&str] = &[

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::inventory::{self, configmap_name};
 use super::{ApplyError, FIELD_MANAGER};
-use crate::render::ownership::OWNER_LABEL;
+use crate::api::keys::OWNER_LABEL;
 use crate::render::Owner;
 
 /// Why an object cannot be proven owned.

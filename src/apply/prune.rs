@@ -20,6 +20,7 @@
 //! - a namespace Weft created only because it was missing (`weft.io/create: if-missing`, an
 //!   Armada release namespace) is pruned only when nothing but the owner's objects lives there.
 
+use crate::api::keys::{CREATE_ANNOTATION, FINALIZER_PREFIX, OWNER_LABEL, PRUNE_ANNOTATION};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -41,9 +42,7 @@ use super::plan::{split_api_version, Catalog};
 use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::order;
-use crate::render::ownership::{
-    CREATE_ANNOTATION, CREATE_IF_MISSING, OWNER_LABEL, PRUNE_ANNOTATION,
-};
+use crate::render::ownership::CREATE_IF_MISSING;
 use crate::render::Owner;
 use crate::render::{DesiredSet, OwnerKind};
 
@@ -94,11 +93,6 @@ impl Default for PruneOptions {
         }
     }
 }
-
-/// The annotation (on the root's inventory ConfigMap, or on an owner custom resource) that lets
-/// the pass of one revision past the fraction guard: `weft.io/force-prune: <revision>`. It allows
-/// that revision only, so it cannot silently disarm the guard for later pushes.
-pub const FORCE_PRUNE_ANNOTATION: &str = "weft.io/force-prune";
 
 /// Deletes that the fraction guard never blocks: a small change (a chart of two objects that
 /// moves namespace, say) is not a mass deletion, whatever fraction of a small owner it is.
@@ -570,9 +564,6 @@ fn prune_child(
         }
     })
 }
-
-/// The prefix of Weft's finalizers (`weft.io/agents`, `weft.io/armada-chart`).
-pub const FINALIZER_PREFIX: &str = "weft.io/";
 
 /// Remove Weft's finalizers (those named with [`FINALIZER_PREFIX`]) from the object `name` of
 /// `api` whose `finalizers` and `resource_version` were just read, guarded by that version;

@@ -10,6 +10,7 @@
 //! `weft.io/prune: enabled`), as for a prune. The caller counts the delete against the prune
 //! guard before it asks for it.
 
+use crate::api::keys::RECREATE_ANNOTATION;
 use std::time::Duration;
 
 use kube::core::Status;
@@ -25,9 +26,6 @@ use super::prune::protection;
 use super::ApplyError;
 use crate::api::ObjectRef;
 
-/// `weft.io/recreate: allowed` on an object's document: when an apply is refused because it
-/// changes an immutable field, delete the object and create it again.
-pub const RECREATE_ANNOTATION: &str = "weft.io/recreate";
 /// The value of [`RECREATE_ANNOTATION`] that allows it.
 pub const RECREATE_ALLOWED: &str = "allowed";
 

@@ -6,6 +6,9 @@
 //! in git or applied to another cluster. Read only. Exit 0, 1 when there is nothing to export, 2 on
 //! an error.
 
+use crate::api::keys::{
+    APPLIED_HASH_ANNOTATION, OWNER_LABEL, OWNER_REF_ANNOTATION, REQUESTED_AT_ANNOTATION,
+};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -21,10 +24,7 @@ use crate::api::WeaveCloud;
 use crate::daemon::record::{
     self, KEY_PATH, KEY_REPOSITORY, KEY_SUSPENDED, KEY_SUSPENDED_AT, KEY_SUSPEND_MESSAGE,
 };
-use crate::render::ownership::{
-    APPLIED_HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL, OWNER_REF_ANNOTATION,
-    REQUESTED_AT_ANNOTATION,
-};
+use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
 /// The flags of `weft export`.
 #[derive(Args, Debug)]
@@ -191,7 +191,7 @@ fn is_weft_annotation(key: &str) -> bool {
         OWNER_REF_ANNOTATION,
         APPLIED_HASH_ANNOTATION,
         REQUESTED_AT_ANNOTATION,
-        record::FORCE_PRUNE_AT,
+        crate::api::keys::FORCE_PRUNE_AT,
         "kubectl.kubernetes.io/last-applied-configuration",
     ]
     .contains(&key)

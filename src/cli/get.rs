@@ -5,6 +5,7 @@
 //! ready.
 //! Exit 0 when every row is ready, 1 when one is not (`--wait` waits for them first), 2 on error.
 
+use crate::api::keys::ROOT_KEY;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -220,13 +221,13 @@ pub async fn rows(
 /// [`crate::daemon::record`]): one per root, and one per shard root of a sharded root, each
 /// suspended when its base root is.
 async fn root_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, kube::Error> {
-    use crate::daemon::record::{record_name, root_of_record, RootRecord, ROOT_LABEL};
+    use crate::daemon::record::{record_name, root_of_record, RootRecord};
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
-    let list = api.list(&ListParams::default().labels(ROOT_LABEL)).await?;
+    let list = api.list(&ListParams::default().labels(ROOT_KEY)).await?;
     let records: Vec<(String, String, RootRecord)> = list
         .iter()
         .map(|cm| {
-            let base = cm.labels().get(ROOT_LABEL).cloned().unwrap_or_default();
+            let base = cm.labels().get(ROOT_KEY).cloned().unwrap_or_default();
             let name = cm.name_any();
             let name = root_of_record(&name).unwrap_or(&name).to_string();
             (base, name, RootRecord::from_configmap(Some(cm)))

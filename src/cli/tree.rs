@@ -5,6 +5,7 @@
 //! Exit 0, 1 when the root has no inventory (it never synced, or the name is wrong: the roots
 //! that exist are named), 2 on an error.
 
+use crate::api::keys::ROOT_KEY;
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
@@ -18,7 +19,7 @@ use serde::Serialize;
 use super::args::{ClusterArgs, RootObjectArgs};
 use crate::api::ObjectRef;
 use crate::apply::inventory;
-use crate::daemon::record::{root_of_record, ROOT_LABEL};
+use crate::daemon::record::root_of_record;
 use crate::render::{Owner, OwnerKind};
 
 /// The flags of `weft tree`.
@@ -130,7 +131,7 @@ pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
 /// existed has none: then the root alone).
 async fn root_names(client: &Client, ns: &str, root: &str) -> anyhow::Result<Vec<String>> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let selector = format!("{ROOT_LABEL}={root}");
+    let selector = format!("{ROOT_KEY}={root}");
     let mut names: Vec<String> = api
         .list(&ListParams::default().labels(&selector))
         .await?
@@ -149,10 +150,10 @@ async fn root_names(client: &Client, ns: &str, root: &str) -> anyhow::Result<Vec
 async fn all_roots(client: &Client, ns: &str) -> anyhow::Result<Vec<String>> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let roots: BTreeSet<String> = api
-        .list(&ListParams::default().labels(ROOT_LABEL))
+        .list(&ListParams::default().labels(ROOT_KEY))
         .await?
         .iter()
-        .filter_map(|cm| cm.labels().get(ROOT_LABEL).cloned())
+        .filter_map(|cm| cm.labels().get(ROOT_KEY).cloned())
         .collect();
     Ok(roots.into_iter().collect())
 }

@@ -74,7 +74,7 @@ async fn root_object(args: &TriggerArgs, namespace: &str, name: &str) -> anyhow:
     let at = roots::requests::request(&client, namespace, name).await?;
     outln!(
         "requested a pass of Root {namespace}/{name} ({}={at})",
-        crate::render::ownership::REQUESTED_AT_ANNOTATION
+        crate::api::keys::REQUESTED_AT_ANNOTATION
     );
     if !args.wait {
         return Ok(ExitCode::SUCCESS);
@@ -116,7 +116,7 @@ async fn through_api_server(args: &TriggerArgs) -> anyhow::Result<ExitCode> {
         outln!(
             "requested a pass of root {} ({}={at} on ConfigMap {ns}/{})",
             args.root_name,
-            request::REQUESTED_AT,
+            crate::api::keys::REQUESTED_AT_ANNOTATION,
             crate::daemon::record::record_name(&args.root_name)
         );
         return Ok(ExitCode::SUCCESS);

@@ -1,5 +1,6 @@
 //! `weft version` and `weft completion`: what runs where, and shell completions.
 
+use crate::api::keys::VERSION_ANNOTATION;
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory};
@@ -7,7 +8,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
 use super::args::ClusterArgs;
-use crate::daemon::leader::{build_version, lease_name, VERSION_ANNOTATION};
+use crate::daemon::leader::{build_version, lease_name};
 
 /// The flags of `weft version`.
 #[derive(Args, Debug)]

@@ -8,6 +8,7 @@
 //! renew within the renew deadline gives up leadership; on shutdown it releases the Lease so a
 //! standby takes over at once.
 
+use crate::api::keys::{HOOKS_URL_ANNOTATION, SOURCE_ANNOTATION, VERSION_ANNOTATION};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -97,16 +98,6 @@ pub struct LeaseConfig {
     /// `--switch-repository`: this installation may switch the root to its repository.
     pub switch_repository: bool,
 }
-
-/// The Lease annotation with the leader's hooks URL (`http://10.0.0.7:8081`): where standbys
-/// forward webhooks and sync requests (the server checks it is a pod of Weft's own Service).
-pub const HOOKS_URL_ANNOTATION: &str = "weft.io/hooks-url";
-
-/// The annotation of the Lease that says which repository its holder syncs.
-pub const SOURCE_ANNOTATION: &str = "weft.io/source";
-
-/// The annotation of the Lease with its holder's version (`weft version` reads it).
-pub const VERSION_ANNOTATION: &str = "weft.io/version";
 
 /// This build's version and commit: `0.1.0 (commit 3f2a9c1e0b7d)`.
 pub fn build_version() -> String {

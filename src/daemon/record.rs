@@ -11,6 +11,7 @@
 //! `weft suspend` / `weft resume` write the suspend keys of the base root's record (see
 //! [`super::suspend`]).
 
+use crate::api::keys::ROOT_KEY;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -27,8 +28,6 @@ const RECORD_PREFIX: &str = "weft-root-";
 
 /// The field manager of the suspend keys of the root record.
 pub const SUSPEND_MANAGER: &str = "weft-suspend";
-/// The label every root record carries: the root's name (shard records: the base root's).
-pub const ROOT_LABEL: &str = "weft.io/root";
 
 /// Keys of the root record written by the root loop (field manager `weft`).
 pub const KEY_READY: &str = "ready";
@@ -56,12 +55,6 @@ pub const KEY_PATH: &str = "path";
 /// The field manager of the source keys (apart from the outcome's and the suspension's).
 pub const SOURCE_MANAGER: &str = "weft-source";
 
-/// The annotation of the root record that asks for a pass (`weft trigger`, see
-/// [`super::request`]): an RFC 3339 time, new per request.
-pub const REQUESTED_AT: &str = crate::render::ownership::REQUESTED_AT_ANNOTATION;
-/// The annotation that lets the requested pass prune past `--max-prune-fraction`: honoured only
-/// when it equals [`REQUESTED_AT`] (so it applies to one request, never to later ones).
-pub const FORCE_PRUNE_AT: &str = "weft.io/force-prune-requested-at";
 /// The field manager of the request annotations (`weft trigger`).
 pub const REQUEST_MANAGER: &str = "weft-trigger";
 
@@ -95,7 +88,7 @@ pub fn root_of_record(configmap: &str) -> Option<&str> {
 /// the record is Weft's own bookkeeping, like an inventory, not an object it applies (the
 /// controllers' child watches and the tests' listings of applied objects go by that label).
 pub fn record_labels(root_name: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([(ROOT_LABEL.to_string(), root_name.to_string())])
+    BTreeMap::from([(ROOT_KEY.to_string(), root_name.to_string())])
 }
 
 /// Whether a root is suspended, as recorded in the cluster.
@@ -303,11 +296,11 @@ pub async fn read_opt(
 /// every root record there (a sharded root once, not per shard), sorted.
 pub async fn roots(client: &Client, weft_namespace: &str) -> Result<Vec<String>, kube::Error> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
-    let list = api.list(&ListParams::default().labels(ROOT_LABEL)).await?;
+    let list = api.list(&ListParams::default().labels(ROOT_KEY)).await?;
     let names: BTreeSet<String> = list
         .items
         .iter()
-        .filter_map(|cm| cm.metadata.labels.as_ref()?.get(ROOT_LABEL).cloned())
+        .filter_map(|cm| cm.metadata.labels.as_ref()?.get(ROOT_KEY).cloned())
         .filter(|n| !n.is_empty())
         .collect();
     Ok(names.into_iter().collect())

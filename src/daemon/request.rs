@@ -1,5 +1,5 @@
 //! Reconcile requests through the API server, as `flux reconcile` asks a controller: `weft
-//! trigger` sets the annotation [`REQUESTED_AT`] on the root's record ConfigMap
+//! trigger` sets the annotation [`REQUESTED_AT_ANNOTATION`] on the root's record ConfigMap
 //! (`weft-root-<root>` in Weft's namespace) to a fresh RFC 3339 time; the leader, which follows
 //! that record, queues a pass for each new value and, when the pass has finished, writes the
 //! answer into the record under [`answer_key`] (the request's value, the pass number and its
@@ -18,11 +18,12 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
 use serde::{Deserialize, Serialize};
 
-pub use super::record::{answer_key, FORCE_PRUNE_AT, REQUESTED_AT, REQUEST_MANAGER};
+pub use super::record::{answer_key, REQUEST_MANAGER};
 use super::record::{answer_manager, record_name};
 use super::state::DaemonState;
 use super::status::{PassReport, PassResultKind, MAX_CHANGES};
 use super::trigger::TriggerReason;
+use crate::api::keys::{FORCE_PRUNE_AT, REQUESTED_AT_ANNOTATION};
 
 /// The longest error kept in an answer.
 const MAX_ERROR: usize = 2000;
@@ -31,7 +32,7 @@ const MAX_ERROR: usize = 2000;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestAnswer {
-    /// The value of [`REQUESTED_AT`] this answers.
+    /// The value of [`REQUESTED_AT_ANNOTATION`] this answers.
     pub requested_at: String,
     /// The pass that served it (its `changes` cut to the first 100).
     pub report: PassReport,
@@ -82,10 +83,12 @@ impl RequestAnswer {
     }
 }
 
-/// The request a record carries: its [`REQUESTED_AT`] value and whether it may force a prune.
+/// The request a record carries: its [`REQUESTED_AT_ANNOTATION`] value and whether it may force a prune.
 pub fn requested(meta: &ObjectMeta) -> Option<(String, bool)> {
     let a = meta.annotations.as_ref()?;
-    let at = a.get(REQUESTED_AT).filter(|v| !v.trim().is_empty())?;
+    let at = a
+        .get(REQUESTED_AT_ANNOTATION)
+        .filter(|v| !v.trim().is_empty())?;
     let force = a.get(FORCE_PRUNE_AT) == Some(at);
     Some((at.clone(), force))
 }
@@ -114,7 +117,7 @@ pub enum RequestError {
     },
 }
 
-/// Ask for a pass of root `root_name`: set [`REQUESTED_AT`] (and, with `force_prune`,
+/// Ask for a pass of root `root_name`: set [`REQUESTED_AT_ANNOTATION`] (and, with `force_prune`,
 /// [`FORCE_PRUNE_AT`]) on its record to a fresh time, which is returned. The record must exist:
 /// a request for a root nobody runs would never be answered.
 pub async fn request(
@@ -126,7 +129,7 @@ pub async fn request(
     let record = record_name(root_name);
     let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
     let mut annotations = serde_json::Map::new();
-    annotations.insert(REQUESTED_AT.into(), at.clone().into());
+    annotations.insert(REQUESTED_AT_ANNOTATION.into(), at.clone().into());
     annotations.insert(
         FORCE_PRUNE_AT.into(),
         if force_prune {
@@ -345,15 +348,21 @@ mod tests {
         };
         assert_eq!(requested(&ObjectMeta::default()), None);
         assert_eq!(
-            requested(&meta(&[(REQUESTED_AT, "t2")])),
+            requested(&meta(&[(REQUESTED_AT_ANNOTATION, "t2")])),
             Some(("t2".into(), false))
         );
         assert_eq!(
-            requested(&meta(&[(REQUESTED_AT, "t2"), (FORCE_PRUNE_AT, "t2")])),
+            requested(&meta(&[
+                (REQUESTED_AT_ANNOTATION, "t2"),
+                (FORCE_PRUNE_AT, "t2")
+            ])),
             Some(("t2".into(), true))
         );
         assert_eq!(
-            requested(&meta(&[(REQUESTED_AT, "t3"), (FORCE_PRUNE_AT, "t2")])),
+            requested(&meta(&[
+                (REQUESTED_AT_ANNOTATION, "t3"),
+                (FORCE_PRUNE_AT, "t2")
+            ])),
             Some(("t3".into(), false))
         );
     }

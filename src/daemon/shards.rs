@@ -101,7 +101,7 @@ impl ShardClaim {
         if self.shard.count <= 1 {
             return true;
         }
-        if let Some(label) = labels.get(crate::render::ownership::OWNER_LABEL) {
+        if let Some(label) = labels.get(crate::api::keys::OWNER_LABEL) {
             if let Some(j) = (0..self.shard.count).find(|j| self.owner_of(*j).id().0 == *label) {
                 return j == self.shard.index;
             }

@@ -15,6 +15,7 @@
 //! its own healthy `Ready` until an update succeeds or the spec changes. Every writer sends a
 //! merge patch of its own fields only.
 
+use crate::api::keys::OWNER_LABEL;
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
@@ -256,7 +257,7 @@ impl DaemonState {
     /// The label selector of the custom resources' children: objects labelled by Weft, except
     /// those of this root's sync-root owners (every shard's), which no controller looks at.
     pub fn children_selector(&self) -> String {
-        use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL};
+        use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
         let base = format!("{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}");
         let claim = self.shard.read().unwrap_or_else(|p| p.into_inner()).clone();
         match claim {

@@ -30,7 +30,7 @@ use super::record::{
 };
 use crate::api::conditions::{now_rfc3339, Condition, ConditionStatus};
 
-pub use crate::api::suspend::{annotated, annotated_value, SUSPEND_ANNOTATION};
+pub use crate::api::suspend::{annotated, annotated_value};
 /// The condition type of a suspended resource.
 pub const SUSPENDED: &str = "Suspended";
 
@@ -231,6 +231,7 @@ pub async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::keys::SUSPEND_ANNOTATION;
     use crate::api::suspend::suspends;
     use serde_json::json;
 

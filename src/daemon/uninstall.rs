@@ -25,13 +25,13 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 
+use crate::api::keys::BUNDLE_OF_LABEL;
 use crate::api::ObjectRef;
 use crate::apply::changeset::{Action, ChangeSet};
 use crate::apply::inventory::{self, Inventory, InventorySource};
 use crate::apply::plan::Catalog;
 use crate::apply::prune::{prune, release_finalizers, PruneOptions};
 use crate::apply::{is_not_found, ApplyError};
-use crate::pass::agents::BUNDLE_OF_LABEL;
 use crate::render::{DesiredSet, Owner};
 
 /// What to uninstall.
@@ -122,7 +122,7 @@ pub async fn uninstall(
 /// Whether this installation handles `object`: one of its roots (shard roots included) applied
 /// it, or no root did (applied with kubectl). Another installation's resources are left to it.
 fn ours(object: &DynamicObject, roots: &[Owner]) -> bool {
-    match object.labels().get(crate::render::ownership::OWNER_LABEL) {
+    match object.labels().get(crate::api::keys::OWNER_LABEL) {
         None => true,
         Some(id) => roots.iter().any(|r| *id == r.id().0),
     }
@@ -151,7 +151,7 @@ async fn root_names(
     }));
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let records = configmaps
-        .list(&ListParams::default().labels(&format!("{}={base}", super::record::ROOT_LABEL)))
+        .list(&ListParams::default().labels(&format!("{}={base}", crate::api::keys::ROOT_KEY)))
         .await
         .map_err(kube_err(format!("listing the root records of {ns}")))?;
     let mut names: BTreeSet<String> = indexes
@@ -440,10 +440,10 @@ mod tests {
             );
         }
         for f in [
-            crate::daemon::armada::FINALIZER,
-            crate::daemon::weavecloud::FINALIZER,
+            crate::api::keys::ARMADA_CHART_FINALIZER,
+            crate::api::keys::AGENTS_FINALIZER,
         ] {
-            assert!(f.starts_with(crate::apply::prune::FINALIZER_PREFIX), "{f}");
+            assert!(f.starts_with(crate::api::keys::FINALIZER_PREFIX), "{f}");
         }
     }
 }

@@ -20,12 +20,13 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::Client;
 
-use super::leader::{lease_name, SOURCE_ANNOTATION};
+use super::leader::lease_name;
 use super::liveness::live_holder;
 use super::record::{
     self, record_labels, record_name, PassEntry, PassRecord, RootOutcome, KEY_PATH, KEY_REPOSITORY,
     SOURCE_MANAGER,
 };
+use crate::api::keys::SOURCE_ANNOTATION;
 use crate::api::redact::redact_url_passwords;
 use crate::apply::inventory::ensure_namespace;
 use crate::pass::PassResult;

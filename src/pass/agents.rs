@@ -3,6 +3,7 @@
 //! three render the same objects: the agent bundle it runs (kept in a ConfigMap in Weft's
 //! namespace), the hash of its token Secret, and the arguments of a flux agent already running.
 
+use crate::api::keys::{BUNDLE_OF_LABEL, OWNER_LABEL, OWNER_REF_ANNOTATION};
 use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -17,9 +18,7 @@ use serde_json::json;
 use crate::api::weavecloud::WeaveCloud;
 use crate::apply::FIELD_MANAGER;
 use crate::render::bundle::{Bundle, BundleError};
-use crate::render::ownership::{
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL, OWNER_REF_ANNOTATION,
-};
+use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::render::weavecloud::{
     parse_flux_args, parse_memcached_args, runtime_socket, secret_data_hash, AgentInputs,
     MEMCACHED_CONTAINER, MEMCACHED_DEPLOYMENT,
@@ -96,8 +95,6 @@ fn kube_err(action: impl Into<String>, source: kube::Error) -> AgentsError {
     }
 }
 
-/// Label on a cached-bundle ConfigMap: the owner id of its WeaveCloud.
-pub const BUNDLE_OF_LABEL: &str = "weft.io/agent-bundle-of";
 /// binaryData key of the cached bundle archive (`.tar.gz`).
 pub const ARCHIVE_KEY: &str = "bundle.tar.gz";
 /// data key: the cached bundle's version.

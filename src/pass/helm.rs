@@ -8,6 +8,7 @@
 //! `.Capabilities` from the target cluster when there is one (its version and served API
 //! versions); offline, helm's defaults (Kubernetes v1.37.0 for the pinned helm 3.22).
 
+use crate::api::keys::LITERAL_BRACES_ANNOTATION;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,10 +33,6 @@ use crate::source::helm::{
 
 /// How long one `helm template` may take.
 pub const HELM_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The ArmadaChart annotation with which a chart may output `{{` literally (Prometheus alert
-/// templates, Grafana dashboards): `weft.io/literal-braces: allow`.
-pub const LITERAL_BRACES_ANNOTATION: &str = "weft.io/literal-braces";
 
 /// One Helm chart to render, as plain data (moved into the blocking task).
 struct HelmJob {

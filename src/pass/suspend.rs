@@ -173,7 +173,7 @@ where
 /// after it (issue 44 item 5). A `kubectl annotate` or `weft suspend` is another manager's, and
 /// holds the resource whatever git says.
 fn from_git_only(meta: &kube::api::ObjectMeta) -> bool {
-    let key = format!("f:{}", crate::api::suspend::SUSPEND_ANNOTATION);
+    let key = format!("f:{}", crate::api::keys::SUSPEND_ANNOTATION);
     let owners: Vec<&str> = meta
         .managed_fields
         .iter()

@@ -1,5 +1,6 @@
 //! Ownership labels and annotations: how Weft recognises what it applied and may prune.
 
+use crate::api::keys::{APPLIED_HASH_ANNOTATION, OWNER_LABEL, OWNER_REF_ANNOTATION};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -12,19 +13,7 @@ use super::DesiredObject;
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// The value of [`MANAGED_BY_LABEL`].
 pub const MANAGED_BY_VALUE: &str = "weft";
-/// `weft.io/owner: <owner-id>`: a short hash of the owner.
-pub const OWNER_LABEL: &str = "weft.io/owner";
-/// `weft.io/owner-ref`: the readable owner.
-pub const OWNER_REF_ANNOTATION: &str = "weft.io/owner-ref";
-/// `weft.io/applied-hash`: hash of the desired object, to skip no-op writes.
-pub const APPLIED_HASH_ANNOTATION: &str = "weft.io/applied-hash";
-/// `weft.io/prune: disabled` protects an object from pruning; `enabled` opts Namespaces and CRDs in.
-pub const PRUNE_ANNOTATION: &str = "weft.io/prune";
-/// `weft.io/create: if-missing`: the object is created when it does not exist, and an object of
-/// that name Weft did not create is left as it is (never adopted, never pruned). Armada's release
-/// namespaces (`helm install --create-namespace`) carry it.
-pub const CREATE_ANNOTATION: &str = "weft.io/create";
-/// The value of [`CREATE_ANNOTATION`].
+/// The value of [`CREATE_ANNOTATION`](crate::api::keys::CREATE_ANNOTATION).
 pub const CREATE_IF_MISSING: &str = "if-missing";
 /// `weft.io/requested-at` on a CR asks for a reconcile now.
 /// Helm's hook annotation. An object carrying it is a hook that a pass runs on an install or
@@ -32,7 +21,6 @@ pub const CREATE_IF_MISSING: &str = "if-missing";
 /// objects, so a hook kept by its delete policy (keystone's `pre-install` fernet-keys Secret,
 /// `hook-delete-policy: hook-failed`) must outlive the pass that ran it.
 pub const HELM_HOOK_ANNOTATION: &str = "helm.sh/hook";
-pub const REQUESTED_AT_ANNOTATION: &str = "weft.io/requested-at";
 
 /// Who applied an object: a typed key, the kind of owner and its namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

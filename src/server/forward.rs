@@ -31,7 +31,7 @@ use kube::Api;
 use super::ServerState;
 
 /// The Lease annotation with the leader's hooks URL, written by the leader election.
-pub use crate::daemon::leader::HOOKS_URL_ANNOTATION;
+pub use crate::api::keys::HOOKS_URL_ANNOTATION;
 /// Set on a forwarded request (the standby's identity): it is not forwarded again.
 pub const FORWARDED_HEADER: &str = "X-Weft-Forwarded-By";
 /// Set on the answer of a forwarded request: the leader that handled it.

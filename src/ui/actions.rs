@@ -21,11 +21,12 @@ use serde_json::json;
 
 use super::{Ui, UiError};
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::api::keys::REQUESTED_AT_ANNOTATION;
+use crate::api::keys::SUSPEND_ANNOTATION;
 use crate::api::WeaveCloud;
 use crate::daemon::record::record_name;
 use crate::daemon::status::now_rfc3339;
-use crate::daemon::suspend::{self, SUSPEND_ANNOTATION};
-use crate::render::ownership::REQUESTED_AT_ANNOTATION;
+use crate::daemon::suspend;
 
 /// The field manager of the UI's annotation writes.
 const UI_MANAGER: &str = "weft-ui";

@@ -2,6 +2,7 @@
 //! and Leases, a root's inventory with each object's health, the Armada resources, the
 //! WeaveClouds with their agents, and Weft's events.
 
+use crate::api::keys::OWNER_LABEL;
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
@@ -14,15 +15,15 @@ use serde::de::DeserializeOwned;
 
 use super::{Ui, UiError};
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::api::keys::REQUESTED_AT_ANNOTATION;
+use crate::api::keys::ROOT_KEY;
 use crate::api::root::Root;
 use crate::api::{ObjectRef, WeaveCloud};
 use crate::apply::inventory;
 use crate::apply::readiness::{self, Readiness};
 use crate::daemon::leader::lease_name;
-use crate::daemon::record::ROOT_LABEL;
 use crate::daemon::record::{RootRecord, KEY_SHARD};
 use crate::daemon::shards::shard_lease_name;
-use crate::render::ownership::{OWNER_LABEL, REQUESTED_AT_ANNOTATION};
 use crate::render::{Owner, OwnerKind};
 
 /// How many kinds of an inventory are listed at once.
@@ -57,7 +58,7 @@ pub async fn roots(ui: &Ui) -> Result<Vec<RootRow>, UiError> {
     let ns = &ui.config().weft_namespace;
     let records: Api<ConfigMap> = Api::namespaced(ui.client().clone(), ns);
     let list = records
-        .list(&ListParams::default().labels(ROOT_LABEL))
+        .list(&ListParams::default().labels(ROOT_KEY))
         .await
         .map_err(UiError::read(format!("the root records in {ns}")))?;
     let leases: Api<Lease> = Api::namespaced(ui.client().clone(), ns);
@@ -76,7 +77,7 @@ pub async fn roots(ui: &Ui) -> Result<Vec<RootRow>, UiError> {
             let name = crate::daemon::record::root_of_record(&full)
                 .unwrap_or(&full)
                 .to_string();
-            let base = cm.labels().get(ROOT_LABEL).cloned().unwrap_or(name.clone());
+            let base = cm.labels().get(ROOT_KEY).cloned().unwrap_or(name.clone());
             let shard = cm.data.as_ref().and_then(|d| d.get(KEY_SHARD)).cloned();
             let lease = match shard.as_deref().map(str::parse::<u32>) {
                 Some(Ok(i)) if name != base => shard_lease_name(&lease_name(&base), i),

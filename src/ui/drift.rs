@@ -4,6 +4,7 @@
 //! the UI cannot know what the repository wants, and shows what the controllers reported as
 //! drifted instead.
 
+use crate::api::keys::{CREATE_ANNOTATION, OWNER_LABEL};
 use std::sync::Arc;
 
 use super::{Ui, UiError};
@@ -14,7 +15,7 @@ use crate::pass::agents::AgentBundles;
 use crate::pass::engine::resolve_set;
 use crate::pass::prepare::{prepare, ClusterInputs};
 use crate::pass::PassSettings;
-use crate::render::ownership::{CREATE_ANNOTATION, CREATE_IF_MISSING, OWNER_LABEL};
+use crate::render::ownership::CREATE_IF_MISSING;
 use crate::render::{AgentLayer, DesiredObject};
 use crate::source::Snapshot;
 use k8s_openapi::api::core::v1::Namespace;

@@ -3,6 +3,7 @@
 //! template fails here), and the agents' workloads roll out on kwok nodes.
 
 use crate::support;
+use weft::api::keys::TOKEN_HASH_ANNOTATION;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,9 +24,7 @@ use serde_json::Value;
 use support::cluster::TestNamespace;
 use weft::api::WeaveCloud;
 use weft::render::bundle::Bundle;
-use weft::render::weavecloud::{
-    render_agents, secret_data_hash, AgentInputs, TOKEN_HASH_ANNOTATION,
-};
+use weft::render::weavecloud::{render_agents, secret_data_hash, AgentInputs};
 use weft::render::DesiredObject;
 
 const FIELD_MANAGER: &str = "weft-agents-test";

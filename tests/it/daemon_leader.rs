@@ -227,7 +227,7 @@ async fn an_installation_of_another_repository_refuses_to_share_a_live_root() {
         .await
         .expect("lease");
     assert_eq!(
-        lease.metadata.annotations.unwrap_or_default()[weft::daemon::leader::SOURCE_ANNOTATION],
+        lease.metadata.annotations.unwrap_or_default()[weft::api::keys::SOURCE_ANNOTATION],
         mine
     );
 

@@ -243,10 +243,7 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
             .as_ref()
             .and_then(|s| s.template.metadata.as_ref())
             .and_then(|m| m.annotations.as_ref())
-            .and_then(|a| {
-                a.get(weft::render::weavecloud::TOKEN_HASH_ANNOTATION)
-                    .cloned()
-            })
+            .and_then(|a| a.get(weft::api::keys::TOKEN_HASH_ANNOTATION).cloned())
     };
     let before =
         token_hash(&deployments.get(FLUX).await.expect("flux")).expect("token hash annotation");

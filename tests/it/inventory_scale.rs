@@ -7,6 +7,7 @@
 //! Rerun with timings: `WEFT_HELM=$(tests/helm/ensure) cargo test --test it inventory_scale:: -- --nocapture`
 
 use crate::support;
+use weft::api::keys::INVENTORY_OF_LABEL;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -20,7 +21,7 @@ use support::cluster::{self, TestNamespace};
 use weft::api::ObjectRef;
 use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
-use weft::apply::inventory::{self, format, INVENTORY_OF_LABEL};
+use weft::apply::inventory::{self, format};
 use weft::pass::{self, PassInput, PassResult, PassSettings};
 use weft::render::Owner;
 use weft::source::Snapshot;

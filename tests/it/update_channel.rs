@@ -807,8 +807,9 @@ async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_
 
 #[tokio::test]
 async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
+    use weft::api::keys::AGENTS_FINALIZER;
     use weft::daemon::shutdown::Shutdown;
-    use weft::daemon::weavecloud::{self, Context, FINALIZER};
+    use weft::daemon::weavecloud::{self, Context};
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.2.0", &broken_bundle_files("1.2.0"))]);
     let (ns, wc) = weavecloud("update-ctl", json!({"wcPollUrl": server.channel_url()})).await;
@@ -820,7 +821,7 @@ async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
     api.patch(
         "weave-cloud",
         &PatchParams::default(),
-        &Patch::Merge(finalizers(json!([FINALIZER]))),
+        &Patch::Merge(finalizers(json!([AGENTS_FINALIZER]))),
     )
     .await
     .unwrap();

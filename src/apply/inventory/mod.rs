@@ -23,6 +23,7 @@
 pub mod format;
 mod store;
 
+use crate::api::keys::OWNER_LABEL;
 use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,13 +36,9 @@ use super::ownership::proof_of_ownership;
 use super::plan::{list_labelled, split_api_version, Catalog};
 use super::{is_not_found, ApplyError, InventoryProblem, FIELD_MANAGER};
 use crate::api::ObjectRef;
-use crate::render::ownership::{
-    HELM_HOOK_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_LABEL,
-};
+use crate::render::ownership::{HELM_HOOK_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::render::Owner;
 
-/// The label that marks an inventory ConfigMap.
-pub const INVENTORY_OF_LABEL: &str = "weft.io/inventory-of";
 /// The key of a format 1 head ConfigMap that held the references (read, no longer written).
 pub const INVENTORY_KEY: &str = "inventory.json";
 /// Largest `status.inventory` of a custom resource, as JSON: well under the 1.5 MiB an API
@@ -64,7 +61,7 @@ pub struct Inventory {
     pub entries: BTreeSet<ObjectRef>,
     pub source: InventorySource,
     /// The revision whose pass may prune past the fraction guard: the value of
-    /// [`FORCE_PRUNE_ANNOTATION`](super::prune::FORCE_PRUNE_ANNOTATION) on the inventory
+    /// [`FORCE_PRUNE_ANNOTATION`](crate::api::keys::FORCE_PRUNE_ANNOTATION) on the inventory
     /// ConfigMap or the owner custom resource.
     pub force_prune: Option<String>,
 }
@@ -74,7 +71,7 @@ pub type Stored = (BTreeSet<ObjectRef>, Option<String>);
 
 fn force_prune_of(annotations: Option<&BTreeMap<String, String>>) -> Option<String> {
     annotations?
-        .get(super::prune::FORCE_PRUNE_ANNOTATION)
+        .get(crate::api::keys::FORCE_PRUNE_ANNOTATION)
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
 }

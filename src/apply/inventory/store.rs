@@ -2,6 +2,7 @@
 //! namespace, and a large custom resource's, in its own namespace. Also reads the format 1 head
 //! (one ConfigMap, key [`INVENTORY_KEY`]) that Weft wrote before, so an upgrade keeps it.
 
+use crate::api::keys::OWNER_REF_ANNOTATION;
 use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine;
@@ -12,10 +13,11 @@ use serde::de::Error as _;
 use serde_json::{json, Value};
 
 use super::format::{self, Damage, Encoded, CHUNK_KEY, MANIFEST_KEY};
-use super::{force_prune_of, Stored, INVENTORY_KEY, INVENTORY_OF_LABEL};
+use super::{force_prune_of, Stored, INVENTORY_KEY};
+use crate::api::keys::INVENTORY_OF_LABEL;
 use crate::api::ObjectRef;
 use crate::apply::{is_not_found, InventoryProblem, FIELD_MANAGER};
-use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_REF_ANNOTATION};
+use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::render::Owner;
 
 /// Where one owner's ConfigMaps live.

@@ -2,6 +2,7 @@
 //! must be done to each: [`Decision`] (create, update and why, or nothing), kept per object in
 //! [`LiveState`].
 
+use crate::api::keys::{OWNER_LABEL, OWNER_REF_ANNOTATION};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use futures::{FutureExt, StreamExt};
@@ -11,10 +12,10 @@ use kube::Client;
 use serde_json::Value;
 
 use super::PlannedObject;
+use crate::api::keys::APPLIED_HASH_ANNOTATION;
 use crate::api::ObjectRef;
 use crate::apply::conflict::{self, Conflict};
 use crate::apply::{drift, ApplyError};
-use crate::render::ownership::{APPLIED_HASH_ANNOTATION, OWNER_LABEL, OWNER_REF_ANNOTATION};
 use crate::render::Owner;
 
 /// What must happen to one object.
@@ -318,7 +319,7 @@ async fn read_group(
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(conflict::CLAIM_ANNOTATION))
+                .and_then(|a| a.get(crate::api::keys::CLAIM_ANNOTATION))
                 .and_then(|c| conflict::other_root(&p.desired.owner, c));
             if let Some(claimer) = claimer {
                 state

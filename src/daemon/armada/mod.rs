@@ -20,6 +20,7 @@ pub mod status;
 #[cfg(test)]
 mod tests;
 
+use crate::api::keys::{ARMADA_CHART_FINALIZER, OWNER_REF_ANNOTATION};
 use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -45,6 +46,7 @@ use super::suspend;
 use super::trigger::TriggerReason;
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, DRIFTED};
+use crate::api::keys::REQUESTED_AT_ANNOTATION;
 use crate::api::DriftPolicy;
 use crate::apply::changeset::Action as ChangeAction;
 use crate::apply::inventory::{self, Inventory, InventorySource};
@@ -52,11 +54,8 @@ use crate::apply::plan::{split_api_version, Catalog};
 use crate::apply::prune::{prune, PruneOptions};
 use crate::apply::watch::watches_in;
 use crate::apply::ApplyError;
-use crate::render::ownership::{OWNER_REF_ANNOTATION, REQUESTED_AT_ANNOTATION};
 use crate::render::{DesiredSet, Owner};
 
-/// The finalizer that makes Weft prune a deleted ArmadaChart's children.
-pub const FINALIZER: &str = "weft.io/armada-chart";
 /// The kind, as metrics name it.
 const KIND: &str = OwnerKind::ArmadaChart.as_str();
 
@@ -517,7 +516,10 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
     // A chart the root pruned is no longer in its inventory, but its finalizer is ours to
     // release once its children are pruned.
     let releasing = chart.metadata.deletion_timestamp.is_some()
-        && chart.finalizers().iter().any(|f| f == FINALIZER);
+        && chart
+            .finalizers()
+            .iter()
+            .any(|f| f == ARMADA_CHART_FINALIZER);
     if !ctx.state.watch_namespaces().contains(&namespace)
         || !(releasing || ctx.applied_by_our_root(&chart).await?)
     {
@@ -552,7 +554,7 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
         }
     }
     let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client().clone(), &namespace);
-    finalizer(&api, FINALIZER, chart, |event| async move {
+    finalizer(&api, ARMADA_CHART_FINALIZER, chart, |event| async move {
         match event {
             Finalizer::Apply(chart) => apply(&chart, &ctx).await,
             Finalizer::Cleanup(chart) => cleanup(&chart, &ctx).await,

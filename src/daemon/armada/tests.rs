@@ -49,9 +49,9 @@ mod against_a_fake_api_server {
     use serde_json::{json, Value};
 
     use super::super::*;
+    use crate::api::keys::OWNER_LABEL;
     use crate::daemon::fixtures::{mock_client, resource_list, Expect, Scenario};
     use crate::daemon::status::DaemonStatus;
-    use crate::render::ownership::OWNER_LABEL;
 
     const CHART: &str = "/apis/armada.airshipit.org/v1alpha1/namespaces/demo/armadacharts/web";
     const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/demo/deployments";
@@ -69,7 +69,7 @@ mod against_a_fake_api_server {
             "kind": "ArmadaChart",
             "metadata": {
                 "name": "web", "namespace": "demo", "uid": "0000-web", "generation": 3,
-                "finalizers": [FINALIZER],
+                "finalizers": [ARMADA_CHART_FINALIZER],
             },
             "spec": {
                 "release": "web", "namespace": "demo", "driftPolicy": policy,

@@ -20,6 +20,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use crate::api::keys::REQUESTED_AT_ANNOTATION;
 use crate::api::root::{GitRefSpec, GitSource, LocalReference, PassSummary, Root, RootSpec};
 use crate::api::ResourceKey;
 use crate::apply::FIELD_MANAGER;
@@ -28,7 +29,6 @@ use crate::daemon::request::{requested, RequestAnswer};
 use crate::daemon::state::DaemonState;
 use crate::daemon::writer;
 use crate::pass::PassSettings;
-use crate::render::ownership::REQUESTED_AT_ANNOTATION;
 
 /// What the flags say the root is: its key and the spec they describe.
 #[derive(Clone, Debug)]
@@ -256,7 +256,7 @@ pub async fn adopt(
     spec.suspend = migrated.suspended;
     // Manifests without a namespace stay where the flag loop put them.
     let mut annotations = BTreeMap::from([(
-        crate::api::root::DEFAULT_NAMESPACE_ANNOTATION.to_string(),
+        crate::api::keys::DEFAULT_NAMESPACE_ANNOTATION.to_string(),
         flags.default_namespace.clone(),
     )]);
     if let Some(at) = &migrated.requested_at {

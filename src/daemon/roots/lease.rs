@@ -21,6 +21,7 @@
 //!   longer write for it, whatever of its pass still runs — the pass is abandoned, it fails at its
 //!   next write, and the next holder passes the root from the start.
 
+use crate::api::keys::{LEASE_LABEL, ROOT_KEY};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,10 +43,6 @@ use crate::apply::fence::{FenceLayer, WriteFence};
 use crate::daemon::events::EventPublisher;
 use crate::daemon::leader::LeaseConfig;
 
-/// The label on every Lease of this module: `root` or `replica`.
-pub const LEASE_LABEL: &str = "weft.io/lease";
-/// The annotation of a root's Lease naming the root (`namespace/name`).
-pub const ROOT_ANNOTATION: &str = "weft.io/root";
 /// Roots a replica may hold above an even split, so a split that does not divide evenly (and
 /// a replica that just joined) never leaves a root without a taker.
 pub const SLACK: usize = 1;
@@ -337,7 +334,7 @@ impl RootLeases {
             name: Some(name.to_string()),
             namespace: Some(self.namespace.clone()),
             labels: Some([(LEASE_LABEL.to_string(), kind.to_string())].into()),
-            annotations: root.map(|k| [(ROOT_ANNOTATION.to_string(), k.to_string())].into()),
+            annotations: root.map(|k| [(ROOT_KEY.to_string(), k.to_string())].into()),
             ..Default::default()
         }
     }

@@ -19,6 +19,7 @@ use super::identity::{self, identity_of, Identity};
 use super::lease::HeldRoot;
 use super::status::{self, Failure, PassOutcome, Verdict};
 use super::{Context, RootsError, DEPENDENCY_RETRY};
+use crate::api::keys::REQUESTED_AT_ANNOTATION;
 use crate::api::redact::redact_url_passwords;
 use crate::api::root::{InventoryCounts, PassSummary, Root};
 use crate::api::ResourceKey;
@@ -26,7 +27,6 @@ use crate::apply::changeset::Action as ChangeAction;
 use crate::daemon::root::conflict::CONFLICT;
 use crate::daemon::root::RootSource;
 use crate::pass::{PassInput, PassSettings, Progress};
-use crate::render::ownership::REQUESTED_AT_ANNOTATION;
 use crate::render::Owner;
 use crate::source::git::auth::Credentials;
 use crate::source::Snapshot;
@@ -565,7 +565,7 @@ pub fn root_settings(
 pub fn default_namespace(root: &Root, key: &ResourceKey, weft_namespace: &str) -> String {
     let named = root
         .annotations()
-        .get(crate::api::root::DEFAULT_NAMESPACE_ANNOTATION)
+        .get(crate::api::keys::DEFAULT_NAMESPACE_ANNOTATION)
         .filter(|n| !n.is_empty())
         .filter(|_| key.namespace == weft_namespace && root.spec.service_account_name.is_none());
     named.cloned().unwrap_or_else(|| key.namespace.clone())

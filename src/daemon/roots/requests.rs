@@ -13,8 +13,8 @@ use serde_json::json;
 use super::status::ready_of;
 use super::RootsError;
 use crate::api::conditions::ConditionStatus;
+use crate::api::keys::REQUESTED_AT_ANNOTATION;
 use crate::api::root::Root;
-use crate::render::ownership::REQUESTED_AT_ANNOTATION;
 
 /// The field manager of these requests (never `weft`: a request is no apply of the repository).
 const MANAGER: &str = "weft-cli";

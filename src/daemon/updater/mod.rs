@@ -47,8 +47,8 @@ use crate::source::channel::{ChannelError, ChannelOptions, ChannelSource};
 pub use super::rollbacks::{held_rollback, Rollbacks, REASON_ROLLED_BACK};
 pub use super::update_requests::UpdateRequests;
 pub use crate::pass::agents::{
-    cache_configmap_name, ActiveBundle, AgentBundles, ARCHIVE_KEY, BUILTIN_SOURCE, BUNDLE_OF_LABEL,
-    DIGEST_KEY, MAX_CACHED_ARCHIVE_BYTES, SOURCE_KEY, VERSION_KEY,
+    cache_configmap_name, ActiveBundle, AgentBundles, ARCHIVE_KEY, BUILTIN_SOURCE, DIGEST_KEY,
+    MAX_CACHED_ARCHIVE_BYTES, SOURCE_KEY, VERSION_KEY,
 };
 pub use select::{bundle_archive, next_check, select, Selection};
 

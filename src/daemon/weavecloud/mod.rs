@@ -14,6 +14,7 @@ mod release;
 mod tests;
 pub mod trust;
 
+use crate::api::keys::AGENTS_FINALIZER;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,11 +37,11 @@ use super::state::DaemonState;
 use super::status::now_rfc3339;
 use super::suspend;
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, READY, RECONCILING};
+use crate::api::keys::OWNER_REF_ANNOTATION;
 use crate::api::weavecloud::{WeaveCloud, WeaveCloudStatus};
 use crate::apply::changeset::Action as ChangeAction;
 use crate::pass::agents::AgentsError;
 use crate::pass::{PassError, PassInput, PassSettings};
-use crate::render::ownership::OWNER_REF_ANNOTATION;
 use crate::render::DesiredSet;
 use crate::render::Owner;
 use agents::{reconcile_agents, reference, Outcome};
@@ -50,8 +51,6 @@ use trust::Trust;
 const KIND: &str = crate::api::owner::OwnerKind::WeaveCloud.as_str();
 pub use trust::NOT_RECONCILED;
 
-/// The finalizer that makes Weft prune a deleted WeaveCloud's agents.
-pub const FINALIZER: &str = "weft.io/agents";
 /// Condition reason: the token Secret or its key is missing.
 pub const TOKEN_MISSING: &str = "TokenMissing";
 /// Condition type: launcher objects were found next to the agents (`True`: left in place).
@@ -289,7 +288,7 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
     })?;
     let decision = trust::trust(&wc, &roots, &listing, ctx.state.watch_namespaces());
     if let Trust::Ignored { why, tell } = decision {
-        let ours = wc.finalizers().iter().any(|f| f == FINALIZER);
+        let ours = wc.finalizers().iter().any(|f| f == AGENTS_FINALIZER);
         if wc.metadata.deletion_timestamp.is_none() || !ours {
             // Not the operator's (docs/security.md): no agents, no finalizer, no update.
             tracing::debug!(weavecloud = %reference(&wc), %why, "ignored");
@@ -337,7 +336,7 @@ pub async fn reconcile(wc: Arc<WeaveCloud>, ctx: Arc<Context>) -> Result<Action,
         tracing::info!(weavecloud = %reference(&wc), why, "suspended; left as it is");
         return Ok(Action::await_change());
     }
-    finalizer(&api, FINALIZER, wc, |event| async move {
+    finalizer(&api, AGENTS_FINALIZER, wc, |event| async move {
         match event {
             Finalizer::Apply(wc) => apply(&wc, &ctx).await,
             Finalizer::Cleanup(wc) => cleanup(&wc, &ctx).await,

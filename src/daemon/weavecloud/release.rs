@@ -3,6 +3,7 @@
 //! `weave-flux` account, and a user's flux-helm-operator may run as it: deleting it would leave
 //! that workload Unauthorized.
 
+use crate::api::keys::{OWNER_LABEL, OWNER_REF_ANNOTATION};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
@@ -11,7 +12,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::api::weavecloud::WeaveCloud;
-use crate::render::ownership::{MANAGED_BY_LABEL, OWNER_LABEL, OWNER_REF_ANNOTATION};
+use crate::render::ownership::MANAGED_BY_LABEL;
 use crate::render::Owner;
 
 /// A workload: `Kind/name`, its `weft.io/owner` label, its pod template.

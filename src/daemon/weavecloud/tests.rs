@@ -100,7 +100,7 @@ mod against_a_fake_api_server {
                 "namespace": "weave",
                 "uid": "0000-wc",
                 "generation": 2,
-                "finalizers": [FINALIZER],
+                "finalizers": [AGENTS_FINALIZER],
             },
             "spec": {
                 "general": {
@@ -198,11 +198,11 @@ mod against_a_fake_api_server {
                 assert!(
                     ops.iter().any(|op| op["op"] == "add"
                         && op["path"] == "/metadata/finalizers"
-                        && op["value"] == json!([FINALIZER])),
+                        && op["value"] == json!([AGENTS_FINALIZER])),
                     "{ops:?}"
                 );
                 let mut done = weavecloud();
-                done.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+                done.metadata.finalizers = Some(vec![AGENTS_FINALIZER.to_string()]);
                 json!(done)
             },
         )));

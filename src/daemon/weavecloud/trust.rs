@@ -22,12 +22,12 @@
 
 use kube::{Client, ResourceExt};
 
+use crate::api::keys::OWNER_LABEL;
 use crate::api::weavecloud::WeaveCloud;
 use crate::apply::ownership::{AppliedByRoots, RootListing};
 use crate::apply::ApplyError;
 use crate::daemon::namespaces::WatchNamespaces;
 use crate::daemon::state::DaemonState;
-use crate::render::ownership::OWNER_LABEL;
 use crate::render::shard::shard_root_name;
 use crate::render::Owner;
 
@@ -222,7 +222,7 @@ mod tests {
         );
         let mut tenants = tenants;
         tenants.annotations_mut().insert(
-            crate::render::ownership::OWNER_REF_ANNOTATION.into(),
+            crate::api::keys::OWNER_REF_ANNOTATION.into(),
             tenant_root.reference(),
         );
         for namespaces in [&all, &WatchNamespaces::only(["team-a"])] {

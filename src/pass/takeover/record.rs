@@ -19,6 +19,7 @@
 //! bounds. A record an earlier Weft wrote in the WeaveCloud's namespace is never read; that it
 //! exists is said in `status.flux.dropped` ([`legacy_notice`]).
 
+use crate::api::keys::{OWNER_REF_ANNOTATION, TAKEOVER_RECORD_LABEL, TAKEOVER_RECORD_OF};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -33,19 +34,12 @@ use super::check::{check_flux_arg, check_memcached_arg, check_mount, check_volum
 use super::{Decision, Found, LAUNCHER_LEGACY_NAMESPACE};
 use crate::api::weavecloud::{WeaveCloud, ALLOWED_FLUX_VOLUME_SOURCES};
 use crate::apply::FIELD_MANAGER;
-use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_REF_ANNOTATION};
+use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 use crate::render::weavecloud::{
     extra_flux_args, parse_flux_args, parse_memcached_args, MEMCACHED_CONTAINER,
     MEMCACHED_DEPLOYMENT, PRESERVABLE_FLUX_ARGS,
 };
 
-/// Label on a takeover record (in Weft's namespace): marks it for `kubectl get -l`.
-pub const RECORD_LABEL: &str = "weft.io/takeover-record";
-/// Annotation on a takeover record: `<namespace>/<name>` of its WeaveCloud (a record is read
-/// only for the WeaveCloud it names).
-pub const RECORD_OF_ANNOTATION: &str = "weft.io/takeover-record-of";
-/// The label an earlier Weft put on a record in the WeaveCloud's namespace (never read now).
-const LEGACY_RECORD_OF_LABEL: &str = "weft.io/takeover-record-of";
 /// The key holding the record (JSON).
 const RECORD_KEY: &str = "record.json";
 /// The key holding the YAML to commit.
@@ -486,12 +480,12 @@ pub async fn read(
     };
     let of = cm
         .annotations()
-        .get(RECORD_OF_ANNOTATION)
+        .get(TAKEOVER_RECORD_OF)
         .map(String::as_str)
         .unwrap_or_default();
     if of != format!("{namespace}/{name}") {
         return Err(invalid(format!(
-            "its annotation {RECORD_OF_ANNOTATION} is `{}`, not `{namespace}/{name}`",
+            "its annotation {TAKEOVER_RECORD_OF} is `{}`, not `{namespace}/{name}`",
             shown(of)
         )));
     }
@@ -531,7 +525,7 @@ pub async fn legacy_notice(
             source,
         })?;
     let labelled = cm.is_some_and(|cm| {
-        cm.labels().get(LEGACY_RECORD_OF_LABEL).map(String::as_str) == Some(name)
+        cm.labels().get(TAKEOVER_RECORD_OF).map(String::as_str) == Some(name)
             && cm.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY_VALUE)
     });
     Ok(labelled.then(|| {
@@ -566,10 +560,10 @@ pub async fn write(
             "name": configmap,
             "namespace": weft_namespace,
             // Not the owner label: the record is in no inventory, never pruned.
-            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, RECORD_LABEL: "true"},
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE, TAKEOVER_RECORD_LABEL: "true"},
             "annotations": {
                 OWNER_REF_ANNOTATION: format!("WeaveCloud/{ns}/{name}"),
-                RECORD_OF_ANNOTATION: format!("{ns}/{name}"),
+                TAKEOVER_RECORD_OF: format!("{ns}/{name}"),
             },
         },
         "data": data,

@@ -194,7 +194,8 @@ pub fn render(
 /// adopted) and pruned (`weft.io/prune: enabled`) once no chart wants it, only if nothing else
 /// lives there.
 pub fn release_namespaces(docs: &ArmadaDocs, objects: &[DesiredObject]) -> Vec<DesiredObject> {
-    use super::ownership::{CREATE_ANNOTATION, CREATE_IF_MISSING, PRUNE_ANNOTATION};
+    use super::ownership::CREATE_IF_MISSING;
+    use crate::api::keys::{CREATE_ANNOTATION, PRUNE_ANNOTATION};
     let declared: BTreeSet<&str> = objects
         .iter()
         .filter(|o| o.kind() == "Namespace" && o.api_version() == "v1")
@@ -242,7 +243,8 @@ pub fn release_namespaces(docs: &ArmadaDocs, objects: &[DesiredObject]) -> Vec<D
 /// missing (an existing one is never adopted), owned by the sync root in wave 0 (before any
 /// chart), and pruned once no resource wants it, only if nothing else lives there.
 pub fn resource_namespaces(objects: &[DesiredObject]) -> Vec<DesiredObject> {
-    use super::ownership::{CREATE_ANNOTATION, CREATE_IF_MISSING, PRUNE_ANNOTATION};
+    use super::ownership::CREATE_IF_MISSING;
+    use crate::api::keys::{CREATE_ANNOTATION, PRUNE_ANNOTATION};
     let declared: BTreeSet<&str> = objects
         .iter()
         .filter(|o| o.kind() == "Namespace" && o.api_version() == "v1")

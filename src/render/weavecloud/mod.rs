@@ -14,6 +14,7 @@ mod env;
 mod patches;
 mod volumes;
 
+use crate::api::keys::{CONFIG_HASH_ANNOTATION, TOKEN_HASH_ANNOTATION};
 use crate::api::owner::OwnerKind;
 use std::collections::BTreeMap;
 
@@ -32,13 +33,8 @@ pub use args::{
 pub use env::{check_flux_env, ALLOWED_ENV_SOURCES};
 use patches::Context;
 
-/// Pod-template annotation: hash of the token Secret's data, so that a new token rolls the agents.
-pub const TOKEN_HASH_ANNOTATION: &str = "weft.io/token-hash";
 /// What [`TOKEN_HASH_ANNOTATION`] holds when the Secret was not read (offline `weft render`).
 pub const TOKEN_HASH_OFFLINE: &str = "offline";
-/// Pod-template annotation of prometheus: hash of its rendered configuration, so that a change
-/// of scrape policy or hostname restarts it (prometheus does not reload a ConfigMap by itself).
-pub const CONFIG_HASH_ANNOTATION: &str = "weft.io/config-hash";
 /// Environment variable that carries the token into flux and scope (from a `secretKeyRef`);
 /// their arguments refer to it as `$(WEAVE_CLOUD_TOKEN)`, which the kubelet expands.
 pub const TOKEN_ENV: &str = "WEAVE_CLOUD_TOKEN";

@@ -1,10 +1,11 @@
 //! The option contract of `docs/agents.md`, clause by clause, and the golden files.
 
 use super::*;
+use crate::api::keys::OWNER_LABEL;
+use crate::api::keys::OWNER_REF_ANNOTATION;
 use crate::api::owner::OwnerKind;
 use crate::api::weavecloud::{Environment, PodScrapePolicy};
 use crate::render::bundle::CLUSTER_SCOPED_KINDS;
-use crate::render::ownership::{OWNER_LABEL, OWNER_REF_ANNOTATION};
 
 mod inputs;
 mod preserved;

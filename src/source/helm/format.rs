@@ -16,12 +16,10 @@
 //! refused: either renderer would deploy it wrong. An `apiVersion: v1|v2` in an opted-in Chart.yaml
 //! is allowed (the annotation is explicit; `helm create` writes apiVersion too).
 
+use crate::api::keys::TEMPLATE_FORMAT_ANNOTATION;
 use serde_json::Value;
 
 use super::{ChartFiles, HelmError};
-
-/// The `Chart.yaml` annotation that selects the template format.
-pub const TEMPLATE_FORMAT_ANNOTATION: &str = "weft.io/template-format";
 
 /// How a chart is rendered.
 #[derive(Clone, Debug, PartialEq, Eq)]

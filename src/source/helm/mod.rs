@@ -3,7 +3,7 @@
 //! The data path of one render, each step in its own file:
 //!
 //! - [`format`]: whether a chart is a Helm chart or opts into Weft's `${}` format
-//!   ([`chart_format`], marker [`TEMPLATE_FORMAT_ANNOTATION`]);
+//!   ([`chart_format`], marker [`TEMPLATE_FORMAT_ANNOTATION`](crate::api::keys::TEMPLATE_FORMAT_ANNOTATION));
 //! - [`assemble`]: the chart directory as Armada's chart builder makes it (dependencies copied under
 //!   `charts/<name in their Chart.yaml>`);
 //! - [`binary`]: finding helm (`$WEFT_HELM`, else `helm` on `PATH`) and running it with a timeout;
@@ -26,6 +26,7 @@ pub mod output;
 pub mod renderer;
 pub mod yaml11;
 
+use crate::api::keys::TEMPLATE_FORMAT_ANNOTATION;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use std::time::Duration;
 pub use binary::{locate_helm, HelmLocation, ProcessLimits};
 pub use cache::RenderKey;
 pub use failure::{parse_helm_failure, HelmFailure, TemplateLocation};
-pub use format::{chart_format, ChartFormat, HelmEvidence, TEMPLATE_FORMAT_ANNOTATION};
+pub use format::{chart_format, ChartFormat, HelmEvidence};
 pub use output::{
     parse_manifests, HelmRender, Hook, HookDeletePolicy, HookPhase, ObjectClass, RenderedObject,
 };
