@@ -117,7 +117,7 @@ async fn apply_as_the_pass(
         namespace: String::new(),
         name: String::new(),
     }));
-    let catalog = crate::daemon::armada::catalog_of(client, &refs)
+    let catalog = plan::Catalog::of_kinds(client, &refs)
         .await
         .map_err(|e| format!("discovery for the early apply failed: {e}"))?;
     let mut planned = match plan::resolve(writes, &[], &catalog, &settings.default_namespace) {

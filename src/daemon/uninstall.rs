@@ -372,7 +372,7 @@ async fn prune_inventories(
         .iter()
         .flat_map(|i| i.entries.iter().cloned())
         .collect();
-    let catalog: Catalog = super::armada::catalog_of(client, &entries)
+    let catalog: Catalog = Catalog::of_kinds(client, &entries)
         .await
         .map_err(kube_err("discovering the kinds to prune"))?;
     let owners = inventories.iter().map(|i| i.owner.clone()).collect();

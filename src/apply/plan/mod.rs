@@ -61,6 +61,32 @@ impl Catalog {
         Ok(Catalog { by_gvk })
     }
 
+    /// The API resources of the kinds `refs` name: one discovery call per kind's group version,
+    /// not a discovery of the whole cluster (an ArmadaChart's prune, the early apply of a push,
+    /// `weft uninstall`). A kind the cluster does not serve is left out: its objects cannot
+    /// exist, and the caller says so when it meets one.
+    pub async fn of_kinds(
+        client: &Client,
+        refs: &std::collections::BTreeSet<crate::api::ObjectRef>,
+    ) -> Result<Catalog, kube::Error> {
+        let kinds: std::collections::BTreeSet<(&str, &str)> = refs
+            .iter()
+            .map(|r| (r.api_version.as_str(), r.kind.as_str()))
+            .collect();
+        let mut resources = Vec::new();
+        for (api_version, kind) in kinds {
+            let (group, version) = split_api_version(api_version);
+            let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+            match kube::discovery::pinned_kind(client, &gvk).await {
+                Ok((ar, caps)) => resources.push((ar, caps.scope == Scope::Namespaced)),
+                Err(e) if crate::apply::is_not_found(&e) => {}
+                Err(kube::Error::Discovery(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Catalog::from_entries(resources))
+    }
+
     /// A catalog from explicit entries (for tests of the pure parts).
     pub fn from_entries(entries: impl IntoIterator<Item = (ApiResource, bool)>) -> Catalog {
         Catalog {

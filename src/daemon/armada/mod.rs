@@ -30,7 +30,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -50,7 +50,7 @@ use crate::api::keys::REQUESTED_AT_ANNOTATION;
 use crate::api::DriftPolicy;
 use crate::apply::changeset::Action as ChangeAction;
 use crate::apply::inventory::{self, Inventory, InventorySource};
-use crate::apply::plan::{split_api_version, Catalog};
+use crate::apply::plan::Catalog;
 use crate::apply::prune::{prune, PruneOptions};
 use crate::apply::watch::watches_in;
 use crate::apply::ApplyError;
@@ -702,7 +702,7 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
     if entries.is_empty() {
         return Ok(Action::await_change());
     }
-    let catalog = catalog_of(ctx.state.client(), &entries)
+    let catalog = Catalog::of_kinds(ctx.state.client(), &entries)
         .await
         .map_err(|source| ChartError::Kube {
             namespace: ns.clone(),
@@ -760,31 +760,4 @@ async fn cleanup(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartErro
     tracing::info!(chart = %format!("{ns}/{name}"), "{note}");
     status::event(ctx.state.events(), chart, false, "Pruned", &note).await;
     Ok(Action::await_change())
-}
-
-/// The API resources of the kinds in `entries`: one discovery call per group version, not a
-/// discovery of the whole cluster. A kind the cluster does not serve is left out (its children
-/// are skipped by the prune, saying so).
-pub(crate) async fn catalog_of(
-    client: &kube::Client,
-    entries: &BTreeSet<crate::api::ObjectRef>,
-) -> Result<Catalog, kube::Error> {
-    let kinds: BTreeSet<(String, String)> = entries
-        .iter()
-        .map(|r| (r.api_version.clone(), r.kind.clone()))
-        .collect();
-    let mut resources = Vec::new();
-    for (api_version, kind) in kinds {
-        let (group, version) = split_api_version(&api_version);
-        let gvk = GroupVersionKind::gvk(group, version, &kind);
-        match kube::discovery::pinned_kind(client, &gvk).await {
-            Ok((ar, caps)) => {
-                resources.push((ar, caps.scope == kube::discovery::Scope::Namespaced))
-            }
-            Err(e) if crate::apply::is_not_found(&e) => {}
-            Err(kube::Error::Discovery(_)) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Catalog::from_entries(resources))
 }
