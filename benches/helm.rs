@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Value};
-use weft::source::helm::{ChartFiles, ChartTree, HelmLocation, HelmRenderer, RenderRequest};
+use weft::helm::{ChartFiles, ChartTree, HelmLocation, HelmRenderer, RenderRequest};
 
 const CHARTS: usize = 100;
 
@@ -132,9 +132,9 @@ fn bench(c: &mut Criterion) {
     let mut dirs = Vec::new();
     for (i, (tree, values)) in charts.iter().enumerate() {
         let dir = disk.path().join(format!("app-{i}"));
-        let files = weft::source::helm::assemble::assemble(tree).unwrap();
+        let files = weft::helm::assemble::assemble(tree).unwrap();
         std::fs::create_dir_all(&dir).unwrap();
-        weft::source::helm::assemble::write_chart(&dir, &files).unwrap();
+        weft::helm::assemble::write_chart(&dir, &files).unwrap();
         let values_file = disk.path().join(format!("values-{i}.json"));
         std::fs::write(&values_file, values.to_string()).unwrap();
         dirs.push((dir, values_file));

@@ -1,6 +1,6 @@
 //! SOPS decryption: 1,000 Kubernetes Secrets encrypted by the real `sops` for one age recipient
 //! (`--encrypted-regex '^(data|stringData)$'`, as Flux users write them), each with its own data
-//! key, decrypted by `weft::source::sops` — one age unwrap, four AES-GCM values and the MAC each.
+//! key, decrypted by `weft::sops` — one age unwrap, four AES-GCM values and the MAC each.
 //!
 //! The fixtures are made once with the tools `tests/sops/ensure` builds (about 1,000 sops runs,
 //! two at a time) and kept in `$TMPDIR/weft-sops-bench-<tools>/`, reused by later runs.
@@ -14,7 +14,7 @@ mod sops_tools;
 use std::path::{Path, PathBuf};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use weft::source::sops::{self, Format, Identity};
+use weft::sops::{self, Format, Identity};
 
 const SECRETS: usize = 1_000;
 

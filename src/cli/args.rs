@@ -16,12 +16,12 @@ use crate::apply::calls::{self, CallCounts};
 use crate::apply::fence::{FenceLayer, WriteFence};
 use crate::daemon::namespaces::WatchNamespaces;
 use crate::pass::PassSettings;
+use crate::sops::{self, Decryption, DecryptionSecret, Identity};
 use crate::source::chart::{CaCertificates, FetchSettings};
 use crate::source::fetch_policy::{
     ChannelPolicy, ChartSourcePolicy, UrlAllowList, DEFAULT_CHANNELS, DEFAULT_CHART_SOURCES,
 };
 use crate::source::git::auth::{self as credentials, Credentials};
-use crate::source::sops::{self, Decryption, DecryptionSecret, Identity};
 use crate::source::{self, Snapshot, SnapshotLimits};
 
 /// Where the desired state comes from: `PATH`, `--repo`, `--ref`, `--path`.

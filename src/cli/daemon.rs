@@ -13,7 +13,7 @@ use super::run::{self as wiring, RunConfig};
 use crate::daemon::leader;
 use crate::daemon::run::DaemonConfig;
 use crate::pass::PassSettings;
-use crate::source::sops::Decryption;
+use crate::sops::Decryption;
 
 /// The flags of `weft run`.
 #[derive(Args, Debug, Clone)]

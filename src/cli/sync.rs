@@ -16,8 +16,8 @@ use crate::daemon::events::EventPublisher;
 use crate::daemon::{record, writer};
 use crate::notify::Notifier;
 use crate::pass::{self, PassInput, PassSettings};
+use crate::sops::Decryption;
 use crate::source::chart::FetchSettings;
-use crate::source::sops::Decryption;
 
 /// How a command's result is printed: for people (`text`, the default), or as one JSON or YAML
 /// document on stdout (progress then goes to stderr).

@@ -20,7 +20,7 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 
 use crate::api::WeaveCloud;
-use crate::source::sops::Identity as AgeIdentity;
+use crate::sops::Identity as AgeIdentity;
 use crate::source::Snapshot;
 pub use doc::Doc;
 pub use weavecloud::bare_host_as_https;
@@ -193,7 +193,7 @@ pub struct LoadOptions {
 /// Whether a file may be a SOPS file (an encrypted value, or a `sops` key anywhere): its
 /// documents are parsed together, as decryption needs them all.
 fn may_be_sops(bytes: &[u8]) -> bool {
-    crate::source::sops::may_be_encrypted(bytes) || bytes.windows(5).any(|w| w == b"sops:")
+    crate::sops::may_be_encrypted(bytes) || bytes.windows(5).any(|w| w == b"sops:")
 }
 
 /// sops's own configuration (creation rules), not a manifest.

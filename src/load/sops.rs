@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::yaml::YamlDoc;
 use super::{Diagnostics, Origin};
-use crate::source::sops::{self, Format, Identity, SopsError};
+use crate::sops::{self, Format, Identity, SopsError};
 use crate::source::Snapshot;
 
 /// What replaces a decrypted value in a diagnostic.
@@ -246,11 +246,11 @@ mod tests {
 
     use super::*;
     use crate::load::{load_with, LoadOptions};
-    use crate::source::sops::identities_from_key_text;
+    use crate::sops::identities_from_key_text;
 
     /// A file made by the real sops 3.13.3 for the TEST-ONLY identity next to it.
-    const KAT_YAML: &str = include_str!("../source/sops/testdata/kat.enc.yaml");
-    const KAT_KEY: &str = include_str!("../source/sops/testdata/kat.agekey");
+    const KAT_YAML: &str = include_str!("../sops/testdata/kat.enc.yaml");
+    const KAT_KEY: &str = include_str!("../sops/testdata/kat.agekey");
     const KAT_RECIPIENT: &str = "age12fhfgza4vesmectl46m45jmha7txchc2wmtwpx7mkdtt2mkrm9cqv2xhup";
 
     fn with_key() -> LoadOptions {

@@ -19,6 +19,9 @@ use serde_json::Value;
 use super::PassError;
 use crate::api::armada::ArmadaChart;
 use crate::api::ResourceKey;
+use crate::helm::{
+    Capabilities, ChartFiles, ChartFormat, ChartTree, HelmError, HelmRenderer, RenderRequest,
+};
 use crate::load::armada::{Loaded, MAX_DEPENDENCY_DEPTH, MAX_DEPENDENCY_TREE};
 use crate::load::budget::{Budget, Exceeded, Limits};
 use crate::load::{LoadedRepo, Origin};
@@ -27,9 +30,6 @@ use crate::render::armada::{
 };
 use crate::render::RenderError;
 use crate::source::chart::ChartSources;
-use crate::source::helm::{
-    Capabilities, ChartFiles, ChartFormat, ChartTree, HelmError, HelmRenderer, RenderRequest,
-};
 
 /// How long one `helm template` may take.
 pub const HELM_TIMEOUT: Duration = Duration::from_secs(120);

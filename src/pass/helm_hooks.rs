@@ -23,8 +23,8 @@ use crate::apply::plan::{self, Catalog, Decision, LiveState, PlannedObject};
 use crate::apply::readiness;
 use crate::apply::wait::{self, WaitOptions, WaitTarget};
 use crate::apply::ApplyError;
+use crate::helm::HookDeletePolicy;
 use crate::render::{DesiredHook, Owner};
-use crate::source::helm::HookDeletePolicy;
 
 /// What happens to an owner's hooks in one wave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

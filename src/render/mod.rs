@@ -68,14 +68,14 @@ pub struct DesiredHook {
     /// The hook object, with the chart's ownership labels and wave.
     pub object: DesiredObject,
     /// Its phases (only those Weft runs, see [`RUN_HOOK_PHASES`]), weight and delete policies.
-    pub hook: crate::source::helm::Hook,
+    pub hook: crate::helm::Hook,
 }
 
 impl DesiredHook {
     /// Does the hook run before its chart's objects (`pre-install`/`pre-upgrade`) on an install
     /// (`upgrade` false) or an upgrade?
     pub fn runs(&self, pre: bool, upgrade: bool) -> bool {
-        use crate::source::helm::HookPhase as P;
+        use crate::helm::HookPhase as P;
         let want = match (pre, upgrade) {
             (true, false) => P::PreInstall,
             (true, true) => P::PreUpgrade,
@@ -88,11 +88,11 @@ impl DesiredHook {
 
 /// The hook phases Weft runs; other hooks (`pre-delete`, rollback) are dropped with a warning and
 /// test hooks too (Weft runs no Helm tests).
-pub const RUN_HOOK_PHASES: &[crate::source::helm::HookPhase] = &[
-    crate::source::helm::HookPhase::PreInstall,
-    crate::source::helm::HookPhase::PreUpgrade,
-    crate::source::helm::HookPhase::PostInstall,
-    crate::source::helm::HookPhase::PostUpgrade,
+pub const RUN_HOOK_PHASES: &[crate::helm::HookPhase] = &[
+    crate::helm::HookPhase::PreInstall,
+    crate::helm::HookPhase::PreUpgrade,
+    crate::helm::HookPhase::PostInstall,
+    crate::helm::HookPhase::PostUpgrade,
 ];
 
 /// Why rendering failed. Nothing is applied or pruned after a render error (an Armada chart's

@@ -6,9 +6,7 @@ pub mod chart;
 pub mod fetch_policy;
 pub mod git;
 pub mod go_yaml;
-pub mod helm;
 pub mod local;
-pub mod sops;
 pub mod tar_cache;
 
 use std::collections::BTreeMap;

@@ -30,11 +30,11 @@ async fn examples_objects() -> Vec<DesiredObject> {
     let snapshot = local::read_dir(&dir, SnapshotLimits::default()).unwrap();
     let cache = tempfile::tempdir().unwrap();
     // The example's encrypted Secret (docs/secrets.md).
-    let key = weft::source::sops::identities_from_key_file(&dir.join("TEST-ONLY-age.agekey"));
+    let key = weft::sops::identities_from_key_file(&dir.join("TEST-ONLY-age.agekey"));
     let opts = PassSettings {
         repo_location: dir.display().to_string(),
         chart_cache_dir: Some(cache.path().to_path_buf()),
-        decryption: weft::source::sops::Decryption {
+        decryption: weft::sops::Decryption {
             key_file: std::sync::Arc::new(key.unwrap()),
             secret: None,
         },

@@ -17,11 +17,11 @@ use weft::api::owner::OwnerKind;
 use serde_json::Value;
 use support::helm::helm;
 use support::weft_cli::Weft;
+use weft::helm::{HelmLocation, HelmRenderer};
 use weft::load::{self, LoadedRepo};
 use weft::render::armada::HelmRenders;
 use weft::render::{self, DesiredObject, Owner, RenderInputs, RenderOptions};
 use weft::source::chart::{self, ChartCache};
-use weft::source::helm::{HelmLocation, HelmRenderer};
 use weft::source::{local, Snapshot, SnapshotLimits};
 
 fn root() -> PathBuf {
@@ -32,7 +32,7 @@ fn root() -> PathBuf {
 fn examples_key() -> load::LoadOptions {
     let file = root().join("examples-repo/TEST-ONLY-age.agekey");
     load::LoadOptions {
-        identities: Arc::new(weft::source::sops::identities_from_key_file(&file).unwrap()),
+        identities: Arc::new(weft::sops::identities_from_key_file(&file).unwrap()),
         ..load::LoadOptions::default()
     }
 }

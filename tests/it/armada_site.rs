@@ -36,8 +36,8 @@ use kube::Client;
 use support::cluster::{counting_client, install_crds, TestNamespace};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use support::helm::helm;
+use weft::helm::{HelmLocation, HelmRenderer};
 use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
-use weft::source::helm::{HelmLocation, HelmRenderer};
 use weft::source::Snapshot;
 
 fn fixtures() -> PathBuf {

@@ -31,8 +31,8 @@ use support::repo_dir::Repo;
 use support::weft_cli::Weft;
 use weft::api::armada::{ArmadaChart, Phase};
 use weft::api::conditions::{Condition, ConditionStatus};
+use weft::helm::{HelmLocation, HelmRenderer};
 use weft::pass::{self, PassInput, PassResult, PassSettings};
-use weft::source::helm::{HelmLocation, HelmRenderer};
 use weft::source::Snapshot;
 
 /// A chart in Weft's `${}` format: a Deployment, and a ClusterRole with its binding (named after

@@ -27,8 +27,8 @@ use serde_json::json;
 use support::cluster::TestNamespace;
 use support::helm::helm;
 use weft::apply::changeset::Action;
+use weft::helm::{HelmLocation, HelmRenderer};
 use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
-use weft::source::helm::{HelmLocation, HelmRenderer};
 use weft::source::Snapshot;
 
 const CHART: &str = "apiVersion: v2\nname: app\nversion: 0.1.0\n";

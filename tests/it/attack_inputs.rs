@@ -209,7 +209,7 @@ fn a_sops_file_with_a_huge_age_entry_is_refused_at_once() {
     // Thousands of stanzas for one recipient in one `enc`: age reads its header again per line
     // (quadratic; 48,000 stanzas ran past 150 s). The entry is bounded before age reads it.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let kat = std::fs::read_to_string(root.join("src/source/sops/testdata/kat.enc.yaml")).unwrap();
+    let kat = std::fs::read_to_string(root.join("src/sops/testdata/kat.enc.yaml")).unwrap();
     let stanza = "-> X25519 ZnV6enl3dXp6eXd1enp5d3V6enl3dXp6eXd1enp5d3V6eg\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n";
     let header = format!("age-encryption.org/v1\n{}--- AAAA\n", stanza.repeat(48_000));
     use base64::Engine;
@@ -232,7 +232,7 @@ fn a_sops_file_with_a_huge_age_entry_is_refused_at_once() {
     let hostile = format!("{}enc: \"{armored}\"\n{}", &kat[..start], &kat[end..]);
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), &[("secret.yaml".into(), hostile.clone())]);
-    let key = root.join("src/source/sops/testdata/kat.agekey");
+    let key = root.join("src/sops/testdata/kat.agekey");
     let run = validate(dir.path(), &["--age-key-file", key.to_str().unwrap()], &[]);
     report(
         &format!("48,000 age stanzas ({} KB)", hostile.len() / 1000),

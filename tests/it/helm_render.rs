@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use weft::source::helm::{
+use weft::helm::{
     chart_format, ChartFiles, ChartFormat, ChartTree, HelmError, HelmEvidence, HelmLocation,
     HelmRenderer, Hook, HookDeletePolicy, HookPhase, ObjectClass, RenderRequest,
 };
@@ -53,20 +53,17 @@ fn web() -> ChartTree {
     ChartTree::new(fixture("web")).with_dependencies(vec![ChartTree::new(fixture("weft-lib"))])
 }
 
-fn render(
-    tree: &ChartTree,
-    values: &Value,
-) -> Result<Arc<weft::source::helm::HelmRender>, HelmError> {
+fn render(tree: &ChartTree, values: &Value) -> Result<Arc<weft::helm::HelmRender>, HelmError> {
     renderer()
         .render(&RenderRequest::new(tree, "armada-web", "web", values))
         .map(|o| o.render)
 }
 
 fn find<'a>(
-    render: &'a weft::source::helm::HelmRender,
+    render: &'a weft::helm::HelmRender,
     kind: &str,
     name: &str,
-) -> &'a weft::source::helm::RenderedObject {
+) -> &'a weft::helm::RenderedObject {
     render
         .objects
         .iter()

@@ -30,9 +30,9 @@ use serde_json::Value;
 use support::cluster::TestNamespace;
 use support::helm::helm;
 use weft::apply::changeset::Action;
+use weft::helm::{HelmLocation, HelmRenderer};
 use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
 use weft::render::AgentLayer;
-use weft::source::helm::{HelmLocation, HelmRenderer};
 use weft::source::Snapshot;
 
 fn root() -> PathBuf {

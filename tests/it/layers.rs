@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 /// Left to right: a layer may name the layers before it and itself.
 const LAYERS: &[&str] = &[
-    "api", "mem", "source", "load", "render", "apply", "pass", "notify", "daemon", "server", "ui",
-    "cli",
+    "api", "mem", "source", "sops", "helm", "load", "render", "apply", "pass", "notify", "daemon",
+    "server", "ui", "cli",
 ];
 
 fn rank(layer: &str) -> Option<usize> {

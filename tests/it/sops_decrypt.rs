@@ -1,6 +1,6 @@
 //! Weft's SOPS decryption against the real tools: every fixture is made during the run by the
 //! pinned `sops` and `age-keygen` (built by `tests/sops/ensure` from their Go modules), decrypted
-//! by `weft::source::sops`, and compared with what `sops --decrypt` prints.
+//! by `weft::sops`, and compared with what `sops --decrypt` prints.
 
 use crate::sops_tools;
 
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::{json, Value};
-use weft::source::sops::{self, DecryptedFile, Format, Identity, SopsError};
+use weft::sops::{self, DecryptedFile, Format, Identity, SopsError};
 
 use sops_tools::{keygen, AgeKeyPair};
 

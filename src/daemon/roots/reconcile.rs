@@ -538,7 +538,7 @@ pub fn root_settings(
         // the operator's key file.
         s.launcher_takeover = None;
     }
-    s.decryption = crate::source::sops::Decryption {
+    s.decryption = crate::sops::Decryption {
         key_file: if own {
             Arc::clone(&base.decryption.key_file)
         } else {
@@ -549,7 +549,7 @@ pub fn root_settings(
             .as_ref()
             .and_then(|d| d.secret_ref.as_ref())
             .map(|r| {
-                Arc::new(crate::source::sops::DecryptionSecret::new(
+                Arc::new(crate::sops::DecryptionSecret::new(
                     client.clone(),
                     &key.namespace,
                     &r.name,

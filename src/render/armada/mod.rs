@@ -1,6 +1,6 @@
 //! Armada charts → desired objects. Pure: the chart files come in as a value
 //! ([`ChartSources`], resolved by the source stage) and so does helm's output for Helm charts
-//! ([`HelmRenders`], produced by `pass::prepare` with `source::helm`); local charts can also be
+//! ([`HelmRenders`], produced by `pass::prepare` with `helm`); local charts can also be
 //! read straight from the snapshot.
 //!
 //! A chart is a Helm chart, rendered by the real `helm template` before this module sees it:
@@ -39,10 +39,10 @@ use std::sync::Arc;
 
 use super::{order, DesiredHook, DesiredObject, Owner, RenderError};
 use crate::api::armada::{ArmadaChart, SourceType};
+use crate::helm::{self, ChartFormat, HelmRender, HookPhase, ObjectClass};
 use crate::load::armada::{ArmadaDocs, Loaded, ResourceKey};
 use crate::load::{LoadedRepo, Origin};
 use crate::source::chart::{local_files, ChartFiles, ChartSources};
-use crate::source::helm::{self, ChartFormat, HelmRender, HookPhase, ObjectClass};
 use crate::source::Snapshot;
 use chart::Renderer;
 
