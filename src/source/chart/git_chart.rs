@@ -126,7 +126,7 @@ pub(super) fn git_files(
 }
 
 /// Scheme, host and port of a remote URL (scp-style read as ssh), for comparing origins.
-fn origin(url: &str) -> Option<(String, String, u16)> {
+pub(super) fn origin(url: &str) -> Option<(String, String, u16)> {
     let parsed = url::Url::parse(&crate::source::fetch_policy::normalise(url)?).ok()?;
     let scheme = parsed.scheme().to_string();
     let port = parsed.port_or_known_default().or(match scheme.as_str() {

@@ -203,6 +203,7 @@ pub(super) fn archive(
 /// The files of a `helm` source.
 pub(super) fn helm_files(
     source: &ChartSource,
+    repo_location: &str,
     cache: &ChartCache,
     memo: &mut PassMemo,
     warnings: &mut Vec<String>,
@@ -222,7 +223,7 @@ pub(super) fn helm_files(
         .ok_or(SourceFailure::ChartNameMissing)?;
     let wanted = wanted(source.version.as_deref())?;
     let limits = cache.archive_limits;
-    let auth = cache.registry_auth(&repo);
+    let auth = cache.registry_auth(&repo, repo_location);
     let http = client(limits, cache).map_err(|message| SourceFailure::Http {
         url: repo.clone(),
         message,

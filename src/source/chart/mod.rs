@@ -264,15 +264,30 @@ impl ChartCache {
         self.archive_limits = limits;
         self
     }
-    /// The credentials for a chart repository or registry at `url`: by `host:port`, then `host`.
-    fn registry_auth(&self, url: &str) -> Option<RegistryAuth> {
+    /// The credentials for a chart repository or registry at `url`: by `host:port`, then `host`
+    /// in the `.dockerconfigjson`; else, on the config repository's own scheme, host and port
+    /// (GitLab's and Gitea's package registries beside the repository), its basic auth or token,
+    /// as a git chart source there gets them ([`credentials_for`]).
+    fn registry_auth(&self, url: &str, repo_location: &str) -> Option<RegistryAuth> {
         let parsed = url::Url::parse(url).ok()?;
         let host = parsed.host_str()?.to_ascii_lowercase();
         let with_port = parsed.port().map(|p| format!("{host}:{p}"));
-        with_port
+        let listed = with_port
             .and_then(|h| self.registries.get(&h))
             .or_else(|| self.registries.get(&host))
-            .cloned()
+            .cloned();
+        listed.or_else(|| {
+            let chart = git_chart::origin(url);
+            let c = &self.credentials;
+            let has = c.username.is_some() || c.bearer_token.is_some();
+            (has && chart.is_some() && chart == git_chart::origin(repo_location)).then(|| {
+                RegistryAuth {
+                    username: c.username.clone(),
+                    password: c.password.clone(),
+                    token: c.bearer_token.clone(),
+                }
+            })
+        })
     }
     /// The default for the CLI: next to the git cache (`~/.cache/weft/charts`).
     pub fn default_dir() -> PathBuf {
@@ -412,9 +427,15 @@ pub fn resolve(
             SourceType::Tar => tar_files(&chart.source, cache).map_err(fail)?,
             SourceType::Helm | SourceType::Oci => {
                 let fetched = if chart.source.type_ == SourceType::Helm {
-                    helm_repository::helm_files(&chart.source, cache, &mut memo, &mut warnings)
+                    helm_repository::helm_files(
+                        &chart.source,
+                        repo_location,
+                        cache,
+                        &mut memo,
+                        &mut warnings,
+                    )
                 } else {
-                    oci_registry::oci_files(&chart.source, cache, &mut warnings)
+                    oci_registry::oci_files(&chart.source, repo_location, cache, &mut warnings)
                 };
                 match fetched {
                     Ok(files) => files,

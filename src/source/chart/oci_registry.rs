@@ -12,7 +12,7 @@ use super::helm_repository::{
 use super::registry_http::{client, get};
 use super::{ChartCache, ChartFiles, SourceFailure, QUOTE_CHARS};
 use crate::api::armada::ChartSource;
-use crate::source::fetch_policy::clip;
+use crate::source::fetch_policy::{clip, SourceRefused};
 
 /// The media type of the chart archive in an OCI manifest that `helm push` writes.
 const HELM_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
@@ -22,6 +22,7 @@ const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// The files of an `oci` source.
 pub(super) fn oci_files(
     source: &ChartSource,
+    repo_location: &str,
     cache: &ChartCache,
     warnings: &mut Vec<String>,
 ) -> Result<ChartFiles, SourceFailure> {
@@ -35,11 +36,19 @@ pub(super) fn oci_files(
         return Err(bad_location());
     }
     let https = format!("https://{rest}");
-    cache.policy.check(&https)?;
+    // Refused as written (`oci://host:port/path`), saying how it was checked.
+    cache.policy.check(&https).map_err(|e| match e {
+        SourceRefused::NotAllowed { url, allowed } => SourceRefused::OciNotAllowed {
+            location: clip(location, QUOTE_CHARS),
+            checked: url,
+            allowed,
+        },
+        e => e,
+    })?;
     let name = path.rsplit('/').next().unwrap_or(path);
     let base = format!("https://{host}/v2/{path}");
     let limits = cache.archive_limits;
-    let auth = cache.registry_auth(&https);
+    let auth = cache.registry_auth(&https, repo_location);
     let http = client(limits, cache).map_err(|message| SourceFailure::Http {
         url: https.clone(),
         message,

@@ -10,7 +10,9 @@ use std::io::Read;
 use base64::Engine as _;
 
 use super::{ArchiveLimits, ChartCache, SourceFailure};
-use crate::source::fetch_policy::{clip, describe_http_error, same_host_redirects};
+use crate::source::fetch_policy::{
+    clip, describe_http_error, same_host_redirects, ChartSourcePolicy,
+};
 
 /// Credentials for one chart repository or registry host. Never printed.
 #[derive(Clone, Default)]
@@ -93,12 +95,16 @@ pub fn registries_of(
     Ok(out)
 }
 
+/// An HTTP client within the cache's policy, and that policy (a registry's token realm must
+/// satisfy `--allowed-chart-sources` too).
+pub(super) struct Http {
+    client: reqwest::blocking::Client,
+    policy: ChartSourcePolicy,
+}
+
 /// An HTTP client within the cache's policy: each request bounded by the archive time limit
 /// and `--fetch-timeout`, whichever is shorter; `--ca-file`; same-host redirects.
-pub(super) fn client(
-    limits: ArchiveLimits,
-    cache: &ChartCache,
-) -> Result<reqwest::blocking::Client, String> {
+pub(super) fn client(limits: ArchiveLimits, cache: &ChartCache) -> Result<Http, String> {
     let mut builder = reqwest::blocking::Client::builder()
         .timeout(limits.timeout.min(cache.fetch_timeout))
         .redirect(same_host_redirects());
@@ -110,12 +116,15 @@ pub(super) fn client(
     {
         builder = builder.add_root_certificate(certificate.clone());
     }
-    builder.build().map_err(|e| e.to_string())
+    Ok(Http {
+        client: builder.build().map_err(|e| e.to_string())?,
+        policy: cache.policy.clone(),
+    })
 }
 
 /// GET `url` with `auth` (answering one 401 challenge), reading at most `limit` bytes.
 pub(super) fn get(
-    http: &reqwest::blocking::Client,
+    http: &Http,
     url: &str,
     accept: Option<&str>,
     auth: Option<&RegistryAuth>,
@@ -128,7 +137,7 @@ pub(super) fn get(
         message: clip(&message, 500),
     };
     let send = |authorization: Option<String>| {
-        let mut request = http.get(url);
+        let mut request = http.client.get(url);
         if let Some(accept) = accept {
             request = request.header(reqwest::header::ACCEPT, accept);
         }
@@ -167,7 +176,7 @@ pub(super) fn get(
             .unwrap_or("")
             .to_string();
         let retry = if let Some(params) = challenge.strip_prefix("Bearer ") {
-            let fetched = bearer_token(http, params, basic.clone(), &fail)?;
+            let fetched = bearer_token(http, url, params, basic.clone(), &fail)?;
             *token = Some(fetched.clone());
             Some(format!("Bearer {fetched}"))
         } else {
@@ -207,30 +216,65 @@ pub(super) fn get(
     Ok(bytes)
 }
 
-/// A registry token from the `Bearer realm="…",service="…",scope="…"` challenge.
+/// The `key="value"` parameters of a challenge; a quoted value may hold commas
+/// (`scope="repository:org/app:pull,push"`).
+fn challenge_params(params: &str) -> HashMap<String, String> {
+    let mut fields = HashMap::new();
+    let mut rest = params.trim();
+    while let Some((key, after)) = rest.split_once('=') {
+        let key = key
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
+        let after = after.trim_start();
+        let (value, next) = match after.strip_prefix('"') {
+            Some(quoted) => match quoted.find('"') {
+                Some(end) => (&quoted[..end], &quoted[end + 1..]),
+                None => (quoted, ""),
+            },
+            None => match after.find(',') {
+                Some(end) => (&after[..end], &after[end..]),
+                None => (after, ""),
+            },
+        };
+        fields.insert(key, value.trim().to_string());
+        rest = next.trim_start().trim_start_matches(',');
+    }
+    fields
+}
+
+/// A registry token from the `Bearer realm="…",service="…",scope="…"` challenge that `url`
+/// answered. The realm is fetched within `--allowed-chart-sources`, and never over http from an
+/// https registry: the registry's credentials go there.
 fn bearer_token(
-    http: &reqwest::blocking::Client,
+    http: &Http,
+    url: &str,
     params: &str,
     basic: Option<String>,
     fail: &dyn Fn(String) -> SourceFailure,
 ) -> Result<String, SourceFailure> {
-    let mut fields = HashMap::new();
-    for part in params.split(',') {
-        if let Some((k, v)) = part.trim().split_once('=') {
-            fields.insert(k.trim().to_string(), v.trim().trim_matches('"').to_string());
-        }
-    }
+    let fields = challenge_params(params);
     let realm = fields
         .get("realm")
         .ok_or_else(|| fail("HTTP 401 with a Bearer challenge that names no realm".into()))?;
-    let mut url =
+    let mut realm_url =
         url::Url::parse(realm).map_err(|e| fail(format!("the token realm is not a URL: {e}")))?;
+    if url.starts_with("https://") && realm_url.scheme() != "https" {
+        return Err(fail(format!(
+            "HTTP 401; the token realm {} is not https, refusing to send credentials there",
+            crate::source::git::redact_url_passwords(realm)
+        )));
+    }
+    http.policy
+        .check(realm_url.as_str())
+        .map_err(|e| fail(format!("HTTP 401; the token realm: {e}")))?;
     for key in ["service", "scope"] {
         if let Some(v) = fields.get(key) {
-            url.query_pairs_mut().append_pair(key, v);
+            realm_url.query_pairs_mut().append_pair(key, v);
         }
     }
-    let mut request = http.get(url.as_str());
+    let mut request = http.client.get(realm_url.as_str());
     if let Some(b) = basic {
         request = request.header(reqwest::header::AUTHORIZATION, b);
     }
@@ -285,5 +329,18 @@ mod tests {
             err.contains("`auths.h.auth` is not base64") && !err.contains("secret!"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn challenge_parameters_keep_commas_inside_quotes() {
+        let p = challenge_params(
+            r#"realm="https://auth.example/token",service="registry.example",scope="repository:org/app:pull,push""#,
+        );
+        assert_eq!(p["realm"], "https://auth.example/token");
+        assert_eq!(p["service"], "registry.example");
+        assert_eq!(p["scope"], "repository:org/app:pull,push");
+        let bare = challenge_params("realm=https://a/t, Service=s");
+        assert_eq!(bare["realm"], "https://a/t");
+        assert_eq!(bare["service"], "s");
     }
 }
