@@ -197,6 +197,20 @@ async fn a_helm_repository_range_upgrades_and_keeps_a_version_that_left_the_inde
         status.revision.as_deref(),
         Some(format!("1.1.0@sha256:{digest}").as_str())
     );
+    // Item 3: `weft get charts` shows the version and digest the chart was deployed from.
+    let (code, out, err) = support::weft_cli::Weft::new(["get", "charts", "-n", &name])
+        .cluster()
+        .run();
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("ArmadaChart") && l.split_whitespace().nth(2) == Some("app"))
+        .unwrap_or_else(|| panic!("no row for app in:\n{out}"));
+    assert!(
+        row.split_whitespace()
+            .any(|cell| cell == format!("1.1.0@sha256:{digest}")),
+        "{out}"
+    );
 
     // 1.1.0 leaves the index: the chart stays on it, with a warning naming it.
     repo.unpublish("app", "1.1.0");
