@@ -136,6 +136,12 @@ pub enum SourceRefused {
     Local { url: String },
     #[error("`{url}` is not allowed by --allowed-chart-sources ({allowed})")]
     NotAllowed { url: String, allowed: String },
+    #[error("`{location}` is not allowed by --allowed-chart-sources ({allowed}): an oci:// location is checked as `{checked}`")]
+    OciNotAllowed {
+        location: String,
+        checked: String,
+        allowed: String,
+    },
 }
 
 impl ChartSourcePolicy {

@@ -12,10 +12,13 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 
-use support::chart_servers::{docker_config, push, ChartRepo, Fault, OciRegistry, PrivateCa};
+use support::chart_servers::{
+    docker_config, package, push, ChartRepo, Fault, OciRegistry, PrivateCa,
+};
 use support::cluster::TestNamespace;
 use weft::pass::{self, PassInput, PassResult, PassSettings};
 use weft::source::chart::{registries_of, CaCertificates, FetchSettings};
+use weft::source::fetch_policy::{ChartSourcePolicy, UrlAllowList};
 use weft::source::git::auth::{Credentials, SecretValue};
 use weft::source::Snapshot;
 
@@ -193,6 +196,20 @@ async fn a_helm_repository_range_upgrades_and_keeps_a_version_that_left_the_inde
     assert_eq!(
         status.revision.as_deref(),
         Some(format!("1.1.0@sha256:{digest}").as_str())
+    );
+    // Item 3: `weft get charts` shows the version and digest the chart was deployed from.
+    let (code, out, err) = support::weft_cli::Weft::new(["get", "charts", "-n", &name])
+        .cluster()
+        .run();
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("ArmadaChart") && l.split_whitespace().nth(2) == Some("app"))
+        .unwrap_or_else(|| panic!("no row for app in:\n{out}"));
+    assert!(
+        row.split_whitespace()
+            .any(|cell| cell == format!("1.1.0@sha256:{digest}")),
+        "{out}"
     );
 
     // 1.1.0 leaves the index: the chart stays on it, with a warning naming it.
@@ -397,6 +414,354 @@ async fn bad_chart_repositories_fail_their_chart_alone() {
         );
     }
 
+    ns.delete().await;
+}
+
+/// The credentials of a `.dockerconfigjson` with basic auth for `host`.
+fn registry_login(host: &str, user: &str, password: &str) -> FetchSettings {
+    let credentials = Credentials {
+        docker_config: Some(SecretValue::new(docker_config(host, user, password))),
+        ..Credentials::default()
+    };
+    FetchSettings {
+        registries: registries_of(&credentials).unwrap(),
+        ..FetchSettings::default()
+    }
+}
+
+/// Item 2: a registry that authenticates as Docker Hub and GHCR do (a `401` with `Bearer
+/// realm=…,service=…,scope=…`, a token realm that trades basic auth for a token, and a registry
+/// that takes only tokens for the repository the scope named). The realm is a URL the registry
+/// chose, so it must satisfy `--allowed-chart-sources` too.
+#[tokio::test]
+async fn an_oci_registry_with_a_bearer_token_realm() {
+    let ns = TestNamespace::new("oci-token").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let ca = PrivateCa::new();
+    let password = "t0ken-realm-pw";
+    let registry = OciRegistry::start_with_token_realm(&ca, "weft", password);
+    let packages = tempfile::tempdir().unwrap();
+    for version in ["1.0.0", "1.1.0"] {
+        push(
+            &registry,
+            &ca,
+            "weft",
+            password,
+            &package("app", version, packages.path()),
+        );
+    }
+    let location = format!("oci://{}/charts/app", registry.host);
+    let mut files = BTreeMap::new();
+    files.insert(
+        "armada.yaml".into(),
+        chart(
+            &name,
+            "app",
+            &format!("{{type: oci, location: '{location}', version: '^1'}}"),
+        )
+        .into_bytes(),
+    );
+    let ca_certs = CaCertificates::load(&ca.ca_file()).unwrap();
+    let fetch = FetchSettings {
+        ca: Some(ca_certs.clone()),
+        ..registry_login(&registry.host, "weft", password)
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let r = run(&client, &files, &settings(&name, cache.path(), fetch)).await;
+    assert!(r.succeeded(), "{}", error_text(&r));
+    assert_eq!(
+        data(&ns, "app", "chartVersion").await.as_deref(),
+        Some("1.1.0")
+    );
+
+    // A password the realm refuses: one line on the chart, no password in it.
+    let wrong = FetchSettings {
+        ca: Some(ca_certs.clone()),
+        ..registry_login(&registry.host, "weft", "not-the-pw")
+    };
+    let cold = tempfile::tempdir().unwrap();
+    let r = run(&client, &files, &settings(&name, cold.path(), wrong)).await;
+    let e = error_text(&r);
+    assert!(
+        e.contains(&format!("ArmadaChart `{name}/app`: downloading https://{}/v2/charts/app/tags/list?n=10000: HTTP 401; the token realm answered HTTP 401", registry.host)),
+        "{e}"
+    );
+    assert!(!e.contains(password) && !e.contains("not-the-pw"), "{e}");
+
+    // The location is allowed, the realm (`https://HOST/token`) is not: no credential goes there.
+    let fenced = PassSettings {
+        chart_sources: ChartSourcePolicy::Remote(
+            UrlAllowList::parse(&format!("https://{}/charts/", registry.host)).unwrap(),
+        ),
+        ..settings(
+            &name,
+            cold.path(),
+            FetchSettings {
+                ca: Some(ca_certs),
+                ..registry_login(&registry.host, "weft", password)
+            },
+        )
+    };
+    let r = run(&client, &files, &fenced).await;
+    let e = error_text(&r);
+    assert!(
+        e.contains(&format!("HTTP 401; the token realm: `https://{}/token` is not allowed by --allowed-chart-sources (https://{}/charts/)", registry.host, registry.host)),
+        "{e}"
+    );
+    // Nothing pruned.
+    assert_eq!(
+        data(&ns, "app", "chartVersion").await.as_deref(),
+        Some("1.1.0")
+    );
+    ns.delete().await;
+}
+
+/// Item 2: `--allowed-chart-sources` refuses a chart repository and an OCI registry on a host
+/// (and port) it does not list, before any request, each with one line naming the location as
+/// written; redirects are followed on the same host and port only.
+#[tokio::test]
+async fn chart_repositories_keep_the_allowed_hosts_and_same_host_redirects() {
+    let ns = TestNamespace::new("helm-fence").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let repo = ChartRepo::start();
+    repo.publish("app", "1.0.0");
+    let url = repo.url();
+    let oci = format!("oci://127.0.0.1:{}/charts/app", repo.port);
+    let mut files = BTreeMap::new();
+    files.insert(
+        "armada.yaml".into(),
+        format!(
+            "{}{}",
+            chart(
+                &name,
+                "app",
+                &format!("{{type: helm, location: '{url}', chart: app, version: 1.0.0}}")
+            ),
+            chart(
+                &name,
+                "pushed",
+                &format!("{{type: oci, location: '{oci}', version: 1.0.0}}")
+            ),
+        )
+        .into_bytes(),
+    );
+    let cache = tempfile::tempdir().unwrap();
+    // The same host on another port is another source.
+    let other_port = format!("http://127.0.0.1:{}/", repo.port + 1);
+    let fenced = PassSettings {
+        chart_sources: ChartSourcePolicy::Remote(UrlAllowList::parse(&other_port).unwrap()),
+        ..settings(&name, cache.path(), FetchSettings::default())
+    };
+    let r = run(&client, &files, &fenced).await;
+    let e = error_text(&r);
+    assert!(
+        e.contains(&format!("ArmadaChart `{name}/app`: `{url}` is not allowed by --allowed-chart-sources ({other_port})")),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!("ArmadaChart `{name}/pushed`: `{oci}` is not allowed by --allowed-chart-sources ({other_port}): an oci:// location is checked as `https://127.0.0.1:{}/charts/app`", repo.port)),
+        "{e}"
+    );
+    assert!(
+        repo.requests.lock().unwrap().is_empty(),
+        "refused before any request"
+    );
+
+    // The archive moved on the same host and port: followed.
+    let opts = settings(&name, cache.path(), FetchSettings::default());
+    let helm_only = {
+        let mut f = BTreeMap::new();
+        f.insert(
+            "armada.yaml".into(),
+            chart(
+                &name,
+                "app",
+                &format!("{{type: helm, location: '{url}', chart: app, version: 1.0.0}}"),
+            )
+            .into_bytes(),
+        );
+        f
+    };
+    std::fs::create_dir(repo.dir.path().join("moved")).unwrap();
+    std::fs::copy(
+        repo.dir.path().join("app-1.0.0.tgz"),
+        repo.dir.path().join("moved/app-1.0.0.tgz"),
+    )
+    .unwrap();
+    *repo.fault.lock().unwrap() = Fault::Redirect {
+        from: "/app-1.0.0.tgz".into(),
+        to: format!("{url}/moved/app-1.0.0.tgz"),
+    };
+    let r = run(&client, &helm_only, &opts).await;
+    assert!(r.succeeded(), "{}", error_text(&r));
+    assert_eq!(repo.count("/moved/app-1.0.0.tgz"), 1);
+    assert_eq!(
+        data(&ns, "app", "chartVersion").await.as_deref(),
+        Some("1.0.0")
+    );
+
+    // The index moved to another port of the same host: refused, one line, nothing asked there.
+    let elsewhere = ChartRepo::start();
+    elsewhere.publish("app", "1.0.0");
+    *repo.fault.lock().unwrap() = Fault::Redirect {
+        from: "/index.yaml".into(),
+        to: format!("{}/index.yaml", elsewhere.url()),
+    };
+    let r = run(&client, &helm_only, &opts).await;
+    let e = error_text(&r);
+    let line = e
+        .lines()
+        .find(|l| l.contains(&format!("ArmadaChart `{name}/app`")))
+        .unwrap_or_else(|| panic!("no line on the chart: {e}"));
+    assert!(
+        line.contains(&format!("downloading {url}/index.yaml: "))
+            && line.contains(&format!(
+                "a redirect to http://127.0.0.1:{} was refused: downloads follow redirects only on the same host and port",
+                elsewhere.port
+            )),
+        "{line}"
+    );
+    assert_eq!(
+        elsewhere.count("/index.yaml"),
+        0,
+        "the other port was asked"
+    );
+    // Nothing pruned.
+    assert_eq!(
+        data(&ns, "app", "chartVersion").await.as_deref(),
+        Some("1.0.0")
+    );
+    ns.delete().await;
+}
+
+/// Item 2 in the daemon: `weft run --git-secret` reads the chart sources' credentials from that
+/// Secret, as it reads the git credentials: its `username`/`password` go to a Helm repository on
+/// the config repository's own host and port (as GitLab and Gitea serve one beside the
+/// repositories, and as a git chart source there gets them), its `.dockerconfigjson` to an OCI
+/// registry behind a token realm and the private CA of `--ca-file`.
+#[tokio::test]
+async fn the_daemon_reads_chart_credentials_from_its_git_secret() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::PostParams;
+    use support::daemon::{Daemon, DaemonOptions};
+    use support::git_servers::{HttpAuth, HttpGitServer, RepoHost, WorkTree};
+
+    let ns = TestNamespace::new("chart-secret").await;
+    let name = ns.name().to_string();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let git_password = "git-basic-pw";
+    let host = RepoHost::new();
+    let server = HttpGitServer::start(
+        &host,
+        HttpAuth {
+            basic: Some(("weft".into(), git_password.into())),
+            bearer: None,
+        },
+    );
+    // The Helm repository beside the config repository, behind the same basic auth.
+    let helm_dir = host.root().join("helm");
+    std::fs::create_dir_all(&helm_dir).unwrap();
+    package("web", "1.0.0", &helm_dir);
+    let helm_url = format!("http://127.0.0.1:{}/helm", server.port);
+    support::chart_servers::helm_ok(
+        &[
+            "repo",
+            "index",
+            &helm_dir.display().to_string(),
+            "--url",
+            &helm_url,
+        ],
+        None,
+    );
+    let ca = PrivateCa::new();
+    let registry_password = "registry-token-pw";
+    let registry = OciRegistry::start_with_token_realm(&ca, "puller", registry_password);
+    let packages = tempfile::tempdir().unwrap();
+    push(
+        &registry,
+        &ca,
+        "puller",
+        registry_password,
+        &package("api", "2.0.0", packages.path()),
+    );
+    let config = host.create("config.git");
+    let work = WorkTree::new(config.to_str().unwrap());
+    work.write(
+        "armada.yaml",
+        format!(
+            "{}{}{}",
+            chart(
+                &name,
+                "web",
+                &format!("{{type: helm, location: '{helm_url}', chart: web, version: '^1'}}")
+            ),
+            chart(
+                &name,
+                "api",
+                &format!(
+                    "{{type: oci, location: 'oci://{}/charts/api', version: 2.0.0}}",
+                    registry.host
+                )
+            ),
+            group(&name, &["web", "api"])
+        ),
+    );
+    work.commit("charts from a helm repository and a registry");
+    work.push();
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "git-creds"},
+        "stringData": {
+            "username": "weft",
+            "password": git_password,
+            ".dockerconfigjson": docker_config(&registry.host, "puller", registry_password),
+        }
+    }))
+    .unwrap();
+    kube::Api::<Secret>::namespaced(client.clone(), &name)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let d = Daemon::start(DaemonOptions {
+        extra: vec![
+            "--git-secret".into(),
+            "git-creds".into(),
+            "--ca-file".into(),
+            ca.ca_file().display().to_string(),
+            "--allowed-chart-sources".into(),
+            format!(
+                "http://127.0.0.1:{}/,https://{}/",
+                server.port, registry.host
+            ),
+        ],
+        ..DaemonOptions::new(&server.url("config.git"), &name)
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let web = data(&ns, "web", "chartVersion").await;
+        let api = data(&ns, "api", "chartVersion").await;
+        if web.is_some() && api.is_some() {
+            assert_eq!(web.as_deref(), Some("1.0.0"));
+            assert_eq!(api.as_deref(), Some("2.0.0"));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the charts' ConfigMaps did not appear within 90 s:\n{}",
+            d.logs()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    let logs = d.logs();
+    assert!(
+        !logs.contains(git_password) && !logs.contains(registry_password),
+        "a password reached the log"
+    );
+    drop(d);
     ns.delete().await;
 }
 

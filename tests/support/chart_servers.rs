@@ -119,10 +119,22 @@ pub struct OciRegistry {
 impl OciRegistry {
     /// TLS with `ca`'s certificate; basic auth `user`/`password` (the password through a file).
     pub fn start(ca: &PrivateCa, user: &str, password: &str) -> Self {
-        let password_file = ca.dir.path().join("registry-password");
+        Self::spawn(ca, user, password, false)
+    }
+
+    /// As [`OciRegistry::start`], but authenticating as Docker Hub and GHCR do: only bearer
+    /// tokens, which its `/token` realm issues for `user`/`password` (the `Bearer realm=…,
+    /// service=…,scope=…` challenge of distribution's token auth).
+    pub fn start_with_token_realm(ca: &PrivateCa, user: &str, password: &str) -> Self {
+        Self::spawn(ca, user, password, true)
+    }
+
+    fn spawn(ca: &PrivateCa, user: &str, password: &str, token: bool) -> Self {
+        let password_file = ca.dir.path().join(format!("registry-password-{token}"));
         std::fs::write(&password_file, password).unwrap();
         let mut child = Command::new(oci_registry_binary())
             .args(["-listen", "127.0.0.1:0", "-user", user])
+            .args(if token { &["-token"][..] } else { &[][..] })
             .arg("-password-file")
             .arg(&password_file)
             .arg("-cert")
@@ -164,6 +176,11 @@ pub enum Fault {
     Hang,
     /// `index.yaml` answers this body.
     Index(String),
+    /// A request for the path `from` answers `302 Found` with `Location: to`.
+    Redirect {
+        from: String,
+        to: String,
+    },
 }
 
 /// A chart repository: the files of `dir` over plain HTTP on loopback.
@@ -195,6 +212,15 @@ impl ChartRepo {
                     let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
                     r.lock().unwrap().push(path.clone());
                     let fault = f.lock().unwrap().clone();
+                    if let Fault::Redirect { from, to } = &fault {
+                        if *from == path {
+                            let head = format!(
+                                "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                            );
+                            let _ = stream.write_all(head.as_bytes());
+                            return;
+                        }
+                    }
                     let (status, body) = match fault {
                         Fault::Hang => {
                             std::thread::sleep(std::time::Duration::from_secs(120));

@@ -401,6 +401,17 @@ async fn handle(
         }
     }
 
+    // A Helm chart repository beside the repositories, behind the same auth (as GitLab and
+    // Gitea serve packages): `index.yaml` and `.tgz` files under the root are served as they are.
+    if parts.method == axum::http::Method::GET
+        && (path.ends_with("/index.yaml") || path.ends_with(".tgz"))
+        && !path.contains("..")
+    {
+        if let Ok(bytes) = std::fs::read(state.root.join(path.trim_start_matches('/'))) {
+            return (StatusCode::OK, bytes).into_response();
+        }
+    }
+
     let body = match axum::body::to_bytes(body, 1 << 30).await {
         Ok(b) => b,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("body: {e}\n")).into_response(),

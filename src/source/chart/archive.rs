@@ -1,10 +1,18 @@
-//! A `tar` chart source's archive: downloaded over http(s) within its limits and unpacked in
-//! memory, refusing anything that could escape or exhaust (see the module above for the rules).
+//! Chart archives: the `tar` source (a `.tgz` downloaded over http(s) within its limits and
+//! unpacked in memory, refusing anything that could escape or exhaust; see the module above for
+//! the rules), the cache of archives by sha256 digest that every archive source shares, and
+//! `helm package`'s one-directory layout.
 
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use super::{clean_relative, ArchiveLimits, CaCertificates, SourceFailure, QUOTE_CHARS};
+use sha2::{Digest, Sha256};
+
+use super::{
+    clean_relative, join, ArchiveLimits, CaCertificates, ChartCache, ChartFiles, SourceFailure,
+    QUOTE_CHARS,
+};
+use crate::api::armada::ChartSource;
 use crate::source::fetch_policy::clip;
 
 pub(super) fn download(
@@ -171,4 +179,131 @@ pub fn unpack(
         files.insert(path, content);
     }
     Ok(files)
+}
+
+pub(super) fn tar_files(
+    source: &ChartSource,
+    cache: &ChartCache,
+) -> Result<ChartFiles, SourceFailure> {
+    let url = source.location.clone();
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(SourceFailure::NotHttp { url });
+    }
+    cache.policy.check(&url)?;
+    let subpath = clean_relative(source.subpath.as_deref().unwrap_or(""))?;
+    let pinned = match source.reference.as_deref().filter(|r| !r.is_empty()) {
+        None => None,
+        Some(r) => {
+            let hex = r.strip_prefix("sha256:").unwrap_or("");
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(SourceFailure::BadDigest {
+                    reference: clip(r, QUOTE_CHARS),
+                });
+            }
+            Some(hex.to_ascii_lowercase())
+        }
+    };
+    let bytes = match pinned.as_deref().and_then(|d| cached_archive(cache, d)) {
+        Some(bytes) => bytes,
+        None => download(&url, cache.archive_limits, cache.ca.as_ref())?,
+    };
+    let digest = hex::encode(Sha256::digest(&bytes));
+    if let Some(expected) = &pinned {
+        if *expected != digest {
+            return Err(SourceFailure::DigestMismatch {
+                url,
+                expected: format!("sha256:{expected}"),
+                actual: format!("sha256:{digest}"),
+            });
+        }
+    }
+    store_archive(cache, &digest, &bytes)?;
+    let all = unpack(&url, &bytes, cache.archive_limits)?;
+    let files: BTreeMap<String, Vec<u8>> = if subpath.is_empty() {
+        all
+    } else {
+        let prefix = format!("{subpath}/");
+        all.into_iter()
+            .filter_map(|(p, c)| p.strip_prefix(&prefix).map(|r| (r.to_string(), c)))
+            .collect()
+    };
+    let root = join(&format!("{url}@sha256:{}", &digest[..12]), &subpath);
+    let (files, root) = packaged_chart(files, root);
+    if !files.contains_key("Chart.yaml") {
+        return Err(SourceFailure::NotAChart { root });
+    }
+    Ok(ChartFiles {
+        root,
+        revision: Some(format!("sha256:{digest}")),
+        files,
+    })
+}
+
+/// The archive of sha256 `digest` (hex) from the cache, marked as used; `None` if absent.
+pub(super) fn cached_archive(cache: &ChartCache, digest: &str) -> Option<Vec<u8>> {
+    let path = cache.dir.join("tar").join(format!("{digest}.tgz"));
+    let bytes = std::fs::read(&path).ok()?;
+    // Used now: the cache's eviction goes by last use.
+    let _ = std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    Some(bytes)
+}
+
+/// Keep an archive under its digest (hex), evicting the least recently used beyond the bounds.
+pub(super) fn store_archive(
+    cache: &ChartCache,
+    digest: &str,
+    bytes: &[u8],
+) -> Result<(), SourceFailure> {
+    let tar_dir = cache.dir.join("tar");
+    let path = tar_dir.join(format!("{digest}.tgz"));
+    if path.is_file() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&tar_dir)
+        .and_then(|()| {
+            // Write then rename, so a crash never leaves a truncated archive under its digest.
+            let tmp = tar_dir.join(format!(".{digest}.tmp"));
+            std::fs::write(&tmp, bytes)?;
+            std::fs::rename(&tmp, &path)
+        })
+        .map_err(|e| SourceFailure::Cache {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+    crate::source::tar_cache::evict(
+        &tar_dir,
+        &path,
+        crate::source::tar_cache::MAX_BYTES,
+        crate::source::tar_cache::MAX_AGE,
+    );
+    Ok(())
+}
+
+/// `helm package`'s layout: the chart in one top-level directory named after it. Returns the
+/// files relative to the chart and `root` extended with that directory.
+pub(super) fn packaged_chart(
+    mut files: BTreeMap<String, Vec<u8>>,
+    mut root: String,
+) -> (BTreeMap<String, Vec<u8>>, String) {
+    if !files.contains_key("Chart.yaml") {
+        let tops: std::collections::BTreeSet<&str> = files
+            .keys()
+            .filter_map(|p| p.split_once('/').map(|(t, _)| t))
+            .collect();
+        if let [only] = tops.into_iter().collect::<Vec<_>>().as_slice() {
+            let only = only.to_string();
+            if files.contains_key(&format!("{only}/Chart.yaml")) {
+                let prefix = format!("{only}/");
+                files = files
+                    .into_iter()
+                    .filter_map(|(p, c)| p.strip_prefix(&prefix).map(|r| (r.to_string(), c)))
+                    .collect();
+                root = join(&root, &only);
+            }
+        }
+    }
+    (files, root)
 }

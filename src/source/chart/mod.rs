@@ -30,21 +30,24 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
-use super::fetch_policy::{clip, ChartSourcePolicy, SourceRefused};
+use super::fetch_policy::{ChartSourcePolicy, SourceRefused};
 use super::git::auth::Credentials;
-use super::git::{self, GitError, GitRef, GitSource, GitSourceSpec, Redirects};
+use super::git::{self, GitError, GitSource};
 use super::{Snapshot, SnapshotLimits};
 use crate::api::armada::{ChartSource, SourceType};
 use crate::api::ResourceKey;
 
 mod archive;
-mod repository;
+mod git_chart;
+mod helm_repository;
+mod oci_registry;
+mod registry_http;
 
-use archive::download;
 pub use archive::unpack;
-pub use repository::{registries_of, DockerConfigError, RegistryAuth};
+use archive::{cached_archive, packaged_chart, store_archive, tar_files};
+pub use git_chart::credentials_for;
+use git_chart::git_files;
+pub use registry_http::{registries_of, DockerConfigError, RegistryAuth};
 
 /// How many characters of an author's data (a location, a reference, an entry's name) an error
 /// quotes.
@@ -261,15 +264,30 @@ impl ChartCache {
         self.archive_limits = limits;
         self
     }
-    /// The credentials for a chart repository or registry at `url`: by `host:port`, then `host`.
-    fn registry_auth(&self, url: &str) -> Option<RegistryAuth> {
+    /// The credentials for a chart repository or registry at `url`: by `host:port`, then `host`
+    /// in the `.dockerconfigjson`; else, on the config repository's own scheme, host and port
+    /// (GitLab's and Gitea's package registries beside the repository), its basic auth or token,
+    /// as a git chart source there gets them ([`credentials_for`]).
+    fn registry_auth(&self, url: &str, repo_location: &str) -> Option<RegistryAuth> {
         let parsed = url::Url::parse(url).ok()?;
         let host = parsed.host_str()?.to_ascii_lowercase();
         let with_port = parsed.port().map(|p| format!("{host}:{p}"));
-        with_port
+        let listed = with_port
             .and_then(|h| self.registries.get(&h))
             .or_else(|| self.registries.get(&host))
-            .cloned()
+            .cloned();
+        listed.or_else(|| {
+            let chart = git_chart::origin(url);
+            let c = &self.credentials;
+            let has = c.username.is_some() || c.bearer_token.is_some();
+            (has && chart.is_some() && chart == git_chart::origin(repo_location)).then(|| {
+                RegistryAuth {
+                    username: c.username.clone(),
+                    password: c.password.clone(),
+                    token: c.bearer_token.clone(),
+                }
+            })
+        })
     }
     /// The default for the CLI: next to the git cache (`~/.cache/weft/charts`).
     pub fn default_dir() -> PathBuf {
@@ -384,14 +402,14 @@ pub fn resolve(
     cache: &ChartCache,
 ) -> Result<ChartSources, ChartSourceError> {
     let mut out = ChartSources::default();
-    let mut memo = repository::PassMemo::default();
+    let mut memo = helm_repository::PassMemo::default();
     for chart in charts {
         let fail = |reason: SourceFailure| ChartSourceError {
             origin: chart.origin.clone(),
             chart: chart.chart.clone(),
             reason: Box::new(reason),
         };
-        let memo_key = repository::memo_key(&chart.source);
+        let memo_key = helm_repository::memo_key(&chart.source);
         if let Some((files, warning)) = memo_key.as_ref().and_then(|k| memo.charts.get(k)) {
             if let Some(w) = warning {
                 out.warnings.push((
@@ -409,9 +427,15 @@ pub fn resolve(
             SourceType::Tar => tar_files(&chart.source, cache).map_err(fail)?,
             SourceType::Helm | SourceType::Oci => {
                 let fetched = if chart.source.type_ == SourceType::Helm {
-                    repository::helm_files(&chart.source, cache, &mut memo, &mut warnings)
+                    helm_repository::helm_files(
+                        &chart.source,
+                        repo_location,
+                        cache,
+                        &mut memo,
+                        &mut warnings,
+                    )
                 } else {
-                    repository::oci_files(&chart.source, cache, &mut warnings)
+                    oci_registry::oci_files(&chart.source, repo_location, cache, &mut warnings)
                 };
                 match fetched {
                     Ok(files) => files,
@@ -520,279 +544,6 @@ pub fn local_files(snapshot: &Snapshot, source: &ChartSource) -> Result<ChartFil
         revision: None,
         files,
     })
-}
-
-fn is_git_repository(dir: &Path) -> bool {
-    dir.join(".git").exists() || (dir.join("HEAD").is_file() && dir.join("objects").is_dir())
-}
-
-fn git_files(
-    source: &ChartSource,
-    repo_location: &str,
-    cache: &ChartCache,
-) -> Result<ChartFiles, SourceFailure> {
-    let subpath = clean_relative(source.subpath.as_deref().unwrap_or(""))?;
-    let url = git::resolve_relative_location(repo_location, &source.location)?;
-    cache.policy.check(&url)?;
-    let local = Path::new(&url);
-    if !git::is_git_url(&url) && !local.exists() {
-        // Shown in logs and status: never the config repository's password.
-        return Err(SourceFailure::Directory {
-            path: crate::api::redact::redact_url_passwords(&url),
-            message: format!(
-                "no such directory or repository (location `{}` relative to `{}`)",
-                clip(&source.location, QUOTE_CHARS),
-                crate::api::redact::redact_url_passwords(repo_location)
-            ),
-        });
-    }
-    if !url.contains("://") && local.is_dir() && !is_git_repository(local) {
-        // A plain directory, as `--repo DIR` allows for the config repository itself.
-        let snap = super::local::read_dir(local, cache.snapshot_limits).map_err(|e| {
-            SourceFailure::Directory {
-                path: url.clone(),
-                message: e.to_string(),
-            }
-        })?;
-        let files = subtree(&snap, &subpath);
-        let root = join(&url, &subpath);
-        if !files.contains_key("Chart.yaml") {
-            return Err(SourceFailure::NotAChart { root });
-        }
-        return Ok(ChartFiles {
-            root,
-            revision: None,
-            files,
-        });
-    }
-    let reference = source
-        .reference
-        .clone()
-        .unwrap_or_else(|| "master".to_string());
-    let mut sources = cache
-        .git
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let key = (url.clone(), reference.clone(), subpath.clone());
-    if !sources.contains_key(&key) {
-        let mut spec = GitSourceSpec::new(url.clone(), cache.dir.join("git"));
-        spec.reference = GitRef::parse(&reference);
-        // Only the chart directory is read: the chart is judged by what it holds.
-        spec.path = (!subpath.is_empty()).then(|| subpath.clone());
-        spec.credentials = credentials_for(&cache.credentials, repo_location, &url);
-        spec.limits = cache.snapshot_limits;
-        spec.fetch_timeout = cache.fetch_timeout;
-        spec.redirects = Redirects::SameHost;
-        sources.insert(key.clone(), GitSource::new(spec)?);
-    }
-    let Some(git_source) = sources.get_mut(&key) else {
-        // Inserted just above.
-        return Err(SourceFailure::Cache {
-            path: cache.dir.clone(),
-            message: "git source vanished".into(),
-        });
-    };
-    // Unchanged: the last good snapshot is still current; a fixed commit is never fetched twice.
-    let cached =
-        matches!(GitRef::parse(&reference), GitRef::Commit(_)) && git_source.last_good().is_some();
-    if !cached {
-        git_source.fetch().map_err(|e| match e {
-            GitError::PathNotFound { path, revision } => SourceFailure::SubpathMissing {
-                subpath: path,
-                url: git_source.display_url().to_string(),
-                revision,
-            },
-            GitError::PathNotADirectory { path, revision } => SourceFailure::NotAChart {
-                root: format!(
-                    "{}@{}/{path} (a file, not a directory)",
-                    git_source.display_url(),
-                    revision.chars().take(12).collect::<String>()
-                ),
-            },
-            e => SourceFailure::Git(e),
-        })?;
-    }
-    let snapshot = git_source.last_good().ok_or_else(|| SourceFailure::Cache {
-        path: git_source.cache_path().to_path_buf(),
-        message: "fetch returned no snapshot".into(),
-    })?;
-    let revision = snapshot.revision.clone().unwrap_or_default();
-    let files = snapshot.files.clone();
-    if files.is_empty() && !subpath.is_empty() {
-        return Err(SourceFailure::SubpathMissing {
-            subpath,
-            url: git_source.display_url().to_string(),
-            revision,
-        });
-    }
-    let short: String = revision.chars().take(12).collect();
-    let root = join(&format!("{}@{short}", git_source.display_url()), &subpath);
-    if !files.contains_key("Chart.yaml") {
-        return Err(SourceFailure::NotAChart { root });
-    }
-    Ok(ChartFiles {
-        root,
-        revision: Some(revision),
-        files,
-    })
-}
-
-/// Scheme, host and port of a remote URL (scp-style read as ssh), for comparing origins.
-fn origin(url: &str) -> Option<(String, String, u16)> {
-    let parsed = url::Url::parse(&super::fetch_policy::normalise(url)?).ok()?;
-    let scheme = parsed.scheme().to_string();
-    let port = parsed.port_or_known_default().or(match scheme.as_str() {
-        "ssh" => Some(22),
-        "git" => Some(9418),
-        _ => None,
-    })?;
-    Some((scheme, parsed.host_str()?.to_ascii_lowercase(), port))
-}
-
-/// Which of the config repository's credentials a git chart source at `chart_url` gets: all of
-/// them on the config repository's own scheme, host and port (a private chart repository beside
-/// the config repository); elsewhere only what cannot leak — over ssh the key (public-key
-/// authentication proves it without handing it over) and known_hosts (the host is still
-/// checked); never a password or token to another host, nor over a weaker scheme.
-pub fn credentials_for(config: &Credentials, repo_location: &str, chart_url: &str) -> Credentials {
-    let chart = origin(chart_url);
-    if chart.is_some() && chart == origin(repo_location) {
-        return config.clone();
-    }
-    match chart {
-        Some((scheme, _, _)) if scheme == "ssh" => Credentials {
-            identity: config.identity.clone(),
-            known_hosts: config.known_hosts.clone(),
-            username: config.username.clone(),
-            password: None,
-            bearer_token: None,
-            docker_config: None,
-        },
-        _ => Credentials {
-            known_hosts: config.known_hosts.clone(),
-            ..Credentials::default()
-        },
-    }
-}
-
-fn tar_files(source: &ChartSource, cache: &ChartCache) -> Result<ChartFiles, SourceFailure> {
-    let url = source.location.clone();
-    if !(url.starts_with("https://") || url.starts_with("http://")) {
-        return Err(SourceFailure::NotHttp { url });
-    }
-    cache.policy.check(&url)?;
-    let subpath = clean_relative(source.subpath.as_deref().unwrap_or(""))?;
-    let pinned = match source.reference.as_deref().filter(|r| !r.is_empty()) {
-        None => None,
-        Some(r) => {
-            let hex = r.strip_prefix("sha256:").unwrap_or("");
-            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(SourceFailure::BadDigest {
-                    reference: clip(r, QUOTE_CHARS),
-                });
-            }
-            Some(hex.to_ascii_lowercase())
-        }
-    };
-    let bytes = match pinned.as_deref().and_then(|d| cached_archive(cache, d)) {
-        Some(bytes) => bytes,
-        None => download(&url, cache.archive_limits, cache.ca.as_ref())?,
-    };
-    let digest = hex::encode(Sha256::digest(&bytes));
-    if let Some(expected) = &pinned {
-        if *expected != digest {
-            return Err(SourceFailure::DigestMismatch {
-                url,
-                expected: format!("sha256:{expected}"),
-                actual: format!("sha256:{digest}"),
-            });
-        }
-    }
-    store_archive(cache, &digest, &bytes)?;
-    let all = unpack(&url, &bytes, cache.archive_limits)?;
-    let files: BTreeMap<String, Vec<u8>> = if subpath.is_empty() {
-        all
-    } else {
-        let prefix = format!("{subpath}/");
-        all.into_iter()
-            .filter_map(|(p, c)| p.strip_prefix(&prefix).map(|r| (r.to_string(), c)))
-            .collect()
-    };
-    let root = join(&format!("{url}@sha256:{}", &digest[..12]), &subpath);
-    let (files, root) = packaged_chart(files, root);
-    if !files.contains_key("Chart.yaml") {
-        return Err(SourceFailure::NotAChart { root });
-    }
-    Ok(ChartFiles {
-        root,
-        revision: Some(format!("sha256:{digest}")),
-        files,
-    })
-}
-
-/// The archive of sha256 `digest` (hex) from the cache, marked as used; `None` if absent.
-fn cached_archive(cache: &ChartCache, digest: &str) -> Option<Vec<u8>> {
-    let path = cache.dir.join("tar").join(format!("{digest}.tgz"));
-    let bytes = std::fs::read(&path).ok()?;
-    // Used now: the cache's eviction goes by last use.
-    let _ = std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
-    Some(bytes)
-}
-
-/// Keep an archive under its digest (hex), evicting the least recently used beyond the bounds.
-fn store_archive(cache: &ChartCache, digest: &str, bytes: &[u8]) -> Result<(), SourceFailure> {
-    let tar_dir = cache.dir.join("tar");
-    let path = tar_dir.join(format!("{digest}.tgz"));
-    if path.is_file() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(&tar_dir)
-        .and_then(|()| {
-            // Write then rename, so a crash never leaves a truncated archive under its digest.
-            let tmp = tar_dir.join(format!(".{digest}.tmp"));
-            std::fs::write(&tmp, bytes)?;
-            std::fs::rename(&tmp, &path)
-        })
-        .map_err(|e| SourceFailure::Cache {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-    super::tar_cache::evict(
-        &tar_dir,
-        &path,
-        super::tar_cache::MAX_BYTES,
-        super::tar_cache::MAX_AGE,
-    );
-    Ok(())
-}
-
-/// `helm package`'s layout: the chart in one top-level directory named after it. Returns the
-/// files relative to the chart and `root` extended with that directory.
-fn packaged_chart(
-    mut files: BTreeMap<String, Vec<u8>>,
-    mut root: String,
-) -> (BTreeMap<String, Vec<u8>>, String) {
-    if !files.contains_key("Chart.yaml") {
-        let tops: std::collections::BTreeSet<&str> = files
-            .keys()
-            .filter_map(|p| p.split_once('/').map(|(t, _)| t))
-            .collect();
-        if let [only] = tops.into_iter().collect::<Vec<_>>().as_slice() {
-            let only = only.to_string();
-            if files.contains_key(&format!("{only}/Chart.yaml")) {
-                let prefix = format!("{only}/");
-                files = files
-                    .into_iter()
-                    .filter_map(|(p, c)| p.strip_prefix(&prefix).map(|r| (r.to_string(), c)))
-                    .collect();
-                root = join(&root, &only);
-            }
-        }
-    }
-    (files, root)
 }
 
 #[cfg(test)]
