@@ -280,7 +280,7 @@ async fn main() {
             let now = last_pass_started(&roots).await;
             theirs
                 .iter()
-                .all(|r| now.get(r).is_some() && now.get(r) != before.get(r))
+                .all(|r| now.contains_key(r) && now.get(r) != before.get(r))
                 .then_some(())
         },
     )
