@@ -64,9 +64,12 @@ async fn sync_wait(d: &Daemon) -> (u16, Value) {
     let r = reqwest::Client::new()
         .post(format!("{}/api/v1/sync?wait=true", d.hooks_base()))
         .bearer_auth(SYNC_TOKEN)
+        // The pass takes well under a second; without an answer the daemon would hold the
+        // request until its wait timeout (the pass timeout and two minutes).
+        .timeout(Duration::from_secs(60))
         .send()
         .await
-        .expect("POST /api/v1/sync?wait=true");
+        .unwrap_or_else(|e| panic!("POST /api/v1/sync?wait=true: no answer: {e}\n{}", d.logs()));
     let code = r.status().as_u16();
     let text = r.text().await.unwrap_or_default();
     (
