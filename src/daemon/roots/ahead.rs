@@ -54,3 +54,69 @@ pub fn count(changes: Changes, early: &[Change]) -> Changes {
     }
     (summary, list)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ObjectRef;
+    use crate::apply::changeset::Action;
+    use crate::daemon::status::ChangeSummary;
+    use crate::render::Owner;
+
+    fn configured(name: &str, reason: Option<&str>) -> Change {
+        Change {
+            object: ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: "ns".into(),
+                name: name.into(),
+            },
+            owner: Owner::root("weft-system", "weft"),
+            action: Action::Configured,
+            reason: reason.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn objects_applied_ahead_count_as_configured_once() {
+        let full = (
+            ChangeSummary {
+                created: 1,
+                unchanged: 3,
+                ..ChangeSummary::default()
+            },
+            vec![ObjectChange {
+                object: "ConfigMap/ns/new".into(),
+                action: "created".into(),
+                reason: None,
+            }],
+        );
+        let early = [
+            configured("a", Some("drifted: /data/value")),
+            configured("b", None),
+            // Also among the full pass's changes: counted there already.
+            configured("new", None),
+        ];
+        let (summary, list) = count(full, &early);
+        assert_eq!((summary.created, summary.configured), (1, 2));
+        assert_eq!(summary.unchanged, 1);
+        let reasons: Vec<(&str, Option<&str>)> = list
+            .iter()
+            .map(|c| (c.object.as_str(), c.reason.as_deref()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("ConfigMap/ns/new", None),
+                (
+                    "ConfigMap/ns/a",
+                    Some("drifted: /data/value (applied ahead of the full pass)")
+                ),
+                (
+                    "ConfigMap/ns/b",
+                    Some("changed (applied ahead of the full pass)")
+                ),
+            ]
+        );
+    }
+}

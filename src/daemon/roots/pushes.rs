@@ -186,6 +186,20 @@ mod tests {
     }
 
     #[test]
+    fn a_pass_answers_the_highest_ticket_asked_for_once() {
+        let pushes = RootPushes::default();
+        let key = ResourceKey {
+            namespace: "weft-system".into(),
+            name: "weft".into(),
+        };
+        // Before the controller starts nothing is woken, but the ticket waits for a pass.
+        assert!(!pushes.wake_ticket(&key, 3));
+        assert!(!pushes.wake_ticket(&key, 2));
+        assert_eq!(pushes.take_ticket(&key), Some(3));
+        assert_eq!(pushes.take_ticket(&key), None);
+    }
+
+    #[test]
     fn before_the_controller_starts_a_push_wakes_nothing() {
         let pushes = RootPushes::default();
         assert!(pushes
