@@ -153,6 +153,8 @@ impl RunArgs {
                 self.git.git_secret.as_deref(),
             )
         });
+        let flag_credentials =
+            (self.root_object && self.git.git_secret.is_none()).then(|| credentials.clone());
         Ok(RunConfig {
             trust,
             credentials,
@@ -204,6 +206,8 @@ impl RunArgs {
                     // The roots' Leases: this replica's identity and the leader Lease's timing.
                     identity: leader::default_identity(),
                     lease_duration: self.lease_duration,
+                    // With --git-secret the flag root's Root names that Secret instead.
+                    flag_credentials,
                 },
             },
             // Closed until this replica holds the leader Lease.

@@ -176,11 +176,15 @@ pub async fn rows(
     }
     if wants(What::Roots) {
         for r in listed(api::<Root>(client, namespace), &lp, all).await? {
-            let status = r.status.clone().unwrap_or_default();
-            let revision = status.last_applied_revision.clone().unwrap_or_default();
-            let mut row = Row::new("Root", &r, &status.conditions, revision);
-            row.suspended |= r.spec.suspend;
-            rows.push(row);
+            // A flag root's Root is listed with the roots already.
+            let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
+            if rows
+                .iter()
+                .any(|x: &Row| x.kind == "Root" && x.namespace == ns && x.name == name)
+            {
+                continue;
+            }
+            rows.push(root_object_row(&r));
         }
     }
     if wants(What::Weaveclouds) {
@@ -217,10 +221,42 @@ pub async fn rows(
     Ok(rows)
 }
 
+/// A Root object's row.
+fn root_object_row(r: &Root) -> Row {
+    let status = r.status.clone().unwrap_or_default();
+    let revision = status.last_applied_revision.clone().unwrap_or_default();
+    let mut row = Row::new("Root", r, &status.conditions, revision);
+    row.suspended |= r.spec.suspend;
+    row
+}
+
+/// The sync roots' rows: the Root object of a flag root that is one (`weft run --root-object`,
+/// reconciled by the Root controller), else its root record.
+async fn root_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, kube::Error> {
+    let mut rows = record_rows(client, weft_namespace).await?;
+    // No Root CRD, or no right to read Roots: the records are the roots.
+    let objects: Vec<Root> = api::<Root>(client, Some(weft_namespace))
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(crate::daemon::roots::requests::is_flag_root_object)
+        .collect();
+    for r in &objects {
+        let row = root_object_row(r);
+        match rows.iter_mut().find(|x| x.name == row.name) {
+            Some(x) => *x = row,
+            None => rows.push(row),
+        }
+    }
+    Ok(rows)
+}
+
 /// The sync roots' rows, from their root records in Weft's namespace (see
 /// [`crate::daemon::record`]): one per root, and one per shard root of a sharded root, each
 /// suspended when its base root is.
-async fn root_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, kube::Error> {
+async fn record_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, kube::Error> {
     use crate::daemon::record::{record_name, root_of_record, RootRecord};
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
     let list = api.list(&ListParams::default().labels(ROOT_KEY)).await?;

@@ -56,8 +56,23 @@ pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
     let create = args.create;
     let args = args.root;
     let runtime = tokio::runtime::Runtime::new()?;
-    if let Some((namespace, name)) = args.object.root(&args.cluster.weft_namespace)? {
-        if message.is_some() || create {
+    let mut object = args.object.root(&args.cluster.weft_namespace)?;
+    let named = object.is_some();
+    if object.is_none() {
+        // The flag root's Root object (`weft run --root-object`), when there is one: its
+        // spec.suspend is the root's suspension, not the record.
+        object = runtime.block_on(async {
+            let (client, _) = args.cluster.connect().await?;
+            let ns = &args.cluster.weft_namespace;
+            let found = roots::requests::flag_root_object(&client, ns, &args.root_name).await;
+            Ok::<_, anyhow::Error>(found.map(|_| (ns.clone(), args.root_name.clone())))
+        })?;
+    }
+    if let Some((namespace, name)) = object {
+        if !named && message.is_some() {
+            errln!("the message is not kept: root {name} is the Root object {namespace}/{name}, whose spec.suspend has no place for one");
+        }
+        if named && (message.is_some() || create) {
             anyhow::bail!(
                 "--message and --create are for the root of --root-name; a Root object is suspended by its spec.suspend"
             );

@@ -68,6 +68,28 @@ pub fn trigger(args: TriggerArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The flag root's Root object (`weft run --root-object`), when the Root controller reconciles
+/// it: a request goes on the Root, which answers it; `--force-prune` has no place there.
+async fn flag_root(args: &TriggerArgs) -> anyhow::Result<Option<(String, String)>> {
+    let (client, _) = args.cluster.connect().await?;
+    let ns = &args.cluster.weft_namespace;
+    if roots::requests::flag_root_object(&client, ns, &args.root_name)
+        .await
+        .is_none()
+    {
+        return Ok(None);
+    }
+    if args.force_prune {
+        anyhow::bail!(
+            "--force-prune: root {} is the Root object {ns}/{}, whose passes keep its prune guard; raise its spec.maxPruneFraction (kubectl edit root {} -n {ns}) for the pass that must prune more",
+            args.root_name,
+            args.root_name,
+            args.root_name
+        );
+    }
+    Ok(Some((ns.clone(), args.root_name.clone())))
+}
+
 /// Annotate the Root object; with `--wait`, watch it until its status answers.
 async fn root_object(args: &TriggerArgs, namespace: &str, name: &str) -> anyhow::Result<ExitCode> {
     let (client, _) = args.cluster.connect().await?;
@@ -105,8 +127,12 @@ async fn root_object(args: &TriggerArgs, namespace: &str, name: &str) -> anyhow:
     })
 }
 
-/// Annotate the root record; with `--wait`, watch it for the answer.
+/// Annotate the root record (or the flag root's Root object, when it is one); with `--wait`,
+/// watch it for the answer.
 async fn through_api_server(args: &TriggerArgs) -> anyhow::Result<ExitCode> {
+    if let Some((namespace, name)) = flag_root(args).await? {
+        return root_object(args, &namespace, &name).await;
+    }
     let (client, _) = args.cluster.connect().await?;
     let ns = &args.cluster.weft_namespace;
     // A root that is not there is named with the roots that are, before anything is written.

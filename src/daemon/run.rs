@@ -265,7 +265,7 @@ async fn lead(
     let (root_task, followers) = match &object {
         // The Root controller passes the root; the queue only forwards requests to it.
         Some(key) => (
-            tokio::spawn(super::roots::flag::forward_requests(
+            tokio::spawn(super::roots::answer::forward_requests(
                 state.clone(),
                 key.clone(),
             )),

@@ -38,6 +38,7 @@ mod daemon_same_rules;
 mod daemon_sync;
 mod daemon_weavecloud;
 mod error_wording;
+mod flag_root_object;
 mod flux_repository;
 mod get_cli;
 mod git_default_ref;

@@ -42,6 +42,8 @@ pub struct DaemonOptions<'a> {
     /// Run as a pod with this IP would: `POD_IP` set, the hooks port on every address (so that
     /// the URL it publishes on its Lease, `http://<ip>:<hooks port>`, reaches it).
     pub pod_ip: Option<String>,
+    /// Environment variables of the daemon besides the test process's.
+    pub env: Vec<(String, String)>,
 }
 
 impl<'a> DaemonOptions<'a> {
@@ -56,6 +58,7 @@ impl<'a> DaemonOptions<'a> {
             kubeconfig: None,
             cache_dir: None,
             pod_ip: None,
+            env: Vec::new(),
         }
     }
 }
@@ -147,6 +150,7 @@ impl Daemon {
             .env("WEFT_LOG", "info,weft=debug")
             .env("WEFT_HELM", super::helm::helm())
             .env_remove("WEFT_REPO")
+            .envs(opts.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("log"))
             .stderr(log_file);

@@ -26,7 +26,6 @@ use crate::api::ResourceKey;
 use crate::apply::FIELD_MANAGER;
 use crate::daemon::record::{self, RootRecord};
 use crate::daemon::request::{requested, RequestAnswer};
-use crate::daemon::state::DaemonState;
 use crate::daemon::writer;
 use crate::pass::PassSettings;
 
@@ -77,17 +76,6 @@ impl Adopted {
             Adopted::Created => "created",
             Adopted::Switched => "switched",
         }
-    }
-}
-
-/// While the flag root is a Root object: what asks the daemon's queue for a pass of the flag
-/// root (`POST /api/v1/sync` without `?root=`, a webhook, `weft resume`'s HTTP call) makes the
-/// Root due instead (no write to it). Ends when the queue closes. The queue's tickets are not
-/// answered: `?wait=true` is the flag loop's (docs/migrating.md).
-pub async fn forward_requests(state: DaemonState, key: ResourceKey) {
-    while let Some(ticket) = state.queue().next_pass().await {
-        let woken = state.root_pushes().wake(&key);
-        tracing::debug!(root = %key, pass = ticket.pass, woken, "request for the flag root forwarded to its Root object");
     }
 }
 

@@ -13,11 +13,15 @@
 //! - [`brought`]: what a root's pass says on the WeaveClouds it applied (their agents are
 //!   applied by the pass, as the root's identity).
 //! - [`lease`]: which roots this replica reconciles (a Lease per root, split between replicas).
+//! - [`ahead`]: the flag root's Root applies a push's changed objects before its full pass.
+//! - [`answer`]: the flag root's Root answering the daemon's queue (`?wait=true`, the status).
 //!
 //! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is left to the
 //! daemon's root loop (`daemon::root`), unless `weft run --root-object` made it a Root object
 //! ([`flag`]): then this controller reconciles it like any other root.
 
+pub mod ahead;
+pub mod answer;
 pub mod brought;
 pub mod depends;
 pub mod flag;
@@ -72,6 +76,10 @@ pub struct RootsConfig {
     pub identity: String,
     /// How long a root's Lease stays valid without renewal (`--lease-duration`).
     pub lease_duration: Duration,
+    /// The git credentials of the flag root's Root when its spec names no Secret: the
+    /// daemon's own, from the files of `WEFT_GIT_CREDENTIALS_DIR` (read once at start, as the
+    /// flag loop reads them). No other root ever uses them.
+    pub flag_credentials: Option<crate::source::git::auth::Credentials>,
 }
 
 impl Default for RootsConfig {
@@ -86,6 +94,7 @@ impl Default for RootsConfig {
             cross_namespace_refs: true,
             identity: super::leader::default_identity(),
             lease_duration: Duration::from_secs(15),
+            flag_credentials: None,
         }
     }
 }
@@ -127,6 +136,9 @@ struct Memory {
     source: Option<(reconcile::SourceKey, RootSource)>,
     /// The last snapshot fetched (an unchanged head applies it again).
     last: Option<Arc<Snapshot>>,
+    /// What the last pass rendered from it: the flag root's Root only, for the early apply of
+    /// a push ([`ahead`]).
+    rendered: Option<Arc<crate::render::DesiredSet>>,
 }
 
 /// What the controller shares between reconciles.

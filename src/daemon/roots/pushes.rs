@@ -29,6 +29,9 @@ struct Inner {
     /// The roots a push (or the sync endpoint) made due, with why, until their reconcile
     /// takes them.
     pending: Mutex<HashMap<ResourceKey, &'static str>>,
+    /// The daemon queue's pass a root's next pass answers (the flag root's Root, see
+    /// `super::answer`): the highest number asked for, until a pass takes it.
+    tickets: Mutex<HashMap<ResourceKey, u64>>,
 }
 
 impl RootPushes {
@@ -67,6 +70,28 @@ impl RootPushes {
             }
         }
         known
+    }
+
+    /// Ask for a pass of the Root `key` now that answers the daemon queue's pass `pass` (and
+    /// every earlier one): [`wake`](Self::wake), the ticket kept until [`take_ticket`]
+    /// (Self::take_ticket).
+    pub fn wake_ticket(&self, key: &ResourceKey, pass: u64) -> bool {
+        {
+            let mut tickets = self.inner.tickets.lock().unwrap_or_else(|p| p.into_inner());
+            let kept = tickets.entry(key.clone()).or_default();
+            *kept = (*kept).max(pass);
+        }
+        self.wake(key)
+    }
+
+    /// The queue's pass the pass of `key` about to start answers, if one was asked for (taken:
+    /// a pass that starts later answers the next one).
+    pub fn take_ticket(&self, key: &ResourceKey) -> Option<u64> {
+        self.inner
+            .tickets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key)
     }
 
     /// A push of `pushed_ref` (`None`: the hook did not say) to the repository named by any of
@@ -158,6 +183,20 @@ mod tests {
             ..GitRefSpec::default()
         };
         assert!(!follows(Some(&commit), "refs/heads/main"));
+    }
+
+    #[test]
+    fn a_pass_answers_the_highest_ticket_asked_for_once() {
+        let pushes = RootPushes::default();
+        let key = ResourceKey {
+            namespace: "weft-system".into(),
+            name: "weft".into(),
+        };
+        // Before the controller starts nothing is woken, but the ticket waits for a pass.
+        assert!(!pushes.wake_ticket(&key, 3));
+        assert!(!pushes.wake_ticket(&key, 2));
+        assert_eq!(pushes.take_ticket(&key), Some(3));
+        assert_eq!(pushes.take_ticket(&key), None);
     }
 
     #[test]

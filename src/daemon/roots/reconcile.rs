@@ -13,6 +13,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
+use super::ahead;
+use super::answer::{self, Changes};
 use super::brought;
 use super::depends::{self, key_of};
 use super::identity::{self, identity_of, Identity};
@@ -73,13 +75,23 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         record(Verdict::FlagRoot { message }).await?;
         return Ok(Action::await_change());
     }
+    // The flag root's Root answers a waiting request of the daemon's queue with why nothing ran.
+    let not_run = |suspended: bool, message: &str| {
+        if key == ctx.flag_root {
+            answer::not_run(&ctx.state, &key, suspended, message);
+        }
+    };
     if root.spec.suspend {
+        not_run(true, "the root is suspended (spec.suspend); nothing was fetched, applied or pruned (resume with `weft resume`)");
         tracing::debug!(root = %key, "the root is suspended; nothing was fetched, applied or pruned");
         record(Verdict::Suspended).await?;
         ctx.forget(&key);
         return Ok(Action::await_change());
     }
     if let Some(refusal) = refusal(&root, &key, &ctx) {
+        if let Verdict::Stalled { message, .. } = &refusal {
+            not_run(false, message);
+        }
         record(refusal).await?;
         return Ok(Action::await_change());
     }
@@ -91,6 +103,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     ) {
         Ok(identity) => identity,
         Err(refused) => {
+            not_run(false, &refused.message);
             record(Verdict::Stalled {
                 reason: refused.reason.to_string(),
                 message: refused.message,
@@ -104,6 +117,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         store.and_then(|s| s.get(&ObjectRef::<Root>::new(&k.name).within(&k.namespace)))
     };
     if let Err(refused) = declared_within(&root, &key, &identity, &ctx, &lookup).await {
+        not_run(false, &refused.message);
         record(Verdict::Stalled {
             reason: refused.reason.to_string(),
             message: refused.message,
@@ -116,6 +130,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
             "waiting for root {}: it {why}",
             depends::name_in(&dependency, &key.namespace)
         );
+        not_run(false, &message);
         record(Verdict::Waiting { message }).await?;
         return Ok(Action::requeue(DEPENDENCY_RETRY));
     }
@@ -142,9 +157,18 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     }
 
     let interval = root.spec.interval();
-    let outcome = pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
+    // Taken as the pass starts: it answers the requests made before it (see `answer`).
+    let ticket = match key == ctx.flag_root {
+        true => ctx.state.root_pushes().take_ticket(&key),
+        false => None,
+    };
+    let (outcome, changes) = pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
     let failure = outcome.failure.clone();
+    let answered = changes.map(|c| (outcome.clone(), c));
     record(Verdict::Passed(Box::new(outcome))).await?;
+    if let Some((outcome, changes)) = answered {
+        answer::passed(&ctx.state, ticket, &outcome, changes);
+    }
     match failure {
         None => {
             ctx.succeeded(&key, interval);
@@ -293,14 +317,17 @@ async fn pass(
     ctx: &Context,
     reasons: Vec<String>,
     requested: Option<String>,
-) -> PassOutcome {
+) -> (PassOutcome, Option<Changes>) {
     let started_at = crate::daemon::status::now_rfc3339();
     let start = Instant::now();
     tracing::info!(root = %key, reasons = %reasons.join(","), identity = %identity, "root pass started");
     let body = pass_body(root, key, identity, held, ctx).await;
-    let (failure, revision, inventory, changed, conflicts) = match body {
+    let (failure, revision, inventory, changed, conflicts, changes) = match body {
         Ok(done) => done,
-        Err(f) => (Some(f), None, None, 0, Vec::new()),
+        Err(f) => {
+            let none = (key == &ctx.flag_root).then(Changes::default);
+            (Some(f), None, None, 0, Vec::new(), none)
+        }
     };
     let duration_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     let next =
@@ -313,7 +340,7 @@ async fn pass(
             tracing::warn!(root = %key, reason = %f.reason, error = %f.message, "root pass failed")
         }
     }
-    PassOutcome {
+    let outcome = PassOutcome {
         summary: PassSummary {
             reasons,
             started_at,
@@ -333,7 +360,8 @@ async fn pass(
         requested_at: requested,
         next_poll_at: next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         conflicts,
-    }
+    };
+    (outcome, changes)
 }
 
 type Body = (
@@ -342,6 +370,8 @@ type Body = (
     Option<InventoryCounts>,
     usize,
     Vec<(String, String)>,
+    // The changes as a report shows them: the flag root's only (see `answer`).
+    Option<Changes>,
 );
 
 async fn pass_body(
@@ -355,10 +385,17 @@ async fn pass_body(
         .impersonation
         .client(identity, &held.client)
         .map_err(|e| failure("IdentityFailed", e.to_string()))?;
+    let flag = *key == ctx.flag_root;
+    // The previous render is let go before the new one is built (as the flag loop does).
+    let previous = ctx.with_memory(key, |m| m.rendered.take());
     let (source, last) = open_source(root, key, &client, ctx).await?;
     let fetched = source.fetch(last.as_deref()).await;
+    let mut ahead = None;
     let snapshot = match fetched {
-        Ok(Some(new)) => new,
+        Ok(Some(new)) => {
+            ahead = last.clone().zip(previous).filter(|_| flag);
+            new
+        }
         Ok(None) => match last {
             Some(last) => last,
             None => return Err(failure("FetchFailed", "the repository gave no revision")),
@@ -368,6 +405,13 @@ async fn pass_body(
     ctx.with_memory(key, |m| m.last = Some(Arc::clone(&snapshot)));
     let revision = snapshot.revision.clone().or(Some("local".into()));
     let settings = settings_of(root, key, identity, &client, ctx);
+    // A push's changed objects first, by the same rules as the flag loop's (`daemon::early`).
+    let early = match ahead {
+        Some((last, rendered)) => {
+            ahead::apply(&client, &last, &rendered, &snapshot, &settings).await
+        }
+        None => Vec::new(),
+    };
     let observer = |p: Progress<'_>| {
         if let Progress::Change(c) = p {
             if c.action != ChangeAction::Unchanged {
@@ -449,7 +493,12 @@ async fn pass_body(
         };
         failure(reason, e.to_string())
     });
-    Ok((failed, revision, inventory, changed, conflicts))
+    let changes = flag.then(|| ahead::count(answer::changes_of(&result.changes), &early));
+    let changed = changed + early.len();
+    if flag {
+        ctx.with_memory(key, |m| m.rendered.clone_from(&result.set));
+    }
+    Ok((failed, revision, inventory, changed, conflicts, changes))
 }
 
 /// Store an empty inventory for a new root that acts as a ServiceAccount, unless it has one: a
@@ -591,7 +640,7 @@ async fn semver_tag(
     // Checked by the refusal before a pass: a bad range never gets here.
     let range = crate::api::root::parse_semver_range(range_text)
         .map_err(|e| failure("InvalidSemver", e.to_string()))?;
-    let credentials = credentials_of(secret, key)?;
+    let credentials = credentials_for(secret, key, ctx)?;
     let lister = RootSource::open(
         &spec.source.url,
         None,
@@ -636,6 +685,19 @@ pub fn credentials_of(
                     format!("the credentials Secret {}/{name}: {e}", key.namespace),
                 )
             }),
+    }
+}
+
+/// The credentials a root's fetch uses: its Secret's; for the flag root's Root without one, the
+/// daemon's files (`WEFT_GIT_CREDENTIALS_DIR`, [`super::RootsConfig::flag_credentials`]).
+fn credentials_for(
+    secret: &Option<(String, Secret)>,
+    key: &ResourceKey,
+    ctx: &Context,
+) -> Result<Credentials, Failure> {
+    match (secret, &ctx.config.flag_credentials) {
+        (None, Some(files)) if *key == ctx.flag_root => Ok(files.clone()),
+        _ => credentials_of(secret, key),
     }
 }
 
@@ -695,7 +757,7 @@ async fn open_source(
     if let Some(cached) = cached {
         return Ok(cached);
     }
-    let credentials = credentials_of(&secret, key)?;
+    let credentials = credentials_for(&secret, key, ctx)?;
     let cache_dir = cache_dir_of(key, ctx);
     let source = RootSource::open(
         &spec.source.url,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::{await_condition, Condition};
-use kube::Client;
+use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::status::ready_of;
@@ -42,6 +42,35 @@ pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Root, R
         .get(name)
         .await
         .map_err(|e| kube_error(namespace, name, "reading it", e))
+}
+
+/// Whether `root` is a flag root's Root the Root controller reconciles (`weft run
+/// --root-object` made it: it carries `weft.io/default-namespace`), rather than one the daemon's
+/// root loop drives (its `Ready` reason `FlagRoot`, see docs/migrating.md's rollback).
+pub fn is_flag_root_object(root: &Root) -> bool {
+    let marked = root
+        .annotations()
+        .contains_key(crate::api::keys::DEFAULT_NAMESPACE_ANNOTATION);
+    let looped = root
+        .status
+        .as_ref()
+        .and_then(ready_of)
+        .is_some_and(|c| c.reason == super::status::FLAG_ROOT);
+    marked && !looped
+}
+
+/// The Root object the flag root `namespace/name` (`--root-name` in Weft's namespace) is, when
+/// the Root controller reconciles it ([`is_flag_root_object`]): then `weft trigger`, `weft
+/// suspend`, `weft resume` and `weft get root` act on it, not on the root record. `None` when
+/// there is none or Roots cannot be read (no CRD, no right to): the record is the root.
+pub async fn flag_root_object(client: &Client, namespace: &str, name: &str) -> Option<Root> {
+    match api(client, namespace).get_opt(name).await {
+        Ok(found) => found.filter(is_flag_root_object),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot read the flag root's Root object; using its record");
+            None
+        }
+    }
 }
 
 /// Set `spec.suspend` of the Root `namespace/name` (a merge patch: the rest of the spec stays

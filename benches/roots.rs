@@ -1,0 +1,337 @@
+//! Many roots on three replicas next to one large root (issue 41 item 4), in one run against the
+//! test control plane with three real `weft run` replicas and a `git daemon` on loopback:
+//! - `WEFT_BENCH_ROOTS` (200) Root objects of `WEFT_BENCH_OBJECTS` (50) ConfigMaps each, split by
+//!   the replicas through a Lease per root (the default 15 s Lease, or `WEFT_BENCH_LEASE`): the
+//!   first pass of all (from the first Root created until every one is Ready), a no-op round
+//!   (every root requested once through `weft.io/requested-at`, until each handled it), the
+//!   memory per root (the three replicas' RSS with the roots minus their RSS with none, divided
+//!   by the number of roots), and the time to move a killed replica's roots (SIGKILL, until each
+//!   of its roots is held by one of the two others and passed by its new holder);
+//! - then one Root of `WEFT_BENCH_BIG` (10,000) ConfigMaps on the two surviving replicas: its
+//!   first pass and a no-op pass, the same way.
+//!
+//! Run: `cargo bench --bench roots` (release) or, without a release build,
+//! `cargo bench --profile dev --bench roots` (starts the control plane of tests/control-plane,
+//! or uses `WEFT_TEST_KUBECONFIG`). Each phase gives up after `WEFT_BENCH_PHASE_SECS` (600) and
+//! says which roots were not done.
+
+// The test support modules, at the crate root (they refer to each other through `super::`).
+#[path = "../tests/support/cluster.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
+mod cluster;
+#[path = "../tests/support/daemon.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
+mod daemon;
+#[path = "../tests/support/git_servers.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
+mod git_servers;
+#[path = "../tests/support/helm.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
+mod helm;
+#[path = "../tests/support/manifests.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
+mod manifests;
+#[path = "../tests/support/wait.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
+mod wait;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use cluster::TestNamespace;
+use daemon::{Daemon, DaemonOptions};
+use git_servers::ServedRepo;
+use manifests::configmap;
+use wait::wait_timed;
+use weft::api::conditions::ConditionStatus;
+use weft::api::root::Root;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// `VmRSS` of process `pid` in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+/// Holder identity (`host_pid`) of each root's Lease, by the root's name.
+async fn holders(client: &Client, ns: &str) -> BTreeMap<String, String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let Ok(list) = leases
+        .list(&ListParams::default().labels("weft.io/lease=root"))
+        .await
+    else {
+        return BTreeMap::new();
+    };
+    list.items
+        .into_iter()
+        .filter_map(|l| {
+            let root = l.annotations().get("weft.io/root")?.clone();
+            let holder = l.spec?.holder_identity.filter(|h| !h.is_empty())?;
+            Some((root.rsplit('/').next()?.to_string(), holder))
+        })
+        .collect()
+}
+
+/// The replica (its pid) an identity `host_pid` names.
+fn pid_of(identity: &str) -> u32 {
+    identity
+        .rsplit('_')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0)
+}
+
+fn root(ns: &str, name: &str, url: &str, token: &str) -> Root {
+    serde_json::from_value(json!({
+        "apiVersion": "weft.io/v1alpha1",
+        "kind": "Root",
+        "metadata": {"name": name, "namespace": ns,
+                     "annotations": {"weft.io/requested-at": token}},
+        "spec": {"source": {"url": url}, "path": name, "interval": "1h"},
+    }))
+    .expect("root")
+}
+
+async fn request(roots: &Api<Root>, names: &[String], token: &str) {
+    let patch = json!({"metadata": {"annotations": {"weft.io/requested-at": token}}});
+    for name in names {
+        roots
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("request a pass");
+    }
+}
+
+/// Wait until every one of `names` handled the request `token` and is Ready; how long it took.
+async fn wait_handled(
+    roots: &Api<Root>,
+    names: &[String],
+    token: &str,
+    within: Duration,
+    logs: &impl wait::Logs,
+) -> Duration {
+    wait_timed(
+        &format!("{} roots passed for request {token}", names.len()),
+        within,
+        logs,
+        async || {
+            let all = roots.list(&ListParams::default()).await.ok()?.items;
+            let done = all
+                .iter()
+                .filter(|r| names.contains(&r.name_any()))
+                .filter(|r| {
+                    r.status.as_ref().is_some_and(|s| {
+                        s.last_handled_requested_at.as_deref() == Some(token)
+                            && s.conditions
+                                .iter()
+                                .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
+                    })
+                })
+                .count();
+            (done == names.len()).then_some(())
+        },
+    )
+    .await
+    .1
+}
+
+/// The start time of each root's last pass (from its status), by name.
+async fn last_pass_started(roots: &Api<Root>) -> BTreeMap<String, String> {
+    let Ok(list) = roots.list(&ListParams::default()).await else {
+        return BTreeMap::new();
+    };
+    list.items
+        .into_iter()
+        .filter_map(|r| {
+            let started = r.status.as_ref()?.passes.first()?.started_at.clone();
+            Some((r.name_any(), started))
+        })
+        .collect()
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+#[tokio::main]
+async fn main() {
+    let count = env_usize("WEFT_BENCH_ROOTS", 200);
+    let objects = env_usize("WEFT_BENCH_OBJECTS", 50);
+    let big = env_usize("WEFT_BENCH_BIG", 10_000);
+    let lease = std::env::var("WEFT_BENCH_LEASE").unwrap_or_else(|_| "15s".into());
+    let within = Duration::from_secs(env_usize("WEFT_BENCH_PHASE_SECS", 600) as u64);
+
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("bench-roots").await;
+    let ns = weft_ns.name();
+    let repo = ServedRepo::start();
+    let names: Vec<String> = (0..count).map(|i| format!("b{i:03}")).collect();
+    for name in &names {
+        let docs: Vec<String> = (0..objects)
+            .map(|j| configmap(ns, &format!("{name}-{j:03}"), "one"))
+            .collect();
+        repo.work
+            .write(&format!("{name}/objects.yaml"), docs.join("\n---\n"));
+    }
+    // The large root: 100 ConfigMaps a file.
+    for f in 0..big.div_ceil(100) {
+        let docs: Vec<String> = (f * 100..((f + 1) * 100).min(big))
+            .map(|j| configmap(ns, &format!("big-{j:05}"), "one"))
+            .collect();
+        repo.work
+            .write(&format!("big/part-{f:03}.yaml"), docs.join("\n---\n"));
+    }
+    repo.work.commit("bench");
+    repo.work.push();
+
+    // The flag root is an empty directory: the replicas reconcile the Root objects only.
+    let flag = tempfile::tempdir().expect("tempdir");
+    let start = || {
+        let mut opts = DaemonOptions::new(flag.path().to_str().expect("utf-8"), ns);
+        opts.controllers = true;
+        opts.lease_duration = &lease;
+        opts.extra = vec!["--watch-namespaces".into(), ns.into()];
+        Daemon::start(opts)
+    };
+    let a = start();
+    let b = start();
+    let mut c = start();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let no_logs = || String::from("(the replicas' logs are not kept in the benchmark's output)");
+    wait_timed("three replica Leases", within, &no_logs, async || {
+        let n = leases
+            .list(&ListParams::default().labels("weft.io/lease=replica"))
+            .await
+            .ok()?
+            .items
+            .len();
+        (n == 3).then_some(())
+    })
+    .await;
+    let idle: Vec<u64> = [&a, &b, &c].iter().map(|d| rss_kib(d.pid())).collect();
+    let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+
+    let roots: Api<Root> = Api::namespaced(client.clone(), ns);
+    let created = Instant::now();
+    for name in &names {
+        let r = root(ns, name, &repo.url(), "first");
+        roots.create(&Default::default(), &r).await.expect("create");
+    }
+    wait_handled(&roots, &names, "first", within, &no_logs).await;
+    let first = created.elapsed();
+
+    let asked = Instant::now();
+    request(&roots, &names, "noop").await;
+    wait_handled(&roots, &names, "noop", within, &no_logs).await;
+    let noop = asked.elapsed();
+    let held = holders(&client, ns).await;
+    let per = |d: &Daemon| held.values().filter(|h| pid_of(h) == d.pid()).count();
+    let with_roots: Vec<(u64, usize)> = [&a, &b, &c]
+        .iter()
+        .map(|d| (rss_kib(d.pid()), per(d)))
+        .collect();
+    let idle_total: u64 = idle.iter().sum();
+    let roots_total: u64 = with_roots.iter().map(|(r, _)| r).sum();
+    let per_root = roots_total.saturating_sub(idle_total) as f64 / count.max(1) as f64;
+
+    // Kill one replica: until each of its roots is held by another and passed by it.
+    let dead = c.pid();
+    let theirs: Vec<String> = held
+        .iter()
+        .filter(|(_, h)| pid_of(h) == dead)
+        .map(|(r, _)| r.clone())
+        .collect();
+    let before = last_pass_started(&roots).await;
+    c.signal("KILL");
+    c.wait_exit(Duration::from_secs(10));
+    let killed = Instant::now();
+    let (_, held_after) = wait_timed(
+        "the killed replica's roots held by the others",
+        within,
+        &no_logs,
+        async || {
+            let now = holders(&client, ns).await;
+            (now.len() == count && now.values().all(|h| pid_of(h) != dead)).then_some(())
+        },
+    )
+    .await;
+    wait_timed(
+        "the killed replica's roots passed by their new holders",
+        within,
+        &no_logs,
+        async || {
+            let now = last_pass_started(&roots).await;
+            theirs
+                .iter()
+                .all(|r| now.contains_key(r) && now.get(r) != before.get(r))
+                .then_some(())
+        },
+    )
+    .await;
+    let reconciled_after = killed.elapsed();
+
+    // One large root on the two replicas left.
+    let big_name = vec!["big".to_string()];
+    let created = Instant::now();
+    roots
+        .create(&Default::default(), &root(ns, "big", &repo.url(), "first"))
+        .await
+        .expect("create big");
+    wait_handled(&roots, &big_name, "first", within, &no_logs).await;
+    let big_first = created.elapsed();
+    let asked = Instant::now();
+    request(&roots, &big_name, "noop").await;
+    wait_handled(&roots, &big_name, "noop", within, &no_logs).await;
+    let big_noop = asked.elapsed();
+    let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+
+    println!(
+        "\n{count} roots x {objects} ConfigMaps on 3 replicas (Lease {lease}); load average before {}, after {}",
+        load_before.trim(),
+        load_after.trim()
+    );
+    println!("| what | {count} roots × {objects} objects, 3 replicas |");
+    println!("|---|---:|");
+    println!("| first pass of all | {:.1} s |", first.as_secs_f64());
+    println!("| no-op round | {:.1} s |", noop.as_secs_f64());
+    println!(
+        "| memory per root | {per_root:.0} KiB (RSS of the 3 replicas {:.1} MiB with the roots, {:.1} MiB with none) |",
+        mib(roots_total),
+        mib(idle_total)
+    );
+    println!(
+        "| a killed replica's {} roots moved | held by the others after {:.1} s, passed by them after {:.1} s |",
+        theirs.len(),
+        held_after.as_secs_f64(),
+        reconciled_after.as_secs_f64()
+    );
+    for (i, ((rss, n), base)) in with_roots.iter().zip(&idle).enumerate() {
+        println!(
+            "replica {i}: {n} roots, RSS {:.1} MiB with them, {:.1} MiB with none",
+            mib(*rss),
+            mib(*base)
+        );
+    }
+    println!("\none root of {big} ConfigMaps on 2 replicas:");
+    println!("| first pass | {:.1} s |", big_first.as_secs_f64());
+    println!("| no-op pass | {:.1} s |", big_noop.as_secs_f64());
+    drop((a, b));
+    weft_ns.delete().await;
+}

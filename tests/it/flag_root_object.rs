@@ -1,0 +1,249 @@
+//! The flag root as a Root object (`weft run --root-object`, issue 41 item 2) answers what the
+//! flag loop answered, on the real control plane with a real `weft run` and the real CLI:
+//!
+//! - `POST /api/v1/sync?wait=true` without `?root=` gets the Root's pass report (the objects it
+//!   changed), `GET /api/v1/status` shows that pass, `weft trigger --wait` (over HTTP, and
+//!   through the API server without `root NAME`) waits for the Root's answer;
+//! - `weft suspend`, `weft get root` and `weft resume` without `root NAME` act on the Root (its
+//!   `spec.suspend`), not on a root record; a request while suspended is answered `suspended`;
+//! - a push's changed objects go out ahead of the Root's full pass (`daemon/early.rs`);
+//! - the Root fetches with the daemon's credential files (`WEFT_GIT_CREDENTIALS_DIR`) when its
+//!   spec names no Secret.
+
+use crate::support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use serde_json::Value;
+
+use support::cluster::{install_crds, TestNamespace};
+use support::daemon::{Daemon, DaemonOptions, SYNC_TOKEN};
+use support::git_servers::{HttpAuth, HttpGitServer, RepoHost, WorkTree};
+use support::manifests::configmap;
+use support::repo_dir::Repo;
+use support::wait::wait_for;
+use support::weft_cli::Weft;
+use weft::api::root::Root;
+
+const WITHIN: Duration = Duration::from_secs(120);
+
+/// `weft` on the test cluster, with the test's root (Weft's namespace and root name `ns`).
+fn weft(ns: &str, args: &[&str]) -> (i32, String, String) {
+    Weft::new(args)
+        .cluster()
+        .root(ns)
+        .env_remove("WEFT_REPO")
+        .env_remove("WEFT_ROOT_NAME")
+        .env_remove("WEFT_SYNC_TOKEN_FILE")
+        .run()
+}
+
+fn start(repo: &str, ns: &str, env: Vec<(String, String)>) -> Daemon {
+    let mut opts = DaemonOptions::new(repo, ns);
+    opts.extra = vec![
+        "--root-object".into(),
+        "--watch-namespaces".into(),
+        ns.into(),
+    ];
+    opts.env = env;
+    Daemon::start(opts)
+}
+
+fn ready(root: &Root) -> bool {
+    root.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && format!("{:?}", c.status) == "True")
+    })
+}
+
+/// `POST /api/v1/sync?wait=true`: the HTTP status and the JSON answer.
+async fn sync_wait(d: &Daemon) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/v1/sync?wait=true", d.hooks_base()))
+        .bearer_auth(SYNC_TOKEN)
+        // The pass takes well under a second; without an answer the daemon would hold the
+        // request until its wait timeout (the pass timeout and two minutes).
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST /api/v1/sync?wait=true: no answer: {e}\n{}", d.logs()));
+    let code = r.status().as_u16();
+    let text = r.text().await.unwrap_or_default();
+    (
+        code,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn value(cms: &Api<ConfigMap>, name: &str) -> Option<String> {
+    cms.get_opt(name)
+        .await
+        .ok()
+        .flatten()?
+        .data?
+        .get("value")
+        .cloned()
+}
+
+#[tokio::test]
+async fn the_flag_roots_root_answers_the_sync_endpoint_the_status_and_the_cli() {
+    let ns = TestNamespace::new("flag-object").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let name = ns.name().to_string();
+    let repo = Repo::new();
+    repo.write("a.yaml", &configmap(&name, "a", "1"));
+    let d = start(repo.path().to_str().unwrap(), &name, Vec::new());
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    wait_for("the flag root's Root Ready", WITHIN, &d, async || {
+        let root = roots.get_opt(&name).await.ok().flatten()?;
+        ready(&root).then_some(())
+    })
+    .await;
+
+    // `?wait=true` is answered by the Root's pass, with what it changed.
+    repo.write("a.yaml", &configmap(&name, "a", "2"));
+    let (code, report) = sync_wait(&d).await;
+    assert_eq!(code, 200, "{report}\n{}", d.logs());
+    assert_eq!(report["result"], "succeeded", "{report}");
+    assert_eq!(report["summary"]["configured"], 1, "{report}");
+    let changed = format!("ConfigMap/{name}/a");
+    let change = report["changes"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["object"] == changed.as_str()))
+        .unwrap_or_else(|| panic!("{changed} is not among the changes: {report}"));
+    // The changed file's object went out ahead of the full pass (`daemon/early.rs`'s rules).
+    assert!(
+        change["reason"]
+            .as_str()
+            .is_some_and(|r| r.ends_with("(applied ahead of the full pass)")),
+        "{change}"
+    );
+    assert!(
+        d.logs()
+            .contains("applied the pushed changes ahead of the full pass"),
+        "{}",
+        d.logs()
+    );
+    assert_eq!(value(&cms, "a").await.as_deref(), Some("2"));
+
+    // The daemon's status shows the Root's pass.
+    let status = d.status().await;
+    assert_eq!(status["lastPass"]["pass"], report["pass"], "{status}");
+    assert_eq!(status["lastPass"]["result"], "succeeded", "{status}");
+    assert!(status["lastSuccessAt"].is_string(), "{status}");
+    assert!(status["nextPollAt"].is_string(), "{status}");
+
+    // `weft trigger --wait` over HTTP, and through the API server without `root NAME`.
+    let token = d.token_file();
+    let (code, out, err) = weft(
+        &name,
+        &[
+            "trigger",
+            "--wait",
+            "--timeout",
+            "60s",
+            "--sync-token-file",
+            token.to_str().unwrap(),
+            "--url",
+            &d.hooks_base(),
+        ],
+    );
+    assert_eq!(code, 0, "weft trigger --wait over HTTP:\n{out}\n{err}");
+    repo.write("a.yaml", &configmap(&name, "a", "3"));
+    let (code, out, err) = weft(&name, &["trigger", "--wait", "--timeout", "60s"]);
+    assert_eq!(code, 0, "weft trigger --wait:\n{out}\n{err}\n{}", d.logs());
+    assert!(out.contains(&format!("Root {name}/{name}")), "{out}");
+    assert_eq!(value(&cms, "a").await.as_deref(), Some("3"), "{out}");
+
+    // `weft suspend` without `root NAME`: the Root's spec.suspend, shown by `weft get root`.
+    let (code, out, err) = weft(&name, &["suspend"]);
+    assert_eq!(code, 0, "weft suspend:\n{out}\n{err}");
+    assert!(roots.get(&name).await.unwrap().spec.suspend, "{out}");
+    // `weft get` has no --root-name: it lists the roots of Weft's namespace.
+    let (_, out, err) = Weft::new(["get", "root", "-o", "json", "--weft-namespace", &name])
+        .cluster()
+        .run();
+    let rows: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    let row = rows
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == name.as_str()))
+        .unwrap_or_else(|| panic!("no row for {name}: {out}"));
+    assert_eq!(row["kind"], "Root", "{row}");
+    assert_eq!(row["suspended"], true, "{row}");
+    // A request while suspended is answered so, and applies nothing.
+    repo.write("a.yaml", &configmap(&name, "a", "4"));
+    let (code, report) = sync_wait(&d).await;
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["result"], "suspended", "{report}");
+    assert_eq!(value(&cms, "a").await.as_deref(), Some("3"));
+
+    // `weft resume`: the Root passes again.
+    let (code, out, err) = weft(&name, &["resume"]);
+    assert_eq!(code, 0, "weft resume:\n{out}\n{err}");
+    assert!(!roots.get(&name).await.unwrap().spec.suspend);
+    wait_for("the resumed Root applied a=4", WITHIN, &d, async || {
+        (value(&cms, "a").await.as_deref() == Some("4")).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_flag_roots_root_fetches_with_the_daemons_credential_files() {
+    const PASSWORD: &str = "fl4g-Root-pa55";
+    let ns = TestNamespace::new("flag-object-creds").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let name = ns.name().to_string();
+    let host = RepoHost::new();
+    host.create("private.git");
+    let server = HttpGitServer::start(
+        &host,
+        HttpAuth {
+            basic: Some(("weft".into(), PASSWORD.into())),
+            bearer: None,
+        },
+    );
+    let work = WorkTree::new(&host.path("private.git").display().to_string());
+    work.write("cm.yaml", configmap(&name, "private", "1"));
+    work.commit("private config");
+    work.push();
+    let creds = tempfile::tempdir().unwrap();
+    std::fs::write(creds.path().join("username"), "weft\n").unwrap();
+    std::fs::write(creds.path().join("password"), format!("{PASSWORD}\n")).unwrap();
+    let d = start(
+        &server.url("private.git"),
+        &name,
+        vec![
+            (
+                "WEFT_GIT_CREDENTIALS_DIR".into(),
+                creds.path().display().to_string(),
+            ),
+            // No ~/.ssh keys or other ambient credentials.
+            ("HOME".into(), "/nonexistent".into()),
+        ],
+    );
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    let root = wait_for(
+        "the flag root's Root Ready from the private repository",
+        WITHIN,
+        &d,
+        async || {
+            let root = roots.get_opt(&name).await.ok().flatten()?;
+            ready(&root).then_some(root)
+        },
+    )
+    .await;
+    // The credentials are the daemon's files, not a Secret named in the Root.
+    assert!(root.spec.source.secret_ref.is_none(), "{:?}", root.spec);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    assert_eq!(value(&cms, "private").await.as_deref(), Some("1"));
+    assert!(
+        !d.logs().contains(PASSWORD),
+        "the password is in the daemon's logs"
+    );
+}
