@@ -20,6 +20,9 @@
 //! Every tenant waits until the authorizer, asked as the tenant, says its grants are live
 //! (tests/support/rbac.rs), so that a RoleBinding still on its way is never a 403.
 
+/// Issue 48 item 6: hot loops, measured.
+mod loops;
+
 use crate::support;
 use crate::support::channel as channel_fixtures;
 
