@@ -22,6 +22,8 @@
 
 /// Issue 48 item 6: hot loops, measured.
 mod loops;
+/// Issue 48 item 3: a rollback the API server partly forbids.
+mod rollback;
 
 use crate::support;
 use crate::support::channel as channel_fixtures;
@@ -1047,6 +1049,16 @@ async fn a_rolled_back_bundle_leaves_none_of_its_objects_behind() {
 /// the authorizer grants it `escalate` on flux's role; the cluster-scoped objects are deleted
 /// when the returned guard drops.
 async fn as_weft_with_deploy_rbac(admin: &Client, namespace: &str) -> (Client, ClusterRbacCleanup) {
+    as_weft_with_deploy_rbac_unlisted(admin, namespace, &[]).await
+}
+
+/// [`as_weft_with_deploy_rbac`], the roles named in `unlisted` (`weave-scope`) left out of
+/// its `escalate`/`bind` rule: Weft may write them only with rules it holds itself.
+async fn as_weft_with_deploy_rbac_unlisted(
+    admin: &Client,
+    namespace: &str,
+    unlisted: &[&str],
+) -> (Client, ClusterRbacCleanup) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
         .args([
             "install",
@@ -1065,6 +1077,10 @@ async fn as_weft_with_deploy_rbac(admin: &Client, namespace: &str) -> (Client, C
     );
     let text = String::from_utf8(out.stdout)
         .unwrap()
+        .lines()
+        .filter(|l| !unlisted.iter().any(|u| l.trim() == format!("- {u}:weave")))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
         .replace(":weave\n", &format!(":{namespace}\n"));
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).expect("YAML");
     let mut cleanup = ClusterRbacCleanup(Vec::new());
