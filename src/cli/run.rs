@@ -208,6 +208,7 @@ fn start_notifications(
                 &cfg.daemon.roots,
             ),
         ))),
+        weft_namespace: Some(cfg.daemon.pass.weft_namespace.clone()),
         ..Default::default()
     };
     let counters = state.metrics().notifications.clone();

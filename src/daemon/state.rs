@@ -72,7 +72,8 @@ impl DaemonState {
             events: super::events::EventPublisher::new(
                 client.clone(),
                 crate::notify::Notifier::disabled(),
-            ),
+            )
+            .sealed_in(weft_namespace),
             bundles: AgentBundles::new(client.clone(), weft_namespace.to_string()),
             client,
             metrics: Arc::new(Metrics::for_process()),

@@ -20,6 +20,8 @@
 //! Every tenant waits until the authorizer, asked as the tenant, says its grants are live
 //! (tests/support/rbac.rs), so that a RoleBinding still on its way is never a 403.
 
+/// Issue 48 item 8: events a tenant writes as Weft.
+mod events;
 /// Issue 48 item 6: hot loops, measured.
 mod loops;
 /// Issue 48 item 3: a rollback the API server partly forbids.
