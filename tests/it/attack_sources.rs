@@ -585,3 +585,70 @@ async fn a_16_mib_entry_name_or_chart_error_reaches_the_daemon_s_logs_and_status
     }
 }
 
+/// Run `cmd` to its end; returns its exit code and peak resident memory in bytes (`wait4`).
+fn run_measured(mut cmd: Command) -> (i32, u64) {
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value; wait4 fills it for the child it reaps.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet waited for; the pointers are valid for the call.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4");
+    std::mem::forget(child);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    (code, usage.ru_maxrss as u64 * 1024)
+}
+
+/// Issue 48 item 8: `weft validate --repo file://…` of a repository holding a 1 GiB blob read it
+/// whole (a peak of 1.07 GB): libgit2's local transport packs whole objects into the cache. A
+/// local repository is read in place, and the blob refused by the size in its object header,
+/// as a fetched one is: the peak stays near the process's own size.
+#[test]
+fn a_1_gib_blob_of_a_local_repository_is_refused_before_it_is_read() {
+    let host = RepoHost::new();
+    let bare = host.create("config.git");
+    // A sparse file of 1 GiB: zeros, stored deflated (about 1 MiB in the repository).
+    let big = tempfile::NamedTempFile::new().unwrap();
+    big.as_file().set_len(1 << 30).unwrap();
+    let blob = git(&bare, &["hash-object", "-w", big.path().to_str().unwrap()]);
+    let file = hash_object(&bare, &["-w", "--stdin"], b"a: 1\n");
+    let root = tree(
+        &bare,
+        &[("100644", "a.yaml", &file), ("100644", "big.yaml", &blob)],
+    );
+    commit_tree(&bare, &root);
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
+    cmd.args(["validate", "--ref", "main", "--repo"])
+        .arg(format!("file://{}", bare.display()))
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
+        .env_remove("WEFT_GIT_CREDENTIALS_DIR")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(home.path().join("err")).unwrap());
+    let started = Instant::now();
+    let (code, peak) = run_measured(cmd);
+    let stderr = std::fs::read_to_string(home.path().join("err")).unwrap();
+    println!(
+        "1 GiB blob in a file:// repository: exit {code} in {:.2?}, peak {} MiB: {}",
+        started.elapsed(),
+        peak >> 20,
+        stderr.trim()
+    );
+    assert_ne!(code, 0, "the blob is over the file bound: {stderr}");
+    assert!(
+        stderr.contains("big.yaml: file is 1073741824 bytes, over the limit"),
+        "{stderr}"
+    );
+    assert!(
+        peak < 256 << 20,
+        "weft validate peaked at {} MiB reading a repository with a 1 GiB blob",
+        peak >> 20
+    );
+}
