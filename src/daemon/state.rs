@@ -72,8 +72,7 @@ impl DaemonState {
             events: super::events::EventPublisher::new(
                 client.clone(),
                 crate::notify::Notifier::disabled(),
-            )
-            .sealed_in(weft_namespace),
+            ),
             bundles: AgentBundles::new(client.clone(), weft_namespace.to_string()),
             client,
             metrics: Arc::new(Metrics::for_process()),
@@ -154,6 +153,14 @@ impl DaemonState {
     /// Whether the root is suspended, as last read from the cluster.
     pub fn suspension(&self) -> &super::suspend::SuspendState {
         &self.suspension
+    }
+
+    /// Seal every event published (`notify::sealed`) with the key in Weft's namespace, as the
+    /// daemon does so that the UI can tell Weft's events from others'. Without it (tests that
+    /// drive a controller in process) events are published unsealed.
+    pub fn with_sealed_events(mut self) -> DaemonState {
+        self.events = self.events.sealed_in(&self.weft_namespace);
+        self
     }
 
     /// Send notifications through `notifier` (its dispatcher started by the caller).
