@@ -7,6 +7,7 @@
 pub mod armada;
 pub mod bounded;
 pub mod conditions;
+pub mod event_seal;
 pub mod keys;
 pub mod kube_error;
 pub mod notification;

@@ -208,6 +208,7 @@ fn start_notifications(
                 &cfg.daemon.roots,
             ),
         ))),
+        weft_namespace: Some(cfg.daemon.pass.weft_namespace.clone()),
         ..Default::default()
     };
     let counters = state.metrics().notifications.clone();
@@ -266,7 +267,8 @@ pub async fn run(
         },
     )
     .with_watch_namespaces(cfg.trust.watch_namespaces.clone())
-    .with_fence(cfg.fence.clone());
+    .with_fence(cfg.fence.clone())
+    .with_sealed_events();
     if let Some(observer) = state.metrics().api_call_observer() {
         calls.observe_with(observer);
     }

@@ -262,10 +262,13 @@ async fn record_statuses(
             outln!("{line}");
         }
     }
-    for unusable in crate::notify::status::record_applied(client, set).await {
+    for unusable in
+        crate::notify::status::record_applied(client, &settings.weft_namespace, set).await
+    {
         errln!("warning: {unusable}");
     }
-    let events = EventPublisher::new(client.clone(), Notifier::disabled());
+    let events = EventPublisher::new(client.clone(), Notifier::disabled())
+        .sealed_in(&settings.weft_namespace);
     armada_status::record_pass(
         client,
         &events,

@@ -3,10 +3,18 @@
 //! boundary before it leaves Weft, whichever controller publishes it. Each event is also offered
 //! to the notifier (Providers and Alerts), which redacts its message itself and bounds it by its
 //! own limits (`notify::limits`).
+//!
+//! Each event is sealed (`notify::sealed`): its `reportingInstance` carries an HMAC, keyed with
+//! the Secret `weft-event-key` in Weft's namespace (made by the first Weft that needs it), over
+//! what the event says, so that the UI shows as Weft's only the events Weft wrote, not one a
+//! tenant wrote with `reportingComponent: weft`.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource, ResourceExt};
+
+pub use crate::notify::sealed::read_key;
+use crate::notify::sealed::SealedRecorders;
 
 use crate::notify::Notifier;
 
@@ -36,7 +44,7 @@ pub fn note(text: &str) -> String {
 /// Publishes Weft's events. Cheap to clone.
 #[derive(Clone)]
 pub struct EventPublisher {
-    recorder: Recorder,
+    recorders: SealedRecorders,
     notifier: Notifier,
 }
 
@@ -64,13 +72,24 @@ impl EventPublisher {
     /// Events as the controller `weft` (instance: the pod's name), notifications through
     /// `notifier`.
     pub fn new(client: Client, notifier: Notifier) -> EventPublisher {
-        let reporter = Reporter {
-            controller: "weft".to_string(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         EventPublisher {
-            recorder: Recorder::new(client, reporter),
+            recorders: SealedRecorders::new(client),
             notifier,
+        }
+    }
+
+    /// The same publisher, sealing its events with the key of Weft's namespace `namespace`
+    /// (`notify::sealed`).
+    pub fn sealed_in(mut self, namespace: &str) -> EventPublisher {
+        self.recorders = self.recorders.sealed_in(namespace);
+        self
+    }
+
+    /// The same publisher (its seal, its notifier), writing events with `client`.
+    pub fn with_client(&self, client: Client) -> EventPublisher {
+        EventPublisher {
+            recorders: self.recorders.with_client(client),
+            notifier: self.notifier.clone(),
         }
     }
 
@@ -110,7 +129,7 @@ impl EventPublisher {
             action: event.action.to_string(),
             secondary: event.related,
         };
-        if let Err(err) = self.recorder.publish(&e, &obj.object_ref(&())).await {
+        if let Err(err) = self.recorders.publish(&e, &obj.object_ref(&())).await {
             tracing::warn!(kind = %kind, object = %format!("{namespace}/{name}"), reason = event.reason, error = %crate::api::kube_error::Text(&err), "cannot publish event");
         }
     }

@@ -156,6 +156,14 @@ impl DaemonState {
         &self.suspension
     }
 
+    /// Seal every event published (`notify::sealed`) with the key in Weft's namespace, as the
+    /// daemon does so that the UI can tell Weft's events from others'. Without it (tests that
+    /// drive a controller in process) events are published unsealed.
+    pub fn with_sealed_events(mut self) -> DaemonState {
+        self.events = self.events.sealed_in(&self.weft_namespace);
+        self
+    }
+
     /// Send notifications through `notifier` (its dispatcher started by the caller).
     pub fn with_notifier(mut self, notifier: crate::notify::Notifier) -> DaemonState {
         self.events = self.events.with_notifier(notifier);

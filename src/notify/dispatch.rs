@@ -58,6 +58,8 @@ pub struct DispatchConfig {
     pub policy: NotificationPolicy,
     /// Whom each Provider's Secret is read as; `None`: the dispatcher's own client.
     pub secrets_as: Option<SecretsAs>,
+    /// Weft's namespace, whose key seals the status events (`notify::sealed`); `None`: unsealed.
+    pub weft_namespace: Option<String>,
 }
 
 /// Whom a Provider's Secret is read as (issue 42 item 3). The daemon answers with the client of
@@ -92,6 +94,7 @@ impl Default for DispatchConfig {
             rate_per_second: 1.0,
             policy: NotificationPolicy::default(),
             secrets_as: None,
+            weft_namespace: None,
         }
     }
 }
@@ -459,6 +462,9 @@ async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Noti
         return;
     }
     let mut writer = StatusWriter::new(shared.client.clone());
+    if let Some(ns) = &shared.config.weft_namespace {
+        writer = writer.sealed_in(ns);
+    }
     loop {
         for p in shared.providers.state() {
             let namespace = p.namespace().unwrap_or_default();

@@ -23,6 +23,7 @@ pub mod limits;
 pub mod matching;
 pub mod payload;
 pub mod root;
+pub mod sealed;
 pub mod status;
 
 use prometheus_client::metrics::counter::Counter;

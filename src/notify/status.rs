@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -163,7 +163,7 @@ fn current_ready<K: HasStatus>(obj: &K) -> Option<&Condition> {
 /// when it does.
 pub struct StatusWriter {
     client: Client,
-    recorder: Recorder,
+    recorder: super::sealed::SealedRecorders,
     /// The last condition written (or read) per object: a write only when it changes.
     known: BTreeMap<(String, String, String), (Option<i64>, Condition)>,
 }
@@ -171,15 +171,18 @@ pub struct StatusWriter {
 impl StatusWriter {
     /// A writer on `client`, publishing events as the controller `weft`.
     pub fn new(client: Client) -> StatusWriter {
-        let reporter = Reporter {
-            controller: "weft".to_string(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         StatusWriter {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: super::sealed::SealedRecorders::new(client.clone()),
             client,
             known: BTreeMap::new(),
         }
+    }
+
+    /// The same writer, sealing its events with the key of Weft's namespace `namespace`
+    /// (`notify::sealed`), as every event of Weft's is.
+    pub fn sealed_in(mut self, namespace: &str) -> StatusWriter {
+        self.recorder = self.recorder.sealed_in(namespace);
+        self
     }
 
     /// Write `condition` as `obj`'s `Ready`, unless it already says so; on a change, an event
@@ -296,8 +299,12 @@ fn notification_resources(set: &DesiredSet) -> Vec<(String, String, String)> {
 /// After a `weft sync` pass: judge the Providers and Alerts the pass applied (from `set`), as
 /// the daemon does (but for its allow-list), write their `Ready` and an event when it changes,
 /// and return those that cannot be used. Never fails: what cannot be read is left for later.
-pub async fn record_applied(client: &Client, set: &DesiredSet) -> Vec<Unusable> {
-    let mut writer = StatusWriter::new(client.clone());
+pub async fn record_applied(
+    client: &Client,
+    weft_namespace: &str,
+    set: &DesiredSet,
+) -> Vec<Unusable> {
+    let mut writer = StatusWriter::new(client.clone()).sealed_in(weft_namespace);
     let mut unusable = Vec::new();
     for (kind, namespace, name) in notification_resources(set) {
         let providers: Api<Provider> = Api::namespaced(client.clone(), &namespace);

@@ -479,8 +479,21 @@ fn images(workload: &serde_json::Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The events Weft reported (`reportingComponent: weft`), newest first.
+/// The events Weft reported, newest first: those with `reportingComponent: weft` whose seal
+/// checks with the key in Weft's namespace (`notify::sealed`). Anyone who may create an Event
+/// may write `reportingComponent: weft` and any note (issue 48 item 8); none of those shows.
 pub async fn events(ui: &Ui) -> Result<Vec<Event>, UiError> {
+    let ns = &ui.config().weft_namespace;
+    let key = crate::daemon::events::read_key(ui.client(), ns)
+        .await
+        .map_err(UiError::read(format!(
+            "Secret {ns}/{} (the key that tells Weft's events from others')",
+            crate::api::event_seal::KEY_SECRET
+        )))?;
+    // No key yet: no Weft has published an event.
+    let Some(key) = key else {
+        return Ok(Vec::new());
+    };
     let api: Api<Event> = Api::all(ui.client().clone());
     let lp = ListParams::default().fields("reportingComponent=weft");
     let mut list = api
@@ -488,9 +501,28 @@ pub async fn events(ui: &Ui) -> Result<Vec<Event>, UiError> {
         .await
         .map_err(UiError::read("the events"))?
         .items;
+    list.retain(|e| is_weft_s(e, &key));
     list.sort_by_cached_key(|e| std::cmp::Reverse(event_time(e)));
     list.truncate(MAX_EVENTS);
     Ok(list)
+}
+
+/// Whether `e` carries the seal Weft's key makes of what it says.
+fn is_weft_s(e: &Event, key: &[u8]) -> bool {
+    let o = &e.involved_object;
+    let fields = crate::api::event_seal::SealedFields {
+        kind: o.kind.as_deref().unwrap_or_default(),
+        namespace: o.namespace.as_deref().unwrap_or_default(),
+        name: o.name.as_deref().unwrap_or_default(),
+        uid: o.uid.as_deref().unwrap_or_default(),
+        type_: e.type_.as_deref().unwrap_or_default(),
+        reason: e.reason.as_deref().unwrap_or_default(),
+        action: e.action.as_deref().unwrap_or_default(),
+        note: e.message.as_deref().unwrap_or_default(),
+    };
+    e.reporting_instance
+        .as_deref()
+        .is_some_and(|i| crate::api::event_seal::is_sealed(i, key, &fields))
 }
 
 /// When an event last happened (RFC 3339), whichever of its times is set.

@@ -485,3 +485,75 @@ async fn a_standby_does_not_forward_a_token_to_a_hooks_url_outside_weft_service(
     );
     ns.delete().await;
 }
+
+/// POST a GitHub push with delivery id `delivery`, `body` and `signature`; returns the status.
+async fn github_delivery(d: &Daemon, delivery: &str, body: &str, signature: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{}/hooks/github", d.hooks_base()))
+        .header("X-GitHub-Event", "push")
+        .header("X-GitHub-Delivery", delivery)
+        .header("X-Hub-Signature-256", signature)
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST /hooks/github")
+        .status()
+        .as_u16()
+}
+
+/// Issue 48 item 8, on the real daemon: a known GitHub delivery id with a wrong signature is
+/// `401`, as an unknown one is (a `409` before the HMAC told anyone which ids Weft had seen),
+/// and only a signed copy is a replay (`409`); the UI's drift view (a diff per visit) is refused
+/// to another site's page (`Sec-Fetch-Site: cross-site`), and served to the UI's own.
+#[tokio::test]
+async fn a_known_delivery_id_is_checked_for_its_signature_first_and_drift_refuses_other_sites() {
+    let ns = TestNamespace::new("attack-delivery").await;
+    let (d, _repo) = daemon(&ns, vec!["--ui".into()]).await;
+    let delivery = support::daemon::delivery_id();
+    let body = serde_json::json!({
+        "ref": "refs/heads/other",
+        "after": "0000000000000000000000000000000000000000",
+    })
+    .to_string();
+    let signed = support::daemon::github_signature(body.as_bytes());
+    let first = github_delivery(&d, &delivery, &body, &signed).await;
+    assert!((200..300).contains(&first), "a signed delivery: {first}");
+    let forged = support::daemon::github_signature(b"another body");
+    assert_eq!(
+        github_delivery(&d, &delivery, &body, &forged).await,
+        401,
+        "a known delivery id with a wrong signature"
+    );
+    assert_eq!(
+        github_delivery(&d, "never-seen", &body, &forged).await,
+        401,
+        "an unknown delivery id with a wrong signature"
+    );
+    assert_eq!(
+        github_delivery(&d, &delivery, &body, &signed).await,
+        409,
+        "a signed copy of a delivery is a replay"
+    );
+
+    let drift = |site: &'static str| {
+        let url = format!("{}/drift", d.base());
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .header("Sec-Fetch-Site", site)
+                .send()
+                .await
+                .expect("GET /drift")
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(drift("cross-site").await, 403, "another site's page");
+    assert_eq!(drift("same-site").await, 403, "a sibling site's page");
+    let own = drift("same-origin").await;
+    assert_ne!(own, 403, "the UI's own page");
+    println!("drift view: cross-site 403, same-origin {own}");
+    drop(d);
+    ns.delete().await;
+}

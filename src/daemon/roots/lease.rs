@@ -414,7 +414,7 @@ impl RootLeases {
         };
         let (client, _) = crate::apply::calls::counting_client_with(config.clone(), layer)?;
         Ok(HeldRoot {
-            events: EventPublisher::new(client.clone(), events.notifier().clone()),
+            events: events.with_client(client.clone()),
             impersonation: Arc::new(Impersonation::new(
                 Some(config.clone()),
                 fence.clone(),

@@ -348,9 +348,10 @@ impl Updater {
         Ok((message, available_after))
     }
 
-    /// Delete the objects `candidate` renders for `wc` that `previous` does not, when they are
-    /// provably this WeaveCloud's (its owner label, set by Weft's apply). Returns what could
-    /// not be removed.
+    /// Delete the objects `candidate` renders for `wc` that `previous` does not, and those both
+    /// render that still hold `candidate`'s version after the rollback (its restore was refused:
+    /// see `leftovers`), when they are provably this WeaveCloud's (its owner label, set by
+    /// Weft's apply). Returns what could not be removed, and the same-named objects removed.
     async fn remove_leftovers(
         &self,
         wc: &WeaveCloud,
@@ -372,17 +373,25 @@ impl Updater {
         ) else {
             return Vec::new();
         };
-        let kept: std::collections::BTreeSet<_> = old.objects.iter().map(key).collect();
+        let kept: std::collections::BTreeMap<_, _> = old
+            .objects
+            .iter()
+            .map(|o| (key(o), o.object.value()))
+            .collect();
         let owner =
             crate::pass::agents::owner_of(&wc.namespace().unwrap_or_default(), &wc.name_any());
         let mut problems = Vec::new();
-        for (api_version, kind, namespace, name) in new.objects.iter().map(key) {
-            if kept.contains(&(
+        for object in &new.objects {
+            let (api_version, kind, namespace, name) = key(object);
+            // A same-named object both bundles render goes only when the rollback left the
+            // refused bundle's version in place (it could not write the earlier one back).
+            let earlier = kept.get(&(
                 api_version.clone(),
                 kind.clone(),
                 namespace.clone(),
                 name.clone(),
-            )) {
+            ));
+            if earlier.is_some_and(|e| *e == object.object.value()) {
                 continue;
             }
             let (group, version) = api_version
@@ -416,12 +425,26 @@ impl Updater {
             if !proven {
                 continue;
             }
+            if let Some(earlier) = earlier {
+                let live = serde_json::to_value(&live).unwrap_or_default();
+                if !super::leftovers::holds_refused_version(&live, &object.object.value(), earlier)
+                {
+                    continue;
+                }
+            }
             match api
                 .delete(&name, &kube::api::DeleteParams::background())
                 .await
             {
                 Ok(_) => {
-                    tracing::info!(object = %shown, "rollback: removed an object of the refused bundle")
+                    tracing::info!(object = %shown, "rollback: removed an object of the refused bundle");
+                    if earlier.is_some() {
+                        // Said in the message: the agent runs without it until its earlier
+                        // version can be applied.
+                        problems.push(format!(
+                            "removed {shown}, which still held the refused bundle's version (its earlier version could not be written back)"
+                        ));
+                    }
                 }
                 Err(e) if crate::apply::is_not_found(&e) => {}
                 Err(e) => problems.push(format!(

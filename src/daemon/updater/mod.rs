@@ -18,6 +18,7 @@
 //! - [`run`](Updater::run): the scheduler.
 
 mod check;
+mod leftovers;
 mod scheduler;
 pub mod select;
 #[cfg(test)]

@@ -25,6 +25,7 @@ use crate::source::Snapshot;
 
 mod head;
 mod listing;
+mod local;
 mod locks;
 
 use locks::{cache_lock, remove_stale_locks};
@@ -230,6 +231,10 @@ impl GitSource {
     }
 
     fn fetch_once(&mut self) -> Result<FetchOutcome, GitError> {
+        if self.remote.local {
+            // Read in place, each blob's size checked before it is read (`cache::local`).
+            return self.read_local();
+        }
         let repo = self.open_cache()?;
         let mut stats = TransferStats::default();
         // 1. Which commit does the remote want us at? (ls-remote: refs only, no objects)
