@@ -862,3 +862,91 @@ async fn tenant_admin(client: &Client, t: &str) {
     ];
     wait_until_granted(&tenant, &user, &accesses).await;
 }
+
+/// Issue 42 item 1: a tenant's root reads its Secrets — the git credentials and the SOPS keys —
+/// as the tenant. The account may not read Secrets: each root says so, naming the account and
+/// the Secret, where Weft's own identity would have read both.
+#[tokio::test]
+async fn a_tenants_root_reads_its_credentials_and_keys_as_the_tenant() {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("tenant-creds").await;
+    let w = weft_ns.name().to_string();
+    let t = format!("{w}-t");
+    tenant_without_secrets(&client, &t).await;
+    for (name, key) in [("git", "password"), ("keys", "identity.agekey")] {
+        create(
+            Api::<Secret>::namespaced(client.clone(), &t),
+            json!({"metadata": {"name": name, "namespace": t},
+                "stringData": {"username": "tenant", key: "s3cret"}}),
+        )
+        .await;
+    }
+    let repo = ServedRepo::start();
+    repo.work
+        .write("apps/app.yaml", configmap(&t, "app", "1"))
+        .write(
+            "sops/secret.enc.yaml",
+            include_str!("../../src/source/sops/testdata/kat.enc.yaml"),
+        );
+    repo.work.commit("an application and an encrypted file");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let mut opts = DaemonOptions::new(flag.path().to_str().unwrap(), &w);
+    opts.controllers = true;
+    opts.extra = vec!["--watch-namespaces".into(), format!("{w},{t}")];
+    let d = Daemon::start(opts);
+    let user = format!("system:serviceaccount:{t}:deployer");
+    let roots = Api::<Root>::namespaced(client.clone(), &t);
+    // One root names a credentials Secret, the other a decryption Secret.
+    let creds: Root = serde_saphyr::from_str(
+        &root_doc(&t, "creds", &repo.url(), "apps", "deployer").replace(
+            "  source: {url: ",
+            "  source: {secretRef: {name: git}, url: ",
+        ),
+    )
+    .unwrap();
+    let sops: Root = serde_saphyr::from_str(&format!(
+        "{}  decryption: {{provider: sops, secretRef: {{name: keys}}}}\n",
+        root_doc(&t, "sops", &repo.url(), "sops", "deployer")
+    ))
+    .unwrap();
+    assert!(creds.spec.source.secret_ref.is_some());
+    for root in [creds, sops] {
+        let name = root.metadata.name.clone().unwrap();
+        roots
+            .patch(
+                &name,
+                &PatchParams::apply("weft-test"),
+                &Patch::Apply(&root),
+            )
+            .await
+            .unwrap();
+    }
+    for (name, reason, secret) in [
+        ("creds", "SecretNotReadable", "git"),
+        ("sops", "ReconciliationFailed", "keys"),
+    ] {
+        let root = wait_root(&client, &d, (&t, name), "False", reason, None).await;
+        let (_, _, message) = condition(&root, "Ready").unwrap();
+        for part in [
+            format!("User \"{user}\" cannot get resource \"secrets\""),
+            format!("\"{secret}\""),
+        ] {
+            assert!(
+                message.contains(&part),
+                "Root {name}: {part} not in: {message}"
+            );
+        }
+        assert!(!message.contains("s3cret"), "{message}");
+    }
+    // Nothing of the root whose credentials could not be read was applied.
+    assert!(!configmap_exists(&client, &t, "app").await);
+    drop(d);
+    weft_ns.delete().await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&t, &DeleteParams::default())
+        .await;
+}
