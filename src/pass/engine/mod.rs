@@ -16,7 +16,8 @@
 //!
 //! An object another root holds, or that the API server forbids to the pass's identity (403: a
 //! tenant's ClusterRole), fails alone: every other object, stage and wave goes on, nothing is
-//! pruned, and the pass fails with it at its end (issue 41 item 6, issue 42 items 3 and 5).
+//! pruned, and the pass fails with it at its end (issue 41 item 6, issue 42 items 3 and 5). A
+//! forbidden object of an Armada chart is the chart's failure, as before.
 
 mod ahead;
 mod replace;
@@ -667,9 +668,12 @@ impl<'a> Engine<'a> {
             .into_iter()
             .partition(|e| matches!(e, ApplyError::Conflict { .. }));
         self.held_elsewhere.extend(held);
-        // Nor does an object the API server refuses to this identity (issue 42 item 3).
-        let (refused, failed): (Vec<_>, Vec<_>) =
-            failed.into_iter().partition(|e| e.code() == Some(403));
+        // Nor does an object the API server refuses to this identity (issue 42 item 3) — but
+        // for an Armada chart's, whose failure is the chart's and stops its group as Armada's
+        // sequencing says.
+        let (refused, failed): (Vec<_>, Vec<_>) = failed
+            .into_iter()
+            .partition(|e| e.code() == Some(403) && !self.owned_by_ruled(objects, e));
         for e in refused {
             if let ApplyError::Api { object, .. } = &e {
                 self.refused_objects.insert(object.clone());
@@ -677,6 +681,17 @@ impl<'a> Engine<'a> {
             self.refused.push(e);
         }
         Ok(self.recreate_refused(objects, failed).await)
+    }
+
+    /// Whether `e` is about one of `objects` whose owner has a wait rule (an Armada chart).
+    fn owned_by_ruled(&self, objects: &[PlannedObject], e: &ApplyError) -> bool {
+        let ApplyError::Api { object, .. } = e else {
+            return false;
+        };
+        objects
+            .iter()
+            .find(|p| p.object_ref.to_string() == *object)
+            .is_some_and(|p| self.policy.waits.contains_key(&p.desired.owner))
     }
 
     /// Whether the API server refused `p` in this pass (it is not waited for).
