@@ -120,6 +120,11 @@ pub async fn apply_batch(
         .map(|p| {
             let span = info_span!("apply", owner = %p.desired.owner.reference(), kind = %p.object_ref.kind, name = %p.object_ref.name);
             async move {
+                // An object the identity may not read is not written either: the API server's
+                // refusal is its error.
+                if let Some(refused) = live.refused(p) {
+                    return Err(refused);
+                }
                 let decision = live.decide(p);
                 // An existing object Weft creates only when missing is not Weft's to write: it
                 // stays as it is, which is no change at all.

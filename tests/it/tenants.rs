@@ -701,3 +701,252 @@ where
     .await
     .unwrap();
 }
+
+/// Issue 42 item 3, first pass: a tenant root whose first commit brings a new WeaveCloud with
+/// flux on. The WeaveCloud is namespaced and the tenant may create it: it is created, though its
+/// agents' ClusterRole and ClusterRoleBinding (cluster-scoped, applied in an earlier stage) are
+/// refused as the tenant; the refusal is said on the WeaveCloud (`Ready=False`, `AgentsFailed`,
+/// an event) naming the refused object and the tenant's account, and on the root; and the rest
+/// of the pass went on (the tenant's ConfigMap, the agents' Deployment). Before, the refusal
+/// stopped the pass at its first stage and the WeaveCloud never existed.
+#[tokio::test]
+async fn a_tenants_new_weavecloud_is_created_and_says_its_agents_were_refused() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("tenant-wc").await;
+    let w = weft_ns.name().to_string();
+    let t = format!("{w}-t");
+    tenant_admin(&client, &t).await;
+    create(
+        Api::<Secret>::namespaced(client.clone(), &t),
+        json!({"metadata": {"name": "weave-cloud", "namespace": t}, "stringData": {"token": "t0ken"}}),
+    )
+    .await;
+    let repo = ServedRepo::start();
+    repo.work
+        .write("apps/app.yaml", configmap(&t, "app", "1"))
+        .write("apps/wc.yaml", weavecloud(&t, true));
+    repo.work
+        .commit("an application and a WeaveCloud with flux");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let mut opts = DaemonOptions::new(flag.path().to_str().unwrap(), &w);
+    opts.controllers = true;
+    opts.extra = vec!["--watch-namespaces".into(), format!("{w},{t}")];
+    let d = Daemon::start(opts);
+    let doc: Root =
+        serde_saphyr::from_str(&root_doc(&t, "app", &repo.url(), "apps", "deployer")).unwrap();
+    Api::<Root>::namespaced(client.clone(), &t)
+        .patch("app", &PatchParams::apply("weft-test"), &Patch::Apply(&doc))
+        .await
+        .unwrap();
+    let user = format!("system:serviceaccount:{t}:deployer");
+
+    let wcs: Api<WeaveCloud> = Api::namespaced(client.clone(), &t);
+    let message = wait_for(
+        "the new WeaveCloud wc Ready=False (AgentsFailed)",
+        WITHIN,
+        &d,
+        async || {
+            let wc = wcs.get_opt("wc").await.ok()??;
+            let c = wc
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready")?;
+            (c.reason == "AgentsFailed").then_some(c.message)
+        },
+    )
+    .await;
+    for part in [
+        format!("root {t}/app applies its agents as {user}"),
+        format!("ClusterRole/weave-flux:{t}"),
+        format!("User \"{user}\" cannot get resource \"clusterroles\""),
+        "at the cluster scope".to_string(),
+        // The ClusterRoleBinding too.
+        format!("(and 1 more; see root {t}/app)"),
+    ] {
+        assert!(message.contains(&part), "{part} not in: {message}");
+    }
+    assert!(!message.contains('\n'), "one line: {message}");
+    wait_for(
+        "an event AgentsFailed on WeaveCloud wc",
+        WITHIN,
+        &d,
+        async || {
+            let notes = event_notes(&client, &t, "wc", "AgentsFailed").await;
+            notes
+                .iter()
+                .any(|n| n.contains(&user) && n.contains("ClusterRole/weave-flux"))
+                .then_some(())
+        },
+    )
+    .await;
+    let root = wait_root(
+        &client,
+        &d,
+        (&t, "app"),
+        "False",
+        "ReconciliationFailed",
+        None,
+    )
+    .await;
+    let (_, _, root_message) = condition(&root, "Ready").unwrap();
+    for part in [
+        "ClusterRole/weave-flux",
+        "ClusterRoleBinding/weave-flux",
+        &user,
+    ] {
+        assert!(root_message.contains(part), "{part} not in: {root_message}");
+    }
+    // One refused object stopped nothing else: the tenant's own objects and the agents'
+    // namespaced ones were applied, as the tenant.
+    assert!(configmap_exists(&client, &t, "app").await);
+    let agent = Api::<Deployment>::namespaced(client.clone(), &t)
+        .get_opt("weave-flux-agent")
+        .await
+        .unwrap();
+    assert!(
+        agent.is_some(),
+        "the flux agent's Deployment was not applied"
+    );
+    // The WeaveCloud controller (acting as Weft) left it alone: no finalizer of Weft's.
+    let wc = wcs.get("wc").await.unwrap();
+    assert!(wc.metadata.finalizers.unwrap_or_default().is_empty());
+    drop(d);
+    weft_ns.delete().await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&t, &DeleteParams::default())
+        .await;
+}
+
+/// Namespace `t` with the account `deployer`, admin of that namespace (every namespaced kind,
+/// Weft's and Weave Cloud's included) and of nothing cluster-wide; returns once the API
+/// server's authorizer says so.
+async fn tenant_admin(client: &Client, t: &str) {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    create(
+        Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": t}}),
+    )
+    .await;
+    create(
+        Api::<ServiceAccount>::namespaced(client.clone(), t),
+        json!({"metadata": {"name": "deployer", "namespace": t}}),
+    )
+    .await;
+    create(
+        Api::<Role>::namespaced(client.clone(), t),
+        json!({"metadata": {"name": "admin", "namespace": t}, "rules": [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+        ]}),
+    )
+    .await;
+    create(
+        Api::<RoleBinding>::namespaced(client.clone(), t),
+        json!({"metadata": {"name": "admin", "namespace": t},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": t}]}),
+    )
+    .await;
+    let user = format!("system:serviceaccount:{t}:deployer");
+    let tenant = client_as(&user).await;
+    let accesses = [
+        Access::new("create", "configmaps", Some(t)),
+        Access::new("create", "deployments.apps", Some(t)),
+        Access::new("create", "weaveclouds.cloud.weave.works", Some(t)),
+    ];
+    wait_until_granted(&tenant, &user, &accesses).await;
+}
+
+/// Issue 42 item 1: a tenant's root reads its Secrets — the git credentials and the SOPS keys —
+/// as the tenant. The account may not read Secrets: each root says so, naming the account and
+/// the Secret, where Weft's own identity would have read both.
+#[tokio::test]
+async fn a_tenants_root_reads_its_credentials_and_keys_as_the_tenant() {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("tenant-creds").await;
+    let w = weft_ns.name().to_string();
+    let t = format!("{w}-t");
+    tenant_without_secrets(&client, &t).await;
+    for (name, key) in [("git", "password"), ("keys", "identity.agekey")] {
+        create(
+            Api::<Secret>::namespaced(client.clone(), &t),
+            json!({"metadata": {"name": name, "namespace": t},
+                "stringData": {"username": "tenant", key: "s3cret"}}),
+        )
+        .await;
+    }
+    let repo = ServedRepo::start();
+    repo.work
+        .write("apps/app.yaml", configmap(&t, "app", "1"))
+        .write(
+            "sops/secret.enc.yaml",
+            include_str!("../../src/source/sops/testdata/kat.enc.yaml"),
+        );
+    repo.work.commit("an application and an encrypted file");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let mut opts = DaemonOptions::new(flag.path().to_str().unwrap(), &w);
+    opts.controllers = true;
+    opts.extra = vec!["--watch-namespaces".into(), format!("{w},{t}")];
+    let d = Daemon::start(opts);
+    let user = format!("system:serviceaccount:{t}:deployer");
+    let roots = Api::<Root>::namespaced(client.clone(), &t);
+    // One root names a credentials Secret, the other a decryption Secret.
+    let creds: Root = serde_saphyr::from_str(
+        &root_doc(&t, "creds", &repo.url(), "apps", "deployer").replace(
+            "  source: {url: ",
+            "  source: {secretRef: {name: git}, url: ",
+        ),
+    )
+    .unwrap();
+    let sops: Root = serde_saphyr::from_str(&format!(
+        "{}  decryption: {{provider: sops, secretRef: {{name: keys}}}}\n",
+        root_doc(&t, "sops", &repo.url(), "sops", "deployer")
+    ))
+    .unwrap();
+    assert!(creds.spec.source.secret_ref.is_some());
+    for root in [creds, sops] {
+        let name = root.metadata.name.clone().unwrap();
+        roots
+            .patch(
+                &name,
+                &PatchParams::apply("weft-test"),
+                &Patch::Apply(&root),
+            )
+            .await
+            .unwrap();
+    }
+    for (name, reason, secret) in [
+        ("creds", "SecretNotReadable", "git"),
+        ("sops", "ReconciliationFailed", "keys"),
+    ] {
+        let root = wait_root(&client, &d, (&t, name), "False", reason, None).await;
+        let (_, _, message) = condition(&root, "Ready").unwrap();
+        for part in [
+            format!("User \"{user}\" cannot get resource \"secrets\""),
+            format!("\"{secret}\""),
+        ] {
+            assert!(
+                message.contains(&part),
+                "Root {name}: {part} not in: {message}"
+            );
+        }
+        assert!(!message.contains("s3cret"), "{message}");
+    }
+    // Nothing of the root whose credentials could not be read was applied.
+    assert!(!configmap_exists(&client, &t, "app").await);
+    drop(d);
+    weft_ns.delete().await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(&t, &DeleteParams::default())
+        .await;
+}

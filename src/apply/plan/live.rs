@@ -68,6 +68,11 @@ pub struct LiveState {
     decisions: HashMap<ObjectRef, Decision>,
     /// Objects another root holds or claims (see [`conflict`]).
     conflicts: HashMap<ObjectRef, Conflict>,
+    /// Objects the pass's identity may not even read (the API server answered 403 to the get
+    /// by name: a tenant's account and a cluster-scoped kind, or another tenant's namespace):
+    /// the API server's refusal, which [`apply_batch`](crate::apply::apply::apply_batch)
+    /// reports for that object instead of writing it.
+    refused: HashMap<ObjectRef, Box<kube::core::Status>>,
 }
 
 impl LiveState {
@@ -97,6 +102,15 @@ impl LiveState {
     /// The conflict with another root over `p`, if any.
     pub fn conflict(&self, p: &PlannedObject) -> Option<&Conflict> {
         self.conflicts.get(&p.object_ref)
+    }
+
+    /// The API server's refusal to let the pass read `p`, as the error of `p` (a `get`).
+    pub fn refused(&self, p: &PlannedObject) -> Option<ApplyError> {
+        self.refused.get(&p.object_ref).map(|s| ApplyError::Api {
+            verb: "get",
+            object: p.object_ref.to_string(),
+            source: kube::Error::Api(s.clone()),
+        })
     }
 
     fn found(&self, p: &PlannedObject) -> bool {
@@ -271,6 +285,7 @@ pub async fn read_live(
         let r = r?;
         out.decisions.extend(r.decisions);
         out.conflicts.extend(r.conflicts);
+        out.refused.extend(r.refused);
     }
     Ok(out)
 }
@@ -333,7 +348,7 @@ async fn read_group(
         Ok(())
     })
     .await;
-    match listed {
+    let by_name = match listed {
         // An identity that may not list the kind here (a namespaced Weft, a tenant's account:
         // a Namespace is listed cluster-wide, but a Role of that namespace lets it be read by
         // name): every member is read by name instead.
@@ -343,9 +358,13 @@ async fn read_group(
         }) if s.code == 403 => {
             state = LiveState::default();
             whole = members.clone();
+            true
         }
-        listed => listed?,
-    }
+        listed => {
+            listed?;
+            false
+        }
+    };
     for p in whole {
         let object = p.object_ref.to_string();
         match api.get_opt(&p.object_ref.name).await {
@@ -358,6 +377,11 @@ async fn read_group(
                 state.observe(p, &live);
             }
             Ok(None) => {}
+            // Nor by name: that object alone is refused (a tenant's ClusterRole); the other
+            // members of the group, and of the pass, go on (issue 42 item 3).
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                state.refused.insert(p.object_ref.clone(), s);
+            }
             Err(source) => {
                 return Err(ApplyError::Api {
                     verb: "get",
@@ -367,7 +391,8 @@ async fn read_group(
             }
         }
     }
-    if members.iter().any(|p| !state.found(p)) {
+    // Read by name, an absent member is absent: the list of every name would be refused too.
+    if !by_name && members.iter().any(|p| !state.found(p)) {
         let holders = list_holders(&api, &what).await?;
         let mut roots = conflict::Holders::new();
         for p in &members {

@@ -13,6 +13,11 @@
 //! wave's other objects were applied (and, but for the last wave, waited for), like a chart that
 //! did not become ready: the pass stops there unless its rule says to continue, and a pass with
 //! such a chart prunes nothing (its old objects are not in the set, but must stay).
+//!
+//! An object another root holds, or that the API server forbids to the pass's identity (403: a
+//! tenant's ClusterRole), fails alone: every other object, stage and wave goes on, nothing is
+//! pruned, and the pass fails with it at its end (issue 41 item 6, issue 42 items 3 and 5). A
+//! forbidden object of an Armada chart is the chart's failure, as before.
 
 mod ahead;
 mod replace;
@@ -77,6 +82,13 @@ pub struct Engine<'a> {
     /// Objects another Weft root holds that this pass declares (not written): the pass goes on
     /// with every other object and wave, prunes nothing, and fails with them at its end.
     held_elsewhere: Vec<ApplyError>,
+    /// Objects the API server refused to this pass's identity (403: a tenant's ClusterRole, an
+    /// object in another tenant's namespace, a quota): like `held_elsewhere`, each fails alone
+    /// — the pass goes on with every other object, stage and wave (issue 42 items 3 and 5),
+    /// prunes nothing, waits for none of them, and fails with them at its end.
+    refused: Vec<ApplyError>,
+    /// The objects of `refused` (`Kind/namespace/name`).
+    refused_objects: BTreeSet<String>,
     /// The owner custom resources with no stored inventory at the write-ahead (created by this
     /// pass): what each wants, and its inventory as read, until it is recorded.
     unrecorded: BTreeMap<Owner, (BTreeSet<ObjectRef>, Inventory)>,
@@ -110,6 +122,8 @@ impl<'a> Engine<'a> {
             replacements: Vec::new(),
             deleted_early: BTreeMap::new(),
             held_elsewhere: Vec::new(),
+            refused: Vec::new(),
+            refused_objects: BTreeSet::new(),
             unrecorded: BTreeMap::new(),
             before_waves: false,
         }
@@ -155,7 +169,11 @@ impl<'a> Engine<'a> {
             }
         };
         // Held by another root: nothing of this root is pruned while it declares another's object.
-        let complete = last.is_some() && self.failures.is_empty() && self.held_elsewhere.is_empty();
+        // Nor while an object was refused: its old copy may still be in an inventory.
+        let complete = last.is_some()
+            && self.failures.is_empty()
+            && self.held_elsewhere.is_empty()
+            && self.refused.is_empty();
         match self.prune_and_record(set, &catalog, complete).await {
             Ok(more) => errors.extend(more),
             Err(fatal) => {
@@ -164,6 +182,7 @@ impl<'a> Engine<'a> {
                 errors.extend(fatal);
                 errors.append(&mut self.deferred);
                 errors.extend(self.held_elsewhere.drain(..).map(PassError::Apply));
+                errors.extend(self.refused.drain(..).map(PassError::Apply));
                 return Err(errors);
             }
         }
@@ -183,6 +202,7 @@ impl<'a> Engine<'a> {
         }
         errors.append(&mut self.deferred);
         errors.extend(self.held_elsewhere.drain(..).map(PassError::Apply));
+        errors.extend(self.refused.drain(..).map(PassError::Apply));
         if errors.is_empty() {
             Ok(())
         } else {
@@ -597,11 +617,13 @@ impl<'a> Engine<'a> {
                 .collect();
             &kept
         };
+        let refused_before = self.refused.len();
         errors.extend(self.apply_objects(first).await?);
         if due.is_empty() {
             return ApplyError::from_list(errors).map_or(Ok(()), Err);
         }
-        if !errors.is_empty() {
+        // A batch with a refused object replaces nothing either (a failed pass).
+        if !errors.is_empty() || self.refused.len() > refused_before {
             self.kind_changes_stopped(&due);
             return ApplyError::from_list(errors).map_or(Ok(()), Err);
         }
@@ -646,7 +668,35 @@ impl<'a> Engine<'a> {
             .into_iter()
             .partition(|e| matches!(e, ApplyError::Conflict { .. }));
         self.held_elsewhere.extend(held);
+        // Nor does an object the API server refuses to this identity (issue 42 item 3) — but
+        // for an Armada chart's, whose failure is the chart's and stops its group as Armada's
+        // sequencing says.
+        let (refused, failed): (Vec<_>, Vec<_>) = failed
+            .into_iter()
+            .partition(|e| e.code() == Some(403) && !self.owned_by_ruled(objects, e));
+        for e in refused {
+            if let ApplyError::Api { object, .. } = &e {
+                self.refused_objects.insert(object.clone());
+            }
+            self.refused.push(e);
+        }
         Ok(self.recreate_refused(objects, failed).await)
+    }
+
+    /// Whether `e` is about one of `objects` whose owner has a wait rule (an Armada chart).
+    fn owned_by_ruled(&self, objects: &[PlannedObject], e: &ApplyError) -> bool {
+        let ApplyError::Api { object, .. } = e else {
+            return false;
+        };
+        objects
+            .iter()
+            .find(|p| p.object_ref.to_string() == *object)
+            .is_some_and(|p| self.policy.waits.contains_key(&p.desired.owner))
+    }
+
+    /// Whether the API server refused `p` in this pass (it is not waited for).
+    fn was_refused(&self, p: &PlannedObject) -> bool {
+        !self.refused_objects.is_empty() && self.refused_objects.contains(&p.object_ref.to_string())
     }
 
     /// The owners among `objects`, each once, in order.

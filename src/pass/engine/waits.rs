@@ -19,6 +19,18 @@ impl Engine<'_> {
         if self.input.dry_run {
             return Ok(());
         }
+        // What the API server refused does not exist: nothing to wait for.
+        let kept: Vec<PlannedObject>;
+        let objects = if objects.iter().any(|p| self.was_refused(p)) {
+            kept = objects
+                .iter()
+                .filter(|p| !self.was_refused(p))
+                .cloned()
+                .collect();
+            &kept[..]
+        } else {
+            objects
+        };
         let ruled: Vec<(&Owner, &WaitRule, Vec<WaitTarget>)> = Self::owners_of(objects)
             .into_iter()
             .filter_map(|owner| {
@@ -84,7 +96,7 @@ impl Engine<'_> {
         }
         let targets: Vec<WaitTarget> = objects
             .into_iter()
-            .filter(|p| self.policy.waits_for(&p.object_ref.kind))
+            .filter(|p| self.policy.waits_for(&p.object_ref.kind) && !self.was_refused(p))
             .map(wait_target)
             .collect();
         if targets.is_empty() {
