@@ -889,7 +889,7 @@ async fn a_tenants_root_reads_its_credentials_and_keys_as_the_tenant() {
         .write("apps/app.yaml", configmap(&t, "app", "1"))
         .write(
             "sops/secret.enc.yaml",
-            include_str!("../../src/source/sops/testdata/kat.enc.yaml"),
+            include_str!("../../src/sops/testdata/kat.enc.yaml"),
         );
     repo.work.commit("an application and an encrypted file");
     repo.work.push();
