@@ -283,23 +283,7 @@ impl GitSource {
             .last_good_oid
             .or_else(|| repo.refname_to_id(&self.last_good_ref).ok());
         if let (Some(old), Some(branch)) = (previous, &branch_ref) {
-            let contains = oid == old || repo.graph_descendant_of(oid, old).unwrap_or(false);
-            if !contains {
-                match self.spec.on_history_rewrite {
-                    HistoryRewrite::Refuse => {
-                        return Err(GitError::HistoryRewritten {
-                            url: self.remote.display.clone(),
-                            reference: branch.clone(),
-                            old: old.to_string(),
-                            new: oid.to_string(),
-                        })
-                    }
-                    HistoryRewrite::Follow => {
-                        tracing::warn!(url = %self.remote.display, branch = %branch,
-                        old = %old, new = %oid, "git: branch history was rewritten (force-push); following the new tip")
-                    }
-                }
-            }
+            self.check_history(repo, old, oid, branch)?;
         }
         // 4. Read the files from the tree at that commit.
         let snapshot = Arc::new(read_tree_snapshot(
@@ -320,6 +304,34 @@ impl GitSource {
     /// Take the cache's file lock (`<cache>.lock`, an `flock` held until the returned file is
     /// dropped, released by the kernel if the process dies), waiting at most the fetch's
     /// deadline for another process that holds it.
+    /// The force-push check: the new tip `oid` of `branch` must contain `old`, the last good
+    /// commit, unless the spec follows rewritten history (then a warning says so).
+    fn check_history(
+        &self,
+        repo: &Repository,
+        old: Oid,
+        oid: Oid,
+        branch: &str,
+    ) -> Result<(), GitError> {
+        let contains = oid == old || repo.graph_descendant_of(oid, old).unwrap_or(false);
+        if contains {
+            return Ok(());
+        }
+        match self.spec.on_history_rewrite {
+            HistoryRewrite::Refuse => Err(GitError::HistoryRewritten {
+                url: self.remote.display.clone(),
+                reference: branch.to_string(),
+                old: old.to_string(),
+                new: oid.to_string(),
+            }),
+            HistoryRewrite::Follow => {
+                tracing::warn!(url = %self.remote.display, branch = %branch,
+                old = %old, new = %oid, "git: branch history was rewritten (force-push); following the new tip");
+                Ok(())
+            }
+        }
+    }
+
     fn lock_across_processes(&self) -> Result<std::fs::File, GitError> {
         let path = self.cache_path.with_extension("git.lock");
         let cache_error = |message: String| GitError::Cache {

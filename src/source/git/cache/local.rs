@@ -11,7 +11,7 @@ use std::sync::Arc;
 use git2::{Oid, Repository};
 
 use super::super::tree::read_tree_snapshot;
-use super::super::{FetchOutcome, GitError, GitRef, HistoryRewrite};
+use super::super::{FetchOutcome, GitError, GitRef};
 use super::{parse_oid, GitSource};
 use crate::source::fetch_policy::clip;
 
@@ -58,23 +58,7 @@ impl GitSource {
             return Ok(FetchOutcome::Unchanged);
         }
         if let (Some(old), Some(branch)) = (self.last_good_oid, &branch) {
-            let contains = oid == old || repo.graph_descendant_of(oid, old).unwrap_or(false);
-            if !contains {
-                match self.spec.on_history_rewrite {
-                    HistoryRewrite::Refuse => {
-                        return Err(GitError::HistoryRewritten {
-                            url: self.remote.display.clone(),
-                            reference: branch.clone(),
-                            old: old.to_string(),
-                            new: oid.to_string(),
-                        })
-                    }
-                    HistoryRewrite::Follow => {
-                        tracing::warn!(url = %self.remote.display, branch = %branch,
-                        old = %old, new = %oid, "git: branch history was rewritten (force-push); following the new tip")
-                    }
-                }
-            }
+            self.check_history(&repo, old, oid, branch)?;
         }
         let snapshot = Arc::new(read_tree_snapshot(
             &repo,
