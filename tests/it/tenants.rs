@@ -649,6 +649,30 @@ async fn a_tenants_armada_chart_is_applied_as_the_tenant() {
 /// events and Weft's, notification and Armada kinds, and read its own Namespace, and nothing
 /// else (no Secrets, nothing cluster-wide); returns once the API server's authorizer says so.
 async fn tenant_without_secrets(client: &Client, t: &str) {
+    let rules = json!([
+        {"apiGroups": [""], "resources": ["configmaps", "events"], "verbs": ["*"]},
+        // As the ClusterRole `admin` bound in a namespace allows: its own Namespace.
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
+        {"apiGroups": ["weft.io", "notification.weft.io", "armada.airshipit.org"], "resources": ["*"], "verbs": ["*"]},
+    ]);
+    let granted = [
+        "configmaps",
+        "providers.notification.weft.io",
+        "armadacharts.armada.airshipit.org",
+    ];
+    tenant_with_role(client, t, "no-secrets", rules, &granted).await;
+}
+
+/// Namespace `t` with the account `deployer`, bound to the Role `role` of `rules` there and to
+/// nothing else; returns once the API server's authorizer lets it create each of `granted`.
+async fn tenant_with_role(
+    client: &Client,
+    t: &str,
+    role: &str,
+    rules: serde_json::Value,
+    granted: &[&str],
+) {
     use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     create(
@@ -663,29 +687,22 @@ async fn tenant_without_secrets(client: &Client, t: &str) {
     .await;
     create(
         Api::<Role>::namespaced(client.clone(), t),
-        json!({"metadata": {"name": "no-secrets", "namespace": t}, "rules": [
-            {"apiGroups": [""], "resources": ["configmaps", "events"], "verbs": ["*"]},
-            // As the ClusterRole `admin` bound in a namespace allows: its own Namespace.
-            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
-            {"apiGroups": ["weft.io", "notification.weft.io", "armada.airshipit.org"], "resources": ["*"], "verbs": ["*"]},
-        ]}),
+        json!({"metadata": {"name": role, "namespace": t}, "rules": rules}),
     )
     .await;
     create(
         Api::<RoleBinding>::namespaced(client.clone(), t),
-        json!({"metadata": {"name": "no-secrets", "namespace": t},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "no-secrets"},
+        json!({"metadata": {"name": role, "namespace": t},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
             "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": t}]}),
     )
     .await;
     let user = format!("system:serviceaccount:{t}:deployer");
     let tenant = client_as(&user).await;
-    let accesses = [
-        Access::new("create", "configmaps", Some(t)),
-        Access::new("create", "providers.notification.weft.io", Some(t)),
-        Access::new("create", "armadacharts.armada.airshipit.org", Some(t)),
-    ];
+    let accesses: Vec<Access> = granted
+        .iter()
+        .map(|resource| Access::new("create", resource, Some(t)))
+        .collect();
     wait_until_granted(&tenant, &user, &accesses).await;
 }
 
@@ -827,40 +844,13 @@ async fn a_tenants_new_weavecloud_is_created_and_says_its_agents_were_refused() 
 /// Weft's and Weave Cloud's included) and of nothing cluster-wide; returns once the API
 /// server's authorizer says so.
 async fn tenant_admin(client: &Client, t: &str) {
-    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-    create(
-        Api::<Namespace>::all(client.clone()),
-        json!({"metadata": {"name": t}}),
-    )
-    .await;
-    create(
-        Api::<ServiceAccount>::namespaced(client.clone(), t),
-        json!({"metadata": {"name": "deployer", "namespace": t}}),
-    )
-    .await;
-    create(
-        Api::<Role>::namespaced(client.clone(), t),
-        json!({"metadata": {"name": "admin", "namespace": t}, "rules": [
-            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-        ]}),
-    )
-    .await;
-    create(
-        Api::<RoleBinding>::namespaced(client.clone(), t),
-        json!({"metadata": {"name": "admin", "namespace": t},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": "deployer", "namespace": t}]}),
-    )
-    .await;
-    let user = format!("system:serviceaccount:{t}:deployer");
-    let tenant = client_as(&user).await;
-    let accesses = [
-        Access::new("create", "configmaps", Some(t)),
-        Access::new("create", "deployments.apps", Some(t)),
-        Access::new("create", "weaveclouds.cloud.weave.works", Some(t)),
+    let rules = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]);
+    let granted = [
+        "configmaps",
+        "deployments.apps",
+        "weaveclouds.cloud.weave.works",
     ];
-    wait_until_granted(&tenant, &user, &accesses).await;
+    tenant_with_role(client, t, "admin", rules, &granted).await;
 }
 
 /// Issue 42 item 1: a tenant's root reads its Secrets — the git credentials and the SOPS keys —

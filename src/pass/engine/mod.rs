@@ -87,8 +87,6 @@ pub struct Engine<'a> {
     /// — the pass goes on with every other object, stage and wave (issue 42 items 3 and 5),
     /// prunes nothing, waits for none of them, and fails with them at its end.
     refused: Vec<ApplyError>,
-    /// The objects of `refused` (`Kind/namespace/name`).
-    refused_objects: BTreeSet<String>,
     /// The owner custom resources with no stored inventory at the write-ahead (created by this
     /// pass): what each wants, and its inventory as read, until it is recorded.
     unrecorded: BTreeMap<Owner, (BTreeSet<ObjectRef>, Inventory)>,
@@ -123,7 +121,6 @@ impl<'a> Engine<'a> {
             deleted_early: BTreeMap::new(),
             held_elsewhere: Vec::new(),
             refused: Vec::new(),
-            refused_objects: BTreeSet::new(),
             unrecorded: BTreeMap::new(),
             before_waves: false,
         }
@@ -674,12 +671,7 @@ impl<'a> Engine<'a> {
         let (refused, failed): (Vec<_>, Vec<_>) = failed
             .into_iter()
             .partition(|e| e.code() == Some(403) && !self.owned_by_ruled(objects, e));
-        for e in refused {
-            if let ApplyError::Api { object, .. } = &e {
-                self.refused_objects.insert(object.clone());
-            }
-            self.refused.push(e);
-        }
+        self.refused.extend(refused);
         Ok(self.recreate_refused(objects, failed).await)
     }
 
@@ -692,11 +684,6 @@ impl<'a> Engine<'a> {
             .iter()
             .find(|p| p.object_ref.to_string() == *object)
             .is_some_and(|p| self.policy.waits.contains_key(&p.desired.owner))
-    }
-
-    /// Whether the API server refused `p` in this pass (it is not waited for).
-    fn was_refused(&self, p: &PlannedObject) -> bool {
-        !self.refused_objects.is_empty() && self.refused_objects.contains(&p.object_ref.to_string())
     }
 
     /// The owners among `objects`, each once, in order.

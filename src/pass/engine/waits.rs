@@ -11,6 +11,13 @@ use crate::apply::ApplyError;
 use crate::render::Owner;
 
 impl Engine<'_> {
+    /// Whether the API server refused `p` in this pass (it is not waited for).
+    fn was_refused(&self, p: &PlannedObject) -> bool {
+        self.refused.iter().any(
+            |e| matches!(e, ApplyError::Api { object, .. } if *object == p.object_ref.to_string()),
+        )
+    }
+
     /// Wait for one wave: objects of an owner with a wait rule by that rule (all such owners of
     /// the wave at once, each with its own timeout), every other object by the readiness table
     /// and `--timeout`. A failed owner whose rule says to continue goes to `deferred`; any other
