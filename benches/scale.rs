@@ -13,7 +13,15 @@
 //! - Flux's engine (`benches/flux-ssa`: fluxcd/pkg/ssa `ApplyAllStaged`, set up as
 //!   kustomize-controller sets it up), with kustomize-controller's defaults (SSA concurrency 4,
 //!   client QPS 50, burst 300) and tuned (no client-side rate limit, concurrency 10);
-//! - `kubectl apply --server-side`, only up to `WEFT_BENCH_KUBECTL_MAX` objects (it is slow).
+//! - `kubectl apply --server-side`, only up to `WEFT_BENCH_KUBECTL_MAX` objects (it is slow);
+//! - raw creates: the same objects POSTed from 32 goroutines with no engine and no client-side
+//!   rate limit (the Go helper's `raw` mode), the API server's own create rate: the baseline of a
+//!   first pass (issue 47 item 1).
+//!
+//! At the end it prints the ratios issue 47 holds Weft to (weft sync's first pass against raw
+//! creates and against tuned Flux, its no-op pass against tuned Flux); with `WEFT_BENCH_CHECK=1`
+//! (`scripts/bench-check`) it fails when one falls more than 20% below the figure recorded in
+//! docs/benchmarks.md's table after `<!-- bench-check ratios -->` (issue 47 item 5).
 //!
 //! Every tool reaches the API server through the same counting proxy on loopback
 //! (tests/support/faults.rs `ApiProxy`), so calls are counted the same way for all: reads
@@ -25,7 +33,7 @@
 //! `WEFT_BENCH_SIZES` (default `1000,10000,100000`), `WEFT_BENCH_KUBECTL_MAX` (default 1000),
 //! `WEFT_BENCH_FLUX_DEFAULT_MAX` (default 10000: at 50 requests a second, the default mode needs
 //! about 100,000 / 50 × 3 s ≈ 100 minutes for 100,000 objects), `WEFT_BENCH_TOOLS` (default all:
-//! `render,sync,daemon,flux-default,flux-tuned,kubectl`; `flux-default-noop`, not in the default
+//! `render,sync,daemon,flux-default,flux-tuned,raw,kubectl`; `flux-default-noop`, not in the default
 //! set, runs the default mode's no-op pass on objects the tuned mode applied first, so that it
 //! can run as a second bench process beside a `flux-default` one at 100,000 objects).
 
@@ -323,7 +331,7 @@ impl Bench {
             &dir.path().display().to_string(),
             "--kubeconfig",
             &self.proxy_kubeconfig,
-            "--namespace",
+            "--weft-namespace",
             ns.name(),
             "--root-name",
             ns.name(),
@@ -438,7 +446,7 @@ impl Bench {
         }
         self.push(Row {
             size,
-            tool: format!("Flux ssa ({mode})"),
+            tool: tool_of_mode(mode),
             pass: pass.into(),
             wall: m.wall,
             calls: Some(m.calls),
@@ -448,6 +456,51 @@ impl Bench {
                 line["wall_seconds"].as_f64().unwrap_or(0.0) - line["read_seconds"].as_f64().unwrap_or(0.0)
             ),
         });
+    }
+
+    /// The API server's own create rate for these objects: plain POSTs from 32 goroutines, no
+    /// engine, no client-side rate limit (the helper's `raw` mode), into a fresh namespace.
+    fn raw(&mut self, size: usize, helper: &Path) {
+        let ns = self.namespace(&format!("scale-raw-{size}"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_repo(dir.path(), ns.name(), size);
+        self.flux_pass(size, helper, dir.path(), ns.name(), "raw", "first", "");
+        self.drop_namespace(ns);
+    }
+
+    /// The wall time of one row, if the run has it.
+    fn wall_of(&self, size: usize, tool: &str, pass: &str) -> Option<f64> {
+        self.rows
+            .iter()
+            .find(|r| r.size == size && r.tool == tool && r.pass == pass)
+            .map(|r| r.wall.as_secs_f64())
+    }
+
+    /// The ratios issue 47 holds Weft to, for each size this run measured both sides of. Each
+    /// is "higher is better": the share of the raw create rate a first pass reaches, and how
+    /// many times faster than Flux's tuned engine the first and the no-op pass are.
+    fn ratios(&self, sizes: &[usize]) -> Vec<Ratio> {
+        let mut out = Vec::new();
+        for &size in sizes {
+            let sync_first = self.wall_of(size, "weft sync", "first");
+            let sync_noop = self.wall_of(size, "weft sync", "no-op");
+            let raw = self.wall_of(size, &tool_of_mode("raw"), "first");
+            let flux_first = self.wall_of(size, &tool_of_mode("tuned"), "first");
+            let flux_noop = self.wall_of(size, &tool_of_mode("tuned"), "no-op");
+            let mut add = |key: &'static str, fast: Option<f64>, slow: Option<f64>| {
+                if let (Some(weft), Some(other)) = (fast, slow) {
+                    out.push(Ratio {
+                        key,
+                        size,
+                        value: other / weft,
+                    });
+                }
+            };
+            add(RATIO_KEYS[0], sync_first, raw);
+            add(RATIO_KEYS[1], sync_first, flux_first);
+            add(RATIO_KEYS[2], sync_noop, flux_noop);
+        }
+        out
     }
 
     fn kubectl(&mut self, size: usize) {
@@ -631,6 +684,89 @@ impl Bench {
     }
 }
 
+/// The row label of one mode of the Go helper.
+fn tool_of_mode(mode: &str) -> String {
+    match mode {
+        "raw" => "raw creates (32 at once, no engine)".to_string(),
+        _ => format!("Flux ssa ({mode})"),
+    }
+}
+
+/// The ratios the bench check knows, as docs/benchmarks.md's table "Ratios the bench check
+/// holds" names them: `first/raw` (raw creates' wall / weft sync's first pass: the share of the
+/// API server's create rate reached), `first/flux-tuned` and `noop/flux-tuned` (Flux tuned's
+/// wall / weft sync's, first and no-op pass).
+const RATIO_KEYS: [&str; 3] = ["first/raw", "first/flux-tuned", "noop/flux-tuned"];
+
+/// How far below its recorded figure a ratio may fall before the bench check fails.
+const RATIO_TOLERANCE: f64 = 0.8;
+
+/// One measured ratio.
+struct Ratio {
+    key: &'static str,
+    size: usize,
+    value: f64,
+}
+
+/// The recorded ratios of docs/benchmarks.md: rows `| `KEY` | OBJECTS | RATIO | … |` of the
+/// table that follows the line `<!-- bench-check ratios -->`, up to the first line that is not
+/// a table row.
+fn recorded_ratios(doc: &str) -> Vec<(String, usize, f64)> {
+    let mut rows = Vec::new();
+    let mut lines = doc
+        .lines()
+        .skip_while(|l| l.trim() != "<!-- bench-check ratios -->");
+    lines.next();
+    for line in lines.take_while(|l| l.trim_start().starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (Some(key), Some(size), Some(value)) = (cells.get(1), cells.get(2), cells.get(3))
+        else {
+            continue;
+        };
+        let key = key.trim_matches('`');
+        if let (true, Ok(size), Ok(value)) = (
+            RATIO_KEYS.contains(&key),
+            size.replace(',', "").parse::<usize>(),
+            value.trim_end_matches('×').parse::<f64>(),
+        ) {
+            rows.push((key.to_string(), size, value));
+        }
+    }
+    rows
+}
+
+/// The bench check (`WEFT_BENCH_CHECK=1`, `scripts/bench-check`): every recorded ratio of a size
+/// this run measured must be measured, and at least `RATIO_TOLERANCE` of its recorded figure.
+/// Returns the failures, one line each; a run that could check nothing is a failure too.
+fn check_ratios(
+    recorded: &[(String, usize, f64)],
+    measured: &[Ratio],
+    sizes: &[usize],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (key, size, want) in recorded.iter().filter(|(_, size, _)| sizes.contains(size)) {
+        checked += 1;
+        match measured.iter().find(|r| r.key == key && r.size == *size) {
+            None => failures.push(format!(
+                "{key} at {size} objects is recorded ({want}) but this run did not measure it: run the tools it needs (WEFT_BENCH_TOOLS=sync,flux-tuned,raw)"
+            )),
+            Some(r) if r.value < want * RATIO_TOLERANCE => failures.push(format!(
+                "{key} at {size} objects fell to {:.2} from the recorded {want} (more than {:.0}% below): find what slowed Weft down, or record the new figure in docs/benchmarks.md with the reason",
+                r.value,
+                (1.0 - RATIO_TOLERANCE) * 100.0
+            )),
+            Some(_) => {}
+        }
+    }
+    if checked == 0 {
+        failures.push(format!(
+            "docs/benchmarks.md records no ratio for the sizes {sizes:?}: nothing was checked (see its table after `<!-- bench-check ratios -->`)"
+        ));
+    }
+    failures
+}
+
 /// A pass's own duration from the daemon's status.
 fn secs(status: &serde_json::Value) -> Duration {
     Duration::from_secs_f64(
@@ -650,7 +786,7 @@ fn main() {
     let kubectl_max = env_usize("WEFT_BENCH_KUBECTL_MAX", 1000);
     let flux_default_max = env_usize("WEFT_BENCH_FLUX_DEFAULT_MAX", 10_000);
     let tools: Vec<String> = std::env::var("WEFT_BENCH_TOOLS")
-        .unwrap_or_else(|_| "render,sync,daemon,flux-default,flux-tuned,kubectl".into())
+        .unwrap_or_else(|_| "render,sync,daemon,flux-default,flux-tuned,raw,kubectl".into())
         .split(',')
         .map(|s| s.trim().to_string())
         .collect();
@@ -667,7 +803,7 @@ fn main() {
     }
     let proxy = runtime.block_on(ApiProxy::start());
     let proxy_kubeconfig = proxy.kubeconfig().display().to_string();
-    let helper = ["flux-default", "flux-tuned", "flux-default-noop"]
+    let helper = ["flux-default", "flux-tuned", "flux-default-noop", "raw"]
         .into_iter()
         .any(wants)
         .then(flux_helper);
@@ -702,6 +838,9 @@ fn main() {
                 bench.flux_default_noop(size, helper);
             }
         }
+        if let (true, Some(helper)) = (wants("raw"), &helper) {
+            bench.raw(size, helper);
+        }
         if wants("kubectl") && size <= kubectl_max {
             bench.kubectl(size);
         }
@@ -715,6 +854,32 @@ fn main() {
         println!(
             "\nweft run, {size} objects: push + webhook → change in the cluster {:.2} s",
             latency.as_secs_f64()
+        );
+    }
+    let ratios = bench.ratios(&sizes);
+    if !ratios.is_empty() {
+        println!(
+            "\nscale: ratios (higher is better)\n\n| ratio | objects | measured |\n|---|---:|---:|"
+        );
+        for r in &ratios {
+            println!("| `{}` | {} | {:.2} |", r.key, r.size, r.value);
+        }
+    }
+    if std::env::var("WEFT_BENCH_CHECK").is_ok_and(|v| v == "1") {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.md");
+        let doc = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let failures = check_ratios(&recorded_ratios(&doc), &ratios, &sizes);
+        if !failures.is_empty() {
+            eprintln!("\nbench check failed:");
+            for f in &failures {
+                eprintln!("- {f}");
+            }
+            std::process::exit(1);
+        }
+        println!(
+            "\nbench check: every recorded ratio holds (within {:.0}%)",
+            (1.0 - RATIO_TOLERANCE) * 100.0
         );
     }
 }

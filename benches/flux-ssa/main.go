@@ -6,11 +6,14 @@
 //
 // Usage:
 //
-//	flux-ssa -kubeconfig PATH -dir DIR [-mode default|tuned] [-passes N]
+//	flux-ssa -kubeconfig PATH -dir DIR [-mode default|tuned|raw] [-passes N]
 //
 // Modes:
 //   - default: kustomize-controller's defaults (--concurrent-ssa 4, client QPS 50, burst 300);
-//   - tuned: no client-side rate limit and SSA concurrency 10, the most a user can ask of it.
+//   - tuned: no client-side rate limit and SSA concurrency 10, the most a user can ask of it;
+//   - raw: no engine at all: a plain POST (create) of every object from 32 goroutines with no
+//     client-side rate limit, the API server's own create rate for these objects (issue 47
+//     item 1: the baseline a first pass is measured against). One pass only.
 //
 // One JSON line per pass on stdout: wall time and the change set counted by action.
 // API calls are not counted here: the benchmark puts a counting proxy in front of the server.
@@ -26,6 +29,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
@@ -55,7 +59,12 @@ var modes = map[string]mode{
 	"default": {concurrency: 4, qps: 50, burst: 300},
 	// client-go builds no rate limiter for a negative QPS.
 	"tuned": {concurrency: 10, qps: -1, burst: 0},
+	// Plain creates at full concurrency, no engine.
+	"raw": {concurrency: rawConcurrency, qps: -1, burst: 0},
 }
+
+// How many creates the raw mode has in flight at once.
+const rawConcurrency = 32
 
 type passResult struct {
 	Tool        string  `json:"tool"`
@@ -84,7 +93,7 @@ func main() {
 
 	m, ok := modes[*modeName]
 	if !ok || *dir == "" || *kubeconfig == "" {
-		fmt.Fprintln(os.Stderr, "usage: flux-ssa -kubeconfig PATH -dir DIR [-mode default|tuned] [-passes N]")
+		fmt.Fprintln(os.Stderr, "usage: flux-ssa -kubeconfig PATH -dir DIR [-mode default|tuned|raw] [-passes N]")
 		os.Exit(2)
 	}
 	if err := run(*kubeconfig, *dir, *modeName, m, *passes, *name, *namespace, *fieldManager, *timeout); err != nil {
@@ -132,6 +141,18 @@ func run(kubeconfig, dir, modeName string, m mode, passes int, name, namespace, 
 		}
 		read := time.Since(start)
 
+		if modeName == "raw" {
+			r, err := createAll(ctx, kubeClient, objects, m.concurrency)
+			if err != nil {
+				return fmt.Errorf("pass %d: %w", pass, err)
+			}
+			r.Pass, r.WallSeconds, r.ReadSeconds = pass, time.Since(start).Seconds(), read.Seconds()
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+			continue
+		}
+
 		manager := ssa.NewResourceManager(kubeClient, poller, ssa.Owner{Field: fieldManager, Group: ownerGroup})
 		manager.SetOwnerLabels(objects, name, namespace)
 		manager.SetConcurrency(m.concurrency)
@@ -164,6 +185,35 @@ func run(kubeconfig, dir, modeName string, m mode, passes int, name, namespace, 
 		}
 	}
 	return nil
+}
+
+// createAll POSTs every object once, `concurrency` at a time, with no engine around the calls:
+// no dry-run, no read, no staging. Any failure (an object that exists included) fails the pass.
+func createAll(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, concurrency int) (passResult, error) {
+	work := make(chan *unstructured.Unstructured)
+	errs := make(chan error, len(objects))
+	var wg sync.WaitGroup
+	for i := 0; i < concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for obj := range work {
+				if err := c.Create(ctx, obj); err != nil {
+					errs <- fmt.Errorf("creating %s/%s: %w", obj.GetKind(), obj.GetName(), err)
+				}
+			}
+		}()
+	}
+	for _, obj := range objects {
+		work <- obj
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err, failed := <-errs; failed {
+		return passResult{}, err
+	}
+	return passResult{Tool: "raw-create", Mode: "raw", Objects: len(objects), Created: len(objects)}, nil
 }
 
 // applyOptions are the options a Kustomization without force, exclusions or drift rules gets
