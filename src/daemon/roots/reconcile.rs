@@ -322,6 +322,9 @@ async fn pass(
     let start = Instant::now();
     tracing::info!(root = %key, reasons = %reasons.join(","), identity = %identity, "root pass started");
     let body = pass_body(root, key, identity, held, ctx).await;
+    // What the pass allocated (a render, its plan, pages of listed metadata) is freed by now:
+    // hand the free pages back, as the flag loop does after each pass (src/mem.rs).
+    crate::mem::release_free_memory();
     let (failure, revision, inventory, changed, conflicts, changes) = match body {
         Ok(done) => done,
         Err(f) => {
