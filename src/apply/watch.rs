@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use futures::stream::{self, BoxStream};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::controller::Controller;
@@ -24,7 +24,10 @@ use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource, ResourceExt};
 
 /// The watcher events of every `K` in `namespaces` (every namespace when `None`), with
-/// kube-runtime's default backoff on each watch.
+/// kube-runtime's default backoff on each watch. The objects come without their
+/// `managedFields`: no controller reads them from its store, they are often the largest part of
+/// a custom resource with a status, and the store (and the merge below) would keep them for
+/// every object (issue 47 item 4).
 pub fn watch_in<K>(
     client: &Client,
     namespaces: Option<Vec<String>>,
@@ -39,14 +42,17 @@ where
         + Sync
         + 'static,
 {
+    let lean = |o: &mut K| o.managed_fields_mut().clear();
     let Some(namespaces) = namespaces else {
         return watcher::watcher(Api::<K>::all(client.clone()), config)
             .default_backoff()
+            .map_ok(move |event| event.modify(lean))
             .boxed();
     };
     let watches = namespaces.iter().enumerate().map(|(i, ns)| {
         watcher::watcher(Api::<K>::namespaced(client.clone(), ns), config.clone())
             .default_backoff()
+            .map_ok(move |event| event.modify(lean))
             .map(move |event| (i, event))
             .boxed()
     });

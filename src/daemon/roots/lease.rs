@@ -115,6 +115,9 @@ pub struct RootLeases {
     api_timeout: Duration,
     /// The daemon's client and events, for the fallback above.
     own: (Client, EventPublisher, WriteFence),
+    /// The connections every held root's client shares (built from `cluster` on first use,
+    /// unfenced: each held root's client fences its own writes on top of it).
+    transport: Mutex<Option<Client>>,
     inner: Mutex<Inner>,
 }
 
@@ -150,6 +153,7 @@ impl RootLeases {
             cluster,
             api_timeout,
             own: (client, events, fence),
+            transport: Mutex::default(),
             inner: Mutex::default(),
         }
     }
@@ -432,7 +436,18 @@ impl RootLeases {
             fence: fence.clone(),
             timeout: self.api_timeout,
         };
-        let (client, _) = crate::apply::calls::counting_client_with(config.clone(), layer)?;
+        let transport = {
+            let mut transport = self.transport.lock().unwrap_or_else(|p| p.into_inner());
+            match &*transport {
+                Some(t) => t.clone(),
+                None => {
+                    let t = kube::Client::try_from(config.clone())
+                        .map_err(crate::apply::calls::ConnectError::Client)?;
+                    transport.insert(t).clone()
+                }
+            }
+        };
+        let (client, _) = crate::apply::calls::client_over(&transport, layer);
         Ok(HeldRoot {
             events: events.with_client(client.clone()),
             impersonation: Arc::new(Impersonation::new(
