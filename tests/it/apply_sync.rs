@@ -15,6 +15,7 @@ use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
 use support::manifests::configmap;
+use support::passes::{pass, snapshot};
 use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
 use weft::pass::{self, PassInput, PassResult, PassSettings};
@@ -27,16 +28,6 @@ async fn counting_client() -> (Client, CallCounts) {
 
 fn options(ns: &str) -> PassSettings {
     cluster::pass_settings(ns)
-}
-
-fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
-    Snapshot {
-        revision: None,
-        files: files
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
-            .collect(),
-    }
 }
 
 fn deployment(ns: &str, name: &str, extra_pod_spec: &str) -> String {
@@ -69,21 +60,6 @@ fn service(ns: &str, name: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  selector: {{app: {name}}}\n  ports:\n    - port: 80\n      targetPort: 8080\n"
     )
-}
-
-async fn pass(
-    client: &Client,
-    files: &BTreeMap<String, String>,
-    opts: &PassSettings,
-) -> PassResult {
-    pass::run_pass(
-        client,
-        snapshot(files),
-        opts,
-        &PassInput::default(),
-        &|_| {},
-    )
-    .await
 }
 
 fn assert_ok(r: &PassResult) {
@@ -727,7 +703,7 @@ async fn an_unknown_kind_is_a_clear_error_naming_the_file() {
     let ns = TestNamespace::new("apply-unknown").await;
     let name = ns.name().to_string();
     let (client, counts) = counting_client().await;
-    let mut files = BTreeMap::new();
+    let mut files: BTreeMap<String, String> = BTreeMap::new();
     files.insert(
         "widgets/w.yaml".into(),
         format!("apiVersion: nowhere.example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: {name}\n"),
@@ -755,7 +731,7 @@ async fn a_deployment_that_cannot_become_ready_times_out_naming_it() {
         timeout: Duration::from_secs(8),
         ..options(&name)
     };
-    let mut files = BTreeMap::new();
+    let mut files: BTreeMap<String, String> = BTreeMap::new();
     // No node has this label: the pod is never scheduled.
     files.insert(
         "stuck.yaml".into(),

@@ -25,20 +25,19 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, Volume};
-use kube::Client;
 
 use support::cluster::{counting_client, install_crds, TestNamespace};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use support::helm::helm;
+use support::passes::pass_logged as pass;
 use weft::helm::{HelmLocation, HelmRenderer};
-use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
-use weft::source::Snapshot;
+use weft::pass::PassSettings;
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/armada-site")
@@ -287,31 +286,6 @@ data:
     - helm-toolkit
 "#
     )
-}
-
-async fn pass(
-    client: &Client,
-    files: &BTreeMap<String, String>,
-    opts: &PassSettings,
-) -> (PassResult, Vec<String>) {
-    let snapshot = Snapshot {
-        revision: None,
-        files: files
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
-            .collect(),
-    };
-    let events = Mutex::new(Vec::new());
-    let r = pass::run_pass(client, snapshot, opts, &PassInput::default(), &|p| {
-        let line = match p {
-            Progress::Change(c) => format!("{} {}", c.action.done(), c.object),
-            Progress::Ready(r) => format!("ready {r}"),
-            Progress::Phase { .. } | Progress::Waiting(_) => return,
-        };
-        events.lock().expect("events").push(line);
-    })
-    .await;
-    (r, events.into_inner().expect("events"))
 }
 
 fn position(events: &[String], prefix: &str) -> usize {

@@ -8,7 +8,6 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Duration;
 use weft::api::owner::OwnerKind;
 
@@ -19,9 +18,9 @@ use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
 
 use support::cluster::{self, TestNamespace};
+use support::passes::pass_logged as pass;
 use weft::apply::changeset::Action;
-use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
-use weft::source::Snapshot;
+use weft::pass::{PassResult, PassSettings};
 
 const CHART: &str =
     "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n";
@@ -125,35 +124,6 @@ fn group(ns: &str, name: &str, charts: &[&str]) -> String {
         "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  sequenced: true\n  chart_group: [{}]\n",
         charts.join(", ")
     )
-}
-
-fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
-    Snapshot {
-        revision: None,
-        files: files
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
-            .collect(),
-    }
-}
-
-/// One pass; also returns the progress events in order (`created Deployment/ns/a`, `ready …`).
-async fn pass(
-    client: &Client,
-    files: &BTreeMap<String, String>,
-    opts: &PassSettings,
-) -> (PassResult, Vec<String>) {
-    let events = Mutex::new(Vec::new());
-    let r = pass::run_pass(client, snapshot(files), opts, &PassInput::default(), &|p| {
-        let line = match p {
-            Progress::Change(c) => format!("{} {}", c.action.done(), c.object),
-            Progress::Ready(r) => format!("ready {r}"),
-            Progress::Phase { .. } | Progress::Waiting(_) => return,
-        };
-        events.lock().expect("events").push(line);
-    })
-    .await;
-    (r, events.into_inner().expect("events"))
 }
 
 fn error_text(r: &PassResult) -> String {

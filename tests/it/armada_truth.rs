@@ -27,13 +27,13 @@ use serde_json::json;
 
 use support::cluster::TestNamespace;
 use support::helm::helm;
+use support::passes::pass;
 use support::repo_dir::Repo;
 use support::weft_cli::Weft;
 use weft::api::armada::{ArmadaChart, Phase};
 use weft::api::conditions::{Condition, ConditionStatus};
 use weft::helm::{HelmLocation, HelmRenderer};
-use weft::pass::{self, PassInput, PassResult, PassSettings};
-use weft::source::Snapshot;
+use weft::pass::{PassResult, PassSettings};
 
 /// A chart in Weft's `${}` format: a Deployment, and a ClusterRole with its binding (named after
 /// the test, as they are cluster-wide).
@@ -235,16 +235,6 @@ async fn a_quota_blocked_group_tells_the_truth_and_the_chart_after_it_gets_nothi
     ns.delete().await;
 }
 
-fn snapshot(files: &BTreeMap<&str, String>) -> Snapshot {
-    Snapshot {
-        revision: None,
-        files: files
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
-            .collect(),
-    }
-}
-
 fn settings(ns: &str) -> PassSettings {
     PassSettings {
         root_name: ns.to_string(),
@@ -257,17 +247,6 @@ fn settings(ns: &str) -> PassSettings {
         ))),
         ..PassSettings::default()
     }
-}
-
-async fn pass(client: &Client, files: &BTreeMap<&str, String>, opts: &PassSettings) -> PassResult {
-    pass::run_pass(
-        client,
-        snapshot(files),
-        opts,
-        &PassInput::default(),
-        &|_| {},
-    )
-    .await
 }
 
 fn error_text(r: &PassResult) -> String {

@@ -15,7 +15,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -26,10 +26,10 @@ use serde_json::json;
 
 use support::cluster::TestNamespace;
 use support::helm::helm;
+use support::passes::pass_logged_with_reasons as pass;
 use weft::apply::changeset::Action;
 use weft::helm::{HelmLocation, HelmRenderer};
-use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
-use weft::source::Snapshot;
+use weft::pass::{PassResult, PassSettings};
 
 const CHART: &str = "apiVersion: v2\nname: app\nversion: 0.1.0\n";
 const VALUES: &str = "replicas: 1\nversion: \"1\"\nhook: false\n";
@@ -126,43 +126,6 @@ fn manifest(ns: &str, groups: &[&str]) -> String {
         "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaManifest\nmetadata: {{name: site, namespace: {ns}}}\nspec:\n  release_prefix: site\n  chart_groups: [{}]\n",
         groups.join(", ")
     )
-}
-
-fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
-    Snapshot {
-        revision: None,
-        files: files
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
-            .collect(),
-    }
-}
-
-/// One pass; also returns its changes and readiness events in order.
-async fn pass(
-    client: &Client,
-    files: &BTreeMap<String, String>,
-    opts: &PassSettings,
-) -> (PassResult, Vec<String>) {
-    let events = Mutex::new(Vec::new());
-    let r = pass::run_pass(client, snapshot(files), opts, &PassInput::default(), &|p| {
-        let line = match p {
-            Progress::Change(c) => format!(
-                "{} {}{}",
-                c.action.done(),
-                c.object,
-                c.reason
-                    .as_deref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default()
-            ),
-            Progress::Ready(r) => format!("ready {r}"),
-            Progress::Phase { .. } | Progress::Waiting(_) => return,
-        };
-        events.lock().expect("events").push(line);
-    })
-    .await;
-    (r, events.into_inner().expect("events"))
 }
 
 fn error_text(r: &PassResult) -> String {

@@ -17,7 +17,7 @@ use crate::support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -29,11 +29,11 @@ use serde_json::Value;
 
 use support::cluster::TestNamespace;
 use support::helm::helm;
+use support::passes::{pass_logged as pass, snapshot};
 use weft::apply::changeset::Action;
 use weft::helm::{HelmLocation, HelmRenderer};
-use weft::pass::{self, PassInput, PassResult, PassSettings, Progress};
+use weft::pass::{self, PassResult, PassSettings};
 use weft::render::AgentLayer;
-use weft::source::Snapshot;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -124,16 +124,6 @@ fn repo(ns: &str, values: &str, crds: bool) -> BTreeMap<String, String> {
     files
 }
 
-fn snapshot(files: &BTreeMap<String, String>) -> Snapshot {
-    Snapshot {
-        revision: None,
-        files: files
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
-            .collect(),
-    }
-}
-
 fn options(ns: &str, renderer: &Arc<HelmRenderer>) -> PassSettings {
     PassSettings {
         root_name: ns.to_string(),
@@ -144,25 +134,6 @@ fn options(ns: &str, renderer: &Arc<HelmRenderer>) -> PassSettings {
         helm: Arc::clone(renderer),
         ..PassSettings::default()
     }
-}
-
-/// One pass; also returns its changes and readiness events in order.
-async fn pass(
-    client: &Client,
-    files: &BTreeMap<String, String>,
-    opts: &PassSettings,
-) -> (PassResult, Vec<String>) {
-    let events = Mutex::new(Vec::new());
-    let r = pass::run_pass(client, snapshot(files), opts, &PassInput::default(), &|p| {
-        let line = match p {
-            Progress::Change(c) => format!("{} {}", c.action.done(), c.object),
-            Progress::Ready(r) => format!("ready {r}"),
-            Progress::Phase { .. } | Progress::Waiting(_) => return,
-        };
-        events.lock().expect("events").push(line);
-    })
-    .await;
-    (r, events.into_inner().expect("events"))
 }
 
 fn error_text(r: &PassResult) -> String {

@@ -18,13 +18,13 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
+use support::passes::pass;
 use weft::api::ObjectRef;
 use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
 use weft::apply::inventory::{self, format};
-use weft::pass::{self, PassInput, PassResult, PassSettings};
+use weft::pass::{PassResult, PassSettings};
 use weft::render::Owner;
-use weft::source::Snapshot;
 
 const OBJECTS: usize = 12_000;
 const PER_FILE: usize = 200;
@@ -67,21 +67,6 @@ fn refs(ns: &str, count: usize, without: &[usize]) -> BTreeSet<ObjectRef> {
             name: name(i),
         })
         .collect()
-}
-
-async fn pass(
-    client: &Client,
-    files: &BTreeMap<String, String>,
-    opts: &PassSettings,
-) -> PassResult {
-    let snapshot = Snapshot {
-        revision: None,
-        files: files
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_bytes().to_vec()))
-            .collect(),
-    };
-    pass::run_pass(client, snapshot, opts, &PassInput::default(), &|_| {}).await
 }
 
 fn assert_ok(r: &PassResult) {

@@ -7,6 +7,7 @@ pub mod git_servers;
 pub mod helm;
 pub mod launcher;
 pub mod manifests;
+pub mod passes;
 pub mod rbac;
 pub mod repo_dir;
 pub mod skewed_clock;
