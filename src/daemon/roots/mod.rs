@@ -304,7 +304,9 @@ pub async fn run(mut ctx: Context) {
     });
     // A push for some roots makes the controller look at every root: those it made due pass,
     // the others requeue for the rest of their interval (no API call).
-    let pushes = ctx.state.root_pushes().connect(controller.store());
+    let holding = Arc::clone(&leases);
+    let holds: pushes::Holds = Box::new(move |key| holding.held(key).is_some());
+    let pushes = ctx.state.root_pushes().connect(controller.store(), holds);
     let pushes = futures::stream::unfold(pushes, |mut rx| async move {
         rx.recv().await.map(|()| ((), rx))
     });

@@ -82,7 +82,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         }
     };
     if root.spec.suspend {
-        not_run(true, "the root is suspended (spec.suspend); nothing was fetched, applied or pruned (resume with `weft resume`)");
+        not_run(true, answer::SUSPENDED);
         tracing::debug!(root = %key, "the root is suspended; nothing was fetched, applied or pruned");
         record(Verdict::Suspended).await?;
         ctx.forget(&key);
