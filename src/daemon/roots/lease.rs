@@ -115,6 +115,8 @@ pub struct RootLeases {
     api_timeout: Duration,
     /// The daemon's client and events, for the fallback above.
     own: (Client, EventPublisher, WriteFence),
+    /// A root held otherwise (the sharded flag root's, by its shard Leases): no Lease for it.
+    unleased: Option<ResourceKey>,
     inner: Mutex<Inner>,
 }
 
@@ -150,8 +152,15 @@ impl RootLeases {
             cluster,
             api_timeout,
             own: (client, events, fence),
+            unleased: None,
             inner: Mutex::default(),
         }
+    }
+
+    /// Hold no Lease for `key` (a root another mechanism holds).
+    pub fn without(mut self, key: Option<ResourceKey>) -> RootLeases {
+        self.unleased = key;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -252,6 +261,7 @@ impl RootLeases {
             .iter()
             .filter(|r| r.metadata.deletion_timestamp.is_none())
             .map(|r| super::depends::key_of(r))
+            .filter(|k| self.unleased.as_ref() != Some(k))
             .collect();
         roots.sort();
         let share = fair_share(roots.len(), live);
