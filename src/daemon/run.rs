@@ -129,7 +129,7 @@ impl Daemon {
         .switching(&config.pass.root_name, config.switch_repository)
         .publishing(config.hooks_url.clone());
         // `--root-object`: a Root of another source is refused before anything is written.
-        let flag_object = config.root_object.is_some() && config.shards == 1;
+        let flag_object = config.root_object.is_some();
         if let Some(flags) = config.root_object.as_ref().filter(|_| flag_object) {
             super::roots::flag::check(state.client(), flags, config.switch_repository)
                 .await
@@ -148,7 +148,8 @@ impl Daemon {
                 roots_config,
                 Shutdown::new(stop.clone(), config.shutdown_grace),
             )
-            .with_flag_root_object(flag_object);
+            .with_flag_root_object(flag_object)
+            .with_flag_shards(config.shards);
             tokio::spawn(super::roots::run(ctx))
         });
         let result = elect_and_lead(&config, &state, &source, &lease, &mut stop).await;
@@ -353,28 +354,37 @@ async fn lead(
 
 /// `--root-object`: make the flag root its Root object (created from the flags and the root
 /// record when missing); its key when it is one. `None`: the root loop runs it, as before — no
-/// `--root-object`, a sharded root, or the Root could not be made (said in the log).
+/// `--root-object`, or the Root could not be made (said in the log). Sharded, every shard's
+/// holder passes its part of the Root (see `roots::shard`).
 async fn flag_root_object(
     config: &DaemonConfig,
     state: &DaemonState,
     shard: Shard,
 ) -> Option<crate::api::ResourceKey> {
     let flags = config.root_object.as_ref()?;
-    if shard.count > 1 {
-        tracing::warn!(
-            "--root-object is ignored with --shards: a sharded root stays the daemon's root loop"
-        );
-        return None;
-    }
     match super::roots::flag::adopt(state.client(), flags, config.switch_repository).await {
         Ok(done) => {
-            tracing::info!(root = %flags.key, adopted = done.as_str(), "the flag root is reconciled as its Root object");
+            tracing::info!(root = %flags.key, adopted = done.as_str(), shard = shard.index, shards = shard.count, "the flag root is reconciled as its Root object");
+            if shard.count > 1 {
+                // A shard is held through its shard Lease, not the Root's: nothing else tells
+                // the controller that this replica passes the Root's part now.
+                tokio::spawn(wake_when_known(state.clone(), flags.key.clone()));
+            }
             Some(flags.key.clone())
         }
         Err(e) => {
             tracing::warn!(error = %e, "the flag root stays the daemon's root loop this term");
             None
         }
+    }
+}
+
+/// Ask the Root controller for a pass of `key` as soon as its cache has the Root (at most ten
+/// seconds: then the Root is not served, which its reconcile would say).
+async fn wake_when_known(state: DaemonState, key: crate::api::ResourceKey) {
+    let start = tokio::time::Instant::now();
+    while !state.root_pushes().wake(&key) && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -109,6 +109,10 @@ pub struct PassInput {
     pub dry_run: bool,
     /// A pass of one shard of the root (`weft run --shards N`); `None`: the whole root.
     pub shard: Option<ShardPass>,
+    /// Split the render here and apply this shard's part only, the rest being
+    /// [`ShardPass::elsewhere`] (a Root's pass, which renders inside [`run_pass`]); `None`: the
+    /// caller split it already, or the whole root.
+    pub split: Option<crate::render::shard::Shard>,
     /// This pass alone may prune past the fraction guard (`weft trigger --force-prune`, the
     /// agents of a deleted WeaveCloud), whatever the settings' `force_prune` says.
     pub force_prune: bool,
@@ -358,7 +362,16 @@ async fn sync_pass(
     // Suspended WeaveClouds and Armada charts are held out first: a suspended WeaveCloud's
     // launcher objects are left as they are, not taken over (as the WeaveCloud controller does
     // before it applies agents: no doubled agents).
-    let set = Arc::new(prepared.set);
+    let set = match input.split.filter(|s| s.count > 1) {
+        Some(shard) => {
+            let (mine, elsewhere) = prepared.set.split_shard(shard);
+            let mut part = input.shard.take().unwrap_or_default();
+            part.elsewhere = Arc::new(elsewhere);
+            input.shard = Some(part);
+            Arc::new(mine)
+        }
+        None => Arc::new(prepared.set),
+    };
     let outcome = driver::drive(
         client,
         set,

@@ -6,6 +6,8 @@
 //!   through the API server without `root NAME`) waits for the Root's answer;
 //! - `weft suspend`, `weft get root` and `weft resume` without `root NAME` act on the Root (its
 //!   `spec.suspend`), not on a root record; a request while suspended is answered `suspended`;
+//! - with two replicas, the leader answers `?wait=true` with the pass of the replica that holds
+//!   the Root's Lease;
 //! - a push's changed objects go out ahead of the Root's full pass (`daemon/early.rs`);
 //! - the Root fetches with the daemon's credential files (`WEFT_GIT_CREDENTIALS_DIR`) when its
 //!   spec names no Secret.
@@ -14,7 +16,9 @@ use crate::support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
 use serde_json::Value;
 
@@ -246,4 +250,118 @@ async fn the_flag_roots_root_fetches_with_the_daemons_credential_files() {
         !d.logs().contains(PASSWORD),
         "the password is in the daemon's logs"
     );
+}
+
+/// How many passes of the flag root `ns` a replica's logs show.
+fn passes_of(d: &Daemon, ns: &str) -> usize {
+    d.logs()
+        .lines()
+        .filter(|l| l.contains("root pass succeeded") && l.contains(&format!("root={ns}/{ns} ")))
+        .count()
+}
+
+/// Two replicas, the flag root's Root held by the one that is not the leader: the leader's
+/// `POST /api/v1/sync?wait=true` is answered with that replica's pass (issue 41 item 2; before,
+/// the leader woke its own controller, which does not pass a root it does not hold: 504).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_leader_answers_a_sync_with_the_pass_of_the_replica_holding_the_root() {
+    let ns = TestNamespace::new("flag-object-ha").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let name = ns.name().to_string();
+    let repo = Repo::new();
+    repo.write("a.yaml", &configmap(&name, "a", "1"));
+    let path = repo.path().to_str().unwrap().to_string();
+    let replica = || {
+        let mut opts = DaemonOptions::new(&path, &name);
+        opts.lease_duration = "4s";
+        opts.extra = vec![
+            "--root-object".into(),
+            "--watch-namespaces".into(),
+            name.clone(),
+        ];
+        Daemon::start(opts)
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &name);
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    let root_lease = format!("weft-root-{name}.{name}");
+    let holder = async || -> Option<String> {
+        let lease = leases.get_opt(&root_lease).await.ok()??;
+        lease.spec?.holder_identity
+    };
+
+    let a = replica();
+    let a_id = a.status().await["identity"].as_str().unwrap().to_string();
+    wait_for(
+        "replica A leads and passed the Root",
+        WITHIN,
+        &a,
+        async || {
+            let root = roots.get_opt(&name).await.ok().flatten()?;
+            let leads = a.status().await["leader"] == true;
+            (ready(&root) && leads && holder().await? == a_id).then_some(())
+        },
+    )
+    .await;
+    let b = replica();
+    let b_id = b.status().await["identity"].as_str().unwrap().to_string();
+    let both = || format!("--- A (leader) ---\n{}\n--- B ---\n{}", a.logs(), b.logs());
+
+    // Hand the Root's Lease to B: A drops it at its next renewal, B takes it as its own.
+    let mut lease = leases.get(&root_lease).await.unwrap();
+    let spec = lease.spec.as_mut().unwrap();
+    spec.holder_identity = Some(b_id.clone());
+    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    leases
+        .replace(&root_lease, &Default::default(), &lease)
+        .await
+        .unwrap();
+    wait_for("B holds the Root, A let it go", WITHIN, &both, async || {
+        let taken = b.logs().contains("took the root's Lease");
+        let dropped = a.logs().contains("another replica holds its Lease now");
+        (taken && dropped && holder().await? == b_id).then_some(())
+    })
+    .await;
+    assert_eq!(a.status().await["leader"], true, "{}", both());
+    assert_eq!(b.status().await["leader"], false, "{}", both());
+
+    // The leader is asked; B passes; the leader answers with B's pass.
+    let (a_passes, b_passes) = (passes_of(&a, &name), passes_of(&b, &name));
+    repo.write("a.yaml", &configmap(&name, "a", "2"));
+    let (code, report) = sync_wait(&a).await;
+    assert_eq!(code, 200, "{report}\n{}", both());
+    assert_eq!(report["result"], "succeeded", "{report}");
+    assert!(report["revision"].is_string(), "{report}");
+    assert_eq!(value(&cms, "a").await.as_deref(), Some("2"), "{report}");
+    assert_eq!(
+        passes_of(&a, &name),
+        a_passes,
+        "A passed the root:\n{}",
+        both()
+    );
+    assert!(
+        passes_of(&b, &name) > b_passes,
+        "B did not pass the root:\n{}",
+        both()
+    );
+    let root = roots.get(&name).await.unwrap();
+    assert_eq!(
+        root.status.unwrap().last_applied_revision.as_ref(),
+        report["revision"].as_str().map(str::to_string).as_ref(),
+        "{report}"
+    );
+    // The leader's status shows that pass.
+    let status = a.status().await;
+    assert_eq!(status["lastPass"]["pass"], report["pass"], "{status}");
+    assert_eq!(status["lastPass"]["result"], "succeeded", "{status}");
+
+    // Suspended: answered so through the Root too, nothing applied.
+    let (code, out, err) = weft(&name, &["suspend"]);
+    assert_eq!(code, 0, "weft suspend:\n{out}\n{err}");
+    repo.write("a.yaml", &configmap(&name, "a", "3"));
+    let (code, report) = sync_wait(&a).await;
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["result"], "suspended", "{report}");
+    assert_eq!(value(&cms, "a").await.as_deref(), Some("2"));
 }

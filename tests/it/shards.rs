@@ -4,7 +4,9 @@
 //! and recorded in that shard's inventory only; a holder killed with SIGKILL is replaced by a
 //! standby within the lease duration with nothing deleted; a push announced to any replica reaches
 //! every shard; and changing N from 3 to 2 moves units to their new shards without deleting a
-//! single object (every UID survives), and the retired shard's inventory is finished.
+//! single object (every UID survives), and the retired shard's inventory is finished. Each test
+//! runs twice: with the flag loop, and with the flag root a Root object (`--root-object`, passed
+//! in parts by the shard holders, docs/roots.md), asserting the same.
 
 use crate::support;
 
@@ -131,14 +133,66 @@ fn served(ns: &TestNamespace) -> (ServedRepo, String) {
     (repo, url)
 }
 
-fn sharded<'a>(url: &'a str, ns: &'a str, count: u32) -> DaemonOptions<'a> {
+/// The replicas' options; `object`: the flag root is a Root object (`--root-object`, passed in
+/// parts by the shard holders' Root controllers), else the flag loop.
+fn sharded<'a>(url: &'a str, ns: &'a str, count: u32, object: bool) -> DaemonOptions<'a> {
+    let mut extra = vec!["--shards".into(), count.to_string()];
+    if object {
+        extra.extend([
+            "--root-object".into(),
+            "--watch-namespaces".into(),
+            ns.into(),
+        ]);
+    }
     DaemonOptions {
         lease_duration: "4s",
-        extra: vec!["--shards".into(), count.to_string()],
+        extra,
         // As pods: a holder passes a push on only to endpoints of Weft's Service.
         pod_ip: Some(support::daemon::host_ip()),
         ..DaemonOptions::new(url, ns)
     }
+}
+
+/// With `--root-object`, the flag root's Root passes the shards, not the flag loop: every
+/// replica passed its part of the Root, the Root is Ready (shard 0's status), and it has no
+/// root Lease (the shard Leases hold it).
+async fn assert_passed_as_root_object(ns: &TestNamespace, replicas: &[&Daemon]) {
+    let name = ns.name();
+    let logs = || {
+        replicas
+            .iter()
+            .map(|d| d.logs())
+            .collect::<Vec<_>>()
+            .join("\n----\n")
+    };
+    let passed = format!("root pass succeeded root={name}/{name} ");
+    let roots = Api::<weft::api::root::Root>::namespaced(ns.client(), name);
+    support::wait::wait_for(
+        "every shard holder passed its part of the Root, the Root Ready",
+        Duration::from_secs(30),
+        &logs,
+        async || {
+            let each = replicas.iter().all(|d| {
+                let l = d.logs();
+                l.contains("the flag root is reconciled as its Root object") && l.contains(&passed)
+            });
+            let status = roots.get_opt(name).await.ok()??.status?;
+            let ready = status.conditions.iter().any(|c| {
+                c.type_ == "Ready"
+                    && c.reason == "ReconciliationSucceeded"
+                    && format!("{:?}", c.status) == "True"
+            });
+            (each && ready).then_some(())
+        },
+    )
+    .await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(ns.client(), name);
+    let root_lease = format!("weft-root-{name}.{name}");
+    assert!(
+        leases.get_opt(&root_lease).await.unwrap().is_none(),
+        "{}",
+        logs()
+    );
 }
 
 /// The endpoint controller's work: these replicas are the endpoints of Weft's Service.
@@ -150,7 +204,20 @@ async fn publish<'a>(ns: &TestNamespace, ds: impl IntoIterator<Item = &'a Daemon
 
 #[tokio::test]
 async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() {
+    split_and_take_over(false).await;
+}
+
+/// The same, the flag root a Root object (`--root-object`): the same guarantees.
+#[tokio::test]
+async fn three_replicas_split_the_root_object_and_a_standby_replaces_a_killed_holder() {
+    split_and_take_over(true).await;
+}
+
+async fn split_and_take_over(object: bool) {
     let ns = TestNamespace::new("shards").await;
+    if object {
+        support::cluster::install_crds(&ns.client()).await;
+    }
     let (repo, url) = served(&ns);
     let work = &repo.work;
     let all: Vec<usize> = (0..DIRS).collect();
@@ -159,7 +226,7 @@ async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() 
     assert_eq!(used.len(), 3, "the directories do not cover the 3 shards");
 
     let replicas: Vec<Daemon> = (0..3)
-        .map(|_| Daemon::start(sharded(&url, ns.name(), 3)))
+        .map(|_| Daemon::start(sharded(&url, ns.name(), 3, object)))
         .collect();
     publish(&ns, &replicas).await;
     let logs = || {
@@ -196,6 +263,9 @@ async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() 
         );
     }
     assert_eq!(holders.keys().copied().collect::<Vec<_>>(), vec![0, 1, 2]);
+    if object {
+        assert_passed_as_root_object(&ns, &replicas.iter().collect::<Vec<_>>()).await;
+    }
     // The metrics say the same.
     let metrics = reqwest::get(format!("{}/metrics", replicas[0].base()))
         .await
@@ -225,7 +295,7 @@ async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() 
 
     // A standby, then SIGKILL of the holder of shard 1: the standby takes shard 1 over within
     // the 4 s lease (plus its retry period), and nothing is deleted.
-    let standby = Daemon::start(sharded(&url, ns.name(), 3));
+    let standby = Daemon::start(sharded(&url, ns.name(), 3, object));
     publish(&ns, replicas.iter().chain([&standby])).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
@@ -278,13 +348,26 @@ async fn three_replicas_split_the_root_and_a_standby_replaces_a_killed_holder() 
 
 #[tokio::test]
 async fn changing_the_shard_count_moves_units_without_deleting_objects() {
+    reshard(false).await;
+}
+
+/// The same, the flag root a Root object (`--root-object`).
+#[tokio::test]
+async fn changing_the_shard_count_of_the_root_object_moves_units_without_deleting_objects() {
+    reshard(true).await;
+}
+
+async fn reshard(object: bool) {
     let ns = TestNamespace::new("reshard").await;
+    if object {
+        support::cluster::install_crds(&ns.client()).await;
+    }
     let (repo, url) = served(&ns);
     let work = &repo.work;
     let all: Vec<usize> = (0..DIRS).collect();
 
     let mut three: Vec<Daemon> = (0..3)
-        .map(|_| Daemon::start(sharded(&url, ns.name(), 3)))
+        .map(|_| Daemon::start(sharded(&url, ns.name(), 3, object)))
         .collect();
     publish(&ns, &three).await;
     let logs3 = |ds: &[Daemon]| {
@@ -323,7 +406,7 @@ async fn changing_the_shard_count_moves_units_without_deleting_objects() {
     // N = 2. Units of the retired shard 2 (and any whose hash moved) are relabelled by their new
     // shard: an update, never a delete.
     let two: Vec<Daemon> = (0..2)
-        .map(|_| Daemon::start(sharded(&url, ns.name(), 2)))
+        .map(|_| Daemon::start(sharded(&url, ns.name(), 2, object)))
         .collect();
     publish(&ns, &two).await;
     let logs2 = || logs3(&two);
@@ -344,6 +427,9 @@ async fn changing_the_shard_count_moves_units_without_deleting_objects() {
             "{name} was deleted and recreated\n{}",
             logs2()
         );
+    }
+    if object {
+        assert_passed_as_root_object(&ns, &two.iter().collect::<Vec<_>>()).await;
     }
     let moved = before
         .iter()

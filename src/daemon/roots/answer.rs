@@ -7,13 +7,18 @@
 //! next poll. A reconcile that passes nothing (the Root suspended, refused, waiting for its
 //! dependencies) answers with why, so a waiting caller is not left to time out.
 //!
-//! The Root is passed by the replica that holds its Lease; the queue is the leader's. A request
-//! is answered when the two are one replica (one `weft run`, the default); when another replica
-//! holds the flag root's Lease, `?wait=true` times out (504) as before: ask that Root with
-//! `weft trigger root NAME --wait`, which watches its status.
+//! The Root is passed by the replica that holds its Lease; the queue is the leader's. When the
+//! leader holds it too (one `weft run`, the default) the request wakes the local controller and
+//! the pass answers with what it changed. When it does not (another replica holds the Lease, or
+//! nobody yet), the leader asks the Root itself, as `weft trigger --wait` does: it sets
+//! `weft.io/requested-at` and watches the Root's status until a pass answers that value
+//! (`lastHandledRequestedAt`), whichever replica ran it; the answer is the pass's result,
+//! revision and error from that status (the per-object changes stay on the replica that
+//! passed: its log and events).
 
 use std::time::Duration;
 
+use super::requests;
 use super::status::PassOutcome;
 use crate::api::ResourceKey;
 use crate::apply::changeset::ChangeSet;
@@ -32,6 +37,14 @@ const KNOWN_WITHIN: Duration = Duration::from_secs(10);
 /// Root (see the module). Ends when the queue closes.
 pub async fn forward_requests(state: DaemonState, key: ResourceKey) {
     while let Some(ticket) = state.queue().next_pass().await {
+        if state.root_pushes().held_elsewhere(&key) {
+            let mut report = through_the_root(&state, &key).await;
+            report.pass = ticket.pass;
+            tracing::debug!(root = %key, pass = ticket.pass, result = ?report.result, "request for the flag root answered through its Root object's status");
+            shown(&state, &report);
+            finish(&state, ticket.pass, report);
+            continue;
+        }
         let started = tokio::time::Instant::now();
         let mut woken = state.root_pushes().wake_ticket(&key, ticket.pass);
         while !woken && started.elapsed() < KNOWN_WITHIN {
@@ -52,6 +65,82 @@ pub async fn forward_requests(state: DaemonState, key: ResourceKey) {
             );
         }
     }
+}
+
+/// How long past the Root's own `spec.timeout` a request waits for its pass to be answered
+/// (the Lease of a dead holder moves within one lease duration first).
+const ANSWER_SLACK: Duration = Duration::from_secs(120);
+
+/// Ask the flag root's Root for a pass through the API server (`weft.io/requested-at`) and
+/// wait for its status to answer it: the pass's report as far as the status says it.
+async fn through_the_root(state: &DaemonState, key: &ResourceKey) -> PassReport {
+    let client = state.client();
+    let (ns, name) = (key.namespace.as_str(), key.name.as_str());
+    let failed = |message: String| not_passed(PassResultKind::Failed, message);
+    let timeout = match requests::get(client, ns, name).await {
+        Ok(root) => root.spec.timeout() + ANSWER_SLACK,
+        Err(e) => return failed(format!("{e}; nothing was applied")),
+    };
+    let at = match requests::request(client, ns, name).await {
+        Ok(at) => at,
+        Err(e) => return failed(format!("{e}; nothing was applied")),
+    };
+    match requests::wait_answer(client, ns, name, &at, timeout).await {
+        Ok(Some(answer)) => report_of(&answer),
+        Ok(None) => failed(format!(
+            "no replica answered the request for a pass of the Root {key} within {}s (the replica holding its Lease may be down: it moves within one lease duration); see `kubectl get root {name} -n {ns}` and try again",
+            timeout.as_secs()
+        )),
+        Err(e) => failed(e.to_string()),
+    }
+}
+
+/// The report of the pass that answered a request, from the Root's status (no per-object
+/// changes: the status keeps counts of the inventory only).
+fn report_of(answer: &requests::Answer) -> PassReport {
+    if answer.root.spec.suspend {
+        return not_passed(PassResultKind::Suspended, SUSPENDED.to_string());
+    }
+    let status = answer.root.status.clone().unwrap_or_default();
+    let Some(last) = status.passes.first() else {
+        return not_passed(PassResultKind::Failed, answer.line.clone());
+    };
+    let result = match last.result.as_str() {
+        "Succeeded" => PassResultKind::Succeeded,
+        "Abandoned" => PassResultKind::Abandoned,
+        _ => PassResultKind::Failed,
+    };
+    PassReport {
+        pass: 0,
+        reasons: last.reasons.clone(),
+        started_at: last.started_at.clone(),
+        duration_seconds: last.duration_ms as f64 / 1000.0,
+        revision: last.revision.clone(),
+        error: (result != PassResultKind::Succeeded).then(|| answer.line.clone()),
+        result,
+        head_unchanged: false,
+        summary: ChangeSummary::default(),
+        changes: Vec::new(),
+        changes_omitted: 0,
+    }
+}
+
+/// What a suspended flag root's Root answers a request with.
+pub const SUSPENDED: &str = "the root is suspended (spec.suspend); nothing was fetched, applied or pruned (resume with `weft resume`)";
+
+/// The daemon's status shows a pass another replica ran (its metrics are that replica's).
+fn shown(state: &DaemonState, report: &PassReport) {
+    state.update_status(|st| {
+        st.suspension.suspended = report.result == PassResultKind::Suspended;
+        if report.result == PassResultKind::Suspended {
+            return;
+        }
+        if report.succeeded() {
+            st.revision = report.revision.clone().or(st.revision.take());
+            st.last_success_at = Some(crate::daemon::status::now_rfc3339());
+        }
+        st.last_pass = Some(report.clone());
+    });
 }
 
 /// The changes of a pass, as its report shows them.
@@ -119,6 +208,11 @@ pub fn not_run(state: &DaemonState, key: &ResourceKey, suspended: bool, message:
 
 fn finish(state: &DaemonState, pass: u64, mut report: PassReport) {
     report.pass = pass;
+    // A later pass may have answered already (a request handed to the Root raced the local
+    // pass): the queue's last answer never goes back.
+    if state.queue().last().is_some_and(|(n, _)| n >= pass) {
+        return;
+    }
     state.queue().finish(pass, report);
 }
 

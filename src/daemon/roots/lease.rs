@@ -118,6 +118,8 @@ pub struct RootLeases {
     /// The connections every held root's client shares (built from `cluster` on first use,
     /// unfenced: each held root's client fences its own writes on top of it).
     transport: Mutex<Option<Client>>,
+    /// A root held otherwise (the sharded flag root's, by its shard Leases): no Lease for it.
+    unleased: Option<ResourceKey>,
     inner: Mutex<Inner>,
 }
 
@@ -154,8 +156,15 @@ impl RootLeases {
             api_timeout,
             own: (client, events, fence),
             transport: Mutex::default(),
+            unleased: None,
             inner: Mutex::default(),
         }
+    }
+
+    /// Hold no Lease for `key` (a root another mechanism holds).
+    pub fn without(mut self, key: Option<ResourceKey>) -> RootLeases {
+        self.unleased = key;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -256,6 +265,7 @@ impl RootLeases {
             .iter()
             .filter(|r| r.metadata.deletion_timestamp.is_none())
             .map(|r| super::depends::key_of(r))
+            .filter(|k| self.unleased.as_ref() != Some(k))
             .collect();
         roots.sort();
         let share = fair_share(roots.len(), live);

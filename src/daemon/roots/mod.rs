@@ -30,6 +30,7 @@ pub mod lease;
 pub mod pushes;
 pub mod reconcile;
 pub mod requests;
+pub mod shard;
 pub mod status;
 
 use std::collections::HashMap;
@@ -152,6 +153,8 @@ pub struct Context {
     flag_root: ResourceKey,
     /// Whether the flag root is a Root object this controller reconciles (`--root-object`).
     flag_root_object: bool,
+    /// `--shards N`: the flag root's Root is passed in parts, one per shard Lease holder.
+    flag_shards: u32,
     store: Option<Store<Root>>,
     /// The roots this replica holds (set when the controller starts).
     leases: Option<Arc<lease::RootLeases>>,
@@ -171,6 +174,7 @@ impl Context {
                 name: settings.root_name.clone(),
             },
             flag_root_object: false,
+            flag_shards: 1,
             state,
             settings,
             config,
@@ -185,6 +189,18 @@ impl Context {
     pub fn with_flag_root_object(mut self, on: bool) -> Context {
         self.flag_root_object = on;
         self
+    }
+
+    /// The flag root's shard count (`--shards`).
+    pub fn with_flag_shards(mut self, shards: u32) -> Context {
+        self.flag_shards = shards.max(1);
+        self
+    }
+
+    /// Whether `key` is the flag root's Root split into shards: each shard Lease's holder
+    /// passes its part (see [`shard`]), and no root Lease is held for it.
+    pub(super) fn flag_sharded(&self, key: &ResourceKey) -> bool {
+        *key == self.flag_root && self.flag_root_object && self.flag_shards > 1
     }
 
     fn with_memory<T>(&self, key: &ResourceKey, f: impl FnOnce(&mut Memory) -> T) -> T {
@@ -221,6 +237,10 @@ impl Context {
     /// The writers of `key` while this replica holds its Lease; `None`: another replica's.
     fn held(&self, key: &ResourceKey) -> Option<(lease::HeldRoot, lease::Busy<'_>)> {
         let leases = self.leases.as_ref()?;
+        if self.flag_sharded(key) {
+            return shard::held(&self.state, self.config.api_timeout)
+                .map(|h| (h, leases.busy(key)));
+        }
         let held = leases.held(key)?;
         Some((held, leases.busy(key)))
     }
@@ -284,16 +304,22 @@ pub async fn run(mut ctx: Context) {
     ctx.store = Some(controller.store());
     // Which roots this replica reconciles: those whose Lease it holds; a Lease taken makes its
     // root reconcile at once.
-    let leases = Arc::new(lease::RootLeases::new(
-        client.clone(),
-        ctx.state.events().clone(),
-        ctx.state.fence().clone(),
-        &ctx.settings.weft_namespace,
-        &ctx.config.identity,
-        ctx.config.lease_duration,
-        ctx.config.cluster.clone(),
-        ctx.config.api_timeout,
-    ));
+    let unleased = ctx
+        .flag_sharded(&ctx.flag_root)
+        .then(|| ctx.flag_root.clone());
+    let leases = Arc::new(
+        lease::RootLeases::new(
+            client.clone(),
+            ctx.state.events().clone(),
+            ctx.state.fence().clone(),
+            &ctx.settings.weft_namespace,
+            &ctx.config.identity,
+            ctx.config.lease_duration,
+            ctx.config.cluster.clone(),
+            ctx.config.api_timeout,
+        )
+        .without(unleased),
+    );
     ctx.leases = Some(Arc::clone(&leases));
     let (taken_tx, taken_rx) = tokio::sync::mpsc::unbounded_channel();
     let (stop_leases, leases_stopped) = tokio::sync::oneshot::channel();
@@ -304,7 +330,17 @@ pub async fn run(mut ctx: Context) {
     });
     // A push for some roots makes the controller look at every root: those it made due pass,
     // the others requeue for the rest of their interval (no API call).
-    let pushes = ctx.state.root_pushes().connect(controller.store());
+    let holding = Arc::clone(&leases);
+    let (state, sharded) = (
+        ctx.state.clone(),
+        ctx.flag_sharded(&ctx.flag_root)
+            .then(|| ctx.flag_root.clone()),
+    );
+    let holds: pushes::Holds = Box::new(move |key| match &sharded {
+        Some(flag) if flag == key => state.shard_claim().is_some(),
+        _ => holding.held(key).is_some(),
+    });
+    let pushes = ctx.state.root_pushes().connect(controller.store(), holds);
     let pushes = futures::stream::unfold(pushes, |mut rx| async move {
         rx.recv().await.map(|()| ((), rx))
     });

@@ -20,6 +20,9 @@ pub struct RootPushes {
     inner: Arc<Inner>,
 }
 
+/// Whether this replica holds the Lease of a root.
+pub(super) type Holds = Box<dyn Fn(&ResourceKey) -> bool + Send + Sync>;
+
 #[derive(Default)]
 struct Inner {
     /// The controller's cache of Roots (set when the controller starts).
@@ -29,6 +32,8 @@ struct Inner {
     /// The roots a push (or the sync endpoint) made due, with why, until their reconcile
     /// takes them.
     pending: Mutex<HashMap<ResourceKey, &'static str>>,
+    /// Whether this replica holds a root's Lease (set when the controller starts).
+    holds: OnceLock<Holds>,
     /// The daemon queue's pass a root's next pass answers (the flag root's Root, see
     /// `super::answer`): the highest number asked for, until a pass takes it.
     tickets: Mutex<HashMap<ResourceKey, u64>>,
@@ -36,12 +41,25 @@ struct Inner {
 
 impl RootPushes {
     /// Given to the controller when it starts: the stream that makes it look at its roots.
-    pub(super) fn connect(&self, store: Store<Root>) -> mpsc::Receiver<()> {
+    pub(super) fn connect(&self, store: Store<Root>, holds: Holds) -> mpsc::Receiver<()> {
         let (tx, rx) = mpsc::channel(1);
         // Set once per daemon: the controller starts once.
         let _ = self.inner.store.set(store);
         let _ = self.inner.wake.set(tx);
+        let _ = self.inner.holds.set(holds);
         rx
+    }
+
+    /// Whether the controller knows the Root `key` and another replica holds its Lease (or
+    /// nobody yet): a pass asked for here would not run here (see `super::answer`).
+    pub fn held_elsewhere(&self, key: &ResourceKey) -> bool {
+        let (Some(store), Some(holds)) = (self.inner.store.get(), self.inner.holds.get()) else {
+            return false;
+        };
+        let known = store
+            .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
+            .is_some();
+        known && !holds(key)
     }
 
     /// Why `key` was made due (`push`, `api`), if it was (taken: the next push makes it due

@@ -19,6 +19,7 @@ use super::brought;
 use super::depends::{self, key_of};
 use super::identity::{self, identity_of, Identity};
 use super::lease::HeldRoot;
+use super::shard;
 use super::status::{self, Failure, PassOutcome, Verdict};
 use super::{Context, RootsError, DEPENDENCY_RETRY};
 use crate::api::keys::REQUESTED_AT_ANNOTATION;
@@ -66,9 +67,18 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     let Some((held, _busy)) = ctx.held(&key) else {
         return Ok(Action::await_change());
     };
+    // The sharded flag root's status is shard 0's to write (see `shard`).
+    let writes = !ctx.flag_sharded(&key) || shard::writes_status(&ctx.state);
     let record = |verdict: Verdict| {
         let (ctx, root, held) = (ctx.clone(), root.clone(), held.clone());
-        async move { status::record(&ctx.state, &held, &root, &verdict).await }
+        async move {
+            match writes {
+                true => status::record(&ctx.state, &held, &root, &verdict)
+                    .await
+                    .map(|_| ()),
+                false => Ok(()),
+            }
+        }
     };
     if key == ctx.flag_root && !ctx.flag_root_object {
         let message = "the `weft run --repo` flags drive this root (the daemon's root loop), not this object; its migration to a Root object is a later step".to_string();
@@ -82,7 +92,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         }
     };
     if root.spec.suspend {
-        not_run(true, "the root is suspended (spec.suspend); nothing was fetched, applied or pruned (resume with `weft resume`)");
+        not_run(true, answer::SUSPENDED);
         tracing::debug!(root = %key, "the root is suspended; nothing was fetched, applied or pruned");
         record(Verdict::Suspended).await?;
         ctx.forget(&key);
@@ -389,6 +399,7 @@ async fn pass_body(
         .client(identity, &held.client)
         .map_err(|e| failure("IdentityFailed", e.to_string()))?;
     let flag = *key == ctx.flag_root;
+    let sharded = ctx.flag_sharded(key);
     // The previous render is let go before the new one is built (as the flag loop does).
     let previous = ctx.with_memory(key, |m| m.rendered.take());
     let (source, last) = open_source(root, key, &client, ctx).await?;
@@ -396,7 +407,9 @@ async fn pass_body(
     let mut ahead = None;
     let snapshot = match fetched {
         Ok(Some(new)) => {
-            ahead = last.clone().zip(previous).filter(|_| flag);
+            // Not for a shard: its previous render is its part only (the flag loop's early
+            // apply weighs every shard's part).
+            ahead = last.clone().zip(previous).filter(|_| flag && !sharded);
             new
         }
         Ok(None) => match last {
@@ -407,7 +420,22 @@ async fn pass_body(
     };
     ctx.with_memory(key, |m| m.last = Some(Arc::clone(&snapshot)));
     let revision = snapshot.revision.clone().or(Some("local".into()));
-    let settings = settings_of(root, key, identity, &client, ctx);
+    let mut settings = settings_of(root, key, identity, &client, ctx);
+    let mut input = PassInput {
+        without_takeover: *identity != Identity::Weft,
+        ..PassInput::default()
+    };
+    if sharded {
+        let Some(part) = shard::part(&ctx.state).await else {
+            return Err(failure(
+                "Abandoned",
+                "this replica no longer holds a shard of the root; the pass was abandoned before apply",
+            ));
+        };
+        settings.root_name = part.root_name;
+        input.split = Some(part.shard);
+        input.shard = Some(part.pass);
+    }
     // A push's changed objects first, by the same rules as the flag loop's (`daemon::early`).
     let early = match ahead {
         Some((last, rendered)) => {
@@ -435,10 +463,7 @@ async fn pass_body(
         &client,
         Snapshot::clone(&snapshot),
         &settings,
-        &PassInput {
-            without_takeover: *identity != Identity::Weft,
-            ..PassInput::default()
-        },
+        &input,
         &observer,
     )
     .await;
@@ -498,7 +523,7 @@ async fn pass_body(
     });
     let changes = flag.then(|| ahead::count(answer::changes_of(&result.changes), &early));
     let changed = changed + early.len();
-    if flag {
+    if flag && !sharded {
         ctx.with_memory(key, |m| m.rendered.clone_from(&result.set));
     }
     Ok((failed, revision, inventory, changed, conflicts, changes))
