@@ -437,10 +437,10 @@ async fn poll(state: DaemonState, every: Duration) {
     let mut timer = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let next = chrono::Utc::now() + chrono::Duration::from_std(every).unwrap_or_default();
-        state.update_status(|s| {
-            s.next_poll_at = Some(next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-        });
+        let next = k8s_openapi::jiff::Timestamp::now()
+            .saturating_add(every)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::MAX);
+        state.update_status(|s| s.next_poll_at = Some(format!("{next:.0}")));
         timer.tick().await;
         if state.queue().trigger(TriggerReason::Poll).is_err() {
             return;
