@@ -15,9 +15,7 @@ pub fn next_check(schedule: &str, after: Timestamp) -> Result<Timestamp, UpdateE
         schedule: schedule.to_string(),
         message,
     };
-    let cron = schedule
-        .trim()
-        .parse::<croner::Cron>()
+    let cron = crate::load::parse_update_schedule(schedule.trim())
         .map_err(|e| err(format!("not a valid cron expression: {e}")))?;
     cron.find_next_occurrence(&after.to_zoned(TimeZone::UTC), false)
         .map(|at| at.timestamp())
