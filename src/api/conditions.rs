@@ -100,7 +100,7 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition, now: &
 /// Now, as RFC 3339 UTC with seconds precision (the format of every time Weft shows, and of a
 /// condition's `lastTransitionTime`).
 pub fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    format!("{:.0}", k8s_openapi::jiff::Timestamp::now())
 }
 
 #[cfg(test)]

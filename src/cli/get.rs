@@ -368,7 +368,7 @@ pub fn table(rows: &[Row]) -> String {
 
 /// The rows of `weft get roots`: kubectl's columns (NAMESPACE NAME READY STATUS REVISION
 /// SUSPENDED AGE), the status being `Ready`'s message, the age that of the object.
-pub fn roots_table(roots: &[Root], now: chrono::DateTime<chrono::Utc>) -> String {
+pub fn roots_table(roots: &[Root], now: k8s_openapi::jiff::Timestamp) -> String {
     let header = [
         "NAMESPACE",
         "NAME",
@@ -387,7 +387,7 @@ pub fn roots_table(roots: &[Root], now: chrono::DateTime<chrono::Utc>) -> String
                 .metadata
                 .creation_timestamp
                 .as_ref()
-                .map(|t| age(now.timestamp() - t.0.as_second()))
+                .map(|t| age(now.as_second() - t.0.as_second()))
                 .unwrap_or_default();
             vec![
                 r.namespace().unwrap_or_default(),
@@ -482,7 +482,10 @@ async fn get_roots(client: &Client, args: &GetArgs) -> anyhow::Result<ExitCode> 
     };
     match args.output {
         Output::Table if roots.is_empty() => eprintln!("no Roots found"),
-        Output::Table => print!("{}", roots_table(&roots, chrono::Utc::now())),
+        Output::Table => print!(
+            "{}",
+            roots_table(&roots, k8s_openapi::jiff::Timestamp::now())
+        ),
         Output::Json => println!("{}", serde_json::to_string_pretty(&roots)?),
         Output::Yaml => print!("{}", serde_saphyr::to_string(&roots)?),
     }
@@ -626,7 +629,7 @@ mod tests {
     fn the_roots_table_has_kubectl_columns_and_ages() {
         use crate::api::conditions::Condition;
         use crate::api::root::{GitSource, RootSpec, RootStatus};
-        let now: chrono::DateTime<chrono::Utc> = "2026-12-02T01:00:00Z".parse().unwrap();
+        let now: k8s_openapi::jiff::Timestamp = "2026-12-02T01:00:00Z".parse().unwrap();
         let mut ready = Root::new(
             "apps",
             RootSpec {
@@ -640,10 +643,7 @@ mod tests {
         ready.metadata.namespace = Some("team-a".into());
         ready.metadata.creation_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                (now - chrono::Duration::minutes(3))
-                    .to_rfc3339()
-                    .parse()
-                    .unwrap(),
+                now - k8s_openapi::jiff::SignedDuration::from_mins(3),
             ));
         ready.status = Some(RootStatus {
             conditions: vec![Condition::new(

@@ -276,15 +276,15 @@ pub async fn run(
         .clone()
         .with_notifier(start_notifications(&client, &cfg, &state));
     let (ready_tx, ready_rx) = watch::channel(false);
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = tokio_util::sync::CancellationToken::new();
 
     // SIGTERM → stop.
     {
-        let stop_tx = stop_tx.clone();
+        let stop = stop.clone();
         tokio::spawn(async move {
             termination_signal().await;
             tracing::info!("termination signal received: finishing the current pass, then exiting");
-            let _ = stop_tx.send(true);
+            stop.cancel();
         });
     }
 
@@ -369,7 +369,7 @@ pub async fn run(
         state.clone(),
         source,
     );
-    let result = daemon.run(stop_rx).await;
+    let result = daemon.run(stop).await;
 
     // Stopping: not ready any more, then the HTTP server (in-flight requests finish).
     probe.abort();
@@ -381,7 +381,6 @@ pub async fn run(
         Ok(_) => {}
         Err(_) => tracing::warn!("the HTTP server did not stop within 5s"),
     }
-    drop(stop_tx);
     if result.is_ok() {
         tracing::info!("weft daemon stopped");
     }

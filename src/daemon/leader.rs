@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::{Api, Client};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::apply::fence::WriteFence;
 
@@ -423,13 +423,13 @@ impl LeaderElector {
         }
     }
 
-    /// Wait until we are the leader (`true`) or `stop` turns true (`false`); `Err` when a live
+    /// Wait until we are the leader (`true`) or `stop` is cancelled (`false`); `Err` when a live
     /// installation of another repository holds the Lease ([`LeaderError::Claimed`]), or the
     /// root records another repository ([`LeaderError::Switch`]).
-    pub async fn acquire(&mut self, stop: &mut watch::Receiver<bool>) -> Result<bool, LeaderError> {
+    pub async fn acquire(&mut self, stop: &CancellationToken) -> Result<bool, LeaderError> {
         let mut announced = false;
         loop {
-            if *stop.borrow() {
+            if stop.is_cancelled() {
                 return Ok(false);
             }
             match self.attempt(self.cfg.renew_deadline).await {
@@ -447,22 +447,22 @@ impl LeaderElector {
             }
             tokio::select! {
                 _ = tokio::time::sleep(self.cfg.retry_period) => {}
-                _ = stop.changed() => {}
+                _ = stop.cancelled() => {}
             }
         }
     }
 
-    /// Renew the Lease until `stop` turns true (return `Ok`; the Lease is still held, so the
+    /// Renew the Lease until `stop` is cancelled (return `Ok`; the Lease is still held, so the
     /// caller can finish its work and then [`release`](Self::release) it) or leadership is lost
     /// (return `Err` with why; another replica may lead now).
-    pub async fn hold(&mut self, stop: &mut watch::Receiver<bool>) -> Result<(), LeaderError> {
+    pub async fn hold(&mut self, stop: &CancellationToken) -> Result<(), LeaderError> {
         let mut last_renew = Instant::now();
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.cfg.retry_period) => {}
-                _ = stop.changed() => {}
+                _ = stop.cancelled() => {}
             }
-            if *stop.borrow() {
+            if stop.is_cancelled() {
                 return Ok(());
             }
             // No attempt may outlive the renew deadline: past it, leadership is over anyway.

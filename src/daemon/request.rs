@@ -127,7 +127,7 @@ pub async fn request(
     force_prune: bool,
 ) -> Result<String, RequestError> {
     let record = record_name(root_name);
-    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+    let at = format!("{:.9}", k8s_openapi::jiff::Timestamp::now());
     let mut annotations = serde_json::Map::new();
     annotations.insert(REQUESTED_AT_ANNOTATION.into(), at.clone().into());
     annotations.insert(

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::leader::{lease_name, LeaderElector, LeaderError, LeaseConfig};
 use super::root::{RootReconciler, RootSource};
@@ -97,11 +97,11 @@ impl Daemon {
         &self.state
     }
 
-    /// Wait for the Lease, then work until `stop` turns true (`Ok`). Leadership lost (a Lease
+    /// Wait for the Lease, then work until `stop` is cancelled (`Ok`). Leadership lost (a Lease
     /// that could not be renewed in time, another replica that took it) ends the term: the work
     /// stops, the fence is shut, and the replica stands by for the Lease again, in the same
     /// process — an API server or etcd outage must not become a crash loop.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) -> Result<(), DaemonError> {
+    pub async fn run(self, stop: CancellationToken) -> Result<(), DaemonError> {
         let Daemon {
             config,
             state,
@@ -152,7 +152,7 @@ impl Daemon {
             .with_flag_shards(config.shards);
             tokio::spawn(super::roots::run(ctx))
         });
-        let result = elect_and_lead(&config, &state, &source, &lease, &mut stop).await;
+        let result = elect_and_lead(&config, &state, &source, &lease, &stop).await;
         if let Some(roots) = roots {
             if result.is_ok() {
                 // Stopping: the Root controller finishes (or abandons) its passes, then gives
@@ -176,7 +176,7 @@ async fn elect_and_lead(
     state: &DaemonState,
     source: &RootSource,
     lease: &LeaseConfig,
-    stop: &mut watch::Receiver<bool>,
+    stop: &CancellationToken,
 ) -> Result<(), DaemonError> {
     loop {
         let held = if config.shards > 1 {
@@ -221,7 +221,7 @@ async fn lead(
     source: &RootSource,
     elector: LeaderElector,
     shard: Shard,
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> Term {
     tracing::info!(identity = %config.identity, lease = %elector.config().name, shard = shard.index, shards = shard.count, "acquired the Lease; reconciling");
     let leader_lease = lease_name(&config.pass.root_name);
@@ -256,11 +256,14 @@ async fn lead(
     let object = flag_root_object(config, state, shard).await;
 
     // Keep renewing until told to release (after the work has stopped), or until lost.
-    let (release_tx, mut release_rx) = watch::channel(false);
+    let release = CancellationToken::new();
     let mut elector = elector;
-    let mut holder = tokio::spawn(async move {
-        let held = elector.hold(&mut release_rx).await;
-        (elector, held)
+    let mut holder = tokio::spawn({
+        let release = release.clone();
+        async move {
+            let held = elector.hold(&release).await;
+            (elector, held)
+        }
     });
     let shutdown = Shutdown::new(stop, config.shutdown_grace);
     let (root_task, followers) = match &object {
@@ -343,7 +346,7 @@ async fn lead(
             tracing::warn!("a controller did not stop within 10s");
         }
     }
-    let _ = release_tx.send(true);
+    release.cancel();
     if let Ok((mut elector, _)) = holder.await {
         elector.release().await;
     }
@@ -416,9 +419,23 @@ fn start_controllers(
     let wc = weavecloud::Context::new(state.clone(), Arc::clone(settings), shutdown.clone());
     let root = crate::render::Owner::root(&settings.weft_namespace, &settings.root_name);
     let charts = armada::Context::new(state.clone(), shutdown.clone()).for_root(root);
-    let stop = shutdown.clone();
+    // The updater's scheduler takes its stop as a watch channel: it follows the token, so a
+    // check in progress still finishes before the scheduler returns.
+    let token = shutdown.token().clone();
+    let updater_run = async move {
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        let follow = async move {
+            token.cancelled().await;
+            let _ = stop_tx.send(true);
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            _ = updater.run(stop) => {}
+            _ = follow => {}
+        }
+    };
     vec![
-        tokio::spawn(async move { updater.run(stop.receiver()).await }),
+        tokio::spawn(updater_run),
         tokio::spawn(weavecloud::run(wc)),
         tokio::spawn(armada::run(charts)),
     ]
@@ -430,10 +447,10 @@ async fn poll(state: DaemonState, every: Duration) {
     let mut timer = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let next = chrono::Utc::now() + chrono::Duration::from_std(every).unwrap_or_default();
-        state.update_status(|s| {
-            s.next_poll_at = Some(next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-        });
+        let next = k8s_openapi::jiff::Timestamp::now()
+            .saturating_add(every)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::MAX);
+        state.update_status(|s| s.next_poll_at = Some(format!("{next:.0}")));
         timer.tick().await;
         if state.queue().trigger(TriggerReason::Poll).is_err() {
             return;

@@ -13,7 +13,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::leader::{LeaderElector, LeaderError, LeaseConfig};
 use super::state::DaemonState;
@@ -116,13 +116,13 @@ pub fn shard_lease_name(leader_lease: &str, index: u32) -> String {
 }
 
 /// Wait until this replica holds one of the `count` shard Leases of `base` (`Some`), or until
-/// `stop` turns true (`None`). Each replica starts trying at a shard picked by its identity, so
+/// `stop` is cancelled (`None`). Each replica starts trying at a shard picked by its identity, so
 /// that replicas starting together spread over the shards instead of racing for shard 0.
 pub async fn acquire(
     state: &DaemonState,
     base: &LeaseConfig,
     count: u32,
-    stop: &mut watch::Receiver<bool>,
+    stop: &CancellationToken,
 ) -> Result<Option<(LeaderElector, Shard)>, LeaderError> {
     let mut electors: Vec<Option<LeaderElector>> = (0..count)
         .map(|i| {
@@ -138,7 +138,7 @@ pub async fn acquire(
     let start = shard_of(&base.identity, count);
     let mut announced = false;
     loop {
-        if *stop.borrow() {
+        if stop.is_cancelled() {
             return Ok(None);
         }
         for k in 0..count {
@@ -166,7 +166,7 @@ pub async fn acquire(
         }
         tokio::select! {
             _ = tokio::time::sleep(base.retry_period) => {}
-            _ = stop.changed() => {}
+            _ = stop.cancelled() => {}
         }
     }
 }

@@ -1,51 +1,44 @@
-//! The daemon's stop signal and the grace period running work gets after it.
+//! The daemon's stop signal and the grace period running work gets after it. The signal is
+//! tokio-util's `CancellationToken` (cloneable, awaitable, never lost when a sender goes away);
+//! what is Weft's own is the grace period and `abandoned`.
 
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// How long running work may go on once the daemon is asked to stop, and the signal itself.
 #[derive(Clone, Debug)]
 pub struct Shutdown {
-    stop: watch::Receiver<bool>,
+    stop: CancellationToken,
     grace: Duration,
 }
 
 impl Shutdown {
-    pub fn new(stop: watch::Receiver<bool>, grace: Duration) -> Shutdown {
+    pub fn new(stop: CancellationToken, grace: Duration) -> Shutdown {
         Shutdown { stop, grace }
     }
 
-    /// Never asked to stop (tests, one-shot tools).
+    /// Never asked to stop (tests, one-shot tools): nobody holds the token to cancel it.
     pub fn never() -> Shutdown {
-        let (tx, stop) = watch::channel(false);
-        // Dropping the sender: `stopped` then never resolves (see there).
-        drop(tx);
         Shutdown {
-            stop,
+            stop: CancellationToken::new(),
             grace: Duration::ZERO,
         }
     }
 
     /// Whether the daemon was asked to stop.
     pub fn is_stopping(&self) -> bool {
-        *self.stop.borrow()
+        self.stop.is_cancelled()
     }
 
     /// The stop signal.
-    pub fn receiver(&self) -> watch::Receiver<bool> {
-        self.stop.clone()
+    pub fn token(&self) -> &CancellationToken {
+        &self.stop
     }
 
     /// Resolves when the daemon is asked to stop.
     pub async fn stopped(&self) {
-        let mut stop = self.stop.clone();
-        while !*stop.borrow_and_update() {
-            if stop.changed().await.is_err() {
-                // The sender is gone: nobody can ask us to stop any more.
-                std::future::pending::<()>().await;
-            }
-        }
+        self.stop.cancelled().await
     }
 
     /// Resolves the grace period after the daemon was asked to stop: running work is then
@@ -67,11 +60,11 @@ mod tests {
 
     #[tokio::test]
     async fn shutdown_abandons_after_the_grace_period() {
-        let (tx, rx) = watch::channel(false);
-        let s = Shutdown::new(rx, Duration::from_millis(30));
+        let stop = CancellationToken::new();
+        let s = Shutdown::new(stop.clone(), Duration::from_millis(30));
         let early = tokio::time::timeout(Duration::from_millis(30), s.abandoned()).await;
         assert!(early.is_err(), "not asked to stop yet");
-        tx.send(true).unwrap();
+        stop.cancel();
         assert!(s.is_stopping());
         let t = std::time::Instant::now();
         s.abandoned().await;

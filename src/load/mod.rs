@@ -23,7 +23,7 @@ use crate::api::WeaveCloud;
 use crate::sops::Identity as AgeIdentity;
 use crate::source::Snapshot;
 pub use doc::Doc;
-pub use weavecloud::bare_host_as_https;
+pub use weavecloud::{bare_host_as_https, parse_update_schedule};
 use weavecloud::{kebab_origin, load_weavecloud};
 use yaml::{Pos, Positions, YamlLimits};
 

@@ -345,3 +345,12 @@ fn report_errors_is_deprecated_and_memcached_args_are_sizes_only() {
         "{text}"
     );
 }
+
+#[test]
+fn an_update_schedule_is_five_or_six_cron_fields_or_a_macro_never_seven() {
+    for ok in ["0 * * * *", "30 0 * * * *", "@daily"] {
+        assert!(parse_update_schedule(ok).is_ok(), "{ok}");
+    }
+    // croner 4 takes a seventh field (years) by default; the schedule's syntax does not.
+    assert!(parse_update_schedule("0 0 0 1 1 * 2030").is_err());
+}

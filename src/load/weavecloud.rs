@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// `spec.general.updateSchedule` as a cron expression: five fields, six (seconds first) or a
+/// macro. croner 4 would also take a seventh field (years); the schedule's syntax stays what it
+/// was (docs/auto-update.md), so years are refused.
+pub fn parse_update_schedule(schedule: &str) -> Result<croner::Cron, croner::errors::CronError> {
+    croner::parser::CronParser::builder()
+        .year(croner::parser::Year::Disallowed)
+        .build()
+        .parse(schedule)
+}
+
 /// The position of the kebab-case spelling of the last component of `pointer`.
 pub(super) fn kebab_origin(raw: &RawDoc, pointer: &str) -> Option<Origin> {
     let (parent, camel) = pointer.rsplit_once('/')?;
@@ -38,7 +48,7 @@ pub(super) fn load_weavecloud(
     };
     let mut ok = true;
     let schedule = &wc.spec.general.update_schedule;
-    if let Err(e) = schedule.parse::<croner::Cron>() {
+    if let Err(e) = parse_update_schedule(schedule) {
         diags.error(
             field_origin(&raw, "/spec/general/updateSchedule"),
             format!(

@@ -367,7 +367,7 @@ async fn deliver(
         &resolved,
         &d.event,
         d.summary.as_deref(),
-        chrono::Utc::now(),
+        k8s_openapi::jiff::Timestamp::now(),
     ) else {
         return;
     };

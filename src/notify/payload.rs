@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use hmac::{Hmac, Mac};
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 use sha2::Sha256;
 use url::Url;
@@ -272,7 +272,7 @@ pub fn request(
     provider: &ResolvedProvider,
     event: &Event,
     summary: Option<&str>,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Option<Outbound> {
     match &provider.target {
         Target::Webhook(url) => {
@@ -379,7 +379,7 @@ pub fn description(message: &str) -> String {
 }
 
 /// Flux's event shape (`eventv1.Event`).
-pub fn generic_body(event: &Event, summary: Option<&str>, now: DateTime<Utc>) -> Value {
+pub fn generic_body(event: &Event, summary: Option<&str>, now: Timestamp) -> Value {
     let mut metadata = serde_json::Map::new();
     if let Some(r) = &event.revision {
         metadata.insert("revision".into(), Value::String(r.clone()));
@@ -395,7 +395,7 @@ pub fn generic_body(event: &Event, summary: Option<&str>, now: DateTime<Utc>) ->
             "apiVersion": event.source.kind.api_version(),
         },
         "severity": event.severity.as_str(),
-        "timestamp": now.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "timestamp": format!("{now:.0}"),
         "message": event.message,
         "reason": event.reason,
         "metadata": metadata,

@@ -34,10 +34,8 @@ fn root_event(state: Option<CommitState>) -> Event {
     e
 }
 
-fn now() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2024-05-01T10:00:00Z")
-        .unwrap()
-        .with_timezone(&Utc)
+fn now() -> Timestamp {
+    "2024-05-01T10:00:00Z".parse().unwrap()
 }
 
 #[test]

@@ -208,7 +208,7 @@ impl StatusWriter {
             return false;
         }
         let mut conditions = current.conditions.clone();
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let now = format!("{:.0}", k8s_openapi::jiff::Timestamp::now());
         set_condition(
             &mut conditions,
             Condition {

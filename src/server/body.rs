@@ -4,6 +4,11 @@
 //! uploads hold at most the budget, not a cap each. One peer (one IPv4 address, one IPv6 /64)
 //! holds at most its share of that budget, so that one hostile client cannot spend all of it
 //! and make every other sender's webhook a 503.
+//!
+//! Why not tower-http's `RequestBodyLimitLayer` or axum's `DefaultBodyLimit`: they cap one body,
+//! which is two comparisons here; the shared budget, the per-peer share, the whole-body deadline
+//! and the outcome each refusal is counted under (`weft_webhook_requests_total`) are what they do
+//! not do, and those need the chunk loop below anyway.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

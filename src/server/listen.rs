@@ -17,9 +17,16 @@
 //! with a short header timeout: `GET /healthz` and `/readyz` are answered, anything else is `503`
 //! and the connection closes. Holding the reserve takes as many peers as it has places, each
 //! re-connecting every [`RESERVE_HEADER_TIMEOUT`].
+//!
+//! What crates do here: hyper (the header read timeout, the buffer bound), tokio-io-timeout (a
+//! write that stalls past the request timeout fails: a client that never reads its answers),
+//! tokio-util's `CancellationToken` (the stop). What is Weft's own, because no tower or
+//! tower-http layer can do it: the connection limit is taken *before* `accept` (a tower
+//! `ConcurrencyLimitLayer` limits requests of connections already accepted, each holding a
+//! descriptor and a task), the per-peer fair share, the probes' reserve, and reads of at most
+//! [`READ_CHUNK`] bytes (the head cap below).
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -34,7 +41,8 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use super::body::BodyLimit;
@@ -183,7 +191,7 @@ const READ_CHUNK: usize = 1024;
 /// or more is ever parsed.
 const READ_BUFFER_BYTES: usize = HEAD_CAP - READ_CHUNK;
 
-/// Serve `router` on `listener` until `shutdown` turns true, then stop accepting, let in-flight
+/// Serve `router` on `listener` until `shutdown` is cancelled, then stop accepting, let in-flight
 /// requests finish and close idle connections; returns when every connection is closed.
 /// `probe_reserve` connections more are accepted for the probes only when every slot is held
 /// ([`PROBE_RESERVE`] on the port that serves them, 0 elsewhere).
@@ -193,7 +201,7 @@ pub async fn serve_listener(
     router: Router,
     limits: HttpLimits,
     probe_reserve: usize,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let reserve = Arc::new(Semaphore::new(probe_reserve));
@@ -212,7 +220,7 @@ pub async fn serve_listener(
         .keep_alive(false)
         .max_buf_size(READ_BUFFER_BYTES);
     loop {
-        if *shutdown.borrow_and_update() {
+        if shutdown.is_cancelled() {
             break;
         }
         // A slot first, then accept: past the limit, clients wait in the accept queue, except
@@ -227,7 +235,7 @@ pub async fn serve_listener(
                 Ok(s) => (s, true),
                 Err(_) => break,
             },
-            _ = shutdown.changed() => break,
+            _ = shutdown.cancelled() => break,
         };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -240,7 +248,7 @@ pub async fn serve_listener(
                     continue;
                 }
             },
-            _ = shutdown.changed() => break,
+            _ = shutdown.cancelled() => break,
         };
         let counted = if reserved {
             reserve_peers.open(peer.ip(), 1, usize::MAX)
@@ -274,7 +282,9 @@ pub async fn serve_listener(
             }
         });
         // A client that does not read its answers is cut like one that does not send its request.
-        let io = WriteDeadline::new(TokioIo::new(SmallReads(stream)), limits.request_timeout);
+        let mut io = tokio_io_timeout::TimeoutStream::new(SmallReads(stream));
+        io.set_write_timeout(Some(limits.request_timeout));
+        let io = TokioIo::new(Box::pin(io));
         let conn = if reserved { &probe_only } else { &http }.serve_connection(io, svc);
         let stop = shutdown.clone();
         tokio::spawn(async move {
@@ -283,7 +293,7 @@ pub async fn serve_listener(
             let mut conn = std::pin::pin!(conn);
             let result = tokio::select! {
                 r = conn.as_mut() => r,
-                () = stopped(stop) => {
+                () = stop.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     conn.await
                 }
@@ -341,18 +351,6 @@ impl RefusalLog {
     }
 }
 
-/// Resolves once `stop` is true (never, if its sender is gone without saying so).
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    loop {
-        if *stop.borrow_and_update() {
-            return;
-        }
-        if stop.changed().await.is_err() {
-            return std::future::pending().await;
-        }
-    }
-}
-
 /// A socket read [`READ_CHUNK`] bytes at a time at most (see [`READ_BUFFER_BYTES`]); writes
 /// pass through.
 struct SmallReads<T>(T);
@@ -403,105 +401,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for SmallReads<T> {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
-    }
-}
-
-/// A connection whose writes may not stall longer than `limit`: a client that sends requests but
-/// never reads the answers fills the socket buffers, and then hyper neither writes nor reads
-/// (so no header timeout runs) — without this the connection would hold its slot for ever.
-struct WriteDeadline<T> {
-    inner: T,
-    limit: Duration,
-    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl<T> WriteDeadline<T> {
-    fn new(inner: T, limit: Duration) -> Self {
-        WriteDeadline {
-            inner,
-            limit,
-            stalled: None,
-        }
-    }
-
-    /// A write is pending: start (or keep) the stall clock; an error once it runs out.
-    fn stall<R>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<R>> {
-        let limit = self.limit;
-        let clock = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match clock.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "the client did not read the answer within {}s",
-                    limit.as_secs()
-                ),
-            ))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn settle<R>(
-        &mut self,
-        cx: &mut Context<'_>,
-        p: Poll<std::io::Result<R>>,
-    ) -> Poll<std::io::Result<R>> {
-        match p {
-            Poll::Pending => self.stall(cx),
-            ready => {
-                self.stalled = None;
-                ready
-            }
-        }
-    }
-}
-
-impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WriteDeadline<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WriteDeadline<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let this = self.get_mut();
-        let p = Pin::new(&mut this.inner).poll_write(cx, buf);
-        this.settle(cx, p)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let p = Pin::new(&mut this.inner).poll_flush(cx);
-        this.settle(cx, p)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let p = Pin::new(&mut this.inner).poll_shutdown(cx);
-        this.settle(cx, p)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        let this = self.get_mut();
-        let p = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        this.settle(cx, p)
     }
 }
 
@@ -579,7 +478,7 @@ mod tests {
         );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (_stop, stop) = watch::channel(false);
+        let stop = CancellationToken::new();
         tokio::spawn(serve_listener(
             "test",
             listener,

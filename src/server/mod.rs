@@ -294,7 +294,7 @@ pub async fn serve_with_pages(
     pages: Option<Router>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_token = tokio_util::sync::CancellationToken::new();
     let limits = state.limits;
     let mut http_routes = http_router(state.clone());
     if let Some(pages) = pages {
@@ -307,7 +307,7 @@ pub async fn serve_with_pages(
         http_routes,
         limits,
         listen::PROBE_RESERVE,
-        stop_rx.clone(),
+        stop_token.clone(),
     );
     let hooks = listen::serve_listener(
         "hooks",
@@ -315,17 +315,18 @@ pub async fn serve_with_pages(
         hooks_router(state),
         limits,
         0,
-        stop_rx,
+        stop_token.clone(),
     );
     let stop = async move {
         shutdown.await;
-        let _ = stop_tx.send(true);
+        stop_token.cancel();
     };
     let (http, hooks, ()) = tokio::join!(http, hooks, stop);
     http.and(hooks).map_err(ServerError::Serve)
 }
 
-/// 408 for a request not answered within `limit`.
+/// 408 for a request not answered within `limit`. Not tower-http's `TimeoutLayer`: its 408 has
+/// no body and keeps the connection; this one says what happened and closes the connection.
 async fn whole_request_timeout(
     State(limit): State<Duration>,
     req: Request,

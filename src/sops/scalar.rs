@@ -356,8 +356,14 @@ fn days_in_month(year: u32, month: u32) -> u32 {
 /// `lastmodified` into the MAC's additional data (fractional seconds dropped, a zero offset
 /// written `Z`).
 pub(crate) fn rfc3339_seconds(s: &str) -> Option<String> {
-    let t = chrono::DateTime::parse_from_rfc3339(s).ok()?;
-    let offset = t.offset().local_minus_utc();
+    // RFC 3339: a date, a time and an offset (`Z` or numeric), nothing else.
+    let pieces = k8s_openapi::jiff::fmt::temporal::Pieces::parse(s).ok()?;
+    if pieces.time_zone_annotation().is_some() {
+        return None;
+    }
+    // `Z`, `+00:00` and `-00:00` are all a zero offset, as for Go.
+    let offset = pieces.offset()?.to_numeric_offset().seconds();
+    let t = pieces.date().to_datetime(pieces.time()?);
     let zone = if offset == 0 {
         "Z".to_string()
     } else {
@@ -365,5 +371,5 @@ pub(crate) fn rfc3339_seconds(s: &str) -> Option<String> {
         let abs = offset.unsigned_abs();
         format!("{sign}{:02}:{:02}", abs / 3600, (abs % 3600) / 60)
     };
-    Some(format!("{}{zone}", t.format("%Y-%m-%dT%H:%M:%S")))
+    Some(format!("{}{zone}", t.strftime("%Y-%m-%dT%H:%M:%S")))
 }

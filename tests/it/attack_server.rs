@@ -446,7 +446,7 @@ async fn a_standby_does_not_forward_a_token_to_a_hooks_url_outside_weft_service(
         "spec": {
             "holderIdentity": "not-weft",
             "leaseDurationSeconds": 3600,
-            "renewTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "renewTime": format!("{:.6}", k8s_openapi::jiff::Timestamp::now()),
         },
     }))
     .unwrap();

@@ -191,7 +191,7 @@ async fn wait_root(
 
 /// Ask Root `ns/name` for a pass now (`weft.io/requested-at`).
 async fn request_pass(client: &Client, ns: &str, name: &str) {
-    let at = chrono::Utc::now().to_rfc3339();
+    let at = k8s_openapi::jiff::Timestamp::now().to_string();
     Api::<Root>::namespaced(client.clone(), ns)
         .patch(
             name,

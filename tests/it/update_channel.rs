@@ -554,8 +554,10 @@ async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
     .unwrap()
     .next_update_check
     .unwrap();
-    use chrono::Datelike;
-    let expected_year = chrono::Utc::now().year() + 1;
+    let expected_year = k8s_openapi::jiff::Timestamp::now()
+        .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
+        .year()
+        + 1;
     assert_eq!(next, format!("{expected_year}-01-01T00:00:00Z"));
     assert_eq!(
         image_of(&flux(&ns).await),

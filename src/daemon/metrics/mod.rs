@@ -300,7 +300,7 @@ impl Metrics {
         );
         if report.succeeded() {
             self.last_success
-                .set(chrono::Utc::now().timestamp_millis() as f64 / 1000.0);
+                .set(k8s_openapi::jiff::Timestamp::now().as_millisecond() as f64 / 1000.0);
         }
     }
 

@@ -1,6 +1,8 @@
 //! The process and runtime metrics every Prometheus client library exports under the standard
 //! names (`process_*`, as Go's and client-go's; the runtime's as `tokio_*`), read at scrape time
-//! from `/proc/self` and the tokio runtime the scrape runs on. Nothing is read between scrapes.
+//! from `/proc/self` (through the procfs crate, which parses it) and the tokio runtime the scrape
+//! runs on. Nothing is read between scrapes. kubert-prometheus-process would be the whole
+//! collector, but it is built on an older prometheus-client than Weft's.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -20,60 +22,30 @@ pub struct ProcessStat {
     pub start_time_seconds: f64,
 }
 
-/// Parse `/proc/self/stat` (`stat`) with the boot time `boot_time` (seconds since the epoch),
-/// `ticks` clock ticks per second and `page_size` bytes per page. Pure.
-pub fn parse_stat(stat: &str, boot_time: u64, ticks: f64, page_size: u64) -> Option<ProcessStat> {
-    // The command name (field 2) is in parentheses and may hold spaces or parentheses itself:
-    // the fields that follow start after the last ')'. There, index 0 is field 3 (state).
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    let (utime, stime) = (field(14)?, field(15)?);
-    let start_ticks = field(22)?;
+fn read_stat() -> Option<ProcessStat> {
+    let stat = procfs::process::Process::myself().ok()?.stat().ok()?;
+    let boot = procfs::boot_time_secs().ok()?;
+    let ticks = procfs::ticks_per_second() as f64;
     Some(ProcessStat {
-        cpu_seconds: (utime + stime) as f64 / ticks,
-        resident_bytes: field(24)? * page_size,
-        virtual_bytes: field(23)?,
-        start_time_seconds: boot_time as f64 + start_ticks as f64 / ticks,
+        cpu_seconds: (stat.utime + stat.stime) as f64 / ticks,
+        resident_bytes: stat.rss * procfs::page_size(),
+        virtual_bytes: stat.vsize,
+        start_time_seconds: boot as f64 + stat.starttime as f64 / ticks,
     })
 }
 
-/// The boot time (`btime`) of `/proc/stat`'s text. Pure.
-pub fn parse_boot_time(proc_stat: &str) -> Option<u64> {
-    proc_stat
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// The soft limit of open files in `/proc/self/limits`' text. Pure.
-pub fn parse_max_fds(limits: &str) -> Option<u64> {
-    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-fn read_stat() -> Option<ProcessStat> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let boot = parse_boot_time(&std::fs::read_to_string("/proc/stat").ok()?)?;
-    // SAFETY: sysconf only reads a system constant.
-    let (ticks, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_CLK_TCK),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    if ticks <= 0 || page <= 0 {
-        return None;
-    }
-    parse_stat(&stat, boot, ticks as f64, page as u64)
-}
-
 fn open_fds() -> Option<u64> {
-    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+    let n = procfs::process::Process::myself().ok()?.fd_count().ok()?;
+    Some(n as u64)
+}
+
+/// The soft limit of open files; `None` when unlimited or unreadable.
+fn max_fds() -> Option<u64> {
+    let limits = procfs::process::Process::myself().ok()?.limits().ok()?;
+    match limits.max_open_files.soft_limit {
+        procfs::process::LimitValue::Value(n) => Some(n),
+        procfs::process::LimitValue::Unlimited => None,
+    }
 }
 
 /// The collector of the standard process metrics and the tokio runtime gauges.
@@ -127,8 +99,7 @@ impl Collector for ProcessCollector {
                 n as f64,
             )?;
         }
-        let limits = std::fs::read_to_string("/proc/self/limits").ok();
-        if let Some(n) = limits.as_deref().and_then(parse_max_fds) {
+        if let Some(n) = max_fds() {
             gauge(
                 &mut encoder,
                 "process_max_fds",
@@ -167,36 +138,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_stat_with_a_command_name_that_holds_spaces_and_parentheses() {
-        // Fields 3..24 of a real line; utime 250, stime 50, starttime 1000, vsize 4096000,
-        // rss 300 pages.
-        let stat = "4242 (we ft) (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 \
-                    1000 4096000 300 18446744073709551615";
-        let s = parse_stat(stat, 1_700_000_000, 100.0, 4096).unwrap();
-        assert_eq!(s.cpu_seconds, 3.0);
-        assert_eq!(s.resident_bytes, 300 * 4096);
-        assert_eq!(s.virtual_bytes, 4_096_000);
-        assert_eq!(s.start_time_seconds, 1_700_000_010.0);
-        assert_eq!(parse_stat("garbage", 0, 100.0, 4096), None);
-    }
-
-    #[test]
-    fn parses_boot_time_and_the_open_files_limit() {
-        assert_eq!(
-            parse_boot_time("cpu  1 2 3\nbtime 1700000000\nprocesses 5\n"),
-            Some(1_700_000_000)
-        );
-        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
-                      Max processes             63422                63422                processes \n\
-                      Max open files            1024                 524288               files     \n";
-        assert_eq!(parse_max_fds(limits), Some(1024));
-    }
-
-    #[test]
     fn reads_this_process() {
         let s = read_stat().expect("/proc/self/stat");
         assert!(s.resident_bytes > 0);
         assert!(s.start_time_seconds > 1_600_000_000.0);
         assert!(open_fds().unwrap() > 0);
+        assert!(max_fds().unwrap() > 0);
     }
 }

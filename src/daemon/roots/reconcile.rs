@@ -343,8 +343,9 @@ async fn pass(
         }
     };
     let duration_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let next =
-        chrono::Utc::now() + chrono::Duration::from_std(root.spec.interval()).unwrap_or_default();
+    let next = k8s_openapi::jiff::Timestamp::now()
+        .saturating_add(root.spec.interval())
+        .unwrap_or(k8s_openapi::jiff::Timestamp::MAX);
     match &failure {
         None => {
             tracing::info!(root = %key, revision = revision.as_deref().unwrap_or("-"), changed, duration_ms, "root pass succeeded")
@@ -371,7 +372,7 @@ async fn pass(
         inventory,
         changed,
         requested_at: requested,
-        next_poll_at: next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        next_poll_at: format!("{next:.0}"),
         conflicts,
     };
     (outcome, changes)

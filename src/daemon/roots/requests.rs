@@ -185,5 +185,5 @@ pub async fn wait_answer(
 
 /// A request value: the time, to the nanosecond (two requests in one second still differ).
 fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
+    format!("{:.9}", k8s_openapi::jiff::Timestamp::now())
 }

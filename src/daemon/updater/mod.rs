@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 
@@ -230,7 +230,7 @@ pub struct Updater {
     /// Checks never overlap (a check applies agents and waits).
     running: Mutex<()>,
     /// Per WeaveCloud: its schedule and the next time it fires.
-    schedule: std::sync::Mutex<HashMap<WcKey, (String, DateTime<Utc>)>>,
+    schedule: std::sync::Mutex<HashMap<WcKey, (String, Timestamp)>>,
     versions: std::sync::Mutex<HashMap<WcKey, AgentVersions>>,
     /// Whether the root applied a WeaveCloud (only those are checked).
     applied: crate::apply::ownership::AppliedByRoots,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::ResourceExt;
 use tokio::sync::watch;
@@ -29,7 +29,8 @@ impl Updater {
             };
             let mut sleep = self.opts.rescan_interval;
             if let Some(at) = wake_at {
-                let until = (at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+                let until = Duration::try_from(at.duration_since(Timestamp::now()))
+                    .unwrap_or(Duration::ZERO);
                 sleep = sleep.min(until);
             }
             tokio::select! {
@@ -41,7 +42,7 @@ impl Updater {
     }
 
     /// One look at every WeaveCloud: run the checks that are due; the earliest next check.
-    pub(super) async fn tick(&self, forced: bool) -> Result<Option<DateTime<Utc>>, UpdateError> {
+    pub(super) async fn tick(&self, forced: bool) -> Result<Option<Timestamp>, UpdateError> {
         // With `--watch-namespaces`, one list per namespace: a Weft with a Role in each may not
         // list cluster-wide.
         let mut items = Vec::new();
@@ -56,7 +57,7 @@ impl Updater {
                 .map_err(|e| kube_err("listing WeaveClouds", e))?;
             items.extend(list.items);
         }
-        let mut earliest: Option<DateTime<Utc>> = None;
+        let mut earliest: Option<Timestamp> = None;
         let mut seen = Vec::new();
         let roots = crate::daemon::weavecloud::trust::roots(
             &self.state,
@@ -112,7 +113,7 @@ impl Updater {
 
     /// Check `wc` if due (or `forced`), and record its next check and the version it runs in
     /// its status. Its next check; `None` without a valid schedule.
-    async fn schedule_one(&self, wc: &WeaveCloud, forced: bool) -> Option<DateTime<Utc>> {
+    async fn schedule_one(&self, wc: &WeaveCloud, forced: bool) -> Option<Timestamp> {
         let ns = wc.namespace().unwrap_or_default();
         let name = wc.name_any();
         let key = (ns.clone(), name.clone());
@@ -125,7 +126,7 @@ impl Updater {
             .cloned();
         let next = match known {
             Some((s, at)) if s == schedule => at,
-            _ => match next_check(&schedule, Utc::now()) {
+            _ => match next_check(&schedule, Timestamp::now()) {
                 Ok(at) => at,
                 Err(e) => {
                     tracing::warn!(weavecloud = %format!("{ns}/{name}"), error = %e, "no agent update schedule");
@@ -133,10 +134,10 @@ impl Updater {
                 }
             },
         };
-        let checked = forced || next <= Utc::now();
+        let checked = forced || next <= Timestamp::now();
         let next = if checked {
             self.check(wc).await;
-            next_check(&schedule, Utc::now()).ok()?
+            next_check(&schedule, Timestamp::now()).ok()?
         } else {
             next
         };
@@ -144,7 +145,7 @@ impl Updater {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, (schedule, next));
-        let shown = next.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let shown = format!("{next:.0}");
         self.record_versions(&ns, &name, |v| v.next_update_check = Some(shown.clone()));
         // The version it runs: the active bundle (after a check, the check wrote it).
         let running = match self.state.bundles().active(&ns, &name).await {

@@ -3,23 +3,22 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::{tz::TimeZone, Timestamp};
 
 use super::UpdateError;
 use crate::api::weavecloud::WeaveCloud;
 use crate::source::channel::{pack_archive, sha256_hex, ChannelEntry};
 
 /// The next time after `after` that `schedule` (cron, 5 or 6 fields or a macro, UTC) fires.
-pub fn next_check(schedule: &str, after: DateTime<Utc>) -> Result<DateTime<Utc>, UpdateError> {
+pub fn next_check(schedule: &str, after: Timestamp) -> Result<Timestamp, UpdateError> {
     let err = |message: String| UpdateError::Schedule {
         schedule: schedule.to_string(),
         message,
     };
-    let cron = schedule
-        .trim()
-        .parse::<croner::Cron>()
+    let cron = crate::load::parse_update_schedule(schedule.trim())
         .map_err(|e| err(format!("not a valid cron expression: {e}")))?;
-    cron.find_next_occurrence(&after, false)
+    cron.find_next_occurrence(&after.to_zoned(TimeZone::UTC), false)
+        .map(|at| at.timestamp())
         .map_err(|e| err(format!("never fires: {e}")))
 }
 
@@ -84,7 +83,20 @@ mod tests {
     use super::*;
     use crate::load::parse_version_range;
     use crate::source::channel::{unpack_archive, ChannelLimits};
-    use chrono::TimeZone;
+
+    /// The instant of a UTC wall time.
+    fn utc(
+        y: i16,
+        mo: i8,
+        d: i8,
+        h: i8,
+        mi: i8,
+        s: i8,
+    ) -> Result<Timestamp, k8s_openapi::jiff::Error> {
+        Ok(k8s_openapi::jiff::civil::datetime(y, mo, d, h, mi, s, 0)
+            .to_zoned(TimeZone::UTC)?
+            .timestamp())
+    }
 
     fn entry(v: &str) -> ChannelEntry {
         ChannelEntry {
@@ -111,29 +123,29 @@ mod tests {
 
     #[test]
     fn the_schedule_is_evaluated_in_utc() {
-        let at = Utc.with_ymd_and_hms(2026, 3, 1, 10, 15, 30).unwrap();
+        let at = utc(2026, 3, 1, 10, 15, 30).unwrap();
         assert_eq!(
             next_check("0 * * * *", at).unwrap(),
-            Utc.with_ymd_and_hms(2026, 3, 1, 11, 0, 0).unwrap()
+            utc(2026, 3, 1, 11, 0, 0).unwrap()
         );
         assert_eq!(
             next_check("30 2 * * *", at).unwrap(),
-            Utc.with_ymd_and_hms(2026, 3, 2, 2, 30, 0).unwrap()
+            utc(2026, 3, 2, 2, 30, 0).unwrap()
         );
         assert_eq!(
             next_check("@daily", at).unwrap(),
-            Utc.with_ymd_and_hms(2026, 3, 2, 0, 0, 0).unwrap()
+            utc(2026, 3, 2, 0, 0, 0).unwrap()
         );
         // Six fields: seconds first.
         assert_eq!(
             next_check("*/10 * * * * *", at).unwrap(),
-            Utc.with_ymd_and_hms(2026, 3, 1, 10, 15, 40).unwrap()
+            utc(2026, 3, 1, 10, 15, 40).unwrap()
         );
         // Exactly on an occurrence: the next one, not now again.
-        let on = Utc.with_ymd_and_hms(2026, 3, 1, 11, 0, 0).unwrap();
+        let on = utc(2026, 3, 1, 11, 0, 0).unwrap();
         assert_eq!(
             next_check("0 * * * *", on).unwrap(),
-            Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap()
+            utc(2026, 3, 1, 12, 0, 0).unwrap()
         );
         let e = next_check("every hour", at).unwrap_err().to_string();
         assert!(
