@@ -23,9 +23,9 @@ use kube::core::PartialObjectMeta;
 use kube::Client;
 use serde_json::Value;
 
-use super::ownership::proof_of_ownership;
-use super::plan::{split_api_version, Catalog};
-use super::prune::protection;
+use super::catalog::{split_api_version, Catalog};
+use super::proof::proof_of_ownership;
+use super::protection::protection;
 use super::ApplyError;
 use crate::api::ObjectRef;
 use crate::render::Owner;

@@ -10,9 +10,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::Client;
 
 use super::apply_policy::{DeleteTarget, PreUpdateDelete};
+use super::catalog::Catalog;
 use super::changeset::{Action, Change};
-use super::ownership::proof_of_ownership;
-use super::plan::{Catalog, Decision, LiveState, PlannedObject, UpdateReason};
+use super::plan::{Decision, LiveState, UpdateReason};
+use super::planned::PlannedObject;
+use super::proof::proof_of_ownership;
 use super::{is_not_found, ApplyError};
 use crate::api::keys::OWNER_LABEL;
 use crate::api::ObjectRef;

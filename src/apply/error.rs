@@ -1,7 +1,9 @@
 //! The engine's errors: each variant names the object and what to do; API errors keep the
 //! [`kube::Error`] as their source.
 
+use crate::api::keys::RECREATE_ANNOTATION;
 use crate::api::ObjectRef;
+use kube::core::Status;
 
 /// What went wrong talking to the cluster. Each variant names the object and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -140,6 +142,33 @@ impl ApplyError {
             _ => Some(ApplyError::Many(errors)),
         }
     }
+}
+
+/// The value of [`RECREATE_ANNOTATION`] that allows it.
+pub const RECREATE_ALLOWED: &str = "allowed";
+
+/// The error of an apply the API server refused for an immutable field, if that is what
+/// `status` says (see [`immutable_fields`]).
+pub(crate) fn refusal(object: &ObjectRef, status: &Status) -> Option<ApplyError> {
+    let fields = immutable_fields(status)?;
+    Some(ApplyError::Immutable {
+        object: Box::new(object.clone()),
+        fields,
+        detail: status.message.clone(),
+        advice: format!(
+            "nothing was written. Change it back in git, delete the object by hand, or annotate its document with `{RECREATE_ANNOTATION}: {RECREATE_ALLOWED}` to let Weft delete and recreate it (the delete counts against the prune guard)"
+        ),
+    })
+}
+
+/// A failed apply (`verb`: `apply`, `dry-run apply`) of `object`: [`ApplyError::Immutable`] when
+/// the API server refused it for an immutable field, [`ApplyError::Api`] otherwise.
+pub(crate) fn apply_error(verb: &'static str, object: &ObjectRef, e: kube::Error) -> ApplyError {
+    let immutable = match &e {
+        kube::Error::Api(status) => refusal(object, status),
+        _ => None,
+    };
+    immutable.unwrap_or_else(|| ApplyError::api(verb, object, e))
 }
 
 /// `spec.selector is immutable`, `spec.selector and spec.template are immutable`, or `a field is

@@ -18,7 +18,8 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::Client;
 use serde_json::Value;
 
-use super::plan::{Catalog, PlannedObject};
+use super::catalog::Catalog;
+use super::planned::PlannedObject;
 use super::ApplyError;
 
 const REPLICAS: &str = "/spec/replicas";

@@ -20,7 +20,7 @@
 //! - a namespace Weft created only because it was missing (`weft.io/create: if-missing`, an
 //!   Armada release namespace) is pruned only when nothing but the owner's objects lives there.
 
-use crate::api::keys::{CREATE_ANNOTATION, FINALIZER_PREFIX, OWNER_LABEL, PRUNE_ANNOTATION};
+use crate::api::keys::{CREATE_ANNOTATION, FINALIZER_PREFIX, OWNER_LABEL};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -35,10 +35,12 @@ use kube::Client;
 use serde_json::Value;
 
 use super::cascade::{self, Cascade};
+use super::catalog::{split_api_version, Catalog};
 use super::changeset::{Action, Change, ChangeSet};
-use super::inventory::{read_resource, ref_key, Inventory, RefKey};
-use super::ownership::proof_of_ownership;
-use super::plan::{split_api_version, Catalog};
+use super::inventory::{read_resource, Inventory};
+use super::proof::proof_of_ownership;
+use super::protection::protection;
+use super::ref_key::{ref_key, RefKey};
 use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::order;
@@ -106,23 +108,6 @@ pub struct PruneOutcome {
     /// them back, their kind is not served right now, or the delete failed), per owner.
     pub kept: BTreeMap<Owner, BTreeSet<ObjectRef>>,
     pub errors: Vec<ApplyError>,
-}
-
-/// Why an object that is provably ours is still not deleted, if it is protected.
-pub fn protection(kind: &str, live: &Value) -> Option<String> {
-    let prune = live
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(PRUNE_ANNOTATION))
-        .and_then(Value::as_str);
-    if prune == Some("disabled") {
-        return Some(format!("{PRUNE_ANNOTATION}: disabled"));
-    }
-    if matches!(kind, "Namespace" | "CustomResourceDefinition") && prune != Some("enabled") {
-        return Some(format!(
-            "{kind}s are pruned only with {PRUNE_ANNOTATION}: enabled"
-        ));
-    }
-    None
 }
 
 /// The prune candidates of each inventory: its entries that nobody desires any more.

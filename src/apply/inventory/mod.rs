@@ -32,8 +32,11 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
 
-use super::ownership::proof_of_ownership;
-use super::plan::{list_labelled, split_api_version, Catalog};
+use super::catalog::Catalog;
+use super::list::list_labelled;
+use super::proof::proof_of_ownership;
+// Re-exported: the layers above compare inventory entries by it.
+pub use super::ref_key::{ref_key, RefKey};
 use super::{is_not_found, ApplyError, InventoryProblem, FIELD_MANAGER};
 use crate::api::ObjectRef;
 use crate::render::ownership::{HELM_HOOK_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
@@ -74,19 +77,6 @@ fn force_prune_of(annotations: Option<&BTreeMap<String, String>>) -> Option<Stri
         .get(crate::api::keys::FORCE_PRUNE_ANNOTATION)
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
-}
-
-/// The identity of a reference across API versions: (group, kind, namespace, name).
-pub type RefKey = (String, String, String, String);
-
-/// The identity of a reference across API versions: (group, kind, namespace, name).
-pub fn ref_key(r: &ObjectRef) -> RefKey {
-    (
-        split_api_version(&r.api_version).0.to_string(),
-        r.kind.clone(),
-        r.namespace.clone(),
-        r.name.clone(),
-    )
 }
 
 /// The name of the sync root's inventory ConfigMap.
