@@ -14,7 +14,7 @@
 //! - [`delete`]: deletes by label selector before an owner's update;
 //! - [`proof`]: proof that a live object is an owner's (its label, set by Weft's apply);
 //! - [`ownership`]: which root's inventory lists an object (trust in what a root applied);
-//! - [`inventory`]: what each owner applied (ConfigMap for the sync root, `status.inventory` for CRs);
+//! - [`inventory`]: what each owner applied (ConfigMaps, or a status field, as the owner's kind says);
 //! - [`prune`]: previous inventory − desired, with every safety rule of the design;
 //! - [`protection`]: the annotations that keep an owned object from any delete;
 //! - [`cascade`]: what pruning a Namespace or CRD would take with it;

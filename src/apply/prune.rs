@@ -12,7 +12,8 @@
 //!   (unless forced);
 //! - [`prune`] takes a [`DesiredSet`], which only a complete render produces: there is nothing to
 //!   prune against after a failed fetch, load or render;
-//! - a pruned CR's own children (its `status.inventory`) are pruned first, by the same rules;
+//! - a pruned CR's own children (the inventory in its status) are pruned first, by the same
+//!   rules;
 //! - deletes carry a UID precondition, so an object re-created since it was read is left alone;
 //! - a Namespace or CRD is kept while this pass desires something in it (or of its kind), or while
 //!   something not the owner's lives there (unless forced); the guard counts what its delete
@@ -68,9 +69,10 @@ pub struct PruneOptions {
     /// field, objects replaced by another kind of the same name): they count against the guard
     /// with the prune's own deletions.
     pub deleted_earlier: BTreeMap<Owner, usize>,
-    /// The caller's kinds whose objects own children (listed in their `/status/inventory`,
-    /// held by a `weft.io/` finalizer): pruning one prunes its children first and then releases
-    /// the finalizer its controller would have. None by default: the engine knows no kind.
+    /// The caller's kinds whose objects own children (listed in their status, where the kind's
+    /// [`inventory_home`](OwnerKind::inventory_home) says; held by a `weft.io/` finalizer):
+    /// pruning one prunes its children first and then releases the finalizer its controller
+    /// would have. None by default: the engine knows no kind.
     pub owner_kinds: Vec<OwnerKind>,
 }
 
@@ -199,16 +201,7 @@ pub fn guard_scoped(
     });
     // Only a sync root's render can be empty by mistake (a custom resource whose agents are all
     // disabled desires nothing on purpose).
-    let root_loses = deletions.iter().any(|(o, n)| {
-        *n > 0
-            && matches!(
-                o,
-                Owner {
-                    kind: OwnerKind::Root,
-                    ..
-                }
-            )
-    });
+    let root_loses = deletions.iter().any(|(o, n)| *n > 0 && o.is_root());
     if desired == 0 && root_loses {
         if opts.allow_empty || allowed_by_annotation {
             return None;
@@ -596,7 +589,7 @@ fn delete_surveyed(
         let mut changes = Vec::new();
         if let Some(kind) = opts.owner_kind(&r.kind) {
             let child_owner = Owner::resource(kind, &r.namespace, &r.name);
-            let status = live.pointer("/status/inventory");
+            let status = kind.inventory_home().find(&live);
             if let Some(children) = read_resource(&client, &child_owner, status).await? {
                 for child in children {
                     let pruned = prune_child(
