@@ -144,11 +144,10 @@ impl Content {
                 // Not listable (create-only review kinds): nothing of it lives anywhere.
                 Err(kube::Error::Api(e)) if matches!(e.code, 404 | 405) => return Ok(()),
                 Err(source) => {
-                    return Err(ApplyError::Api {
-                        verb: "list",
-                        object: format!("the {kind}s a prune would delete"),
+                    return Err(ApplyError::list(
+                        format!("the {kind}s a prune would delete"),
                         source,
-                    })
+                    ))
                 }
             };
             for item in page.items {

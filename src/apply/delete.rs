@@ -70,10 +70,9 @@ pub async fn delete_before_update(
         let listed = api
             .list(&ListParams::default().labels(&selector))
             .await
-            .map_err(|source| ApplyError::Api {
-                verb: "list",
-                object: format!("{} in {} ({selector})", target.kind, rule.namespace),
-                source,
+            .map_err(|source| {
+                let what = format!("{} in {} ({selector})", target.kind, rule.namespace);
+                ApplyError::list(what, source)
             })?;
         for item in listed.items {
             let Some(name) = item.metadata.name.clone() else {

@@ -44,11 +44,7 @@ pub(super) fn display_ns(ns: &str) -> String {
 }
 
 pub(super) fn list_error(what: &str, source: kube::Error) -> ApplyError {
-    ApplyError::Api {
-        verb: "list",
-        object: what.to_string(),
-        source,
-    }
+    ApplyError::list(what.to_string(), source)
 }
 
 /// The metadata (`{"metadata": …}`) of every object of `resource` carrying `selector`, in

@@ -62,4 +62,4 @@ pub mod watch;
 pub const FIELD_MANAGER: &str = "weft";
 
 pub(crate) use error::is_not_found;
-pub use error::{describe, immutable_fields, ApplyError, InventoryProblem};
+pub use error::{describe, immutable_fields, ApiTarget, ApplyError, InventoryProblem};

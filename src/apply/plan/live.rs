@@ -106,11 +106,9 @@ impl LiveState {
 
     /// The API server's refusal to let the pass read `p`, as the error of `p` (a `get`).
     pub fn refused(&self, p: &PlannedObject) -> Option<ApplyError> {
-        self.refused.get(&p.object_ref).map(|s| ApplyError::Api {
-            verb: "get",
-            object: p.object_ref.to_string(),
-            source: kube::Error::Api(s.clone()),
-        })
+        self.refused
+            .get(&p.object_ref)
+            .map(|s| ApplyError::api("get", &p.object_ref, kube::Error::Api(s.clone())))
     }
 
     fn found(&self, p: &PlannedObject) -> bool {
@@ -356,13 +354,7 @@ async fn read_group(
             Err(kube::Error::Api(s)) if s.code == 403 => {
                 state.refused.insert(p.object_ref.clone(), s);
             }
-            Err(source) => {
-                return Err(ApplyError::Api {
-                    verb: "get",
-                    object,
-                    source,
-                })
-            }
+            Err(source) => return Err(ApplyError::api("get", &p.object_ref, source)),
         }
     }
     // Read by name, an absent member is absent: the list of every name would be refused too.
