@@ -27,6 +27,7 @@ pub mod shutdown;
 pub mod state;
 pub mod status;
 pub mod suspend;
+pub mod tree;
 pub mod trigger;
 pub mod uninstall;
 pub mod update_requests;
