@@ -8,6 +8,7 @@
 pub mod armada;
 pub mod early;
 pub mod events;
+pub mod export;
 #[cfg(test)]
 pub mod fixtures;
 pub mod health;
