@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use serde_json::Value;
+
 /// A kind of owner.
 ///
 /// The order (root first, then the custom resources alphabetically) is the order owners are
@@ -64,6 +66,17 @@ impl OwnerKind {
         OwnerKind::RENDERING.contains(&self)
     }
 
+    /// Where an owner of this kind keeps its inventory: the policy the apply engine is given
+    /// with each owner, so that it names no kind of Weft's and no status field itself.
+    pub const fn inventory_home(self) -> InventoryHome {
+        match self {
+            OwnerKind::Root => InventoryHome::ConfigMaps,
+            OwnerKind::ArmadaChart | OwnerKind::WeaveCloud => {
+                InventoryHome::Status(&["status", "inventory"])
+            }
+        }
+    }
+
     /// The first segment of an owner's readable reference (`root/<ns>/<name>`,
     /// `ArmadaChart/<ns>/<name>`). A root's is lower case, as it was before roots were objects:
     /// the reference is hashed into every applied object's owner label, so it never changes.
@@ -71,6 +84,46 @@ impl OwnerKind {
         match self {
             OwnerKind::Root => "root",
             other => other.as_str(),
+        }
+    }
+}
+
+/// Where an owner keeps the inventory of what it applied, read back before its next prune.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InventoryHome {
+    /// ConfigMaps in Weft's namespace named after the owner (a root, which has no status a pass
+    /// writes).
+    ConfigMaps,
+    /// A list in the owner object's own status, at this path from the object's top
+    /// (`status.inventory`); in ConfigMaps of the object's namespace when it outgrows it.
+    Status(&'static [&'static str]),
+}
+
+impl InventoryHome {
+    /// The field's name as a person reads it (`status.inventory`); `None` for ConfigMaps.
+    pub fn field(self) -> Option<String> {
+        match self {
+            InventoryHome::ConfigMaps => None,
+            InventoryHome::Status(path) => Some(path.join(".")),
+        }
+    }
+
+    /// The field's value in `object` (a live owner object as JSON), if it has one.
+    pub fn find(self, object: &Value) -> Option<&Value> {
+        match self {
+            InventoryHome::ConfigMaps => None,
+            InventoryHome::Status(path) => path.iter().try_fold(object, |v, key| v.get(key)),
+        }
+    }
+
+    /// A merge patch that sets the field to `list` (`{"status": {"inventory": list}}`); `None`
+    /// for ConfigMaps.
+    pub fn patch(self, list: Value) -> Option<Value> {
+        match self {
+            InventoryHome::ConfigMaps => None,
+            InventoryHome::Status(path) => Some(path.iter().rev().fold(list, |inner, key| {
+                Value::Object([(key.to_string(), inner)].into_iter().collect())
+            })),
         }
     }
 }
@@ -96,6 +149,21 @@ mod tests {
         assert!(OwnerKind::WeaveCloud.renders_children());
         assert_eq!(OwnerKind::Root.reference_prefix(), "root");
         assert_eq!(OwnerKind::ArmadaChart.reference_prefix(), "ArmadaChart");
+    }
+
+    #[test]
+    fn a_root_keeps_its_inventory_in_configmaps_a_custom_resource_in_its_status() {
+        assert_eq!(OwnerKind::Root.inventory_home(), InventoryHome::ConfigMaps);
+        assert_eq!(OwnerKind::Root.inventory_home().field(), None);
+        for k in OwnerKind::RENDERING {
+            let home = k.inventory_home();
+            assert_eq!(home.field().as_deref(), Some("status.inventory"));
+            let list = serde_json::json!([{"kind": "ConfigMap", "name": "a"}]);
+            let patch = home.patch(list.clone()).expect("a status field");
+            assert_eq!(patch, serde_json::json!({"status": {"inventory": list}}));
+            assert_eq!(home.find(&patch), Some(&list));
+            assert_eq!(home.find(&serde_json::json!({"status": {}})), None);
+        }
     }
 
     #[test]

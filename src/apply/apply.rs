@@ -20,8 +20,9 @@ use std::collections::BTreeMap;
 use super::apply_policy::ReportDrift;
 use super::changeset::{Action, Change, ChangeSet};
 use super::conflict::{self, Conflict};
-use super::inventory::ref_key;
-use super::plan::{Decision, LiveState, PlannedObject, UpdateReason};
+use super::plan::{Decision, LiveState, UpdateReason};
+use super::planned::PlannedObject;
+use super::ref_key::ref_key;
 use super::{ApplyError, FIELD_MANAGER};
 use crate::render::ownership::CREATE_IF_MISSING;
 use crate::render::Owner;
@@ -60,7 +61,7 @@ pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<Value, Appl
     let stored = api
         .patch(&p.object_ref.name, &apply_params(), &patch)
         .await
-        .map_err(|e| super::recreate::apply_error("apply", &p.object_ref, e))?;
+        .map_err(|e| super::error::apply_error("apply", &p.object_ref, e))?;
     serde_json::to_value(stored).map_err(|source| ApplyError::Decode {
         object: p.object_ref.to_string(),
         what: "the applied object",

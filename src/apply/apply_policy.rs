@@ -7,9 +7,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::inventory::RefKey;
 use super::plan::{Decision, UpdateReason};
 use super::readiness::{self, Selector};
+use super::ref_key::RefKey;
 use crate::render::Owner;
 
 /// Everything the caller decides, per owner.

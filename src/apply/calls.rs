@@ -16,6 +16,8 @@ use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+// Re-exported: the classification is what the counters count by.
+pub use super::fence::{classify, CallKind};
 use super::fence::{FenceLayer, WriteFence};
 
 /// Counters shared by every clone of the client.
@@ -95,31 +97,6 @@ impl CallCounts {
             CallKind::Write => &self.0.writes,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// What an API call does to the cluster.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallKind {
-    /// GET, HEAD, OPTIONS (get, list, watch, discovery).
-    Read,
-    /// A write with `dryRun=All`: it changes nothing.
-    DryRun,
-    /// POST, PUT, PATCH, DELETE that change the cluster.
-    Write,
-}
-
-/// Classify a call by its method and query (shared by the counters and the write fence).
-pub fn classify(method: &http::Method, query: Option<&str>) -> CallKind {
-    if matches!(
-        *method,
-        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
-    ) {
-        CallKind::Read
-    } else if query.is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All")) {
-        CallKind::DryRun
-    } else {
-        CallKind::Write
     }
 }
 

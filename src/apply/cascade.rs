@@ -23,9 +23,9 @@ use kube::core::PartialObjectMeta;
 use kube::Client;
 use serde_json::Value;
 
-use super::ownership::proof_of_ownership;
-use super::plan::{split_api_version, Catalog};
-use super::prune::protection;
+use super::catalog::{split_api_version, Catalog};
+use super::proof::proof_of_ownership;
+use super::protection::protection;
 use super::ApplyError;
 use crate::api::ObjectRef;
 use crate::render::Owner;
@@ -144,11 +144,10 @@ impl Content {
                 // Not listable (create-only review kinds): nothing of it lives anywhere.
                 Err(kube::Error::Api(e)) if matches!(e.code, 404 | 405) => return Ok(()),
                 Err(source) => {
-                    return Err(ApplyError::Api {
-                        verb: "list",
-                        object: format!("the {kind}s a prune would delete"),
+                    return Err(ApplyError::list(
+                        format!("the {kind}s a prune would delete"),
                         source,
-                    })
+                    ))
                 }
             };
             for item in page.items {

@@ -21,8 +21,9 @@ use serde_json::Value;
 
 use std::collections::{HashMap, HashSet};
 
-use super::inventory::{read_root, ref_key, RefKey};
-use super::plan::PlannedObject;
+use super::inventory::read_root;
+use super::planned::PlannedObject;
+use super::ref_key::{ref_key, RefKey};
 use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::Owner;

@@ -10,9 +10,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Preconditions};
 use kube::Client;
 
 use super::apply_policy::{DeleteTarget, PreUpdateDelete};
+use super::catalog::Catalog;
 use super::changeset::{Action, Change};
-use super::ownership::proof_of_ownership;
-use super::plan::{Catalog, Decision, LiveState, PlannedObject, UpdateReason};
+use super::plan::{Decision, LiveState, UpdateReason};
+use super::planned::PlannedObject;
+use super::proof::proof_of_ownership;
 use super::{is_not_found, ApplyError};
 use crate::api::keys::OWNER_LABEL;
 use crate::api::ObjectRef;
@@ -68,10 +70,9 @@ pub async fn delete_before_update(
         let listed = api
             .list(&ListParams::default().labels(&selector))
             .await
-            .map_err(|source| ApplyError::Api {
-                verb: "list",
-                object: format!("{} in {} ({selector})", target.kind, rule.namespace),
-                source,
+            .map_err(|source| {
+                let what = format!("{} in {} ({selector})", target.kind, rule.namespace);
+                ApplyError::list(what, source)
             })?;
         for item in listed.items {
             let Some(name) = item.metadata.name.clone() else {

@@ -8,7 +8,7 @@ use kube::Client;
 use serde_json::Value;
 
 use super::apply::apply_params;
-use super::plan::PlannedObject;
+use super::planned::PlannedObject;
 use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::output::to_yaml;
@@ -203,7 +203,7 @@ pub async fn diff_objects(
                         // Its namespace is created by the same pass: shown as written.
                         Err(e) if live.is_none() && is_not_found(&e) => p.desired.object.value(),
                         Err(e) => {
-                            return Err(super::recreate::apply_error(
+                            return Err(super::error::apply_error(
                                 "dry-run apply",
                                 &p.object_ref,
                                 e,

@@ -1,7 +1,9 @@
 //! The engine's errors: each variant names the object and what to do; API errors keep the
 //! [`kube::Error`] as their source.
 
+use crate::api::keys::RECREATE_ANNOTATION;
 use crate::api::ObjectRef;
+use kube::core::Status;
 
 /// What went wrong talking to the cluster. Each variant names the object and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -30,10 +32,12 @@ pub enum ApplyError {
         source: serde_json::Error,
     },
     /// The API server refused or failed a call about one object (or one list).
-    #[error("{verb} {object}: {}", describe(.source).0)]
+    #[error("{verb} {target}: {}", describe(.source).0)]
     Api {
         verb: &'static str,
-        object: String,
+        /// The object the call was about (typed: the pass matches it to its objects), or the
+        /// list it read.
+        target: ApiTarget,
         #[source]
         source: kube::Error,
     },
@@ -98,14 +102,48 @@ pub enum ApplyError {
     Many(Vec<ApplyError>),
 }
 
+/// What a failed API call was about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApiTarget {
+    /// One object (boxed: the error enum stays small).
+    Object(Box<ObjectRef>),
+    /// A list, as a person reads it (`deployments in namespace shop`, `customresourcedefinitions`).
+    List(String),
+}
+
+impl std::fmt::Display for ApiTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApiTarget::Object(r) => r.fmt(f),
+            ApiTarget::List(what) => f.write_str(what),
+        }
+    }
+}
+
 impl ApplyError {
     /// A failed API call about `object`.
     pub(crate) fn api(verb: &'static str, object: &ObjectRef, source: kube::Error) -> Self {
         ApplyError::Api {
             verb,
-            object: object.to_string(),
+            target: ApiTarget::Object(Box::new(object.clone())),
             source,
         }
+    }
+
+    /// A failed list (`what`: the objects listed, as a person reads it).
+    pub(crate) fn list(what: String, source: kube::Error) -> Self {
+        ApplyError::Api {
+            verb: "list",
+            target: ApiTarget::List(what),
+            source,
+        }
+    }
+
+    /// Whether this is a failed API call about `object`: the same kind, namespace and name (any
+    /// API version, as the object is named to a person).
+    pub fn is_about(&self, object: &ObjectRef) -> bool {
+        matches!(self, ApplyError::Api { target: ApiTarget::Object(r), .. }
+            if r.kind == object.kind && r.namespace == object.namespace && r.name == object.name)
     }
 
     /// The HTTP status code of a failed API call, when the API server answered.
@@ -140,6 +178,33 @@ impl ApplyError {
             _ => Some(ApplyError::Many(errors)),
         }
     }
+}
+
+/// The value of [`RECREATE_ANNOTATION`] that allows it.
+pub const RECREATE_ALLOWED: &str = "allowed";
+
+/// The error of an apply the API server refused for an immutable field, if that is what
+/// `status` says (see [`immutable_fields`]).
+pub(crate) fn refusal(object: &ObjectRef, status: &Status) -> Option<ApplyError> {
+    let fields = immutable_fields(status)?;
+    Some(ApplyError::Immutable {
+        object: Box::new(object.clone()),
+        fields,
+        detail: status.message.clone(),
+        advice: format!(
+            "nothing was written. Change it back in git, delete the object by hand, or annotate its document with `{RECREATE_ANNOTATION}: {RECREATE_ALLOWED}` to let Weft delete and recreate it (the delete counts against the prune guard)"
+        ),
+    })
+}
+
+/// A failed apply (`verb`: `apply`, `dry-run apply`) of `object`: [`ApplyError::Immutable`] when
+/// the API server refused it for an immutable field, [`ApplyError::Api`] otherwise.
+pub(crate) fn apply_error(verb: &'static str, object: &ObjectRef, e: kube::Error) -> ApplyError {
+    let immutable = match &e {
+        kube::Error::Api(status) => refusal(object, status),
+        _ => None,
+    };
+    immutable.unwrap_or_else(|| ApplyError::api(verb, object, e))
 }
 
 /// `spec.selector is immutable`, `spec.selector and spec.template are immutable`, or `a field is

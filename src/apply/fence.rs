@@ -20,8 +20,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::calls::{classify, CallKind};
-
 /// Why a call was refused before it was sent, or given up.
 #[derive(Debug, thiserror::Error)]
 pub enum CallRefused {
@@ -156,6 +154,31 @@ where
                 Err(_) => Err(CallRefused::Timeout(timeout).into()),
             }
         })
+    }
+}
+
+/// What an API call does to the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    /// GET, HEAD, OPTIONS (get, list, watch, discovery).
+    Read,
+    /// A write with `dryRun=All`: it changes nothing.
+    DryRun,
+    /// POST, PUT, PATCH, DELETE that change the cluster.
+    Write,
+}
+
+/// Classify a call by its method and query (shared by the counters and the write fence).
+pub fn classify(method: &http::Method, query: Option<&str>) -> CallKind {
+    if matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+    ) {
+        CallKind::Read
+    } else if query.is_some_and(|q| q.split('&').any(|kv| kv == "dryRun=All")) {
+        CallKind::DryRun
+    } else {
+        CallKind::Write
     }
 }
 

@@ -18,7 +18,8 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::Client;
 use serde_json::Value;
 
-use super::plan::{Catalog, PlannedObject};
+use super::catalog::Catalog;
+use super::planned::PlannedObject;
 use super::ApplyError;
 
 const REPLICAS: &str = "/spec/replicas";
@@ -136,14 +137,10 @@ async fn scaled_targets(
         };
         for ns in namespaces {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &*ar);
-            let list =
-                api.list(&ListParams::default())
-                    .await
-                    .map_err(|source| ApplyError::Api {
-                        verb: "list",
-                        object: format!("{kind}s in namespace {ns}"),
-                        source,
-                    })?;
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|source| ApplyError::list(format!("{kind}s in namespace {ns}"), source))?;
             for scaler in list.items {
                 let target = scaler.data.pointer("/spec/scaleTargetRef");
                 let name = target.and_then(|t| t.get("name")).and_then(Value::as_str);

@@ -6,14 +6,17 @@
 //! only reported, wait rules per owner, deletes before an update, kinds not waited for) arrives
 //! as data, a [`policy::ApplyPolicy`], as `fluxcd/pkg/ssa`'s `ApplyOptions` does.
 //!
-//! - [`plan`]: API discovery for every kind, namespaced vs cluster-scoped, live state, no-op skip;
+//! - [`catalog`]: API discovery for every kind, namespaced vs cluster-scoped;
+//! - [`plan`]: each desired object's resource ([`planned`]), live state, no-op skip;
 //! - [`apply`](mod@apply): server-side apply (field manager `weft`), bounded concurrency, and the
 //!   report-only skip of drifted objects;
 //! - [`drift`]: has the live copy drifted from what Weft applied (managedFields of manager `weft`);
 //! - [`delete`]: deletes by label selector before an owner's update;
-//! - [`ownership`]: proof that a live object is an owner's (its label, set by Weft's apply);
-//! - [`inventory`]: what each owner applied (ConfigMap for the sync root, `status.inventory` for CRs);
+//! - [`proof`]: proof that a live object is an owner's (its label, set by Weft's apply);
+//! - [`ownership`]: which root's inventory lists an object (trust in what a root applied);
+//! - [`inventory`]: what each owner applied (ConfigMaps, or a status field, as the owner's kind says);
 //! - [`prune`]: previous inventory − desired, with every safety rule of the design;
+//! - [`protection`]: the annotations that keep an owned object from any delete;
 //! - [`cascade`]: what pruning a Namespace or CRD would take with it;
 //! - [`recreate`]: an immutable field changed: the error, or a delete and create when allowed;
 //! - [`replaced`]: a kind change under the same name: the old object pruned before the new one;
@@ -23,6 +26,7 @@
 //! - [`wait`]: waiting with timeouts, by the table or by an owner's wait rule;
 //! - [`diff`]: server-side dry-run and a unified diff per changed object;
 //! - [`calls`]: a client that counts API calls (reads, writes, dry-runs);
+//! - [`ref_key`]: an object's identity across API versions;
 //! - [`apply_policy`]: the caller's decisions, as data.
 
 #[allow(clippy::module_inception)] // `apply::apply` is the apply verb, beside `apply::prune` etc.
@@ -30,6 +34,7 @@ pub mod apply;
 pub mod apply_policy;
 pub mod calls;
 pub mod cascade;
+pub mod catalog;
 pub mod changeset;
 pub mod conflict;
 pub mod delete;
@@ -39,11 +44,16 @@ mod error;
 pub mod fence;
 pub mod ignore;
 pub mod inventory;
+mod list;
 pub mod ownership;
 pub mod plan;
+pub mod planned;
+pub mod proof;
+pub mod protection;
 pub mod prune;
 pub mod readiness;
 pub mod recreate;
+pub mod ref_key;
 pub mod replaced;
 pub mod wait;
 pub mod watch;
@@ -52,4 +62,4 @@ pub mod watch;
 pub const FIELD_MANAGER: &str = "weft";
 
 pub(crate) use error::is_not_found;
-pub use error::{describe, immutable_fields, ApplyError, InventoryProblem};
+pub use error::{describe, immutable_fields, ApiTarget, ApplyError, InventoryProblem};

@@ -1,6 +1,6 @@
-//! Proof of ownership.
+//! Ownership: who may be trusted to have applied an object.
 //!
-//! - [`proof_of_ownership`]: an object is Weft's to prune (or to put in a rebuilt inventory) only
+//! - [`proof_of_ownership`] (in [`super::proof`]): an object is Weft's to prune (or to put in a rebuilt inventory) only
 //!   if its `weft.io/owner` label names the owner *and* that label was set by a server-side apply
 //!   of manager `weft` (managedFields): a label copied onto a foreign object proves nothing. A
 //!   field manager's name is not an identity, though — anyone may apply with
@@ -17,76 +17,19 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
-use serde_json::Value;
 
 use super::inventory::{self, configmap_name};
-use super::{ApplyError, FIELD_MANAGER};
-use crate::api::keys::OWNER_LABEL;
+// Re-exported: the proof is part of what ownership means to the layers above.
+pub use super::proof::{proof_of_ownership, NotOwned};
+use super::ref_key::{ref_key, RefKey};
+use super::ApplyError;
 use crate::render::Owner;
-
-/// Why an object cannot be proven owned.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NotOwned {
-    #[error("it has no {OWNER_LABEL} label")]
-    NoLabel,
-    #[error("its {OWNER_LABEL} label is {label}, not {id} ({reference})")]
-    OtherOwner {
-        label: String,
-        id: String,
-        reference: String,
-    },
-    #[error("its {OWNER_LABEL} label was not set by weft (copied from another object?)")]
-    NotSetByWeft,
-}
-
-/// Is `live` provably owned by `owner`? `Err` says why not.
-pub fn proof_of_ownership(live: &Value, owner: &Owner) -> Result<(), NotOwned> {
-    let id = owner.id();
-    let label = live
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(OWNER_LABEL))
-        .and_then(Value::as_str);
-    match label {
-        None => return Err(NotOwned::NoLabel),
-        Some(l) if l != id.0 => {
-            return Err(NotOwned::OtherOwner {
-                label: l.to_string(),
-                id: id.0,
-                reference: owner.reference(),
-            })
-        }
-        Some(_) => {}
-    }
-    let Some(entries) = live
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .filter(|e| !e.is_empty())
-    else {
-        // A server that keeps no managedFields: the label is all there is.
-        return Ok(());
-    };
-    let set_by_weft = entries.iter().any(|e| {
-        e.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER)
-            && e.get("operation").and_then(Value::as_str) == Some("Apply")
-            && e.pointer("/fieldsV1/f:metadata/f:labels")
-                .and_then(|l| l.get(format!("f:{OWNER_LABEL}")))
-                .is_some()
-    });
-    if set_by_weft {
-        Ok(())
-    } else {
-        Err(NotOwned::NotSetByWeft)
-    }
-}
-
-/// `(API group, kind, namespace, name)`: an object across API versions.
-pub type ObjectKey = (String, String, String, String);
 
 /// One root's stored inventory, as last read: the head ConfigMap's `resourceVersion` and the
 /// entries of the kinds asked about.
 struct Listed {
     version: String,
-    entries: Arc<BTreeSet<ObjectKey>>,
+    entries: Arc<BTreeSet<RefKey>>,
 }
 
 /// Whether an object is listed in the stored inventory of one of the sync roots: what the root
@@ -102,7 +45,7 @@ pub struct AppliedByRoots {
 /// The entries of the roots' inventories, as read by [`AppliedByRoots::listing`].
 #[derive(Clone, Debug, Default)]
 pub struct RootListing {
-    entries: Vec<(Owner, Arc<BTreeSet<ObjectKey>>)>,
+    entries: Vec<(Owner, Arc<BTreeSet<RefKey>>)>,
 }
 
 impl RootListing {
@@ -127,7 +70,7 @@ impl RootListing {
     }
 
     /// A listing of `entries` per root (tests).
-    pub fn of(entries: Vec<(Owner, BTreeSet<ObjectKey>)>) -> RootListing {
+    pub fn of(entries: Vec<(Owner, BTreeSet<RefKey>)>) -> RootListing {
         RootListing {
             entries: entries.into_iter().map(|(o, e)| (o, Arc::new(e))).collect(),
         }
@@ -183,9 +126,9 @@ impl AppliedByRoots {
                         .await?
                         .map(|(entries, _)| entries)
                         .unwrap_or_default();
-                    let kept: BTreeSet<ObjectKey> = stored
+                    let kept: BTreeSet<RefKey> = stored
                         .iter()
-                        .map(inventory::ref_key)
+                        .map(ref_key)
                         .filter(|(g, k, _, _)| self.kinds.iter().any(|(kg, kk)| kg == g && kk == k))
                         .collect();
                     let kept = Arc::new(kept);
@@ -207,66 +150,5 @@ impl AppliedByRoots {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Owner, Listed>> {
         // A poisoned lock only means a panic elsewhere mid-update: the cache is still usable.
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn root() -> Owner {
-        Owner::root("weft-system", "weft")
-    }
-
-    fn live(labels: Value, annotations: Value, managed: Value) -> Value {
-        json!({"metadata": {"name": "x", "labels": labels, "annotations": annotations, "managedFields": managed}})
-    }
-
-    fn weft_managed() -> Value {
-        json!([{"manager": "weft", "operation": "Apply", "fieldsV1": {"f:metadata": {"f:labels": {"f:weft.io/owner": {}}}}}])
-    }
-
-    #[test]
-    fn ownership_needs_our_label_set_by_weft() {
-        let id = root().id().0;
-        assert!(proof_of_ownership(
-            &live(json!({OWNER_LABEL: id}), json!({}), weft_managed()),
-            &root()
-        )
-        .is_ok());
-        let copied = live(
-            json!({OWNER_LABEL: id}),
-            json!({}),
-            json!([{"manager": "kubectl-client-side-apply", "operation": "Update", "fieldsV1": {"f:metadata": {"f:labels": {"f:weft.io/owner": {}}}}}]),
-        );
-        assert_eq!(
-            proof_of_ownership(&copied, &root())
-                .unwrap_err()
-                .to_string(),
-            "its weft.io/owner label was not set by weft (copied from another object?)"
-        );
-        let other = Owner::root("weft-system", "other");
-        assert!(proof_of_ownership(
-            &live(
-                json!({OWNER_LABEL: other.id().0}),
-                json!({}),
-                weft_managed()
-            ),
-            &root()
-        )
-        .unwrap_err()
-        .to_string()
-        .contains("not"));
-        assert_eq!(
-            proof_of_ownership(&live(json!({}), json!({}), json!([])), &root()),
-            Err(NotOwned::NoLabel)
-        );
-        assert_eq!(
-            proof_of_ownership(&live(json!({}), json!({}), weft_managed()), &root())
-                .unwrap_err()
-                .to_string(),
-            "it has no weft.io/owner label"
-        );
     }
 }

@@ -12,7 +12,8 @@
 //!   (unless forced);
 //! - [`prune`] takes a [`DesiredSet`], which only a complete render produces: there is nothing to
 //!   prune against after a failed fetch, load or render;
-//! - a pruned CR's own children (its `status.inventory`) are pruned first, by the same rules;
+//! - a pruned CR's own children (the inventory in its status) are pruned first, by the same
+//!   rules;
 //! - deletes carry a UID precondition, so an object re-created since it was read is left alone;
 //! - a Namespace or CRD is kept while this pass desires something in it (or of its kind), or while
 //!   something not the owner's lives there (unless forced); the guard counts what its delete
@@ -20,7 +21,7 @@
 //! - a namespace Weft created only because it was missing (`weft.io/create: if-missing`, an
 //!   Armada release namespace) is pruned only when nothing but the owner's objects lives there.
 
-use crate::api::keys::{CREATE_ANNOTATION, FINALIZER_PREFIX, OWNER_LABEL, PRUNE_ANNOTATION};
+use crate::api::keys::{CREATE_ANNOTATION, FINALIZER_PREFIX, OWNER_LABEL};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -35,10 +36,12 @@ use kube::Client;
 use serde_json::Value;
 
 use super::cascade::{self, Cascade};
+use super::catalog::{split_api_version, Catalog};
 use super::changeset::{Action, Change, ChangeSet};
-use super::inventory::{read_resource, ref_key, Inventory, RefKey};
-use super::ownership::proof_of_ownership;
-use super::plan::{split_api_version, Catalog};
+use super::inventory::{read_resource, Inventory};
+use super::proof::proof_of_ownership;
+use super::protection::protection;
+use super::ref_key::{ref_key, RefKey};
 use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::order;
@@ -66,9 +69,10 @@ pub struct PruneOptions {
     /// field, objects replaced by another kind of the same name): they count against the guard
     /// with the prune's own deletions.
     pub deleted_earlier: BTreeMap<Owner, usize>,
-    /// The caller's kinds whose objects own children (listed in their `/status/inventory`,
-    /// held by a `weft.io/` finalizer): pruning one prunes its children first and then releases
-    /// the finalizer its controller would have. None by default: the engine knows no kind.
+    /// The caller's kinds whose objects own children (listed in their status, where the kind's
+    /// [`inventory_home`](OwnerKind::inventory_home) says; held by a `weft.io/` finalizer):
+    /// pruning one prunes its children first and then releases the finalizer its controller
+    /// would have. None by default: the engine knows no kind.
     pub owner_kinds: Vec<OwnerKind>,
 }
 
@@ -106,23 +110,6 @@ pub struct PruneOutcome {
     /// them back, their kind is not served right now, or the delete failed), per owner.
     pub kept: BTreeMap<Owner, BTreeSet<ObjectRef>>,
     pub errors: Vec<ApplyError>,
-}
-
-/// Why an object that is provably ours is still not deleted, if it is protected.
-pub fn protection(kind: &str, live: &Value) -> Option<String> {
-    let prune = live
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(PRUNE_ANNOTATION))
-        .and_then(Value::as_str);
-    if prune == Some("disabled") {
-        return Some(format!("{PRUNE_ANNOTATION}: disabled"));
-    }
-    if matches!(kind, "Namespace" | "CustomResourceDefinition") && prune != Some("enabled") {
-        return Some(format!(
-            "{kind}s are pruned only with {PRUNE_ANNOTATION}: enabled"
-        ));
-    }
-    None
 }
 
 /// The prune candidates of each inventory: its entries that nobody desires any more.
@@ -214,16 +201,7 @@ pub fn guard_scoped(
     });
     // Only a sync root's render can be empty by mistake (a custom resource whose agents are all
     // disabled desires nothing on purpose).
-    let root_loses = deletions.iter().any(|(o, n)| {
-        *n > 0
-            && matches!(
-                o,
-                Owner {
-                    kind: OwnerKind::Root,
-                    ..
-                }
-            )
-    });
+    let root_loses = deletions.iter().any(|(o, n)| *n > 0 && o.is_root());
     if desired == 0 && root_loses {
         if opts.allow_empty || allowed_by_annotation {
             return None;
@@ -611,7 +589,7 @@ fn delete_surveyed(
         let mut changes = Vec::new();
         if let Some(kind) = opts.owner_kind(&r.kind) {
             let child_owner = Owner::resource(kind, &r.namespace, &r.name);
-            let status = live.pointer("/status/inventory");
+            let status = kind.inventory_home().find(&live);
             if let Some(children) = read_resource(&client, &child_owner, status).await? {
                 for child in children {
                     let pruned = prune_child(

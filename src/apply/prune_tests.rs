@@ -1,5 +1,6 @@
 //! Unit tests of `apply::prune`: protections, candidates and the guard.
 use super::*;
+use crate::api::keys::PRUNE_ANNOTATION;
 use crate::api::owner::OwnerKind;
 use crate::apply::inventory::InventorySource;
 use serde_json::json;

@@ -13,21 +13,17 @@
 use crate::api::keys::RECREATE_ANNOTATION;
 use std::time::Duration;
 
-use kube::core::Status;
 use kube::Client;
 use serde_json::Value;
 
 use super::apply::apply_one;
 use super::changeset::{Action, Change};
 use super::delete::{delete_and_wait, Gone};
-use super::ownership::proof_of_ownership;
-use super::plan::PlannedObject;
-use super::prune::protection;
+pub use super::error::RECREATE_ALLOWED;
+use super::planned::PlannedObject;
+use super::proof::proof_of_ownership;
+use super::protection::protection;
 use super::ApplyError;
-use crate::api::ObjectRef;
-
-/// The value of [`RECREATE_ANNOTATION`] that allows it.
-pub const RECREATE_ALLOWED: &str = "allowed";
 
 /// How long a recreated object may take to be gone.
 #[derive(Clone, Debug)]
@@ -45,30 +41,6 @@ pub fn allowed(p: &PlannedObject) -> bool {
         .and_then(|a| a.get(RECREATE_ANNOTATION))
         .and_then(Value::as_str)
         == Some(RECREATE_ALLOWED)
-}
-
-/// The error of an apply the API server refused for an immutable field, if that is what
-/// `status` says (see [`super::error::immutable_fields`]).
-pub(crate) fn refusal(object: &ObjectRef, status: &Status) -> Option<ApplyError> {
-    let fields = super::immutable_fields(status)?;
-    Some(ApplyError::Immutable {
-        object: Box::new(object.clone()),
-        fields,
-        detail: status.message.clone(),
-        advice: format!(
-            "nothing was written. Change it back in git, delete the object by hand, or annotate its document with `{RECREATE_ANNOTATION}: {RECREATE_ALLOWED}` to let Weft delete and recreate it (the delete counts against the prune guard)"
-        ),
-    })
-}
-
-/// A failed apply (`verb`: `apply`, `dry-run apply`) of `object`: [`ApplyError::Immutable`] when
-/// the API server refused it for an immutable field, [`ApplyError::Api`] otherwise.
-pub(crate) fn apply_error(verb: &'static str, object: &ObjectRef, e: kube::Error) -> ApplyError {
-    let immutable = match &e {
-        kube::Error::Api(status) => refusal(object, status),
-        _ => None,
-    };
-    immutable.unwrap_or_else(|| ApplyError::api(verb, object, e))
 }
 
 /// `fields` as a reason: `spec.selector is immutable`.
@@ -162,7 +134,9 @@ pub async fn recreate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apply::error::refusal;
     use crate::render::Owner;
+    use kube::core::Status;
     use serde_json::json;
 
     fn planned(annotations: Value) -> PlannedObject {

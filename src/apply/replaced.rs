@@ -18,13 +18,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kube::Client;
 
+use super::catalog::Catalog;
 use super::changeset::{Action, Change};
 use super::delete::{delete_and_wait, Gone};
-use super::inventory::{ref_key, Inventory};
-use super::ownership::proof_of_ownership;
-use super::plan::{Catalog, PlannedObject};
-use super::prune::protection;
+use super::inventory::Inventory;
+use super::planned::PlannedObject;
+use super::proof::proof_of_ownership;
+use super::protection::protection;
 use super::recreate::RecreateOptions;
+use super::ref_key::ref_key;
 use super::ApplyError;
 use crate::api::ObjectRef;
 use crate::render::{order, Owner, OwnerKind};

@@ -68,11 +68,7 @@ mod tests {
             namespace: "ns".into(),
             name: "a1".into(),
         };
-        let e = anyhow::Error::new(ApplyError::Api {
-            verb: "dry-run apply",
-            object: object.to_string(),
-            source: forbidden(),
-        });
+        let e = anyhow::Error::new(ApplyError::api("dry-run apply", &object, forbidden()));
         // What the command line printed before: the server's message again for each cause.
         assert!(format!("{e:#}").matches("cannot patch resource").count() >= 2);
         let text = error_text(&e);

@@ -1,26 +1,18 @@
 //! `weft tree`: what a sync root holds, as `flux tree kustomization` shows: the root's inventory
 //! (its sharded ConfigMaps in Weft's namespace, one set per shard root), and under each owner it
 //! applied (a WeaveCloud, an ArmadaChart, …) that owner's own inventory (its `status.inventory`,
-//! or the ConfigMaps it moved to), down to `Kind/namespace/name`. Read only; no daemon needed.
+//! or the ConfigMaps it moved to), down to `Kind/namespace/name`, read by `daemon::tree`; this
+//! file parses the flags and prints. Read only; no daemon needed.
 //! Exit 0, 1 when the root has no inventory (it never synced, or the name is wrong: the roots
 //! that exist are named), 2 on an error.
 
-use crate::api::keys::ROOT_KEY;
-use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ApiResource, DynamicObject, ListParams};
-use kube::core::GroupVersionKind;
-use kube::{Api, Client, ResourceExt};
 use serde::Serialize;
 
 use super::args::{ClusterArgs, RootObjectArgs};
-use crate::api::ObjectRef;
-use crate::apply::inventory;
-use crate::daemon::record::root_of_record;
-use crate::render::{Owner, OwnerKind};
+use crate::daemon::tree;
 
 /// The flags of `weft tree`.
 #[derive(Args, Debug)]
@@ -43,7 +35,7 @@ pub enum TreeOutput {
     Json,
 }
 
-/// One object of the tree, and what it holds when it is an owner.
+/// One object of the tree as printed, and what it holds when it is an owner.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Node {
@@ -57,8 +49,26 @@ pub struct Node {
     pub note: Option<String>,
 }
 
-/// Owners inside owners go this deep at most (Weft's own nest one level: root → chart).
-const MAX_DEPTH: usize = 8;
+impl Node {
+    /// The tree `read` as a person reads it: each note said in words.
+    fn from_read(read: tree::Node) -> Node {
+        Node {
+            object: read.object,
+            children: read.children.into_iter().map(Node::from_read).collect(),
+            note: read.note.map(|note| match note {
+                tree::Note::TooDeep => "nested too deep; not shown".to_string(),
+                tree::Note::NotRecorded => "no inventory recorded yet".to_string(),
+                tree::Note::Unreadable(e) => {
+                    let e = match e {
+                        tree::OwnedError::Read(e) => anyhow::Error::new(e),
+                        tree::OwnedError::Inventory(e) => anyhow::Error::new(e),
+                    };
+                    format!("inventory not readable: {}", super::report::error_text(&e))
+                }
+            }),
+        }
+    }
+}
 
 /// `weft tree`.
 pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
@@ -74,28 +84,20 @@ pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
             }
             None => {
                 let ns = &args.cluster.weft_namespace;
-                (ns, root_names(&client, ns, &args.root_name).await?)
+                (ns, tree::root_names(&client, ns, &args.root_name).await?)
             }
         };
-        let mut trees = Vec::new();
-        for root in &roots {
-            let owner = Owner::root(ns.clone(), root.clone());
-            if let Some((entries, _)) = inventory::read_root(&client, &owner, ns).await? {
-                let mut seen = BTreeSet::new();
-                let children = nodes(&client, &entries, &mut seen, 1).await;
-                trees.push(Node {
-                    object: format!("Root/{ns}/{root}"),
-                    children,
-                    note: None,
-                });
-            }
-        }
+        let trees: Vec<Node> = tree::root_trees(&client, ns, &roots)
+            .await?
+            .into_iter()
+            .map(Node::from_read)
+            .collect();
         if let (true, Some((namespace, name))) = (trees.is_empty(), &object) {
             errln!("error: Root {namespace}/{name} has no inventory yet: it has not passed (see `weft get roots -n {namespace}`)");
             return Ok(ExitCode::from(1));
         }
         if trees.is_empty() {
-            let known = all_roots(&client, ns).await.unwrap_or_default();
+            let known = tree::all_roots(&client, ns).await.unwrap_or_default();
             let known = if known.is_empty() {
                 format!("no root has synced in namespace {ns}")
             } else {
@@ -125,95 +127,6 @@ pub fn tree(args: TreeArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// The root and its shard roots, from their root records (a root synced before records
-/// existed has none: then the root alone).
-async fn root_names(client: &Client, ns: &str, root: &str) -> anyhow::Result<Vec<String>> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let selector = format!("{ROOT_KEY}={root}");
-    let mut names: Vec<String> = api
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .iter()
-        .filter_map(|cm| root_of_record(&cm.name_any()).map(str::to_string))
-        .collect();
-    if !names.iter().any(|n| n == root) {
-        names.push(root.to_string());
-    }
-    // The base root first, then its shards in order.
-    names.sort_by_key(|n| (n != root, n.clone()));
-    Ok(names)
-}
-
-/// Every base root recorded in `ns`.
-async fn all_roots(client: &Client, ns: &str) -> anyhow::Result<Vec<String>> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let roots: BTreeSet<String> = api
-        .list(&ListParams::default().labels(ROOT_KEY))
-        .await?
-        .iter()
-        .filter_map(|cm| cm.labels().get(ROOT_KEY).cloned())
-        .collect();
-    Ok(roots.into_iter().collect())
-}
-
-/// The nodes of `entries`, each owner among them with its own inventory below it.
-async fn nodes(
-    client: &Client,
-    entries: &BTreeSet<ObjectRef>,
-    seen: &mut BTreeSet<ObjectRef>,
-    depth: usize,
-) -> Vec<Node> {
-    let mut out = Vec::new();
-    for entry in entries {
-        let mut node = Node {
-            object: entry.to_string(),
-            children: Vec::new(),
-            note: None,
-        };
-        let kind = OwnerKind::from_kind(&entry.kind)
-            .filter(|k| k.renders_children() && seen.insert(entry.clone()));
-        if let Some(kind) = kind {
-            match owned(client, kind, entry).await {
-                Ok(Some(children)) if depth < MAX_DEPTH => {
-                    node.children = Box::pin(nodes(client, &children, seen, depth + 1)).await;
-                }
-                Ok(Some(_)) => node.note = Some("nested too deep; not shown".into()),
-                Ok(None) => node.note = Some("no inventory recorded yet".into()),
-                Err(e) => {
-                    node.note = Some(format!(
-                        "inventory not readable: {}",
-                        super::report::error_text(&e)
-                    ))
-                }
-            }
-        }
-        out.push(node);
-    }
-    out
-}
-
-/// The inventory of the owner custom resource `entry` (`None`: it has none, or is gone).
-async fn owned(
-    client: &Client,
-    kind: OwnerKind,
-    entry: &ObjectRef,
-) -> anyhow::Result<Option<BTreeSet<ObjectRef>>> {
-    let (group, version) = match entry.api_version.split_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", entry.api_version.as_str()),
-    };
-    let gvk = GroupVersionKind::gvk(group, version, &entry.kind);
-    // Weft's owner kinds are namespaced and pluralised regularly (`armadacharts`, `weaveclouds`).
-    let resource = ApiResource::from_gvk(&gvk);
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &entry.namespace, &resource);
-    let Some(cr) = api.get_opt(&entry.name).await? else {
-        return Ok(None);
-    };
-    let owner = Owner::resource(kind, &entry.namespace, &entry.name);
-    let status = cr.data.pointer("/status/inventory");
-    Ok(inventory::read_resource(client, &owner, status).await?)
 }
 
 /// The tree as text, with the box-drawing guides of `flux tree` and `tree(1)`.

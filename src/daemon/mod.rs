@@ -8,6 +8,7 @@
 pub mod armada;
 pub mod early;
 pub mod events;
+pub mod export;
 #[cfg(test)]
 pub mod fixtures;
 pub mod health;
@@ -27,6 +28,7 @@ pub mod shutdown;
 pub mod state;
 pub mod status;
 pub mod suspend;
+pub mod tree;
 pub mod trigger;
 pub mod uninstall;
 pub mod update_requests;

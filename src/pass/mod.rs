@@ -235,10 +235,10 @@ pub enum PassError {
     /// pruned.
     #[error("decryption keys, nothing was applied or pruned: {0}")]
     Decryption(#[source] SopsError),
-    /// The root is suspended (`weft suspend`), or its record could not be read: nothing was
-    /// applied or pruned.
-    #[error("{0}")]
-    Suspended(String),
+    /// Which resources are suspended could not be read (`weft suspend`): nothing was applied or
+    /// pruned.
+    #[error("cannot tell which resources are suspended, nothing was applied or pruned: {}", crate::api::kube_error::Text(.0))]
+    Unheld(#[source] kube::Error),
     /// A step of the pass that runs on a blocking thread (the loader, the chart fetch) panicked
     /// or was cancelled: a defect of Weft, not of the repository; nothing was applied or pruned.
     #[error("{step} failed, nothing was applied or pruned: {source}")]
@@ -390,14 +390,7 @@ async fn sync_pass(
             error,
             ..
         } => (changes, error, Some(set)),
-        driver::Outcome::Unheld(e) => (
-            ChangeSet::default(),
-            Some(PassError::Suspended(format!(
-                "cannot tell which resources are suspended, nothing was applied or pruned: {}",
-                crate::api::kube_error::Text(&e)
-            ))),
-            None,
-        ),
+        driver::Outcome::Unheld(e) => (ChangeSet::default(), Some(PassError::Unheld(e)), None),
         driver::Outcome::Takeover(e) => (ChangeSet::default(), Some(PassError::Takeover(e)), None),
         // Never: `weft sync` gives the driver no stop.
         driver::Outcome::Abandoned => (ChangeSet::default(), None, None),

@@ -60,6 +60,16 @@ fn production_lines(text: &str) -> Vec<(usize, String)> {
 /// `text` with comments, string and char literals, and `#[cfg(test)]` items replaced by spaces;
 /// newlines stay, so line numbers stay true.
 fn production_text(text: &str) -> String {
+    blank(text, false)
+}
+
+/// [`production_text`], with the string literals of production code kept (the text a program
+/// writes and compares, for checks of what it names).
+fn production_code_and_strings(text: &str) -> String {
+    blank(text, true)
+}
+
+fn blank(text: &str, keep_strings: bool) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     // While skipping a test-only item: its bracket depth, counted from the attribute's `#`.
@@ -82,6 +92,12 @@ fn production_text(text: &str) -> String {
             raw_string_len(&chars, i)
         };
         if let Some(len) = span {
+            let string = c == '"' || (c != '\'' && !starts("//") && !starts("/*"));
+            if keep_strings && string && skip.is_none() {
+                out.extend(&rest[..len]);
+                i += len;
+                continue;
+            }
             out.extend(rest[..len].iter().map(|&c| if c == '\n' { c } else { ' ' }));
             i += len;
             continue;
@@ -277,6 +293,79 @@ fn no_production_import_points_right() {
         wrong.is_empty(),
         "imports against the layer order of docs/architecture.md:\n{}",
         wrong.join("\n")
+    );
+}
+
+/// Weft's own kinds and where they keep their inventory, as the apply engine must not name
+/// them: that knowledge is the owner kinds' policy (`api::owner::InventoryHome`), given with
+/// each owner, and the kinds that own children arrive in `PruneOptions::owner_kinds`.
+const WEFT_KNOWLEDGE: &[&str] = &[
+    "OwnerKind::Root",
+    "OwnerKind::ArmadaChart",
+    "OwnerKind::WeaveCloud",
+    "OwnerKind::RENDERING",
+    "api::weavecloud",
+    "api::armada",
+    "api::root",
+    "\"WeaveCloud\"",
+    "\"ArmadaChart\"",
+    "\"Root\"",
+    "status/inventory",
+    "\"inventory\"",
+];
+
+/// What of [`WEFT_KNOWLEDGE`] the production code of `text` names, with line numbers.
+fn weft_knowledge(text: &str) -> Vec<String> {
+    production_code_and_strings(text)
+        .lines()
+        .enumerate()
+        .flat_map(|(i, line)| {
+            WEFT_KNOWLEDGE
+                .iter()
+                .filter(move |word| line.contains(*word))
+                .map(move |word| format!("{}: {word}", i + 1))
+        })
+        .collect()
+}
+
+#[test]
+fn the_apply_engine_names_no_kind_of_wefts() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("apply"), &mut files);
+    files.sort();
+    assert!(
+        files.len() > 20,
+        "only {} files under src/apply",
+        files.len()
+    );
+    let mut named = Vec::new();
+    for file in files.iter().filter(|f| !test_only(f)) {
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        let at = file
+            .strip_prefix(&src)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        named.extend(
+            weft_knowledge(&text)
+                .into_iter()
+                .map(|w| format!("{at}:{w}")),
+        );
+    }
+    assert!(
+        named.is_empty(),
+        "the apply engine names what its callers should pass as policy data (docs/architecture.md):\n{}",
+        named.join("\n")
+    );
+}
+
+#[test]
+fn the_knowledge_check_reads_strings_and_paths_but_not_comments_or_tests() {
+    let text = "// a WeaveCloud's \"status/inventory\"\nlet p = v.pointer(\"/status/inventory\");\nif k == OwnerKind::Root {}\n#[cfg(test)]\nmod tests { const K: &str = \"WeaveCloud\"; }\n";
+    assert_eq!(
+        weft_knowledge(text),
+        ["2: status/inventory", "3: OwnerKind::Root"]
     );
 }
 

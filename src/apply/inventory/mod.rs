@@ -6,10 +6,13 @@
 //!   references ([`format`]); there is no size cap. They carry the label
 //!   `weft.io/inventory-of: <owner-id>`, not the owner label, so they are never themselves in an
 //!   inventory or pruned. A head of format 1 (key `inventory.json`, the plain list) is still read.
-//! - A custom resource keeps its inventory in `status.inventory` while its JSON stays under
+//! - A custom resource keeps its inventory in a field of its status while its JSON stays under
 //!   [`STATUS_BYTES`]; a larger one (a chart of 20,000 objects) is kept in the same ConfigMap
-//!   format in the resource's own namespace, owned by it (garbage-collected with it), and
-//!   `status.inventory` is then empty.
+//!   format in the resource's own namespace, owned by it (garbage-collected with it), and the
+//!   status field is then empty.
+//!
+//! Which of the two an owner uses, and which status field, is the caller's policy, given with
+//! each owner ([`InventoryHome`], from its kind): the engine names no kind and no field.
 //!
 //! A stored inventory that cannot be read back exactly (a missing chunk, a digest or count
 //! mismatch, undecodable data) is an error naming the ConfigMap, which stops the pass before any
@@ -24,7 +27,7 @@ pub mod format;
 mod store;
 
 use crate::api::keys::OWNER_LABEL;
-use crate::api::owner::OwnerKind;
+use crate::api::owner::InventoryHome;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -32,8 +35,11 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::Client;
 use serde_json::{json, Value};
 
-use super::ownership::proof_of_ownership;
-use super::plan::{list_labelled, split_api_version, Catalog};
+use super::catalog::Catalog;
+use super::list::list_labelled;
+use super::proof::proof_of_ownership;
+// Re-exported: the layers above compare inventory entries by it.
+pub use super::ref_key::{ref_key, RefKey};
 use super::{is_not_found, ApplyError, InventoryProblem, FIELD_MANAGER};
 use crate::api::ObjectRef;
 use crate::render::ownership::{HELM_HOOK_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE};
@@ -41,7 +47,7 @@ use crate::render::Owner;
 
 /// The key of a format 1 head ConfigMap that held the references (read, no longer written).
 pub const INVENTORY_KEY: &str = "inventory.json";
-/// Largest `status.inventory` of a custom resource, as JSON: well under the 1.5 MiB an API
+/// Largest status inventory of a custom resource, as JSON: well under the 1.5 MiB an API
 /// request may carry with the rest of the status. Above it, the inventory goes to ConfigMaps.
 pub const STATUS_BYTES: usize = 256 * 1024;
 
@@ -76,19 +82,6 @@ fn force_prune_of(annotations: Option<&BTreeMap<String, String>>) -> Option<Stri
         .filter(|v| !v.is_empty())
 }
 
-/// The identity of a reference across API versions: (group, kind, namespace, name).
-pub type RefKey = (String, String, String, String);
-
-/// The identity of a reference across API versions: (group, kind, namespace, name).
-pub fn ref_key(r: &ObjectRef) -> RefKey {
-    (
-        split_api_version(&r.api_version).0.to_string(),
-        r.kind.clone(),
-        r.namespace.clone(),
-        r.name.clone(),
-    )
-}
-
 /// The name of the sync root's inventory ConfigMap.
 pub fn configmap_name(owner: &Owner) -> String {
     format!("weft-inventory-{}", owner.id())
@@ -116,10 +109,16 @@ fn owner_api(
     })
 }
 
+/// The status field `owner` keeps its inventory in, as a person reads it (`status.inventory`).
+fn status_field(owner: &Owner) -> String {
+    owner.kind.inventory_home().field().unwrap_or_default()
+}
+
 /// Where a custom resource owner's inventory ConfigMaps are: its own namespace; `None` for a
 /// cluster-scoped resource, which keeps its inventory in its status only.
 fn resource_place(owner: &Owner) -> Option<store::Place<'_>> {
-    (!owner.is_root() && !owner.namespace.is_empty()).then_some(store::Place {
+    let in_status = matches!(owner.kind.inventory_home(), InventoryHome::Status(_));
+    (in_status && !owner.namespace.is_empty()).then_some(store::Place {
         owner,
         namespace: &owner.namespace,
     })
@@ -144,8 +143,8 @@ pub async fn read_root(
         .map_err(|e| inventory_error(owner, e))
 }
 
-/// The entries of a custom resource owner's inventory, given its `status.inventory` (`None` when
-/// the status has none): the status list, or the ConfigMaps it moved to when it grew large.
+/// The entries of a custom resource owner's inventory, given its status field (`None` when the
+/// status has none; [`InventoryHome::find`]): the status list, or the ConfigMaps it moved to when it grew large.
 pub async fn read_resource(
     client: &Client,
     owner: &Owner,
@@ -155,7 +154,7 @@ pub async fn read_resource(
         .map(|v| serde_json::from_value(v.clone()))
         .transpose()
         .map_err(|source| {
-            let what = "status.inventory".to_string();
+            let what = status_field(owner);
             inventory_error(owner, InventoryProblem::Invalid { what, source })
         })?;
     if let Some(list) = listed.as_ref().filter(|l| !l.is_empty()) {
@@ -179,16 +178,14 @@ pub async fn read_stored(
     owner: &Owner,
     weft_namespace: &str,
 ) -> Result<Option<Stored>, ApplyError> {
-    match owner {
-        Owner {
-            kind: OwnerKind::Root,
-            ..
-        } => read_root(client, owner, weft_namespace).await,
-        Owner {
-            kind,
-            namespace,
-            name,
-        } => {
+    let Owner {
+        kind,
+        namespace,
+        name,
+    } = owner;
+    match kind.inventory_home() {
+        InventoryHome::ConfigMaps => read_root(client, owner, weft_namespace).await,
+        home @ InventoryHome::Status(_) => {
             let Some(api) = owner_api(client, catalog, kind.as_str(), namespace) else {
                 return Ok(None);
             };
@@ -197,8 +194,7 @@ pub async fn read_stored(
                 .await
                 .map_err(|e| inventory_error(owner, InventoryProblem::Read(e)))?;
             let Some(cr) = cr else { return Ok(None) };
-            let status = cr.data.pointer("/status/inventory");
-            let Some(entries) = read_resource(client, owner, status).await? else {
+            let Some(entries) = read_resource(client, owner, home.find(&cr.data)).await? else {
                 return Ok(None);
             };
             let force = force_prune_of(cr.metadata.annotations.as_ref());
@@ -314,24 +310,20 @@ pub async fn write(
         // next rebuild gives the same answer.
         // A CR's inventory is read after its objects were applied, so on a CR's first
         // reconcile the rebuild already finds them all: store it once then too (Weft's CRs
-        // all have `status.inventory`), or a deleted CR's finalizer has nothing to prune.
+        // all have a status inventory), or a deleted CR's finalizer has nothing to prune.
         let store_rebuilt = previous.source == InventorySource::Rebuilt
-            && (matches!(
-                owner,
-                Owner {
-                    kind: OwnerKind::Root,
-                    ..
-                }
-            ) || !entries.is_empty());
+            && (owner.kind.inventory_home() == InventoryHome::ConfigMaps || !entries.is_empty());
         if !store_rebuilt {
             return Ok(false);
         }
     }
-    match owner {
-        Owner {
-            kind: OwnerKind::Root,
-            ..
-        } => {
+    let Owner {
+        kind,
+        namespace,
+        name,
+    } = owner;
+    match kind.inventory_home() {
+        InventoryHome::ConfigMaps => {
             ensure_namespace(client, weft_namespace)
                 .await
                 .map_err(|e| inventory_error(owner, e))?;
@@ -340,11 +332,7 @@ pub async fn write(
                 .map_err(|e| inventory_error(owner, e))?;
             Ok(true)
         }
-        Owner {
-            kind,
-            namespace,
-            name,
-        } => {
+        InventoryHome::Status(_) => {
             let Some(api) = owner_api(client, catalog, kind.as_str(), namespace) else {
                 return Err(inventory_error(
                     owner,
@@ -358,7 +346,7 @@ pub async fn write(
     }
 }
 
-/// A custom resource's inventory as the JSON list of `status.inventory`, and whether it fits
+/// A custom resource's inventory as the JSON list of its status field, and whether it fits
 /// there (within [`STATUS_BYTES`]); a larger one goes to ConfigMaps.
 pub fn status_list(entries: &BTreeSet<ObjectRef>) -> Result<(Value, bool), InventoryProblem> {
     let list: Vec<&ObjectRef> = entries.iter().collect();
@@ -385,12 +373,12 @@ async fn write_resource(
         // The CR is gone (pruned in this pass): nothing to record.
         Err(e) if is_not_found(&e) => Ok(false),
         Err(source) => Err(InventoryProblem::Api {
-            what: "writing status.inventory".to_string(),
+            what: format!("writing {}", status_field(owner)),
             source,
         }),
     };
     let patch_status = |list: Value| async move {
-        let patch = json!({"status": {"inventory": list}});
+        let patch = owner.kind.inventory_home().patch(list).unwrap_or_default();
         written(
             api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await,
@@ -496,6 +484,7 @@ pub fn next_inventories(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::owner::OwnerKind;
 
     fn r(api_version: &str, kind: &str, ns: &str, name: &str) -> ObjectRef {
         ObjectRef {

@@ -6,8 +6,7 @@ use crate::api::keys::{OWNER_LABEL, OWNER_REF_ANNOTATION};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use futures::{FutureExt, StreamExt};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use kube::core::PartialObjectMeta;
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::Client;
 use serde_json::Value;
 
@@ -15,6 +14,7 @@ use super::PlannedObject;
 use crate::api::keys::APPLIED_HASH_ANNOTATION;
 use crate::api::ObjectRef;
 use crate::apply::conflict::{self, Conflict};
+use crate::apply::list::{display_ns, for_each_metadata_page, META_PAGE};
 use crate::apply::{drift, ApplyError};
 use crate::render::Owner;
 
@@ -106,11 +106,9 @@ impl LiveState {
 
     /// The API server's refusal to let the pass read `p`, as the error of `p` (a `get`).
     pub fn refused(&self, p: &PlannedObject) -> Option<ApplyError> {
-        self.refused.get(&p.object_ref).map(|s| ApplyError::Api {
-            verb: "get",
-            object: p.object_ref.to_string(),
-            source: kube::Error::Api(s.clone()),
-        })
+        self.refused
+            .get(&p.object_ref)
+            .map(|s| ApplyError::api("get", &p.object_ref, kube::Error::Api(s.clone())))
     }
 
     fn found(&self, p: &PlannedObject) -> bool {
@@ -157,10 +155,6 @@ fn decide_meta(p: &PlannedObject, meta: &kube::api::ObjectMeta) -> Decision {
     }
 }
 
-/// Objects per page of a metadata-only list (a few hundred bytes each): fewer round trips than
-/// the 500 of a full list, on the pass's critical path when one namespace holds 100,000.
-const META_PAGE: u32 = 2000;
-
 fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer("/metadata/annotations")
         .and_then(|a| a.get(key))
@@ -185,28 +179,6 @@ pub fn decide_against(p: &PlannedObject, live: &Value) -> Decision {
     match drift::drifted_field(&compared(p), live) {
         Some(field) => Decision::Update(UpdateReason::Drifted { field }),
         None => Decision::Unchanged,
-    }
-}
-
-/// Every page of a metadata-only list of `api` with `lp` (its `limit` is the page size), each
-/// handed to `each` as it arrives: nothing of a page is kept unless `each` keeps it.
-async fn for_each_metadata_page(
-    api: &Api<DynamicObject>,
-    lp: ListParams,
-    what: &str,
-    mut each: impl FnMut(Vec<PartialObjectMeta<DynamicObject>>) -> Result<(), ApplyError>,
-) -> Result<(), ApplyError> {
-    let mut lp = lp;
-    loop {
-        let page = api
-            .list_metadata(&lp)
-            .await
-            .map_err(|e| list_error(what, e))?;
-        each(page.items)?;
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => lp = lp.continue_token(&token),
-            None => return Ok(()),
-        }
     }
 }
 
@@ -382,13 +354,7 @@ async fn read_group(
             Err(kube::Error::Api(s)) if s.code == 403 => {
                 state.refused.insert(p.object_ref.clone(), s);
             }
-            Err(source) => {
-                return Err(ApplyError::Api {
-                    verb: "get",
-                    object,
-                    source,
-                })
-            }
+            Err(source) => return Err(ApplyError::api("get", &p.object_ref, source)),
         }
     }
     // Read by name, an absent member is absent: the list of every name would be refused too.
@@ -418,64 +384,12 @@ async fn read_group(
     Ok(state)
 }
 
-fn display_ns(ns: &str) -> String {
-    if ns.is_empty() {
-        "the cluster".into()
-    } else {
-        format!("namespace {ns}")
-    }
-}
-
-pub(super) fn list_error(what: &str, source: kube::Error) -> ApplyError {
-    ApplyError::Api {
-        verb: "list",
-        object: what.to_string(),
-        source,
-    }
-}
-
-/// The metadata (`{"metadata": …}`) of every object of `resource` carrying `selector`, in
-/// `namespace` or (None) everywhere: a metadata-only list, page by page.
-pub(crate) async fn list_labelled(
-    client: &Client,
-    resource: &ApiResource,
-    namespace: Option<&str>,
-    selector: &str,
-) -> Result<Vec<Value>, ApplyError> {
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-        None => Api::all_with(client.clone(), resource),
-    };
-    let what = format!(
-        "{} in {}",
-        resource.plural,
-        namespace
-            .map(display_ns)
-            .unwrap_or_else(|| "all namespaces".into())
-    );
-    let mut out = Vec::new();
-    let lp = ListParams::default().labels(selector).limit(META_PAGE);
-    for_each_metadata_page(&api, lp, &what, |items| {
-        for item in items {
-            let meta =
-                serde_json::to_value(&item.metadata).map_err(|source| ApplyError::Decode {
-                    object: what.clone(),
-                    what: "a listed object's metadata",
-                    source,
-                })?;
-            out.push(serde_json::json!({ "metadata": meta }));
-        }
-        Ok(())
-    })
-    .await?;
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::apply::plan::{resolve, Catalog};
     use crate::render::DesiredObject;
+    use kube::api::ApiResource;
     use serde_json::json;
 
     fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {

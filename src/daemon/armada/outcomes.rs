@@ -442,11 +442,17 @@ mod tests {
         }
 
         // Anything else: the pass's own error, its first line.
-        let error = PassError::Suspended("the root weft is suspended (weft suspend)\nmore".into());
+        let unheld = || {
+            let status = kube::core::Status::failure("roots are forbidden", "Forbidden");
+            PassError::Unheld(kube::Error::Api(Box::new(status.with_code(403))))
+        };
+        let first = unheld().to_string();
+        assert!(!first.contains('\n'), "{first}");
+        let error = PassError::Many(vec![unheld(), unheld()]);
         let out = chart_outcomes(&set(), &db_only, Some(&error));
         assert_eq!(
             out[&chart("api")].message,
-            "not deployed: blocked by the pass, which stopped before it: the root weft is suspended (weft suspend)"
+            format!("not deployed: blocked by the pass, which stopped before it: {first}")
         );
         // Never the old words that named nothing.
         assert!(out

@@ -105,8 +105,8 @@ fn leaves(error: &PassError, out: &mut Vec<(String, String)>) {
 
 fn apply_leaves(error: &ApplyError, out: &mut Vec<(String, String)>) {
     match error {
-        ApplyError::Api { object, .. }
-        | ApplyError::Invalid { object, .. }
+        ApplyError::Api { target, .. } => out.push((target.to_string(), error.to_string())),
+        ApplyError::Invalid { object, .. }
         | ApplyError::UnknownKind { object, .. }
         | ApplyError::Conflict { object, .. } => out.push((object.clone(), error.to_string())),
         ApplyError::Immutable { object, .. } => out.push((object.to_string(), error.to_string())),
@@ -254,7 +254,10 @@ mod tests {
         let c = verdicts_ok[0].1.as_ref().expect("a verdict");
         assert_eq!(c.reason, AGENTS_APPLIED);
         assert!(c.message.contains("at revision abc"), "{}", c.message);
-        let elsewhere = PassError::Suspended("held".into());
+        let elsewhere = PassError::Chart {
+            chart: "held".into(),
+            summary: String::new(),
+        };
         let verdicts_elsewhere = verdicts(&set(), Some(&elsewhere), &key(), &tenant(), "abc");
         assert!(verdicts_elsewhere[0].1.is_none());
     }

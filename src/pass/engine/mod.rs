@@ -677,12 +677,9 @@ impl<'a> Engine<'a> {
 
     /// Whether `e` is about one of `objects` whose owner has a wait rule (an Armada chart).
     fn owned_by_ruled(&self, objects: &[PlannedObject], e: &ApplyError) -> bool {
-        let ApplyError::Api { object, .. } = e else {
-            return false;
-        };
         objects
             .iter()
-            .find(|p| p.object_ref.to_string() == *object)
+            .find(|p| e.is_about(&p.object_ref))
             .is_some_and(|p| self.policy.waits.contains_key(&p.desired.owner))
     }
 

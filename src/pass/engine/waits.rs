@@ -13,9 +13,7 @@ use crate::render::Owner;
 impl Engine<'_> {
     /// Whether the API server refused `p` in this pass (it is not waited for).
     fn was_refused(&self, p: &PlannedObject) -> bool {
-        self.refused.iter().any(
-            |e| matches!(e, ApplyError::Api { object, .. } if *object == p.object_ref.to_string()),
-        )
+        self.refused.iter().any(|e| e.is_about(&p.object_ref))
     }
 
     /// Wait for one wave: objects of an owner with a wait rule by that rule (all such owners of
