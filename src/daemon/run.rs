@@ -378,8 +378,8 @@ async fn flag_root_object(
     }
 }
 
-/// Start the WeaveCloud controller, the agent update scheduler and the ArmadaChart controller;
-/// they run until `shutdown` says stop.
+/// Start the WeaveCloud controller (its reconcile checks for agent updates) and the ArmadaChart
+/// controller; they run until `shutdown` says stop.
 fn start_controllers(
     state: &DaemonState,
     config: &DaemonConfig,
@@ -403,12 +403,11 @@ fn start_controllers(
         },
     )
     .with_shutdown(shutdown.clone());
-    let wc = weavecloud::Context::new(state.clone(), Arc::clone(settings), shutdown.clone());
+    let wc = weavecloud::Context::new(state.clone(), Arc::clone(settings), shutdown.clone())
+        .with_updater(Arc::new(updater));
     let root = crate::render::Owner::root(&settings.weft_namespace, &settings.root_name);
     let charts = armada::Context::new(state.clone(), shutdown.clone()).for_root(root);
-    let stop = shutdown.clone();
     vec![
-        tokio::spawn(async move { updater.run(stop.receiver()).await }),
         tokio::spawn(weavecloud::run(wc)),
         tokio::spawn(armada::run(charts)),
     ]
