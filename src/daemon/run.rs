@@ -399,7 +399,6 @@ fn start_controllers(
                 }),
                 ..Default::default()
             },
-            ..UpdateOptions::default()
         },
     )
     .with_shutdown(shutdown.clone());
