@@ -1,6 +1,7 @@
 //! The reconcile loops of the daemon (`weft run`): the sync root, the custom resource
-//! controllers (one kube-runtime `Controller` per kind), the agent updater, the coalescing
-//! trigger queue and leader election, all sharing one [`state::DaemonState`].
+//! controllers (one kube-runtime `Controller` per kind; the agent update check is a step of the
+//! WeaveCloud's reconcile), the coalescing trigger queue and leader election, all sharing one
+//! [`state::DaemonState`].
 //!
 //! The HTTP server is not started here: `weft run` (the cli) starts it beside [`run::Daemon`],
 //! with the same state.
@@ -16,7 +17,6 @@ pub mod leader;
 pub mod liveness;
 pub mod metrics;
 pub mod namespaces;
-pub mod pass_locks;
 pub mod record;
 pub mod request;
 pub mod rollbacks;

@@ -1,8 +1,6 @@
-//! The verdict of a rolled-back agent update, which the WeaveCloud controller keeps reporting
-//! (see [`crate::daemon::state`] for who writes which status field).
-
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+//! The verdict of a rolled-back agent update, which the WeaveCloud's reconcile keeps reporting
+//! (see [`crate::daemon::state`] for who writes which status field). It lives in the
+//! WeaveCloud's status only: a restart keeps it, and no copy in memory can disagree with it.
 
 use crate::api::conditions::{Condition, ConditionStatus, READY};
 use crate::api::weavecloud::WeaveCloudStatus;
@@ -31,48 +29,6 @@ pub fn held_rollback(
                 && c.observed_generation == generation
         })
         .cloned()
-}
-
-/// The `Ready=False` condition of a rollback, per WeaveCloud, until an update succeeds: in
-/// memory so that a reconcile that read the status before the rollback cannot lose it. The
-/// updater writes it, the WeaveCloud controller reads it.
-#[derive(Clone, Debug, Default)]
-pub struct Rollbacks(Arc<RwLock<HashMap<(String, String), Condition>>>);
-
-impl Rollbacks {
-    /// The `Ready` condition the WeaveCloud controller must report instead of its own healthy
-    /// one after a rollback (see [`held_rollback`]); `None`: its own. Remembered rollbacks come
-    /// first, then the status (after a restart).
-    pub fn held_ready(
-        &self,
-        namespace: &str,
-        name: &str,
-        status: &WeaveCloudStatus,
-        generation: Option<i64>,
-        computed: &Condition,
-    ) -> Option<Condition> {
-        if computed.status != ConditionStatus::True {
-            return None;
-        }
-        let remembered = self
-            .0
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&(namespace.to_string(), name.to_string()))
-            .filter(|c| c.observed_generation == generation)
-            .cloned();
-        remembered.or_else(|| held_rollback(status, generation, computed))
-    }
-
-    /// Remember (or with `None` forget) the rollback condition of WeaveCloud `namespace/name`.
-    pub fn set(&self, namespace: &str, name: &str, condition: Option<Condition>) {
-        let key = (namespace.to_string(), name.to_string());
-        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
-        match condition {
-            Some(c) => map.insert(key, c),
-            None => map.remove(&key),
-        };
-    }
 }
 
 #[cfg(test)]

@@ -391,8 +391,8 @@ async fn wake_when_known(state: DaemonState, key: crate::api::ResourceKey) {
     }
 }
 
-/// Start the WeaveCloud controller, the agent update scheduler and the ArmadaChart controller;
-/// they run until `shutdown` says stop.
+/// Start the WeaveCloud controller (its reconcile checks for agent updates) and the ArmadaChart
+/// controller; they run until `shutdown` says stop.
 fn start_controllers(
     state: &DaemonState,
     config: &DaemonConfig,
@@ -412,30 +412,14 @@ fn start_controllers(
                 }),
                 ..Default::default()
             },
-            ..UpdateOptions::default()
         },
     )
     .with_shutdown(shutdown.clone());
-    let wc = weavecloud::Context::new(state.clone(), Arc::clone(settings), shutdown.clone());
+    let wc = weavecloud::Context::new(state.clone(), Arc::clone(settings), shutdown.clone())
+        .with_updater(Arc::new(updater));
     let root = crate::render::Owner::root(&settings.weft_namespace, &settings.root_name);
     let charts = armada::Context::new(state.clone(), shutdown.clone()).for_root(root);
-    // The updater's scheduler takes its stop as a watch channel: it follows the token, so a
-    // check in progress still finishes before the scheduler returns.
-    let token = shutdown.token().clone();
-    let updater_run = async move {
-        let (stop_tx, stop) = tokio::sync::watch::channel(false);
-        let follow = async move {
-            token.cancelled().await;
-            let _ = stop_tx.send(true);
-            std::future::pending::<()>().await
-        };
-        tokio::select! {
-            _ = updater.run(stop) => {}
-            _ = follow => {}
-        }
-    };
     vec![
-        tokio::spawn(updater_run),
         tokio::spawn(weavecloud::run(wc)),
         tokio::spawn(armada::run(charts)),
     ]

@@ -1,19 +1,21 @@
 //! The daemon's one shared state, built once by `weft run` and handed to the sync-root loop, the
-//! controllers, the updater and the HTTP server (as kube-rs `controller-rs` hands its `State`).
+//! controllers and the HTTP server (as kube-rs `controller-rs` hands its `State`).
 //!
 //! # Who writes which WeaveCloud status field
 //!
-//! | field | writer |
-//! |---|---|
-//! | `conditions` (`Ready`, `Reconciling`, `Stalled`, `Drifted`), `observedGeneration`, `flux` | the WeaveCloud controller |
-//! | `agentVersion`, `availableVersion`, `badVersions`, `nextUpdateCheck` | the updater |
-//! | `inventory` | the apply engine, inside the pass of whichever of the two holds the owner's [`PassLocks`](super::pass_locks::PassLocks) lock |
+//! One writer: the WeaveCloud's reconcile (`daemon::weavecloud`), which kube-runtime runs once
+//! per object at a time. The agent update check is a step of that reconcile, not a second
+//! writer; each step sends a merge patch of its own fields only.
 //!
-//! One exception, kept on purpose: the verdict of an agent update is the `Ready` condition
-//! (`AgentsUpdated`, or `AgentUpdateRolledBack`), which the updater writes once, under the owner's
-//! pass lock, and records in [`Rollbacks`](super::rollbacks::Rollbacks); the controller then reports that verdict instead of
-//! its own healthy `Ready` until an update succeeds or the spec changes. Every writer sends a
-//! merge patch of its own fields only.
+//! | field | written by the reconcile's step |
+//! |---|---|
+//! | `conditions` (`Ready`, `Reconciling`, `Stalled`, `Drifted`, `LauncherObjects`), `observedGeneration`, `flux`, `takeover` | the agents' reconcile |
+//! | `inventory` | the apply engine, in the agents' reconcile or in an update's roll-out |
+//! | `agentVersion`, `availableVersion`, `badVersions`, `nextUpdateCheck`, and the update's verdict in `Ready` (`AgentsUpdated`, `AgentUpdateRolledBack`) | the update check ([`crate::daemon::updater`]) |
+//!
+//! The verdict of a rolled-back update stays in `status` (so a restart keeps it): the agents'
+//! reconcile reports it instead of its own healthy `Ready` until an update succeeds or the spec
+//! changes ([`held_rollback`](crate::daemon::rollbacks::held_rollback)).
 
 use crate::api::keys::OWNER_LABEL;
 use std::collections::BTreeMap;
@@ -23,8 +25,6 @@ use kube::Client;
 
 use super::metrics::Metrics;
 use super::namespaces::WatchNamespaces;
-use super::pass_locks::PassLocks;
-use super::rollbacks::Rollbacks;
 use super::status::{DaemonStatus, PassReport};
 use super::trigger::TriggerQueue;
 use super::update_requests::UpdateRequests;
@@ -39,17 +39,12 @@ pub struct DaemonState {
     status: Arc<RwLock<DaemonStatus>>,
     /// Passes of the sync root; the HTTP server and the watches trigger them.
     queue: Arc<TriggerQueue<PassReport>>,
-    /// Agent update checks asked for over HTTP.
+    /// Agent update checks asked for over HTTP (a trigger of the WeaveCloud controller).
     update_requests: UpdateRequests,
     /// Kubernetes events of every component, and the notifications made of them.
     events: super::events::EventPublisher,
     /// The agent bundle each WeaveCloud runs.
     bundles: AgentBundles,
-    /// Update verdicts the WeaveCloud controller must keep reporting.
-    rollbacks: Rollbacks,
-    /// Held around render, apply, prune and wait of one owner's objects (a roll-out through its
-    /// rollback).
-    pass_locks: PassLocks,
     /// The namespaces whose WeaveClouds and Armada resources the controllers act on
     /// (`--watch-namespaces`).
     namespaces: WatchNamespaces,
@@ -80,8 +75,6 @@ impl DaemonState {
             status: Arc::new(RwLock::new(status)),
             queue: TriggerQueue::new(),
             update_requests: UpdateRequests::default(),
-            rollbacks: Rollbacks::default(),
-            pass_locks: PassLocks::default(),
             namespaces: WatchNamespaces::all(),
             fence: Default::default(),
             shard: Default::default(),
@@ -124,16 +117,6 @@ impl DaemonState {
     /// The agent bundle each WeaveCloud runs.
     pub fn bundles(&self) -> &AgentBundles {
         &self.bundles
-    }
-
-    /// Update verdicts the WeaveCloud controller must keep reporting.
-    pub fn rollbacks(&self) -> &Rollbacks {
-        &self.rollbacks
-    }
-
-    /// The per-owner pass locks of the WeaveCloud controller and the updater.
-    pub fn pass_locks(&self) -> &PassLocks {
-        &self.pass_locks
     }
 
     /// The namespaces whose custom resources the controllers act on (`--watch-namespaces`).

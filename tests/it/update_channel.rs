@@ -1,10 +1,10 @@
 //! Agent auto-update on the real control plane, with a channel served over HTTP on 127.0.0.1:
 //! a new version updates the agents; a bad digest is refused and nothing changes; a bundle whose
 //! pods never become ready is rolled back and marked bad; a pinned range is respected;
-//! `autoUpdate: false` changes nothing; a restarted Weft keeps the version; the scheduler keeps
-//! `status.nextUpdateCheck` and runs a check on request; a bundle too large for the cache is
-//! refused before it rolls out; a roll-out and the WeaveCloud controller never run passes for the
-//! same WeaveCloud at once.
+//! `autoUpdate: false` changes nothing; a restarted Weft keeps the version; the WeaveCloud
+//! controller keeps `status.nextUpdateCheck` and runs a check on request; a bundle too large for
+//! the cache is refused before it rolls out; a check is a step of the WeaveCloud's reconcile,
+//! which renders the WeaveCloud as it is and keeps a rollback's verdict.
 
 use crate::support;
 use crate::support::channel as channel_fixtures;
@@ -86,16 +86,20 @@ fn state(ns: &TestNamespace, status: DaemonStatus) -> DaemonState {
         .with_watch_namespaces(WatchNamespaces::only([ns.name()]))
 }
 
+/// The daemon's pass settings, for the updater and the WeaveCloud controller alike.
+fn settings(ns: &TestNamespace) -> Arc<weft::pass::PassSettings> {
+    // The test namespace stands in for Weft's: the cached bundle goes away with it.
+    Arc::new(weft::pass::PassSettings {
+        weft_namespace: ns.name().to_string(),
+        poll_interval: Duration::from_millis(500),
+        ..Default::default()
+    })
+}
+
 fn updater_with(state: DaemonState, ns: &TestNamespace, health_timeout: Duration) -> Updater {
     let opts = UpdateOptions {
-        // The test namespace stands in for Weft's: the cached bundle goes away with it.
-        pass: Arc::new(weft::pass::PassSettings {
-            weft_namespace: ns.name().to_string(),
-            poll_interval: Duration::from_millis(500),
-            ..Default::default()
-        }),
+        pass: settings(ns),
         health_timeout,
-        rescan_interval: Duration::from_secs(2),
         // The channels are plain-http servers on loopback, not `https://<wcHostname>/`: allowed
         // as an operator would with --allowed-channels (the refusal has its own tests).
         allowed_channels: ChannelPolicy {
@@ -531,13 +535,17 @@ async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
         })
     });
     let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(120)));
-    let (base, hooks, http_stop) = http_server(state).await;
+    let (base, hooks, http_stop) = http_server(state.clone()).await;
     updater.apply_active(&wc).await.unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let runner = {
-        let u = updater.clone();
-        tokio::spawn(async move { u.run(stop_rx).await })
-    };
+    // The WeaveCloud controller, whose reconcile runs the update checks (as `weft run` runs it).
+    let stop = tokio_util::sync::CancellationToken::new();
+    let ctx = weft::daemon::weavecloud::Context::new(
+        state.clone(),
+        settings(&ns),
+        weft::daemon::shutdown::Shutdown::new(stop.clone(), Duration::from_secs(5)),
+    )
+    .with_updater(updater.clone());
+    let runner = tokio::spawn(weft::daemon::weavecloud::run(ctx));
     let api: Api<WeaveCloud> = ns.api();
     let next = tokio::time::timeout(
         Duration::from_secs(30),
@@ -629,12 +637,20 @@ async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
     );
     let v = &updater.versions()[&format!("{}/weave-cloud", ns.name())];
     assert_eq!(v.current.as_deref(), Some("1.1.0"));
-    stop_tx.send(true).unwrap();
+    stop.cancel();
     tokio::time::timeout(Duration::from_secs(10), runner)
         .await
-        .expect("the scheduler stops")
+        .expect("the controller stops")
         .unwrap();
     let _ = http_stop.send(());
+    // The controller's finalizer: nothing prunes the agents of a deleted namespace.
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     ns.delete().await;
 }
 
@@ -698,19 +714,6 @@ async fn a_bundle_the_cache_cannot_keep_is_refused_before_it_rolls_out() {
     ns.delete().await;
 }
 
-/// Wait until the channel server has served `n` requests in all (a check fetched what it needs).
-async fn served(server: &ChannelServer, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while server.requests() < n {
-        assert!(
-            Instant::now() < deadline,
-            "{} requests served",
-            server.requests()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Wait until `task` is done, at most `secs`.
 async fn finished<T>(task: tokio::task::JoinHandle<T>, secs: u64) -> T {
     tokio::time::timeout(Duration::from_secs(secs), task)
@@ -720,14 +723,12 @@ async fn finished<T>(task: tokio::task::JoinHandle<T>, secs: u64) -> T {
 }
 
 #[tokio::test]
-async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_then() {
+async fn a_roll_out_renders_the_weavecloud_as_it_is_then_and_nothing_for_a_deleted_one() {
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
-    let (ns, wc) = weavecloud("update-lock", json!({"wcPollUrl": server.channel_url()})).await;
-    let state = state(&ns, DaemonStatus::default());
-    let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(120)));
+    let (ns, wc) = weavecloud("update-live", json!({"wcPollUrl": server.channel_url()})).await;
+    let updater = updater(&ns, Duration::from_secs(120));
     updater.apply_active(&wc).await.unwrap();
-    let owner = weft::pass::agents::owner_of(ns.name(), "weave-cloud");
 
     // The check starts from this copy; the WeaveCloud is edited after it was read.
     let stale = fresh(&ns).await;
@@ -739,24 +740,7 @@ async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_
     )
     .await
     .unwrap();
-    // A pass of the WeaveCloud controller holds the lock.
-    let controller_pass = state.pass_locks().lock(&owner).await;
-    let requests = server.requests();
-    let check = {
-        let (u, wc) = (updater.clone(), stale.clone());
-        tokio::spawn(async move { u.check(&wc).await })
-    };
-    // The channel and the bundle fetched: the check is at the lock.
-    served(&server, requests + 2).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!check.is_finished(), "the check waits for the lock");
-    assert_eq!(
-        image_of(&flux(&ns).await),
-        BUILTIN_FLUX_IMAGE,
-        "nothing is applied while another pass holds the lock"
-    );
-    drop(controller_pass);
-    let report = finished(check, 120).await;
+    let report = updater.check(&stale).await;
     assert_eq!(
         report.outcome,
         UpdateOutcome::Updated {
@@ -775,24 +759,30 @@ async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_
         "rendered from the WeaveCloud as it is, not the copy the check started from: {args:?}"
     );
 
-    // Deleted while the check waits for the lock: nothing is rolled out for it.
+    // Deleted after the copy the check starts from was read (a finalizer keeps it while it is
+    // being deleted): nothing is rolled out for it.
     server.publish(&[
         Published::new("1.1.0", &bundle_files("1.1.0")),
         Published::new("1.2.0", &bundle_files("1.2.0")),
     ]);
-    let cleanup_pass = state.pass_locks().lock(&owner).await;
-    let requests = server.requests();
-    let check = {
-        let (u, wc) = (updater.clone(), fresh(&ns).await);
-        tokio::spawn(async move { u.check(&wc).await })
-    };
-    served(&server, requests + 2).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let hold = |f: serde_json::Value| json!({"metadata": {"finalizers": f}});
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(hold(json!(["example.com/hold"]))),
+    )
+    .await
+    .unwrap();
+    let copy = fresh(&ns).await;
     api.delete("weave-cloud", &Default::default())
         .await
         .unwrap();
-    drop(cleanup_pass);
-    let report = finished(check, 120).await;
+    let requests = server.requests();
+    let report = updater.check(&copy).await;
+    assert!(
+        server.requests() >= requests + 2,
+        "the channel and the bundle were fetched: the check stopped at the live WeaveCloud"
+    );
     match &report.outcome {
         UpdateOutcome::Failed { reason } => {
             assert!(reason.contains("was deleted during the check"), "{reason}")
@@ -804,11 +794,18 @@ async fn a_roll_out_waits_for_the_weaveclouds_pass_lock_and_renders_it_as_it_is_
         cached(&ns).await.unwrap().data.unwrap()[VERSION_KEY],
         "1.1.0"
     );
+    api.patch(
+        "weave-cloud",
+        &PatchParams::default(),
+        &Patch::Merge(hold(json!(null))),
+    )
+    .await
+    .unwrap();
     ns.delete().await;
 }
 
 #[tokio::test]
-async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
+async fn the_weavecloud_reconcile_runs_the_roll_out_and_its_rollback_and_keeps_the_verdict() {
     use weft::api::keys::AGENTS_FINALIZER;
     use weft::daemon::shutdown::Shutdown;
     use weft::daemon::weavecloud::{self, Context};
@@ -827,18 +824,28 @@ async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
     )
     .await
     .unwrap();
-    let ctx = Arc::new(Context::new(
-        state.clone(),
-        Arc::new(weft::pass::PassSettings {
-            weft_namespace: ns.name().to_string(),
-            ..Default::default()
-        }),
-        Shutdown::never(),
-    ));
+    let ctx = Arc::new(
+        Context::new(state.clone(), settings(&ns), Shutdown::never()).with_updater(updater.clone()),
+    );
+    // A first reconcile: the agents, and the next check (not due).
+    weavecloud::reconcile(Arc::new(fresh(&ns).await), ctx.clone())
+        .await
+        .expect("the first reconcile succeeded");
+    let before_check = fresh(&ns).await;
+    assert!(before_check
+        .status
+        .as_ref()
+        .is_some_and(|s| s.next_update_check.is_some()));
 
-    let check = {
-        let (u, wc) = (updater.clone(), fresh(&ns).await);
-        tokio::spawn(async move { u.check(&wc).await })
+    // A check asked for over HTTP: the next reconcile runs it.
+    state.update_requests().request();
+    let reconcile = {
+        let (ctx, wc) = (ctx.clone(), Arc::new(before_check.clone()));
+        tokio::spawn(async move {
+            weavecloud::reconcile(wc, ctx)
+                .await
+                .map_err(|e| e.to_string())
+        })
     };
     // The roll-out has begun: 1.2.0's flux Deployment is applied, its pod never ready.
     let deployments: Api<Deployment> = ns.api();
@@ -852,48 +859,49 @@ async fn the_weavecloud_controller_waits_for_a_roll_out_and_its_rollback() {
     .await
     .expect("the roll-out applied 1.2.0")
     .unwrap();
-    // A reconcile of the same WeaveCloud now (a watch event, a requeue) waits for the roll-out
-    // and its rollback instead of applying beside them.
-    let reconcile = {
-        let (ctx, wc) = (ctx.clone(), Arc::new(fresh(&ns).await));
-        let api = api.clone();
-        tokio::spawn(async move {
-            let r = weavecloud::reconcile(wc, ctx).await;
-            // What the rollback had recorded when the controller's pass ended.
-            let bad = api
-                .get("weave-cloud")
-                .await
-                .unwrap()
-                .status
-                .unwrap_or_default()
-                .bad_versions;
-            (r.map_err(|e| e.to_string()), bad)
-        })
-    };
-    let report = finished(check, 180).await;
-    let (reconciled, bad_when_reconciled) = finished(reconcile, 120).await;
-    reconciled.expect("the reconcile succeeded");
-    assert_eq!(
-        bad_when_reconciled,
-        vec!["1.2.0".to_string()],
-        "the controller's pass ran after the roll-out and its rollback, not beside them"
-    );
-    match &report.outcome {
-        UpdateOutcome::RolledBack { from, to, .. } => {
-            assert_eq!((from.as_str(), to.as_str()), ("1.2.0", "1.0.0"))
-        }
-        other => panic!("expected a rollback, got {other:?}"),
-    }
-    // The controller rendered with the bundle the rollback restored, and kept its verdict.
+    finished(reconcile, 180)
+        .await
+        .expect("the reconcile succeeded");
+    // Rolled back to the earlier bundle, 1.2.0 marked bad, and the verdict in the status.
     assert_eq!(image_of(&flux(&ns).await), BUILTIN_FLUX_IMAGE);
+    let ready_reason = |wc: &WeaveCloud| {
+        wc.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.reason.clone())
+    };
     let status = fresh(&ns).await.status.unwrap();
     assert_eq!(status.bad_versions, vec!["1.2.0".to_string()]);
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .unwrap();
-    assert_eq!(ready.reason, REASON_ROLLED_BACK);
+    assert_eq!(
+        ready_reason(&fresh(&ns).await).as_deref(),
+        Some(REASON_ROLLED_BACK)
+    );
+
+    // A reconcile from a copy older than the rollback (a watch event not yet delivered) keeps
+    // the verdict: the status decides, and nothing in memory. Its conditions are emptied, so
+    // that it must write (a copy that matched what it computes would write nothing).
+    let mut stale = before_check;
+    if let Some(s) = stale.status.as_mut() {
+        s.conditions.clear();
+    }
+    weavecloud::reconcile(Arc::new(stale), ctx.clone())
+        .await
+        .expect("the reconcile from a stale copy succeeded");
+    assert_eq!(
+        ready_reason(&fresh(&ns).await).as_deref(),
+        Some(REASON_ROLLED_BACK)
+    );
+    // So does a restarted Weft (a fresh context and state).
+    let fresh_state = DaemonState::new(ns.client(), ns.name(), DaemonStatus::default())
+        .with_watch_namespaces(WatchNamespaces::only([ns.name()]));
+    let restarted = Arc::new(Context::new(fresh_state, settings(&ns), Shutdown::never()));
+    weavecloud::reconcile(Arc::new(fresh(&ns).await), restarted)
+        .await
+        .expect("the restarted reconcile succeeded");
+    assert_eq!(
+        ready_reason(&fresh(&ns).await).as_deref(),
+        Some(REASON_ROLLED_BACK)
+    );
     api.patch(
         "weave-cloud",
         &PatchParams::default(),

@@ -1,10 +1,11 @@
 //! One update check of one WeaveCloud: read the channel, choose, fetch and verify (a bundle the
-//! cache cannot keep is refused), roll out under the WeaveCloud's pass lock, and roll back when
-//! the agents do not become healthy.
+//! cache cannot keep is refused), roll out, and roll back when the agents do not become healthy.
 //!
-//! Locks, always in this order: the updater's `running` (one check at a time), then the
-//! WeaveCloud's pass lock (held from the render of the roll-out to the end of the rollback). The
-//! WeaveCloud controller takes only the pass lock, and nothing holds two owners' pass locks.
+//! In the daemon a check runs inside the WeaveCloud's reconcile (kube-runtime runs one per
+//! object at a time): nothing else renders, applies or prunes these agents meanwhile, so no lock
+//! is taken. The flag root's pass leaves the agents to the controller (`AgentLayer::Excluded`),
+//! and a Root object's WeaveClouds, whose passes render their agents, are never checked
+//! (`daemon::weavecloud::trust`).
 
 use std::sync::Arc;
 
@@ -153,14 +154,8 @@ impl Updater {
                 }
             },
         };
-        // The WeaveCloud controller must not apply or prune the agents while they roll out.
-        let _pass = self
-            .state
-            .pass_locks()
-            .lock(&crate::pass::agents::owner_of(ns, name))
-            .await;
         // Render from the WeaveCloud as it is now, not from the copy the check started from: it
-        // may have been edited (and applied by the controller) or deleted since.
+        // may have been edited or deleted while the channel and the bundle were fetched.
         let live = self.live_weavecloud(ns, name).await?;
         if !still_wanted(wc, &live, &target.version) {
             return Err(UpdateError::Superseded {
@@ -260,7 +255,6 @@ impl Updater {
         let name = wc.name_any();
         let to = candidate.version().to_string();
         self.state.bundles().persist(&ns, &name, candidate).await?;
-        self.state.rollbacks().set(&ns, &name, None);
         let now = now_rfc3339();
         let generation = wc.metadata.generation;
         let message = format!("agents updated from bundle {from} to {to} and healthy");
@@ -330,9 +324,6 @@ impl Updater {
             message.clone(),
         );
         condition.observed_generation = wc.metadata.generation;
-        self.state
-            .rollbacks()
-            .set(&ns, &name, Some(condition.clone()));
         let now = now_rfc3339();
         self.patch_status(wc, |s| {
             if !s.bad_versions.iter().any(|b| b == bad) {
@@ -542,11 +533,6 @@ impl Updater {
     pub async fn apply_active(&self, wc: &WeaveCloud) -> Result<semver::Version, UpdateError> {
         let ns = wc.namespace().unwrap_or_default();
         let name = wc.name_any();
-        let _pass = self
-            .state
-            .pass_locks()
-            .lock(&crate::pass::agents::owner_of(&ns, &name))
-            .await;
         let active = self.state.bundles().active(&ns, &name).await?;
         let inputs = self.agent_inputs(wc, &active.bundle).await?;
         self.roll_out(wc, &active.bundle, &inputs)
@@ -558,8 +544,7 @@ impl Updater {
         Ok(active.version().clone())
     }
 
-    /// Render `wc` with `bundle`, apply, prune and wait for health with the apply engine. The
-    /// caller holds the WeaveCloud's pass lock.
+    /// Render `wc` with `bundle`, apply, prune and wait for health with the apply engine.
     async fn roll_out(
         &self,
         wc: &WeaveCloud,

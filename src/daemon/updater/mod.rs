@@ -7,19 +7,21 @@
 //! The bundle each WeaveCloud runs is the daemon state's [`AgentBundles`]: in memory, and kept in
 //! the cluster as a ConfigMap in Weft's namespace (the archive, its version and digest), so a
 //! restarted Weft renders the same version instead of going back to the built-in one. The
-//! WeaveCloud controller renders with [`AgentBundles::active`]; a roll-out (with its rollback)
-//! holds the WeaveCloud's pass lock from the render to the end of the health gate, so the
-//! controller never applies or prunes the agents at the same time, and renders from the
-//! WeaveCloud as it is once the lock is held, so that it never undoes a newer render of the
-//! controller. A bundle the cache cannot keep is refused before anything changes.
+//! WeaveCloud controller renders with [`AgentBundles::active`]. A bundle the cache cannot keep is
+//! refused before anything changes.
+//!
+//! The updater is not a loop of its own: a check is a step of the WeaveCloud's reconcile
+//! (`daemon::weavecloud`), which kube-runtime runs once per object at a time, so a roll-out and
+//! its rollback never run beside another render, apply or prune of the same agents, and the
+//! reconcile is requeued at the next check (`status.nextUpdateCheck`).
 //!
 //! - [`select`]: the pure parts (schedule, selection), with unit tests;
 //! - [`check`](Updater::check): one check of one WeaveCloud;
-//! - [`run`](Updater::run): the scheduler.
+//! - [`when_due`](Updater::when_due): the reconcile's step (a check when due or asked for).
 
 mod check;
 mod leftovers;
-mod scheduler;
+mod schedule;
 pub mod select;
 #[cfg(test)]
 mod tests;
@@ -28,7 +30,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 
@@ -45,12 +46,13 @@ use crate::render::bundle::BundleError;
 use crate::render::RenderError;
 use crate::source::channel::{ChannelError, ChannelOptions, ChannelSource};
 
-pub use super::rollbacks::{held_rollback, Rollbacks, REASON_ROLLED_BACK};
+pub use super::rollbacks::{held_rollback, REASON_ROLLED_BACK};
 pub use super::update_requests::UpdateRequests;
 pub use crate::pass::agents::{
     cache_configmap_name, ActiveBundle, AgentBundles, ARCHIVE_KEY, BUILTIN_SOURCE, DIGEST_KEY,
     MAX_CACHED_ARCHIVE_BYTES, SOURCE_KEY, VERSION_KEY,
 };
+pub use schedule::next_and_due;
 pub use select::{bundle_archive, next_check, select, Selection};
 
 /// `(namespace, name)` of a WeaveCloud.
@@ -177,8 +179,6 @@ pub struct UpdateOptions {
     pub channel: ChannelOptions,
     /// Which channels a WeaveCloud may name (`--allowed-channels`).
     pub allowed_channels: crate::source::fetch_policy::ChannelPolicy,
-    /// Upper bound of the scheduler's sleep (it also wakes for each WeaveCloud's next check).
-    pub rescan_interval: Duration,
     /// The daemon's pass settings (`weft run`'s `--max-prune-fraction`, `--force-prune`,
     /// `--concurrency` …): roll-outs and rollbacks run the engine with them; `weft_namespace`
     /// holds the cached bundles.
@@ -203,8 +203,6 @@ impl Default for UpdateOptions {
             health_timeout: Duration::from_secs(300),
             channel: ChannelOptions::default(),
             allowed_channels: Default::default(),
-            // One LIST of WeaveClouds: a new one gets its `nextUpdateCheck` within seconds.
-            rescan_interval: Duration::from_secs(10),
             pass: Arc::default(),
         }
     }
@@ -218,8 +216,8 @@ pub struct AgentVersions {
     pub next_update_check: Option<String>,
 }
 
-/// Runs update checks: on schedule ([`Updater::run`]), on request (the state's
-/// [`UpdateRequests`]), or directly ([`Updater::check`]).
+/// Runs update checks: as a step of a WeaveCloud's reconcile ([`Updater::when_due`]: on schedule,
+/// or on request through the state's [`UpdateRequests`]), or directly ([`Updater::check`]).
 pub struct Updater {
     state: DaemonState,
     opts: UpdateOptions,
@@ -227,13 +225,11 @@ pub struct Updater {
     shutdown: Shutdown,
     /// One channel source per URL, so a git channel keeps its cache.
     channels: std::sync::Mutex<HashMap<String, ChannelSource>>,
-    /// Checks never overlap (a check applies agents and waits).
+    /// Checks of different WeaveClouds never overlap (a check applies agents and waits for
+    /// their health): a limit on the work at once, not a lock between writers (each
+    /// WeaveCloud's reconcile is its only writer).
     running: Mutex<()>,
-    /// Per WeaveCloud: its schedule and the next time it fires.
-    schedule: std::sync::Mutex<HashMap<WcKey, (String, Timestamp)>>,
     versions: std::sync::Mutex<HashMap<WcKey, AgentVersions>>,
-    /// Whether the root applied a WeaveCloud (only those are checked).
-    applied: crate::apply::ownership::AppliedByRoots,
 }
 
 impl Updater {
@@ -244,9 +240,7 @@ impl Updater {
             shutdown: Shutdown::never(),
             channels: Default::default(),
             running: Mutex::new(()),
-            schedule: Default::default(),
             versions: Default::default(),
-            applied: crate::daemon::weavecloud::trust::applied_by_roots(),
         }
     }
 
@@ -317,7 +311,7 @@ impl Updater {
         self.state.events().publish(wc, event).await;
     }
 
-    /// Read-modify-write of the updater's fields of `wc`'s status: a merge patch of the fields
+    /// Read-modify-write of the update check's fields of `wc`'s status: a merge patch of the fields
     /// `edit` changed, nothing else (see `daemon::state` for who writes which field).
     async fn patch_status(
         &self,

@@ -56,7 +56,7 @@ pub fn select<'a>(
 }
 
 /// Whether an update to `target`, decided on `decided` (the copy the check started from), still
-/// stands for `live` (the WeaveCloud as the API server has it once the pass lock is held): the
+/// stands for `live` (the WeaveCloud as the API server has it once the bundle is fetched): the
 /// fields the decision was made from are unchanged, and `target` was not marked bad meanwhile.
 pub fn still_wanted(decided: &WeaveCloud, live: &WeaveCloud, target: &semver::Version) -> bool {
     let (d, l) = (&decided.spec.general, &live.spec.general);

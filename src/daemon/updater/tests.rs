@@ -51,6 +51,7 @@ fn roll_outs_run_with_the_daemons_prune_and_concurrency_flags() {
 
 mod against_a_fake_api_server {
     use http::Method;
+    use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
     use super::super::*;
@@ -181,21 +182,12 @@ mod against_a_fake_api_server {
     }
 
     #[tokio::test]
-    async fn the_scheduler_records_the_next_check_and_checks_only_when_due() {
+    async fn the_reconciles_update_step_records_the_next_check_and_checks_only_when_due() {
         let (client, api) = mock_client();
-        // A WeaveCloud made by hand: the operator lists its namespace, so the list is that
-        // namespace's (a Weft with a Role there may not list cluster-wide).
-        let state = DaemonState::new(client, "weft-system", DaemonStatus::default())
-            .with_watch_namespaces(crate::daemon::namespaces::WatchNamespaces::only(["weave"]));
+        let state = DaemonState::new(client, "weft-system", DaemonStatus::default());
         let updater = Updater::new(state, UpdateOptions::default());
         let running = builtin_version();
         let wc = weavecloud(json!({"agentVersion": running}));
-        let list = json!({
-            "apiVersion": "cloud.weave.works/v1beta1",
-            "kind": "WeaveCloudList",
-            "metadata": {"resourceVersion": "1"},
-            "items": [wc],
-        });
         let year = {
             Timestamp::now()
                 .to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC)
@@ -207,11 +199,6 @@ mod against_a_fake_api_server {
         let patched = json!(wc);
         let server = api.run(
             Scenario::new()
-                .then(Expect::call(
-                    Method::GET,
-                    "/apis/cloud.weave.works/v1beta1/namespaces/weave/weaveclouds",
-                    list,
-                ))
                 // Not due (yearly): no check, only the active bundle and the next check.
                 .then(cache())
                 .then(Expect::call(Method::GET, STATUS, json!(wc)))
@@ -224,7 +211,7 @@ mod against_a_fake_api_server {
                     patched
                 })),
         );
-        let earliest = updater.tick(false).await.expect("a tick");
+        let earliest = updater.when_due(&wc, false, true).await;
         assert_eq!(earliest.map(|t| format!("{t:.0}")), Some(next.clone()));
         server.await.expect("exactly the expected calls");
         let v = &updater.versions()["weave/wc"];

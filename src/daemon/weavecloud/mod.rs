@@ -4,6 +4,12 @@
 //! (and `Drifted` with `driftPolicy: report`) carry `observedGeneration`; events say what
 //! happened; a finalizer prunes the agents when the WeaveCloud is deleted.
 //!
+//! The agent update check is a step of the same reconcile ([`Context::with_updater`]): kube-runtime
+//! runs one reconcile per WeaveCloud at a time, so the reconcile is the only writer of the
+//! WeaveCloud's agents and status (`daemon::state` says which step writes which field). The
+//! reconcile is requeued at the next check (`status.nextUpdateCheck`), and a check asked for over
+//! HTTP reconciles every WeaveCloud (`reconcile_all_on` the state's `UpdateRequests`).
+//!
 //! Watches: the WeaveClouds; their children (by the `weft.io/owner-ref` annotation on objects
 //! labelled `app.kubernetes.io/managed-by: weft`), so a deleted or edited agent is handled within
 //! seconds; and Secrets, so a changed token rolls the agents and a deleted one is `TokenMissing`.
@@ -13,9 +19,11 @@ mod release;
 #[cfg(test)]
 mod tests;
 pub mod trust;
+mod updates;
 
 use crate::api::keys::AGENTS_FINALIZER;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -32,6 +40,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use super::rollbacks::held_rollback;
 use super::shutdown::Shutdown;
 use super::state::DaemonState;
 use super::status::now_rfc3339;
@@ -105,6 +114,11 @@ pub struct Context {
     shutdown: Shutdown,
     /// Whether the root applied a WeaveCloud: its inventory, read when it changed.
     applied: crate::apply::ownership::AppliedByRoots,
+    /// The agent update check, a step of each reconcile; `None`: no update checks.
+    updater: Option<Arc<super::updater::Updater>>,
+    /// Per WeaveCloud, the count of update requests (`UpdateRequests`) its last check answered;
+    /// each entry is read and written only by its WeaveCloud's reconcile.
+    answered: Mutex<HashMap<(String, String), u64>>,
 }
 
 impl Context {
@@ -114,7 +128,16 @@ impl Context {
             settings,
             shutdown,
             applied: trust::applied_by_roots(),
+            updater: None,
+            answered: Mutex::default(),
         }
+    }
+
+    /// Check each WeaveCloud for agent updates in its reconcile, with `updater` (as `weft run`
+    /// does): on its `updateSchedule`, and when asked over HTTP.
+    pub fn with_updater(mut self, updater: Arc<super::updater::Updater>) -> Context {
+        self.updater = Some(updater);
+        self
     }
 }
 
@@ -250,6 +273,8 @@ pub async fn run(ctx: Context) {
     controller
         // Resuming the root reconciles every WeaveCloud again.
         .reconcile_all_on(ctx.state.suspension().resumes())
+        // So does an update check asked for over HTTP (the reconcile runs the check).
+        .reconcile_all_on(ctx.state.update_requests().triggers())
         .graceful_shutdown_on(async move { shutdown.stopped().await })
         .run(reconcile, error_policy, Arc::new(ctx))
         .for_each(|r| async move {
@@ -409,12 +434,33 @@ async fn event_about(
     ctx.state.events().publish(wc, event).await;
 }
 
-/// Render and apply the agents (holding the WeaveCloud's pass lock, so that the updater does
-/// not roll them out at the same time), then write the controller's status fields.
+/// Render and apply the agents and write their status fields, then the update step: a check when
+/// due (or asked for), and a requeue at the next one. The update step runs even when the agents'
+/// step failed (a newer bundle may be what fixes them), as it did beside the controller.
 async fn apply(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudError> {
+    let agents = apply_agents(wc, ctx).await;
+    let status = match &agents {
+        Ok((_, status)) => status.clone(),
+        Err(_) => wc.status.clone().unwrap_or_default(),
+    };
+    let next = updates::step(ctx, wc, status).await;
+    let (mut requeue, _) = agents?;
+    if let Some(next) = next {
+        let until = Duration::try_from(k8s_openapi::jiff::Timestamp::now().duration_until(next))
+            .unwrap_or_default();
+        requeue = requeue.min(until.max(Duration::from_secs(1)));
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// The agents' step: render and apply them, then write its status fields. When to reconcile
+/// again for the agents' sake, and the status as it wrote it.
+async fn apply_agents(
+    wc: &WeaveCloud,
+    ctx: &Context,
+) -> Result<(Duration, WeaveCloudStatus), WeaveCloudError> {
     let ns = wc.namespace().unwrap_or_default();
     let name = wc.name_any();
-    let _pass = ctx.state.pass_locks().lock(&owner_of(wc)).await;
     let mut before = wc.status.clone().unwrap_or_default();
     let mut outcome = reconcile_agents(wc, ctx, &before).await?;
     if outcome.launcher_checked
@@ -438,12 +484,29 @@ async fn apply(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudError
         }
     }
     let generation = wc.metadata.generation;
-    if let Some(held) =
-        ctx.state
-            .rollbacks()
-            .held_ready(&ns, &name, &before, generation, &outcome.ready)
-    {
+    if let Some(held) = held_rollback(&before, generation, &outcome.ready) {
         outcome.ready = held;
+    } else if outcome.ready.status == ConditionStatus::True
+        && next_status(&before, &outcome, generation, &now_rfc3339()) != before
+    {
+        // This copy may predate the verdict of an update this WeaveCloud's previous reconcile
+        // rolled back (the watch had not delivered that status yet): before a write that would
+        // replace `Ready`, the status the API server holds decides. One read, only then.
+        let api: Api<WeaveCloud> = Api::namespaced(ctx.state.client().clone(), &ns);
+        let live = api
+            .get_status(&name)
+            .await
+            .map_err(|source| WeaveCloudError::Kube {
+                weavecloud: reference(wc),
+                action: "reading its status",
+                source,
+            })?
+            .status
+            .unwrap_or_default();
+        if let Some(held) = held_rollback(&live, generation, &outcome.ready) {
+            before.conditions = live.conditions;
+            outcome.ready = held;
+        }
     }
     let result = if outcome.ready.status == ConditionStatus::True {
         "ready"
@@ -468,7 +531,7 @@ async fn apply(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudError
         patch_status(ctx, wc, &status).await?;
     }
     record(ctx, wc, &outcome, &status);
-    Ok(Action::requeue(outcome.requeue))
+    Ok((outcome.requeue, status))
 }
 
 /// The status after a reconcile: `before` with the controller's fields from `outcome`.
@@ -593,7 +656,7 @@ fn record(ctx: &Context, wc: &WeaveCloud, outcome: &Outcome, status: &WeaveCloud
         .set_ready_from(KIND, &ns, &name, &status.conditions);
     let ready = status.conditions.iter().find(|c| c.type_ == READY);
     ctx.state.update_status(|s| {
-        // The updater keeps the version fields of the same entry: update only ours.
+        // The update step keeps the version fields of the same entry: update only ours.
         let mut entry = s
             .owners
             .get(&format!("WeaveCloud/{ns}/{name}"))
@@ -626,8 +689,8 @@ async fn patch_status(
         ctx.state.client().clone(),
         &wc.namespace().unwrap_or_default(),
     );
-    // Only the fields this controller owns (see `daemon::state`): the inventory is the apply
-    // engine's, the version fields are the updater's.
+    // Only the fields of this step (see `daemon::state`): the inventory is the apply engine's,
+    // the version fields are the update check's.
     let mut patch = json!({"status": {
         "conditions": status.conditions,
         "observedGeneration": status.observed_generation,
@@ -660,7 +723,6 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
     let ns = wc.namespace().unwrap_or_default();
     let name = wc.name_any();
     let owner = owner_of(wc);
-    let pass = ctx.state.pass_locks().lock(&owner).await;
     let set = DesiredSet::for_owners(Vec::new(), [owner.clone()].into());
     // The one pass that ignores `--max-prune-fraction` (forced past the guard): deleting the
     // WeaveCloud deletes all its agents by definition, so the guard would always trip. The
@@ -703,15 +765,13 @@ async fn cleanup(wc: &WeaveCloud, ctx: &Context) -> Result<Action, WeaveCloudErr
     tracing::info!(weavecloud = %reference(wc), pruned, known, "WeaveCloud deleted: its agents were pruned");
     let note = format!("deleted {pruned} agent objects");
     event(ctx, wc, EventType::Normal, "Pruned", note).await;
-    ctx.state.rollbacks().set(&ns, &name, None);
     if let Err(e) = ctx.state.bundles().forget(&ns, &name).await {
         tracing::warn!(error = %e, "cannot forget the cached agent bundle");
     }
     ctx.state.metrics().set_agent_version(&ns, &name, None);
+    updates::forget(ctx, &ns, &name);
     ctx.state.metrics().resources().forget(KIND, &ns, &name);
     ctx.state
         .update_status(|s| s.remove_owner(KIND, &ns, &name));
-    drop(pass);
-    ctx.state.pass_locks().forget(&owner);
     Ok(Action::await_change())
 }
