@@ -16,7 +16,8 @@ use crate::api::root::Root;
 use crate::api::ResourceKey;
 use crate::daemon::root::RootSource;
 use crate::daemon::roots::identity::{identity_of, Identity};
-use crate::daemon::roots::reconcile::{credentials_of, root_settings};
+use crate::daemon::roots::reconcile::root_settings;
+use crate::daemon::roots::source::credentials_of;
 use crate::pass::{self, PassInput, PassSettings};
 
 /// `weft sync root NAME`: the Root object whose spec is synced once.

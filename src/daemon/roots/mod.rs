@@ -14,6 +14,7 @@
 //!   applied by the pass, as the root's identity).
 //! - [`lease`]: which roots this replica reconciles (a Lease per root, split between replicas).
 //! - [`ahead`]: the flag root's Root applies a push's changed objects before its full pass.
+//! - [`source`]: a root's git source, its credentials and semver tags.
 //! - [`answer`]: the flag root's Root answering the daemon's queue (`?wait=true`, the status).
 //!
 //! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is left to the
@@ -31,6 +32,7 @@ pub mod pushes;
 pub mod reconcile;
 pub mod requests;
 pub mod shard;
+pub mod source;
 pub mod status;
 
 use std::collections::HashMap;
@@ -134,7 +136,7 @@ struct Memory {
     /// Failed passes in a row.
     failures: u32,
     /// The root's source, and what it was opened from.
-    source: Option<(reconcile::SourceKey, RootSource)>,
+    source: Option<(source::SourceKey, RootSource)>,
     /// The last snapshot fetched (an unchanged head applies it again).
     last: Option<Arc<Snapshot>>,
     /// What the last pass rendered from it: the flag root's Root only, for the early apply of
