@@ -474,12 +474,7 @@ impl RootReconciler {
             .map(|e| e.conflicts())
             .unwrap_or_default()
             .into_iter()
-            .chain(
-                changes
-                    .conflicts
-                    .iter()
-                    .map(|(o, m)| (o.as_str(), m.as_str())),
-            )
+            .chain(changes.conflicts.iter().map(|(o, m)| (o, m.as_str())))
             .map(|(o, m)| (o.to_string(), redact_url_passwords(m)))
             .collect();
         let now = now_rfc3339();

@@ -498,7 +498,7 @@ async fn pass_body(
                 .changes
                 .conflicts
                 .iter()
-                .map(|(o, m)| (o.as_str(), m.as_str())),
+                .map(|(o, m)| (o, m.as_str())),
         )
         .map(|(o, m)| (o.to_string(), crate::api::redact::redact_url_passwords(m)))
         .collect();
