@@ -167,6 +167,30 @@ impl ApplyError {
             if r.kind == object.kind && r.namespace == object.namespace && r.name == object.name)
     }
 
+    /// The one object this error is about, when it names exactly one.
+    pub fn object(&self) -> Option<&ObjectRef> {
+        match self {
+            ApplyError::Api {
+                target: ApiTarget::Object(object),
+                ..
+            }
+            | ApplyError::Decode {
+                object: ApiTarget::Object(object),
+                ..
+            }
+            | ApplyError::Invalid { object, .. }
+            | ApplyError::UnknownKind { object, .. }
+            | ApplyError::Conflict { object, .. }
+            | ApplyError::Immutable { object, .. } => Some(object),
+            ApplyError::Failed(objects)
+            | ApplyError::WaitTimeout {
+                not_ready: objects, ..
+            } if objects.len() == 1 => Some(&objects[0].0),
+            ApplyError::Many(all) if all.len() == 1 => all[0].object(),
+            _ => None,
+        }
+    }
+
     /// The HTTP status code of a failed API call, when the API server answered.
     pub fn code(&self) -> Option<u16> {
         match self {

@@ -263,6 +263,16 @@ impl PassError {
         }
     }
 
+    /// The one object this error is about, when it names exactly one (see
+    /// [`ApplyError::object`]).
+    pub fn object(&self) -> Option<&ObjectRef> {
+        match self {
+            PassError::Apply(e) => e.object(),
+            PassError::Many(all) if all.len() == 1 => all[0].object(),
+            _ => None,
+        }
+    }
+
     /// One error for a list of them: `None` for none, the error itself for one, [`Many`](Self::Many) otherwise.
     pub fn from_list(mut errors: Vec<PassError>) -> Option<PassError> {
         // In the order of their text, whatever order concurrent work finished in (see
