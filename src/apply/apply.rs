@@ -62,11 +62,8 @@ pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<Value, Appl
         .patch(&p.object_ref.name, &apply_params(), &patch)
         .await
         .map_err(|e| super::error::apply_error("apply", &p.object_ref, e))?;
-    serde_json::to_value(stored).map_err(|source| ApplyError::Decode {
-        object: p.object_ref.to_string(),
-        what: "the applied object",
-        source,
-    })
+    serde_json::to_value(stored)
+        .map_err(|source| ApplyError::decode(&p.object_ref, "the applied object", source))
 }
 
 /// Why a Namespace that Weft creates only when missing ([`CREATE_IF_MISSING`]) is left as it is:
@@ -205,7 +202,7 @@ pub async fn apply_batch(
                     changes.push(c);
                     match reported {
                         ApplyError::Conflict { object, message } => {
-                            changes.conflicts.push((object, message))
+                            changes.conflicts.push((*object, message))
                         }
                         // The claim could not be taken away: an API error about that object.
                         other => errors.push(other),

@@ -72,7 +72,7 @@ pub struct ChangeSet {
     pub entries: Vec<Change>,
     /// Objects this owner holds and applied that another Weft root declares too: each object
     /// with what is said of it. Reported on both roots; they stop nothing (`apply::conflict`).
-    pub conflicts: Vec<(String, String)>,
+    pub conflicts: Vec<(ObjectRef, String)>,
 }
 
 /// Counts per action.

@@ -148,7 +148,7 @@ pub async fn settle(
         }
     }
     ApplyError::Conflict {
-        object: p.object_ref.to_string(),
+        object: Box::new(p.object_ref.clone()),
         message,
     }
 }

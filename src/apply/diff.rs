@@ -185,10 +185,8 @@ pub async fn diff_objects(
                     let mut pp = apply_params().dry_run();
                     pp.field_validation = Some(ValidationDirective::Strict);
                     let to_value = |o| {
-                        serde_json::to_value(o).map_err(|source| ApplyError::Decode {
-                            object: p.object_ref.to_string(),
-                            what: "the object",
-                            source,
+                        serde_json::to_value(o).map_err(|source| {
+                            ApplyError::decode(&p.object_ref, "the object", source)
                         })
                     };
                     let dry = match api

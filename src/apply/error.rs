@@ -12,7 +12,8 @@ pub enum ApplyError {
     #[error("{origin}{object}: the cluster has no kind `{kind}` in `{api_version}` (no CRD for it is installed or part of this pass)")]
     UnknownKind {
         origin: String,
-        object: String,
+        /// Boxed: the error enum stays small.
+        object: Box<ObjectRef>,
         api_version: String,
         kind: String,
     },
@@ -20,13 +21,15 @@ pub enum ApplyError {
     #[error("{origin}{object}: {message}")]
     Invalid {
         origin: String,
-        object: String,
+        /// Boxed: the error enum stays small.
+        object: Box<ObjectRef>,
         message: String,
     },
     /// An object the API server returned could not be read as JSON.
     #[error("{object}: cannot read {what}: {source}")]
     Decode {
-        object: String,
+        /// The object read, or the list whose items were read.
+        object: ApiTarget,
         what: &'static str,
         #[source]
         source: serde_json::Error,
@@ -87,7 +90,11 @@ pub enum ApplyError {
     },
     /// Two Weft roots declare one object (see [`crate::apply::conflict`]).
     #[error("{object}: conflict: {message}")]
-    Conflict { object: String, message: String },
+    Conflict {
+        /// Boxed: the error enum stays small.
+        object: Box<ObjectRef>,
+        message: String,
+    },
     /// Objects did not become ready in time.
     #[error("timed out after {timeout:?} waiting for {} object(s) to become ready:\n{}", .not_ready.len(), .not_ready.iter().map(|(o, why)| format!("  {o}: {why}")).collect::<Vec<_>>().join("\n"))]
     WaitTimeout {
@@ -130,6 +137,20 @@ impl ApplyError {
         }
     }
 
+    /// An object the API server returned about `object` (`what`: which copy of it) that could
+    /// not be read as JSON.
+    pub(crate) fn decode(
+        object: &ObjectRef,
+        what: &'static str,
+        source: serde_json::Error,
+    ) -> Self {
+        ApplyError::Decode {
+            object: ApiTarget::Object(Box::new(object.clone())),
+            what,
+            source,
+        }
+    }
+
     /// A failed list (`what`: the objects listed, as a person reads it).
     pub(crate) fn list(what: String, source: kube::Error) -> Self {
         ApplyError::Api {
@@ -146,6 +167,30 @@ impl ApplyError {
             if r.kind == object.kind && r.namespace == object.namespace && r.name == object.name)
     }
 
+    /// The one object this error is about, when it names exactly one.
+    pub fn object(&self) -> Option<&ObjectRef> {
+        match self {
+            ApplyError::Api {
+                target: ApiTarget::Object(object),
+                ..
+            }
+            | ApplyError::Decode {
+                object: ApiTarget::Object(object),
+                ..
+            }
+            | ApplyError::Invalid { object, .. }
+            | ApplyError::UnknownKind { object, .. }
+            | ApplyError::Conflict { object, .. }
+            | ApplyError::Immutable { object, .. } => Some(object),
+            ApplyError::Failed(objects)
+            | ApplyError::WaitTimeout {
+                not_ready: objects, ..
+            } if objects.len() == 1 => Some(&objects[0].0),
+            ApplyError::Many(all) if all.len() == 1 => all[0].object(),
+            _ => None,
+        }
+    }
+
     /// The HTTP status code of a failed API call, when the API server answered.
     pub fn code(&self) -> Option<u16> {
         match self {
@@ -158,9 +203,9 @@ impl ApplyError {
 
     /// The conflicts with another Weft root in this error (itself, or inside [`Many`](Self::Many)):
     /// each object with what it says.
-    pub fn conflicts(&self) -> Vec<(&str, &str)> {
+    pub fn conflicts(&self) -> Vec<(&ObjectRef, &str)> {
         match self {
-            ApplyError::Conflict { object, message } => vec![(object.as_str(), message.as_str())],
+            ApplyError::Conflict { object, message } => vec![(&**object, message.as_str())],
             ApplyError::Many(all) => all.iter().flat_map(ApplyError::conflicts).collect(),
             _ => Vec::new(),
         }

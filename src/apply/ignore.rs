@@ -225,11 +225,8 @@ pub async fn respect_other_managers(
             Ok(None) => continue,
             Err(e) => return Err(ApplyError::api("read", r, e)),
         };
-        let live = serde_json::to_value(&live).map_err(|source| ApplyError::Decode {
-            object: r.to_string(),
-            what: "the live object",
-            source,
-        })?;
+        let live = serde_json::to_value(&live)
+            .map_err(|source| ApplyError::decode(r, "the live object", source))?;
         p.desired.object.edit(|v| respect(v, &live, &pointers));
         // Another manager's field is never drift either (see `plan::live`).
         p.ignored = pointers;

@@ -7,6 +7,7 @@ use kube::core::PartialObjectMeta;
 use kube::Client;
 use serde_json::Value;
 
+use super::error::ApiTarget;
 use super::ApplyError;
 
 /// Objects per page of a metadata-only list (a few hundred bytes each): fewer round trips than
@@ -72,7 +73,7 @@ pub(super) async fn list_labelled(
         for item in items {
             let meta =
                 serde_json::to_value(&item.metadata).map_err(|source| ApplyError::Decode {
-                    object: what.clone(),
+                    object: ApiTarget::List(what.clone()),
                     what: "a listed object's metadata",
                     source,
                 })?;

@@ -430,11 +430,8 @@ async fn survey(
         Err(e) => return Err(ApplyError::api("read", r, e)),
     };
     let uid = live.metadata.uid.clone();
-    let live = serde_json::to_value(&live).map_err(|source| ApplyError::Decode {
-        object: r.to_string(),
-        what: "the live object",
-        source,
-    })?;
+    let live = serde_json::to_value(&live)
+        .map_err(|source| ApplyError::decode(r, "the live object", source))?;
     if let Err(why) = proof_of_ownership(&live, owner) {
         return Ok(Survey::Drop(Some(skipped(format!("not pruned: {why}")))));
     }

@@ -95,11 +95,8 @@ pub async fn recreate(
     let mut changes = Vec::new();
     if let Some(live) = live {
         let uid = live.metadata.uid.clone();
-        let value = serde_json::to_value(&live).map_err(|source| ApplyError::Decode {
-            object: r.to_string(),
-            what: "the live object",
-            source,
-        })?;
+        let value = serde_json::to_value(&live)
+            .map_err(|source| ApplyError::decode(r, "the live object", source))?;
         if let Err(why) = proof_of_ownership(&value, &p.desired.owner) {
             return Err(not_recreated(refused, why.to_string()));
         }

@@ -116,11 +116,8 @@ pub async fn prune_old(
         return Ok(None);
     };
     let uid = live.metadata.uid.clone();
-    let value = serde_json::to_value(&live).map_err(|source| ApplyError::Decode {
-        object: old.to_string(),
-        what: "the live object",
-        source,
-    })?;
+    let value = serde_json::to_value(&live)
+        .map_err(|source| ApplyError::decode(old, "the live object", source))?;
     if proof_of_ownership(&value, &r.owner).is_err() || protection(&old.kind, &value).is_some() {
         return Ok(None);
     }

@@ -4,6 +4,8 @@
 //! version, chart revision, phase), whether it is suspended, since when, and why when it is not
 //! ready.
 //! Exit 0 when every row is ready, 1 when one is not (`--wait` waits for them first), 2 on error.
+//! The resources are read by `daemon::overview` (the sync roots' records still here); this file
+//! chooses what to list, waits, and prints.
 
 use crate::api::keys::ROOT_KEY;
 use std::process::ExitCode;
@@ -13,13 +15,11 @@ use clap::{Args, ValueEnum};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
-use serde::Serialize;
 
 use super::args::ClusterArgs;
-use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaGroupStatus, ArmadaManifest, Phase};
-use crate::api::conditions::{Condition, ConditionStatus};
+use crate::api::conditions::ConditionStatus;
 use crate::api::root::Root;
-use crate::api::WeaveCloud;
+use crate::daemon::overview::{self, root_object_row, Listed, Row};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum What {
@@ -75,90 +75,6 @@ pub struct GetArgs {
     pub cluster: ClusterArgs,
 }
 
-/// One resource's state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Row {
-    pub kind: &'static str,
-    pub namespace: String,
-    pub name: String,
-    /// The `Ready` condition's status (`Unknown` until the controller reported one).
-    pub ready: ConditionStatus,
-    /// Agent version (WeaveCloud), source revision (ArmadaChart) or phase (groups, manifests).
-    pub revision: String,
-    /// Whether Weft leaves it alone (`weft.io/suspend`, or `weft suspend` for the root).
-    pub suspended: bool,
-    /// When `Ready` last changed.
-    pub since: String,
-    /// `reason: message` of `Ready` when it is not `True`.
-    pub message: String,
-}
-
-impl Row {
-    fn new(
-        kind: &'static str,
-        meta: &impl ResourceExt,
-        conditions: &[Condition],
-        revision: String,
-    ) -> Row {
-        let ready = conditions.iter().find(|c| c.type_ == "Ready");
-        let status = ready.map(|c| c.status).unwrap_or_default();
-        let message = match ready {
-            Some(c) if c.status != ConditionStatus::True => {
-                format!("{}: {}", c.reason, c.message)
-            }
-            None => "no Ready condition yet (not reconciled)".to_string(),
-            _ => String::new(),
-        };
-        Row {
-            kind,
-            namespace: meta.namespace().unwrap_or_default(),
-            name: meta.name_any(),
-            ready: status,
-            revision,
-            suspended: crate::daemon::suspend::annotated(meta.meta())
-                || crate::daemon::suspend::marked(conditions),
-            since: ready
-                .and_then(|c| c.last_transition_time.clone())
-                .unwrap_or_default(),
-            message,
-        }
-    }
-
-    pub fn is_ready(&self) -> bool {
-        self.ready == ConditionStatus::True
-    }
-}
-
-fn phase(p: Option<Phase>) -> String {
-    p.map(|p| format!("{p:?}").to_lowercase())
-        .unwrap_or_default()
-}
-
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-/// The objects of `api`; `get all` on a cluster where a kind's CRD is not installed (404) shows
-/// none of that kind instead of failing (asked for by kind, the API server's answer stands).
-async fn listed<K>(api: Api<K>, lp: &ListParams, all: bool) -> Result<Vec<K>, kube::Error>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    match api.list(lp).await {
-        Ok(list) => Ok(list.items),
-        Err(kube::Error::Api(s)) if all && s.code == 404 => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
-}
-
 /// The rows of `what`, sorted by kind, namespace and name.
 pub async fn rows(
     client: &Client,
@@ -166,68 +82,38 @@ pub async fn rows(
     namespace: Option<&str>,
     weft_namespace: &str,
 ) -> Result<Vec<Row>, kube::Error> {
-    let lp = ListParams::default();
     let all = what == What::All;
-    let wants = |w: What| what == w || what == What::All;
     let mut rows = Vec::new();
     // The roots live in Weft's namespace: `-n other` leaves them out, unless asked for by name.
     if what == What::Root || (what == What::All && namespace.is_none_or(|n| n == weft_namespace)) {
         rows.extend(root_rows(client, weft_namespace).await?);
     }
-    if wants(What::Roots) {
-        for r in listed(api::<Root>(client, namespace), &lp, all).await? {
-            // A flag root's Root is listed with the roots already.
-            let (ns, name) = (r.namespace().unwrap_or_default(), r.name_any());
-            if rows
+    let kinds: &[Listed] = match what {
+        What::Root => &[],
+        What::Roots => &[Listed::Roots],
+        What::Weaveclouds => &[Listed::WeaveClouds],
+        What::Charts => &[Listed::Charts],
+        What::Groups => &[Listed::Groups],
+        What::Manifests => &[Listed::Manifests],
+        What::All => &[
+            Listed::Roots,
+            Listed::WeaveClouds,
+            Listed::Charts,
+            Listed::Groups,
+            Listed::Manifests,
+        ],
+    };
+    let listed = overview::rows(client, kinds, namespace, all).await?;
+    // A flag root's Root is listed with the roots already.
+    let listed_already = |x: &Row| {
+        x.kind == "Root"
+            && rows
                 .iter()
-                .any(|x: &Row| x.kind == "Root" && x.namespace == ns && x.name == name)
-            {
-                continue;
-            }
-            rows.push(root_object_row(&r));
-        }
-    }
-    if wants(What::Weaveclouds) {
-        for wc in listed(api::<WeaveCloud>(client, namespace), &lp, all).await? {
-            let status = wc.status.clone().unwrap_or_default();
-            let version = status.agent_version.clone().unwrap_or_default();
-            rows.push(Row::new("WeaveCloud", &wc, &status.conditions, version));
-        }
-    }
-    if wants(What::Charts) {
-        for c in listed(api::<ArmadaChart>(client, namespace), &lp, all).await? {
-            let status = c.status.clone().unwrap_or_default();
-            let revision = status
-                .revision
-                .clone()
-                .unwrap_or_else(|| phase(status.phase));
-            rows.push(Row::new("ArmadaChart", &c, &status.conditions, revision));
-        }
-    }
-    if wants(What::Groups) {
-        let list = listed(api::<ArmadaChartGroup>(client, namespace), &lp, all).await?;
-        rows.extend(
-            list.iter()
-                .map(|g| group_row("ArmadaChartGroup", g, &g.status)),
-        );
-    }
-    if wants(What::Manifests) {
-        let list = listed(api::<ArmadaManifest>(client, namespace), &lp, all).await?;
-        rows.extend(
-            list.iter()
-                .map(|m| group_row("ArmadaManifest", m, &m.status)),
-        );
-    }
+                .any(|r: &Row| r.kind == "Root" && r.namespace == x.namespace && r.name == x.name)
+    };
+    let listed: Vec<Row> = listed.into_iter().filter(|x| !listed_already(x)).collect();
+    rows.extend(listed);
     Ok(rows)
-}
-
-/// A Root object's row.
-fn root_object_row(r: &Root) -> Row {
-    let status = r.status.clone().unwrap_or_default();
-    let revision = status.last_applied_revision.clone().unwrap_or_default();
-    let mut row = Row::new("Root", r, &status.conditions, revision);
-    row.suspended |= r.spec.suspend;
-    row
 }
 
 /// The sync roots' rows: the Root object of a flag root that is one (`weft run --root-object`,
@@ -235,10 +121,8 @@ fn root_object_row(r: &Root) -> Row {
 async fn root_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, kube::Error> {
     let mut rows = record_rows(client, weft_namespace).await?;
     // No Root CRD, or no right to read Roots: the records are the roots.
-    let objects: Vec<Root> = api::<Root>(client, Some(weft_namespace))
-        .list(&ListParams::default())
+    let objects: Vec<Root> = overview::roots(client, Some(weft_namespace))
         .await
-        .map(|l| l.items)
         .unwrap_or_default()
         .into_iter()
         .filter(crate::daemon::roots::requests::is_flag_root_object)
@@ -303,16 +187,6 @@ async fn record_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, 
             }
         })
         .collect())
-}
-
-/// A group's or manifest's row: its phase stands for a revision.
-fn group_row(
-    kind: &'static str,
-    meta: &impl ResourceExt,
-    status: &Option<ArmadaGroupStatus>,
-) -> Row {
-    let status = status.clone().unwrap_or_default();
-    Row::new(kind, meta, &status.conditions, phase(status.phase))
 }
 
 /// The rows as a table with a header, columns padded to their widest cell.
@@ -461,8 +335,7 @@ async fn get_roots(client: &Client, args: &GetArgs) -> anyhow::Result<ExitCode> 
         })
     };
     let roots = loop {
-        let api = api::<Root>(client, args.in_namespace.as_deref());
-        let mut roots = api.list(&ListParams::default()).await?.items;
+        let mut roots = overview::roots(client, args.in_namespace.as_deref()).await?;
         if let Some(name) = &args.name {
             roots.retain(|r| &r.name_any() == name);
             if roots.is_empty() {
@@ -681,20 +554,5 @@ mod tests {
         assert_eq!(status_cell(&"x".repeat(100)).chars().count(), 80);
         assert_eq!(age(7199), "119m");
         assert_eq!(age(-5), "0s");
-    }
-
-    #[test]
-    fn a_resource_without_a_ready_condition_is_not_ready_and_says_why() {
-        let chart: ArmadaChart = serde_json::from_value(serde_json::json!({
-            "apiVersion": "armada.airshipit.org/v1alpha1",
-            "kind": "ArmadaChart",
-            "metadata": {"name": "x", "namespace": "apps"},
-            "spec": {"release": "x", "namespace": "apps", "source": {"type": "local", "location": "c"}},
-        }))
-        .unwrap();
-        let r = Row::new("ArmadaChart", &chart, &[], String::new());
-        assert!(!r.is_ready());
-        assert_eq!(r.ready, ConditionStatus::Unknown);
-        assert!(r.message.contains("not reconciled"), "{}", r.message);
     }
 }

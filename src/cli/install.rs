@@ -3,22 +3,19 @@
 //! the binary at build time, changed only where a flag asks (image, namespace, repository, RBAC
 //! tiers), and applied with server-side apply (field manager `weft`) in the order of deploy/'s
 //! files, CRDs first. `-o yaml` prints them instead; `--dry-run` asks the API server to check them
-//! without storing anything.
+//! without storing anything. This file builds the manifests from the flags and prints; the API
+//! calls (apply, the wait for the Deployment) are `daemon::install`'s.
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use kube::api::{Api, DynamicObject, Patch};
-use kube::Client;
 use serde_json::Value;
 
 use super::args::ClusterArgs;
-use crate::apply::apply::apply_params;
-use crate::apply::plan::Catalog;
-use crate::apply::readiness::{self, Readiness};
+use crate::daemon::install::{self, object_of, Applied, Availability, DEPLOYMENT};
 
 /// deploy/'s manifests, in the order they are applied: the CRDs, then the files by name.
 const MANIFESTS: [(&str, &str); 9] = [
@@ -147,7 +144,7 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
-        let catalog = Catalog::discover(&client).await?;
+        let catalog = install::discover(&client).await?;
         // A dry run stores nothing, so the objects of a namespace it would create cannot be
         // checked by the API server (it answers "namespace not found"): they are listed as such.
         let mut new_namespaces = BTreeSet::new();
@@ -158,17 +155,17 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
                 outln!(
                     "{:<10} {} (not checked by the API server: namespace {ns} does not exist yet)",
                     "created",
-                    describe(o)
+                    object_of(o)
                 );
                 unchecked += 1;
                 continue;
             }
-            let (api, name) = api_of(&client, &catalog, o)?;
-            let outcome = apply(&api, &name, o, args.dry_run).await?;
-            if o["kind"] == "Namespace" && outcome == "created" {
-                new_namespaces.insert(name.clone());
+            let outcome = install::apply(&client, &catalog, o, args.dry_run).await?;
+            let object = object_of(o);
+            if object.kind == "Namespace" && outcome == Applied::Created {
+                new_namespaces.insert(object.name.clone());
             }
-            outln!("{outcome:<10} {}", describe(o));
+            outln!("{:<10} {object}", outcome.as_str());
         }
         if args.dry_run {
             outln!(
@@ -185,12 +182,25 @@ pub fn install(args: InstallArgs) -> anyhow::Result<ExitCode> {
         if args.no_wait {
             return Ok(ExitCode::SUCCESS);
         }
-        let deployments: Api<DynamicObject> = Api::namespaced_with(
-            client.clone(),
-            &args.cluster.weft_namespace,
-            &kube::api::ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
-        );
-        wait_available(&deployments, args.timeout).await
+        let namespace = &args.cluster.weft_namespace;
+        let waiting = |why: &str| outln!("waiting    Deployment {DEPLOYMENT}: {why}");
+        match install::wait_available(&client, namespace, args.timeout, waiting).await? {
+            Availability::Ready => {
+                outln!("{:<10} Deployment/{namespace}/{DEPLOYMENT}", "ready");
+                Ok(ExitCode::SUCCESS)
+            }
+            Availability::Failed(why) => {
+                errln!("error: Deployment {DEPLOYMENT}: {why}");
+                Ok(ExitCode::from(1))
+            }
+            Availability::TimedOut(last) => {
+                errln!(
+                    "error: Deployment {DEPLOYMENT} not available after {:?}: {last} (kubectl -n {namespace} describe deployment {DEPLOYMENT}; does the image exist?)",
+                    args.timeout
+                );
+                Ok(ExitCode::from(1))
+            }
+        }
     })
 }
 
@@ -357,99 +367,4 @@ fn customise(o: &mut Value, args: &InstallArgs) -> anyhow::Result<()> {
 /// `text` cut to 100 characters (it is quoted in an error).
 fn bounded(text: &str) -> String {
     text.chars().take(100).collect()
-}
-
-/// `Kind/namespace/name`, or `Kind/name` for a cluster-scoped object.
-fn describe(o: &Value) -> String {
-    let kind = o["kind"].as_str().unwrap_or("?");
-    let name = o["metadata"]["name"].as_str().unwrap_or("?");
-    match o["metadata"]["namespace"].as_str() {
-        Some(ns) => format!("{kind}/{ns}/{name}"),
-        None => format!("{kind}/{name}"),
-    }
-}
-
-/// The API of `o`'s kind (in its namespace) and its name.
-fn api_of(
-    client: &Client,
-    catalog: &Catalog,
-    o: &Value,
-) -> anyhow::Result<(Api<DynamicObject>, String)> {
-    let api_version = o["apiVersion"].as_str().unwrap_or_default();
-    let kind = o["kind"].as_str().unwrap_or_default();
-    let Some((resource, namespaced)) = catalog.resolve(api_version, kind) else {
-        bail!("the cluster has no kind `{kind}` in `{api_version}`");
-    };
-    let name = o["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let api = match o["metadata"]["namespace"].as_str() {
-        Some(ns) if *namespaced => Api::namespaced_with(client.clone(), ns, &**resource),
-        _ => Api::all_with(client.clone(), &**resource),
-    };
-    Ok((api, name))
-}
-
-/// Server-side apply of one object; `created`, `configured` or `unchanged` (by its
-/// resourceVersion before and after).
-async fn apply(
-    api: &Api<DynamicObject>,
-    name: &str,
-    o: &Value,
-    dry_run: bool,
-) -> anyhow::Result<&'static str> {
-    let before = api
-        .get_opt(name)
-        .await
-        .with_context(|| format!("reading {}", describe(o)))?;
-    let mut params = apply_params();
-    params.dry_run = dry_run;
-    let after = api
-        .patch(name, &params, &Patch::Apply(o))
-        .await
-        .map_err(|e| anyhow::anyhow!("apply {}: {}", describe(o), crate::apply::describe(&e).0))?;
-    Ok(match before {
-        None => "created",
-        Some(b) if b.metadata.resource_version == after.metadata.resource_version => "unchanged",
-        Some(_) => "configured",
-    })
-}
-
-/// Wait until the Deployment `weft` is available (every replica updated and ready).
-async fn wait_available(api: &Api<DynamicObject>, timeout: Duration) -> anyhow::Result<ExitCode> {
-    let start = Instant::now();
-    let mut last = String::new();
-    loop {
-        let live = api.get("weft").await.context("reading Deployment weft")?;
-        let value = serde_json::to_value(&live)?;
-        match readiness::readiness("Deployment", &value) {
-            Readiness::Ready => {
-                outln!("{:<10} Deployment/{}/weft", "ready", api_namespace(&live));
-                return Ok(ExitCode::SUCCESS);
-            }
-            Readiness::Failed(why) => {
-                errln!("error: Deployment weft: {why}");
-                return Ok(ExitCode::from(1));
-            }
-            Readiness::InProgress(why) => {
-                if why != last {
-                    outln!("waiting    Deployment weft: {why}");
-                    last = why;
-                }
-            }
-        }
-        if start.elapsed() >= timeout {
-            errln!(
-                "error: Deployment weft not available after {timeout:?}: {last} (kubectl -n {} describe deployment weft; does the image exist?)",
-                api_namespace(&live)
-            );
-            return Ok(ExitCode::from(1));
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-}
-
-fn api_namespace(o: &DynamicObject) -> &str {
-    o.metadata.namespace.as_deref().unwrap_or(DEPLOY_NAMESPACE)
 }

@@ -349,7 +349,7 @@ fn sync_document(
             "deleted": s.deleted, "skipped": s.skipped,
         },
         "changes": changes,
-        "conflicts": result.changes.conflicts.iter().map(|(o, m)| json!({"object": o, "message": m})).collect::<Vec<_>>(),
+        "conflicts": result.changes.conflicts.iter().map(|(o, m)| json!({"object": o.to_string(), "message": m})).collect::<Vec<_>>(),
         "durationSeconds": result.duration.as_secs_f64(),
         "apiWrites": writes,
         "apiReads": reads,

@@ -170,7 +170,7 @@ async fn over_http(args: &TriggerArgs, token_file: &PathBuf) -> anyhow::Result<E
         TriggerAnswer::Finished(report) => {
             let answer = RequestAnswer {
                 requested_at: String::new(),
-                report,
+                report: *report,
                 changes_omitted: 0,
             };
             Ok(print_report(&answer.report, 0, answer.result()))

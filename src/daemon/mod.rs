@@ -13,10 +13,12 @@ pub mod export;
 #[cfg(test)]
 pub mod fixtures;
 pub mod health;
+pub mod install;
 pub mod leader;
 pub mod liveness;
 pub mod metrics;
 pub mod namespaces;
+pub mod overview;
 pub mod record;
 pub mod request;
 pub mod rollbacks;

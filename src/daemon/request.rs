@@ -49,7 +49,7 @@ impl RequestAnswer {
         report.changes.truncate(MAX_CHANGES);
         report.changes_omitted += cut as u64;
         let changes_omitted = usize::try_from(report.changes_omitted).unwrap_or(usize::MAX);
-        if let Some(e) = report.error.as_mut() {
+        if let Some(e) = report.error.as_mut().map(|e| &mut e.message) {
             if e.len() > MAX_ERROR {
                 let mut end = MAX_ERROR;
                 while !e.is_char_boundary(end) {
@@ -294,7 +294,11 @@ mod tests {
             duration_seconds: 0.1,
             revision: Some("abc".into()),
             result: PassResultKind::Suspended,
-            error: Some("x".repeat(5000)),
+            // As read back from the ConfigMap: the line alone.
+            error: Some(crate::daemon::status::PassFailure::new(
+                crate::daemon::status::UNKNOWN_STAGE,
+                "x".repeat(5000),
+            )),
             head_unchanged: false,
             summary: ChangeSummary::default(),
             changes: (0..changes)
@@ -321,7 +325,7 @@ mod tests {
             .report
             .error
             .as_ref()
-            .is_some_and(|e| e.len() <= MAX_ERROR + 3));
+            .is_some_and(|e| e.message.len() <= MAX_ERROR + 3));
         assert_eq!(a.result(), "suspended");
         let cm = ConfigMap {
             data: Some(BTreeMap::from([(

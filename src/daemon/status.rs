@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::api::ObjectRef;
 
 /// How a pass ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,9 +68,10 @@ pub struct PassReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
     pub result: PassResultKind,
-    /// What went wrong, naming the stage, file and object.
+    /// What went wrong, naming the stage, file and object (on the wire: the line a person
+    /// reads, see [`PassFailure`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub error: Option<PassFailure>,
     /// Whether the remote head was unchanged, so fetch, load and render were skipped.
     #[serde(default)]
     pub head_unchanged: bool,
@@ -80,6 +83,61 @@ pub struct PassReport {
     /// Changes left out of `changes` (a first pass of 100,000 objects creates them all).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub changes_omitted: u64,
+}
+
+/// Why a pass did not succeed, kept typed until it is shown: the stage it stopped at, the
+/// object it failed on when there is one, and the line a person reads. The status, `POST
+/// /api/v1/sync?wait=true` and `weft trigger --wait` carry that line alone (`"error": "…"`, as
+/// they always did); read back from there, only the line is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassFailure {
+    /// The stage it stopped at, as the Root's `Ready` reason names it (`FetchFailed`,
+    /// `InventoryFailed`, `Failed`, `Conflict`, `Abandoned`, `Suspended`, …); [`UNKNOWN_STAGE`]
+    /// when read back from the line alone.
+    pub reason: String,
+    /// The one object the pass failed on, when the error names exactly one (boxed: a failure
+    /// is returned as an error all along a pass, and stays small).
+    pub object: Option<Box<ObjectRef>>,
+    /// The line a person reads (passwords in URLs already redacted by whoever built it).
+    pub message: String,
+}
+
+/// The stage of a [`PassFailure`] read back from its line (`weft trigger --wait`).
+pub const UNKNOWN_STAGE: &str = "Unknown";
+
+impl PassFailure {
+    /// A failure at `reason` (a stage) that names no single object.
+    pub fn new(reason: &str, message: impl Into<String>) -> PassFailure {
+        PassFailure {
+            reason: reason.to_string(),
+            object: None,
+            message: message.into(),
+        }
+    }
+
+    /// The same failure, naming the object it failed on.
+    pub fn about(mut self, object: Option<&ObjectRef>) -> PassFailure {
+        self.object = object.map(|o| Box::new(o.clone()));
+        self
+    }
+}
+
+impl std::fmt::Display for PassFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl Serialize for PassFailure {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.message)
+    }
+}
+
+impl<'de> Deserialize<'de> for PassFailure {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PassFailure, D::Error> {
+        String::deserialize(d).map(|message| PassFailure::new(UNKNOWN_STAGE, message))
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -109,7 +167,7 @@ impl PassReport {
         crate::notify::root::PassOutcome {
             revision,
             new_revision: !self.head_unchanged,
-            error: self.error.as_deref(),
+            error: self.error.as_ref().map(|e| e.message.as_str()),
             // A pass abandoned at shutdown, or not run because the root is suspended, says
             // nothing (no failure, no commit status).
             abandoned: matches!(
@@ -212,7 +270,10 @@ impl PassReport {
             duration_seconds: self.duration_seconds,
             revision: self.revision.clone(),
             result: self.result,
-            error: self.error.as_deref().map(crate::api::bounded::message),
+            error: self.error.as_ref().map(|e| PassFailure {
+                message: crate::api::bounded::message(&e.message),
+                ..e.clone()
+            }),
             head_unchanged: self.head_unchanged,
             summary: self.summary,
             // Only the kept part is copied.
@@ -343,7 +404,7 @@ mod tests {
                 duration_seconds: 0.1,
                 revision: None,
                 result: PassResultKind::Failed,
-                error: Some(huge),
+                error: Some(PassFailure::new("Failed", huge)),
                 head_unchanged: false,
                 summary: ChangeSummary::default(),
                 changes: vec![],
@@ -357,5 +418,42 @@ mod tests {
             served.contains("(16777242 bytes in all)"),
             "the size is said"
         );
+    }
+
+    /// The report's `error` stays the string it always was on the wire, whatever the failure
+    /// keeps in memory (issue 46 item 3).
+    #[test]
+    fn a_failure_is_its_line_on_the_wire() {
+        let object = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "apps".into(),
+            name: "a".into(),
+        };
+        let failure = PassFailure::new("Conflict", "ConfigMap/apps/a: conflict: owned by x")
+            .about(Some(&object));
+        let report = PassReport {
+            pass: 3,
+            reasons: vec!["api".into()],
+            started_at: "2026-12-02T01:00:00Z".into(),
+            duration_seconds: 0.5,
+            revision: None,
+            result: PassResultKind::Failed,
+            error: Some(failure),
+            head_unchanged: false,
+            summary: ChangeSummary::default(),
+            changes: vec![],
+            changes_omitted: 0,
+        };
+        let json = serde_json::to_string(&report).unwrap();
+        assert!(
+            json.contains(r#""error":"ConfigMap/apps/a: conflict: owned by x""#),
+            "{json}"
+        );
+        let back: PassReport = serde_json::from_str(&json).unwrap();
+        let error = back.error.clone().unwrap();
+        assert_eq!(error.to_string(), "ConfigMap/apps/a: conflict: owned by x");
+        assert_eq!((error.reason.as_str(), error.object), (UNKNOWN_STAGE, None));
+        assert_eq!(serde_json::to_string(&back.bounded()).unwrap(), json);
     }
 }

@@ -133,7 +133,7 @@ async fn run_one(
     let Some(planned) = resolved.planned.into_iter().next() else {
         return Err(PassError::Apply(ApplyError::UnknownKind {
             origin: String::new(),
-            object: hook.object.object_ref().to_string(),
+            object: Box::new(hook.object.object_ref()),
             api_version: hook.object.api_version().to_string(),
             kind: hook.object.kind().to_string(),
         }));

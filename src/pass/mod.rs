@@ -255,11 +255,21 @@ pub enum PassError {
 impl PassError {
     /// The conflicts with another Weft root that stopped the pass (`apply::conflict`): each
     /// object with what it says.
-    pub fn conflicts(&self) -> Vec<(&str, &str)> {
+    pub fn conflicts(&self) -> Vec<(&ObjectRef, &str)> {
         match self {
             PassError::Apply(e) => e.conflicts(),
             PassError::Many(all) => all.iter().flat_map(PassError::conflicts).collect(),
             _ => Vec::new(),
+        }
+    }
+
+    /// The one object this error is about, when it names exactly one (see
+    /// [`ApplyError::object`]).
+    pub fn object(&self) -> Option<&ObjectRef> {
+        match self {
+            PassError::Apply(e) => e.object(),
+            PassError::Many(all) if all.len() == 1 => all[0].object(),
+            _ => None,
         }
     }
 
@@ -493,6 +503,15 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
+    fn configmap(namespace: &str, name: &str) -> ObjectRef {
+        ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
     #[test]
     fn weft_s_own_resources_are_not_waited_for() {
         let root = crate::render::Owner::root("weft-system", "weft");
@@ -530,7 +549,7 @@ mod tests {
     #[test]
     fn many_errors_read_the_same_whatever_order_they_came_in() {
         let failed = |name: &str| ApplyError::Conflict {
-            object: format!("ConfigMap/ns/{name}"),
+            object: Box::new(configmap("ns", name)),
             message: "owned by another root".into(),
         };
         let text = |order: &[&str]| {
@@ -574,22 +593,22 @@ mod tests {
 
     #[test]
     fn the_conflicts_of_a_pass_are_found_wherever_they_are() {
-        let conflict = |o: &str| ApplyError::Conflict {
-            object: o.into(),
-            message: format!("owned by another Weft root ({o})"),
+        let conflict = |name: &str| ApplyError::Conflict {
+            object: Box::new(configmap("x", name)),
+            message: format!("owned by another Weft root ({name})"),
         };
         let e = PassError::Many(vec![
             PassError::Apply(ApplyError::Many(vec![
-                conflict("ConfigMap/x/a"),
+                conflict("a"),
                 ApplyError::Failed(Vec::new()),
             ])),
-            PassError::Apply(conflict("ConfigMap/x/b")),
+            PassError::Apply(conflict("b")),
             PassError::Chart {
                 chart: "a/b".into(),
                 summary: "failed".into(),
             },
         ]);
-        let objects: Vec<&str> = e.conflicts().into_iter().map(|(o, _)| o).collect();
+        let objects: Vec<String> = e.conflicts().iter().map(|(o, _)| o.to_string()).collect();
         assert_eq!(objects, ["ConfigMap/x/a", "ConfigMap/x/b"]);
         assert!(PassError::Apply(ApplyError::Failed(Vec::new()))
             .conflicts()

@@ -24,8 +24,8 @@ pub enum ClientError {
 pub enum TriggerAnswer {
     /// Queued: the number of the pass that will serve the request.
     Queued { pass: u64 },
-    /// `--wait`: the pass finished.
-    Finished(PassReport),
+    /// `--wait`: the pass finished (boxed: the report is large beside a queued pass's number).
+    Finished(Box<PassReport>),
 }
 
 /// `POST {base}/api/v1/sync[?wait=true]` with `Authorization: Bearer {token}`.
@@ -70,7 +70,7 @@ pub async fn trigger(
     let json: serde_json::Value = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
     match status {
         200 => serde_json::from_value(json)
-            .map(TriggerAnswer::Finished)
+            .map(|r| TriggerAnswer::Finished(Box::new(r)))
             .map_err(|e| ClientError::BadAnswer {
                 url,
                 message: e.to_string(),

@@ -338,13 +338,10 @@ async fn read_group(
         }
     };
     for p in whole {
-        let object = p.object_ref.to_string();
         match api.get_opt(&p.object_ref.name).await {
             Ok(Some(live)) => {
-                let live = serde_json::to_value(&live).map_err(|source| ApplyError::Decode {
-                    object,
-                    what: "the live object",
-                    source,
+                let live = serde_json::to_value(&live).map_err(|source| {
+                    ApplyError::decode(&p.object_ref, "the live object", source)
                 })?;
                 state.observe(p, &live);
             }

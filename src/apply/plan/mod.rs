@@ -130,7 +130,7 @@ pub fn resolve(
         if d.api_version().is_empty() || d.kind().is_empty() || d.name().is_empty() {
             errors.push(ApplyError::Invalid {
                 origin: origin_prefix(d),
-                object: object.to_string(),
+                object: Box::new(object),
                 message: "an object needs apiVersion, kind and metadata.name".into(),
             });
             continue;
@@ -167,7 +167,7 @@ pub fn resolve(
                 } else {
                     errors.push(ApplyError::UnknownKind {
                         origin: origin_prefix(d),
-                        object: object.to_string(),
+                        object: Box::new(object),
                         api_version: d.api_version().to_string(),
                         kind: d.kind().to_string(),
                     });

@@ -27,7 +27,7 @@ use super::record::{self, PassEntry, PassRecord, RootOutcome, RootRecord};
 use super::shards::RootShard;
 use super::shutdown::Shutdown;
 use super::state::DaemonState;
-use super::status::{now_rfc3339, ChangeSummary, PassReport, PassResultKind};
+use super::status::{now_rfc3339, ChangeSummary, PassFailure, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus};
 use crate::api::redact::redact_url_passwords;
@@ -198,7 +198,7 @@ impl RootReconciler {
                     crate::api::kube_error::Text(&e)
                 );
                 tracing::warn!(pass = ticket.pass, error = %text, "pass failed before fetch; nothing was applied or pruned");
-                report.error = Some(text);
+                report.error = Some(PassFailure::new("Failed", text));
                 return Ended::Stopped;
             }
         };
@@ -213,7 +213,7 @@ impl RootReconciler {
                 "the root is suspended; nothing was fetched, applied or pruned"
             );
             report.result = PassResultKind::Suspended;
-            report.error = Some(suspended_message(suspension));
+            report.error = Some(PassFailure::new("Suspended", suspended_message(suspension)));
             return Ended::Stopped;
         }
         let ended = self.run_unsuspended(ticket, report, fetched).await;
@@ -244,13 +244,13 @@ impl RootReconciler {
                 // Status and logs never show a password of a URL inside an error.
                 let text = redact_url_passwords(&e.to_string());
                 tracing::warn!(pass = ticket.pass, error = %text, "pass failed before apply; nothing was applied or pruned");
-                report.error = Some(text);
+                report.error = Some(PassFailure::new("Failed", text));
                 report.revision = self.applied_revision.clone();
                 return Ended::Stopped;
             }
         };
         let Some(rendered) = &self.rendered else {
-            report.error = Some("nothing was fetched yet".to_string());
+            report.error = Some(PassFailure::new("Failed", "nothing was fetched yet"));
             return Ended::Stopped;
         };
         report.revision = rendered
@@ -260,8 +260,10 @@ impl RootReconciler {
             .or(Some("local".to_string()));
         if self.shutdown.is_stopping() {
             report.result = PassResultKind::Abandoned;
-            report.error =
-                Some("the daemon is stopping; the pass was abandoned before apply".into());
+            report.error = Some(PassFailure::new(
+                "Abandoned",
+                "the daemon is stopping; the pass was abandoned before apply",
+            ));
             return Ended::Stopped;
         }
         let set = rendered.set.clone();
@@ -347,7 +349,11 @@ impl RootReconciler {
                     Some(_) => conflict::CONFLICT.into(),
                     None => "Failed".into(),
                 },
-                message: report.error.clone().unwrap_or_default(),
+                message: report
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.clone())
+                    .unwrap_or_default(),
                 revision: report.revision.clone(),
             },
             PassResultKind::Abandoned | PassResultKind::Suspended => return,
@@ -419,22 +425,31 @@ impl RootReconciler {
         .await;
         let (set, changes, error, held_phases) = match outcome {
             driver::Outcome::Unheld(e) => {
-                report.error = Some(format!(
+                report.error = Some(PassFailure::new(
+                    "Failed",
+                    format!(
                     "cannot tell which resources are suspended: {}; nothing was applied or pruned",
                     crate::api::kube_error::Text(&e)
+                ),
                 ));
                 return Ended::Stopped;
             }
             // Never: the daemon's root leaves the launcher to the WeaveCloud controller.
             driver::Outcome::Takeover(e) => {
-                report.error = Some(PassError::Takeover(e).to_string());
+                report.error = Some(PassFailure::new(
+                    "Failed",
+                    PassError::Takeover(e).to_string(),
+                ));
                 return Ended::Stopped;
             }
             driver::Outcome::Abandoned => {
                 report.result = PassResultKind::Abandoned;
-                report.error = Some(format!(
-                    "the daemon is stopping; the pass was abandoned after {}s of grace",
-                    self.shutdown.grace().as_secs()
+                report.error = Some(PassFailure::new(
+                    "Abandoned",
+                    format!(
+                        "the daemon is stopping; the pass was abandoned after {}s of grace",
+                        self.shutdown.grace().as_secs()
+                    ),
                 ));
                 return Ended::Applied(Vec::new());
             }
@@ -474,12 +489,7 @@ impl RootReconciler {
             .map(|e| e.conflicts())
             .unwrap_or_default()
             .into_iter()
-            .chain(
-                changes
-                    .conflicts
-                    .iter()
-                    .map(|(o, m)| (o.as_str(), m.as_str())),
-            )
+            .chain(changes.conflicts.iter().map(|(o, m)| (o, m.as_str())))
             .map(|(o, m)| (o.to_string(), redact_url_passwords(m)))
             .collect();
         let now = now_rfc3339();
@@ -491,7 +501,10 @@ impl RootReconciler {
         });
         match error {
             None => report.result = PassResultKind::Succeeded,
-            Some(e) => report.error = Some(redact_url_passwords(&e.to_string())),
+            Some(e) => {
+                let text = redact_url_passwords(&e.to_string());
+                report.error = Some(PassFailure::new("Failed", text).about(e.object()));
+            }
         }
         Ended::Applied(conflicts)
     }

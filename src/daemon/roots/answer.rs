@@ -24,7 +24,7 @@ use crate::api::ResourceKey;
 use crate::apply::changeset::ChangeSet;
 use crate::daemon::root::{fill_changes, summary_of};
 use crate::daemon::state::DaemonState;
-use crate::daemon::status::{ChangeSummary, ObjectChange, PassReport, PassResultKind};
+use crate::daemon::status::{ChangeSummary, ObjectChange, PassFailure, PassReport, PassResultKind};
 
 /// What a pass changed, as its report shows it.
 pub type Changes = (ChangeSummary, Vec<ObjectChange>);
@@ -110,13 +110,20 @@ fn report_of(answer: &requests::Answer) -> PassReport {
         "Abandoned" => PassResultKind::Abandoned,
         _ => PassResultKind::Failed,
     };
+    // The stage, as the Root's `Ready` condition names it; the line is the answer's.
+    let stage = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map_or(crate::daemon::status::UNKNOWN_STAGE, |c| c.reason.as_str());
     PassReport {
         pass: 0,
         reasons: last.reasons.clone(),
         started_at: last.started_at.clone(),
         duration_seconds: last.duration_ms as f64 / 1000.0,
         revision: last.revision.clone(),
-        error: (result != PassResultKind::Succeeded).then(|| answer.line.clone()),
+        error: (result != PassResultKind::Succeeded)
+            .then(|| PassFailure::new(stage, answer.line.clone())),
         result,
         head_unchanged: false,
         summary: ChangeSummary::default(),
@@ -166,7 +173,7 @@ pub fn passed(state: &DaemonState, ticket: Option<u64>, outcome: &PassOutcome, c
             Some(ref f) if f.reason == "Abandoned" => PassResultKind::Abandoned,
             Some(_) => PassResultKind::Failed,
         },
-        error: outcome.failure.as_ref().map(|f| f.message.clone()),
+        error: outcome.failure.clone(),
         head_unchanged: false,
         summary,
         changes,
@@ -222,8 +229,13 @@ fn last_pass(state: &DaemonState) -> u64 {
     state.queue().last().map_or(0, |(n, _)| n)
 }
 
-/// The report of a pass that did not run.
+/// The report of a pass that did not run (`error`: why, empty for none).
 fn not_passed(result: PassResultKind, error: String) -> PassReport {
+    let stage = match result {
+        PassResultKind::Suspended => super::status::SUSPENDED,
+        PassResultKind::Abandoned => "Abandoned",
+        PassResultKind::Succeeded | PassResultKind::Failed => super::status::FAILED,
+    };
     PassReport {
         pass: 0,
         reasons: Vec::new(),
@@ -231,7 +243,7 @@ fn not_passed(result: PassResultKind, error: String) -> PassReport {
         duration_seconds: 0.0,
         revision: None,
         result,
-        error: (!error.is_empty()).then_some(error),
+        error: (!error.is_empty()).then(|| PassFailure::new(stage, error)),
         head_unchanged: false,
         summary: ChangeSummary::default(),
         changes: Vec::new(),

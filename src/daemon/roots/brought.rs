@@ -108,8 +108,8 @@ fn apply_leaves(error: &ApplyError, out: &mut Vec<(String, String)>) {
         ApplyError::Api { target, .. } => out.push((target.to_string(), error.to_string())),
         ApplyError::Invalid { object, .. }
         | ApplyError::UnknownKind { object, .. }
-        | ApplyError::Conflict { object, .. } => out.push((object.clone(), error.to_string())),
-        ApplyError::Immutable { object, .. } => out.push((object.to_string(), error.to_string())),
+        | ApplyError::Conflict { object, .. }
+        | ApplyError::Immutable { object, .. } => out.push((object.to_string(), error.to_string())),
         ApplyError::Failed(objects)
         | ApplyError::WaitTimeout {
             not_ready: objects, ..

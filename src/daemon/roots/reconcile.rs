@@ -300,10 +300,7 @@ fn requested_at(root: &Root) -> Option<String> {
 
 /// Why a pass stopped before `run_pass`, as its `Ready` reason and message.
 pub(super) fn failure(reason: &str, message: impl Into<String>) -> Failure {
-    Failure {
-        reason: reason.to_string(),
-        message: redact_url_passwords(&message.into()),
-    }
+    Failure::new(reason, redact_url_passwords(&message.into()))
 }
 
 /// One pass of `root` as `identity`: fetch, then `run_pass`.
@@ -339,7 +336,8 @@ async fn pass(
             tracing::info!(root = %key, revision = revision.as_deref().unwrap_or("-"), changed, duration_ms, "root pass succeeded")
         }
         Some(f) => {
-            tracing::warn!(root = %key, reason = %f.reason, error = %f.message, "root pass failed")
+            let object = f.object.as_ref().map(tracing::field::display);
+            tracing::warn!(root = %key, reason = %f.reason, object, error = %f.message, "root pass failed")
         }
     }
     let outcome = PassOutcome {
@@ -498,7 +496,7 @@ async fn pass_body(
                 .changes
                 .conflicts
                 .iter()
-                .map(|(o, m)| (o.as_str(), m.as_str())),
+                .map(|(o, m)| (o, m.as_str())),
         )
         .map(|(o, m)| (o.to_string(), crate::api::redact::redact_url_passwords(m)))
         .collect();
@@ -508,7 +506,7 @@ async fn pass_body(
         } else {
             CONFLICT
         };
-        failure(reason, e.to_string())
+        failure(reason, e.to_string()).about(e.object())
     });
     let changes = flag.then(|| ahead::count(answer::changes_of(&result.changes), &early));
     let changed = changed + early.len();

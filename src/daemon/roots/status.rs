@@ -66,12 +66,9 @@ pub struct PassOutcome {
     pub conflicts: Vec<(String, String)>,
 }
 
-/// Why a pass failed: the `Ready` reason and message.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Failure {
-    pub reason: String,
-    pub message: String,
-}
+/// Why a pass failed: the `Ready` reason and message (and the object, when one), as the
+/// daemon's pass report keeps it.
+pub use crate::daemon::status::PassFailure as Failure;
 
 fn condition(
     type_: &str,
@@ -323,10 +320,7 @@ mod tests {
             &passed(None, "r1", "t0"),
             "t0",
         );
-        let failure = Failure {
-            reason: FAILED.into(),
-            message: "ConfigMap t/x: forbidden".into(),
-        };
+        let failure = Failure::new(FAILED, "ConfigMap t/x: forbidden");
         let s = next_status(&good, Some(1), &passed(Some(failure), "r2", "t1"), "t1");
         assert_eq!(s.last_applied_revision.as_deref(), Some("r1"));
         assert_eq!(s.last_attempted_revision.as_deref(), Some("r2"));

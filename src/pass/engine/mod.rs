@@ -406,7 +406,7 @@ impl<'a> Engine<'a> {
                 let first = &r.pending_crd[0];
                 return Err(ApplyError::UnknownKind {
                     origin: String::new(),
-                    object: first.object_ref().to_string(),
+                    object: Box::new(first.object_ref()),
                     api_version: first.api_version().to_string(),
                     kind: first.kind().to_string(),
                 });
