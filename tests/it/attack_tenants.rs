@@ -46,6 +46,7 @@ use channel_fixtures::{broken_bundle_files, bundle_files, ChannelServer, Publish
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::manifests::weavecloud;
 use support::rbac::{client_as, wait_until_granted, Access};
 use support::wait::wait_for;
 use weft::api::WeaveCloud;
@@ -418,11 +419,11 @@ async fn a_planted_takeover_record_changes_nothing_of_the_operator_s_flux() {
 
     // The operator's WeaveCloud, applied by the root; flux's git settings left unset, so a
     // record's would be used.
-    let wc = format!(
-        "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata: {{name: weave-cloud, namespace: {n}}}\n\
-         spec:\n  general: {{environment: generic, autoUpdate: false, tokenSecretRef: {{name: weave-cloud-token, key: token}}}}\n\
-         \x20 scope: {{disable: true}}\n  prometheus: {{disable: true}}\n"
-    );
+    let wc = weavecloud(&n)
+        .auto_update(false)
+        .token("weave-cloud-token", Some("token"))
+        .only_flux()
+        .yaml();
     let (_host, _server, url) = config_repo_with(&[("weave/weave-cloud.yaml", wc)]);
     let d = start_daemon(&url, weft_ns.name(), Vec::new());
     let deployments: Api<Deployment> = agents.api();

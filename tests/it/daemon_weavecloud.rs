@@ -16,6 +16,7 @@ use kube::{Api, Client};
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::manifests::{self, WeaveCloudYaml};
 use support::wait::wait_timed;
 use weft::api::WeaveCloud;
 
@@ -26,22 +27,12 @@ const FLUX: &str = "weave-flux-agent";
 static ONE_CONTROLLER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const PROMETHEUS_CONFIG: &str = "weave-cortex-agent-config";
 
-fn weavecloud(ns: &str) -> String {
-    format!(
-        r#"apiVersion: cloud.weave.works/v1beta1
-kind: WeaveCloud
-metadata:
-  name: weave-cloud
-  namespace: {ns}
-spec:
-  general:
-    environment: generic
-    autoUpdate: false
-    tokenSecretRef: {{name: weave-cloud-token, key: token}}
-  flux:
-    config: {{gitUrl: "git@example.com:org/cluster.git", gitBranch: main}}
-"#
-    )
+/// The WeaveCloud of these tests' repositories: autoUpdate off, flux pointed at a repository.
+fn weavecloud(ns: &str) -> WeaveCloudYaml {
+    manifests::weavecloud(ns)
+        .auto_update(false)
+        .token("weave-cloud-token", Some("token"))
+        .flux_config()
 }
 
 /// A test namespace with Weft's CRDs and the token Secret, and a repository (served by `git
@@ -62,7 +53,7 @@ async fn weavecloud_in_git(prefix: &str) -> (TestNamespace, Client, RepoHost, Gi
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
-    work.write("weave/weave-cloud.yaml", weavecloud(ns.name()));
+    work.write("weave/weave-cloud.yaml", weavecloud(ns.name()).yaml());
     work.commit("weave cloud");
     work.push();
     (ns, client, host, server)
@@ -357,7 +348,9 @@ async fn drift_policy_report_sets_drifted_and_changes_nothing() {
     let work = WorkTree::new(&bare.display().to_string());
     work.write(
         "weave/weave-cloud.yaml",
-        weavecloud(ns.name()).replace("spec:\n", "spec:\n  driftPolicy: report\n"),
+        weavecloud(ns.name())
+            .yaml()
+            .replace("spec:\n", "spec:\n  driftPolicy: report\n"),
     );
     work.commit("weave cloud, report drift");
     work.push();

@@ -15,6 +15,7 @@ use kube::Api;
 
 use support::cluster::{install_crds, TestNamespace};
 use support::daemon::{weft_bin, Daemon, DaemonOptions};
+use support::manifests::weavecloud;
 use weft::api::WeaveCloud;
 
 const FLUX: &str = "weave-flux-agent";
@@ -72,10 +73,10 @@ async fn weft_sync_of_a_repository_weft_run_manages_writes_nothing() {
     let repo = tempfile::tempdir().expect("repo dir");
     std::fs::write(
         repo.path().join("weave-cloud.yaml"),
-        format!(
-            "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: weave-cloud\n  namespace: {ns}\nspec:\n  general:\n    environment: generic\n    autoUpdate: false\n    tokenSecretRef: {{name: weave-cloud, key: token}}\n",
-            ns = ns.name()
-        ),
+        weavecloud(ns.name())
+            .auto_update(false)
+            .token("weave-cloud", Some("token"))
+            .yaml(),
     )
     .expect("write WeaveCloud");
     std::fs::write(

@@ -20,30 +20,11 @@ use channel_fixtures::{
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions, SYNC_TOKEN};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::manifests::weavecloud;
 use support::wait::wait_for;
 use weft::api::WeaveCloud;
 
 const FLUX: &str = "weave-flux-agent";
-
-fn weavecloud_yaml(ns: &str, channel: &str) -> String {
-    format!(
-        r#"apiVersion: cloud.weave.works/v1beta1
-kind: WeaveCloud
-metadata:
-  name: weave-cloud
-  namespace: {ns}
-spec:
-  general:
-    environment: generic
-    autoUpdate: true
-    updateSchedule: "0 0 1 1 *"
-    wcPollUrl: {channel}
-    tokenSecretRef: {{name: weave-cloud-token, key: token}}
-  scope: {{disable: true}}
-  prometheus: {{disable: true}}
-"#
-    )
-}
 
 fn image_of(d: &Deployment) -> String {
     d.spec
@@ -112,7 +93,13 @@ async fn weft_run_rolls_back_a_broken_bundle_then_takes_the_newest_good_one() {
     let work = WorkTree::new(&bare.display().to_string());
     work.write(
         "weave/weave-cloud.yaml",
-        weavecloud_yaml(ns.name(), &channel.channel_url()),
+        weavecloud(ns.name())
+            .auto_update(true)
+            .general("updateSchedule", "\"0 0 1 1 *\"")
+            .poll_url(&channel.channel_url())
+            .token("weave-cloud-token", Some("token"))
+            .only_flux()
+            .yaml(),
     );
     work.commit("weave cloud with a channel");
     work.push();

@@ -21,6 +21,7 @@ use crate::support;
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::faults::ApiProxy;
+use support::manifests::weavecloud;
 use support::wait::wait_for;
 use weft::api::WeaveCloud;
 
@@ -56,11 +57,11 @@ async fn a_weavecloud_whose_agents_partly_fail_writes_its_status_only_when_it_ch
         .create(&PostParams::default(), &quota)
         .await
         .expect("the ResourceQuota");
-    let wc = format!(
-        "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata: {{name: weave-cloud, namespace: {n}}}\n\
-         spec:\n  general: {{environment: generic, autoUpdate: false, tokenSecretRef: {{name: weave-cloud-token, key: token}}}}\n\
-         \x20 scope: {{disable: true}}\n  prometheus: {{disable: true}}\n"
-    );
+    let wc = weavecloud(&n)
+        .auto_update(false)
+        .token("weave-cloud-token", Some("token"))
+        .only_flux()
+        .yaml();
     let (_host, _server, url) = config_repo_with(&[("weave/weave-cloud.yaml", wc)]);
     let proxy = ApiProxy::start().await;
     let d = Daemon::start(DaemonOptions {
