@@ -6,19 +6,29 @@ use weft::api::weavecloud::WeaveCloud;
 
 /// A ConfigMap `ns`/`name` whose key `value` holds the string `value`.
 pub fn configmap(ns: &str, name: &str, value: &str) -> String {
-    labelled_configmap(ns, name, &[], value)
+    configmap_with(ns, name, &[], &[("value", value)])
 }
 
-/// [`configmap`] with `labels` (`key: value` pairs, as YAML flow mapping entries).
-pub fn labelled_configmap(ns: &str, name: &str, labels: &[(&str, &str)], value: &str) -> String {
+/// A ConfigMap `ns`/`name` with `labels` (a flow mapping, left out when empty) and `data`
+/// (each value written as a quoted string).
+pub fn configmap_with(
+    ns: &str,
+    name: &str,
+    labels: &[(&str, &str)],
+    data: &[(&str, &str)],
+) -> String {
     let labels = if labels.is_empty() {
         String::new()
     } else {
         let pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         format!("  labels: {{{}}}\n", pairs.join(", "))
     };
+    let data: String = data
+        .iter()
+        .map(|(k, v)| format!("  {k}: \"{v}\"\n"))
+        .collect();
     format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n{labels}data:\n  value: \"{value}\"\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n{labels}data:\n{data}"
     )
 }
 
