@@ -14,6 +14,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 use support::cluster::TestNamespace;
+use support::conditions::status_reason;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use support::manifests::{self, WeaveCloudYaml};
@@ -41,14 +42,8 @@ async fn weavecloud_in_git(prefix: &str) -> (TestNamespace, Client, RepoHost, Gi
     let ns = TestNamespace::new(prefix).await;
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud-token".into());
-    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
-    secrets
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("create token Secret");
+    support::cluster::create_token_secret(&client, ns.name(), "weave-cloud-token", "s3cr3t-token")
+        .await;
     let host = RepoHost::new();
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
@@ -57,15 +52,6 @@ async fn weavecloud_in_git(prefix: &str) -> (TestNamespace, Client, RepoHost, Gi
     work.commit("weave cloud");
     work.push();
     (ns, client, host, server)
-}
-
-fn ready_reason(wc: &WeaveCloud) -> Option<(String, String)> {
-    wc.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| (format!("{:?}", c.status), c.reason.clone()))
 }
 
 #[tokio::test]
@@ -269,7 +255,8 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
         &d,
         async || {
             let wc = wcs.get("weave-cloud").await.ok()?;
-            (ready_reason(&wc) == Some(("False".into(), "TokenMissing".into()))).then_some(())
+            (status_reason(&wc, "Ready") == Some(("False".into(), "TokenMissing".into())))
+                .then_some(())
         },
     )
     .await;
@@ -334,14 +321,7 @@ async fn drift_policy_report_sets_drifted_and_changes_nothing() {
     let ns = TestNamespace::new("daemon-wc-report").await;
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud-token".into());
-    token.string_data = Some([("token".to_string(), "t".to_string())].into());
-    secrets
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("create token Secret");
+    support::cluster::create_token_secret(&client, ns.name(), "weave-cloud-token", "t").await;
     let host = RepoHost::new();
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);

@@ -383,21 +383,14 @@ async fn every_metric_of_the_dashboard_and_the_rules_is_exported_with_real_value
 
 #[tokio::test]
 async fn a_weavecloud_has_its_ready_and_suspend_series_until_it_is_deleted() {
-    use k8s_openapi::api::core::v1::Secret;
-    use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+    use kube::api::{Api, DeleteParams, Patch, PatchParams};
     use weft::api::WeaveCloud;
 
     let ns = TestNamespace::new("monitoring-wc").await;
     let n = ns.name();
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud-token".into());
-    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
-    Api::<Secret>::namespaced(client.clone(), n)
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("token Secret");
+    support::cluster::create_token_secret(&client, n, "weave-cloud-token", "s3cr3t-token").await;
     let repo = ServedRepo::start();
     // A WeaveCloud the root applies, with the token Secret above for its agents.
     let wc = weavecloud(n)

@@ -398,12 +398,7 @@ async fn reshard(object: bool) {
         d.signal("TERM");
     }
     for d in &mut three {
-        assert_eq!(
-            d.wait_exit(Duration::from_secs(30)),
-            Some(0),
-            "{}",
-            d.logs()
-        );
+        d.expect_clean_exit();
     }
 
     // N = 2. Units of the retired shard 2 (and any whose hash moved) are relabelled by their new
@@ -485,12 +480,7 @@ async fn reshard(object: bool) {
         d.signal("TERM");
     }
     for d in &mut two {
-        assert_eq!(
-            d.wait_exit(Duration::from_secs(30)),
-            Some(0),
-            "{}",
-            d.logs()
-        );
+        d.expect_clean_exit();
     }
     let shard1_objects = last
         .values()

@@ -24,6 +24,7 @@ use kube::Client;
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
+use support::conditions::condition;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::ServedRepo;
 use support::manifests::{self, configmap, WeaveCloudYaml};
@@ -139,22 +140,6 @@ fn write_tenant_repo(repo: &ServedRepo, me: &str, other: &str) -> String {
     let sha = repo.work.commit("tenant");
     repo.work.push();
     sha
-}
-
-/// The `type` condition of a root: (status, reason, message).
-fn condition(root: &Root, type_: &str) -> Option<(String, String, String)> {
-    root.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| {
-            (
-                format!("{:?}", c.status),
-                c.reason.clone(),
-                c.message.clone(),
-            )
-        })
 }
 
 async fn get_root(client: &Client, ns: &str, name: &str) -> Option<Root> {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
@@ -48,16 +48,8 @@ async fn weavecloud(
 ) -> (TestNamespace, WeaveCloud) {
     let ns = TestNamespace::new(prefix).await;
     support::cluster::install_crds(&ns.client()).await;
-    let secrets: Api<Secret> = ns.api();
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "weave-cloud"},
-        "stringData": {"token": "test-token"},
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    support::cluster::create_token_secret(&ns.client(), ns.name(), "weave-cloud", "test-token")
+        .await;
     let mut wc = manifests::weavecloud(ns.name()).poll_url(&server.channel_url());
     for (key, value) in general {
         wc = wc.general(key, value);
