@@ -10,19 +10,26 @@
 #[path = "../tests/support/cluster.rs"]
 #[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod cluster;
+#[path = "../tests/support/manifests.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
+mod manifests;
 
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use manifests::configmap_with;
 use weft::apply::calls;
 use weft::pass::{self, PassInput, PassSettings};
 use weft::source::Snapshot;
 
+/// ConfigMap number `i`, with a 64-byte payload.
 fn configmap(ns: &str, i: usize) -> String {
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:05}\n  namespace: {ns}\n  labels: {{app: bench}}\ndata:\n  index: \"{i}\"\n  payload: \"{}\"\n",
-        "x".repeat(64)
+    configmap_with(
+        ns,
+        &format!("cm-{i:05}"),
+        &[("app", "bench")],
+        &[("index", &i.to_string()), ("payload", &"x".repeat(64))],
     )
 }
 

@@ -22,6 +22,9 @@ mod git_servers;
 #[path = "../tests/support/helm.rs"]
 #[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod helm;
+#[path = "../tests/support/manifests.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
+mod manifests;
 
 use std::time::{Duration, Instant};
 
@@ -31,16 +34,13 @@ use kube::Api;
 
 use daemon::{github_push, Daemon, DaemonOptions};
 use git_servers::{GitDaemon, RepoHost, WorkTree};
+use manifests::configmap;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn configmap(ns: &str, name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -53,6 +53,9 @@ mod git_servers;
 #[path = "../tests/support/helm.rs"]
 #[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
 mod helm;
+#[path = "../tests/support/manifests.rs"]
+#[allow(dead_code, unused_imports)] // the part of the tests\' support this bench uses
+mod manifests;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -66,6 +69,7 @@ use kube::Api;
 use daemon::{github_push, Daemon, DaemonOptions, SYNC_TOKEN};
 use faults::{ApiCallCounts, ApiProxy};
 use git_servers::{GitDaemon, RepoHost, WorkTree};
+use manifests::configmap_with;
 
 const OBJECTS_PER_FILE: usize = 100;
 const TEAMS: usize = 10;
@@ -79,9 +83,12 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 /// One ConfigMap of the generated repository, ~200 bytes of data.
 fn configmap(ns: &str, i: usize, payload: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:06}\n  namespace: {ns}\n  labels:\n    app: scale-bench\n    team: team-{:02}\ndata:\n  index: \"{i}\"\n  payload: \"{payload}\"\n",
-        (i / OBJECTS_PER_FILE) % TEAMS
+    let team = format!("team-{:02}", (i / OBJECTS_PER_FILE) % TEAMS);
+    configmap_with(
+        ns,
+        &format!("cm-{i:06}"),
+        &[("app", "scale-bench"), ("team", &team)],
+        &[("index", &i.to_string()), ("payload", payload)],
     )
 }
 

@@ -466,14 +466,23 @@ async fn check_loop(shared: Arc<Shared>, alerts: Store<Alert>, changed: Arc<Noti
         writer = writer.sealed_in(ns);
     }
     loop {
-        for p in shared.providers.state() {
+        let providers = shared.providers.state();
+        tracing::debug!(
+            providers = providers.len(),
+            "checking the Providers and Alerts"
+        );
+        for p in providers {
             let namespace = p.namespace().unwrap_or_default();
             if !shared.config.watches(&namespace) {
                 continue;
             }
             // As whom its Secret is read: as the tenant for a tenant's root's Provider.
-            let Ok(client) = shared.client_for(&p).await else {
-                continue;
+            let client = match shared.client_for(&p).await {
+                Ok(client) => client,
+                Err(why) => {
+                    tracing::debug!(provider = %format!("{namespace}/{}", p.name_any()), %why, "cannot tell whom the Provider's Secret is read as; checked again later");
+                    continue;
+                }
             };
             // `None`: the API server's trouble, not the Provider's; checked again later.
             if let Some(condition) =

@@ -101,7 +101,10 @@ pub async fn judge_provider(
     match resolve(client, provider, policy).await {
         Ok(_) => Some(ready("the provider can send")),
         Err(ResolveError::Spec(problem)) => Some(not_ready(problem.reason(), problem.to_string())),
-        Err(ResolveError::Api(_)) => None,
+        Err(e @ ResolveError::Api(_)) => {
+            tracing::debug!(provider = %format!("{}/{}", provider.namespace().unwrap_or_default(), provider.name_any()), error = %e, "the Provider is judged again later");
+            None
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
-use support::manifests::configmap;
+use support::manifests::{configmap, weavecloud};
 use support::passes::{pass, snapshot};
 use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
@@ -779,9 +779,11 @@ async fn a_removed_weavecloud_takes_its_children_with_it() {
     let mut files = small_repo(&name);
     files.insert(
         "weave/wc.yaml".into(),
-        format!(
-            "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: wc\n  namespace: {name}\nspec:\n  general:\n    environment: generic\n    tokenSecretRef: {{name: weave-cloud, key: token}}\n  scope: {{disable: true}}\n  prometheus: {{disable: true}}\n"
-        ),
+        weavecloud(&name)
+            .name("wc")
+            .token("weave-cloud", Some("token"))
+            .only_flux()
+            .yaml(),
     );
     let r = pass(&client, &files, &opts).await;
     assert_ok(&r);

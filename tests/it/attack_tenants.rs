@@ -43,9 +43,11 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use channel_fixtures::{broken_bundle_files, bundle_files, ChannelServer, Published};
-use support::cluster::TestNamespace;
+use support::cluster::{create_token_secret, TestNamespace};
+use support::conditions::ready;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::manifests::weavecloud;
 use support::rbac::{client_as, wait_until_granted, Access};
 use support::wait::wait_for;
 use weft::api::WeaveCloud;
@@ -138,16 +140,7 @@ async fn tenant_with(namespace: &str, admin: &Client, rules: serde_json::Value) 
 /// The token Secret and a WeaveCloud (flux only unless `general`/`agents` say otherwise),
 /// created with `client` in `ns`.
 async fn create_weavecloud(client: &Client, ns: &str, name: &str, agents: serde_json::Value) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let token: Secret = serde_json::from_value(json!({
-        "metadata": {"name": format!("{name}-token")},
-        "stringData": {"token": "tenant-token"},
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("token Secret");
+    create_token_secret(client, ns, &format!("{name}-token"), "tenant-token").await;
     let mut spec = json!({
         "general": {"environment": "generic", "autoUpdate": false,
                     "tokenSecretRef": {"name": format!("{name}-token"), "key": "token"}},
@@ -190,21 +183,6 @@ fn start_daemon(url: &str, ns: &str, extra: Vec<String>) -> Daemon {
         extra,
         ..DaemonOptions::new(url, ns)
     })
-}
-
-fn ready(wc: &WeaveCloud) -> Option<(String, String, String)> {
-    wc.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| {
-            (
-                format!("{:?}", c.status),
-                c.reason.clone(),
-                c.message.clone(),
-            )
-        })
 }
 
 /// Put a Secret `flux-git-deploy` with data into kube-system unless one is there; `true` when
@@ -361,16 +339,7 @@ async fn a_planted_takeover_record_changes_nothing_of_the_operator_s_flux() {
     support::cluster::install_crds(&admin).await;
     let agents = TestNamespace::new("attack-record-wc").await;
     let n = agents.name().to_string();
-    let token: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "weave-cloud-token"},
-        "stringData": {"token": "operator-token"},
-    }))
-    .unwrap();
-    agents
-        .api::<Secret>()
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("the operator's token Secret");
+    create_token_secret(&agents.client(), &n, "weave-cloud-token", "operator-token").await;
     let tenant = tenant_with(
         &n,
         &admin,
@@ -418,11 +387,11 @@ async fn a_planted_takeover_record_changes_nothing_of_the_operator_s_flux() {
 
     // The operator's WeaveCloud, applied by the root; flux's git settings left unset, so a
     // record's would be used.
-    let wc = format!(
-        "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata: {{name: weave-cloud, namespace: {n}}}\n\
-         spec:\n  general: {{environment: generic, autoUpdate: false, tokenSecretRef: {{name: weave-cloud-token, key: token}}}}\n\
-         \x20 scope: {{disable: true}}\n  prometheus: {{disable: true}}\n"
-    );
+    let wc = weavecloud(&n)
+        .auto_update(false)
+        .token("weave-cloud-token", Some("token"))
+        .only_flux()
+        .yaml();
     let (_host, _server, url) = config_repo_with(&[("weave/weave-cloud.yaml", wc)]);
     let d = start_daemon(&url, weft_ns.name(), Vec::new());
     let deployments: Api<Deployment> = agents.api();

@@ -14,10 +14,7 @@ use kube::Api;
 use support::cluster::{self, TestNamespace};
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
-
-fn configmap(ns: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: greeting\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n")
-}
+use support::manifests::configmap;
 
 /// A bare repository served by `git daemon`, with one commit holding the greeting ConfigMap.
 struct Repo {
@@ -32,7 +29,7 @@ fn repo_with_greeting(ns: &str, value: &str) -> Repo {
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
-    work.write("apps/greeting.yaml", configmap(ns, value));
+    work.write("apps/greeting.yaml", configmap(ns, "greeting", value));
     work.commit("greeting");
     work.push();
     Repo {
@@ -114,8 +111,10 @@ async fn trigger_needs_only_a_kubeconfig_waits_for_its_pass_and_says_suspended()
     let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
     assert_eq!(greeting(&api).await.as_deref(), Some("one"));
 
-    repo.work
-        .write("apps/greeting.yaml", configmap(ns.name(), "two"));
+    repo.work.write(
+        "apps/greeting.yaml",
+        configmap(ns.name(), "greeting", "two"),
+    );
     let sha = repo.work.commit("two");
     repo.work.push();
     let mut args = vec!["trigger".to_string(), "--wait".into(), "--timeout".into()];
@@ -165,8 +164,10 @@ async fn trigger_needs_only_a_kubeconfig_waits_for_its_pass_and_says_suspended()
     args.extend(cluster_args(ns.name()));
     let out = weft(&args).await;
     assert!(out.status.success(), "{:?}", text(&out));
-    repo.work
-        .write("apps/greeting.yaml", configmap(ns.name(), "three"));
+    repo.work.write(
+        "apps/greeting.yaml",
+        configmap(ns.name(), "greeting", "three"),
+    );
     repo.work.commit("three");
     repo.work.push();
     let mut args = vec!["trigger".to_string(), "--wait".into()];
@@ -215,7 +216,7 @@ async fn sync(dir: &std::path::Path, ns: &str, extra: &[&str]) -> Output {
 fn numbered_configmap(ns: &str, i: usize, value: &str) -> (String, String) {
     (
         format!("apps/cm-{i}.yaml"),
-        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n"),
+        configmap(ns, &format!("cm-{i}"), value),
     )
 }
 

@@ -173,12 +173,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     assert!(!leader_of(&third).await);
     second.signal("TERM");
     let stopped = Instant::now();
-    assert_eq!(
-        second.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "{}",
-        second.logs()
-    );
+    second.expect_clean_exit();
     third
         .wait_status(
             "takeover after a graceful stop",

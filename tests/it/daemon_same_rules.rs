@@ -461,13 +461,7 @@ async fn a_daemon_of_another_repository_switches_the_root_only_when_told() {
         s["lastPass"]["result"] == "succeeded"
     })
     .await;
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "{}",
-        d.logs()
-    );
+    d.terminate();
     let before = values(&api).await;
     assert_eq!(before.len(), 5);
 
@@ -504,13 +498,7 @@ async fn a_daemon_of_another_repository_switches_the_root_only_when_told() {
         .map(|i| (format!("cm-{i}"), "fork".to_string()))
         .collect();
     assert_eq!(values(&api).await, after, "{}", d.logs());
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "{}",
-        d.logs()
-    );
+    d.terminate();
 
     // The root records the fork now: its daemon starts without the flag, and `weft sync` of
     // the original repository is the one refused.

@@ -230,13 +230,7 @@ async fn weft_trigger_wait_returns_the_new_revision_and_sigterm_exits_0() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "SIGTERM exits 0:\n{}",
-        d.logs()
-    );
+    d.terminate();
     assert!(
         d.logs().contains("released the leader Lease"),
         "{}",
@@ -278,12 +272,7 @@ async fn sigterm_during_a_long_pass_abandons_it_after_the_grace_and_exits_0() {
     let stopped = std::time::Instant::now();
     d.signal("TERM");
     // --shutdown-grace 5s (the test daemons' setting): abandoned after it, then a clean exit.
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "{}",
-        d.logs()
-    );
+    d.expect_clean_exit();
     let took = stopped.elapsed();
     assert!(took < Duration::from_secs(20), "exit took {took:?}");
     let logs = d.logs();

@@ -14,8 +14,10 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 use support::cluster::TestNamespace;
+use support::conditions::status_reason;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::manifests::{self, WeaveCloudYaml};
 use support::wait::wait_timed;
 use weft::api::WeaveCloud;
 
@@ -26,22 +28,12 @@ const FLUX: &str = "weave-flux-agent";
 static ONE_CONTROLLER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const PROMETHEUS_CONFIG: &str = "weave-cortex-agent-config";
 
-fn weavecloud(ns: &str) -> String {
-    format!(
-        r#"apiVersion: cloud.weave.works/v1beta1
-kind: WeaveCloud
-metadata:
-  name: weave-cloud
-  namespace: {ns}
-spec:
-  general:
-    environment: generic
-    autoUpdate: false
-    tokenSecretRef: {{name: weave-cloud-token, key: token}}
-  flux:
-    config: {{gitUrl: "git@example.com:org/cluster.git", gitBranch: main}}
-"#
-    )
+/// The WeaveCloud of these tests' repositories: autoUpdate off, flux pointed at a repository.
+fn weavecloud(ns: &str) -> WeaveCloudYaml {
+    manifests::weavecloud(ns)
+        .auto_update(false)
+        .token("weave-cloud-token", Some("token"))
+        .flux_config()
 }
 
 /// A test namespace with Weft's CRDs and the token Secret, and a repository (served by `git
@@ -50,31 +42,16 @@ async fn weavecloud_in_git(prefix: &str) -> (TestNamespace, Client, RepoHost, Gi
     let ns = TestNamespace::new(prefix).await;
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud-token".into());
-    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
-    secrets
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("create token Secret");
+    support::cluster::create_token_secret(&client, ns.name(), "weave-cloud-token", "s3cr3t-token")
+        .await;
     let host = RepoHost::new();
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
-    work.write("weave/weave-cloud.yaml", weavecloud(ns.name()));
+    work.write("weave/weave-cloud.yaml", weavecloud(ns.name()).yaml());
     work.commit("weave cloud");
     work.push();
     (ns, client, host, server)
-}
-
-fn ready_reason(wc: &WeaveCloud) -> Option<(String, String)> {
-    wc.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| (format!("{:?}", c.status), c.reason.clone()))
 }
 
 #[tokio::test]
@@ -278,7 +255,8 @@ async fn agents_follow_their_weavecloud_child_deletion_token_deletion_and_finali
         &d,
         async || {
             let wc = wcs.get("weave-cloud").await.ok()?;
-            (ready_reason(&wc) == Some(("False".into(), "TokenMissing".into()))).then_some(())
+            (status_reason(&wc, "Ready") == Some(("False".into(), "TokenMissing".into())))
+                .then_some(())
         },
     )
     .await;
@@ -343,21 +321,16 @@ async fn drift_policy_report_sets_drifted_and_changes_nothing() {
     let ns = TestNamespace::new("daemon-wc-report").await;
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud-token".into());
-    token.string_data = Some([("token".to_string(), "t".to_string())].into());
-    secrets
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("create token Secret");
+    support::cluster::create_token_secret(&client, ns.name(), "weave-cloud-token", "t").await;
     let host = RepoHost::new();
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
     let work = WorkTree::new(&bare.display().to_string());
     work.write(
         "weave/weave-cloud.yaml",
-        weavecloud(ns.name()).replace("spec:\n", "spec:\n  driftPolicy: report\n"),
+        weavecloud(ns.name())
+            .yaml()
+            .replace("spec:\n", "spec:\n  driftPolicy: report\n"),
     );
     work.commit("weave cloud, report drift");
     work.push();

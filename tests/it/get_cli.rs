@@ -12,6 +12,7 @@ use kube::Api;
 use serde_json::{json, Value};
 
 use support::cluster::TestNamespace;
+use support::manifests::weavecloud;
 use weft::api::armada::ArmadaChart;
 use weft::api::WeaveCloud;
 
@@ -77,14 +78,10 @@ async fn get_lists_ready_and_failing_resources_and_waits_for_them() {
     set_status(&charts, "web", status).await;
 
     let wcs: Api<WeaveCloud> = ns.api();
-    let wc: WeaveCloud = serde_json::from_value(json!({
-        "apiVersion": "cloud.weave.works/v1beta1",
-        "kind": "WeaveCloud",
-        "metadata": {"name": "weave-cloud", "namespace": ns.name()},
-        "spec": {"general": {"environment": "generic", "autoUpdate": false,
-                 "tokenSecretRef": {"name": "weave-cloud-token", "key": "token"}}},
-    }))
-    .unwrap();
+    let wc = weavecloud(ns.name())
+        .auto_update(false)
+        .token("weave-cloud-token", Some("token"))
+        .object();
     wcs.create(&PostParams::default(), &wc).await.unwrap();
     set_status(
         &wcs,

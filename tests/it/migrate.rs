@@ -21,6 +21,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use support::cluster::{install_crds, TestNamespace};
+use support::conditions::status_reason;
 use support::daemon::{Daemon, DaemonOptions};
 use support::manifests::configmap;
 use support::repo_dir::Repo;
@@ -67,15 +68,6 @@ async fn versions(client: &Client, ns: &str, loose: &str) -> BTreeMap<String, St
         loose_cm.resource_version().unwrap_or_default(),
     );
     all
-}
-
-fn condition(root: &Root, type_: &str) -> Option<(String, String)> {
-    root.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (format!("{:?}", c.status), c.reason.clone()))
 }
 
 /// A repository of two ConfigMaps of `ns` and one without a namespace (`loose`).
@@ -139,7 +131,7 @@ async fn a_managed_cluster_moves_to_a_root_object_writing_none_of_its_objects() 
         async || {
             let root = roots.get_opt(&name).await.ok().flatten()?;
             let status = root.status.as_ref()?;
-            let ready = condition(&root, "Ready")?;
+            let ready = status_reason(&root, "Ready")?;
             (ready == ("True".into(), "ReconciliationSucceeded".into())
                 && status.last_handled_requested_at.as_deref() == Some(requested))
             .then_some(root)
@@ -173,13 +165,7 @@ async fn a_managed_cluster_moves_to_a_root_object_writing_none_of_its_objects() 
         "the migration wrote or deleted an object:\n{}",
         d.logs()
     );
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "{}",
-        d.logs()
-    );
+    d.terminate();
 
     // The Root is the root now: a daemon of another repository does not switch it silently.
     let other = repository(&name, &loose);
@@ -235,18 +221,13 @@ async fn a_suspended_record_makes_a_suspended_root_and_weft_sync_root_runs_its_s
         async || {
             let root = roots.get_opt(&name).await.ok().flatten()?;
             (root.spec.suspend
-                && condition(&root, "Reconciling") == Some(("False".into(), "Suspended".into())))
+                && status_reason(&root, "Reconciling")
+                    == Some(("False".into(), "Suspended".into())))
             .then_some(())
         },
     )
     .await;
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "{}",
-        d.logs()
-    );
+    d.terminate();
 
     // One-shot from the Root's spec: refused while suspended, then applies what was added.
     repo.write("c.yaml", &configmap(&name, "c", "3"));

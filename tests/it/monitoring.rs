@@ -19,7 +19,7 @@ use serde_json::Value;
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::ServedRepo;
-use support::manifests::configmap;
+use support::manifests::{configmap, weavecloud};
 use support::weft_cli::Weft;
 
 /// The samples of a Prometheus text exposition: name → [(labels as written, value)].
@@ -381,44 +381,23 @@ async fn every_metric_of_the_dashboard_and_the_rules_is_exported_with_real_value
     ns.delete().await;
 }
 
-/// A WeaveCloud the root applies, with the token Secret its agents need.
-fn weavecloud(ns: &str) -> String {
-    format!(
-        r#"apiVersion: cloud.weave.works/v1beta1
-kind: WeaveCloud
-metadata:
-  name: weave-cloud
-  namespace: {ns}
-spec:
-  general:
-    environment: generic
-    autoUpdate: false
-    tokenSecretRef: {{name: weave-cloud-token, key: token}}
-  flux:
-    config: {{gitUrl: "git@example.com:org/cluster.git", gitBranch: main}}
-"#
-    )
-}
-
 #[tokio::test]
 async fn a_weavecloud_has_its_ready_and_suspend_series_until_it_is_deleted() {
-    use k8s_openapi::api::core::v1::Secret;
-    use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+    use kube::api::{Api, DeleteParams, Patch, PatchParams};
     use weft::api::WeaveCloud;
 
     let ns = TestNamespace::new("monitoring-wc").await;
     let n = ns.name();
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud-token".into());
-    token.string_data = Some([("token".to_string(), "s3cr3t-token".to_string())].into());
-    Api::<Secret>::namespaced(client.clone(), n)
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("token Secret");
+    support::cluster::create_token_secret(&client, n, "weave-cloud-token", "s3cr3t-token").await;
     let repo = ServedRepo::start();
-    repo.work.write("weave/weave-cloud.yaml", weavecloud(n));
+    // A WeaveCloud the root applies, with the token Secret above for its agents.
+    let wc = weavecloud(n)
+        .auto_update(false)
+        .token("weave-cloud-token", Some("token"))
+        .flux_config();
+    repo.work.write("weave/weave-cloud.yaml", wc.yaml());
     repo.work.commit("weave cloud");
     repo.work.push();
     let url = repo.url();

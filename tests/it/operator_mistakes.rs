@@ -17,11 +17,8 @@ use kube::Client;
 use kube::{Api, ResourceExt};
 
 use support::cluster::{self, TestNamespace};
+use support::manifests::configmap;
 use support::repo_dir::Repo;
-
-fn configmap(ns: &str, name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: {value}\n")
-}
 
 /// `weft <sub> --repo <repo> <cluster> --weft-namespace <weft_ns> --root-name <root> <extra>`.
 fn weft_as(sub: &str, repo: &Path, weft_ns: &str, root: &str, extra: &[&str]) -> Output {

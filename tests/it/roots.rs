@@ -26,6 +26,7 @@ use kube::{Api, Client};
 use serde_json::{json, Value};
 
 use support::cluster::{self, TestNamespace};
+use support::conditions::condition;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::ServedRepo;
 use support::manifests::configmap;
@@ -79,22 +80,6 @@ async fn get_root(client: &Client, ns: &str, name: &str) -> Root {
         .get(name)
         .await
         .unwrap_or_else(|e| panic!("reading Root {ns}/{name}: {e}"))
-}
-
-/// The `type` condition of a root: (status, reason, message).
-fn condition(root: &Root, type_: &str) -> Option<(String, String, String)> {
-    root.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| {
-            (
-                format!("{:?}", c.status),
-                c.reason.clone(),
-                c.message.clone(),
-            )
-        })
 }
 
 /// Wait until the Root's `Ready` condition has `status` and `reason`; the root then.

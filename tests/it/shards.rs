@@ -20,7 +20,7 @@ use kube::Api;
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions};
 use support::git_servers::{ServedRepo, WorkTree};
-use support::manifests::labelled_configmap;
+use support::manifests::configmap_with;
 use weft::render::shard::{shard_of, shard_root_name};
 use weft::render::Owner;
 
@@ -30,7 +30,10 @@ const PER_DIR: usize = 4;
 fn write_repo(work: &WorkTree, ns: &str, dirs: impl Iterator<Item = usize>, value: &str) {
     for d in dirs {
         let docs: Vec<String> = (0..PER_DIR)
-            .map(|i| labelled_configmap(ns, &format!("t{d:02}-c{i}"), &[("test", "shards")], value))
+            .map(|i| {
+                let name = format!("t{d:02}-c{i}");
+                configmap_with(ns, &name, &[("test", "shards")], &[("value", value)])
+            })
             .collect();
         work.write(&format!("team-{d:02}/cms.yaml"), docs.join("---\n"));
     }
@@ -395,12 +398,7 @@ async fn reshard(object: bool) {
         d.signal("TERM");
     }
     for d in &mut three {
-        assert_eq!(
-            d.wait_exit(Duration::from_secs(30)),
-            Some(0),
-            "{}",
-            d.logs()
-        );
+        d.expect_clean_exit();
     }
 
     // N = 2. Units of the retired shard 2 (and any whose hash moved) are relabelled by their new
@@ -482,12 +480,7 @@ async fn reshard(object: bool) {
         d.signal("TERM");
     }
     for d in &mut two {
-        assert_eq!(
-            d.wait_exit(Duration::from_secs(30)),
-            Some(0),
-            "{}",
-            d.logs()
-        );
+        d.expect_clean_exit();
     }
     let shard1_objects = last
         .values()

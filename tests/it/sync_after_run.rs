@@ -9,12 +9,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use kube::Api;
 
-use support::cluster::{install_crds, TestNamespace};
+use support::cluster::{create_token_secret, install_crds, TestNamespace};
 use support::daemon::{weft_bin, Daemon, DaemonOptions};
+use support::manifests::weavecloud;
 use weft::api::WeaveCloud;
 
 const FLUX: &str = "weave-flux-agent";
@@ -35,14 +35,7 @@ async fn weft_sync_of_a_repository_weft_run_manages_writes_nothing() {
     install_crds(&client).await;
 
     // The launcher's token Secret and its flux agent, with git settings set by hand.
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud".into());
-    token.string_data = Some([("token".to_string(), "launcher-token".to_string())].into());
-    secrets
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("create the token Secret");
+    create_token_secret(&client, ns.name(), "weave-cloud", "launcher-token").await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
     let launcher_flux: Deployment = serde_json::from_value(serde_json::json!({
         "metadata": {"name": FLUX, "labels": {"name": FLUX}},
@@ -72,10 +65,10 @@ async fn weft_sync_of_a_repository_weft_run_manages_writes_nothing() {
     let repo = tempfile::tempdir().expect("repo dir");
     std::fs::write(
         repo.path().join("weave-cloud.yaml"),
-        format!(
-            "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: weave-cloud\n  namespace: {ns}\nspec:\n  general:\n    environment: generic\n    autoUpdate: false\n    tokenSecretRef: {{name: weave-cloud, key: token}}\n",
-            ns = ns.name()
-        ),
+        weavecloud(ns.name())
+            .auto_update(false)
+            .token("weave-cloud", Some("token"))
+            .yaml(),
     )
     .expect("write WeaveCloud");
     std::fs::write(
@@ -128,13 +121,7 @@ async fn weft_sync_of_a_repository_weft_run_manages_writes_nothing() {
             "weft run keeps {kept}: {args:?}"
         );
     }
-    d.signal("TERM");
-    assert_eq!(
-        d.wait_exit(Duration::from_secs(30)),
-        Some(0),
-        "{}",
-        d.logs()
-    );
+    d.terminate();
 
     // The same repository with the CLI: the same render, so nothing to write.
     let out = Command::new(weft_bin())

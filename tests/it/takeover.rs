@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{PodTemplateSpec, Secret};
-use kube::api::{DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client, ResourceExt};
 
 use support::cluster::TestNamespace;
+use support::conditions::condition;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use support::launcher::*;
@@ -31,21 +32,6 @@ use support::wait::wait_for;
 use weft::api::WeaveCloud;
 
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn condition(wc: &WeaveCloud, type_: &str) -> Option<(String, String, String)> {
-    wc.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| {
-            (
-                format!("{:?}", c.status),
-                c.reason.clone(),
-                c.message.clone(),
-            )
-        })
-}
 
 /// A git repository on loopback holding `weavecloud` (the root's only document), and its URL.
 fn config_repo(weavecloud: String) -> (RepoHost, GitDaemon, String) {
@@ -622,19 +608,8 @@ async fn weft_run_takes_over_an_older_install_in_kube_system() {
     remove_outside(&client, &launcher, ns.name()).await;
     install(&client, &launcher).await;
     // kube-system installs had no token Secret (the token was literal): the user makes one.
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud".into());
-    token.string_data = Some(
-        [(
-            "token".to_string(),
-            "launcher-fixture-token-not-real".to_string(),
-        )]
-        .into(),
-    );
-    ns.api::<Secret>()
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("create the token Secret");
+    let token = "launcher-fixture-token-not-real";
+    support::cluster::create_token_secret(&client, ns.name(), "weave-cloud", token).await;
 
     // The seed as it is: its `flux.config` wins over the running agent's, what it leaves unset
     // (the poll interval) is kept.

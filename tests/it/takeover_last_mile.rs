@@ -6,12 +6,12 @@
 
 use crate::support;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::DeleteParams;
 use kube::{Api, Client};
 use serde_json::Value;
 
-use support::cluster::TestNamespace;
+use support::cluster::{create_token_secret, TestNamespace};
 use support::launcher::*;
 
 /// The seed's WeaveCloud in `n` without `flux.config` (the launcher's flux has the git
@@ -25,17 +25,6 @@ fn seed(n: &str) -> String {
     );
     assert_ne!(seed, off, "prometheus is disabled");
     off
-}
-
-/// kube-system installs had no token Secret (the token was literal): the user makes one.
-async fn token_secret(client: &Client, n: &str) {
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud".into());
-    token.string_data = Some([("token".to_string(), "launcher-fixture-token".to_string())].into());
-    Api::<Secret>::namespaced(client.clone(), n)
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("create the token Secret");
 }
 
 /// An empty config repository with the WeaveCloud `weavecloud` in its `weave/` folder.
@@ -97,7 +86,8 @@ async fn without_the_flag_a_kube_system_launcher_is_not_doubled_and_the_flag_is_
     let launcher = launcher_objects("kube-system.yaml", &n);
     remove_outside(&client, &launcher, &n).await;
     install(&client, &launcher).await;
-    token_secret(&client, &n).await;
+    // kube-system installs had no token Secret (the token was literal): the user makes one.
+    create_token_secret(&client, &n, "weave-cloud", "launcher-fixture-token").await;
     // prometheus on, as a launcher user has it: nothing of it may be applied either.
     let repo = repo_with(&seed_without_flux_config(&n));
 
@@ -220,7 +210,8 @@ async fn a_flux_weft_ran_before_the_kube_system_takeover_gets_the_launchers_sett
     support::cluster::install_crds(&client).await;
     let launcher = launcher_objects("kube-system.yaml", &n);
     remove_outside(&client, &launcher, &n).await;
-    token_secret(&client, &n).await;
+    // kube-system installs had no token Secret (the token was literal): the user makes one.
+    create_token_secret(&client, &n, "weave-cloud", "launcher-fixture-token").await;
     let repo = repo_with(&seed(&n));
 
     // 1. Weft first, without the flag: its flux has no git settings.

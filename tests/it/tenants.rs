@@ -24,9 +24,10 @@ use kube::Client;
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
+use support::conditions::condition;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::ServedRepo;
-use support::manifests::configmap;
+use support::manifests::{self, configmap, WeaveCloudYaml};
 use support::rbac::{client_as, wait_until_granted, Access};
 use support::wait::wait_for;
 use weft::api::root::Root;
@@ -79,21 +80,14 @@ fn root_doc(ns: &str, name: &str, url: &str, path: &str, account: &str) -> Strin
 }
 
 /// A WeaveCloud of `ns` with only flux, which `flux` turns on (its agents need ClusterRoles).
-fn weavecloud(ns: &str, flux: bool) -> String {
-    format!(
-        r#"apiVersion: cloud.weave.works/v1beta1
-kind: WeaveCloud
-metadata: {{name: wc, namespace: {ns}}}
-spec:
-  general: {{environment: generic, autoUpdate: false, takeover: false}}
-  flux:
-    disable: {disabled}
-    config: {{gitUrl: "git@example.com:org/cluster.git", gitBranch: main}}
-  scope: {{disable: true}}
-  prometheus: {{disable: true}}
-"#,
-        disabled = !flux
-    )
+fn weavecloud(ns: &str, flux: bool) -> WeaveCloudYaml {
+    manifests::weavecloud(ns)
+        .name("wc")
+        .auto_update(false)
+        .general("takeover", "false")
+        .flux_disabled(!flux)
+        .flux_config()
+        .only_flux()
 }
 
 /// The roots a tenant's repository declares to escape, with the reason each is refused for.
@@ -133,32 +127,19 @@ fn write_tenant_repo(repo: &ServedRepo, me: &str, other: &str) -> String {
             "escapes/neighbour/cm.yaml",
             configmap(other, &format!("from-{me}"), "1"),
         )
-        .write("escapes/kube-system/wc.yaml", weavecloud("kube-system", false).replace("name: wc", &format!("name: {me}")))
+        .write(
+            "escapes/kube-system/wc.yaml",
+            weavecloud("kube-system", false).name(me).yaml(),
+        )
         .write(
             "escapes/other-root/root.yaml",
             root_doc(other, &format!("from-{me}"), &url, "apps", other),
         )
-        .write("escapes/agents/wc.yaml", weavecloud(me, false))
+        .write("escapes/agents/wc.yaml", weavecloud(me, false).yaml())
         .write("escapes/harmless/cm.yaml", configmap(me, "harmless", "1"));
     let sha = repo.work.commit("tenant");
     repo.work.push();
     sha
-}
-
-/// The `type` condition of a root: (status, reason, message).
-fn condition(root: &Root, type_: &str) -> Option<(String, String, String)> {
-    root.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| {
-            (
-                format!("{:?}", c.status),
-                c.reason.clone(),
-                c.message.clone(),
-            )
-        })
 }
 
 async fn get_root(client: &Client, ns: &str, name: &str) -> Option<Root> {
@@ -386,7 +367,7 @@ async fn tenants_are_refused_their_escapes_and_stop_no_one_else() {
     // WeaveCloud says so in one line (status and event), as does the root.
     repos[0]
         .work
-        .write("escapes/agents/wc.yaml", weavecloud(&a, true));
+        .write("escapes/agents/wc.yaml", weavecloud(&a, true).yaml());
     repos[0].work.commit("flux on");
     repos[0].work.push();
     request_pass(&client, &a, "agents").await;
@@ -745,7 +726,7 @@ async fn a_tenants_new_weavecloud_is_created_and_says_its_agents_were_refused() 
     let repo = ServedRepo::start();
     repo.work
         .write("apps/app.yaml", configmap(&t, "app", "1"))
-        .write("apps/wc.yaml", weavecloud(&t, true));
+        .write("apps/wc.yaml", weavecloud(&t, true).yaml());
     repo.work
         .commit("an application and a WeaveCloud with flux");
     repo.work.push();

@@ -18,6 +18,7 @@ use kube::Api;
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
+use support::manifests::weavecloud;
 use support::weft_cli::Weft;
 
 fn weft(args: &[&str], ns: &str, repo: Option<&Path>) -> Output {
@@ -75,7 +76,11 @@ async fn uninstall_releases_finalizers_and_prunes_what_weft_created() {
     }
     std::fs::write(
         repo.path().join("wc.yaml"),
-        format!("apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: wc\n  namespace: {name}\nspec:\n  general:\n    environment: generic\n    tokenSecretRef: {{name: weave-cloud, key: token}}\n  scope: {{disable: true}}\n  prometheus: {{disable: true}}\n"),
+        weavecloud(&name)
+            .name("wc")
+            .token("weave-cloud", Some("token"))
+            .only_flux()
+            .yaml(),
     )
     .expect("write");
     let synced = weft(&["sync", "--timeout", "60s"], &name, Some(repo.path()));

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
@@ -24,6 +24,7 @@ use channel_fixtures::{
     broken_bundle_files, bundle_files, flux_image, ChannelServer, Published, BUILTIN_FLUX_IMAGE,
 };
 use support::cluster::TestNamespace;
+use support::manifests;
 use weft::api::conditions::ConditionStatus;
 use weft::api::weavecloud::WeaveCloud;
 use weft::daemon::namespaces::WatchNamespaces;
@@ -38,36 +39,22 @@ use weft::source::fetch_policy::{ChannelPolicy, UrlAllowList};
 
 const FLUX: &str = "weave-flux-agent";
 
-/// A namespace with the token Secret and a WeaveCloud that runs only flux (fewer pods).
-async fn weavecloud(prefix: &str, general: serde_json::Value) -> (TestNamespace, WeaveCloud) {
+/// A namespace with the token Secret and a WeaveCloud that runs only flux (fewer pods), polls
+/// `server`'s channel and has the other `general` fields (values written as YAML).
+async fn weavecloud(
+    prefix: &str,
+    server: &ChannelServer,
+    general: &[(&str, &str)],
+) -> (TestNamespace, WeaveCloud) {
     let ns = TestNamespace::new(prefix).await;
     support::cluster::install_crds(&ns.client()).await;
-    let secrets: Api<Secret> = ns.api();
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "weave-cloud"},
-        "stringData": {"token": "test-token"},
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let mut spec_general = json!({
-        "environment": "generic",
-        "tokenSecretRef": {"name": "weave-cloud"},
-    });
-    json_patch::merge(&mut spec_general, &general);
-    let wc: WeaveCloud = serde_json::from_value(json!({
-        "apiVersion": "cloud.weave.works/v1beta1",
-        "kind": "WeaveCloud",
-        "metadata": {"name": "weave-cloud", "namespace": ns.name()},
-        "spec": {
-            "general": spec_general,
-            "scope": {"disable": true},
-            "prometheus": {"disable": true},
-        },
-    }))
-    .unwrap();
+    support::cluster::create_token_secret(&ns.client(), ns.name(), "weave-cloud", "test-token")
+        .await;
+    let mut wc = manifests::weavecloud(ns.name()).poll_url(&server.channel_url());
+    for (key, value) in general {
+        wc = wc.general(key, value);
+    }
+    let wc = wc.token("weave-cloud", None).only_flux().object();
     let api: Api<WeaveCloud> = ns.api();
     let wc = api.create(&PostParams::default(), &wc).await.unwrap();
     (ns, wc)
@@ -189,7 +176,7 @@ async fn cached(ns: &TestNamespace) -> Option<ConfigMap> {
 async fn a_new_version_in_the_channel_updates_the_agents() {
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
-    let (ns, wc) = weavecloud("update-new", json!({"wcPollUrl": server.channel_url()})).await;
+    let (ns, wc) = weavecloud("update-new", &server, &[]).await;
     let updater = updater(&ns, Duration::from_secs(120));
 
     // First install: the built-in bundle.
@@ -248,7 +235,7 @@ async fn a_new_version_in_the_channel_updates_the_agents() {
 async fn a_bundle_with_a_wrong_digest_is_refused_and_nothing_changes() {
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0")).with_wrong_digest()]);
-    let (ns, wc) = weavecloud("update-digest", json!({"wcPollUrl": server.channel_url()})).await;
+    let (ns, wc) = weavecloud("update-digest", &server, &[]).await;
     let updater = updater(&ns, Duration::from_secs(120));
     updater.apply_active(&wc).await.unwrap();
     let before = flux(&ns).await;
@@ -283,11 +270,7 @@ async fn a_bundle_whose_agents_never_become_ready_is_rolled_back_and_marked_bad(
         Published::new("1.1.0", &bundle_files("1.1.0")),
         Published::new("1.2.0", &broken_bundle_files("1.2.0")),
     ]);
-    let (ns, wc) = weavecloud(
-        "update-rollback",
-        json!({"wcPollUrl": server.channel_url()}),
-    )
-    .await;
+    let (ns, wc) = weavecloud("update-rollback", &server, &[]).await;
     let updater = updater(&ns, Duration::from_secs(20));
     updater.apply_active(&wc).await.unwrap();
 
@@ -369,11 +352,7 @@ async fn a_pinned_range_is_respected_and_auto_update_off_changes_nothing() {
         Published::new("1.1.0", &bundle_files("1.1.0")),
         Published::new("2.0.0", &bundle_files("2.0.0")),
     ]);
-    let (ns, wc) = weavecloud(
-        "update-pin",
-        json!({"wcPollUrl": server.channel_url(), "agentVersion": "1.x"}),
-    )
-    .await;
+    let (ns, wc) = weavecloud("update-pin", &server, &[("agentVersion", "\"1.x\"")]).await;
     let updater = updater(&ns, Duration::from_secs(120));
     updater.apply_active(&wc).await.unwrap();
     let report = updater.check(&fresh(&ns).await).await;
@@ -431,7 +410,7 @@ async fn a_pinned_range_is_respected_and_auto_update_off_changes_nothing() {
 async fn a_restarted_weft_keeps_the_version_from_the_cluster() {
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
-    let (ns, wc) = weavecloud("update-restart", json!({"wcPollUrl": server.channel_url()})).await;
+    let (ns, wc) = weavecloud("update-restart", &server, &[]).await;
     {
         let first = updater(&ns, Duration::from_secs(120));
         first.apply_active(&wc).await.unwrap();
@@ -513,7 +492,8 @@ async fn the_scheduler_shows_the_next_check_and_the_sync_endpoint_runs_one() {
     // Once a year: the update must come from the request, not the schedule.
     let (ns, wc) = weavecloud(
         "update-schedule",
-        json!({"wcPollUrl": server.channel_url(), "updateSchedule": "0 0 1 1 *"}),
+        &server,
+        &[("updateSchedule", "\"0 0 1 1 *\"")],
     )
     .await;
     let owner_key = format!("WeaveCloud/{}/weave-cloud", ns.name());
@@ -681,7 +661,7 @@ async fn a_bundle_the_cache_cannot_keep_is_refused_before_it_rolls_out() {
     assert!(size > MAX_CACHED_ARCHIVE_BYTES, "{size}");
     let server = ChannelServer::start();
     server.publish(&[big]);
-    let (ns, wc) = weavecloud("update-too-big", json!({"wcPollUrl": server.channel_url()})).await;
+    let (ns, wc) = weavecloud("update-too-big", &server, &[]).await;
     let updater = updater(&ns, Duration::from_secs(120));
     updater.apply_active(&wc).await.unwrap();
     let before = flux(&ns).await;
@@ -726,7 +706,7 @@ async fn finished<T>(task: tokio::task::JoinHandle<T>, secs: u64) -> T {
 async fn a_roll_out_renders_the_weavecloud_as_it_is_then_and_nothing_for_a_deleted_one() {
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.1.0", &bundle_files("1.1.0"))]);
-    let (ns, wc) = weavecloud("update-live", json!({"wcPollUrl": server.channel_url()})).await;
+    let (ns, wc) = weavecloud("update-live", &server, &[]).await;
     let updater = updater(&ns, Duration::from_secs(120));
     updater.apply_active(&wc).await.unwrap();
 
@@ -811,7 +791,7 @@ async fn the_weavecloud_reconcile_runs_the_roll_out_and_its_rollback_and_keeps_t
     use weft::daemon::weavecloud::{self, Context};
     let server = ChannelServer::start();
     server.publish(&[Published::new("1.2.0", &broken_bundle_files("1.2.0"))]);
-    let (ns, wc) = weavecloud("update-ctl", json!({"wcPollUrl": server.channel_url()})).await;
+    let (ns, wc) = weavecloud("update-ctl", &server, &[]).await;
     let state = state(&ns, DaemonStatus::default());
     let updater = Arc::new(updater_with(state.clone(), &ns, Duration::from_secs(10)));
     updater.apply_active(&wc).await.unwrap();

@@ -10,40 +10,20 @@ use crate::support::channel as channel_fixtures;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::PostParams;
 use kube::Api;
 
 use channel_fixtures::{
     broken_bundle_files, bundle_files, flux_image, ChannelServer, Published, BUILTIN_FLUX_IMAGE,
 };
 use support::cluster::TestNamespace;
+use support::conditions::status_reason;
 use support::daemon::{Daemon, DaemonOptions, SYNC_TOKEN};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::manifests::weavecloud;
 use support::wait::wait_for;
 use weft::api::WeaveCloud;
 
 const FLUX: &str = "weave-flux-agent";
-
-fn weavecloud_yaml(ns: &str, channel: &str) -> String {
-    format!(
-        r#"apiVersion: cloud.weave.works/v1beta1
-kind: WeaveCloud
-metadata:
-  name: weave-cloud
-  namespace: {ns}
-spec:
-  general:
-    environment: generic
-    autoUpdate: true
-    updateSchedule: "0 0 1 1 *"
-    wcPollUrl: {channel}
-    tokenSecretRef: {{name: weave-cloud-token, key: token}}
-  scope: {{disable: true}}
-  prometheus: {{disable: true}}
-"#
-    )
-}
 
 fn image_of(d: &Deployment) -> String {
     d.spec
@@ -62,15 +42,6 @@ fn image_of(d: &Deployment) -> String {
 fn available(d: &Deployment) -> bool {
     d.status.as_ref().and_then(|s| s.available_replicas) == Some(1)
         && d.metadata.generation == d.status.as_ref().and_then(|s| s.observed_generation)
-}
-
-fn ready_of(wc: &WeaveCloud) -> Option<(String, String)> {
-    wc.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| (format!("{:?}", c.status), c.reason.clone()))
 }
 
 async fn request_update(d: &Daemon) {
@@ -92,14 +63,7 @@ async fn weft_run_rolls_back_a_broken_bundle_then_takes_the_newest_good_one() {
     let ns = TestNamespace::new("update-daemon").await;
     let client = ns.client();
     support::cluster::install_crds(&client).await;
-    let secrets: Api<Secret> = ns.api();
-    let mut token = Secret::default();
-    token.metadata.name = Some("weave-cloud-token".into());
-    token.string_data = Some([("token".to_string(), "s3cr3t".to_string())].into());
-    secrets
-        .create(&PostParams::default(), &token)
-        .await
-        .unwrap();
+    support::cluster::create_token_secret(&client, ns.name(), "weave-cloud-token", "s3cr3t").await;
 
     let channel = ChannelServer::start();
     channel.publish(&[
@@ -112,7 +76,13 @@ async fn weft_run_rolls_back_a_broken_bundle_then_takes_the_newest_good_one() {
     let work = WorkTree::new(&bare.display().to_string());
     work.write(
         "weave/weave-cloud.yaml",
-        weavecloud_yaml(ns.name(), &channel.channel_url()),
+        weavecloud(ns.name())
+            .auto_update(true)
+            .general("updateSchedule", "\"0 0 1 1 *\"")
+            .poll_url(&channel.channel_url())
+            .token("weave-cloud-token", Some("token"))
+            .only_flux()
+            .yaml(),
     );
     work.commit("weave cloud with a channel");
     work.push();
@@ -135,7 +105,7 @@ async fn weft_run_rolls_back_a_broken_bundle_then_takes_the_newest_good_one() {
             let wc = wcs.get_opt("weave-cloud").await.ok().flatten()?;
             (image_of(&dep) == BUILTIN_FLUX_IMAGE
                 && available(&dep)
-                && ready_of(&wc) == Some(("True".into(), "Reconciled".into())))
+                && status_reason(&wc, "Ready") == Some(("True".into(), "Reconciled".into())))
             .then_some(())
         },
     )
@@ -158,7 +128,7 @@ async fn weft_run_rolls_back_a_broken_bundle_then_takes_the_newest_good_one() {
     })
     .await;
     assert_eq!(
-        ready_of(&wc),
+        status_reason(&wc, "Ready"),
         Some(("False".into(), "AgentUpdateRolledBack".into()))
     );
     let dep = wait_for(
@@ -176,7 +146,7 @@ async fn weft_run_rolls_back_a_broken_bundle_then_takes_the_newest_good_one() {
     tokio::time::sleep(Duration::from_secs(8)).await;
     let wc = wcs.get("weave-cloud").await.unwrap();
     assert_eq!(
-        ready_of(&wc),
+        status_reason(&wc, "Ready"),
         Some(("False".into(), "AgentUpdateRolledBack".into())),
         "logs:\n{}",
         d.logs()
@@ -203,7 +173,7 @@ async fn weft_run_rolls_back_a_broken_bundle_then_takes_the_newest_good_one() {
             (wc.status.as_ref()?.agent_version.as_deref() == Some("1.1.0")
                 && image_of(&dep) == want
                 && available(&dep)
-                && ready_of(&wc).is_some_and(|(s, _)| s == "True"))
+                && status_reason(&wc, "Ready").is_some_and(|(s, _)| s == "True"))
             .then_some(())
         },
     )

@@ -1,6 +1,8 @@
 //! `weft validate` (the loader) checks a WeaveCloud's agent channel settings before anything
 //! reaches the cluster: a `wcPollUrl` Weft cannot read is reported with its file and line.
 
+use crate::support::manifests;
+
 use std::sync::Arc;
 
 use weft::source::Snapshot;
@@ -15,10 +17,12 @@ fn load_one(yaml: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// A WeaveCloud whose `wcPollUrl` (line 9) is `poll_url`.
 fn weavecloud(poll_url: &str) -> String {
-    format!(
-        "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: weave-cloud\n  namespace: weave\nspec:\n  general:\n    environment: generic\n    wcPollUrl: \"{poll_url}\"\n    tokenSecretRef: {{name: weave-cloud}}\n"
-    )
+    manifests::weavecloud("weave")
+        .poll_url(poll_url)
+        .token("weave-cloud", None)
+        .yaml()
 }
 
 #[test]

@@ -431,6 +431,18 @@ pub async fn install_crds(client: &Client) {
     }
 }
 
+/// The Secret `ns`/`name` holding `token` under the key `token`: what a WeaveCloud's
+/// `tokenSecretRef` (and the launcher's install) points at.
+pub async fn create_token_secret(client: &Client, ns: &str, name: &str, token: &str) {
+    let mut secret = k8s_openapi::api::core::v1::Secret::default();
+    secret.metadata.name = Some(name.into());
+    secret.string_data = Some([("token".to_string(), token.to_string())].into());
+    Api::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("creating the token Secret {ns}/{name}: {e}"));
+}
+
 /// A client for the test cluster whose API calls are counted (so "zero writes" is measured).
 pub async fn counting_client() -> (Client, weft::apply::calls::CallCounts) {
     let c = cluster();

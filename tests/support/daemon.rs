@@ -273,6 +273,22 @@ impl Daemon {
         assert!(status.success(), "kill -{sig} failed");
     }
 
+    /// Stop it as Kubernetes stops a pod (SIGTERM) and require a clean exit.
+    pub fn terminate(&mut self) {
+        self.signal("TERM");
+        self.expect_clean_exit();
+    }
+
+    /// Wait (30 s at most) for the exit a SIGTERM asked for, and require code 0.
+    pub fn expect_clean_exit(&mut self) {
+        assert_eq!(
+            self.wait_exit(Duration::from_secs(30)),
+            Some(0),
+            "after SIGTERM, weft run exits 0:\n{}",
+            self.logs()
+        );
+    }
+
     /// The exit code if the process has exited (`Some(-1)` when killed by a signal), else `None`.
     pub fn exited(&mut self) -> Option<i32> {
         let child = self.child.as_mut()?;

@@ -45,7 +45,6 @@ pub struct ApiCallCounts {
 
 impl ApiCallCounts {
     /// The calls made since `earlier` (a previous reading of the same proxy).
-    #[allow(dead_code)] // benches/scale.rs
     pub fn since(&self, earlier: &ApiCallCounts) -> ApiCallCounts {
         ApiCallCounts {
             reads: self.reads - earlier.reads,
@@ -71,8 +70,6 @@ struct Shared {
 /// and on demand swallows Lease writes (accepts them and never answers), as a network partition
 /// between one replica and the API server would.
 pub struct ApiProxy {
-    #[allow(dead_code)] // benches/scale.rs
-    pub addr: SocketAddr,
     shared: Arc<Shared>,
     kubeconfig: PathBuf,
     _dir: tempfile::TempDir,
@@ -108,7 +105,6 @@ impl ApiProxy {
         )
         .expect("write kubeconfig");
         ApiProxy {
-            addr,
             shared,
             kubeconfig,
             _dir: dir,
@@ -152,13 +148,12 @@ impl ApiProxy {
     }
 
     /// Forget the writes recorded so far (a long benchmark would keep every one of them).
-    #[allow(dead_code)] // benches/scale.rs
+    #[allow(dead_code)] // only benches/scale.rs calls it; no test runs long enough to need it
     pub fn clear_writes(&self) {
         self.shared.seen.lock().unwrap().writes.clear();
     }
 
     /// Every request passed so far, by class (a request is counted when it arrives).
-    #[allow(dead_code)] // benches/scale.rs
     pub fn counts(&self) -> ApiCallCounts {
         self.shared.seen.lock().unwrap().counts
     }

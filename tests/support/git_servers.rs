@@ -740,8 +740,8 @@ impl Drop for TlsProxy {
 /// A repository `config.git` served by `git daemon`, with a work tree to push to it: what most
 /// daemon tests start with.
 pub struct ServedRepo {
-    #[allow(dead_code)] // what serves the repository: kept as long as the server
-    pub host: RepoHost,
+    /// The directory the server serves from: kept (and removed) with the server.
+    _host: RepoHost,
     pub server: GitDaemon,
     pub work: WorkTree,
 }
@@ -752,7 +752,11 @@ impl ServedRepo {
         let bare = host.create("config.git");
         let server = GitDaemon::start(&host);
         let work = WorkTree::new(&bare.display().to_string());
-        ServedRepo { host, server, work }
+        ServedRepo {
+            _host: host,
+            server,
+            work,
+        }
     }
 
     /// The git:// URL of `config.git`.

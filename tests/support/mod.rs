@@ -1,6 +1,7 @@
 pub mod channel;
 pub mod chart_servers;
 pub mod cluster;
+pub mod conditions;
 pub mod daemon;
 pub mod faults;
 pub mod git_servers;

@@ -10,8 +10,9 @@ use kube::api::{ListParams, PostParams};
 use kube::Api;
 use serde_json::json;
 
-use super::{config_repo, create_weavecloud, ready, tenant_with, weavecloud_tenant_rules};
+use super::{config_repo, create_weavecloud, tenant_with, weavecloud_tenant_rules};
 use crate::support;
+use crate::support::conditions::ready;
 use support::cluster::TestNamespace;
 use support::daemon::{Daemon, DaemonOptions};
 use support::wait::wait_for;

@@ -10,17 +10,19 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ResourceQuota, Secret};
+use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, watcher};
 use kube::Api;
 use serde_json::json;
 
-use super::{config_repo, config_repo_with, create_weavecloud, ready, remove_flux_rbac, tenant_of};
+use super::{config_repo, config_repo_with, create_weavecloud, remove_flux_rbac, tenant_of};
 use crate::support;
-use support::cluster::TestNamespace;
+use crate::support::conditions::ready;
+use support::cluster::{create_token_secret, TestNamespace};
 use support::daemon::{Daemon, DaemonOptions};
 use support::faults::ApiProxy;
+use support::manifests::weavecloud;
 use support::wait::wait_for;
 use weft::api::WeaveCloud;
 
@@ -34,16 +36,7 @@ async fn a_weavecloud_whose_agents_partly_fail_writes_its_status_only_when_it_ch
     support::cluster::install_crds(&admin).await;
     let agents = TestNamespace::new("attack-loop-wc").await;
     let n = agents.name().to_string();
-    let token: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "weave-cloud-token"},
-        "stringData": {"token": "operator-token"},
-    }))
-    .unwrap();
-    agents
-        .api::<Secret>()
-        .create(&PostParams::default(), &token)
-        .await
-        .expect("the token Secret");
+    create_token_secret(&agents.client(), &n, "weave-cloud-token", "operator-token").await;
     // Whoever may write ResourceQuotas in the namespace refuses the agents' Deployments and
     // Service: several of the agents' objects fail together, the others apply.
     let quota: ResourceQuota = serde_json::from_value(json!({
@@ -56,11 +49,11 @@ async fn a_weavecloud_whose_agents_partly_fail_writes_its_status_only_when_it_ch
         .create(&PostParams::default(), &quota)
         .await
         .expect("the ResourceQuota");
-    let wc = format!(
-        "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata: {{name: weave-cloud, namespace: {n}}}\n\
-         spec:\n  general: {{environment: generic, autoUpdate: false, tokenSecretRef: {{name: weave-cloud-token, key: token}}}}\n\
-         \x20 scope: {{disable: true}}\n  prometheus: {{disable: true}}\n"
-    );
+    let wc = weavecloud(&n)
+        .auto_update(false)
+        .token("weave-cloud-token", Some("token"))
+        .only_flux()
+        .yaml();
     let (_host, _server, url) = config_repo_with(&[("weave/weave-cloud.yaml", wc)]);
     let proxy = ApiProxy::start().await;
     let d = Daemon::start(DaemonOptions {
