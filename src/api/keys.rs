@@ -44,6 +44,11 @@ pub const LITERAL_BRACES_ANNOTATION: &str = "weft.io/literal-braces";
 /// (`default`), so that its migration leaves such objects where the flag loop put them.
 pub const DEFAULT_NAMESPACE_ANNOTATION: &str = "weft.io/default-namespace";
 
+/// The annotation of a suspended Root that says why (`weft suspend --message`, `POST
+/// /api/v1/suspend?message=`): shown by `weft get root`, the daemon's status and the answer to
+/// a request while the root is suspended; removed when it is resumed.
+pub const SUSPEND_MESSAGE_ANNOTATION: &str = "weft.io/suspend-message";
+
 // What Weft stamps on what it applies.
 
 /// `weft.io/owner: <owner-id>`: a short hash of the owner.

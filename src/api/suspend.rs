@@ -1,8 +1,13 @@
-//! The annotation that suspends one resource (`weft.io/suspend: "true"`, see
-//! `daemon::suspend` for what suspending does): read by the pass, which holds a suspended owner
-//! out, and by the controllers, the CLI and the daemon.
+//! What suspends what, as `flux suspend` says it:
+//!
+//! - **a resource** (WeaveCloud, ArmadaChart, ArmadaChartGroup, ArmadaManifest):
+//!   `weft.io/suspend: "true"` on it — read by the pass, which holds a suspended owner out, and
+//!   by the controllers;
+//! - **a root**: its Root's `spec.suspend`, with why in `weft.io/suspend-message` (written by
+//!   `daemon::roots::requests::set_suspended`, which `weft suspend|resume` and `POST
+//!   /api/v1/suspend|resume` call; read by the Root controller and `weft sync`).
 
-use crate::api::keys::SUSPEND_ANNOTATION;
+use crate::api::keys::{SUSPEND_ANNOTATION, SUSPEND_MESSAGE_ANNOTATION};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
@@ -28,6 +33,32 @@ pub fn annotated_value(object: &Value) -> bool {
             .pointer("/metadata/annotations/weft.io~1suspend")
             .and_then(Value::as_str),
     )
+}
+
+/// Why the root of `meta` (a Root's metadata) is suspended, as it was told; `None`: not said.
+pub fn message(meta: &ObjectMeta) -> Option<&str> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(SUSPEND_MESSAGE_ANNOTATION))
+        .map(String::as_str)
+        .filter(|m| !m.trim().is_empty())
+}
+
+/// Why a one-shot pass of the Root `root` must not run (`weft sync`): it is suspended.
+pub fn refuses_one_shot(root: &crate::api::root::Root) -> Option<String> {
+    let name = root.metadata.name.as_deref().unwrap_or_default();
+    root.spec.suspend.then(|| {
+        let why = message(&root.metadata).map(|m| format!(" ({m})")).unwrap_or_default();
+        format!("the root {name} is suspended{why}; nothing was applied or pruned (`weft resume` first)")
+    })
+}
+
+/// What a suspended root answers a request with: one line, with why when it was said.
+pub fn root_refusal(message: Option<&str>) -> String {
+    match message {
+        Some(m) => format!("the root is suspended ({m}); nothing was fetched, applied or pruned (resume with `weft resume`)"),
+        None => "the root is suspended (spec.suspend); nothing was fetched, applied or pruned (resume with `weft resume`)".to_string(),
+    }
 }
 
 #[cfg(test)]

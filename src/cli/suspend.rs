@@ -69,17 +69,16 @@ pub fn suspend(args: SuspendArgs, suspended: bool) -> anyhow::Result<ExitCode> {
         })?;
     }
     if let Some((namespace, name)) = object {
-        if !named && message.is_some() {
-            errln!("the message is not kept: root {name} is the Root object {namespace}/{name}, whose spec.suspend has no place for one");
-        }
-        if named && (message.is_some() || create) {
+        if named && create {
             anyhow::bail!(
-                "--message and --create are for the root of --root-name; a Root object is suspended by its spec.suspend"
+                "--create is for the root of --root-name; create the Root {namespace}/{name} first (`weft create root`)"
             );
         }
         return runtime.block_on(async {
             let (client, _) = args.cluster.connect().await?;
-            roots::requests::set_suspended(&client, &namespace, &name, suspended).await?;
+            let message = message.as_deref();
+            roots::requests::set_suspended(&client, &namespace, &name, suspended, message)
+                .await?;
             if suspended {
                 outln!("Root {namespace}/{name} suspended (spec.suspend: true): no pass runs until `weft resume root {name} -n {namespace}`");
             } else {

@@ -140,6 +140,12 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             ..PassInput::default()
         };
         if !input.dry_run {
+            let (ns, name) = (&settings.weft_namespace, &settings.root_name);
+            let object = crate::daemon::roots::requests::flag_root_object(&client, ns, name).await;
+            if let Some(why) = object.as_ref().and_then(crate::api::suspend::refuses_one_shot) {
+                errln!("error: {why}");
+                return Ok(ExitCode::from(1));
+            }
             let suspended =
                 record::suspension_of(&client, &settings.weft_namespace, &settings.root_name).await;
             if let Some(why) = suspended {

@@ -327,6 +327,41 @@ impl LeaderElector {
         }
     }
 
+    /// Before anything else is checked or written: `Err` ([`LeaderError::Claimed`]) when a
+    /// live installation of another repository holds the Lease (renewed within its duration by
+    /// its own clock). Said first because it is the likelier mistake (two installations given
+    /// one root) and names the other installation.
+    pub async fn check_live_claim(&self) -> Result<(), LeaderError> {
+        let Some(lease) = self
+            .api
+            .get_opt(&self.cfg.name)
+            .await
+            .map_err(|e| self.api_err(e))?
+        else {
+            return Ok(());
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let Some(holder) = spec
+            .holder_identity
+            .as_deref()
+            .filter(|h| !h.is_empty() && *h != self.cfg.identity)
+        else {
+            return Ok(());
+        };
+        let duration = spec
+            .lease_duration_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(self.cfg.lease_duration, Duration::from_secs);
+        let live = spec.renew_time.as_ref().is_some_and(|t| {
+            let age = Timestamp::now().duration_since(t.0);
+            age.as_secs() < i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
+        });
+        if live {
+            self.check_claim(&lease, holder)?;
+        }
+        Ok(())
+    }
+
     /// One attempt: take the Lease if it is free or expired, renew it if we hold it. `Ok(true)`
     /// when we hold it afterwards; `Ok(false)` when someone else does (or won a race).
     pub async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaderError> {

@@ -128,9 +128,22 @@ impl Daemon {
         .claiming(config.claim.clone())
         .switching(&config.pass.root_name, config.switch_repository)
         .publishing(config.hooks_url.clone());
-        // `--root-object`: a Root of another source is refused before anything is written.
+        // `--root-object`: a Root of another source is refused before anything is written, and
+        // so is a cluster without the Root CRD. A live installation of another repository on
+        // this root's Lease is said first (it names that installation).
         let flag_object = config.root_object.is_some();
-        if let Some(flags) = config.root_object.as_ref().filter(|_| flag_object) {
+        if let Some(flags) = config.root_object.as_ref() {
+            match LeaderElector::new(state.client().clone(), lease.clone())
+                .check_live_claim()
+                .await
+            {
+                Err(e @ LeaderError::Claimed { .. }) => {
+                    return Err(DaemonError::Claimed(Box::new(e)))
+                }
+                // The election says it again, and retries.
+                Err(e) => tracing::debug!(error = %e, "cannot read the leader Lease yet"),
+                Ok(()) => {}
+            }
             super::roots::flag::check(state.client(), flags, config.switch_repository)
                 .await
                 .map_err(|e| DaemonError::FlagRoot(Box::new(e)))?;

@@ -146,6 +146,19 @@ impl<T> TriggerQueue<T> {
         }
     }
 
+    /// A number for a pass nobody asked for through the queue (the flag root's Root passing at
+    /// its interval), so that the status numbers every pass as the root loop did; `None` while
+    /// a request waits for the next number (that pass is the requester's).
+    pub fn number_unasked(&self) -> Option<u64> {
+        let mut s = self.lock();
+        if !s.pending.is_empty() {
+            return None;
+        }
+        let pass = s.next_pass;
+        s.next_pass += 1;
+        Some(pass)
+    }
+
     /// For the worker: publish the outcome of pass `pass` to its waiters.
     pub fn finish(&self, pass: u64, outcome: T) {
         self.done_tx.send_replace(Some((pass, Arc::new(outcome))));

@@ -29,6 +29,7 @@ pub mod shard;
 pub mod suspend;
 pub mod takeover;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,7 +41,9 @@ use crate::apply::changeset::{Change, ChangeSet};
 use crate::apply::ApplyError;
 use crate::helm::{HelmLocation, HelmRenderer};
 use crate::load::{Diagnostics, LoadError};
-use crate::render::{AgentLayer, DesiredSet, RenderError, RenderOptions, CUSTOM_RESOURCE_KINDS};
+use crate::render::{
+    AgentLayer, DesiredSet, Owner, RenderError, RenderOptions, CUSTOM_RESOURCE_KINDS,
+};
 use crate::sops::{Decryption, SopsError};
 use crate::source::chart;
 use crate::source::Snapshot;
@@ -127,6 +130,9 @@ pub struct PassInput {
     /// reads cluster-scoped objects the tenant may not read, and taking a launcher install over
     /// is the operator's to do).
     pub without_takeover: bool,
+    /// Leave the WeaveClouds' agents to their controller (the daemon's flag root, as its root
+    /// loop did): they are not rendered, and no launcher object is taken over here.
+    pub agents_excluded: bool,
 }
 
 impl PassInput {
@@ -301,6 +307,8 @@ pub struct PassResult {
     /// The desired set the pass drove (`None` when the load or render failed): the caller
     /// writes the owners' statuses from it (`weft sync`: the Armada charts' phases).
     pub set: Option<Arc<DesiredSet>>,
+    /// The suspended owners the pass held out (`weft.io/suspend`): the caller marks them.
+    pub held: BTreeSet<Owner>,
 }
 
 impl PassResult {
@@ -325,7 +333,7 @@ pub async fn run_pass(
         message: format!("loading revision {revision}"),
         objects: 0,
     });
-    let (diagnostics, changes, error, set) =
+    let (diagnostics, changes, error, set, held) =
         sync_pass(client, snapshot, settings, input, observer).await;
     // The one exit of every pass.
     PassResult {
@@ -335,6 +343,7 @@ pub async fn run_pass(
         error,
         duration: start.elapsed(),
         set,
+        held,
     }
 }
 
@@ -350,6 +359,7 @@ async fn sync_pass(
     ChangeSet,
     Option<PassError>,
     Option<Arc<DesiredSet>>,
+    BTreeSet<Owner>,
 ) {
     let mut input = input.clone();
     input.revision.clone_from(&snapshot.revision);
@@ -358,14 +368,24 @@ async fn sync_pass(
         client,
         bundles: &bundles,
     };
-    let prepared = match prepare(snapshot, Some(cluster), AgentLayer::Included, settings).await {
+    let layer = match input.agents_excluded {
+        true => AgentLayer::Excluded,
+        false => AgentLayer::Included,
+    };
+    let prepared = match prepare(snapshot, Some(cluster), layer, settings).await {
         Ok(prepared) => prepared,
         Err(e) => {
             let diagnostics = match &e {
                 PassError::Load(l) => l.0.clone(),
                 _ => Diagnostics::default(),
             };
-            return (diagnostics, ChangeSet::default(), Some(e), None);
+            return (
+                diagnostics,
+                ChangeSet::default(),
+                Some(e),
+                None,
+                BTreeSet::new(),
+            );
         }
     };
     let diagnostics = prepared.diagnostics;
@@ -388,24 +408,35 @@ async fn sync_pass(
         settings,
         &input,
         observer,
-        !input.without_takeover,
-        |_| async {},
+        !input.without_takeover && !input.agents_excluded,
+        |held| async move { held },
         std::future::pending(),
     )
     .await;
-    let (changes, error, set) = match outcome {
+    let none = BTreeSet::new;
+    let (changes, error, set, held) = match outcome {
         driver::Outcome::Finished {
             set,
             changes,
             error,
-            ..
-        } => (changes, error, Some(set)),
-        driver::Outcome::Unheld(e) => (ChangeSet::default(), Some(PassError::Unheld(e)), None),
-        driver::Outcome::Takeover(e) => (ChangeSet::default(), Some(PassError::Takeover(e)), None),
+            held,
+        } => (changes, error, Some(set), held),
+        driver::Outcome::Unheld(e) => (
+            ChangeSet::default(),
+            Some(PassError::Unheld(e)),
+            None,
+            none(),
+        ),
+        driver::Outcome::Takeover(e) => (
+            ChangeSet::default(),
+            Some(PassError::Takeover(e)),
+            None,
+            none(),
+        ),
         // Never: `weft sync` gives the driver no stop.
-        driver::Outcome::Abandoned => (ChangeSet::default(), None, None),
+        driver::Outcome::Abandoned => (ChangeSet::default(), None, None, none()),
     };
-    (diagnostics, changes, error, set)
+    (diagnostics, changes, error, set, held)
 }
 
 /// The engine policy of a complete render: Armada's rules for its charts, and Weft's own custom

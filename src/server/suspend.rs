@@ -79,6 +79,37 @@ async fn record(
         let forwarded = forward::to_leader(&state, onward).await;
         return forwarded.unwrap_or_else(|| standby(&state, endpoint));
     };
+    // The flag root is a Root object: its spec.suspend is the root's suspension.
+    let client = state.daemon.client();
+    let (ns, root) = (&claim.weft_namespace, &claim.root_name);
+    if crate::daemon::roots::requests::flag_root_object(client, ns, root)
+        .await
+        .is_some()
+    {
+        let message = message.as_deref();
+        let written =
+            crate::daemon::roots::requests::set_suspended(client, ns, root, suspended, message)
+                .await;
+        return match written {
+            Ok(()) => {
+                tracing::info!(peer = %peer, root = %root, suspended, "root {endpoint}ed over the API");
+                state.daemon.metrics().count_request(endpoint, "done");
+                let now = crate::daemon::record::RootSuspension {
+                    suspended,
+                    message: message.filter(|_| suspended).map(str::to_string),
+                    since: suspended.then(crate::daemon::status::now_rfc3339),
+                };
+                (StatusCode::OK, Json(now)).into_response()
+            }
+            Err(e) => {
+                state.daemon.metrics().count_request(endpoint, "error");
+                error_body(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("cannot record the root's suspension: {e}"),
+                )
+            }
+        };
+    }
     let written = suspend::write(
         state.daemon.client(),
         &claim.weft_namespace,

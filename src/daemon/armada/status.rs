@@ -444,3 +444,29 @@ pub fn owner_status(set: &DesiredSet, owner: &Owner, o: &ChartOutcome) -> Option
         ..Default::default()
     })
 }
+
+/// Charts marked `deploying` in one pass, and the status writes doing it.
+#[derive(Default)]
+pub struct DeployingMarks(std::sync::Mutex<(BTreeSet<Owner>, Vec<tokio::task::JoinHandle<()>>)>);
+
+impl DeployingMarks {
+    /// Mark `owner` deploying (once per pass) if it is an ArmadaChart.
+    pub fn mark(&self, client: &Client, owner: &Owner) {
+        let Some((namespace, name)) = owner.as_chart() else {
+            return;
+        };
+        let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if marks.0.insert(owner.clone()) {
+            let write = mark_deploying(client.clone(), namespace.to_string(), name.to_string());
+            marks.1.push(tokio::spawn(write));
+        }
+    }
+
+    /// Wait for every mark written.
+    pub async fn written(&self) {
+        let writes = std::mem::take(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()).1);
+        for write in writes {
+            let _ = write.await;
+        }
+    }
+}

@@ -6,12 +6,8 @@
 //! unchanged, load and render are skipped and the last rendered set is applied again, which
 //! writes nothing unless something drifted.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
-
-use kube::Client;
-use tokio::task::JoinHandle;
 
 pub(super) mod conflict;
 mod report;
@@ -33,8 +29,8 @@ use crate::api::conditions::{set_condition, Condition, ConditionStatus};
 use crate::api::redact::redact_url_passwords;
 use crate::apply::changeset::Action;
 use crate::pass::{driver, PassError, PassInput, PassSettings, Progress, ShardPass};
+use crate::render::AgentLayer;
 use crate::render::DesiredSet;
-use crate::render::{AgentLayer, Owner};
 use crate::source::git::GitError;
 use crate::source::Snapshot;
 
@@ -395,7 +391,7 @@ impl RootReconciler {
         let pass = report.pass;
         // Charts whose objects this pass changes are marked `deploying` as it goes; the writes
         // are awaited before the pass's outcome is recorded (see `armada::status::mark_deploying`).
-        let deploying = DeployingMarks::default();
+        let deploying = armada_status::DeployingMarks::default();
         let waits = waiting::WaitLog::new(pass);
         let observer = |p: Progress<'_>| match p {
             Progress::Phase { message, objects } => {
@@ -619,35 +615,5 @@ impl RootReconciler {
             unchanged: false,
             early,
         })
-    }
-}
-
-/// Charts marked `deploying` in one pass, and the status writes doing it.
-#[derive(Default)]
-struct DeployingMarks(std::sync::Mutex<(BTreeSet<Owner>, Vec<JoinHandle<()>>)>);
-
-impl DeployingMarks {
-    /// Mark `owner` deploying (once per pass) if it is an ArmadaChart.
-    fn mark(&self, client: &Client, owner: &Owner) {
-        let Some((namespace, name)) = owner.as_chart() else {
-            return;
-        };
-        let mut marks = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if marks.0.insert(owner.clone()) {
-            let write = armada_status::mark_deploying(
-                client.clone(),
-                namespace.to_string(),
-                name.to_string(),
-            );
-            marks.1.push(tokio::spawn(write));
-        }
-    }
-
-    /// Wait for every mark written.
-    async fn written(&self) {
-        let writes = std::mem::take(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()).1);
-        for write in writes {
-            let _ = write.await;
-        }
     }
 }

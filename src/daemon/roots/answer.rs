@@ -46,10 +46,11 @@ pub async fn forward_requests(state: DaemonState, key: ResourceKey) {
             continue;
         }
         let started = tokio::time::Instant::now();
-        let mut woken = state.root_pushes().wake_ticket(&key, ticket.pass);
+        let reasons: Vec<String> = ticket.reasons.iter().map(ToString::to_string).collect();
+        let mut woken = state.root_pushes().wake_ticket(&key, ticket.pass, &reasons);
         while !woken && started.elapsed() < KNOWN_WITHIN {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            woken = state.root_pushes().wake_ticket(&key, ticket.pass);
+            woken = state.root_pushes().wake_ticket(&key, ticket.pass, &reasons);
         }
         tracing::debug!(root = %key, pass = ticket.pass, woken, "request for the flag root handed to its Root object");
         if !woken {
@@ -99,7 +100,11 @@ async fn through_the_root(state: &DaemonState, key: &ResourceKey) -> PassReport 
 /// changes: the status keeps counts of the inventory only).
 fn report_of(answer: &requests::Answer) -> PassReport {
     if answer.root.spec.suspend {
-        return not_passed(PassResultKind::Suspended, SUSPENDED.to_string());
+        let message = crate::api::suspend::message(&answer.root.metadata);
+        return not_passed(
+            PassResultKind::Suspended,
+            crate::api::suspend::root_refusal(message),
+        );
     }
     let status = answer.root.status.clone().unwrap_or_default();
     let Some(last) = status.passes.first() else {
@@ -132,9 +137,6 @@ fn report_of(answer: &requests::Answer) -> PassReport {
     }
 }
 
-/// What a suspended flag root's Root answers a request with.
-pub const SUSPENDED: &str = "the root is suspended (spec.suspend); nothing was fetched, applied or pruned (resume with `weft resume`)";
-
 /// The daemon's status shows a pass another replica ran (its metrics are that replica's).
 fn shown(state: &DaemonState, report: &PassReport) {
     state.update_status(|st| {
@@ -163,7 +165,9 @@ pub fn passed(state: &DaemonState, ticket: Option<u64>, outcome: &PassOutcome, c
     let s = &outcome.summary;
     let (summary, changes) = changes;
     let report = PassReport {
-        pass: ticket.unwrap_or_else(|| last_pass(state)),
+        pass: ticket
+            .or_else(|| state.queue().number_unasked())
+            .unwrap_or_else(|| last_pass(state)),
         reasons: s.reasons.clone(),
         started_at: s.started_at.clone(),
         duration_seconds: s.duration_ms as f64 / 1000.0,
@@ -195,6 +199,17 @@ pub fn passed(state: &DaemonState, ticket: Option<u64>, outcome: &PassOutcome, c
     if let Some(pass) = ticket {
         finish(state, pass, report);
     }
+}
+
+/// The flag root's Root is suspended: the daemon's status says so, with why.
+pub fn suspended(state: &DaemonState, message: Option<&str>) {
+    state.update_status(|st| {
+        if !st.suspension.suspended || st.suspension.message.as_deref() != message {
+            st.suspension.since = Some(crate::daemon::status::now_rfc3339());
+        }
+        st.suspension.suspended = true;
+        st.suspension.message = message.map(str::to_string);
+    });
 }
 
 /// A reconcile of the flag root's Root that passed nothing: a waiting request is answered with

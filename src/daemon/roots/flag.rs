@@ -42,12 +42,15 @@ pub struct FlagRoot {
 #[derive(Debug, thiserror::Error)]
 pub enum FlagRootError {
     /// The Root's spec names another source than the flags, and no `--switch-repository`.
-    #[error("the Root {key} syncs {recorded}; this daemon's flags say {ours}. The Root's spec is the root now: edit it (`kubectl edit root {} -n {}`) to switch, or start this daemon once with --switch-repository to write the flags' source into it (what the new source lacks is pruned); else give this daemon another --root-name", .key.name, .key.namespace)]
+    #[error("the Root {key} syncs {recorded}; this daemon's flags say {ours}. The Root's spec is the root now: the root {} syncs its source until it is switched. Edit the Root (`kubectl edit root {} -n {}`), or start this daemon once with --switch-repository to write the flags' source into it (what the new source lacks is pruned); else give this daemon another --root-name", .key.name, .key.name, .key.namespace)]
     Differs {
         key: ResourceKey,
         recorded: String,
         ours: String,
     },
+    /// The API server does not serve Roots: the CRD was never installed.
+    #[error("the Root CRD (roots.weft.io) is not installed, so the flag root {key} cannot be a Root object: install it with `weft install` or `kubectl apply --server-side -f deploy/crds.yaml`, then start this daemon again")]
+    NoCrd { key: ResourceKey },
     #[error("cannot {action} the Root {key}: {}", crate::api::kube_error::Text(.source))]
     Api {
         key: ResourceKey,
@@ -169,15 +172,20 @@ fn same_source(spec: &RootSpec, flags: &RootSpec) -> bool {
 /// existing Root of another source is refused unless `switch`.
 pub async fn check(client: &Client, flags: &FlagRoot, switch: bool) -> Result<bool, FlagRootError> {
     let api: Api<Root> = Api::namespaced(client.clone(), &flags.key.namespace);
-    // Without the CRD the answer is a 404 too, read as no Root: `adopt` then fails to create
-    // it, and the daemon runs the flag root's loop (said in its log).
+    // A missing Root is a 404 with reason NotFound (`None`); without the CRD the path itself
+    // is unknown: a 404 of another reason ("page not found"), which no later step can mend.
     let existing = api
         .get_opt(&flags.key.name)
         .await
-        .map_err(|source| FlagRootError::Api {
-            key: flags.key.clone(),
-            action: "read",
-            source,
+        .map_err(|source| match &source {
+            kube::Error::Api(e) if e.code == 404 => FlagRootError::NoCrd {
+                key: flags.key.clone(),
+            },
+            _ => FlagRootError::Api {
+                key: flags.key.clone(),
+                action: "read",
+                source,
+            },
         })?;
     match existing {
         None => Ok(false),

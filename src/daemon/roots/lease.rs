@@ -120,6 +120,9 @@ pub struct RootLeases {
     transport: Mutex<Option<Client>>,
     /// A root held otherwise (the sharded flag root's, by its shard Leases): no Lease for it.
     unleased: Option<ResourceKey>,
+    /// This daemon's flag root: the only root marked as a flag root's Root
+    /// ([`super::requests::marked_flag_root`]) it takes a Lease for.
+    flag_root: Option<ResourceKey>,
     inner: Mutex<Inner>,
 }
 
@@ -157,6 +160,7 @@ impl RootLeases {
             own: (client, events, fence),
             transport: Mutex::default(),
             unleased: None,
+            flag_root: None,
             inner: Mutex::default(),
         }
     }
@@ -164,6 +168,13 @@ impl RootLeases {
     /// Hold no Lease for `key` (a root another mechanism holds).
     pub fn without(mut self, key: Option<ResourceKey>) -> RootLeases {
         self.unleased = key;
+        self
+    }
+
+    /// This daemon's flag root (`--root-name` in Weft's namespace): another installation's
+    /// flag root is that installation's, however many Wefts see it.
+    pub fn with_flag_root(mut self, key: ResourceKey) -> RootLeases {
+        self.flag_root = Some(key);
         self
     }
 
@@ -264,6 +275,10 @@ impl RootLeases {
             .state()
             .iter()
             .filter(|r| r.metadata.deletion_timestamp.is_none())
+            .filter(|r| {
+                !super::requests::marked_flag_root(r)
+                    || self.flag_root.as_ref() == Some(&super::depends::key_of(r))
+            })
             .map(|r| super::depends::key_of(r))
             .filter(|k| self.unleased.as_ref() != Some(k))
             .collect();

@@ -267,7 +267,8 @@ fn gvk() -> GroupVersionKind {
 }
 
 /// Wait until the API server serves the Root CRD (checked every 30 s), then run the controller
-/// until the daemon is asked to stop. A cluster without the CRD runs the flag root only.
+/// until the daemon is asked to stop. A cluster without the CRD runs the flag root only (with
+/// `--root-object` the daemon refuses to start there instead, see `flag::check`).
 pub async fn run(mut ctx: Context) {
     let client = ctx.state.client().clone();
     let shutdown = ctx.shutdown.clone();
@@ -320,7 +321,8 @@ pub async fn run(mut ctx: Context) {
             ctx.config.cluster.clone(),
             ctx.config.api_timeout,
         )
-        .without(unleased),
+        .without(unleased)
+        .with_flag_root(ctx.flag_root.clone()),
     );
     ctx.leases = Some(Arc::clone(&leases));
     let (taken_tx, taken_rx) = tokio::sync::mpsc::unbounded_channel();

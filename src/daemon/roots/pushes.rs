@@ -31,7 +31,7 @@ struct Inner {
     wake: OnceLock<mpsc::Sender<()>>,
     /// The roots a push (or the sync endpoint) made due, with why, until their reconcile
     /// takes them.
-    pending: Mutex<HashMap<ResourceKey, &'static str>>,
+    pending: Mutex<HashMap<ResourceKey, Vec<String>>>,
     /// Whether this replica holds a root's Lease (set when the controller starts).
     holds: OnceLock<Holds>,
     /// The daemon queue's pass a root's next pass answers (the flag root's Root, see
@@ -62,19 +62,34 @@ impl RootPushes {
         known && !holds(key)
     }
 
-    /// Why `key` was made due (`push`, `api`), if it was (taken: the next push makes it due
-    /// again).
-    pub(super) fn take(&self, key: &ResourceKey) -> Option<&'static str> {
-        self.pending().remove(key)
+    /// Why `key` was made due (`push`, `api`, the daemon queue's reasons), if it was (taken:
+    /// the next push makes it due again).
+    pub(super) fn take(&self, key: &ResourceKey) -> Vec<String> {
+        self.pending().remove(key).unwrap_or_default()
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<ResourceKey, &'static str>> {
+    /// Add `why` to the reasons `key` is due for.
+    fn due(&self, key: &ResourceKey, why: &str) {
+        let mut pending = self.pending();
+        let reasons = pending.entry(key.clone()).or_default();
+        if !reasons.iter().any(|r| r == why) {
+            reasons.push(why.to_string());
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<ResourceKey, Vec<String>>> {
         self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Ask for a pass of the Root `key` now (`POST /api/v1/sync?root=ns/name`); `false` when the
     /// controller has not started or has no such Root.
     pub fn wake(&self, key: &ResourceKey) -> bool {
+        self.wake_for(key, &["api".to_string()])
+    }
+
+    /// [`wake`](Self::wake), the pass saying `reasons` (the daemon queue's: `webhook/github`,
+    /// `resumed`, …).
+    fn wake_for(&self, key: &ResourceKey, reasons: &[String]) -> bool {
         let Some(store) = self.inner.store.get() else {
             return false;
         };
@@ -82,7 +97,9 @@ impl RootPushes {
             .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
             .is_some();
         if known {
-            self.pending().insert(key.clone(), "api");
+            for why in reasons {
+                self.due(key, why);
+            }
             if let Some(wake) = self.inner.wake.get() {
                 let _ = wake.try_send(());
             }
@@ -93,13 +110,13 @@ impl RootPushes {
     /// Ask for a pass of the Root `key` now that answers the daemon queue's pass `pass` (and
     /// every earlier one): [`wake`](Self::wake), the ticket kept until [`take_ticket`]
     /// (Self::take_ticket).
-    pub fn wake_ticket(&self, key: &ResourceKey, pass: u64) -> bool {
+    pub fn wake_ticket(&self, key: &ResourceKey, pass: u64, reasons: &[String]) -> bool {
         {
             let mut tickets = self.inner.tickets.lock().unwrap_or_else(|p| p.into_inner());
             let kept = tickets.entry(key.clone()).or_default();
             *kept = (*kept).max(pass);
         }
-        self.wake(key)
+        self.wake_for(key, reasons)
     }
 
     /// The queue's pass the pass of `key` about to start answers, if one was asked for (taken:
@@ -141,8 +158,9 @@ impl RootPushes {
         if woken.is_empty() {
             return Vec::new();
         }
-        self.pending()
-            .extend(woken.iter().map(|k| (k.clone(), "push")));
+        for key in &woken {
+            self.due(key, "push");
+        }
         if let Some(wake) = self.inner.wake.get() {
             // Full: a wake-up is already waiting, and it will see these roots too.
             let _ = wake.try_send(());
@@ -211,8 +229,8 @@ mod tests {
             name: "weft".into(),
         };
         // Before the controller starts nothing is woken, but the ticket waits for a pass.
-        assert!(!pushes.wake_ticket(&key, 3));
-        assert!(!pushes.wake_ticket(&key, 2));
+        assert!(!pushes.wake_ticket(&key, 3, &[]));
+        assert!(!pushes.wake_ticket(&key, 2, &[]));
         assert_eq!(pushes.take_ticket(&key), Some(3));
         assert_eq!(pushes.take_ticket(&key), None);
     }

@@ -80,7 +80,11 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         }
     };
     if root.spec.suspend {
-        not_run(true, answer::SUSPENDED);
+        let why = crate::api::suspend::message(&root.metadata);
+        if key == ctx.flag_root {
+            answer::suspended(&ctx.state, why);
+        }
+        not_run(true, &crate::api::suspend::root_refusal(why));
         tracing::debug!(root = %key, "the root is suspended; nothing was fetched, applied or pruned");
         record(Verdict::Suspended).await?;
         ctx.forget(&key);
@@ -142,8 +146,14 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     if before.observed_generation != root.metadata.generation {
         reasons.push("spec".to_string());
     }
-    if let Some(why) = ctx.state.root_pushes().take(&key) {
-        reasons.push(why.to_string());
+    reasons.extend(ctx.state.root_pushes().take(&key));
+    // The first pass after a suspension says so, however the root was resumed.
+    let was_suspended = before
+        .conditions
+        .iter()
+        .any(|c| c.type_ == crate::api::conditions::RECONCILING && c.reason == status::SUSPENDED);
+    if was_suspended && !reasons.iter().any(|r| r == "resumed") {
+        reasons.push("resumed".to_string());
     }
     let was_waiting = status::ready_of(&before)
         .is_some_and(|c| c.reason == status::DEPENDENCY_NOT_READY || c.reason == status::FLAG_ROOT);
@@ -408,8 +418,11 @@ async fn pass_body(
     ctx.with_memory(key, |m| m.last = Some(Arc::clone(&snapshot)));
     let revision = snapshot.revision.clone().or(Some("local".into()));
     let mut settings = settings_of(root, key, identity, &client, ctx);
+    // The flag root's Root leaves the WeaveClouds' agents (and the launcher's takeover) to the
+    // WeaveCloud controller, as the root loop did.
     let mut input = PassInput {
         without_takeover: *identity != Identity::Weft,
+        agents_excluded: flag,
         ..PassInput::default()
     };
     if sharded {
@@ -430,10 +443,14 @@ async fn pass_body(
         }
         None => Vec::new(),
     };
+    // Charts whose objects this pass changes are marked `deploying` as it goes (with Weft's
+    // own client: a status is the controller's, whoever the pass acts as).
+    let deploying = crate::daemon::armada::status::DeployingMarks::default();
     let observer = |p: Progress<'_>| {
         if let Progress::Change(c) = p {
             if c.action != ChangeAction::Unchanged {
                 tracing::info!(root = %key, object = %c.object, action = c.action.done(), "object changed");
+                deploying.mark(&held.client, &c.owner);
             }
         }
     };
@@ -454,10 +471,15 @@ async fn pass_body(
         &observer,
     )
     .await;
+    deploying.written().await;
     if let Some(set) = result.set.as_ref() {
-        let label = revision.as_deref().unwrap_or("local");
-        let verdicts = brought::verdicts(set, result.error.as_ref(), key, identity, label);
-        brought::report(&ctx.state, verdicts).await;
+        charts(ctx, held, flag, set, &result).await;
+        // The flag root's WeaveClouds are their controller's to report.
+        if !flag {
+            let label = revision.as_deref().unwrap_or("local");
+            let verdicts = brought::verdicts(set, result.error.as_ref(), key, identity, label);
+            brought::report(&ctx.state, verdicts).await;
+        }
     }
     let changed = result
         .changes
@@ -514,6 +536,41 @@ async fn pass_body(
         ctx.with_memory(key, |m| m.rendered.clone_from(&result.set));
     }
     Ok((failed, revision, inventory, changed, conflicts, changes))
+}
+
+/// The Armada charts' (and their groups' and manifests') phases and conditions from this pass,
+/// held charts marked `Suspended`, as the flag loop wrote them; for the flag root, the daemon's
+/// status and resource gauges too.
+async fn charts(
+    ctx: &Context,
+    held: &HeldRoot,
+    flag: bool,
+    set: &crate::render::DesiredSet,
+    result: &crate::pass::PassResult,
+) {
+    use crate::daemon::armada::status as armada_status;
+    let phases = armada_status::record_suspended(&held.client, &result.held).await;
+    let reported = armada_status::record_pass(
+        &held.client,
+        &held.events,
+        set,
+        &result.changes,
+        result.error.as_ref(),
+        &phases,
+    )
+    .await;
+    if !flag {
+        return;
+    }
+    ctx.state.metrics().resources().replace_reported(&reported);
+    let outcomes = armada_status::chart_outcomes(set, &result.changes, result.error.as_ref());
+    ctx.state.update_status(|s| {
+        for (owner, o) in &outcomes {
+            if let Some(status) = armada_status::owner_status(set, owner, o) {
+                s.set_owner(status);
+            }
+        }
+    });
 }
 
 /// Store an empty inventory for a new root that acts as a ServiceAccount, unless it has one: a

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::status::ready_of;
 use super::RootsError;
 use crate::api::conditions::ConditionStatus;
-use crate::api::keys::REQUESTED_AT_ANNOTATION;
+use crate::api::keys::{REQUESTED_AT_ANNOTATION, SUSPEND_MESSAGE_ANNOTATION};
 use crate::api::root::Root;
 
 /// The field manager of these requests (never `weft`: a request is no apply of the repository).
@@ -48,15 +48,20 @@ pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Root, R
 /// --root-object` made it: it carries `weft.io/default-namespace`), rather than one the daemon's
 /// root loop drives (its `Ready` reason `FlagRoot`, see docs/migrating.md's rollback).
 pub fn is_flag_root_object(root: &Root) -> bool {
-    let marked = root
-        .annotations()
-        .contains_key(crate::api::keys::DEFAULT_NAMESPACE_ANNOTATION);
+    let marked = marked_flag_root(root);
     let looped = root
         .status
         .as_ref()
         .and_then(ready_of)
         .is_some_and(|c| c.reason == super::status::FLAG_ROOT);
     marked && !looped
+}
+
+/// Whether `root` was made from a `weft run`'s flags (it carries `weft.io/default-namespace`):
+/// the installation whose flag root it is reconciles it, no other Weft that sees it.
+pub fn marked_flag_root(root: &Root) -> bool {
+    root.annotations()
+        .contains_key(crate::api::keys::DEFAULT_NAMESPACE_ANNOTATION)
 }
 
 /// The Root object the flag root `namespace/name` (`--root-name` in Weft's namespace) is, when
@@ -74,16 +79,23 @@ pub async fn flag_root_object(client: &Client, namespace: &str, name: &str) -> O
 }
 
 /// Set `spec.suspend` of the Root `namespace/name` (a merge patch: the rest of the spec stays
-/// whoever's it is). Resuming also asks for a pass now, as `flux resume` does.
+/// whoever's it is), with why in `weft.io/suspend-message` (see `api::suspend`; a suspension
+/// without one, and a resume, remove it). Resuming also asks for a pass now, as `flux resume`
+/// does. The one place a root's suspension is written.
 pub async fn set_suspended(
     client: &Client,
     namespace: &str,
     name: &str,
     suspend: bool,
+    message: Option<&str>,
 ) -> Result<(), RootsError> {
-    let mut patch = json!({"spec": {"suspend": suspend}});
+    let message = message.filter(|m| suspend && !m.trim().is_empty());
+    let mut patch = json!({
+        "spec": {"suspend": suspend},
+        "metadata": {"annotations": {SUSPEND_MESSAGE_ANNOTATION: message}},
+    });
     if !suspend {
-        patch["metadata"] = json!({"annotations": {REQUESTED_AT_ANNOTATION: now()}});
+        patch["metadata"]["annotations"][REQUESTED_AT_ANNOTATION] = json!(now());
     }
     merge(client, namespace, name, &patch, "setting spec.suspend").await
 }
