@@ -105,7 +105,7 @@ const APPLY_CHUNK: usize = 1000;
 pub async fn apply_batch(
     client: &Client,
     objects: &[PlannedObject],
-    live: &LiveState,
+    live: &LiveState<'_>,
     opts: &ApplyOptions,
     report_drift: &BTreeMap<Owner, ReportDrift>,
     on_change: &(dyn Fn(&Change) + Send + Sync),
