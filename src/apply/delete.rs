@@ -31,7 +31,7 @@ pub struct DeleteOptions {
 
 /// Is `owner` being updated: does one of its `objects` exist as this owner's, applied from
 /// another render? (`live` is read for these objects.)
-pub fn is_update(live: &LiveState, owner: &Owner, objects: &[PlannedObject]) -> bool {
+pub fn is_update(live: &LiveState<'_>, owner: &Owner, objects: &[PlannedObject]) -> bool {
     objects
         .iter()
         .filter(|p| &p.desired.owner == owner)

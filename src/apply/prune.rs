@@ -41,7 +41,7 @@ use super::changeset::{Action, Change, ChangeSet};
 use super::inventory::{read_resource, Inventory};
 use super::proof::proof_of_ownership;
 use super::protection::protection;
-use super::ref_key::{ref_key, RefKey};
+use super::ref_key::{ref_key, ref_key_of, RefKey};
 use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
 use crate::render::order;
@@ -117,14 +117,15 @@ pub fn candidates(
     inventories: &[Inventory],
     desired: &BTreeSet<ObjectRef>,
 ) -> BTreeMap<Owner, Vec<ObjectRef>> {
-    let wanted: HashSet<_> = desired.iter().map(ref_key).collect();
+    // Borrowed keys: the whole desired set is not copied again for the comparison.
+    let wanted: HashSet<_> = desired.iter().map(ref_key_of).collect();
     inventories
         .iter()
         .map(|inv| {
             let c: Vec<ObjectRef> = inv
                 .entries
                 .iter()
-                .filter(|r| !wanted.contains(&ref_key(r)))
+                .filter(|r| !wanted.contains(&ref_key_of(r)))
                 .cloned()
                 .collect();
             (inv.owner.clone(), c)

@@ -34,7 +34,7 @@ use crate::api::ObjectRef;
 use crate::apply::apply::{apply_batch, ApplyOptions};
 use crate::apply::changeset::{Action, Change};
 use crate::apply::ignore::{respect_other_managers, SCALERS};
-use crate::apply::plan::{self, Decision, UpdateReason};
+use crate::apply::plan::{self, Decision, PlannedObject, UpdateReason};
 use crate::pass::prepare::prepare;
 use crate::pass::PassSettings;
 use crate::render::{AgentLayer, DesiredObject, DesiredSet, Owner, CUSTOM_RESOURCE_KINDS};
@@ -132,13 +132,18 @@ async fn apply_as_the_pass(
         .map_err(|e| format!("reading the live objects failed: {e}"))?;
     // Anything else (an object to create, adopt or take over; one another root holds or claims)
     // is the full pass's, with its write-ahead inventory and its conflict report.
-    planned.retain(|p| {
-        live.conflict(p).is_none()
-            && matches!(
-                live.decide(p),
-                Decision::Update(UpdateReason::Changed | UpdateReason::Drifted { .. })
-            )
-    });
+    // (A copy: `live` borrows the plan. The early path takes a few changed files.)
+    let planned: Vec<PlannedObject> = planned
+        .iter()
+        .filter(|p| {
+            live.conflict(p).is_none()
+                && matches!(
+                    live.decide(p),
+                    Decision::Update(UpdateReason::Changed | UpdateReason::Drifted { .. })
+                )
+        })
+        .cloned()
+        .collect();
     let opts = ApplyOptions {
         concurrency: settings.concurrency,
         dry_run: false,

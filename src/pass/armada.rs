@@ -97,7 +97,7 @@ pub fn add_chart(policy: &mut ApplyPolicy, owner: Owner, spec: &ArmadaChartSpec)
 /// `namespace/name` of a chart.
 fn chart_name(owner: &Owner) -> String {
     if owner.is_root() {
-        owner.name.clone()
+        owner.name.to_string()
     } else {
         format!("{}/{}", owner.namespace, owner.name)
     }

@@ -37,7 +37,11 @@ pub enum Release {
 
 /// Is `owner` installed or upgraded by applying its `objects` (read as `live`)? `None` when the
 /// pass changes nothing of it (or only corrects drift): no hook runs.
-pub fn release_of(live: &LiveState, owner: &Owner, objects: &[PlannedObject]) -> Option<Release> {
+pub fn release_of(
+    live: &LiveState<'_>,
+    owner: &Owner,
+    objects: &[PlannedObject],
+) -> Option<Release> {
     let decisions: Vec<Decision> = objects
         .iter()
         .filter(|p| &p.desired.owner == owner)
@@ -192,7 +196,7 @@ async fn run_one(
         PassError::Many(vec![
             PassError::Chart {
                 chart: if owner.is_root() {
-                    owner.name.clone()
+                    owner.name.to_string()
                 } else {
                     format!("{}/{}", owner.namespace, owner.name)
                 },

@@ -119,7 +119,7 @@ pub async fn live_suspended(
         .owners()
         .iter()
         .filter(|o| !o.is_root() && !o.namespace.is_empty())
-        .map(|o| o.namespace.clone())
+        .map(|o| o.namespace.to_string())
         .collect();
     let mut out = BTreeSet::new();
     if kinds.contains(&OwnerKind::WeaveCloud) {

@@ -150,7 +150,7 @@ fn charts_come_in_deployment_order_after_their_crs() {
         .iter()
         .map(|o| match o.owner.kind {
             OwnerKind::Root => (format!("cr:{}", o.kind()), o.wave),
-            _ => (o.owner.name.clone(), o.wave),
+            _ => (o.owner.name.to_string(), o.wave),
         })
         .collect();
     let mut compressed: Vec<(String, u32)> = Vec::new();

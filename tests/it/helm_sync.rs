@@ -292,7 +292,7 @@ async fn a_helm_chart_with_a_library_dependency_deploys_upgrades_and_prunes() {
         .set
         .objects()
         .iter()
-        .filter(|o| !o.owner.is_root() && o.owner.name == "web")
+        .filter(|o| !o.owner.is_root() && &*o.owner.name == "web")
         // The release namespace (created only when missing, as `helm install
         // --create-namespace` does) is not in helm's template output.
         .filter(|o| o.kind() != "Namespace")

@@ -468,11 +468,13 @@ pub async fn ensure_namespace(client: &Client, name: &str) -> Result<(), Invento
 
 /// The new inventory of each owner: what it wants now, plus what it had and could not prune yet
 /// (the prune guard held it back, or a delete failed) so that a later pass still prunes it.
+/// `desired` is taken, not copied: at the end of a pass of 100,000 objects each copy of the
+/// desired references is ≈ 20 MB more at the pass's peak.
 pub fn next_inventories(
-    desired: &BTreeMap<Owner, BTreeSet<ObjectRef>>,
+    desired: BTreeMap<Owner, BTreeSet<ObjectRef>>,
     kept: &BTreeMap<Owner, BTreeSet<ObjectRef>>,
 ) -> BTreeMap<Owner, BTreeSet<ObjectRef>> {
-    let mut out = desired.clone();
+    let mut out = desired;
     for (owner, refs) in kept {
         out.entry(owner.clone())
             .or_default()
@@ -551,7 +553,7 @@ mod tests {
             root.clone(),
             BTreeSet::from([r("v1", "ConfigMap", "a", "old")]),
         )]);
-        let next = next_inventories(&desired, &kept);
+        let next = next_inventories(desired, &kept);
         assert_eq!(next[&root].len(), 2);
         assert_eq!(
             configmap_name(&root),

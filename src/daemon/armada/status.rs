@@ -427,8 +427,8 @@ pub fn owner_status(set: &DesiredSet, owner: &Owner, o: &ChartOutcome) -> Option
     }
     Some(OwnerStatus {
         kind: owner.kind.to_string(),
-        namespace: owner.namespace.clone(),
-        name: owner.name.clone(),
+        namespace: owner.namespace.to_string(),
+        name: owner.name.to_string(),
         ready: if o.phase == Phase::Deployed {
             "True"
         } else {

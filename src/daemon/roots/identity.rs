@@ -233,8 +233,8 @@ impl AppliedAs {
             return Ok(None);
         };
         let key = crate::api::ResourceKey {
-            namespace: owner.namespace,
-            name: owner.name,
+            namespace: owner.namespace.to_string(),
+            name: owner.name.to_string(),
         };
         if key == self.flag_root {
             return Ok(None);

@@ -270,8 +270,8 @@ async fn declared_within(
         return Ok(());
     };
     let parent = ResourceKey {
-        namespace: parent.namespace,
-        name: parent.name,
+        namespace: parent.namespace.to_string(),
+        name: parent.name.to_string(),
     };
     let parent_identity = if parent == ctx.flag_root {
         Some(Identity::Weft)

@@ -317,7 +317,7 @@ fn a_chart_helm_could_not_render_fails_alone_in_its_wave() {
             kind: OwnerKind::ArmadaChart,
             name,
             ..
-        } => name == "app",
+        } => &**name == "app",
         _ => false,
     }));
 }
