@@ -5,7 +5,6 @@
 use std::process::ExitCode;
 
 use clap::{ArgGroup, Args, Subcommand};
-use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 
 use super::args::ClusterArgs;
@@ -135,10 +134,7 @@ fn create_root(args: CreateRootArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
-        let api: Api<Root> = Api::namespaced(client, &args.in_namespace);
-        let params = PatchParams::apply("weft").force().validation_strict();
-        let applied = api
-            .patch(&root.name_any(), &params, &Patch::Apply(&root))
+        let applied = crate::daemon::roots::requests::create(&client, &args.in_namespace, &root)
             .await
             .map_err(|e| {
                 anyhow::anyhow!(

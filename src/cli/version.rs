@@ -1,14 +1,11 @@
 //! `weft version` and `weft completion`: what runs where, and shell completions.
 
-use crate::api::keys::VERSION_ANNOTATION;
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory};
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::Api;
 
 use super::args::ClusterArgs;
-use crate::daemon::leader::{build_version, lease_name};
+use crate::daemon::leader::{build_version, lease_name, published};
 
 /// The flags of `weft version`.
 #[derive(Args, Debug)]
@@ -33,24 +30,17 @@ pub fn version(args: VersionArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new()?;
     let daemon = runtime.block_on(async {
         let (client, _) = args.cluster.connect().await?;
-        let api: Api<Lease> = Api::namespaced(client, &args.cluster.weft_namespace);
         let name = lease_name(&args.root_name);
-        let lease = api.get_opt(&name).await?;
-        Ok::<_, anyhow::Error>(match lease {
+        let published = published(&client, &args.cluster.weft_namespace, &args.root_name).await?;
+        Ok::<_, anyhow::Error>(match published {
             None => format!(
                 "no daemon: no Lease {}/{name} (is `weft run` deployed with this root and namespace?)",
                 args.cluster.weft_namespace
             ),
-            Some(l) => {
-                let holder = l
-                    .spec
-                    .and_then(|s| s.holder_identity)
-                    .filter(|h| !h.is_empty())
-                    .unwrap_or_else(|| "no holder".to_string());
-                let version = l
-                    .metadata
-                    .annotations
-                    .and_then(|a| a.get(VERSION_ANNOTATION).cloned())
+            Some(p) => {
+                let holder = p.holder.unwrap_or_else(|| "no holder".to_string());
+                let version = p
+                    .version
                     .unwrap_or_else(|| "unknown (a release before 0.1.0 publishes none)".into());
                 format!("weft {version}, leader {holder}")
             }

@@ -119,6 +119,36 @@ pub fn lease_name(root_name: &str) -> String {
     }
 }
 
+/// What a daemon publishes on its leader Lease, as `weft version` reads it.
+pub struct Published {
+    /// The replica holding the Lease (`None`: nobody holds it).
+    pub holder: Option<String>,
+    /// The holder's version (`None`: a release before 0.1.0 published none).
+    pub version: Option<String>,
+}
+
+/// The leader Lease of the sync root `root_name` in `namespace`; `None` when there is none.
+pub async fn published(
+    client: &Client,
+    namespace: &str,
+    root_name: &str,
+) -> Result<Option<Published>, kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .get_opt(&lease_name(root_name))
+        .await?
+        .map(|l| Published {
+            holder: l
+                .spec
+                .and_then(|s| s.holder_identity)
+                .filter(|h| !h.is_empty()),
+            version: l
+                .metadata
+                .annotations
+                .and_then(|a| a.get(VERSION_ANNOTATION).cloned()),
+        }))
+}
+
 impl LeaseConfig {
     /// client-go's proportions (15 s / 10 s / 2 s) scaled to `lease_duration`.
     pub fn new(weft_namespace: &str, identity: &str, lease_duration: Duration) -> Self {

@@ -16,6 +16,7 @@
 //! - [`ahead`]: the flag root's Root applies a push's changed objects before its full pass.
 //! - [`source`]: a root's git source, its credentials and semver tags.
 //! - [`answer`]: the flag root's Root answering the daemon's queue (`?wait=true`, the status).
+//! - [`once`]: one pass of a Root outside the controller (`weft sync root NAME`).
 //!
 //! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is left to the
 //! daemon's root loop (`daemon::root`), unless `weft run --root-object` made it a Root object
@@ -28,6 +29,7 @@ pub mod depends;
 pub mod flag;
 pub mod identity;
 pub mod lease;
+pub mod once;
 pub mod pushes;
 pub mod reconcile;
 pub mod requests;

@@ -44,6 +44,15 @@ pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Root, R
         .map_err(|e| kube_error(namespace, name, "reading it", e))
 }
 
+/// Apply `root` in `namespace` as `weft create root` does (field manager `weft`, forced, the
+/// server's strict field validation): the Root as the server stored it.
+pub async fn create(client: &Client, namespace: &str, root: &Root) -> Result<Root, kube::Error> {
+    let params = PatchParams::apply("weft").force().validation_strict();
+    api(client, namespace)
+        .patch(&root.name_any(), &params, &Patch::Apply(root))
+        .await
+}
+
 /// Whether `root` is a flag root's Root the Root controller reconciles (`weft run
 /// --root-object` made it: it carries `weft.io/default-namespace`), rather than one the daemon's
 /// root loop drives (its `Ready` reason `FlagRoot`, see docs/migrating.md's rollback).
