@@ -401,6 +401,15 @@ async fn pass_body(
     let previous = ctx.with_memory(key, |m| m.rendered.take());
     let (source, last) = open_source(root, key, &client, ctx).await?;
     let fetched = source.fetch(last.as_deref()).await;
+    if flag {
+        // The daemon's `SourceReady` condition (its status, and `/readyz` while false), as the
+        // flag loop keeps it: the Root's own conditions say it to `kubectl`, not to probes.
+        let condition = crate::daemon::root::source_condition(fetched.as_ref().err());
+        let now = crate::daemon::status::now_rfc3339();
+        ctx.state.update_status(|s| {
+            crate::api::conditions::set_condition(&mut s.conditions, condition, &now)
+        });
+    }
     let mut ahead = None;
     let snapshot = match fetched {
         Ok(Some(new)) => {
