@@ -173,10 +173,14 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     let (outcome, changes) = pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
     let failure = outcome.failure.clone();
     let answered = changes.map(|c| (outcome.clone(), c));
-    record(Verdict::Passed(Box::new(outcome))).await?;
+    let recorded = record(Verdict::Passed(Box::new(outcome))).await;
+    // Answered even when its status cannot be written (the API server that cut the pass off is
+    // still down): the daemon's status and a waiting request show the pass failed, as the flag
+    // loop's did, rather than nothing until a later pass.
     if let Some((outcome, changes)) = answered {
         answer::passed(&ctx.state, ticket, &outcome, changes);
     }
+    recorded?;
     match failure {
         None => {
             ctx.succeeded(&key, interval);
