@@ -208,6 +208,7 @@ impl RunArgs {
                     lease_duration: self.lease_duration,
                     // With --git-secret the flag root's Root names that Secret instead.
                     flag_credentials,
+                    flag_cache_dir: self.cache_dir.as_ref().map(|d| d.join("git")),
                 },
             },
             // Closed until this replica holds the leader Lease.

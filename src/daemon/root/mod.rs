@@ -16,7 +16,7 @@ mod waiting;
 
 use report::{count_early, log_outcome, suspended_message};
 pub use report::{fill_changes, summary_of};
-pub use source::{OpenError, RootError, RootSource, SOURCE_READY};
+pub use source::{source_condition, OpenError, RootError, RootSource, SOURCE_READY};
 
 use super::armada::status as armada_status;
 use super::record::{self, PassEntry, PassRecord, RootOutcome, RootRecord};
@@ -25,13 +25,12 @@ use super::shutdown::Shutdown;
 use super::state::DaemonState;
 use super::status::{now_rfc3339, ChangeSummary, PassFailure, PassReport, PassResultKind};
 use super::trigger::{PassTicket, TriggerReason};
-use crate::api::conditions::{set_condition, Condition, ConditionStatus};
+use crate::api::conditions::set_condition;
 use crate::api::redact::redact_url_passwords;
 use crate::apply::changeset::Action;
 use crate::pass::{driver, PassError, PassInput, PassSettings, Progress, ShardPass};
 use crate::render::AgentLayer;
 use crate::render::DesiredSet;
-use crate::source::git::GitError;
 use crate::source::Snapshot;
 
 /// The rendered sync layer of one revision, kept so an unchanged head skips load and render.
@@ -508,28 +507,7 @@ impl RootReconciler {
     /// The root's `SourceReady` condition (shown in the status, and by `/readyz` while false):
     /// why the repository cannot be fetched, if it cannot.
     fn record_source(&self, failed: Option<&RootError>) {
-        let condition = match failed {
-            None => Condition {
-                type_: SOURCE_READY.into(),
-                status: ConditionStatus::True,
-                reason: "Fetched".into(),
-                message: "the repository was fetched".into(),
-                ..Default::default()
-            },
-            Some(e) => Condition {
-                type_: SOURCE_READY.into(),
-                status: ConditionStatus::False,
-                reason: match e {
-                    RootError::Fetch {
-                        source: GitError::Timeout { .. },
-                        ..
-                    } => "FetchTimeout".into(),
-                    _ => "FetchFailed".into(),
-                },
-                message: format!("{e}; the last good revision stays applied"),
-                ..Default::default()
-            },
-        };
+        let condition = source_condition(failed);
         let now = now_rfc3339();
         self.state
             .update_status(|s| set_condition(&mut s.conditions, condition, &now));

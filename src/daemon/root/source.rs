@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::api::conditions::{Condition, ConditionStatus};
 use crate::source::git::auth::Credentials;
 use crate::source::git::{self, FetchOutcome, GitError, GitRef, GitSource, GitSourceSpec};
 use crate::source::{self, Snapshot, SnapshotLimits};
@@ -45,6 +46,33 @@ pub enum OpenError {
 
 /// The root condition that says whether the repository can be fetched.
 pub const SOURCE_READY: &str = "SourceReady";
+
+/// The flag root's `SourceReady` condition after a fetch (`failed`: why it failed, if it did):
+/// shown in the daemon's status, and by `/readyz` while false.
+pub fn source_condition(failed: Option<&RootError>) -> Condition {
+    match failed {
+        None => Condition {
+            type_: SOURCE_READY.into(),
+            status: ConditionStatus::True,
+            reason: "Fetched".into(),
+            message: "the repository was fetched".into(),
+            ..Default::default()
+        },
+        Some(e) => Condition {
+            type_: SOURCE_READY.into(),
+            status: ConditionStatus::False,
+            reason: match e {
+                RootError::Fetch {
+                    source: GitError::Timeout { .. },
+                    ..
+                } => "FetchTimeout".into(),
+                _ => "FetchFailed".into(),
+            },
+            message: format!("{e}; the last good revision stays applied"),
+            ..Default::default()
+        },
+    }
+}
 
 /// Where the sync root's documents come from. Clones share the git source (and its cache).
 #[derive(Clone)]

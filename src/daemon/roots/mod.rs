@@ -85,6 +85,10 @@ pub struct RootsConfig {
     /// daemon's own, from the files of `WEFT_GIT_CREDENTIALS_DIR` (read once at start, as the
     /// flag loop reads them). No other root ever uses them.
     pub flag_credentials: Option<crate::source::git::auth::Credentials>,
+    /// Where the flag root's Root caches its repository: the flag loop's cache
+    /// (`<cache-dir>/git`; `None`: the default cache directory), so the migration fetches
+    /// incrementally into the cache the loop filled and the cache stays where operators sized it.
+    pub flag_cache_dir: Option<PathBuf>,
 }
 
 impl Default for RootsConfig {
@@ -100,6 +104,7 @@ impl Default for RootsConfig {
             identity: super::leader::default_identity(),
             lease_duration: Duration::from_secs(15),
             flag_credentials: None,
+            flag_cache_dir: None,
         }
     }
 }

@@ -173,10 +173,14 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     let (outcome, changes) = pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
     let failure = outcome.failure.clone();
     let answered = changes.map(|c| (outcome.clone(), c));
-    record(Verdict::Passed(Box::new(outcome))).await?;
+    let recorded = record(Verdict::Passed(Box::new(outcome))).await;
+    // Answered even when its status cannot be written (the API server that cut the pass off is
+    // still down): the daemon's status and a waiting request show the pass failed, as the flag
+    // loop's did, rather than nothing until a later pass.
     if let Some((outcome, changes)) = answered {
         answer::passed(&ctx.state, ticket, &outcome, changes);
     }
+    recorded?;
     match failure {
         None => {
             ctx.succeeded(&key, interval);
@@ -401,6 +405,15 @@ async fn pass_body(
     let previous = ctx.with_memory(key, |m| m.rendered.take());
     let (source, last) = open_source(root, key, &client, ctx).await?;
     let fetched = source.fetch(last.as_deref()).await;
+    if flag {
+        // The daemon's `SourceReady` condition (its status, and `/readyz` while false), as the
+        // flag loop keeps it: the Root's own conditions say it to `kubectl`, not to probes.
+        let condition = crate::daemon::root::source_condition(fetched.as_ref().err());
+        let now = crate::daemon::status::now_rfc3339();
+        ctx.state.update_status(|s| {
+            crate::api::conditions::set_condition(&mut s.conditions, condition, &now)
+        });
+    }
     let mut ahead = None;
     let snapshot = match fetched {
         Ok(Some(new)) => {

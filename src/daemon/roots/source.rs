@@ -106,8 +106,16 @@ fn credentials_for(
     }
 }
 
-/// The root's own git cache: `<cache-dir>/roots/<namespace>/<name>`.
+/// The root's own git cache: `<cache-dir>/roots/<namespace>/<name>`; the flag root's Root's is
+/// the flag loop's (`<cache-dir>/git`, [`super::RootsConfig::flag_cache_dir`]).
 fn cache_dir_of(key: &ResourceKey, ctx: &Context) -> std::path::PathBuf {
+    if *key == ctx.flag_root {
+        return ctx
+            .config
+            .flag_cache_dir
+            .clone()
+            .unwrap_or_else(crate::source::git::default_cache_dir);
+    }
     ctx.config
         .git_cache_dir
         .clone()
