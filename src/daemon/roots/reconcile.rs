@@ -661,13 +661,17 @@ fn settings_of(
     client: &Client,
     ctx: &Context,
 ) -> PassSettings {
-    root_settings(
-        &ctx.settings,
-        root,
-        key,
-        *identity == Identity::Weft,
-        client,
-    )
+    let own = *identity == Identity::Weft;
+    let mut s = root_settings(&ctx.settings, root, key, own, client);
+    // The flag root's Root whose spec names no decryption Secret decrypts with the daemon's
+    // `--decryption-secret`, as the flag loop did: the same reader every pass, so the Secret is
+    // parsed again (and a rotated key used) when its resourceVersion changes, without a restart.
+    if *key == ctx.flag_root && own && s.decryption.secret.is_none() {
+        s.decryption
+            .secret
+            .clone_from(&ctx.settings.decryption.secret);
+    }
+    s
 }
 
 /// The pass settings of `root` over `base` (the daemon's, or `weft sync root`'s): `own` when
