@@ -330,7 +330,12 @@ async fn pass(
     let started_at = crate::daemon::status::now_rfc3339();
     let start = Instant::now();
     tracing::info!(root = %key, reasons = %reasons.join(","), identity = %identity, "root pass started");
-    let body = pass_body(root, key, identity, held, ctx).await;
+    let mut notified = Notified {
+        source: crate::notify::EventSource::root(&key.namespace, &key.name),
+        new_revision: false,
+        changes: Vec::new(),
+    };
+    let body = pass_body(root, key, identity, held, ctx, &mut notified).await;
     // What the pass allocated (a render, its plan, pages of listed metadata) is freed by now:
     // hand the free pages back, as the flag loop does after each pass (src/mem.rs).
     crate::mem::release_free_memory();
@@ -341,6 +346,18 @@ async fn pass(
             (Some(f), None, None, 0, Vec::new(), none)
         }
     };
+    // The pass's notifications (`notify::root`), as the flag loop sent them: the root's `Ready`
+    // events of a pass are not offered to the notifier (see `status::record`).
+    let finished = crate::notify::root::PassOutcome {
+        revision: revision.clone(),
+        new_revision: notified.new_revision,
+        error: failure.as_ref().map(|f| f.message.as_str()),
+        abandoned: failure.as_ref().is_some_and(|f| f.reason == "Abandoned"),
+        changes: notified.changes,
+    };
+    held.events
+        .notifier()
+        .emit_all(crate::notify::root::finished(&notified.source, &finished));
     let duration_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     let next = k8s_openapi::jiff::Timestamp::now()
         .saturating_add(root.spec.interval())
@@ -378,6 +395,15 @@ async fn pass(
     (outcome, changes)
 }
 
+/// What the notifications of a pass need from its body: the root as they name it (a shard of
+/// the flag root by its shard's root name), whether it fetched a new revision, and
+/// `Kind/namespace/name action` of every object it changed.
+struct Notified {
+    source: crate::notify::EventSource,
+    new_revision: bool,
+    changes: Vec<String>,
+}
+
 type Body = (
     Option<Failure>,
     Option<String>,
@@ -394,6 +420,7 @@ async fn pass_body(
     identity: &Identity,
     held: &HeldRoot,
     ctx: &Context,
+    notified: &mut Notified,
 ) -> Result<Body, Failure> {
     let client = held
         .impersonation
@@ -415,6 +442,7 @@ async fn pass_body(
         });
     }
     let mut ahead = None;
+    let fetched_new = matches!(fetched, Ok(Some(_)));
     let snapshot = match fetched {
         Ok(Some(new)) => {
             // Not for a shard: its previous render is its part only (the flag loop's early
@@ -448,6 +476,14 @@ async fn pass_body(
         settings.root_name = part.root_name;
         input.split = Some(part.shard);
         input.shard = Some(part.pass);
+    }
+    if sharded {
+        notified.source = crate::notify::EventSource::root(&key.namespace, &settings.root_name);
+    }
+    if fetched_new {
+        notified.new_revision = true;
+        let started = crate::notify::root::started(&notified.source, snapshot.revision.as_deref());
+        held.events.notifier().emit(started);
     }
     // A push's changed objects first, by the same rules as the flag loop's (`daemon::early`).
     let early = match ahead {
@@ -543,7 +579,13 @@ async fn pass_body(
         };
         failure(reason, e.to_string()).about(e.object())
     });
-    let changes = flag.then(|| ahead::count(answer::changes_of(&result.changes), &early));
+    let counted = ahead::count(answer::changes_of(&result.changes), &early);
+    notified.changes = counted
+        .1
+        .iter()
+        .map(|c| format!("{} {}", c.object, c.action))
+        .collect();
+    let changes = flag.then_some(counted);
     let changed = changed + early.len();
     if flag && !sharded {
         ctx.with_memory(key, |m| m.rendered.clone_from(&result.set));
@@ -632,13 +674,17 @@ fn settings_of(
     client: &Client,
     ctx: &Context,
 ) -> PassSettings {
-    root_settings(
-        &ctx.settings,
-        root,
-        key,
-        *identity == Identity::Weft,
-        client,
-    )
+    let own = *identity == Identity::Weft;
+    let mut s = root_settings(&ctx.settings, root, key, own, client);
+    // The flag root's Root whose spec names no decryption Secret decrypts with the daemon's
+    // `--decryption-secret`, as the flag loop did: the same reader every pass, so the Secret is
+    // parsed again (and a rotated key used) when its resourceVersion changes, without a restart.
+    if *key == ctx.flag_root && own && s.decryption.secret.is_none() {
+        s.decryption
+            .secret
+            .clone_from(&ctx.settings.decryption.secret);
+    }
+    s
 }
 
 /// The pass settings of `root` over `base` (the daemon's, or `weft sync root`'s): `own` when

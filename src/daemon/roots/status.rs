@@ -15,6 +15,7 @@ use crate::daemon::events::Note;
 use crate::daemon::metrics::ROOT_KIND;
 use crate::daemon::root::conflict::{self, CONFLICT};
 use crate::daemon::state::DaemonState;
+use crate::notify::Notifier;
 
 /// `Ready` reason of a root whose last pass applied its revision in full.
 pub const SUCCEEDED: &str = "ReconciliationSucceeded";
@@ -259,7 +260,15 @@ pub async fn record(
             text: &text,
             related: None,
         };
-        held.events.publish(root, note).await;
+        // A pass sends its own notifications (`notify::root`: the revision, its commit status,
+        // the changed objects), as the flag loop did; its `Ready` event is only the event.
+        match verdict {
+            Verdict::Passed(_) => {
+                let quiet = held.events.clone().with_notifier(Notifier::disabled());
+                quiet.publish(root, note).await;
+            }
+            _ => held.events.publish(root, note).await,
+        }
     }
     Ok(after)
 }
