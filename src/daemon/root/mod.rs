@@ -12,7 +12,6 @@ use std::time::Instant;
 pub(super) mod conflict;
 mod report;
 mod source;
-mod waiting;
 
 use report::{count_early, log_outcome, suspended_message};
 pub use report::{fill_changes, summary_of};
@@ -391,7 +390,7 @@ impl RootReconciler {
         // Charts whose objects this pass changes are marked `deploying` as it goes; the writes
         // are awaited before the pass's outcome is recorded (see `armada::status::mark_deploying`).
         let deploying = armada_status::DeployingMarks::default();
-        let waits = waiting::WaitLog::new(pass);
+        let waits = crate::daemon::roots::waiting::WaitLog::new(pass);
         let observer = |p: Progress<'_>| match p {
             Progress::Phase { message, objects } => {
                 waits.phase(&message);

@@ -20,8 +20,10 @@ use std::time::Duration;
 
 use super::requests;
 use super::status::PassOutcome;
+use crate::api::conditions::set_condition;
 use crate::api::ResourceKey;
 use crate::apply::changeset::ChangeSet;
+use crate::daemon::root::conflict::{self, CONFLICT};
 use crate::daemon::root::{fill_changes, summary_of};
 use crate::daemon::state::DaemonState;
 use crate::daemon::status::{ChangeSummary, ObjectChange, PassFailure, PassReport, PassResultKind};
@@ -187,7 +189,20 @@ pub fn passed(state: &DaemonState, ticket: Option<u64>, outcome: &PassOutcome, c
     state.metrics().observe_pass(&report);
     let report = report.bounded();
     let next = outcome.next_poll_at.clone();
+    // A pass that rendered and applied says its conflicts with another root in the daemon's
+    // `Conflict` condition, as the flag loop did: shown once there was one, False when resolved.
+    let applied = outcome.inventory.is_some();
+    let now = crate::daemon::status::now_rfc3339();
     state.update_status(|st| {
+        if applied
+            && (!outcome.conflicts.is_empty() || st.conditions.iter().any(|c| c.type_ == CONFLICT))
+        {
+            set_condition(
+                &mut st.conditions,
+                conflict::condition(&outcome.conflicts),
+                &now,
+            );
+        }
         if report.succeeded() {
             st.revision = report.revision.clone().or(st.revision.take());
             st.last_success_at = Some(crate::daemon::status::now_rfc3339());

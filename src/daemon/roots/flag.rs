@@ -229,10 +229,16 @@ pub async fn adopt(
                 ours: FlagRoot::shown(&flags.spec),
             });
         }
+        // The whole spec, the source and path switched: an apply names the object, and the
+        // fields this manager set when it created the Root (interval, timeout, …) are kept.
+        let mut spec = root.spec.clone();
+        spec.source = flags.spec.source.clone();
+        spec.path.clone_from(&flags.spec.path);
         let patch = json!({
             "apiVersion": "weft.io/v1alpha1",
             "kind": "Root",
-            "spec": {"source": flags.spec.source, "path": flags.spec.path},
+            "metadata": {"name": key.name, "namespace": key.namespace},
+            "spec": spec,
         });
         api.patch(&key.name, &pp, &Patch::Apply(&patch))
             .await

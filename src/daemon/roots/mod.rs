@@ -36,6 +36,7 @@ pub mod requests;
 pub mod shard;
 pub mod source;
 pub mod status;
+pub mod waiting;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

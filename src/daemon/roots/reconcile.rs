@@ -495,13 +495,20 @@ async fn pass_body(
     // Charts whose objects this pass changes are marked `deploying` as it goes (with Weft's
     // own client: a status is the controller's, whoever the pass acts as).
     let deploying = crate::daemon::armada::status::DeployingMarks::default();
-    let observer = |p: Progress<'_>| {
-        if let Progress::Change(c) = p {
-            if c.action != ChangeAction::Unchanged {
-                tracing::info!(root = %key, object = %c.object, action = c.action.done(), "object changed");
-                deploying.mark(&held.client, &c.owner);
-            }
+    // A long wait says what it waits for, as the flag loop's passes did (see `waiting`).
+    let waits = super::waiting::WaitLog::of_root(key);
+    let observer = |p: Progress<'_>| match p {
+        Progress::Phase { message, objects } => {
+            waits.phase(&message);
+            tracing::debug!(root = %key, objects, "{message}")
         }
+        Progress::Change(c) if c.action != ChangeAction::Unchanged => {
+            tracing::info!(root = %key, object = %c.object, action = c.action.done(), "object changed");
+            deploying.mark(&held.client, &c.owner);
+        }
+        Progress::Change(_) => {}
+        Progress::Ready(r) => tracing::debug!(root = %key, object = %r, "ready"),
+        Progress::Waiting(still) => waits.waiting(still),
     };
     if ctx.shutdown.is_stopping() {
         return Err(failure(

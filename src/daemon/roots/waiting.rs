@@ -2,6 +2,7 @@
 //! seconds logs what it waits for (the subject of the wait, and each object still not ready with
 //! why), then again every half minute, so that a daemon whose pass waits for a terminating
 //! namespace or a chart's pods does not look hung (issue 49 item 7). Short waits say nothing.
+//! The root loop's passes and the Roots' passes (the flag root's Root among them) say the same.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -22,16 +23,32 @@ struct Current {
     said: Option<Instant>,
 }
 
+/// Whose pass a wait log is: the root loop's numbered pass, or a Root's.
+enum Of {
+    Pass(u64),
+    Root(String),
+}
+
 /// The wait log of one pass.
 pub struct WaitLog {
-    pass: u64,
+    of: Of,
     current: Mutex<Current>,
 }
 
 impl WaitLog {
+    /// The wait log of the root loop's pass `pass`.
     pub fn new(pass: u64) -> WaitLog {
+        WaitLog::of(Of::Pass(pass))
+    }
+
+    /// The wait log of a pass of the Root `root` (`namespace/name`).
+    pub fn of_root(root: &impl std::fmt::Display) -> WaitLog {
+        WaitLog::of(Of::Root(root.to_string()))
+    }
+
+    fn of(of: Of) -> WaitLog {
         WaitLog {
-            pass,
+            of,
             current: Mutex::new(Current {
                 since: Instant::now(),
                 what: String::new(),
@@ -65,7 +82,10 @@ impl WaitLog {
             c.said = Some(now);
             line(&c.what, now.duration_since(c.since), still)
         };
-        tracing::info!(pass = self.pass, "{line}");
+        match &self.of {
+            Of::Pass(pass) => tracing::info!(pass, "{line}"),
+            Of::Root(root) => tracing::info!(root = %root, "{line}"),
+        }
     }
 }
 
