@@ -79,49 +79,34 @@ async fn record(
         let forwarded = forward::to_leader(&state, onward).await;
         return forwarded.unwrap_or_else(|| standby(&state, endpoint));
     };
-    // The flag root is a Root object: its spec.suspend is the root's suspension.
+    // When the flag root is a Root object its spec.suspend is the root's suspension; else the
+    // loop's record holds it.
     let client = state.daemon.client();
     let (ns, root) = (&claim.weft_namespace, &claim.root_name);
-    if crate::daemon::roots::requests::flag_root_object(client, ns, root)
+    let flag_object = crate::daemon::roots::requests::flag_root_object(client, ns, root)
         .await
-        .is_some()
-    {
-        let message = message.as_deref();
-        let written =
-            crate::daemon::roots::requests::set_suspended(client, ns, root, suspended, message)
-                .await;
-        return match written {
-            Ok(()) => {
-                tracing::info!(peer = %peer, root = %root, suspended, "root {endpoint}ed over the API");
-                state.daemon.metrics().count_request(endpoint, "done");
-                let now = crate::daemon::record::RootSuspension {
-                    suspended,
-                    message: message.filter(|_| suspended).map(str::to_string),
-                    since: suspended.then(crate::daemon::status::now_rfc3339),
-                };
-                (StatusCode::OK, Json(now)).into_response()
-            }
-            Err(e) => {
-                state.daemon.metrics().count_request(endpoint, "error");
-                error_body(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("cannot record the root's suspension: {e}"),
-                )
-            }
-        };
-    }
-    let written = suspend::write(
-        state.daemon.client(),
-        &claim.weft_namespace,
-        &claim.root_name,
-        suspended,
-        message.as_deref(),
-    )
-    .await;
+        .is_some();
+    let message = message.as_deref();
+    let written = if flag_object {
+        crate::daemon::roots::requests::set_suspended(client, ns, root, suspended, message)
+            .await
+            .map(|()| crate::daemon::record::RootSuspension {
+                suspended,
+                message: message.filter(|_| suspended).map(str::to_string),
+                since: suspended.then(crate::daemon::status::now_rfc3339),
+            })
+            .map_err(|e| e.to_string())
+    } else {
+        suspend::write(client, ns, root, suspended, message)
+            .await
+            .map_err(|e| e.to_string())
+    };
     match written {
         Ok(now) => {
-            tracing::info!(peer = %peer, root = %claim.root_name, suspended, "root {endpoint}ed over the API");
-            if state.daemon.set_suspension(now.clone()) {
+            tracing::info!(peer = %peer, root = %root, suspended, "root {endpoint}ed over the API");
+            // The loop holds its root's suspension in memory; a Root's is its spec, which its
+            // controller reads.
+            if !flag_object && state.daemon.set_suspension(now.clone()) {
                 let _ = state.daemon.queue().trigger(TriggerReason::Resumed);
             }
             state.daemon.metrics().count_request(endpoint, "done");
