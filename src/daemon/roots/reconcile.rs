@@ -476,8 +476,7 @@ async fn pass_body(
         settings.root_name = part.root_name;
         input.split = Some(part.shard);
         input.shard = Some(part.pass);
-    }
-    if sharded {
+        // The notifications name a shard by its shard root, as the flag loop's did.
         notified.source = crate::notify::EventSource::root(&key.namespace, &settings.root_name);
     }
     if fetched_new {
