@@ -118,10 +118,7 @@ fn report_of(answer: &requests::Answer) -> PassReport {
         _ => PassResultKind::Failed,
     };
     // The stage, as the Root's `Ready` condition names it; the line is the answer's.
-    let stage = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
+    let stage = super::status::ready_of(&status)
         .map_or(crate::daemon::status::UNKNOWN_STAGE, |c| c.reason.as_str());
     PassReport {
         pass: 0,
