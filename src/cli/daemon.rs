@@ -110,10 +110,10 @@ pub struct RunArgs {
     /// the new repository.
     #[arg(long)]
     pub switch_repository: bool,
-    /// Make this root a Root object (`--root-name` in Weft's namespace): created from these
-    /// flags (and its root record) when missing, then reconciled by the Root controller; an
-    /// existing Root's spec wins over the flags (docs/migrating.md).
-    #[arg(long, env = "WEFT_ROOT_OBJECT")]
+    /// Accepted for compatibility, and does nothing: the flag root is always its Root object
+    /// (`--root-name` in Weft's namespace), created from these flags (and its root record) when
+    /// missing, then reconciled by the Root controller (docs/migrating.md).
+    #[arg(long, env = "WEFT_ROOT_OBJECT", hide = true)]
     pub root_object: bool,
     /// Serve the dashboard's pages read-only on the status listener (`--listen`), read with
     /// Weft's ServiceAccount: whoever reaches that port sees them (docs/ui.md). Off by default.
@@ -144,17 +144,14 @@ impl RunArgs {
             )
         };
         let allowed_channels = trust.allowed_channels.clone();
-        let root_object = self.root_object.then(|| {
-            crate::daemon::roots::flag::FlagRoot::from_flags(
-                &pass,
-                self.repo.git_ref.as_deref(),
-                self.repo.path.as_deref(),
-                self.interval,
-                self.git.git_secret.as_deref(),
-            )
-        });
-        let flag_credentials =
-            (self.root_object && self.git.git_secret.is_none()).then(|| credentials.clone());
+        let root_object = Some(crate::daemon::roots::flag::FlagRoot::from_flags(
+            &pass,
+            self.repo.git_ref.as_deref(),
+            self.repo.path.as_deref(),
+            self.interval,
+            self.git.git_secret.as_deref(),
+        ));
+        let flag_credentials = self.git.git_secret.is_none().then(|| credentials.clone());
         Ok(RunConfig {
             trust,
             credentials,

@@ -51,6 +51,9 @@ pub enum FlagRootError {
     /// The API server does not serve Roots: the CRD was never installed.
     #[error("the Root CRD (roots.weft.io) is not installed, so the flag root {key} cannot be a Root object: install it with `weft install` or `kubectl apply --server-side -f deploy/crds.yaml`, then start this daemon again")]
     NoCrd { key: ResourceKey },
+    /// No Root CRD, and this daemon could not install it.
+    #[error("the Root CRD (roots.weft.io) is not installed and this daemon could not install it ({why}), so the flag root {key} cannot be reconciled: install it with `weft install` or `kubectl apply --server-side -f deploy/crds.yaml`, then start this daemon again")]
+    NoCrdInstalled { key: ResourceKey, why: String },
     #[error("cannot {action} the Root {key}: {}", crate::api::kube_error::Text(.source))]
     Api {
         key: ResourceKey,
@@ -171,11 +174,38 @@ fn same_source(spec: &RootSpec, flags: &RootSpec) -> bool {
 /// Check, before anything is written, that the flags may drive the Root: whether it exists. An
 /// existing Root of another source is refused unless `switch`.
 pub async fn check(client: &Client, flags: &FlagRoot, switch: bool) -> Result<bool, FlagRootError> {
+    let existing = match read(client, flags).await {
+        // A cluster Weft managed before the Root existed (or where `weft install` never ran):
+        // the daemon installs the Root CRD itself when it may, as today's users upgrade the
+        // binary before the manifests; else it refuses, saying how to install it.
+        Err(FlagRootError::NoCrd { key }) => {
+            install_root_crd(client)
+                .await
+                .map_err(|why| FlagRootError::NoCrdInstalled {
+                    key: key.clone(),
+                    why,
+                })?;
+            read(client, flags).await?
+        }
+        other => other?,
+    };
+    match existing {
+        None => Ok(false),
+        Some(root) if switch || same_source(&root.spec, &flags.spec) => Ok(true),
+        Some(root) => Err(FlagRootError::Differs {
+            key: flags.key.clone(),
+            recorded: FlagRoot::shown(&root.spec),
+            ours: FlagRoot::shown(&flags.spec),
+        }),
+    }
+}
+
+/// The flag root's Root, `None` when there is none.
+async fn read(client: &Client, flags: &FlagRoot) -> Result<Option<Root>, FlagRootError> {
     let api: Api<Root> = Api::namespaced(client.clone(), &flags.key.namespace);
     // A missing Root is a 404 with reason NotFound (`None`); without the CRD the path itself
-    // is unknown: a 404 of another reason ("page not found"), which no later step can mend.
-    let existing = api
-        .get_opt(&flags.key.name)
+    // is unknown: a 404 of another reason ("page not found").
+    api.get_opt(&flags.key.name)
         .await
         .map_err(|source| match &source {
             kube::Error::Api(e) if e.code == 404 => FlagRootError::NoCrd {
@@ -186,15 +216,37 @@ pub async fn check(client: &Client, flags: &FlagRoot, switch: bool) -> Result<bo
                 action: "read",
                 source,
             },
-        })?;
-    match existing {
-        None => Ok(false),
-        Some(root) if switch || same_source(&root.spec, &flags.spec) => Ok(true),
-        Some(root) => Err(FlagRootError::Differs {
-            key: flags.key.clone(),
-            recorded: FlagRoot::shown(&root.spec),
-            ours: FlagRoot::shown(&flags.spec),
-        }),
+        })
+}
+
+/// Create the Root CRD (server-side apply as Weft, the same object `weft install` applies) and
+/// wait until the API server serves it. The reason in one line when it cannot.
+async fn install_root_crd(client: &Client) -> Result<(), String> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::runtime::wait::{await_condition, conditions};
+    use kube::CustomResourceExt;
+    let crd = Root::crd();
+    let name = crd.name_any();
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .map_err(|e| crate::api::kube_error::Text(&e).to_string())?;
+    match tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(api, &name, conditions::is_crd_established()),
+    )
+    .await
+    {
+        Ok(Ok(_)) => {
+            tracing::info!(crd = %name, "installed the Root CRD: the flag root becomes its Root object");
+            Ok(())
+        }
+        Ok(Err(e)) => Err(format!("watching it: {e}")),
+        Err(_) => Err("it was created but not Established within 30 s".to_string()),
     }
 }
 
