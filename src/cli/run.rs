@@ -367,7 +367,6 @@ pub async fn run(
             ..cfg.daemon.clone()
         },
         state.clone(),
-        source,
     );
     let result = daemon.run(stop).await;
 

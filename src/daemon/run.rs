@@ -1,7 +1,7 @@
-//! The daemon's work, once its state is built: wait for the leader Lease, then run the sync-root
-//! loop with its poll timer and (unless disabled) the custom resource controllers and the agent
-//! updater, and stop them in order when asked: stop taking work → finish (or abandon) the running
-//! pass → stop the controllers → release the Lease.
+//! The daemon's work, once its state is built: wait for the leader Lease, then make the flag root
+//! its Root object (`roots::flag`), hand it the requests of the daemon's queue, and run (unless
+//! disabled) the custom resource controllers and the agent updater; stop them in order when
+//! asked: stop taking work → stop the controllers → release the Lease.
 //!
 //! The Root controller is not part of a term: it runs on every replica from start to stop, each
 //! reconciling the roots whose own Lease it holds (`roots::lease`).
@@ -15,13 +15,11 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::leader::{lease_name, LeaderElector, LeaderError, LeaseConfig};
-use super::root::{RootReconciler, RootSource};
+use super::leader::{LeaderElector, LeaderError, LeaseConfig};
 use super::shards;
-use super::shards::{RootShard, ShardClaim};
+use super::shards::ShardClaim;
 use super::shutdown::Shutdown;
 use super::state::DaemonState;
-use super::trigger::TriggerReason;
 use super::updater::{UpdateOptions, Updater};
 use super::{armada, weavecloud};
 use crate::pass::PassSettings;
@@ -71,8 +69,8 @@ pub struct DaemonConfig {
     /// `--switch-repository`: this daemon may switch the root to its repository (see
     /// [`LeaseConfig::switching`]).
     pub switch_repository: bool,
-    /// `--root-object`: the flag root as a Root object, reconciled by the Root controller
-    /// instead of the root loop (see `roots::flag`); `None`: the root loop.
+    /// The flag root, as the Root object the Root controller reconciles (see `roots::flag`);
+    /// `None` only where no flag root is run (then the daemon runs the controllers alone).
     pub root_object: Option<super::roots::flag::FlagRoot>,
 }
 
@@ -80,16 +78,11 @@ pub struct DaemonConfig {
 pub struct Daemon {
     config: DaemonConfig,
     state: DaemonState,
-    source: RootSource,
 }
 
 impl Daemon {
-    pub fn new(config: DaemonConfig, state: DaemonState, source: RootSource) -> Daemon {
-        Daemon {
-            config,
-            state,
-            source,
-        }
+    pub fn new(config: DaemonConfig, state: DaemonState) -> Daemon {
+        Daemon { config, state }
     }
 
     /// The state shared with the HTTP server.
@@ -102,11 +95,7 @@ impl Daemon {
     /// stops, the fence is shut, and the replica stands by for the Lease again, in the same
     /// process — an API server or etcd outage must not become a crash loop.
     pub async fn run(self, stop: CancellationToken) -> Result<(), DaemonError> {
-        let Daemon {
-            config,
-            state,
-            source,
-        } = self;
+        let Daemon { config, state } = self;
         // A first `weft run` on a cluster where Weft was never installed: its Leases, records
         // and inventories live in Weft's namespace, created here when missing.
         if let Err(e) =
@@ -165,7 +154,7 @@ impl Daemon {
             .with_flag_shards(config.shards);
             tokio::spawn(super::roots::run(ctx))
         });
-        let result = elect_and_lead(&config, &state, &source, &lease, &stop).await;
+        let result = elect_and_lead(&config, &state, &lease, &stop).await;
         if let Some(roots) = roots {
             if result.is_ok() {
                 // Stopping: the Root controller finishes (or abandons) its passes, then gives
@@ -187,7 +176,6 @@ impl Daemon {
 async fn elect_and_lead(
     config: &DaemonConfig,
     state: &DaemonState,
-    source: &RootSource,
     lease: &LeaseConfig,
     stop: &CancellationToken,
 ) -> Result<(), DaemonError> {
@@ -208,7 +196,7 @@ async fn elect_and_lead(
         let Some((elector, shard)) = held else {
             return Ok(());
         };
-        match lead(config, state, source, elector, shard, stop.clone()).await {
+        match lead(config, state, elector, shard, stop.clone()).await {
             Term::Stopped => return Ok(()),
             Term::Lost(why) => {
                 tracing::warn!(error = %why, "standing by for the leader Lease again");
@@ -226,37 +214,22 @@ enum Term {
     Lost(DaemonError),
 }
 
-/// One term as leader: the sync-root loop with its poll timer and (unless disabled) the custom
-/// resource controllers and the agent updater, until `stop` or until the Lease is lost.
+/// One term as leader: the flag root's Root made and its requests forwarded, and (unless
+/// disabled) the custom resource controllers and the agent updater, until `stop` or until the
+/// Lease is lost.
 async fn lead(
     config: &DaemonConfig,
     state: &DaemonState,
-    source: &RootSource,
     elector: LeaderElector,
     shard: Shard,
     stop: CancellationToken,
 ) -> Term {
     tracing::info!(identity = %config.identity, lease = %elector.config().name, shard = shard.index, shards = shard.count, "acquired the Lease; reconciling");
-    let leader_lease = lease_name(&config.pass.root_name);
     // The shard's sync-root owner: the root's own name for shard 0 (and an unsharded root).
     let mut config = config.clone();
     let base_root = config.pass.root_name.clone();
     Arc::make_mut(&mut config.pass).root_name = shard_root_name(&base_root, shard.index);
     let config = &config;
-    // The root record names the repository in effect from now on (`weft sync` and the next
-    // daemon check theirs against it).
-    if let Some(claim) = &config.claim {
-        if let Err(e) = super::writer::record_claim(
-            state.client(),
-            &config.pass.weft_namespace,
-            &base_root,
-            claim,
-        )
-        .await
-        {
-            tracing::warn!(error = %e, "cannot record the root's repository in its record; `weft sync` checks against the Lease's");
-        }
-    }
     state.queue().reopen();
     state.set_leader(true);
     state.set_shard(Some(ShardClaim {
@@ -264,9 +237,6 @@ async fn lead(
         root_name: base_root.clone(),
         weft_namespace: config.pass.weft_namespace.clone(),
     }));
-
-    // `--root-object`: the flag root is its Root object, reconciled by the Root controller.
-    let object = flag_root_object(config, state, shard).await;
 
     // Keep renewing until told to release (after the work has stopped), or until lost.
     let release = CancellationToken::new();
@@ -279,44 +249,16 @@ async fn lead(
         }
     });
     let shutdown = Shutdown::new(stop, config.shutdown_grace);
-    let (root_task, followers) = match &object {
-        // The Root controller passes the root; the queue only forwards requests to it.
-        Some(key) => (
-            tokio::spawn(super::roots::answer::forward_requests(
-                state.clone(),
-                key.clone(),
-            )),
-            Vec::new(),
-        ),
-        None => {
-            let root = RootReconciler::new(
-                state.clone(),
-                source.clone(),
-                Arc::clone(&config.pass),
-                shutdown.clone(),
-            )
-            .sharded(RootShard::new(shard, base_root.clone(), leader_lease));
-            let root_task = tokio::spawn(root.run());
-            let _ = state.queue().trigger(TriggerReason::Startup);
-            let followed = (state.clone(), base_root.clone());
-            let followers = vec![
-                tokio::spawn(poll(state.clone(), config.interval)),
-                tokio::spawn(super::suspend::follow(
-                    state.client().clone(),
-                    config.pass.weft_namespace.clone(),
-                    base_root.clone(),
-                    move |now| followed.0.suspension_seen(&followed.1, now),
-                )),
-                tokio::spawn(super::request::follow(
-                    state.clone(),
-                    config.pass.weft_namespace.clone(),
-                    base_root.clone(),
-                    shard.index,
-                )),
-            ];
-            (root_task, followers)
+    // The flag root is its Root object, passed by the Root controller: this term makes it one
+    // (retrying while the API server refuses), then hands it the requests of the daemon's queue.
+    let root_task = tokio::spawn({
+        let (config, state) = (config.clone(), state.clone());
+        async move {
+            if let Some(key) = flag_root_object(&config, &state, shard).await {
+                super::roots::answer::forward_requests(state, key).await;
+            }
         }
-    };
+    });
     let controllers = config
         .controllers
         .then(|| start_controllers(state, config, &shutdown));
@@ -331,9 +273,6 @@ async fn lead(
         }),
     };
     state.queue().close();
-    for task in &followers {
-        task.abort();
-    }
     if let Some(why) = lost {
         // The elector shut the fence: whatever still runs (a pass on a blocking thread, a
         // controller) can no longer write.
@@ -347,9 +286,10 @@ async fn lead(
         }
         return Term::Lost(why);
     }
-    // Finish (or abandon) the running pass; the root loop ends when the closed queue is empty.
+    // The forwarding of requests ends with the closed queue (the Root controller finishes or
+    // abandons its own pass, see `Daemon::run`).
     if root_task.await.is_err() {
-        tracing::warn!("the sync-root loop ended abnormally");
+        tracing::warn!("the forwarding of the flag root's requests ended abnormally");
     }
     for task in controllers.into_iter().flatten() {
         if tokio::time::timeout(Duration::from_secs(10), task)
@@ -368,30 +308,40 @@ async fn lead(
     Term::Stopped
 }
 
-/// `--root-object`: make the flag root its Root object (created from the flags and the root
-/// record when missing); its key when it is one. `None`: the root loop runs it, as before — no
-/// `--root-object`, or the Root could not be made (said in the log). Sharded, every shard's
-/// holder passes its part of the Root (see `roots::shard`).
+/// Make the flag root its Root object (created from the flags and the root record when
+/// missing); its key. A refusal of the API server is retried with back-off (said in the log)
+/// until the term's queue closes (`None`). Sharded, every shard's holder passes its part of the
+/// Root (see `roots::shard`).
 async fn flag_root_object(
     config: &DaemonConfig,
     state: &DaemonState,
     shard: Shard,
 ) -> Option<crate::api::ResourceKey> {
     let flags = config.root_object.as_ref()?;
-    match super::roots::flag::adopt(state.client(), flags, config.switch_repository).await {
-        Ok(done) => {
-            tracing::info!(root = %flags.key, adopted = done.as_str(), shard = shard.index, shards = shard.count, "the flag root is reconciled as its Root object");
-            if shard.count > 1 {
-                // A shard is held through its shard Lease, not the Root's: nothing else tells
-                // the controller that this replica passes the Root's part now.
-                tokio::spawn(wake_when_known(state.clone(), flags.key.clone()));
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match super::roots::flag::adopt(state.client(), flags, config.switch_repository).await {
+            Ok(done) => {
+                tracing::info!(root = %flags.key, adopted = done.as_str(), shard = shard.index, shards = shard.count, "the flag root is reconciled as its Root object");
+                if shard.count > 1 {
+                    // A shard is held through its shard Lease, not the Root's: nothing else
+                    // tells the controller that this replica passes the Root's part now.
+                    tokio::spawn(wake_when_known(state.clone(), flags.key.clone()));
+                }
+                return Some(flags.key.clone());
             }
-            Some(flags.key.clone())
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_seconds = delay.as_secs(), "the flag root's Root cannot be made yet; nothing of it is passed until it is");
+            }
         }
-        Err(e) => {
-            tracing::warn!(error = %e, "the flag root stays the daemon's root loop this term");
-            None
+        let until = tokio::time::Instant::now() + delay;
+        while tokio::time::Instant::now() < until {
+            if state.queue().is_closed() {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
+        delay = (delay * 2).min(Duration::from_secs(30));
     }
 }
 
@@ -436,21 +386,4 @@ fn start_controllers(
         tokio::spawn(weavecloud::run(wc)),
         tokio::spawn(armada::run(charts)),
     ]
-}
-
-/// The `--interval` timer.
-async fn poll(state: DaemonState, every: Duration) {
-    let every = every.max(Duration::from_secs(1));
-    let mut timer = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let next = k8s_openapi::jiff::Timestamp::now()
-            .saturating_add(every)
-            .unwrap_or(k8s_openapi::jiff::Timestamp::MAX);
-        state.update_status(|s| s.next_poll_at = Some(format!("{next:.0}")));
-        timer.tick().await;
-        if state.queue().trigger(TriggerReason::Poll).is_err() {
-            return;
-        }
-    }
 }

@@ -20,57 +20,6 @@ use super::state::DaemonState;
 use crate::render::shard::{shard_of, shard_root_name, Shard};
 use crate::render::Owner;
 
-/// The shard a root loop works on (`--shards`).
-#[derive(Clone, Debug)]
-pub struct RootShard {
-    pub shard: Shard,
-    /// The root's own name (`--root-name`): shard 0 applies under it.
-    pub root_name: String,
-    /// The root's leader Lease (shard Leases are named after it).
-    pub leader_lease: String,
-    /// A look found no shard Lease at or above the count: none can appear during this term
-    /// (changing the count restarts the replicas), so passes stop looking.
-    settled: bool,
-}
-
-impl RootShard {
-    pub fn new(shard: Shard, root_name: String, leader_lease: String) -> Self {
-        RootShard {
-            shard,
-            root_name,
-            leader_lease,
-            settled: false,
-        }
-    }
-
-    /// The shards to finish (shard 0 only): their Leases exist, no live replica holds them, and
-    /// their index is at or above the shard count. A failed look is logged and retried next pass;
-    /// once a look finds no such Lease at all, later passes of the term make no call.
-    pub(crate) async fn retired(&mut self, client: &Client, weft_namespace: &str) -> Vec<Owner> {
-        if self.shard.index != 0 || self.settled {
-            return Vec::new();
-        }
-        match retired_roots(
-            client,
-            &self.leader_lease,
-            &self.root_name,
-            weft_namespace,
-            self.shard.count,
-        )
-        .await
-        {
-            Ok(retired) => {
-                self.settled = !retired.any;
-                retired.free
-            }
-            Err(e) => {
-                tracing::warn!(error = %crate::api::kube_error::Text(&e), "cannot list the shard Leases; retired shards are finished later");
-                Vec::new()
-            }
-        }
-    }
-}
-
 /// The shard a replica holds, and how to tell which custom resources are its own.
 #[derive(Clone, Debug)]
 pub struct ShardClaim {

@@ -18,13 +18,13 @@
 
 use std::time::Duration;
 
+use super::conflict::{self, CONFLICT};
 use super::requests;
 use super::status::PassOutcome;
 use crate::api::conditions::set_condition;
 use crate::api::ResourceKey;
+use crate::apply::changeset::Action;
 use crate::apply::changeset::ChangeSet;
-use crate::daemon::root::conflict::{self, CONFLICT};
-use crate::daemon::root::{fill_changes, summary_of};
 use crate::daemon::state::DaemonState;
 use crate::daemon::status::{ChangeSummary, ObjectChange, PassFailure, PassReport, PassResultKind};
 
@@ -275,5 +275,34 @@ fn not_passed(result: PassResultKind, error: String) -> PassReport {
         summary: ChangeSummary::default(),
         changes: Vec::new(),
         changes_omitted: 0,
+    }
+}
+
+/// The report's view of a change set.
+fn fill_changes(report: &mut PassReport, changes: &ChangeSet) {
+    let s = changes.summary();
+    report.summary = summary_of(changes);
+    debug_assert_eq!(report.summary.unchanged, s.unchanged as u64);
+    report.changes = changes
+        .entries
+        .iter()
+        .filter(|c| c.action != Action::Unchanged)
+        .map(|c| ObjectChange {
+            object: c.object.to_string(),
+            action: c.action.done().to_string(),
+            reason: c.reason.clone(),
+        })
+        .collect();
+}
+
+/// Counts per action of a change set.
+fn summary_of(changes: &ChangeSet) -> ChangeSummary {
+    let s = changes.summary();
+    ChangeSummary {
+        created: s.created as u64,
+        configured: s.configured as u64,
+        unchanged: s.unchanged as u64,
+        pruned: s.deleted as u64,
+        skipped: s.skipped as u64,
     }
 }

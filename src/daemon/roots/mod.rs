@@ -15,16 +15,19 @@
 //! - [`lease`]: which roots this replica reconciles (a Lease per root, split between replicas).
 //! - [`ahead`]: the flag root's Root applies a push's changed objects before its full pass.
 //! - [`source`]: a root's git source, its credentials and semver tags.
+//! - [`repository`]: the fetch of a source (a git cache per root, or a local directory).
+//! - [`conflict`]: what a root says of the objects another root holds.
 //! - [`answer`]: the flag root's Root answering the daemon's queue (`?wait=true`, the status).
 //! - [`once`]: one pass of a Root outside the controller (`weft sync root NAME`).
 //!
-//! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is left to the
-//! daemon's root loop (`daemon::root`), unless `weft run --root-object` made it a Root object
-//! ([`flag`]): then this controller reconciles it like any other root.
+//! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is a Root object
+//! too ([`flag`]: created from the flags when missing): this controller reconciles it like any
+//! other root.
 
 pub mod ahead;
 pub mod answer;
 pub mod brought;
+pub mod conflict;
 pub mod depends;
 pub mod flag;
 pub mod identity;
@@ -32,6 +35,7 @@ pub mod lease;
 pub mod once;
 pub mod pushes;
 pub mod reconcile;
+pub mod repository;
 pub mod requests;
 pub mod shard;
 pub mod source;
@@ -50,13 +54,13 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
 
-use super::root::RootSource;
 use super::shutdown::Shutdown;
 use super::state::DaemonState;
 use crate::api::root::Root;
 use crate::api::ResourceKey;
 use crate::pass::PassSettings;
 use crate::source::Snapshot;
+use repository::RootSource;
 
 /// How the Root controller works (`weft run` flags).
 #[derive(Clone, Debug)]

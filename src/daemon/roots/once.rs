@@ -13,11 +13,11 @@ use kube::Client;
 
 use super::identity::{identity_of, Identity};
 use super::reconcile::root_settings;
+use super::repository::RootSource;
 use super::source::credentials_of;
 use crate::api::kube_error::Text;
 use crate::api::root::Root;
 use crate::api::ResourceKey;
-use crate::daemon::root::RootSource;
 use crate::pass::PassSettings;
 use crate::source::Snapshot;
 

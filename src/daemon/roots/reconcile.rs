@@ -15,6 +15,7 @@ use kube::{Client, ResourceExt};
 use super::ahead;
 use super::answer::{self, Changes};
 use super::brought;
+use super::conflict::CONFLICT;
 use super::depends::{self, key_of};
 use super::identity::{self, identity_of, Identity};
 use super::lease::HeldRoot;
@@ -27,7 +28,6 @@ use crate::api::redact::redact_url_passwords;
 use crate::api::root::{InventoryCounts, PassSummary, Root};
 use crate::api::ResourceKey;
 use crate::apply::changeset::Action as ChangeAction;
-use crate::daemon::root::conflict::CONFLICT;
 use crate::pass::{PassInput, PassSettings, Progress};
 use crate::render::Owner;
 use crate::source::Snapshot;
@@ -435,7 +435,7 @@ async fn pass_body(
     if flag {
         // The daemon's `SourceReady` condition (its status, and `/readyz` while false), as the
         // flag loop keeps it: the Root's own conditions say it to `kubectl`, not to probes.
-        let condition = crate::daemon::root::source_condition(fetched.as_ref().err());
+        let condition = super::repository::source_condition(fetched.as_ref().err());
         let now = crate::daemon::status::now_rfc3339();
         ctx.state.update_status(|s| {
             crate::api::conditions::set_condition(&mut s.conditions, condition, &now)

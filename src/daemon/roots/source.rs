@@ -9,11 +9,11 @@ use kube::api::Api;
 use kube::{Client, ResourceExt};
 
 use super::reconcile::failure;
+use super::repository::RootSource;
 use super::status::Failure;
 use super::Context;
 use crate::api::root::Root;
 use crate::api::ResourceKey;
-use crate::daemon::root::RootSource;
 use crate::source::git::auth::Credentials;
 use crate::source::Snapshot;
 

@@ -6,6 +6,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
 
+use super::conflict::{self, CONFLICT};
 use super::RootsError;
 use crate::api::conditions::{
     set_condition, Condition, ConditionStatus, READY, RECONCILING, STALLED,
@@ -13,7 +14,6 @@ use crate::api::conditions::{
 use crate::api::root::{InventoryCounts, PassSummary, Root, RootStatus, MAX_PASSES};
 use crate::daemon::events::Note;
 use crate::daemon::metrics::ROOT_KIND;
-use crate::daemon::root::conflict::{self, CONFLICT};
 use crate::daemon::state::DaemonState;
 use crate::notify::Notifier;
 

@@ -1,5 +1,5 @@
-//! Where the sync root's documents come from ([`RootSource`]: a git repository fetched
-//! incrementally, or a local directory read on every pass), and the errors of fetching it.
+//! Where a root's documents come from ([`RootSource`]: a git repository fetched incrementally,
+//! or a local directory read on every pass), and the errors of fetching it.
 //!
 //! The fetch first asks the remote for its head (cheap: no objects transferred); `Ok(None)`
 //! says the revision is the one rendered last.

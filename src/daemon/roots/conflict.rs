@@ -1,17 +1,11 @@
-//! A pass stopped by a conflict with another Weft root (`apply::conflict`), reported on this
-//! root: the root record's reason `Conflict` (so `weft get root` says it), a `Conflict` condition
-//! in the daemon's status, and a Warning event `Conflict` on the root record, through the one
-//! event publisher. The other root reports it on its side the same way (its pass fails too).
+//! What a root says of the objects another Weft root holds (`apply::conflict`): a `Conflict`
+//! condition on the Root (and, for the flag root, in the daemon's status), with a Warning event
+//! when it changes (`status::publish`). The owner reports it on its side the same way; neither
+//! pass stops at those objects.
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::Api;
-
-use super::super::events::Note;
-use super::super::record;
-use super::super::state::DaemonState;
 use crate::api::conditions::{Condition, ConditionStatus};
 
-/// The record's reason, the condition's type and the event's reason.
+/// The condition's type, and the reason of the condition and the event.
 pub const CONFLICT: &str = "Conflict";
 
 /// The objects of a pass in conflict with another root, each with what it says.
@@ -51,36 +45,6 @@ pub fn condition(conflicts: &Conflicts) -> Condition {
             CONFLICT,
             summary(conflicts),
         )
-    }
-}
-
-/// A Warning event `Conflict` on the root record `weft-root-<root>` (it exists: the pass's
-/// outcome was just written to it). An event series is kept per reason, so a conflict that
-/// lasts counts up instead of piling up events.
-pub async fn publish(
-    state: &DaemonState,
-    weft_namespace: &str,
-    root_name: &str,
-    conflicts: &Conflicts,
-) {
-    let api: Api<ConfigMap> = Api::namespaced(state.client().clone(), weft_namespace);
-    let name = record::record_name(root_name);
-    match api.get_opt(&name).await {
-        Ok(Some(record)) => {
-            let text = summary(conflicts);
-            let note = Note {
-                warning: true,
-                reason: CONFLICT,
-                action: "Reconcile",
-                text: &text,
-                related: None,
-            };
-            state.events().publish(&record, note).await;
-        }
-        Ok(None) => tracing::warn!(record = %name, "no root record to report the conflict on"),
-        Err(e) => {
-            tracing::warn!(record = %name, error = %crate::api::kube_error::Text(&e), "cannot read the root record to report the conflict on")
-        }
     }
 }
 
