@@ -215,13 +215,28 @@ pub fn passed(state: &DaemonState, ticket: Option<u64>, outcome: &PassOutcome, c
 
 /// The flag root's Root is suspended: the daemon's status says so, with why.
 pub fn suspended(state: &DaemonState, message: Option<&str>) {
-    state.update_status(|st| {
-        if !st.suspension.suspended || st.suspension.message.as_deref() != message {
-            st.suspension.since = Some(crate::daemon::status::now_rfc3339());
-        }
-        st.suspension.suspended = true;
-        st.suspension.message = message.map(str::to_string);
+    let before = state.suspension().get();
+    let since = match before.suspended && before.message.as_deref() == message {
+        true => before.since,
+        false => Some(crate::daemon::status::now_rfc3339()),
+    };
+    // The daemon's status and the controllers' view (a WeaveCloud or chart of a suspended root
+    // is held, see `daemon::suspend::why_suspended`).
+    state.set_suspension(crate::daemon::record::RootSuspension {
+        suspended: true,
+        message: message.map(str::to_string),
+        since,
     });
+}
+
+/// The flag root's Root is not suspended (a reconcile that goes on to pass it): the controllers
+/// take up what they held, once, when this resumes it.
+pub fn not_suspended(state: &DaemonState) {
+    if state.set_suspension(Default::default()) {
+        tracing::info!(
+            "the flag root was resumed; its WeaveClouds and charts are reconciled again"
+        );
+    }
 }
 
 /// A reconcile of the flag root's Root that passed nothing: a waiting request is answered with

@@ -90,6 +90,9 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         ctx.forget(&key);
         return Ok(Action::await_change());
     }
+    if key == ctx.flag_root {
+        answer::not_suspended(&ctx.state);
+    }
     if let Some(refusal) = refusal(&root, &key, &ctx) {
         if let Verdict::Stalled { message, .. } = &refusal {
             not_run(false, message);
