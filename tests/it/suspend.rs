@@ -476,3 +476,106 @@ async fn a_suspended_chart_keeps_its_objects_as_they_are_until_it_is_resumed() {
     .await;
     ns.delete().await;
 }
+
+/// The chart's `Suspended` condition's message, once it says `Suspended=True`.
+fn suspended_message(chart: &ArmadaChart) -> Option<String> {
+    chart
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Suspended" && format!("{:?}", c.status) == "True")
+        .map(|c| c.message.clone())
+}
+
+#[tokio::test]
+async fn a_suspended_flag_root_holds_its_charts_in_the_controller_too() {
+    let ns = TestNamespace::new("suspend-flag-root").await;
+    let n = ns.name();
+    let client = ns.client();
+    support::cluster::install_crds(&client).await;
+    let repo = ServedRepo::start();
+    repo.work.write(
+        "charts/app/Chart.yaml",
+        "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n",
+    );
+    repo.work
+        .write("charts/app/templates/deployment.yaml", TEMPLATE);
+    repo.work.write("armada.yaml", armada(n));
+    repo.work.commit("charts");
+    repo.work.push();
+    let url = repo.url();
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        ..DaemonOptions::new(&url, n)
+    });
+    let charts: Api<ArmadaChart> = Api::namespaced(client.clone(), n);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), n);
+    let roots: Api<weft::api::root::Root> = Api::namespaced(client.clone(), n);
+    wait_until(
+        "the chart is deployed",
+        Duration::from_secs(90),
+        &d,
+        async || {
+            let c = charts.get_opt("web").await.ok()??;
+            (c.status?.phase == Some(Phase::Deployed)).then_some(())
+        },
+    )
+    .await;
+
+    // The flag root suspended on its Root (as `weft suspend` or `kubectl edit` does), and seen
+    // suspended by its reconcile.
+    let suspend = |on: bool| json!({"spec": {"suspend": on}});
+    roots
+        .patch(n, &PatchParams::default(), &Patch::Merge(&suspend(true)))
+        .await
+        .expect("suspend the flag root's Root");
+    wait_until(
+        "the Root says it is suspended",
+        Duration::from_secs(30),
+        &d,
+        async || {
+            let root = roots.get_opt(n).await.ok()??;
+            root.status?
+                .conditions
+                .iter()
+                .any(|c| c.reason == "Suspended")
+                .then_some(())
+        },
+    )
+    .await;
+    // A child of the chart deleted: the chart controller holds the chart too, saying why, and
+    // does not recreate it.
+    deployments
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the chart's Deployment");
+    let message = wait_until(
+        "the chart says the root holds it",
+        Duration::from_secs(30),
+        &d,
+        async || suspended_message(&charts.get_opt("web").await.ok()??),
+    )
+    .await;
+    assert!(message.contains("the root is suspended"), "{message}");
+    assert!(
+        deployments.get_opt("web").await.unwrap().is_none(),
+        "a chart of a suspended root keeps its deleted child deleted\nlogs:\n{}",
+        d.logs()
+    );
+
+    // Resumed: the chart is reconciled again, and its deleted child comes back.
+    roots
+        .patch(n, &PatchParams::default(), &Patch::Merge(&suspend(false)))
+        .await
+        .expect("resume the flag root's Root");
+    wait_chart_suspended(&charts, "False", &d).await;
+    wait_until(
+        "the chart's child is recreated after the resume",
+        Duration::from_secs(30),
+        &d,
+        async || deployments.get_opt("web").await.ok()?.map(|_| ()),
+    )
+    .await;
+    ns.delete().await;
+}
