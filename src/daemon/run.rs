@@ -198,6 +198,7 @@ async fn elect_and_lead(
         };
         match lead(config, state, elector, shard, stop.clone()).await {
             Term::Stopped => return Ok(()),
+            Term::Refused(why) => return Err(why),
             Term::Lost(why) => {
                 tracing::warn!(error = %why, "standing by for the leader Lease again");
                 state.metrics().count_leadership_lost();
@@ -212,6 +213,8 @@ enum Term {
     Stopped,
     /// Leadership was lost: every task of the term was stopped and the fence shut.
     Lost(DaemonError),
+    /// The term cannot do its work on this cluster (said in the error); the Lease was released.
+    Refused(DaemonError),
 }
 
 /// One term as leader: the flag root's Root made and its requests forwarded, and (unless
@@ -251,11 +254,17 @@ async fn lead(
     let shutdown = Shutdown::new(stop, config.shutdown_grace);
     // The flag root is its Root object, passed by the Root controller: this term makes it one
     // (retrying while the API server refuses), then hands it the requests of the daemon's queue.
+    // A cluster where it cannot be one (no Root CRD, and no right to install it) ends the daemon.
+    let (fatal_tx, mut fatal_rx) = tokio::sync::oneshot::channel();
     let root_task = tokio::spawn({
         let (config, state) = (config.clone(), state.clone());
         async move {
-            if let Some(key) = flag_root_object(&config, &state, shard).await {
-                super::roots::answer::forward_requests(state, key).await;
+            match flag_root_object(&config, &state, shard).await {
+                Ok(Some(key)) => super::roots::answer::forward_requests(state, key).await,
+                Ok(None) => {}
+                Err(e) => {
+                    let _ = fatal_tx.send(e);
+                }
             }
         }
     });
@@ -263,7 +272,8 @@ async fn lead(
         .controllers
         .then(|| start_controllers(state, config, &shutdown));
 
-    // Wait for the stop request or for the Lease holder to give up.
+    // Wait for the stop request, for the Lease holder to give up, or for a refusal.
+    let mut fatal = None;
     let lost = tokio::select! {
         _ = shutdown.stopped() => None,
         joined = &mut holder => Some(match joined {
@@ -271,6 +281,10 @@ async fn lead(
             Ok((_, Ok(()))) => DaemonError::LeadershipLost(LeaderError::TakenOver),
             Err(e) => DaemonError::LeaseTask(e),
         }),
+        Ok(e) = &mut fatal_rx => {
+            fatal = Some(DaemonError::FlagRoot(Box::new(e)));
+            None
+        }
     };
     state.queue().close();
     if let Some(why) = lost {
@@ -305,19 +319,26 @@ async fn lead(
     }
     state.set_leader(false);
     state.set_shard(None);
-    Term::Stopped
+    match fatal {
+        Some(e) => Term::Refused(e),
+        None => Term::Stopped,
+    }
 }
 
 /// Make the flag root its Root object (created from the flags and the root record when
 /// missing); its key. A refusal of the API server is retried with back-off (said in the log)
-/// until the term's queue closes (`None`). Sharded, every shard's holder passes its part of the
+/// until the term's queue closes (`None`); a cluster without the Root CRD that this daemon may
+/// not install, or a Root of another source, is an error. Sharded, every shard's holder passes its part of the
 /// Root (see `roots::shard`).
 async fn flag_root_object(
     config: &DaemonConfig,
     state: &DaemonState,
     shard: Shard,
-) -> Option<crate::api::ResourceKey> {
-    let flags = config.root_object.as_ref()?;
+) -> Result<Option<crate::api::ResourceKey>, super::roots::flag::FlagRootError> {
+    use super::roots::flag::FlagRootError;
+    let Some(flags) = config.root_object.as_ref() else {
+        return Ok(None);
+    };
     let mut delay = Duration::from_secs(1);
     loop {
         match super::roots::flag::adopt(state.client(), flags, config.switch_repository).await {
@@ -328,7 +349,10 @@ async fn flag_root_object(
                     // tells the controller that this replica passes the Root's part now.
                     tokio::spawn(wake_when_known(state.clone(), flags.key.clone()));
                 }
-                return Some(flags.key.clone());
+                return Ok(Some(flags.key.clone()));
+            }
+            Err(e @ (FlagRootError::NoCrdInstalled { .. } | FlagRootError::Differs { .. })) => {
+                return Err(e)
             }
             Err(e) => {
                 tracing::warn!(error = %e, retry_in_seconds = delay.as_secs(), "the flag root's Root cannot be made yet; nothing of it is passed until it is");
@@ -337,7 +361,7 @@ async fn flag_root_object(
         let until = tokio::time::Instant::now() + delay;
         while tokio::time::Instant::now() < until {
             if state.queue().is_closed() {
-                return None;
+                return Ok(None);
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }

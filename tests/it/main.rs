@@ -58,6 +58,7 @@ mod operator_mistakes_daemon;
 mod proptest_render;
 mod proptest_sources;
 mod render_golden;
+mod root_crd;
 mod root_leases;
 mod roots;
 mod server_limits;

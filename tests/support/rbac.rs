@@ -145,3 +145,23 @@ pub async fn wait_until_granted(client: &Client, who: &str, accesses: &[Access])
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// The test cluster's kubeconfig, acting as `user` (`as:`, as `kubectl --as` does), written at
+/// a path in `dir`: for a `weft` process that must run as that identity.
+pub fn kubeconfig_as(user: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let c = super::cluster::cluster();
+    let mut kubeconfig =
+        kube::config::Kubeconfig::read_from(c.kubeconfig_path()).expect("kubeconfig");
+    for named in &mut kubeconfig.auth_infos {
+        if let Some(info) = named.auth_info.as_mut() {
+            info.impersonate = Some(user.to_string());
+        }
+    }
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        serde_json::to_string(&kubeconfig).expect("kubeconfig as JSON"),
+    )
+    .expect("write kubeconfig");
+    path
+}

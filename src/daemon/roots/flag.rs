@@ -175,18 +175,8 @@ fn same_source(spec: &RootSpec, flags: &RootSpec) -> bool {
 /// existing Root of another source is refused unless `switch`.
 pub async fn check(client: &Client, flags: &FlagRoot, switch: bool) -> Result<bool, FlagRootError> {
     let existing = match read(client, flags).await {
-        // A cluster Weft managed before the Root existed (or where `weft install` never ran):
-        // the daemon installs the Root CRD itself when it may, as today's users upgrade the
-        // binary before the manifests; else it refuses, saying how to install it.
-        Err(FlagRootError::NoCrd { key }) => {
-            install_root_crd(client)
-                .await
-                .map_err(|why| FlagRootError::NoCrdInstalled {
-                    key: key.clone(),
-                    why,
-                })?;
-            read(client, flags).await?
-        }
+        // No Root CRD yet: no Root to differ from; the leader installs the CRD (`adopt`).
+        Err(FlagRootError::NoCrd { .. }) => None,
         other => other?,
     };
     match existing {
@@ -200,7 +190,7 @@ pub async fn check(client: &Client, flags: &FlagRoot, switch: bool) -> Result<bo
     }
 }
 
-/// The flag root's Root, `None` when there is none.
+/// The flag root's Root, `None` when there is none ([`FlagRootError::NoCrd`] without its CRD).
 async fn read(client: &Client, flags: &FlagRoot) -> Result<Option<Root>, FlagRootError> {
     let api: Api<Root> = Api::namespaced(client.clone(), &flags.key.namespace);
     // A missing Root is a 404 with reason NotFound (`None`); without the CRD the path itself
@@ -265,10 +255,18 @@ pub async fn adopt(
         source,
     };
     let api: Api<Root> = Api::namespaced(client.clone(), &key.namespace);
-    let existing = api
-        .get_opt(&key.name)
-        .await
-        .map_err(|e| api_error("read", e))?;
+    let existing = match read(client, flags).await {
+        // A cluster Weft managed before the Root existed (or where `weft install` never ran):
+        // the leader installs the Root CRD when it may, as today's users upgrade the binary
+        // before the manifests; else the daemon refuses, saying how to install it.
+        Err(FlagRootError::NoCrd { key }) => {
+            install_root_crd(client)
+                .await
+                .map_err(|why| FlagRootError::NoCrdInstalled { key, why })?;
+            read(client, flags).await?
+        }
+        other => other?,
+    };
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     if let Some(root) = existing {
         if same_source(&root.spec, &flags.spec) {

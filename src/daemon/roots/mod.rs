@@ -278,9 +278,8 @@ fn gvk() -> GroupVersionKind {
     GroupVersionKind::gvk("weft.io", "v1alpha1", "Root")
 }
 
-/// Wait until the API server serves the Root CRD (checked every 30 s), then run the controller
-/// until the daemon is asked to stop. A cluster without the CRD runs the flag root only (with
-/// `--root-object` the daemon refuses to start there instead, see `flag::check`).
+/// Wait until the API server serves the Root CRD (checked every 2 s: the leader installs it when
+/// it is missing, see `flag::adopt`), then run the controller until the daemon is asked to stop.
 pub async fn run(mut ctx: Context) {
     let client = ctx.state.client().clone();
     let shutdown = ctx.shutdown.clone();
@@ -290,14 +289,14 @@ pub async fn run(mut ctx: Context) {
             Ok(_) => break,
             Err(e) => {
                 if !announced {
-                    tracing::info!(error = %crate::apply::describe(&e).0, "the Root CRD is not served (apply deploy/crds.yaml); only the flag root is reconciled until it is");
+                    tracing::info!(error = %crate::apply::describe(&e).0, "the Root CRD is not served yet; the Root controller starts once it is (the leader installs it, or `kubectl apply --server-side -f deploy/crds.yaml`)");
                     announced = true;
                 }
             }
         }
         tokio::select! {
             _ = shutdown.stopped() => return,
-            _ = tokio::time::sleep(Duration::from_secs(30)) => {}
+            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
         }
     }
     let concurrency = ctx.config.concurrency.max(1);
