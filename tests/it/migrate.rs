@@ -94,9 +94,15 @@ async fn a_managed_cluster_moves_to_a_root_object_writing_none_of_its_objects() 
     let repo = repository(&name, &loose);
     let repo_path = repo.path().to_str().unwrap().to_string();
 
-    // The old path: a one-shot sync writes the objects, the inventory and the root record.
+    // The old path: a one-shot sync writes the objects and the inventory (and the root's
+    // Root, which a cluster of an older Weft does not have: deleted here); the root record.
     let (code, out, err) = weft(&name, &["sync", "--repo", &repo_path]);
     assert_eq!(code, 0, "weft sync:\n{out}\n{err}");
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    roots
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete the Root the sync made");
     // A `weft trigger` request no daemon answered yet, as the old CLI wrote it on the record.
     let requested = "2026-12-05T01:02:03Z";
     Api::<ConfigMap>::namespaced(client.clone(), &name)
@@ -105,7 +111,7 @@ async fn a_managed_cluster_moves_to_a_root_object_writing_none_of_its_objects() 
             &PatchParams::apply("weft-trigger"),
             &Patch::Apply(json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"annotations": {"weft.io/requested-at": requested}},
+                "metadata": {"name": format!("weft-root-{name}"), "annotations": {"weft.io/requested-at": requested}},
             })),
         )
         .await
@@ -123,7 +129,6 @@ async fn a_managed_cluster_moves_to_a_root_object_writing_none_of_its_objects() 
         name.clone(),
     ];
     let mut d = Daemon::start(opts);
-    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
     let root = wait_for(
         "the flag root's Root object Ready, having answered the record's request",
         WITHIN,
