@@ -204,4 +204,30 @@ mod tests {
             })
         );
     }
+
+    #[test]
+    fn a_roots_configuration_is_exported_as_its_record_without_passwords_or_outcome() {
+        let mut root: Root = serde_json::from_value(json!({
+            "apiVersion": "weft.io/v1alpha1", "kind": "Root",
+            "metadata": {"name": "weft", "namespace": "weft-system",
+                "annotations": {"weft.io/suspend-message": "incident 42"}},
+            "spec": {"source": {"url": "https://u:secret@git.example/c.git"}, "path": "/apps/", "suspend": true},
+            "status": {"lastAppliedRevision": "abc"},
+        }))
+        .unwrap();
+        let doc = record_document("weft-system", "weft", &root);
+        assert_eq!(doc["metadata"]["name"], json!("weft-root-weft"));
+        assert_eq!(doc["metadata"]["labels"], json!({ROOT_KEY: "weft"}));
+        assert!(!doc["data"]["repository"]
+            .as_str()
+            .unwrap()
+            .contains("secret"));
+        assert_eq!(doc["data"]["path"], json!("apps"));
+        assert_eq!(doc["data"]["suspended"], json!("true"));
+        assert_eq!(doc["data"]["suspendMessage"], json!("incident 42"));
+        assert!(doc["data"].get("revision").is_none(), "{doc}");
+        root.spec.suspend = false;
+        let doc = record_document("weft-system", "weft", &root);
+        assert!(doc["data"].get("suspendMessage").is_none(), "{doc}");
+    }
 }

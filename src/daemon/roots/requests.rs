@@ -280,3 +280,30 @@ pub async fn wait_answer(
 fn now() -> String {
     format!("{:.9}", k8s_openapi::jiff::Timestamp::now())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_root_names_its_root_and_the_roots_there() {
+        let missing = LookupError::Missing {
+            root: "wfet".into(),
+            namespace: "weft-system".into(),
+            known: vec!["tenant-a".into(), "weft".into()],
+        };
+        assert_eq!(
+            missing.to_string(),
+            "no root `wfet` in namespace weft-system (no Root weft-system/wfet): the roots there are `tenant-a`, `weft` (check --root-name or WEFT_ROOT_NAME)"
+        );
+        let none = LookupError::Missing {
+            root: "weft".into(),
+            namespace: "fresh".into(),
+            known: Vec::new(),
+        };
+        assert!(
+            none.to_string().contains("there is no root there"),
+            "{none}"
+        );
+    }
+}
