@@ -180,7 +180,7 @@ pub struct ClusterArgs {
     /// Kubeconfig context.
     #[arg(long, env = "WEFT_CONTEXT")]
     pub context: Option<String>,
-    /// Weft's own namespace: its Lease, inventories, root records and secrets. (`-n/--namespace`
+    /// Weft's own namespace: its Lease, inventories, flag roots' Roots and secrets. (`-n/--namespace`
     /// is the namespace of the objects a command shows, as in kubectl.)
     #[arg(
         long = "weft-namespace",
