@@ -180,8 +180,8 @@ pub struct ClusterArgs {
     /// Kubeconfig context.
     #[arg(long, env = "WEFT_CONTEXT")]
     pub context: Option<String>,
-    /// Weft's own namespace: its Lease, inventories, flag roots' Roots and secrets. (`-n/--namespace`
-    /// is the namespace of the objects a command shows, as in kubectl.)
+    /// Weft's own namespace: its Lease, inventories, flag roots' Roots and secrets.
+    /// (`-n/--namespace` is the namespace of the objects a command shows, as in kubectl.)
     #[arg(
         long = "weft-namespace",
         env = "WEFT_NAMESPACE",
