@@ -180,8 +180,8 @@ pub struct ClusterArgs {
     /// Kubeconfig context.
     #[arg(long, env = "WEFT_CONTEXT")]
     pub context: Option<String>,
-    /// Weft's own namespace: its Lease, inventories, root records and secrets. (`-n/--namespace`
-    /// is the namespace of the objects a command shows, as in kubectl.)
+    /// Weft's own namespace: its Lease, inventories, flag roots' Roots and secrets.
+    /// (`-n/--namespace` is the namespace of the objects a command shows, as in kubectl.)
     #[arg(
         long = "weft-namespace",
         env = "WEFT_NAMESPACE",
@@ -338,16 +338,16 @@ impl ApplyArgs {
     }
 }
 
-/// Who may write a root (`weft sync`): not beside a live daemon, not from another repository,
-/// unless told (see `daemon::writer`).
+/// Who may write a root (`weft sync`): not beside a live daemon, not from another source than
+/// its Root's, unless told (see `daemon::roots::once::check_flag_sync`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct WriterArgs {
     /// Sync even though a live daemon leads this root (its leader Lease is held and fresh).
     /// Prefer `weft trigger`, which asks the daemon to run the pass.
     #[arg(long, env = "WEFT_IGNORE_LEADER")]
     pub ignore_leader: bool,
-    /// Confirm that this root switches to another repository than the one it records (what
-    /// the new repository lacks is pruned, within the prune guard).
+    /// Confirm that this root switches to another source than its Root's (written into the
+    /// Root; what the new source lacks is pruned, within the prune guard).
     #[arg(long)]
     pub switch_repository: bool,
 }

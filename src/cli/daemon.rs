@@ -104,10 +104,9 @@ pub struct RunArgs {
     /// Do not run the WeaveCloud and Armada controllers (sync the repository only).
     #[arg(long, env = "WEFT_NO_CONTROLLERS")]
     pub no_controllers: bool,
-    /// Confirm that this root switches to another repository than the one it records (what the
-    /// new repository lacks is pruned, within the prune guard). Without it, a daemon of another
-    /// repository refuses to start, as `weft sync` refuses. Needed once: the root then records
-    /// the new repository.
+    /// Confirm that this root switches to another source than its Root's (what the new source
+    /// lacks is pruned, within the prune guard). Without it, a daemon of another source refuses
+    /// to start, as `weft sync` refuses. Needed once: the flags' source is then the Root's.
     #[arg(long)]
     pub switch_repository: bool,
     /// Accepted for compatibility, and does nothing: the flag root is always its Root object

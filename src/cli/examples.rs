@@ -65,7 +65,7 @@ pub const SUSPEND: &str = "\
 Examples:
   weft suspend -m \"incident 42: hands off\"
   weft suspend --root-name tenant-a --weft-namespace tenant-a-weft
-  weft suspend --create --root-name new-site   # before its first pass: it never runs until resumed";
+  weft suspend --create --repo https://git.example/site.git --root-name new-site   # before its first pass";
 
 pub const RESUME: &str = "\
 Examples:
@@ -102,4 +102,4 @@ Examples:
 pub const EXPORT: &str = "\
 Examples:
   weft export > weft-resources.yaml      # as `flux export`
-  weft export -n openstack               # one namespace's resources (and the root record)";
+  weft export -n openstack               # one namespace's resources (and the root's configuration)";

@@ -1,9 +1,10 @@
 //! `weft export`: the root's configuration and Weft's own resources as YAML, as `flux export`
-//! prints Flux's: the root record (which repository and path the root syncs, and whether it is
-//! suspended), then every WeaveCloud, ArmadaManifest, ArmadaChartGroup, ArmadaChart, Provider and
-//! Alert — `apiVersion`, `kind`, `metadata` (name, namespace, the user's labels and annotations)
-//! and `spec`, without status, server fields or Weft's ownership marks, so the output can be kept
-//! in git or applied to another cluster (read by `daemon::export`; this file parses the flags and
+//! prints Flux's: the root's configuration (which repository and path its Root syncs, and
+//! whether it is suspended, as the root record document `weft-root-<name>`), then every
+//! WeaveCloud, ArmadaManifest, ArmadaChartGroup, ArmadaChart, Provider and Alert — `apiVersion`,
+//! `kind`, `metadata` (name, namespace, the user's labels and annotations) and `spec`, without
+//! status, server fields or Weft's ownership marks, so the output can be kept in git or applied
+//! to another cluster (read by `daemon::export`; this file parses the flags and
 //! prints). Read only. Exit 0, 1 when there is nothing to export, 2 on an error.
 
 use std::process::ExitCode;
@@ -12,16 +13,16 @@ use clap::Args;
 
 use super::args::ClusterArgs;
 use crate::daemon::export;
-use crate::daemon::record;
 
 /// The flags of `weft export`.
 #[derive(Args, Debug)]
 pub struct ExportArgs {
-    /// Name of the sync root whose record is exported (`--root-name` of `weft sync` / `weft run`).
+    /// Name of the sync root whose configuration is exported (`--root-name` of `weft sync` /
+    /// `weft run`: its Root in Weft's namespace).
     #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
     pub root_name: String,
     /// Only the resources of this namespace, as kubectl's `-n` (default: every namespace; the
-    /// root record, in Weft's namespace, is always exported).
+    /// root's configuration, from its Root in Weft's namespace, is always exported).
     #[arg(long = "namespace", short = 'n')]
     pub in_namespace: Option<String>,
     #[command(flatten)]
@@ -38,9 +39,9 @@ pub fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
             export::documents(&client, &args.cluster.weft_namespace, &args.root_name, ns).await?;
         if docs.is_empty() {
             errln!(
-                "error: nothing to export: no root record `{}` in namespace {} and none of \
+                "error: nothing to export: no Root `{}` in namespace {} and none of \
                  Weft's resources{}",
-                record::record_name(&args.root_name),
+                args.root_name,
                 args.cluster.weft_namespace,
                 ns.map(|n| format!(" in namespace {n}")).unwrap_or_default()
             );

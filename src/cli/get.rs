@@ -1,20 +1,17 @@
 //! `weft get`: Weft's resources at a glance, read from the cluster as `flux get` does: one row
-//! per sync root (from its root record; one per shard), WeaveCloud, ArmadaChart,
+//! per sync root (its Root in Weft's namespace), WeaveCloud, ArmadaChart,
 //! ArmadaChartGroup and ArmadaManifest with its `Ready` condition, what it runs (revision, agent
 //! version, chart revision, phase), whether it is suspended, since when, and why when it is not
 //! ready.
 //! Exit 0 when every row is ready, 1 when one is not (`--wait` waits for them first), 2 on error.
-//! The resources are read by `daemon::overview` (the sync roots' records still here); this file
-//! chooses what to list, waits, and prints.
+//! The resources are read by `daemon::overview`; this file chooses what to list, waits, and
+//! prints.
 
-use crate::api::keys::ROOT_KEY;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::ListParams;
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use super::args::ClusterArgs;
 use crate::api::conditions::ConditionStatus;
@@ -23,7 +20,7 @@ use crate::daemon::overview::{self, root_object_row, Listed, Row};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum What {
-    /// The sync root (one row per shard of a sharded root).
+    /// The sync roots: the Roots in Weft's namespace (`--weft-namespace`).
     Root,
     /// Root objects (`weft.io/v1alpha1`), as `kubectl get roots` with Weft's columns.
     Roots,
@@ -116,77 +113,16 @@ pub async fn rows(
     Ok(rows)
 }
 
-/// The sync roots' rows: the Root object of a flag root that is one (`weft run --root-object`,
-/// reconciled by the Root controller), else its root record.
+/// The sync roots' rows: the Roots in Weft's namespace (the root of `weft run`'s and `weft
+/// sync`'s flags is the Root `--root-name` there). None when the API server serves no Roots
+/// (no CRD: no root was ever made).
 async fn root_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, kube::Error> {
-    let mut rows = record_rows(client, weft_namespace).await?;
-    // No Root CRD, or no right to read Roots: the records are the roots.
-    let objects: Vec<Root> = overview::roots(client, Some(weft_namespace))
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .filter(crate::daemon::roots::requests::is_flag_root_object)
-        .collect();
-    for r in &objects {
-        let row = root_object_row(r);
-        match rows.iter_mut().find(|x| x.name == row.name) {
-            Some(x) => *x = row,
-            None => rows.push(row),
-        }
-    }
-    Ok(rows)
-}
-
-/// The sync roots' rows, from their root records in Weft's namespace (see
-/// [`crate::daemon::record`]): one per root, and one per shard root of a sharded root, each
-/// suspended when its base root is.
-async fn record_rows(client: &Client, weft_namespace: &str) -> Result<Vec<Row>, kube::Error> {
-    use crate::daemon::record::{record_name, root_of_record, RootRecord};
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
-    let list = api.list(&ListParams::default().labels(ROOT_KEY)).await?;
-    let records: Vec<(String, String, RootRecord)> = list
-        .iter()
-        .map(|cm| {
-            let base = cm.labels().get(ROOT_KEY).cloned().unwrap_or_default();
-            let name = cm.name_any();
-            let name = root_of_record(&name).unwrap_or(&name).to_string();
-            (base, name, RootRecord::from_configmap(Some(cm)))
-        })
-        .collect();
-    let suspended = |base: &str| {
-        list.iter()
-            .find(|cm| cm.name_any() == record_name(base))
-            .map(|cm| RootRecord::from_configmap(Some(cm)).suspension)
-            .unwrap_or_default()
+    let roots = match overview::roots(client, Some(weft_namespace)).await {
+        Ok(roots) => roots,
+        Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
+        Err(e) => return Err(e),
     };
-    Ok(records
-        .into_iter()
-        .map(|(base, name, record)| {
-            let suspension = suspended(&base);
-            let (ready, message) = match &record.outcome {
-                Some(o) if o.ready => (ConditionStatus::True, String::new()),
-                Some(o) => (
-                    ConditionStatus::False,
-                    format!("{}: {}", o.reason, o.message),
-                ),
-                None => (ConditionStatus::Unknown, "no pass recorded yet".to_string()),
-            };
-            let message = match (&suspension.message, suspension.suspended) {
-                (Some(why), true) if message.is_empty() => format!("suspended: {why}"),
-                _ => message,
-            };
-            Row {
-                kind: "Root",
-                namespace: weft_namespace.to_string(),
-                name,
-                ready,
-                revision: record.outcome.and_then(|o| o.revision).unwrap_or_default(),
-                suspended: suspension.suspended,
-                since: record.since.unwrap_or_default(),
-                message,
-            }
-        })
-        .collect())
+    Ok(roots.iter().map(root_object_row).collect())
 }
 
 /// The rows as a table with a header, columns padded to their widest cell.
@@ -370,7 +306,7 @@ async fn get_roots(client: &Client, args: &GetArgs) -> anyhow::Result<ExitCode> 
 }
 
 /// The rows called `name`; none is an error naming the ones there are (for the root, the
-/// roots recorded in Weft's namespace).
+/// Roots in Weft's namespace).
 async fn named(
     client: &Client,
     args: &GetArgs,
@@ -383,8 +319,8 @@ async fn named(
     }
     if args.what == What::Root {
         let ns = &args.cluster.weft_namespace;
-        crate::daemon::record::require(client, ns, name).await?;
-        // Recorded since the rows were read: the next read shows it.
+        crate::daemon::roots::requests::require(client, ns, name).await?;
+        // Made since the rows were read: the next read shows it.
         return Ok(found);
     }
     let what = match args.what {

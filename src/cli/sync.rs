@@ -13,7 +13,8 @@ use crate::api::conditions::now_rfc3339;
 use crate::apply::diff::DiffChange;
 use crate::daemon::armada::status as armada_status;
 use crate::daemon::events::EventPublisher;
-use crate::daemon::{record, writer};
+use crate::daemon::roots::flag::FlagRoot;
+use crate::daemon::roots::once::{self, FlagSyncError, FlagSyncPass};
 use crate::notify::Notifier;
 use crate::pass::{self, PassInput, PassSettings};
 use crate::sops::Decryption;
@@ -115,6 +116,9 @@ pub enum SyncTarget {
     Root(super::sync_root::SyncRootArgs),
 }
 
+/// The interval a Root created by `weft sync` polls at: `weft run`'s default (`--interval`).
+const DEFAULT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// `weft sync`: exit 0 when everything applied and became ready, 1 when the pass failed.
 pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
     if let Some(SyncTarget::Root(root)) = args.target {
@@ -139,28 +143,31 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             dry_run: args.dry_run,
             ..PassInput::default()
         };
+        let flags = FlagRoot::from_flags(
+            &settings,
+            args.repo.git_ref.as_deref(),
+            args.repo.path.as_deref(),
+            DEFAULT_INTERVAL,
+            args.git.git_secret.as_deref(),
+        );
         if !input.dry_run {
-            let (ns, name) = (&settings.weft_namespace, &settings.root_name);
-            let object = crate::daemon::roots::requests::flag_root_object(&client, ns, name).await;
-            if let Some(why) = object.as_ref().and_then(crate::api::suspend::refuses_one_shot) {
-                errln!("error: {why}");
-                return Ok(ExitCode::from(1));
-            }
-            let suspended =
-                record::suspension_of(&client, &settings.weft_namespace, &settings.root_name).await;
-            if let Some(why) = suspended {
-                errln!("error: {why}");
-                return Ok(ExitCode::from(1));
-            }
-            // Its own connection: the record is no call of the pass (a no-op pass says 0 writes).
-            let (record_client, _) = args.cluster.connect().await?;
-            if let Err(why) = one_writer(&record_client, &args, &settings).await {
-                errln!("error: {why}; nothing was applied or pruned");
-                return Ok(ExitCode::from(1));
+            // Its own connection: the Root is no call of the pass (a no-op pass says 0 writes).
+            let (root_client, _) = args.cluster.connect().await?;
+            let (switch, ignore_leader) =
+                (args.writer.switch_repository, args.writer.ignore_leader);
+            match once::check_flag_sync(&root_client, &flags, switch, ignore_leader).await {
+                Ok(_) => {}
+                Err(FlagSyncError::Suspended(why)) => {
+                    errln!("error: {why}");
+                    return Ok(ExitCode::from(1));
+                }
+                Err(why) => {
+                    errln!("error: {why}; nothing was applied or pruned");
+                    return Ok(ExitCode::from(1));
+                }
             }
         }
         let started_at = now_rfc3339();
-        let revision = snapshot.revision.clone();
         let terminal = if machine {
             std::io::stderr().is_terminal()
         } else {
@@ -195,24 +202,15 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         }
         if !input.dry_run {
             record_statuses(&client, &settings, &result, machine).await;
-            let (record_client, _) = args.cluster.connect().await?;
-            let source = writer::OneShotSource {
-                repository: &args.repo.location(),
-                path: args.repo.path.as_deref(),
-                revision: revision.as_deref(),
+            let (root_client, _) = args.cluster.connect().await?;
+            let pass = FlagSyncPass {
+                result: &result,
                 started_at,
             };
-            if let Err(e) = writer::record_one_shot(
-                &record_client,
-                &settings.weft_namespace,
-                &settings.root_name,
-                &source,
-                &result,
-            )
-            .await
-            {
+            let switch = args.writer.switch_repository;
+            if let Err(e) = once::record_flag_sync(&root_client, &flags, switch, &pass).await {
                 errln!(
-                    "warning: the root {} was synced but its record was not written (`weft get root` shows the previous outcome): {e}",
+                    "warning: the root {} was synced but its Root was not written (`weft get root` shows the previous outcome): {e}",
                     settings.root_name
                 );
             }
@@ -284,21 +282,6 @@ async fn record_statuses(
         &armada_status::ChartPhases::default(),
     )
     .await;
-}
-
-/// One writer per root, from the repository it records (see [`writer`]). Reads only: the
-/// sync's source is recorded after its pass (see [`writer::record_one_shot`]).
-async fn one_writer(
-    client: &kube::Client,
-    args: &SyncArgs,
-    settings: &PassSettings,
-) -> Result<(), writer::WriterError> {
-    let (ns, root) = (&settings.weft_namespace, &settings.root_name);
-    if !args.writer.ignore_leader {
-        writer::check_no_live_leader(client, ns, root).await?;
-    }
-    let repository = args.repo.location();
-    writer::check_repository(client, ns, root, &repository, args.writer.switch_repository).await
 }
 
 /// The last line of `weft sync`: `synced revision …` only when the pass succeeded, `sync failed

@@ -1,6 +1,7 @@
 //! `weft trigger`: ask the daemon to sync now, as `flux reconcile` does: through the API server
-//! (an annotation on the root's record, see [`crate::daemon::request`]), so only a kubeconfig is
-//! needed; or, with `--sync-token-file`, through the daemon's HTTP sync endpoint.
+//! (the `weft.io/requested-at` annotation on the root's Root, which its status answers, see
+//! [`crate::daemon::roots::requests`]), so only a kubeconfig is needed; or, with
+//! `--sync-token-file`, through the daemon's HTTP sync endpoint.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,9 +10,8 @@ use anyhow::Context;
 use clap::Args;
 
 use super::args::{ClusterArgs, RootObjectArgs};
-use crate::daemon::request::{self, RequestAnswer};
 use crate::daemon::roots;
-use crate::daemon::status::PassReport;
+use crate::daemon::status::{PassReport, PassResultKind};
 use crate::server::client::{self, TriggerAnswer};
 use crate::server::signature;
 
@@ -68,28 +68,6 @@ pub fn trigger(args: TriggerArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The flag root's Root object (`weft run --root-object`), when the Root controller reconciles
-/// it: a request goes on the Root, which answers it; `--force-prune` has no place there.
-async fn flag_root(args: &TriggerArgs) -> anyhow::Result<Option<(String, String)>> {
-    let (client, _) = args.cluster.connect().await?;
-    let ns = &args.cluster.weft_namespace;
-    if roots::requests::flag_root_object(&client, ns, &args.root_name)
-        .await
-        .is_none()
-    {
-        return Ok(None);
-    }
-    if args.force_prune {
-        anyhow::bail!(
-            "--force-prune: root {} is the Root object {ns}/{}, whose passes keep its prune guard; raise its spec.maxPruneFraction (kubectl edit root {} -n {ns}) for the pass that must prune more",
-            args.root_name,
-            args.root_name,
-            args.root_name
-        );
-    }
-    Ok(Some((ns.clone(), args.root_name.clone())))
-}
-
 /// Annotate the Root object; with `--wait`, watch it until its status answers.
 async fn root_object(args: &TriggerArgs, namespace: &str, name: &str) -> anyhow::Result<ExitCode> {
     let (client, _) = args.cluster.connect().await?;
@@ -110,16 +88,31 @@ async fn root_object(args: &TriggerArgs, namespace: &str, name: &str) -> anyhow:
         );
         return Ok(ExitCode::from(2));
     };
-    let revision = answer
-        .root
-        .status
-        .as_ref()
-        .and_then(|s| s.last_attempted_revision.clone())
+    if answer.root.spec.suspend {
+        outln!("Root {namespace}/{name} suspended: no pass ran");
+        let why = crate::api::suspend::message(&answer.root.metadata);
+        errln!("{}", crate::api::suspend::root_refusal(why));
+        return Ok(ExitCode::from(1));
+    }
+    let status = answer.root.status.clone().unwrap_or_default();
+    let revision = status
+        .last_attempted_revision
+        .clone()
         .unwrap_or_else(|| "-".into());
     outln!(
         "Root {namespace}/{name} at revision {revision}: {}",
         answer.line
     );
+    // The pass that answered: the newest of the status's passes.
+    if let Some(pass) = status.passes.first() {
+        outln!(
+            "pass {}: revision {} in {:.1}s ({})",
+            pass.result.to_lowercase(),
+            pass.revision.as_deref().unwrap_or("-"),
+            pass.duration_ms as f64 / 1000.0,
+            pass.reasons.join(", ")
+        );
+    }
     Ok(if answer.ready {
         ExitCode::SUCCESS
     } else {
@@ -127,32 +120,21 @@ async fn root_object(args: &TriggerArgs, namespace: &str, name: &str) -> anyhow:
     })
 }
 
-/// Annotate the root record (or the flag root's Root object, when it is one); with `--wait`,
-/// watch it for the answer.
+/// The root of `--root-name`: its Root in Weft's namespace, asked as any Root is. A root that
+/// is not there is named with the roots that are, before anything is written.
 async fn through_api_server(args: &TriggerArgs) -> anyhow::Result<ExitCode> {
-    if let Some((namespace, name)) = flag_root(args).await? {
-        return root_object(args, &namespace, &name).await;
-    }
     let (client, _) = args.cluster.connect().await?;
     let ns = &args.cluster.weft_namespace;
-    // A root that is not there is named with the roots that are, before anything is written.
-    crate::daemon::record::require(&client, ns, &args.root_name).await?;
-    let at = request::request(&client, ns, &args.root_name, args.force_prune).await?;
-    if !args.wait {
-        outln!(
-            "requested a pass of root {} ({}={at} on ConfigMap {ns}/{})",
+    roots::requests::require(&client, ns, &args.root_name).await?;
+    if args.force_prune {
+        anyhow::bail!(
+            "--force-prune: root {} is the Root {ns}/{}, whose passes keep its prune guard; raise its spec.maxPruneFraction (kubectl edit root {} -n {ns}) for the pass that must prune more, or ask the daemon over HTTP (--sync-token-file --force-prune)",
             args.root_name,
-            crate::api::keys::REQUESTED_AT_ANNOTATION,
-            crate::daemon::record::record_name(&args.root_name)
+            args.root_name,
+            args.root_name
         );
-        return Ok(ExitCode::SUCCESS);
     }
-    let answer = request::wait_answer(&client, ns, &args.root_name, &at, args.timeout).await?;
-    Ok(print_report(
-        &answer.report,
-        answer.changes_omitted,
-        answer.result(),
-    ))
+    root_object(args, ns, &args.root_name).await
 }
 
 /// `POST /api/v1/sync` with the bearer token.
@@ -168,19 +150,20 @@ async fn over_http(args: &TriggerArgs, token_file: &PathBuf) -> anyhow::Result<E
             Ok(ExitCode::SUCCESS)
         }
         TriggerAnswer::Finished(report) => {
-            let answer = RequestAnswer {
-                requested_at: String::new(),
-                report: *report,
-                changes_omitted: 0,
+            let result = match report.result {
+                PassResultKind::Succeeded => "succeeded",
+                PassResultKind::Failed => "failed",
+                PassResultKind::Abandoned => "abandoned",
+                PassResultKind::Suspended => "suspended",
             };
-            Ok(print_report(&answer.report, 0, answer.result()))
+            Ok(print_report(&report, result))
         }
     }
 }
 
 /// Print a finished pass as `pass 7 succeeded: revision … (…) in 0.1s` and its changes; the
 /// exit code: 0 when it succeeded, 1 otherwise.
-fn print_report(report: &PassReport, omitted: usize, result: &str) -> ExitCode {
+fn print_report(report: &PassReport, result: &str) -> ExitCode {
     let s = report.summary;
     outln!(
         "pass {} {result}: revision {} ({} created, {} configured, {} unchanged, {} pruned) in {:.1}s",
@@ -194,9 +177,6 @@ fn print_report(report: &PassReport, omitted: usize, result: &str) -> ExitCode {
     );
     for c in &report.changes {
         outln!("  {} {}", c.object, c.action);
-    }
-    if omitted > 0 {
-        outln!("  … and {omitted} more");
     }
     match &report.error {
         None if report.succeeded() => ExitCode::SUCCESS,

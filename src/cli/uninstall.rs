@@ -12,7 +12,7 @@ use crate::daemon::uninstall::{self, UninstallOptions};
 #[derive(Args, Debug)]
 pub struct UninstallArgs {
     /// Also delete what Weft created (by its ownership labels, as a prune does) and its own
-    /// records (inventory, Lease, cached agent bundles).
+    /// records (inventory, the root's Root, Lease, cached agent bundles).
     #[arg(long)]
     pub prune: bool,
     /// Name of the sync root whose objects `--prune` deletes.
@@ -37,8 +37,8 @@ pub fn uninstall(args: UninstallArgs) -> anyhow::Result<ExitCode> {
         if args.prune {
             // What `--prune` deletes is the root's: a root that is not there is an error that
             // names the roots that are, not an uninstall that prunes nothing.
-            crate::daemon::record::require(&client, &args.cluster.weft_namespace, &args.root_name)
-                .await?;
+            let ns = &args.cluster.weft_namespace;
+            crate::daemon::roots::requests::require(&client, ns, &args.root_name).await?;
         }
         let opts = UninstallOptions {
             weft_namespace: args.cluster.weft_namespace.clone(),

@@ -1,4 +1,5 @@
-//! What `weft export` prints, read from the cluster: the root record's configuration keys, then
+//! What `weft export` prints, read from the cluster: the root's configuration (its Root's
+//! repository, path and suspension, as the root record document of older Weft), then
 //! every WeaveCloud, ArmadaManifest, ArmadaChartGroup, ArmadaChart, Provider and Alert as the
 //! user wrote it (`apiVersion`, `kind`, `metadata` without Weft's marks, `spec`). The command
 //! line turns it into YAML.
@@ -7,29 +8,27 @@ use crate::api::keys::{
     APPLIED_HASH_ANNOTATION, OWNER_LABEL, OWNER_REF_ANNOTATION, REQUESTED_AT_ANNOTATION,
 };
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Client, Resource};
 use serde_json::{json, Map, Value};
 
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::api::keys::ROOT_KEY;
 use crate::api::notification::{Alert, Provider};
+use crate::api::redact::redact_url_passwords;
+use crate::api::root::Root;
 use crate::api::WeaveCloud;
-use crate::daemon::record::{
-    self, KEY_PATH, KEY_REPOSITORY, KEY_SUSPENDED, KEY_SUSPENDED_AT, KEY_SUSPEND_MESSAGE,
-};
 use crate::render::ownership::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
 
-/// The keys of the root record that are configuration (not a pass's outcome or a request).
-const RECORD_KEYS: &[&str] = &[
-    KEY_REPOSITORY,
-    KEY_PATH,
-    KEY_SUSPENDED,
-    KEY_SUSPEND_MESSAGE,
-    KEY_SUSPENDED_AT,
-];
+/// The name of the root record ConfigMap of `root` that `weft export` prints (the form an
+/// older Weft kept a root's configuration in; a daemon creating the Root takes its suspension
+/// over, see `daemon::roots::flag`).
+fn record_name(root: &str) -> String {
+    format!("weft-root-{root}")
+}
 
-/// The documents to export: the record of `root` in `weft_namespace` (if there is one), then
+/// The documents to export: the record of `root` (its Root in `weft_namespace`, if there is
+/// one), then
 /// Weft's resources of namespace `ns` (every namespace when `None`), each kind sorted.
 pub async fn documents(
     client: &Client,
@@ -50,29 +49,39 @@ pub async fn documents(
     Ok(docs)
 }
 
-/// The root record, with its configuration keys only.
+/// The configuration of the root `root` (its Root in `ns`: repository, path, suspension) as
+/// the root record document; `None` when there is no such Root (or no Root CRD).
 async fn root_record(client: &Client, ns: &str, root: &str) -> Result<Option<Value>, kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let Some(cm) = api.get_opt(&record::record_name(root)).await? else {
-        return Ok(None);
+    let api: Api<Root> = Api::namespaced(client.clone(), ns);
+    let found = match api.get_opt(root).await {
+        Ok(found) => found,
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(e) => return Err(e),
     };
-    let data: Map<String, Value> = cm
-        .data
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|(k, _)| RECORD_KEYS.contains(&k.as_str()))
-        .map(|(k, v)| (k, Value::String(v)))
-        .collect();
-    let mut metadata = json!({"name": record::record_name(root), "namespace": ns});
-    if let Some(labels) = cm.metadata.labels.filter(|l| !l.is_empty()) {
-        metadata["labels"] = json!(labels);
+    Ok(found.map(|r| record_document(ns, root, &r)))
+}
+
+/// The record document of the Root `r`: its configuration keys only (no pass outcome).
+fn record_document(ns: &str, root: &str, r: &Root) -> Value {
+    let mut data = Map::new();
+    data.insert(
+        "repository".into(),
+        json!(redact_url_passwords(&r.spec.source.url)),
+    );
+    data.insert(
+        "path".into(),
+        json!(r.spec.path.as_deref().unwrap_or("").trim_matches('/')),
+    );
+    data.insert("suspended".into(), json!(r.spec.suspend.to_string()));
+    if let Some(why) = crate::api::suspend::message(&r.metadata).filter(|_| r.spec.suspend) {
+        data.insert("suspendMessage".into(), json!(why));
     }
-    Ok(Some(json!({
+    json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": metadata,
+        "metadata": {"name": record_name(root), "namespace": ns, "labels": {ROOT_KEY: root}},
         "data": data,
-    })))
+    })
 }
 
 /// Every resource of kind `K` (none when its CRD is not installed), cleaned, sorted by
@@ -194,5 +203,31 @@ mod tests {
                 "spec": {"release": "api"},
             })
         );
+    }
+
+    #[test]
+    fn a_roots_configuration_is_exported_as_its_record_without_passwords_or_outcome() {
+        let mut root: Root = serde_json::from_value(json!({
+            "apiVersion": "weft.io/v1alpha1", "kind": "Root",
+            "metadata": {"name": "weft", "namespace": "weft-system",
+                "annotations": {"weft.io/suspend-message": "incident 42"}},
+            "spec": {"source": {"url": "https://u:secret@git.example/c.git"}, "path": "/apps/", "suspend": true},
+            "status": {"lastAppliedRevision": "abc"},
+        }))
+        .unwrap();
+        let doc = record_document("weft-system", "weft", &root);
+        assert_eq!(doc["metadata"]["name"], json!("weft-root-weft"));
+        assert_eq!(doc["metadata"]["labels"], json!({ROOT_KEY: "weft"}));
+        assert!(!doc["data"]["repository"]
+            .as_str()
+            .unwrap()
+            .contains("secret"));
+        assert_eq!(doc["data"]["path"], json!("apps"));
+        assert_eq!(doc["data"]["suspended"], json!("true"));
+        assert_eq!(doc["data"]["suspendMessage"], json!("incident 42"));
+        assert!(doc["data"].get("revision").is_none(), "{doc}");
+        root.spec.suspend = false;
+        let doc = record_document("weft-system", "weft", &root);
+        assert!(doc["data"].get("suspendMessage").is_none(), "{doc}");
     }
 }

@@ -13,6 +13,9 @@ use crate::api::conditions::{Condition, ConditionStatus};
 use crate::api::root::Root;
 use crate::api::WeaveCloud;
 
+/// The condition type a controller marks a suspended resource with.
+const SUSPENDED: &str = "Suspended";
+
 /// The kinds [`rows`] lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Listed {
@@ -66,8 +69,10 @@ impl Row {
             name: meta.name_any(),
             ready: status,
             revision,
-            suspended: crate::daemon::suspend::annotated(meta.meta())
-                || crate::daemon::suspend::marked(conditions),
+            suspended: crate::api::suspend::annotated(meta.meta())
+                || conditions
+                    .iter()
+                    .any(|c| c.type_ == SUSPENDED && c.status == ConditionStatus::True),
             since: ready
                 .and_then(|c| c.last_transition_time.clone())
                 .unwrap_or_default(),
@@ -174,6 +179,14 @@ pub fn root_object_row(r: &Root) -> Row {
     let revision = status.last_applied_revision.clone().unwrap_or_default();
     let mut row = Row::new("Root", r, &status.conditions, revision);
     row.suspended |= r.spec.suspend;
+    // Ready as it was before the suspension: why it is suspended, when that was said.
+    if let (true, true, Some(why)) = (
+        r.spec.suspend,
+        row.message.is_empty(),
+        crate::api::suspend::message(&r.metadata),
+    ) {
+        row.message = format!("suspended: {why}");
+    }
     row
 }
 

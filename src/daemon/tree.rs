@@ -4,17 +4,15 @@
 //! only; no daemon needed. The command line prints it; what went wrong reading an owner stays a
 //! typed error in the tree until then.
 
-use crate::api::keys::ROOT_KEY;
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::api::{ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 
 use crate::api::ObjectRef;
 use crate::apply::{inventory, ApplyError};
-use crate::daemon::record::root_of_record;
+use crate::render::shard::shard_root_name;
 use crate::render::{Owner, OwnerKind};
 
 /// One object of the tree, and what it holds when it is an owner.
@@ -73,35 +71,25 @@ pub async fn root_trees(
     Ok(trees)
 }
 
-/// The root and its shard roots, from their root records (a root synced before records
-/// existed has none: then the root alone).
-pub async fn root_names(client: &Client, ns: &str, root: &str) -> Result<Vec<String>, kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let selector = format!("{ROOT_KEY}={root}");
-    let mut names: Vec<String> = api
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .iter()
-        .filter_map(|cm| root_of_record(&cm.name_any()).map(str::to_string))
-        .collect();
-    if !names.iter().any(|n| n == root) {
-        names.push(root.to_string());
+/// The root and its shard roots (`<root>-shard-<i>`, see `render::shard`), in order: each
+/// shard of a sharded Root keeps its inventory under its own owner name, so the shards are
+/// the inventories there are, up to the first missing one.
+pub async fn root_names(client: &Client, ns: &str, root: &str) -> Result<Vec<String>, ApplyError> {
+    let mut names = vec![root.to_string()];
+    for index in 1.. {
+        let shard = shard_root_name(root, index);
+        let owner = Owner::root(ns, shard.clone());
+        if inventory::read_root(client, &owner, ns).await?.is_none() {
+            break;
+        }
+        names.push(shard);
     }
-    // The base root first, then its shards in order.
-    names.sort_by_key(|n| (n != root, n.clone()));
     Ok(names)
 }
 
-/// Every base root recorded in `ns`.
+/// Every root in `ns`: its Roots.
 pub async fn all_roots(client: &Client, ns: &str) -> Result<Vec<String>, kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let roots: BTreeSet<String> = api
-        .list(&ListParams::default().labels(ROOT_KEY))
-        .await?
-        .iter()
-        .filter_map(|cm| cm.labels().get(ROOT_KEY).cloned())
-        .collect();
-    Ok(roots.into_iter().collect())
+    crate::daemon::roots::requests::names(client, ns).await
 }
 
 /// The nodes of `entries`, each owner among them with its own inventory below it.

@@ -10,7 +10,7 @@
 //!    is deleted only if its owner label was set by Weft's own apply): the children of every
 //!    WeaveCloud and ArmadaChart (their `status.inventory`), then the sync root's inventory (the
 //!    custom resources it applied included), and deletes Weft's own records (the root's inventory
-//!    ConfigMaps, its Lease, the cached agent bundles);
+//!    ConfigMaps, its Root, its Lease, the cached agent bundles);
 //! 3. removes Weft's finalizers from every WeaveCloud and ArmadaChart, so nothing waits for it.
 //!
 //! Without `--prune` the objects stay and keep their labels: a later installation of the same
@@ -26,6 +26,7 @@ use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 
 use crate::api::keys::BUNDLE_OF_LABEL;
+use crate::api::root::Root;
 use crate::api::ObjectRef;
 use crate::apply::changeset::{Action, ChangeSet};
 use crate::apply::inventory::{self, Inventory, InventorySource};
@@ -129,7 +130,7 @@ fn ours(object: &DynamicObject, roots: &[Owner]) -> bool {
 }
 
 /// The root and, when it was sharded (`--shards N`), every shard root it had: found by their
-/// shard Leases (`<leader Lease>-shard-<i>`) and their root records (`weft.io/root` label).
+/// shard Leases (`<leader Lease>-shard-<i>`) and their inventories.
 async fn root_names(
     client: &Client,
     opts: &UninstallOptions,
@@ -149,20 +150,15 @@ async fn root_names(
             .strip_prefix(prefix)
             .and_then(|i| i.parse::<u32>().ok())
     }));
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let records = configmaps
-        .list(&ListParams::default().labels(&format!("{}={base}", crate::api::keys::ROOT_KEY)))
-        .await
-        .map_err(kube_err(format!("listing the root records of {ns}")))?;
     let mut names: BTreeSet<String> = indexes
         .into_iter()
         .map(|i| crate::render::shard::shard_root_name(base, i))
         .collect();
+    // The shards whose Leases are gone keep their inventories.
     names.extend(
-        records
-            .items
-            .iter()
-            .filter_map(|c| super::record::root_of_record(&c.name_any()).map(str::to_string)),
+        super::tree::root_names(client, ns, base)
+            .await
+            .map_err(UninstallError::Prune)?,
     );
     Ok(names.into_iter().collect())
 }
@@ -308,7 +304,8 @@ async fn prune_all(
                 .await
                 .map_err(UninstallError::Prune)?,
         );
-        records.push(super::record::record_name(name));
+        // The root record an older Weft kept (migrated into the Root, which `adopt` left).
+        records.push(format!("weft-root-{name}"));
     }
     records.extend(bundles.items.iter().map(|c| c.name_any()));
     for name in records {
@@ -321,6 +318,16 @@ async fn prune_all(
         )
         .await?;
     }
+    // The root's Root: what the root is now (no finalizer: it goes at once).
+    let root_objects: Api<Root> = Api::namespaced(client.clone(), &opts.weft_namespace);
+    delete_record(
+        &root_objects,
+        "Root",
+        &opts.weft_namespace,
+        &opts.root_name,
+        report,
+    )
+    .await?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), &opts.weft_namespace);
     let leader = super::leader::lease_name(&opts.root_name);
     delete_record(&leases, "Lease", &opts.weft_namespace, &leader, report).await?;

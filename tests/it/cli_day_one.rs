@@ -82,23 +82,26 @@ async fn greeting(api: &Api<ConfigMap>) -> Option<String> {
         .and_then(|d| d.get("value").cloned())
 }
 
-/// Wait until the daemon has recorded its first pass (the record a request annotates).
+/// Wait until the daemon's first pass is in its Root's status (the Root a request annotates).
 async fn wait_record(ns: &TestNamespace, d: &Daemon) {
-    let api: Api<ConfigMap> = Api::namespaced(ns.client(), ns.name());
-    let name = format!("weft-root-{}", ns.name());
+    let api: Api<weft::api::root::Root> = Api::namespaced(ns.client(), ns.name());
+    let name = ns.name();
     for _ in 0..300 {
         let recorded = api
-            .get_opt(&name)
+            .get_opt(name)
             .await
-            .expect("GET record")
-            .and_then(|c| c.data)
-            .is_some_and(|d| d.contains_key("ready"));
+            .expect("GET Root")
+            .and_then(|r| r.status)
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready"));
         if recorded {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("no root record {name} after 30s:\n{}", d.logs());
+    panic!(
+        "no pass in the status of Root {name}/{name} after 30s:\n{}",
+        d.logs()
+    );
 }
 
 #[tokio::test]
@@ -186,7 +189,10 @@ async fn trigger_needs_only_a_kubeconfig_waits_for_its_pass_and_says_suspended()
     let out = weft(&args).await;
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
-    assert!(stderr.contains("weft-root-nobody-runs-this"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("Root {}/nobody-runs-this", ns.name())),
+        "{stderr}"
+    );
     drop(d);
     ns.delete().await;
 }
@@ -457,7 +463,7 @@ async fn the_command_line_speaks_kubectl() {
     let rows = |out: &Output| -> Vec<serde_json::Value> {
         serde_json::from_str(&text(out).0).unwrap_or_else(|e| panic!("{e}: {:?}", text(out)))
     };
-    // The root's record (written by `weft suspend` here; by the daemon otherwise) is a row.
+    // The root's Root (made by the sync above, suspended here) is a row.
     let mut args = vec!["suspend".to_string()];
     args.extend(cluster_args(&name));
     assert!(weft(&args).await.status.success());
@@ -590,7 +596,7 @@ async fn a_first_sync_on_a_cluster_without_weft_works_and_a_failed_load_leaves_n
         "a reading command created {home}"
     );
 
-    // A repository that does not load: exit 1, and neither a root record nor Weft's namespace.
+    // A repository that does not load: exit 1, and neither a Root nor Weft's namespace.
     let out = weft(&with(&["sync", "--repo", &bad_path], "typo")).await;
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
@@ -601,7 +607,7 @@ async fn a_first_sync_on_a_cluster_without_weft_works_and_a_failed_load_leaves_n
         "a failed load created {home}"
     );
 
-    // The first real sync creates Weft's namespace, labelled as Weft's, and records the root.
+    // The first real sync creates Weft's namespace, labelled as Weft's, and the root's Root.
     let out = weft(&with(&["sync", "--repo", &good_path], "first")).await;
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -614,12 +620,8 @@ async fn a_first_sync_on_a_cluster_without_weft_works_and_a_failed_load_leaves_n
     );
     let cm: Api<ConfigMap> = Api::namespaced(ns.client(), &name);
     assert!(cm.get_opt("cm-0").await.expect("GET").is_some());
-    let records: Api<ConfigMap> = Api::namespaced(ns.client(), &home);
-    assert!(records
-        .get_opt("weft-root-first")
-        .await
-        .expect("GET")
-        .is_some());
+    let records: Api<weft::api::root::Root> = Api::namespaced(ns.client(), &home);
+    assert!(records.get_opt("first").await.expect("GET").is_some());
 
     // `weft get root` shows it Ready, exit 0; the failed load's root is nowhere.
     let out = weft(&get_root("first")).await;
@@ -631,11 +633,7 @@ async fn a_first_sync_on_a_cluster_without_weft_works_and_a_failed_load_leaves_n
         .unwrap_or_default();
     assert!(row.contains("True"), "root not Ready:\n{stdout}");
     assert!(!stdout.contains("typo"), "a phantom root:\n{stdout}");
-    assert!(records
-        .get_opt("weft-root-typo")
-        .await
-        .expect("GET")
-        .is_none());
+    assert!(records.get_opt("typo").await.expect("GET").is_none());
 
     // A failed load of a root that exists is recorded on it (as a daemon does), and a later
     // good sync makes it Ready again.

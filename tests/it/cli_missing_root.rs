@@ -1,6 +1,6 @@
 //! Commands about one root, given a root that does not exist, on the real control plane:
 //! `weft suspend`, `resume`, `trigger`, `get root NAME` and `uninstall --prune` fail (exit 2),
-//! name the roots that do exist, and write nothing (no phantom record, nothing pruned);
+//! name the roots that do exist, and write nothing (no phantom Root, nothing pruned);
 //! `weft suspend --create` suspends a root before its first pass, on purpose.
 
 use crate::support;
@@ -11,6 +11,7 @@ use kube::Api;
 use support::cluster::TestNamespace;
 use support::manifests::configmap;
 use support::weft_cli::Weft;
+use weft::api::root::Root;
 
 /// `weft <args>` on the test cluster, Weft's namespace `ns`, root `root`.
 fn weft(args: &[&str], ns: &str, root: &str) -> (i32, String, String) {
@@ -25,7 +26,7 @@ fn weft(args: &[&str], ns: &str, root: &str) -> (i32, String, String) {
         .run()
 }
 
-/// Sync a directory holding one ConfigMap `cm` into `ns` as root `root`: the root is recorded.
+/// Sync a directory holding one ConfigMap `cm` into `ns` as root `root`: its Root is made.
 fn sync_root(ns: &str, root: &str, cm: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("cm.yaml"), configmap(ns, cm, "v")).expect("write");
@@ -42,7 +43,7 @@ async fn commands_on_a_missing_root_fail_name_the_roots_there_and_write_nothing(
     sync_root(n, n, "first");
     sync_root(n, &second, "second");
     let records: Api<ConfigMap> = Api::namespaced(ns.client(), n);
-    let phantom = weft::daemon::record::record_name("nope");
+    let roots: Api<Root> = Api::namespaced(ns.client(), n);
 
     let cases: [&[&str]; 5] = [
         &["suspend", "-m", "typo"],
@@ -66,12 +67,20 @@ async fn commands_on_a_missing_root_fail_name_the_roots_there_and_write_nothing(
         assert_eq!(code, 2, "weft {args:?} on a missing root:\n{out}\n{err}");
         assert!(
             err.contains(&format!(
-                "no root `nope` in namespace {n} (no ConfigMap {n}/weft-root-nope)"
+                "no root `nope` in namespace {n} (no Root {n}/nope)"
             )) && err.contains(&format!("`{n}`, `{second}`")),
             "weft {args:?} names the roots there:\n{err}"
         );
         assert!(
-            records.get_opt(&phantom).await.expect("GET").is_none(),
+            roots.get_opt("nope").await.expect("GET").is_none(),
+            "weft {args:?} created a phantom Root"
+        );
+        assert!(
+            records
+                .get_opt("weft-root-nope")
+                .await
+                .expect("GET")
+                .is_none(),
             "weft {args:?} created a phantom record"
         );
     }
@@ -89,7 +98,7 @@ async fn commands_on_a_missing_root_fail_name_the_roots_there_and_write_nothing(
         .args(["--weft-namespace", n])
         .env_remove("WEFT_NAMESPACE")
         .run();
-    // 1: a root `weft sync` recorded has no pass outcome (`Unknown`), which is not ready.
+    // 1 would be a root whose Root says no pass outcome (`Unknown`), which is not ready.
     assert!(code == 0 || code == 1, "weft get root {n}:\n{out}\n{err}");
     let rows: Vec<serde_json::Value> = serde_json::from_str(&out).expect("rows");
     assert_eq!(rows.len(), 1, "{out}");
@@ -98,21 +107,18 @@ async fn commands_on_a_missing_root_fail_name_the_roots_there_and_write_nothing(
         (&serde_json::json!(n), &serde_json::json!(false))
     );
 
-    // A root before its first pass: suspended on purpose with --create, then an existing root.
-    let (code, out, err) = weft(&["suspend", "--create", "-m", "not yet"], n, "fresh");
-    assert_eq!(code, 0, "weft suspend --create:\n{out}\n{err}");
-    let record = records
-        .get(&weft::daemon::record::record_name("fresh"))
-        .await
-        .expect("the created record");
-    assert_eq!(
-        record
-            .data
-            .unwrap_or_default()
-            .get("suspended")
-            .map(String::as_str),
-        Some("true")
+    // A root before its first pass: suspended on purpose with --create (its Root made from the
+    // repository, as `weft run --repo` would make it), then an existing root.
+    let repo = tempfile::tempdir().expect("tempdir");
+    let repo_path = repo.path().display().to_string();
+    let (code, out, err) = weft(
+        &["suspend", "--create", "--repo", &repo_path, "-m", "not yet"],
+        n,
+        "fresh",
     );
+    assert_eq!(code, 0, "weft suspend --create:\n{out}\n{err}");
+    let fresh = roots.get("fresh").await.expect("the created Root");
+    assert!(fresh.spec.suspend, "{fresh:?}");
     let (code, out, err) = weft(&["resume"], n, "fresh");
     assert_eq!(code, 0, "weft resume of the created root:\n{out}\n{err}");
 

@@ -94,18 +94,41 @@ async fn a_managed_cluster_moves_to_a_root_object_writing_none_of_its_objects() 
     let repo = repository(&name, &loose);
     let repo_path = repo.path().to_str().unwrap().to_string();
 
-    // The old path: a one-shot sync writes the objects, the inventory and the root record.
+    // The old path: a one-shot sync writes the objects and the inventory (and the root's
+    // Root, which a cluster of an older Weft does not have: deleted here), and the root record
+    // with the repository it synced, as the old `weft sync` wrote it (field manager
+    // `weft-source`).
     let (code, out, err) = weft(&name, &["sync", "--repo", &repo_path]);
     assert_eq!(code, 0, "weft sync:\n{out}\n{err}");
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    roots
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete the Root the sync made");
+    let record = format!("weft-root-{name}");
+    let canonical = std::fs::canonicalize(repo.path()).unwrap();
+    let records = Api::<ConfigMap>::namespaced(client.clone(), &name);
+    records
+        .patch(
+            &record,
+            &PatchParams::apply("weft-source"),
+            &Patch::Apply(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": record, "labels": {"weft.io/root": name}},
+                "data": {"repository": canonical.display().to_string(), "path": ""},
+            })),
+        )
+        .await
+        .expect("the root record");
     // A `weft trigger` request no daemon answered yet, as the old CLI wrote it on the record.
     let requested = "2026-12-05T01:02:03Z";
-    Api::<ConfigMap>::namespaced(client.clone(), &name)
+    records
         .patch(
-            &format!("weft-root-{name}"),
+            &record,
             &PatchParams::apply("weft-trigger"),
             &Patch::Apply(json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"annotations": {"weft.io/requested-at": requested}},
+                "metadata": {"name": record, "annotations": {"weft.io/requested-at": requested}},
             })),
         )
         .await
@@ -123,7 +146,6 @@ async fn a_managed_cluster_moves_to_a_root_object_writing_none_of_its_objects() 
         name.clone(),
     ];
     let mut d = Daemon::start(opts);
-    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
     let root = wait_for(
         "the flag root's Root object Ready, having answered the record's request",
         WITHIN,

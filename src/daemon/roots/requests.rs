@@ -44,6 +44,78 @@ pub async fn get(client: &Client, namespace: &str, name: &str) -> Result<Root, R
         .map_err(|e| kube_error(namespace, name, "reading it", e))
 }
 
+/// Why a command about one root cannot go on: its Root is not there.
+#[derive(Debug, thiserror::Error)]
+pub enum LookupError {
+    #[error("no root `{root}` in namespace {namespace} (no Root {namespace}/{root}): {}", known_roots(.known))]
+    Missing {
+        root: String,
+        namespace: String,
+        /// The roots that are there.
+        known: Vec<String>,
+    },
+    #[error("cannot list the Roots of namespace {namespace}: {}", crate::api::kube_error::Text(.source))]
+    Api {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn known_roots(known: &[String]) -> String {
+    if known.is_empty() {
+        "there is no root there (a root is made by its first `weft sync` or `weft run` pass, or \
+         `weft create root`; check --weft-namespace)"
+            .to_string()
+    } else {
+        format!(
+            "the roots there are {} (check --root-name or WEFT_ROOT_NAME)",
+            known
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+/// The names of the Roots in `namespace`, sorted; none when the API server does not serve
+/// Roots (no CRD: no root was ever made there).
+pub async fn names(client: &Client, namespace: &str) -> Result<Vec<String>, kube::Error> {
+    match api(client, namespace).list(&Default::default()).await {
+        Ok(list) => {
+            let mut names: Vec<String> = list.items.iter().map(ResourceExt::name_any).collect();
+            names.sort();
+            Ok(names)
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The Root `namespace/name`; when it is not there, an error naming the roots that are.
+/// Commands about one root ask this first, so that a wrong name is an error, not a new object.
+pub async fn require(client: &Client, namespace: &str, name: &str) -> Result<Root, LookupError> {
+    let lookup = |source| LookupError::Api {
+        namespace: namespace.to_string(),
+        source,
+    };
+    let found = match api(client, namespace).get_opt(name).await {
+        Ok(found) => found,
+        // No CRD: no Root anywhere.
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(e) => return Err(lookup(e)),
+    };
+    match found {
+        Some(root) => Ok(root),
+        None => Err(LookupError::Missing {
+            root: name.to_string(),
+            namespace: namespace.to_string(),
+            known: names(client, namespace).await.map_err(lookup)?,
+        }),
+    }
+}
+
 /// Apply `root` in `namespace` as `weft create root` does (field manager `weft`, forced, the
 /// server's strict field validation): the Root as the server stored it.
 pub async fn create(client: &Client, namespace: &str, root: &Root) -> Result<Root, kube::Error> {
@@ -207,4 +279,31 @@ pub async fn wait_answer(
 /// A request value: the time, to the nanosecond (two requests in one second still differ).
 fn now() -> String {
     format!("{:.9}", k8s_openapi::jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_root_names_its_root_and_the_roots_there() {
+        let missing = LookupError::Missing {
+            root: "wfet".into(),
+            namespace: "weft-system".into(),
+            known: vec!["tenant-a".into(), "weft".into()],
+        };
+        assert_eq!(
+            missing.to_string(),
+            "no root `wfet` in namespace weft-system (no Root weft-system/wfet): the roots there are `tenant-a`, `weft` (check --root-name or WEFT_ROOT_NAME)"
+        );
+        let none = LookupError::Missing {
+            root: "weft".into(),
+            namespace: "fresh".into(),
+            known: Vec::new(),
+        };
+        assert!(
+            none.to_string().contains("there is no root there"),
+            "{none}"
+        );
+    }
 }
