@@ -5,9 +5,9 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /api/v1/sync[?wait=true][&update=true][&forcePrune=true]` | bearer token; queue a pass (202), or wait for it and return its [`PassReport`](crate::daemon::status::PassReport) (200); `update=true` also starts an agent update check now; `forcePrune=true` lets that pass prune past `--max-prune-fraction` |
+//! | `POST /api/v1/sync[?wait=true][&update=true][&forcePrune=true]` | bearer token; a pass of the flag root's Root (202), or wait for it and return its [`PassReport`](crate::daemon::status::PassReport) (200); `update=true` also starts an agent update check now; `forcePrune=true` lets that pass prune past `--max-prune-fraction` |
 //! | `POST /api/v1/sync?root=<namespace>/<name>` | bearer token; a pass of that Root object now (202, answered in its status), 404 for a Root this daemon does not reconcile |
-//! | `POST /api/v1/suspend[?message=…]`, `POST /api/v1/resume` | bearer token; record the root suspended or resumed in the cluster (every replica obeys it); resuming starts a pass; answers the recorded suspension as JSON |
+//! | `POST /api/v1/suspend[?message=…]`, `POST /api/v1/resume` | bearer token; set `spec.suspend` of the flag root's Root (every replica obeys it); resuming starts a pass; answers the suspension as JSON |
 //! | `POST /hooks/github` | `X-Hub-Signature-256` HMAC; a push to the followed ref queues a pass |
 //! | `POST /hooks/gitlab` | `X-Gitlab-Token`; same |
 //! | `POST /hooks/generic` | `X-Weft-Signature: sha256=<hmac>`; same (a JSON `ref` field is filtered) |
@@ -87,7 +87,7 @@ pub enum ServerError {
 /// What the handlers share with the daemon.
 #[derive(Clone)]
 pub struct ServerState {
-    /// The daemon's state: its trigger queue (the sync-root loop takes passes from it), status,
+    /// The daemon's state: its trigger queue (requests for the flag root's Root go through it), status,
     /// metrics and agent update requests.
     pub daemon: DaemonState,
     /// The sync token and the webhook secrets; swapped whole when their files change (see
@@ -465,6 +465,9 @@ async fn sync(
         return sync_root_object(&state, peer, root, &q);
     }
     forward::to_other_shards(&state, onward);
+    // The flag root is its Root: the daemon's queue numbers the request and carries its
+    // reasons (`forcePrune`) to the Root's next pass, whose report answers `?wait=true`
+    // (`daemon::roots::answer`).
     let force_prune = flag(q.force_prune.as_deref());
     let reason = match force_prune {
         true => TriggerReason::ApiForcePrune,

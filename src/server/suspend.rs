@@ -1,6 +1,8 @@
 //! `POST /api/v1/suspend[?message=…]` and `POST /api/v1/resume` (bearer token, like the sync
-//! endpoint): record the root's suspension in the cluster (see [`crate::daemon::suspend`]), so
-//! every replica and every shard obeys it. A standby passes the request on to the holders.
+//! endpoint): set the flag root's Root's `spec.suspend` (with why in `weft.io/suspend-message`,
+//! see [`crate::daemon::roots::requests::set_suspended`]), as `weft suspend` / `weft resume` do,
+//! so every replica and every shard obeys it; resuming also asks for a pass now. A standby passes
+//! the request on to the holders.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,11 +13,11 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
+use serde_json::json;
 
 use super::{body, body_refused, error_body, forward, header_str, refused, signature, standby};
 use super::{ServerState, MAX_SYNC_BODY_BYTES};
-use crate::daemon::suspend;
-use crate::daemon::trigger::TriggerReason;
+use crate::daemon::roots::requests;
 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct SuspendQuery {
@@ -32,7 +34,7 @@ pub(super) async fn suspend_root(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    record(state, peer, uri, headers, body, true, q.message).await
+    set_suspension(state, peer, uri, headers, body, true, q.message).await
 }
 
 pub(super) async fn resume_root(
@@ -42,10 +44,10 @@ pub(super) async fn resume_root(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    record(state, peer, uri, headers, body, false, None).await
+    set_suspension(state, peer, uri, headers, body, false, None).await
 }
 
-async fn record(
+async fn set_suspension(
     State(state): State<ServerState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     uri: axum::http::Uri,
@@ -79,44 +81,36 @@ async fn record(
         let forwarded = forward::to_leader(&state, onward).await;
         return forwarded.unwrap_or_else(|| standby(&state, endpoint));
     };
-    // When the flag root is a Root object its spec.suspend is the root's suspension; else the
-    // loop's record holds it.
-    let client = state.daemon.client();
     let (ns, root) = (&claim.weft_namespace, &claim.root_name);
-    let flag_object = crate::daemon::roots::requests::flag_root_object(client, ns, root)
-        .await
-        .is_some();
-    let message = message.as_deref();
-    let written = if flag_object {
-        crate::daemon::roots::requests::set_suspended(client, ns, root, suspended, message)
-            .await
-            .map(|()| crate::daemon::record::RootSuspension {
-                suspended,
-                message: message.filter(|_| suspended).map(str::to_string),
-                since: suspended.then(crate::daemon::status::now_rfc3339),
-            })
-            .map_err(|e| e.to_string())
-    } else {
-        suspend::write(client, ns, root, suspended, message)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    match written {
-        Ok(now) => {
+    let message = message.filter(|m| suspended && !m.trim().is_empty());
+    match requests::set_suspended(
+        state.daemon.client(),
+        ns,
+        root,
+        suspended,
+        message.as_deref(),
+    )
+    .await
+    {
+        Ok(()) => {
             tracing::info!(peer = %peer, root = %root, suspended, "root {endpoint}ed over the API");
-            // The loop holds its root's suspension in memory; a Root's is its spec, which its
-            // controller reads.
-            if !flag_object && state.daemon.set_suspension(now.clone()) {
-                let _ = state.daemon.queue().trigger(TriggerReason::Resumed);
-            }
             state.daemon.metrics().count_request(endpoint, "done");
-            (StatusCode::OK, Json(now)).into_response()
+            // The suspension as `spec.suspend` and `weft.io/suspend-message` now hold it (the
+            // Root's controller reads them; resuming asked it for a pass).
+            let mut answer = json!({"suspended": suspended});
+            if suspended {
+                answer["since"] = json!(crate::daemon::status::now_rfc3339());
+                if let Some(m) = message {
+                    answer["message"] = json!(m);
+                }
+            }
+            (StatusCode::OK, Json(answer)).into_response()
         }
         Err(e) => {
             state.daemon.metrics().count_request(endpoint, "error");
             error_body(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("cannot record the root's suspension: {e}"),
+                format!("{e}; the root's suspension is unchanged"),
             )
         }
     }

@@ -1,10 +1,11 @@
 //! The actions: HTML forms posted to the UI, carried out as the user's own API-server writes, so
 //! their RBAC decides (a 403 from the API server is shown as such).
 //!
-//! - Sync a root: `weft.io/requested-at: <now>` on its record ConfigMap, the request the leader
-//!   watches (issue 33: `weft trigger` through the API server). A shard root asks its base root.
-//! - Suspend / resume a root: [`crate::daemon::suspend::write`], what `weft suspend` / `weft
-//!   resume` write.
+//! - Sync a root (a Root in Weft's namespace, such as a `weft run`'s flag root): a new
+//!   `weft.io/requested-at` on the Root, as `weft trigger root` writes it; its status's
+//!   `lastHandledRequestedAt` answers it.
+//! - Suspend / resume it: its `spec.suspend` (with why in `weft.io/suspend-message`), as `weft
+//!   suspend` / `weft resume` write it; resuming also asks for a pass.
 //! - Sync a resource (WeaveCloud, ArmadaChart, ArmadaChartGroup, ArmadaManifest): its
 //!   `weft.io/requested-at` annotation, which its controller reconciles on; suspend / resume it:
 //!   its `weft.io/suspend` annotation.
@@ -24,9 +25,8 @@ use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
 use crate::api::keys::REQUESTED_AT_ANNOTATION;
 use crate::api::keys::SUSPEND_ANNOTATION;
 use crate::api::WeaveCloud;
-use crate::daemon::record::record_name;
+use crate::daemon::roots::requests;
 use crate::daemon::status::now_rfc3339;
-use crate::daemon::suspend;
 
 /// The field manager of the UI's annotation writes.
 const UI_MANAGER: &str = "weft-ui";
@@ -98,7 +98,7 @@ fn checked(ui: &Ui, form: &ActionForm) -> Result<String, UiError> {
     )
 }
 
-/// `POST /roots/{name}/{sync|suspend|resume}`.
+/// `POST /roots/{name}/{sync|suspend|resume}`: the Root `name` in Weft's namespace.
 pub async fn root_action(
     State(ui): State<Ui>,
     Path((name, act)): Path<(String, String)>,
@@ -108,29 +108,19 @@ pub async fn root_action(
         let back = checked(&ui, &form)?;
         let act = action(&act)?;
         let ns = &ui.config().weft_namespace;
-        // A shard root is suspended and synced through its base root.
-        let base = super::cluster::roots(&ui)
-            .await?
-            .into_iter()
-            .find(|r| r.name == name)
-            .map(|r| r.base)
-            .ok_or_else(|| UiError::NotFound(format!("no root {}", bounded(&name))))?;
         match act {
-            Action::Sync => request_root_sync(&ui, &base).await?,
+            Action::Sync => {
+                requests::request(ui.client(), ns, &name).await?;
+            }
             Action::Suspend | Action::Resume => {
                 let message: String = form.message.chars().take(MAX_MESSAGE).collect();
                 let message = Some(message).filter(|m| !m.trim().is_empty());
                 let message = message.unwrap_or_else(|| "suspended from weft ui".to_string());
                 let suspended = act == Action::Suspend;
-                suspend::write(ui.client(), ns, &base, suspended, Some(&message))
-                    .await
-                    .map_err(UiError::write(format!(
-                        "{} root {base}",
-                        if suspended { "suspending" } else { "resuming" }
-                    )))?;
+                requests::set_suspended(ui.client(), ns, &name, suspended, Some(&message)).await?;
             }
         }
-        tracing::info!(root = %base, action = ?act, "done from weft ui");
+        tracing::info!(root = %format!("{ns}/{name}"), action = ?act, "done from weft ui");
         Ok::<_, UiError>(back)
     }
     .await;
@@ -138,17 +128,6 @@ pub async fn root_action(
         Ok(back) => Redirect::to(&back).into_response(),
         Err(e) => e.into_response(),
     }
-}
-
-/// Ask the leader of root `base` for a pass: `weft.io/requested-at` on its record.
-pub async fn request_root_sync(ui: &Ui, base: &str) -> Result<(), UiError> {
-    let ns = &ui.config().weft_namespace;
-    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ui.client().clone(), ns);
-    let patch = json!({"metadata": {"annotations": {REQUESTED_AT_ANNOTATION: now_rfc3339()}}});
-    api.patch(&record_name(base), &patch_params(), &Patch::Merge(&patch))
-        .await
-        .map_err(UiError::write(format!("requesting a sync of root {base}")))?;
-    Ok(())
 }
 
 /// `POST /resources/{kind}/{namespace}/{name}/{sync|suspend|resume}`.

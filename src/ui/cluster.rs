@@ -1,5 +1,5 @@
-//! What the pages show, read from the API server with the user's credentials: the root records
-//! and Leases, a root's inventory with each object's health, the Armada resources, the
+//! What the pages show, read from the API server with the user's credentials: the Roots and
+//! their Leases, a root's inventory with each object's health, the Armada resources, the
 //! WeaveClouds with their agents, and Weft's events.
 
 use crate::api::keys::OWNER_LABEL;
@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{DynamicObject, ListParams};
 use kube::core::NamespaceResourceScope;
 use kube::{Api, Resource, ResourceExt};
@@ -15,14 +15,12 @@ use serde::de::DeserializeOwned;
 
 use super::{Ui, UiError};
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
-use crate::api::keys::REQUESTED_AT_ANNOTATION;
-use crate::api::keys::ROOT_KEY;
 use crate::api::root::Root;
-use crate::api::{ObjectRef, WeaveCloud};
+use crate::api::{ObjectRef, ResourceKey, WeaveCloud};
 use crate::apply::inventory;
 use crate::apply::readiness::{self, Readiness};
 use crate::daemon::leader::lease_name;
-use crate::daemon::record::{RootRecord, KEY_SHARD};
+use crate::daemon::roots::lease::root_lease_name;
 use crate::daemon::shards::shard_lease_name;
 use crate::render::{Owner, OwnerKind};
 
@@ -32,17 +30,23 @@ const LIST_CONCURRENCY: usize = 4;
 /// The most events shown.
 const MAX_EVENTS: usize = 300;
 
-/// One sync root (or shard root), from its record and its Lease.
+/// One Root and who holds it.
 #[derive(Clone, Debug)]
 pub struct RootRow {
-    pub name: String,
-    /// The base root (a shard root's name differs from it).
-    pub base: String,
-    pub shard: Option<String>,
-    pub record: RootRecord,
-    /// `weft.io/requested-at` on the record: the last sync asked for by `weft ui`/`weft trigger`.
-    pub requested_at: Option<String>,
-    pub leader: Option<Leader>,
+    pub root: Root,
+    /// Who holds it: its Lease, or one Lease per shard for a flag root split into shards
+    /// (`weft run --shards`). Empty: no replica holds it (or the Leases cannot be read).
+    pub leaders: Vec<Leader>,
+}
+
+impl RootRow {
+    /// `namespace/name`.
+    pub fn key(&self) -> ResourceKey {
+        ResourceKey {
+            namespace: self.root.namespace().unwrap_or_default(),
+            name: self.root.name_any(),
+        }
+    }
 }
 
 /// Who holds a root's Lease.
@@ -53,56 +57,73 @@ pub struct Leader {
     pub renewed: Option<String>,
 }
 
-/// The roots, by name.
+/// The Roots of every namespace the user may list them in (Weft's namespace alone when they may
+/// not list them cluster-wide; none when the Root CRD is not served), by namespace and name,
+/// each with who holds it.
 pub async fn roots(ui: &Ui) -> Result<Vec<RootRow>, UiError> {
     let ns = &ui.config().weft_namespace;
-    let records: Api<ConfigMap> = Api::namespaced(ui.client().clone(), ns);
-    let list = records
-        .list(&ListParams::default().labels(ROOT_KEY))
+    let mut roots = match Api::<Root>::all(ui.client().clone())
+        .list(&ListParams::default())
         .await
-        .map_err(UiError::read(format!("the root records in {ns}")))?;
+    {
+        Ok(list) => list.items,
+        Err(e) => {
+            tracing::debug!(error = %crate::api::kube_error::Text(&e), "cannot list the Roots of every namespace; listing those of Weft's");
+            match Api::<Root>::namespaced(ui.client().clone(), ns)
+                .list(&ListParams::default())
+                .await
+            {
+                Ok(list) => list.items,
+                Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
+                Err(e) => return Err(UiError::read(format!("the Roots in {ns}"))(e)),
+            }
+        }
+    };
+    roots.sort_by_key(|r| (r.namespace(), r.name_any()));
+    // Every root's Lease is in Weft's namespace. A user allowed to read the Roots but not the
+    // Leases still sees the roots.
     let leases: Api<Lease> = Api::namespaced(ui.client().clone(), ns);
-    // A user allowed to read the records but not the Leases still sees the roots.
     let leases: BTreeMap<String, Lease> = match leases.list(&ListParams::default()).await {
         Ok(l) => l.into_iter().map(|l| (l.name_any(), l)).collect(),
         Err(e) => {
-            tracing::debug!(error = %e, "cannot list the Leases");
+            tracing::debug!(error = %crate::api::kube_error::Text(&e), "cannot list the Leases");
             BTreeMap::new()
         }
     };
-    let mut rows: Vec<RootRow> = list
-        .iter()
-        .map(|cm| {
-            let full = cm.name_any();
-            let name = crate::daemon::record::root_of_record(&full)
-                .unwrap_or(&full)
-                .to_string();
-            let base = cm.labels().get(ROOT_KEY).cloned().unwrap_or(name.clone());
-            let shard = cm.data.as_ref().and_then(|d| d.get(KEY_SHARD)).cloned();
-            let lease = match shard.as_deref().map(str::parse::<u32>) {
-                Some(Ok(i)) if name != base => shard_lease_name(&lease_name(&base), i),
-                _ => lease_name(&base),
-            };
-            let leader = leases.get(&lease).and_then(|l| {
-                let spec = l.spec.as_ref()?;
-                Some(Leader {
-                    lease: lease.clone(),
-                    holder: spec.holder_identity.clone().unwrap_or_default(),
-                    renewed: spec.renew_time.as_ref().map(|t| t.0.to_string()),
-                })
-            });
-            RootRow {
-                requested_at: cm.annotations().get(REQUESTED_AT_ANNOTATION).cloned(),
-                record: RootRecord::from_configmap(Some(cm)),
-                name,
-                base,
-                shard,
-                leader,
-            }
+    let leader = |name: &str, lease: &Lease| {
+        let spec = lease.spec.as_ref()?;
+        Some(Leader {
+            lease: name.to_string(),
+            holder: spec.holder_identity.clone().unwrap_or_default(),
+            renewed: spec.renew_time.as_ref().map(|t| t.0.to_string()),
         })
-        .collect();
-    rows.sort_by(|a, b| (&a.base, &a.name).cmp(&(&b.base, &b.name)));
-    Ok(rows)
+    };
+    Ok(roots
+        .into_iter()
+        .map(|root| {
+            let key = ResourceKey {
+                namespace: root.namespace().unwrap_or_default(),
+                name: root.name_any(),
+            };
+            let own = root_lease_name(&key);
+            let mut leaders: Vec<Leader> = leases
+                .get(&own)
+                .and_then(|l| leader(&own, l))
+                .into_iter()
+                .collect();
+            // The flag root split into shards has no Lease of its own: its shards' are
+            // `<leader Lease>-shard-<i>`.
+            if leaders.is_empty() && &key.namespace == ns {
+                let base = lease_name(&key.name);
+                leaders = (0..)
+                    .map(|i| shard_lease_name(&base, i))
+                    .map_while(|n| leases.get(&n).map(|l| (n, l)))
+                    .filter_map(|(n, l)| leader(&n, l))
+                    .collect();
+            }
+            RootRow { root, leaders }
+        })
+        .collect())
 }
 
 /// What an object's status says, as the pass's waits judge it.
@@ -162,23 +183,6 @@ pub async fn inventory(ui: &Ui, root: &str) -> Result<Option<Vec<Item>>, UiError
         return Ok(None);
     };
     Ok(Some(items_of(ui, &owner, entries).await?))
-}
-
-/// The Root objects of the cluster (of every namespace the user may list them in); `None` when
-/// the Root CRD is not served or the user may not list them.
-pub async fn root_objects(ui: &Ui) -> Option<Vec<Root>> {
-    let api: Api<Root> = Api::all(ui.client().clone());
-    match api.list(&ListParams::default()).await {
-        Ok(list) => {
-            let mut roots = list.items;
-            roots.sort_by_key(|r| (r.namespace(), r.name_any()));
-            Some(roots)
-        }
-        Err(e) => {
-            tracing::debug!(error = %crate::api::kube_error::Text(&e), "cannot list the Root objects");
-            None
-        }
-    }
 }
 
 /// What a Root object holds: the Root, its inventory (`None`: none stored yet) with each

@@ -1,5 +1,5 @@
-//! Live pages: watches on what the pages show (the root records, inventories and Leases in
-//! Weft's namespace, Weft's custom resources, Weft's events) move a change counter; each open
+//! Live pages: watches on what the pages show (the inventories and Leases in Weft's namespace,
+//! the Roots and Weft's other custom resources, Weft's events) move a change counter; each open
 //! page holds a server-sent event stream that re-renders its body when the counter moves (or
 //! every [`super::UiConfig::refresh`], for object health, which has no watch) and sends it when
 //! it differs from what it sent last. The page's script puts it in place; without JavaScript the
@@ -35,6 +35,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{pages, Ui, UiError, View};
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
+use crate::api::keys::{REQUESTED_AT_ANNOTATION, SUSPEND_MESSAGE_ANNOTATION};
+use crate::api::root::Root;
 use crate::api::WeaveCloud;
 
 /// Changes that arrive together are rendered once.
@@ -95,11 +97,18 @@ async fn shared_body(ui: &Ui, path: &str, view: &View, counter: u64) -> String {
     html
 }
 
-/// What of a watched object a page shows: a custom resource's generation, status and deletion
-/// (its labels and annotations, which its owner may change at will, do not matter).
-fn shown_state<K: serde::Serialize>(object: &K) -> Option<u64> {
+/// What of a watched object a page shows: a custom resource's generation, status and deletion,
+/// and of its annotations only `shown` (the others, and its labels, which its owner may change
+/// at will, do not matter).
+fn shown_state<K: serde::Serialize>(object: &K, shown: &[&str]) -> Option<u64> {
     let v = serde_json::to_value(object).ok()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    for key in shown {
+        v.pointer("/metadata/annotations")
+            .and_then(|a| a.get(key))
+            .map(ToString::to_string)
+            .hash(&mut h);
+    }
     v.pointer("/metadata/generation")
         .map(ToString::to_string)
         .hash(&mut h);
@@ -127,6 +136,7 @@ pub fn watch_cluster(ui: Ui) {
         watcher::Config::default(),
     );
     let all = watcher::Config::default;
+    spawn_watch(&ui, "roots", Api::<Root>::all(client.clone()), all());
     spawn_watch(
         &ui,
         "weaveclouds",
@@ -173,6 +183,10 @@ where
     let ui = ui.clone();
     // Custom resources are anyone's to annotate: only a change of what a page shows counts.
     let only_shown = WATCHED_FOR_WHAT_IS_SHOWN.contains(&what);
+    let shown: &'static [&'static str] = match what {
+        "roots" => &ROOT_ANNOTATIONS_SHOWN,
+        _ => &[],
+    };
     tokio::spawn(async move {
         let mut events = watcher(api, config).default_backoff().boxed();
         let mut seen = ShownStates::default();
@@ -181,7 +195,7 @@ where
                 Ok(watcher::Event::Init) => seen.init.clear(),
                 Ok(watcher::Event::InitApply(o)) => {
                     if only_shown {
-                        seen.init.insert(key_of(&o), shown_state(&o));
+                        seen.init.insert(key_of(&o), shown_state(&o, shown));
                     }
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -191,7 +205,7 @@ where
                 }
                 Ok(watcher::Event::Apply(o)) => {
                     let moved = !only_shown || {
-                        let state = shown_state(&o);
+                        let state = shown_state(&o, shown);
                         seen.now.insert(key_of(&o), state) != Some(state)
                     };
                     if moved {
@@ -211,12 +225,16 @@ where
 }
 
 /// The watches whose objects' annotations and labels their owners may change at will.
-const WATCHED_FOR_WHAT_IS_SHOWN: [&str; 4] = [
+const WATCHED_FOR_WHAT_IS_SHOWN: [&str; 5] = [
+    "roots",
     "weaveclouds",
     "armadacharts",
     "armadachartgroups",
     "armadamanifests",
 ];
+
+/// The annotations of a Root the roots page shows: why it is suspended, the last sync asked for.
+const ROOT_ANNOTATIONS_SHOWN: [&str; 2] = [SUSPEND_MESSAGE_ANNOTATION, REQUESTED_AT_ANNOTATION];
 
 /// What a watch last saw of each object ([`shown_state`]), and what a re-list is gathering.
 #[derive(Default)]
@@ -333,9 +351,14 @@ mod tests {
     /// open page each time.
     #[test]
     fn an_annotation_is_not_a_change_a_page_shows() {
-        let before = shown_state(&weavecloud("1", "False"));
-        assert_eq!(before, shown_state(&weavecloud("2", "False")));
-        assert_ne!(before, shown_state(&weavecloud("1", "True")));
+        let before = shown_state(&weavecloud("1", "False"), &[]);
+        assert_eq!(before, shown_state(&weavecloud("2", "False"), &[]));
+        assert_ne!(before, shown_state(&weavecloud("1", "True"), &[]));
+        // An annotation the page shows is a change.
+        assert_ne!(
+            shown_state(&weavecloud("1", "False"), &["note"]),
+            shown_state(&weavecloud("2", "False"), &["note"])
+        );
     }
 
     /// Issue 48 item 5: 256 live streams held every slot of the status port.

@@ -42,7 +42,7 @@ pub use drift::DriftSource;
 /// What `weft ui` serves and from where.
 #[derive(Clone)]
 pub struct UiConfig {
-    /// Weft's namespace: the root records, inventories and Leases.
+    /// Weft's namespace: the flag roots' Roots, the inventories and every root's Lease.
     pub weft_namespace: String,
     /// The repository the drift view diffs against (`weft ui PATH` / `--repo`); none: the view
     /// lists what the controllers reported as drifted.
@@ -72,6 +72,9 @@ pub enum UiError {
     },
     #[error(transparent)]
     Apply(#[from] ApplyError),
+    /// A request to a Root (sync, suspend, resume) failed; the error names the Root.
+    #[error(transparent)]
+    Root(#[from] crate::daemon::roots::RootsError),
     #[error("the drift diff: {0}")]
     Drift(String),
     #[error("not found: {0}")]
@@ -112,7 +115,9 @@ impl UiError {
             _ => StatusCode::BAD_GATEWAY,
         };
         match self {
-            UiError::Read { source, .. } | UiError::Write { source, .. } => api(source),
+            UiError::Read { source, .. }
+            | UiError::Write { source, .. }
+            | UiError::Root(crate::daemon::roots::RootsError::Kube { source, .. }) => api(source),
             UiError::NotFound(_) => StatusCode::NOT_FOUND,
             UiError::Refused(_) => StatusCode::FORBIDDEN,
             _ => StatusCode::BAD_GATEWAY,

@@ -11,6 +11,7 @@ use super::cluster::{self, Health, Item, RootRow};
 use super::{drift, Ui, UiError, View};
 use crate::api::armada::{ArmadaChart, ArmadaGroupStatus, Phase};
 use crate::api::conditions::{Condition, ConditionStatus};
+use crate::api::keys::REQUESTED_AT_ANNOTATION;
 use crate::api::root::Root;
 use crate::api::suspend::annotated;
 use crate::apply::diff::DiffChange;
@@ -112,13 +113,7 @@ pub fn version_of(html: &str) -> String {
 /// The body of a view, read from the cluster now.
 pub async fn main(ui: &Ui, view: &View) -> Result<Markup, UiError> {
     match view {
-        View::Roots => {
-            let objects = cluster::root_objects(ui).await;
-            Ok(html! {
-                (roots(ui, &cluster::roots(ui).await?))
-                (root_objects(objects.as_deref()))
-            })
-        }
+        View::Roots => Ok(roots(ui, &cluster::roots(ui).await?)),
         View::RootObject(ns, name) => Ok(root_object(&cluster::root_object(ui, ns, name).await?)),
         View::Root(name) => {
             let started = std::time::Instant::now();
@@ -166,7 +161,11 @@ pub fn error_page(status: StatusCode, e: &UiError) -> Markup {
 /// The body for an error: what the API server (or the UI) said.
 pub fn error_body(e: &UiError) -> Markup {
     let forbidden = e.status() == StatusCode::FORBIDDEN;
-    let rbac = forbidden && matches!(e, UiError::Read { .. } | UiError::Write { .. });
+    let rbac = forbidden
+        && matches!(
+            e,
+            UiError::Read { .. } | UiError::Write { .. } | UiError::Root(_)
+        );
     html! {
         div class="error" role="alert" {
             h1 { @if forbidden { "Not allowed" } @else { "Error" } }
@@ -193,6 +192,14 @@ fn ready_badge(c: Option<&Condition>) -> Markup {
 
 fn ready(conditions: &[Condition]) -> Option<&Condition> {
     conditions.iter().find(|c| c.type_ == "Ready")
+}
+
+/// Whether a resource's conditions say `Suspended=True` (its own annotation, or its root's
+/// suspension, holds it).
+fn says_suspended(conditions: &[Condition]) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == "Suspended" && c.status == ConditionStatus::True)
 }
 
 fn health_badge(h: &Health) -> Markup {
@@ -222,46 +229,55 @@ fn action_form(ui: &Ui, target: &str, back: &str, label: &str, extra: Markup) ->
 }
 
 fn roots(ui: &Ui, rows: &[RootRow]) -> Markup {
+    let ns = &ui.config().weft_namespace;
+    // Weft's own roots (the flag root of each `weft run` is its Root there) show their last
+    // passes here; every Root's page shows its own.
+    let own: Vec<&RootRow> = rows.iter().filter(|r| r.key().namespace == *ns).collect();
     html! {
         h1 { "Roots" }
         @if rows.is_empty() {
-            p { "No root records in namespace " code { (ui.config().weft_namespace) } ": no daemon or `weft sync` has recorded a pass here yet." }
+            p { "No Root objects in the cluster (or none you may list): no " code { "weft run" } " or " code { "weft create root" } " has made one yet." }
         } @else {
             table {
-                caption { "Sync roots in " code { (ui.config().weft_namespace) } ", from their root records and Leases" }
+                caption { "Root objects (weft.io/v1alpha1) in every namespace, from their status and Leases" }
                 thead { tr {
                     th scope="col" { "Root" } th scope="col" { "State" } th scope="col" { "Revision" }
-                    th scope="col" { "Last pass" } th scope="col" { "Leader" }
+                    th scope="col" { "Depends on" } th scope="col" { "Last pass" } th scope="col" { "Leader" }
                     @if !ui.read_only() { th scope="col" { "Actions" } }
                 } }
                 tbody {
                     @for r in rows { (root_row(ui, r)) }
                 }
             }
-            @for r in rows { (passes(r)) }
+            @for r in own { (passes(&r.root)) }
         }
     }
 }
 
-/// A root's last passes, newest first, as its leader recorded them.
-fn passes(r: &RootRow) -> Markup {
-    let id = format!("passes-{}", r.name);
+/// A root's last passes, newest first, as its status keeps them.
+fn passes(root: &Root) -> Markup {
+    let title = format!(
+        "{}/{}",
+        root.namespace().unwrap_or_default(),
+        root.name_any()
+    );
+    let id = format!("passes-{}", title.replace('/', "-"));
+    let passes = root.status.as_ref().map_or(&[][..], |s| &s.passes[..]);
     html! {
         section class="passes" aria-labelledby=(id) {
-            h2 id=(id) { "Last passes of " (r.name) }
-            @if r.record.passes.is_empty() {
-                p class="sub" { "None recorded yet (a daemon records each pass it runs)." }
+            h2 id=(id) { "Last passes of " (title) }
+            @if passes.is_empty() {
+                p class="sub" { "None yet (a pass of the root adds itself to its status)." }
             } @else {
                 table {
-                    caption { "The last " (r.record.passes.len()) " passes, newest first" }
+                    caption { "The last " (passes.len()) " passes, newest first" }
                     thead { tr {
-                        th scope="col" { "Pass" } th scope="col" { "Started" } th scope="col" { "Duration" }
+                        th scope="col" { "Started" } th scope="col" { "Duration" }
                         th scope="col" { "Result" } th scope="col" { "Revision" } th scope="col" { "Trigger" }
                     } }
                     tbody {
-                        @for p in &r.record.passes {
+                        @for p in passes {
                             tr {
-                                td { (p.pass) }
                                 td { (p.started_at) }
                                 td { (duration(p.duration_ms)) }
                                 td { @if p.result == "Succeeded" { (badge("ok", "Succeeded")) } @else { (badge("bad", &p.result)) } }
@@ -285,101 +301,67 @@ fn duration(ms: u64) -> String {
     }
 }
 
-fn root_row(ui: &Ui, r: &RootRow) -> Markup {
-    let outcome = r.record.outcome.as_ref();
-    let suspension = &r.record.suspension;
-    let target = |a: &str| format!("/roots/{}/{a}", r.name);
+/// One Root: its state, revision, dependencies, last pass and holder; the actions for the
+/// roots of Weft's namespace (`/roots/{name}/…`).
+fn root_row(ui: &Ui, row: &RootRow) -> Markup {
+    let r = &row.root;
+    let key = row.key();
+    let (ns, name) = (&key.namespace, &key.name);
+    let status = r.status.clone().unwrap_or_default();
+    let ready = ready(&status.conditions);
+    let requested = r.annotations().get(REQUESTED_AT_ANNOTATION);
+    let acts = !ui.read_only() && *ns == ui.config().weft_namespace;
+    let target = |a: &str| format!("/roots/{name}/{a}");
     html! {
-        tr id={ "root-" (r.name) } {
-            th scope="row" {
-                a href={ "/roots/" (r.name) } { (r.name) }
-                @if let Some(s) = &r.shard { @if r.name != r.base { " " span class="sub" { "shard " (s) " of " (r.base) } } }
-            }
+        tr id={ "root-" (ns) "-" (name) } {
+            th scope="row" { a href={ "/root/" (ns) "/" (name) } { (ns) "/" (name) } }
             td {
-                @if suspension.suspended {
+                @if r.spec.suspend {
                     (badge("warn", "Suspended"))
-                    @if let Some(m) = &suspension.message { " " span class="sub" { (m) } }
+                    @if let Some(m) = crate::api::suspend::message(&r.metadata) { " " span class="sub" { (m) } }
                 } @else {
-                    @match outcome {
-                        Some(o) if o.ready => (badge("ok", "Ready")),
-                        Some(_) => (badge("bad", "Failed")),
-                        None => (badge("idle", "No pass yet")),
+                    (ready_badge(ready))
+                    @if let Some(c) = ready { " " span class="sub" { (c.reason) } @if !c.message.is_empty() { pre class="msg" { (c.message) } } }
+                }
+            }
+            td { code { (status.last_applied_revision.as_deref().unwrap_or("-")) } }
+            td {
+                @if r.spec.depends_on.is_empty() { span class="sub" { "—" } }
+                @for d in &r.spec.depends_on {
+                    @let dns = d.namespace.clone().unwrap_or(ns.clone());
+                    a href={ "/root/" (dns) "/" (d.name) } { (dns) "/" (d.name) } " "
+                }
+            }
+            td {
+                @match status.passes.first() {
+                    Some(p) => {
+                        (p.result) " " span class="sub" { (p.reasons.join(", ")) }
+                        div class="sub" { "last pass started " (p.started_at) ", took " (duration(p.duration_ms)) }
                     }
+                    None => span class="sub" { "none yet" },
                 }
-            }
-            td { code { (outcome.and_then(|o| o.revision.as_deref()).unwrap_or("-")) } }
-            td {
-                @if let Some(o) = outcome {
-                    (o.reason) @if let Some(since) = &r.record.since { " " span class="sub" { "since " (since) } }
-                    @if !o.message.is_empty() { pre class="msg" { (o.message) } }
+                @if let Some(at) = requested {
+                    div class="sub" { "sync requested at " (at)
+                        @if status.last_handled_requested_at.as_ref() == Some(at) { ", answered" } }
                 }
-                @if let Some(at) = &r.requested_at { div class="sub" { "sync requested at " (at) } }
-                @if let Some(p) = r.record.passes.first() { div class="sub" { "pass " (p.pass) " took " (duration(p.duration_ms)) } }
-                @if let Some(at) = &r.record.next_poll_at { div class="sub" { "next poll " (at) } }
+                @if let Some(at) = &status.next_poll_at { div class="sub" { "next poll " (at) } }
             }
             td {
-                @match &r.leader {
-                    Some(l) => { (l.holder) br; span class="sub" { "Lease " (l.lease) @if let Some(t) = &l.renewed { ", renewed " (t) } } }
-                    None => span class="sub" { "no Lease" },
+                @if row.leaders.is_empty() { span class="sub" { "no Lease held" } }
+                @for l in &row.leaders {
+                    div { (l.holder) br; span class="sub" { "Lease " (l.lease) @if let Some(t) = &l.renewed { ", renewed " (t) } } }
                 }
             }
-            @if !ui.read_only() { td class="actions" {
+            @if !ui.read_only() { td class="actions" { @if acts {
                 (action_form(ui, &target("sync"), "/", "Sync now", html! {}))
-                @if suspension.suspended {
+                @if r.spec.suspend {
                     (action_form(ui, &target("resume"), "/", "Resume", html! {}))
                 } @else {
                     (action_form(ui, &target("suspend"), "/", "Suspend", html! {
-                        label { span class="visually-hidden" { "Why suspend " (r.name) } input type="text" name="message" placeholder="why (optional)" size="14"; }
+                        label { span class="visually-hidden" { "Why suspend " (name) } input type="text" name="message" placeholder="why (optional)" size="14"; }
                     }))
                 }
-            } }
-        }
-    }
-}
-
-/// The Root objects of every namespace: each with its state, revision and dependencies.
-fn root_objects(roots: Option<&[Root]>) -> Markup {
-    let Some(roots) = roots.filter(|r| !r.is_empty()) else {
-        return html! {};
-    };
-    html! {
-        section class="root-objects" aria-labelledby="root-objects" {
-            h2 id="root-objects" { "Root objects" }
-            table {
-                caption { "Roots (weft.io/v1alpha1) in every namespace, from their status" }
-                thead { tr {
-                    th scope="col" { "Root" } th scope="col" { "State" } th scope="col" { "Revision" }
-                    th scope="col" { "Depends on" } th scope="col" { "Last pass" }
-                } }
-                tbody {
-                    @for r in roots {
-                        @let ns = r.namespace().unwrap_or_default();
-                        @let name = r.name_any();
-                        @let status = r.status.clone().unwrap_or_default();
-                        @let ready = ready(&status.conditions);
-                        tr id={ "root-object-" (ns) "-" (name) } {
-                            th scope="row" { a href={ "/root/" (ns) "/" (name) } { (ns) "/" (name) } }
-                            td {
-                                @if r.spec.suspend { (badge("warn", "Suspended")) } @else { (ready_badge(ready)) }
-                                @if let Some(c) = ready { " " span class="sub" { (c.reason) } @if !c.message.is_empty() { pre class="msg" { (c.message) } } }
-                            }
-                            td { code { (status.last_applied_revision.as_deref().unwrap_or("-")) } }
-                            td {
-                                @if r.spec.depends_on.is_empty() { span class="sub" { "—" } }
-                                @for d in &r.spec.depends_on {
-                                    @let dns = d.namespace.clone().unwrap_or(ns.clone());
-                                    a href={ "/root/" (dns) "/" (d.name) } { (dns) "/" (d.name) } " "
-                                }
-                            }
-                            td {
-                                @if let Some(p) = status.passes.first() {
-                                    (p.result) " " span class="sub" { (p.started_at) ", " (duration(p.duration_ms)) }
-                                } @else { span class="sub" { "none yet" } }
-                            }
-                        }
-                    }
-                }
-            }
+            } } }
         }
     }
 }
@@ -403,6 +385,7 @@ fn root_object(view: &cluster::RootObjectView) -> Markup {
         @for c in &status.conditions {
             p class="sub" { (c.type_) "=" (c.status) " (" (c.reason) "): " (c.message) }
         }
+        (passes(r))
         @match &view.items {
             None => p { "No stored inventory yet: the root has not passed." },
             Some(items) => {
@@ -561,7 +544,7 @@ fn chart_row(ui: &Ui, c: &ArmadaChart) -> Markup {
     let name = c.metadata.name.clone().unwrap_or_default();
     let s = c.status.clone().unwrap_or_default();
     let r = ready(&s.conditions);
-    let suspended = annotated(&c.metadata) || crate::daemon::suspend::marked(&s.conditions);
+    let suspended = annotated(&c.metadata) || says_suspended(&s.conditions);
     html! {
         div class="chart" id={ "chart-" (ns) "-" (name) } {
             strong { (name) } " "
@@ -598,7 +581,7 @@ fn weaveclouds(ui: &Ui, clouds: &[(crate::api::WeaveCloud, Vec<cluster::Agent>)]
             @let r = ready(&s.conditions);
             section class="weavecloud" aria-labelledby={ "wc-" (ns) "-" (name) } {
                 h2 id={ "wc-" (ns) "-" (name) } { "WeaveCloud " (ns) "/" (name) " " (ready_badge(r))
-                    @if annotated(&wc.metadata) || crate::daemon::suspend::marked(&s.conditions) { " " (badge("warn", "suspended")) } }
+                    @if annotated(&wc.metadata) || says_suspended(&s.conditions) { " " (badge("warn", "suspended")) } }
                 (resource_actions(ui, "WeaveCloud", &ns, &name, annotated(&wc.metadata), "/weaveclouds"))
                 dl {
                     dt { "Agent version" } dd { (s.agent_version.as_deref().unwrap_or("-")) }

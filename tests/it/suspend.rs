@@ -233,15 +233,13 @@ async fn a_suspended_root_changes_nothing_and_resuming_applies_the_push_made_mea
     let (status, body) = post(&d, "/api/v1/suspend?message=maintenance", Some(SYNC_TOKEN)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["suspended"], true, "{body}");
-    let record = api
-        .get(&format!("weft-root-{n}"))
+    let root = Api::<weft::api::root::Root>::namespaced(ns.client(), n)
+        .get(n)
         .await
-        .expect("the root record")
-        .data
-        .unwrap_or_default();
-    assert_eq!(record.get("suspended").map(String::as_str), Some("true"));
+        .expect("the flag root's Root");
+    assert!(root.spec.suspend);
     assert_eq!(
-        record.get("suspendMessage").map(String::as_str),
+        weft::api::suspend::message(&root.metadata),
         Some("maintenance")
     );
     repo.work

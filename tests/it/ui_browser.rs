@@ -499,8 +499,8 @@ async fn the_dashboard_in_chromium() {
         },
     )
     .await;
-    let records: Api<ConfigMap> = Api::namespaced(client.clone(), &n);
-    weft::daemon::suspend::write(&client, &n, &n, true, Some("from the test"))
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &n);
+    weft::daemon::roots::requests::set_suspended(&client, &n, &n, true, Some("from the test"))
         .await
         .expect("suspend");
     s.text_with(
@@ -509,7 +509,7 @@ async fn the_dashboard_in_chromium() {
         Duration::from_secs(20),
     )
     .await;
-    weft::daemon::suspend::write(&client, &n, &n, false, None)
+    weft::daemon::roots::requests::set_suspended(&client, &n, &n, false, None)
         .await
         .expect("resume");
     s.text_with(
@@ -519,7 +519,7 @@ async fn the_dashboard_in_chromium() {
     )
     .await;
 
-    // Suspend from its button: the record says so, and the page.
+    // Suspend from its button: the Root says so, and the page.
     s.browser
         .goto(&format!("{}/", s.base))
         .await
@@ -531,18 +531,8 @@ async fn the_dashboard_in_chromium() {
         Duration::from_secs(20),
     )
     .await;
-    let record = records
-        .get(&format!("weft-root-{n}"))
-        .await
-        .expect("root record");
-    assert_eq!(
-        record
-            .data
-            .unwrap_or_default()
-            .get("suspended")
-            .map(String::as_str),
-        Some("true")
-    );
+    let flag_root = roots.get(&n).await.expect("the flag root's Root");
+    assert!(flag_root.spec.suspend);
     s.shot("roots-suspended").await;
 
     // Drift while suspended: an edit by hand stays, and so does a Secret's.
@@ -550,7 +540,7 @@ async fn the_dashboard_in_chromium() {
         field_manager: Some("kubectl-edit".into()),
         ..Default::default()
     };
-    records
+    configmaps
         .patch(
             "drifted",
             &hand,
@@ -670,14 +660,14 @@ async fn the_dashboard_in_chromium() {
         "the pass the resume started",
         Duration::from_secs(60),
         async || {
-            let cm = records.get_opt("drifted").await.ok()??;
+            let cm = configmaps.get_opt("drifted").await.ok()??;
             (cm.data?.get("value")? == "from-git").then_some(())
         },
     )
     .await;
 
-    // The sync button: the request on the root's record starts a pass of the daemon's, which
-    // the roots page shows among the root's last passes, with its duration.
+    // The sync button: the request on the root's Root starts a pass of it, which the roots
+    // page shows among the root's last passes, with its duration.
     let before = daemon.status().await["lastPass"]["pass"]
         .as_u64()
         .unwrap_or(0);
@@ -688,17 +678,14 @@ async fn the_dashboard_in_chromium() {
         Duration::from_secs(20),
     )
     .await;
-    let record = records
-        .get(&format!("weft-root-{n}"))
-        .await
-        .expect("root record");
+    let flag_root = roots.get(&n).await.expect("the flag root's Root");
     assert!(
-        record
+        flag_root
             .metadata
             .annotations
             .unwrap_or_default()
             .contains_key("weft.io/requested-at"),
-        "the sync request is on the record"
+        "the sync request is on the Root"
     );
     let status = daemon
         .wait_status(
@@ -712,12 +699,16 @@ async fn the_dashboard_in_chromium() {
             },
         )
         .await;
-    let pass = status["lastPass"]["pass"].as_u64().expect("pass number");
+    // A Root's passes are known by when they started (its status numbers none).
+    let started = status["lastPass"]["startedAt"]
+        .as_str()
+        .expect("the pass's start")
+        .to_string();
     let text = s
         .text_with(
             "the requested pass on the roots page",
             &[
-                &format!("pass {pass} took"),
+                &format!("last pass started {started}, took"),
                 &format!("Last passes of {n}"),
                 "requested",
                 "next poll",
@@ -737,20 +728,18 @@ async fn the_dashboard_in_chromium() {
         .await
         .expect("scroll to the passes");
     s.shot("roots-passes").await;
-    let record = records
-        .get(&format!("weft-root-{n}"))
+    let status = roots
+        .get(&n)
         .await
-        .expect("root record")
-        .data
+        .expect("the flag root's Root")
+        .status
         .unwrap_or_default();
-    let passes: Vec<Value> =
-        serde_json::from_str(record.get("passes").expect("the passes on the record"))
-            .expect("passes JSON");
-    assert_eq!(passes[0]["pass"], pass, "newest first: {passes:#?}");
+    let passes = &status.passes;
+    assert_eq!(passes[0].started_at, started, "newest first: {passes:#?}");
     assert!(passes.len() <= 10, "at most ten kept: {passes:#?}");
     assert!(
-        record.contains_key("nextPollAt"),
-        "the next poll is on the record: {record:#?}"
+        status.next_poll_at.is_some(),
+        "the next poll is in the Root's status: {status:#?}"
     );
     let errors = s.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
@@ -793,17 +782,9 @@ async fn the_dashboard_in_chromium() {
         .await
         .expect("get");
     assert_eq!(rebound.status(), 403, "another Host is refused");
-    let record = records
-        .get(&format!("weft-root-{n}"))
-        .await
-        .expect("root record");
-    assert_eq!(
-        record
-            .data
-            .unwrap_or_default()
-            .get("suspended")
-            .map(String::as_str),
-        Some("false"),
+    let flag_root = roots.get(&n).await.expect("the flag root's Root");
+    assert!(
+        !flag_root.spec.suspend,
         "nothing was suspended by the refused requests"
     );
     let ours = post(token, Some("http://127.0.0.1")).await.expect("post");
@@ -869,17 +850,9 @@ async fn the_dashboard_in_chromium() {
             .expect("POST to the daemon's pages");
         assert_eq!(answer.status(), 405, "POST {path} on the read-only pages");
     }
-    let record = records
-        .get(&format!("weft-root-{n}"))
-        .await
-        .expect("root record");
-    assert_eq!(
-        record
-            .data
-            .unwrap_or_default()
-            .get("suspended")
-            .map(String::as_str),
-        Some("false"),
+    let flag_root = roots.get(&n).await.expect("the flag root's Root");
+    assert!(
+        !flag_root.spec.suspend,
         "the read-only pages suspended nothing"
     );
     // The status routes of the port are still there.
