@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::Client;
 use tokio::sync::watch;
 
-use crate::daemon::root::{OpenError, RootSource};
+use crate::daemon::roots::repository::{OpenError, RootSource};
 use crate::daemon::run::{Daemon, DaemonConfig, DaemonError};
 use crate::daemon::state::DaemonState;
 use crate::daemon::status::DaemonStatus;

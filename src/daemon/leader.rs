@@ -330,29 +330,27 @@ impl LeaderElector {
         if self.cfg.switch_repository {
             return Ok(());
         }
-        let recorded =
-            super::writer::record_repository(&self.client, &self.cfg.weft_namespace, root)
-                .await
-                .map_err(|source| LeaderError::Record {
-                    namespace: self.cfg.weft_namespace.clone(),
-                    name: super::record::record_name(root),
-                    source,
-                })?;
+        let recorded = super::roots::legacy::read(&self.client, &self.cfg.weft_namespace, root)
+            .await
+            .map_err(|source| LeaderError::Record {
+                namespace: self.cfg.weft_namespace.clone(),
+                name: super::roots::legacy::record_name(root),
+                source,
+            })?
+            .and_then(|cm| super::roots::legacy::Record::of(&cm).repository);
         let previous = recorded.or_else(|| {
             lease
                 .and_then(|l| l.metadata.annotations.as_ref())
                 .and_then(|a| a.get(SOURCE_ANNOTATION))
-                .map(|claim| super::writer::claim_repository(claim).to_string())
+                .map(|claim| claim_repository(claim).to_string())
         });
-        let ours = super::writer::claim_repository(ours);
+        let ours = claim_repository(ours);
         match previous {
-            Some(previous) if !super::writer::same_repository(&previous, ours) => {
-                Err(LeaderError::Switch {
-                    root: root.to_string(),
-                    recorded: super::writer::shown(&previous),
-                    ours: super::writer::shown(ours),
-                })
-            }
+            Some(previous) if !same_repository(&previous, ours) => Err(LeaderError::Switch {
+                root: root.to_string(),
+                recorded: shown_repository(&previous),
+                ours: shown_repository(ours),
+            }),
             _ => Ok(()),
         }
     }
@@ -582,9 +580,59 @@ impl LeaderElector {
     }
 }
 
+/// A repository as compared: passwords redacted, no trailing `/` or `.git`.
+fn normalized(repo: &str) -> String {
+    let r = crate::api::redact::redact_url_passwords(repo.trim());
+    let r = r.trim_end_matches('/');
+    r.strip_suffix(".git").unwrap_or(r).to_string()
+}
+
+/// Are `a` and `b` one repository (passwords, trailing `/` and `.git` aside)?
+pub fn same_repository(a: &str, b: &str) -> bool {
+    normalized(a) == normalized(b)
+}
+
+/// A repository as an error quotes it: normalized, and at most 300 characters.
+pub fn shown_repository(repo: &str) -> String {
+    normalized(repo).chars().take(300).collect()
+}
+
+/// The repository of a Lease's source claim (`<repo>` or `<repo>//<path>`).
+pub fn claim_repository(claim: &str) -> &str {
+    match claim.rsplit_once("//") {
+        Some((repo, _)) if !repo.ends_with(':') && !repo.is_empty() => repo,
+        _ => claim,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repositories_compare_without_passwords_slashes_or_dot_git() {
+        assert_eq!(
+            normalized("https://u:secret@git.example/team/config.git/"),
+            normalized("https://u:other@git.example/team/config")
+        );
+        assert_ne!(
+            normalized("https://git.example/team/config"),
+            normalized("https://git.example/team/other")
+        );
+        assert_eq!(
+            claim_repository("https://git.example/r//apps"),
+            "https://git.example/r"
+        );
+        assert_eq!(
+            claim_repository("https://git.example/r"),
+            "https://git.example/r"
+        );
+        assert_eq!(claim_repository("/srv/config//apps"), "/srv/config");
+        assert!(same_repository(
+            "https://git.example/r.git",
+            "https://git.example/r/"
+        ));
+    }
 
     #[test]
     fn timings_keep_client_go_proportions() {

@@ -19,16 +19,7 @@ pub mod liveness;
 pub mod metrics;
 pub mod namespaces;
 pub mod overview;
-pub mod record;
-pub mod request;
 pub mod rollbacks;
-/// Where the loop's parts went (the flag root is its Root object now): kept for the callers
-/// not yet moved to `roots::repository`.
-pub mod root {
-    pub use super::roots::repository::{
-        source_condition, OpenError, RootError, RootSource, SOURCE_READY,
-    };
-}
 pub mod roots;
 pub mod run;
 pub mod shards;
@@ -42,7 +33,6 @@ pub mod uninstall;
 pub mod update_requests;
 pub mod updater;
 pub mod weavecloud;
-pub mod writer;
 
 use kube::Client;
 

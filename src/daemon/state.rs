@@ -201,28 +201,9 @@ impl DaemonState {
 
     /// Record the root's suspension as read from the cluster (status included); `true` when
     /// this resumes a suspended root.
-    pub fn set_suspension(&self, now: super::record::RootSuspension) -> bool {
+    pub fn set_suspension(&self, now: super::suspend::RootSuspension) -> bool {
         self.update_status(|s| s.suspension = now.clone());
         self.suspension.set(now)
-    }
-
-    /// The root's suspension as the root record says now (see [`super::suspend::follow`]):
-    /// kept, and a pass started when this resumes the root. `false` once the queue is closed.
-    pub fn suspension_seen(&self, root_name: &str, now: super::record::RootSuspension) -> bool {
-        let suspended = now.suspended;
-        self.metrics
-            .set_root_suspended(&self.weft_namespace, root_name, suspended);
-        if self.set_suspension(now) {
-            tracing::info!(root = %root_name, "the root was resumed; starting a pass");
-            return self
-                .queue
-                .trigger(super::trigger::TriggerReason::Resumed)
-                .is_ok();
-        }
-        if suspended {
-            tracing::debug!(root = %root_name, "the root is suspended");
-        }
-        true
     }
 
     /// Whether this replica holds the leader Lease.

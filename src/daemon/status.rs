@@ -234,7 +234,7 @@ pub struct DaemonStatus {
     pub shard_count: u32,
     /// Whether the root is suspended (`weft suspend`), and since when and why.
     #[serde(default)]
-    pub suspension: super::record::RootSuspension,
+    pub suspension: super::suspend::RootSuspension,
     /// The last revision applied successfully.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,

@@ -6,31 +6,36 @@
 //!   drift correction, no prune (deferred: the inventory keeps every entry), no agent update, and a
 //!   deleted resource keeps its finalizer until it is resumed. Its status says `Suspended=True`.
 //!   A group or manifest suspends every chart it lists.
-//! - **The root**: `weft suspend` / `weft resume` (or `POST /api/v1/suspend|resume`) record the
-//!   state in the root's record ConfigMap (`weft-root-<root name>` in Weft's namespace), so every
-//!   replica, every shard and a restart obey it. While the root is suspended no pass runs (a
-//!   trigger is answered with a `suspended` report), and the controllers and the updater change
-//!   nothing. Resuming starts a pass at once.
-//!
-//! The record ConfigMap also holds the root's last pass outcome (see [`super::record`]): the
-//! suspend keys are written by field manager `weft-suspend`, the outcome by `weft`, so server-side
-//! apply keeps each writer's keys apart.
+//! - **A root**: its Root's `spec.suspend` (`weft suspend` / `weft resume`, `POST
+//!   /api/v1/suspend|resume`, or `kubectl edit`; the why in `weft.io/suspend-message`, one writer:
+//!   `roots::requests::set_suspended`). While it is suspended no pass of it runs (a request is
+//!   answered `suspended`). The flag root's suspension, as its reconcile sees it, is also kept
+//!   here ([`SuspendState`]) for the WeaveCloud and ArmadaChart controllers, which then change
+//!   nothing; its resumption reconciles what they held.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-use kube::Client;
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::record::{
-    record_labels, record_name, RootSuspension, KEY_SUSPENDED, KEY_SUSPENDED_AT,
-    KEY_SUSPEND_MESSAGE, SUSPEND_MANAGER,
-};
 use crate::api::conditions::{now_rfc3339, Condition, ConditionStatus};
 
 pub use crate::api::suspend::{annotated, annotated_value};
+/// Whether the flag root is suspended, as its Root says (`spec.suspend`, the message of
+/// `weft.io/suspend-message`, since when this replica saw it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RootSuspension {
+    pub suspended: bool,
+    /// Why, as given to `weft suspend --message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// RFC 3339 time of the suspension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+}
+
 /// The condition type of a suspended resource.
 pub const SUSPENDED: &str = "Suspended";
 
@@ -100,43 +105,8 @@ where
     Ok(true)
 }
 
-/// Record that root `root_name` is suspended (with `message`) or resumed. Server-side apply by
-/// [`SUSPEND_MANAGER`]: the pass outcome keys of the same record are left alone.
-pub async fn write(
-    client: &Client,
-    weft_namespace: &str,
-    root_name: &str,
-    suspended: bool,
-    message: Option<&str>,
-) -> Result<RootSuspension, kube::Error> {
-    let mut data = BTreeMap::from([(KEY_SUSPENDED.to_string(), suspended.to_string())]);
-    let since = suspended.then(now_rfc3339);
-    if suspended {
-        if let Some(m) = message.filter(|m| !m.trim().is_empty()) {
-            data.insert(KEY_SUSPEND_MESSAGE.into(), m.to_string());
-        }
-        data.insert(KEY_SUSPENDED_AT.into(), since.clone().unwrap_or_default());
-    }
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(record_name(root_name)),
-            namespace: Some(weft_namespace.to_string()),
-            labels: Some(record_labels(root_name)),
-            ..Default::default()
-        },
-        data: Some(data),
-        ..Default::default()
-    };
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), weft_namespace);
-    let pp = PatchParams::apply(SUSPEND_MANAGER).force();
-    let written = api
-        .patch(&record_name(root_name), &pp, &Patch::Apply(&cm))
-        .await?;
-    Ok(RootSuspension::from_data(written.data.as_ref()))
-}
-
-/// The root's suspension as this replica last saw it, shared by the root loop, the controllers,
-/// the updater and the HTTP server. Cheap to clone.
+/// The flag root's suspension as this replica last saw it, shared by the controllers and the
+/// updater. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct SuspendState(Arc<watch::Sender<RootSuspension>>);
 
@@ -187,53 +157,13 @@ impl SuspendState {
     }
 }
 
-/// Follow the root record of `root_name` while this replica works, handing each suspension
-/// seen to `seen` (the daemon state keeps it and starts a pass when the root is resumed); stops
-/// when `seen` returns `false`, or when aborted.
-pub async fn follow(
-    client: Client,
-    weft_namespace: String,
-    root_name: String,
-    seen: impl Fn(RootSuspension) -> bool,
-) {
-    use futures::StreamExt;
-    use kube::runtime::watcher::{self, Event};
-    use kube::runtime::WatchStreamExt;
-    let api: Api<ConfigMap> = Api::namespaced(client, &weft_namespace);
-    let config =
-        watcher::Config::default().fields(&format!("metadata.name={}", record_name(&root_name)));
-    let mut events = watcher::watcher(api, config).default_backoff().boxed();
-    let mut seen_in_list = false;
-    while let Some(event) = events.next().await {
-        let now = match event {
-            Ok(Event::Apply(cm)) | Ok(Event::InitApply(cm)) => {
-                seen_in_list = true;
-                RootSuspension::from_data(cm.data.as_ref())
-            }
-            Ok(Event::Delete(_)) => RootSuspension::default(),
-            Ok(Event::Init) => {
-                seen_in_list = false;
-                continue;
-            }
-            Ok(Event::InitDone) if !seen_in_list => RootSuspension::default(),
-            Ok(Event::InitDone) => continue,
-            Err(e) => {
-                tracing::debug!(error = %e, "watching the root record; retrying");
-                continue;
-            }
-        };
-        if !seen(now) {
-            return;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::keys::SUSPEND_ANNOTATION;
     use crate::api::suspend::suspends;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     #[test]
     fn only_true_suspends() {
@@ -266,26 +196,6 @@ mod tests {
         let doc = json!({"metadata": {"name": "a", "annotations": {"weft.io/suspend": "false"}}});
         assert!(!annotated_value(&doc));
         assert!(!annotated_value(&json!({"metadata": {"name": "a"}})));
-    }
-
-    #[test]
-    fn the_record_reads_back() {
-        assert_eq!(RootSuspension::from_data(None), RootSuspension::default());
-        let data = BTreeMap::from([
-            (KEY_SUSPENDED.to_string(), "true".to_string()),
-            (KEY_SUSPEND_MESSAGE.to_string(), "incident 42".to_string()),
-            (
-                KEY_SUSPENDED_AT.to_string(),
-                "2026-12-02T10:00:00Z".to_string(),
-            ),
-            ("revision".to_string(), "abc".to_string()),
-        ]);
-        let s = RootSuspension::from_data(Some(&data));
-        assert!(s.suspended);
-        assert_eq!(s.message.as_deref(), Some("incident 42"));
-        assert_eq!(s.since.as_deref(), Some("2026-12-02T10:00:00Z"));
-        let data = BTreeMap::from([(KEY_SUSPENDED.to_string(), "false".to_string())]);
-        assert!(!RootSuspension::from_data(Some(&data)).suspended);
     }
 
     #[test]

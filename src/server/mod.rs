@@ -573,7 +573,7 @@ async fn readyz(State(state): State<ServerState>) -> Response {
     let status = state.daemon.status_snapshot();
     let source = status.conditions.iter().find(|c| {
         [
-            crate::daemon::root::SOURCE_READY,
+            crate::daemon::roots::repository::SOURCE_READY,
             crate::daemon::health::API_SERVER_READY,
         ]
         .contains(&c.type_.as_str())

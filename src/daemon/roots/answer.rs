@@ -222,7 +222,7 @@ pub fn suspended(state: &DaemonState, message: Option<&str>) {
     };
     // The daemon's status and the controllers' view (a WeaveCloud or chart of a suspended root
     // is held, see `daemon::suspend::why_suspended`).
-    state.set_suspension(crate::daemon::record::RootSuspension {
+    state.set_suspension(crate::daemon::suspend::RootSuspension {
         suspended: true,
         message: message.map(str::to_string),
         since,

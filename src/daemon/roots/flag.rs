@@ -20,13 +20,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use super::legacy;
 use crate::api::keys::REQUESTED_AT_ANNOTATION;
 use crate::api::root::{GitRefSpec, GitSource, LocalReference, PassSummary, Root, RootSpec};
 use crate::api::ResourceKey;
 use crate::apply::FIELD_MANAGER;
-use crate::daemon::record::{self, RootRecord};
-use crate::daemon::request::{requested, RequestAnswer};
-use crate::daemon::writer;
+use crate::daemon::leader::{same_repository, shown_repository};
 use crate::pass::PassSettings;
 
 /// What the flags say the root is: its key and the spec they describe.
@@ -122,7 +121,7 @@ impl FlagRoot {
 
     /// The flags' source, as an error names it.
     fn shown(spec: &RootSpec) -> String {
-        let mut s = writer::shown(&spec.source.url);
+        let mut s = shown_repository(&spec.source.url);
         if let Some(r) = spec.source.git_ref.as_ref().and_then(GitRefSpec::as_flag) {
             s.push_str(&format!(" at {r}"));
         }
@@ -165,7 +164,7 @@ fn duration_text(d: Duration) -> String {
 
 /// Whether `spec` follows the same source as `flags` (repository, ref, path).
 fn same_source(spec: &RootSpec, flags: &RootSpec) -> bool {
-    writer::same_repository(&spec.source.url, &flags.source.url)
+    same_repository(&spec.source.url, &flags.source.url)
         && spec.source.git_ref.as_ref().and_then(GitRefSpec::as_flag)
             == flags.source.git_ref.as_ref().and_then(GitRefSpec::as_flag)
         && spec.path.as_deref().unwrap_or("") == flags.path.as_deref().unwrap_or("")
@@ -296,13 +295,9 @@ pub async fn adopt(
         tracing::warn!(root = %key, source = %FlagRoot::shown(&flags.spec), "switched the Root's source to this daemon's flags (--switch-repository)");
         return Ok(Adopted::Switched);
     }
-    let record_cm = {
-        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
-            Api::namespaced(client.clone(), &key.namespace);
-        cms.get_opt(&record::record_name(&key.name))
-            .await
-            .map_err(|e| api_error("read the root record of", e))?
-    };
+    let record_cm = legacy::read(client, &key.namespace, &key.name)
+        .await
+        .map_err(|e| api_error("read the root record of", e))?;
     let migrated = Migrated::from_record(record_cm.as_ref());
     let mut spec = flags.spec.clone();
     spec.suspend = migrated.suspended;
@@ -354,23 +349,22 @@ impl Migrated {
         let Some(cm) = cm else {
             return Migrated::default();
         };
-        let record = RootRecord::from_configmap(Some(cm));
-        let outcome = record.outcome.clone().unwrap_or_default();
+        let record = legacy::Record::of(cm);
         Migrated {
-            suspended: record.suspension.suspended,
-            requested_at: requested(&cm.metadata).map(|(at, _)| at),
-            handled: RequestAnswer::from_configmap(cm, 0).map(|a| a.requested_at),
-            revision: outcome.revision.clone(),
-            applied: outcome.ready,
+            suspended: record.suspended,
+            requested_at: record.requested_at,
+            handled: record.handled,
+            revision: record.revision,
+            applied: record.ready,
             passes: record
                 .passes
-                .iter()
+                .into_iter()
                 .map(|p| PassSummary {
-                    reasons: p.reasons.clone(),
-                    started_at: p.started_at.clone(),
+                    reasons: p.reasons,
+                    started_at: p.started_at,
                     duration_ms: p.duration_ms,
-                    result: p.result.clone(),
-                    revision: p.revision.clone(),
+                    result: p.result,
+                    revision: p.revision,
                 })
                 .collect(),
         }
@@ -455,9 +449,9 @@ mod tests {
                 ..Default::default()
             },
             data: Some(BTreeMap::from([
-                (record::KEY_SUSPENDED.to_string(), "true".to_string()),
-                (record::KEY_READY.to_string(), "True".to_string()),
-                (record::KEY_REVISION.to_string(), "abc".to_string()),
+                ("suspended".to_string(), "true".to_string()),
+                ("ready".to_string(), "True".to_string()),
+                ("revision".to_string(), "abc".to_string()),
             ])),
             ..Default::default()
         };

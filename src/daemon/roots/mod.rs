@@ -17,6 +17,7 @@
 //! - [`source`]: a root's git source, its credentials and semver tags.
 //! - [`repository`]: the fetch of a source (a git cache per root, or a local directory).
 //! - [`conflict`]: what a root says of the objects another root holds.
+//! - [`legacy`]: the root record of a Weft from before Roots, read to carry a cluster over.
 //! - [`answer`]: the flag root's Root answering the daemon's queue (`?wait=true`, the status).
 //! - [`once`]: one pass of a Root outside the controller (`weft sync root NAME`).
 //!
@@ -32,6 +33,7 @@ pub mod depends;
 pub mod flag;
 pub mod identity;
 pub mod lease;
+pub mod legacy;
 pub mod once;
 pub mod pushes;
 pub mod reconcile;

@@ -391,7 +391,7 @@ fn flag_sync_outcome(pass: &FlagSyncPass<'_>) -> PassOutcome {
         let reason = if e.conflicts().is_empty() {
             status::FAILED
         } else {
-            crate::daemon::root::conflict::CONFLICT
+            super::conflict::CONFLICT
         };
         Failure::new(reason, e.to_string()).about(e.object())
     });
