@@ -246,6 +246,25 @@ pub struct PassSummary {
     /// The revision applied (or tried).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// What the pass changed, `Kind/namespace/name action`: at most 20, then how many more; on
+    /// the newest pass only (`weft trigger --wait` prints them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
+}
+
+/// How many changed objects the newest pass of `status.passes` names.
+pub const MAX_PASS_CHANGES: usize = 20;
+
+impl PassSummary {
+    /// `changes` as the newest pass keeps them: the first [`MAX_PASS_CHANGES`], then
+    /// `and N more`.
+    pub fn bounded_changes(changes: &[String]) -> Vec<String> {
+        let mut kept: Vec<String> = changes.iter().take(MAX_PASS_CHANGES).cloned().collect();
+        if changes.len() > MAX_PASS_CHANGES {
+            kept.push(format!("and {} more", changes.len() - MAX_PASS_CHANGES));
+        }
+        kept
+    }
 }
 
 /// The default of `spec.interval`.

@@ -112,6 +112,9 @@ async fn root_object(args: &TriggerArgs, namespace: &str, name: &str) -> anyhow:
             pass.duration_ms as f64 / 1000.0,
             pass.reasons.join(", ")
         );
+        for change in &pass.changes {
+            outln!("  {change}");
+        }
     }
     Ok(if answer.ready {
         ExitCode::SUCCESS

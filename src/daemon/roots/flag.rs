@@ -365,6 +365,7 @@ impl Migrated {
                     duration_ms: p.duration_ms,
                     result: p.result,
                     revision: p.revision,
+                    changes: Vec::new(),
                 })
                 .collect(),
         }

@@ -429,7 +429,7 @@ fn flag_sync_outcome(pass: &FlagSyncPass<'_>) -> PassOutcome {
         )
         .map(|(o, m)| (o.to_string(), crate::api::redact::redact_url_passwords(m)))
         .collect();
-    let changed = result
+    let changed_objects: Vec<String> = result
         .changes
         .entries
         .iter()
@@ -440,7 +440,9 @@ fn flag_sync_outcome(pass: &FlagSyncPass<'_>) -> PassOutcome {
                     | crate::apply::changeset::Action::Skipped
             )
         })
-        .count();
+        .map(|c| format!("{} {}", c.object, c.action.done()))
+        .collect();
+    let changed = changed_objects.len();
     PassOutcome {
         summary: PassSummary {
             reasons: vec!["weft sync".to_string()],
@@ -453,6 +455,7 @@ fn flag_sync_outcome(pass: &FlagSyncPass<'_>) -> PassOutcome {
             }
             .to_string(),
             revision: revision.clone(),
+            changes: PassSummary::bounded_changes(&changed_objects),
         },
         failure,
         revision,

@@ -351,6 +351,7 @@ async fn pass(
     };
     // The pass's notifications (`notify::root`), as the flag loop sent them: the root's `Ready`
     // events of a pass are not offered to the notifier (see `status::record`).
+    let changed_objects = PassSummary::bounded_changes(&notified.changes);
     let finished = crate::notify::root::PassOutcome {
         revision: revision.clone(),
         new_revision: notified.new_revision,
@@ -386,6 +387,7 @@ async fn pass(
             }
             .to_string(),
             revision: revision.clone(),
+            changes: changed_objects,
         },
         failure,
         revision,

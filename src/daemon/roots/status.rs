@@ -156,6 +156,10 @@ pub fn next_status(
                 let c = conflict::condition(&p.conflicts);
                 set(&mut s, CONFLICT, c.status, &c.reason, &c.message);
             }
+            // Only the newest pass names its changed objects: the status stays small.
+            for older in &mut s.passes {
+                older.changes.clear();
+            }
             s.passes.insert(0, p.summary.clone());
             s.passes.truncate(MAX_PASSES);
             s.next_poll_at = Some(p.next_poll_at.clone());
@@ -291,6 +295,7 @@ mod tests {
                 duration_ms: 10,
                 result: "Succeeded".into(),
                 revision: Some(revision.into()),
+                changes: Vec::new(),
             },
             changed: 1,
             requested_at: None,
