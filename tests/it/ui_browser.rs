@@ -534,6 +534,21 @@ async fn the_dashboard_in_chromium() {
     let flag_root = roots.get(&n).await.expect("the flag root's Root");
     assert!(flag_root.spec.suspend);
     s.shot("roots-suspended").await;
+    // The Root's reconcile has seen it: a pass that was running when the button was pressed
+    // (the broken chart retries) has ended, so none applies over the edits below.
+    wait_for(
+        "the Root's reconcile to see the suspension",
+        Duration::from_secs(60),
+        async || {
+            let root = roots.get_opt(&n).await.ok()??;
+            root.status?
+                .conditions
+                .iter()
+                .any(|c| c.reason == "Suspended")
+                .then_some(())
+        },
+    )
+    .await;
 
     // Drift while suspended: an edit by hand stays, and so does a Secret's.
     let hand = PatchParams {
