@@ -48,8 +48,11 @@ fn all_logs<'a>(replicas: &'a [&'a Daemon]) -> impl Fn() -> String + 'a {
     }
 }
 
-/// Holder identity of each root's Lease (by the root's name), from the Leases themselves.
+/// Holder identity of each of the twelve roots' Leases (by the root's name), from the Leases
+/// themselves. The replicas' flag root is a Root of Weft's namespace too (named as the
+/// namespace), split with the others; it is not one of the twelve, so it is left out.
 async fn holders(client: &Client, ns: &str) -> BTreeMap<String, String> {
+    let twelve = root_names();
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     leases
         .list(&ListParams::default().labels("weft.io/lease=root"))
@@ -62,6 +65,7 @@ async fn holders(client: &Client, ns: &str) -> BTreeMap<String, String> {
             let holder = l.spec?.holder_identity.filter(|h| !h.is_empty())?;
             Some((root.rsplit('/').next().unwrap().to_string(), holder))
         })
+        .filter(|(root, _)| twelve.contains(root))
         .collect()
 }
 
