@@ -1,7 +1,7 @@
 //! Two roots, one object (issue 31, item 2), seen from a daemon: `weft run` whose repository
 //! declares an object another root holds does not take it, and reports the conflict on its own
-//! root — the root record's reason `Conflict`, a `Conflict` condition in its status, a Warning
-//! event `Conflict` on the root record — until the object leaves its repository.
+//! root — its Root's `Ready` reason `Conflict`, a `Conflict` condition in the daemon's status and
+//! the Root's, a Warning event `Conflict` on the Root — until the object leaves its repository.
 //!
 //! A CLI whose clock is skewed (issue 43, item 2): `weft sync` and `weft uninstall` judge whether
 //! a daemon is live by watching its Lease renew, not by comparing its `renewTime` with their own
@@ -19,12 +19,14 @@ use k8s_openapi::api::events::v1::Event;
 use kube::{Api, Client};
 
 use support::cluster::TestNamespace;
+use support::conditions::condition;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
 use support::manifests::configmap;
 use support::skewed_clock::skewed_env;
 use support::wait::wait_for;
 use support::weft_cli::Weft;
+use weft::api::root::Root;
 
 fn text(o: &Output) -> String {
     format!(
@@ -44,24 +46,23 @@ async fn value(client: &Client, ns: &str, name: &str) -> Option<String> {
         .and_then(|d| d.get("value").cloned())
 }
 
-/// The root record's `reason` and `message`.
-async fn record(client: &Client, ns: &str, root: &str) -> Option<(String, String)> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let data = api
-        .get_opt(&format!("weft-root-{root}"))
-        .await
-        .expect("get root record")?
-        .data?;
-    Some((
-        data.get("reason").cloned().unwrap_or_default(),
-        data.get("message").cloned().unwrap_or_default(),
-    ))
+/// The flag root's Root `root` (in Weft's namespace `ns`): its `Ready` reason and message.
+async fn ready(client: &Client, ns: &str, root: &str) -> Option<(String, String)> {
+    let api: Api<Root> = Api::namespaced(client.clone(), ns);
+    let root = api.get_opt(root).await.expect("get Root")?;
+    condition(&root, "Ready").map(|(_, reason, message)| (reason, message))
 }
 
-/// The Warning events `Conflict` about root `root`'s record.
+/// The Root's `Conflict` condition: (status, message).
+async fn conflict_condition(client: &Client, ns: &str, root: &str) -> Option<(String, String)> {
+    let api: Api<Root> = Api::namespaced(client.clone(), ns);
+    let root = api.get_opt(root).await.expect("get Root")?;
+    condition(&root, "Conflict").map(|(status, _, message)| (status, message))
+}
+
+/// The Warning events `Conflict` about the Root `root`.
 async fn conflict_events(client: &Client, ns: &str, root: &str) -> Vec<Event> {
     let api: Api<Event> = Api::namespaced(client.clone(), ns);
-    let record = format!("weft-root-{root}");
     api.list(&Default::default())
         .await
         .expect("list events")
@@ -70,7 +71,9 @@ async fn conflict_events(client: &Client, ns: &str, root: &str) -> Vec<Event> {
         .filter(|e| {
             e.reason.as_deref() == Some("Conflict")
                 && e.type_.as_deref() == Some("Warning")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(record.as_str())
+                && e.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some("Root") && r.name.as_deref() == Some(root)
+                })
         })
         .collect()
 }
@@ -140,13 +143,13 @@ async fn a_daemon_reports_an_object_another_root_holds_on_its_root_and_never_tak
     assert!(conditions.contains(&holder), "{conditions}");
     assert_eq!(status["lastPass"]["result"], "failed", "{status:#}");
 
-    // The record says Conflict, with the object and its holder.
+    // The Root says Conflict (its `Ready` reason), with the object and its holder.
     let (reason, message) = wait_for(
-        "the root record's reason Conflict",
+        "the Root's Ready reason Conflict",
         Duration::from_secs(30),
         &|| d.logs(),
         async || {
-            record(&client, &name, &name)
+            ready(&client, &name, &name)
                 .await
                 .filter(|(r, _)| r == "Conflict")
         },
@@ -159,10 +162,19 @@ async fn a_daemon_reports_an_object_another_root_holds_on_its_root_and_never_tak
         )),
         "{message}"
     );
+    // Its `Conflict` condition too, as the daemon's status.
+    let (status, message) = conflict_condition(&client, &name, &name)
+        .await
+        .expect("the Root's Conflict condition");
+    assert_eq!(status, "True", "{message}");
+    assert!(
+        message.contains(&format!("ConfigMap/{name}/cm-0001")) && message.contains(&holder),
+        "{message}"
+    );
 
-    // A Warning event on the record, through the event publisher.
+    // A Warning event on the Root, through the event publisher.
     let events = wait_for(
-        "a Warning event Conflict on the root record",
+        "a Warning event Conflict on the Root",
         Duration::from_secs(30),
         &|| d.logs(),
         async || Some(conflict_events(&client, &name, &name).await).filter(|e| !e.is_empty()),
@@ -182,7 +194,7 @@ async fn a_daemon_reports_an_object_another_root_holds_on_its_root_and_never_tak
     );
     assert_eq!(value(&client, &name, "only-b").await.as_deref(), Some("b"));
 
-    // Resolved in B's repository: the condition turns False, the record Succeeded.
+    // Resolved in B's repository: the condition turns False, the Root Ready again.
     work.remove("cm.yaml");
     work.commit("leave cm-0001 to a");
     work.push();
@@ -194,17 +206,21 @@ async fn a_daemon_reports_an_object_another_root_holds_on_its_root_and_never_tak
     })
     .await;
     let (reason, _) = wait_for(
-        "the root record's reason Succeeded",
+        "the Root's Ready reason ReconciliationSucceeded",
         Duration::from_secs(30),
         &|| d.logs(),
         async || {
-            record(&client, &name, &name)
+            ready(&client, &name, &name)
                 .await
-                .filter(|(r, _)| r == "Succeeded")
+                .filter(|(r, _)| r == "ReconciliationSucceeded")
         },
     )
     .await;
-    assert_eq!(reason, "Succeeded");
+    assert_eq!(reason, "ReconciliationSucceeded");
+    let (status, message) = conflict_condition(&client, &name, &name)
+        .await
+        .expect("the Root's Conflict condition");
+    assert_eq!(status, "False", "{message}");
     assert_eq!(
         value(&client, &name, "cm-0001").await.as_deref(),
         Some("from-a")

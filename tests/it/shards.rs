@@ -139,13 +139,16 @@ fn served(ns: &TestNamespace) -> (ServedRepo, String) {
 /// The replicas' options; `object`: the flag root is a Root object (`--root-object`, passed in
 /// parts by the shard holders' Root controllers), else the flag loop.
 fn sharded<'a>(url: &'a str, ns: &'a str, count: u32, object: bool) -> DaemonOptions<'a> {
-    let mut extra = vec!["--shards".into(), count.to_string()];
+    // Every daemon runs the Root controller now (its flag root is a Root): it watches the
+    // test's namespace only, or it would take the Roots of the tests beside it.
+    let mut extra = vec![
+        "--shards".into(),
+        count.to_string(),
+        "--watch-namespaces".into(),
+        ns.into(),
+    ];
     if object {
-        extra.extend([
-            "--root-object".into(),
-            "--watch-namespaces".into(),
-            ns.into(),
-        ]);
+        extra.push("--root-object".into());
     }
     DaemonOptions {
         lease_duration: "4s",

@@ -174,8 +174,17 @@ fn same_source(spec: &RootSpec, flags: &RootSpec) -> bool {
 /// existing Root of another source is refused unless `switch`.
 pub async fn check(client: &Client, flags: &FlagRoot, switch: bool) -> Result<bool, FlagRootError> {
     let existing = match read(client, flags).await {
-        // No Root CRD yet: no Root to differ from; the leader installs the CRD (`adopt`).
-        Err(FlagRootError::NoCrd { .. }) => None,
+        // A cluster Weft managed before the Root existed (or where `weft install` never ran):
+        // the daemon installs the Root CRD itself when it may, as today's users upgrade the
+        // binary before the manifests; else it refuses, saying how to install it. This runs
+        // before the leader Lease is held, when the write fence lets no write out: a dry run
+        // proves that it may, and [`adopt`] installs it as the leader.
+        Err(FlagRootError::NoCrd { key }) => {
+            apply_root_crd(client, true)
+                .await
+                .map_err(|why| FlagRootError::NoCrdInstalled { key, why })?;
+            return Ok(false);
+        }
         other => other?,
     };
     match existing {
@@ -209,21 +218,23 @@ async fn read(client: &Client, flags: &FlagRoot) -> Result<Option<Root>, FlagRoo
 }
 
 /// Create the Root CRD (server-side apply as Weft, the same object `weft install` applies) and
-/// wait until the API server serves it. The reason in one line when it cannot.
-async fn install_root_crd(client: &Client) -> Result<(), String> {
+/// wait until the API server serves it; with `dry_run`, only ask the API server whether this
+/// daemon may. The reason in one line when it cannot.
+async fn apply_root_crd(client: &Client, dry_run: bool) -> Result<(), String> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::runtime::wait::{await_condition, conditions};
     use kube::CustomResourceExt;
     let crd = Root::crd();
     let name = crd.name_any();
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .map_err(|e| crate::api::kube_error::Text(&e).to_string())?;
+    let mut pp = PatchParams::apply(FIELD_MANAGER);
+    pp.dry_run = dry_run;
+    api.patch(&name, &pp, &Patch::Apply(&crd))
+        .await
+        .map_err(|e| crate::api::kube_error::Text(&e).to_string())?;
+    if dry_run {
+        return Ok(());
+    }
     match tokio::time::timeout(
         Duration::from_secs(30),
         await_condition(api, &name, conditions::is_crd_established()),
@@ -253,19 +264,14 @@ pub async fn adopt(
         action,
         source,
     };
+    // No Root CRD yet: [`check`] found that this daemon may install it, now that it may write.
+    if let Err(FlagRootError::NoCrd { key }) = read(client, flags).await {
+        apply_root_crd(client, false)
+            .await
+            .map_err(|why| FlagRootError::NoCrdInstalled { key, why })?;
+    }
     let api: Api<Root> = Api::namespaced(client.clone(), &key.namespace);
-    let existing = match read(client, flags).await {
-        // A cluster Weft managed before the Root existed (or where `weft install` never ran):
-        // the leader installs the Root CRD when it may, as today's users upgrade the binary
-        // before the manifests; else the daemon refuses, saying how to install it.
-        Err(FlagRootError::NoCrd { key }) => {
-            install_root_crd(client)
-                .await
-                .map_err(|why| FlagRootError::NoCrdInstalled { key, why })?;
-            read(client, flags).await?
-        }
-        other => other?,
-    };
+    let existing = read(client, flags).await?;
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     if let Some(root) = existing {
         if same_source(&root.spec, &flags.spec) {

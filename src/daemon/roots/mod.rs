@@ -286,6 +286,9 @@ pub async fn run(mut ctx: Context) {
     let client = ctx.state.client().clone();
     let shutdown = ctx.shutdown.clone();
     let mut announced = false;
+    // The leader installs the Root CRD for the flag root's Root (`flag::adopt`) moments after
+    // the start: look soon, then less and less often.
+    let mut wait = Duration::from_secs(1);
     loop {
         match kube::discovery::pinned_kind(&client, &gvk()).await {
             Ok(_) => break,
@@ -298,8 +301,9 @@ pub async fn run(mut ctx: Context) {
         }
         tokio::select! {
             _ = shutdown.stopped() => return,
-            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
+        wait = (wait * 2).min(Duration::from_secs(30));
     }
     let concurrency = ctx.config.concurrency.max(1);
     // With `--watch-namespaces`, one watch per namespace: a Weft with only a Role in each gets
