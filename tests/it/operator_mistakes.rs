@@ -826,17 +826,12 @@ async fn a_sync_beside_a_live_daemon_or_from_another_repository_is_refused() {
     // The root records b now: a is the other repository.
     let out = weft("sync", a.path(), &name, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let records: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
-    let record = records
-        .get(&format!("weft-root-{name}"))
-        .await
-        .expect("the root record")
-        .data
-        .unwrap_or_default();
+    let roots: Api<weft::api::root::Root> = Api::namespaced(client.clone(), &name);
+    let root = roots.get(&name).await.expect("the root's Root");
     let b_dir = std::fs::canonicalize(b.path()).expect("canonical");
     assert_eq!(
-        record.get("repository").map(String::as_str),
-        Some(b_dir.to_str().expect("utf-8"))
+        root.spec.source.url.as_str(),
+        b_dir.to_str().expect("utf-8")
     );
 
     // Only a daemon's Lease claim, no record: still checked.

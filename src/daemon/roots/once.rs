@@ -274,7 +274,56 @@ pub async fn check_flag_sync(
     if existing.is_some() && !switch {
         flag::check(client, flags, false).await?;
     }
+    if existing.is_none() && !switch {
+        check_recorded_source(client, flags).await?;
+    }
     Ok(existing)
+}
+
+/// A root that has no Root yet, synced or led before Roots: the repository its root record
+/// names, else the source claim on its leader Lease (a daemon of an older version, alive or
+/// not), must be the flags' (`--switch-repository` else), as the Root's spec would be.
+async fn check_recorded_source(client: &Client, flags: &FlagRoot) -> Result<(), FlagSyncError> {
+    use crate::daemon::leader::{claim_repository, same_repository, shown_repository};
+    use k8s_openapi::api::coordination::v1::Lease;
+    let key = &flags.key;
+    let api_error = |action, source| FlagSyncError::Api {
+        key: key.clone(),
+        action,
+        source,
+    };
+    let mut recorded = super::legacy::read(client, &key.namespace, &key.name)
+        .await
+        .map_err(|e| api_error("read the root record of", e))?
+        .and_then(|cm| super::legacy::Record::of(&cm).repository);
+    if recorded.is_none() {
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &key.namespace);
+        let lease = crate::daemon::leader::lease_name(&key.name);
+        let params = kube::api::ListParams::default().fields(&format!("metadata.name={lease}"));
+        recorded = leases
+            .list(&params)
+            .await
+            .map_err(|source| FlagSyncError::Lease {
+                namespace: key.namespace.clone(),
+                source,
+            })?
+            .items
+            .into_iter()
+            .next()
+            .and_then(|l| l.metadata.annotations)
+            .and_then(|a| a.get(crate::api::keys::SOURCE_ANNOTATION).cloned())
+            .map(|claim| claim_repository(&claim).to_string());
+    }
+    match recorded {
+        Some(recorded) if !same_repository(&recorded, &flags.spec.source.url) => {
+            Err(FlagSyncError::Differs {
+                key: key.clone(),
+                recorded: shown_repository(&recorded),
+                given: shown_repository(&flags.spec.source.url),
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 async fn read_root(client: &Client, key: &ResourceKey) -> Result<Option<Root>, FlagSyncError> {
