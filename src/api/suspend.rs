@@ -7,6 +7,7 @@
 //!   `daemon::roots::requests::set_suspended`, which `weft suspend|resume` and `POST
 //!   /api/v1/suspend|resume` call; read by the Root controller and `weft sync`).
 
+use crate::api::conditions::{Condition, ConditionStatus};
 use crate::api::keys::{SUSPEND_ANNOTATION, SUSPEND_MESSAGE_ANNOTATION};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -61,9 +62,42 @@ pub fn root_refusal(message: Option<&str>) -> String {
     }
 }
 
+/// The condition type of a suspended resource.
+pub const SUSPENDED: &str = "Suspended";
+
+/// The `Suspended` condition of a resource: `True` while suspended, `False` once resumed.
+pub fn condition(suspended: bool, why: &str) -> Condition {
+    if suspended {
+        Condition {
+            type_: SUSPENDED.into(),
+            status: ConditionStatus::True,
+            reason: "Suspended".into(),
+            message: format!("{why}: Weft changes nothing it owns until it is resumed"),
+            ..Default::default()
+        }
+    } else {
+        Condition {
+            type_: SUSPENDED.into(),
+            status: ConditionStatus::False,
+            reason: "Resumed".into(),
+            message: "reconciled as usual".into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Does `conditions` say `Suspended=True`?
+pub fn marked(conditions: &[Condition]) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == SUSPENDED && c.status == ConditionStatus::True)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use std::collections::BTreeMap;
 
     #[test]
     fn only_true_suspends_whatever_its_case_and_spaces() {
@@ -80,5 +114,51 @@ mod tests {
             assert_eq!(annotated(&meta), suspended, "{value:?}");
         }
         assert!(!annotated_value(&serde_json::json!({"metadata": {}})));
+    }
+
+    #[test]
+    fn only_true_suspends() {
+        for (value, expected) in [
+            (Some("true"), true),
+            (Some("True"), true),
+            (Some(" true "), true),
+            (Some("false"), false),
+            (Some("yes"), false),
+            (Some(""), false),
+            (None, false),
+        ] {
+            assert_eq!(suspends(value), expected, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn annotations_of_metadata_and_documents() {
+        let meta = ObjectMeta {
+            annotations: Some(BTreeMap::from([(
+                SUSPEND_ANNOTATION.to_string(),
+                "true".to_string(),
+            )])),
+            ..Default::default()
+        };
+        assert!(annotated(&meta));
+        assert!(!annotated(&ObjectMeta::default()));
+        let doc = json!({"metadata": {"name": "a", "annotations": {"weft.io/suspend": "true"}}});
+        assert!(annotated_value(&doc));
+        let doc = json!({"metadata": {"name": "a", "annotations": {"weft.io/suspend": "false"}}});
+        assert!(!annotated_value(&doc));
+        assert!(!annotated_value(&json!({"metadata": {"name": "a"}})));
+    }
+
+    #[test]
+    fn conditions_say_which_way() {
+        let c = condition(true, "weft.io/suspend is \"true\"");
+        assert_eq!(
+            (c.type_.as_str(), c.status),
+            (SUSPENDED, ConditionStatus::True)
+        );
+        assert!(c.message.contains("weft.io/suspend"));
+        let c = condition(false, "");
+        assert_eq!(c.status, ConditionStatus::False);
+        assert_eq!(c.reason, "Resumed");
     }
 }

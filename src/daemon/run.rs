@@ -150,7 +150,6 @@ impl Daemon {
                 roots_config,
                 Shutdown::new(stop.clone(), config.shutdown_grace),
             )
-            .with_flag_root_object(flag_object)
             .with_flag_shards(config.shards);
             tokio::spawn(super::roots::run(ctx))
         });

@@ -19,9 +19,9 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::api::conditions::{now_rfc3339, Condition, ConditionStatus};
+use crate::api::conditions::{now_rfc3339, Condition};
 
-pub use crate::api::suspend::{annotated, annotated_value};
+use crate::api::suspend::{annotated, condition, marked};
 /// Whether the flag root is suspended, as its Root says (`spec.suspend`, the message of
 /// `weft.io/suspend-message`, since when this replica saw it).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,30 +36,6 @@ pub struct RootSuspension {
     pub since: Option<String>,
 }
 
-/// The condition type of a suspended resource.
-pub const SUSPENDED: &str = "Suspended";
-
-/// The `Suspended` condition of a resource: `True` while suspended, `False` once resumed.
-pub fn condition(suspended: bool, why: &str) -> Condition {
-    if suspended {
-        Condition {
-            type_: SUSPENDED.into(),
-            status: ConditionStatus::True,
-            reason: "Suspended".into(),
-            message: format!("{why}: Weft changes nothing it owns until it is resumed"),
-            ..Default::default()
-        }
-    } else {
-        Condition {
-            type_: SUSPENDED.into(),
-            status: ConditionStatus::False,
-            reason: "Resumed".into(),
-            message: "reconciled as usual".into(),
-            ..Default::default()
-        }
-    }
-}
-
 /// Why the resource of `meta` is suspended, if it is: its own annotation, or the whole root.
 pub fn why_suspended(root: &SuspendState, meta: &ObjectMeta) -> Option<&'static str> {
     if annotated(meta) {
@@ -69,13 +45,6 @@ pub fn why_suspended(root: &SuspendState, meta: &ObjectMeta) -> Option<&'static 
     } else {
         None
     }
-}
-
-/// Does `conditions` say `Suspended=True`?
-pub fn marked(conditions: &[Condition]) -> bool {
-    conditions
-        .iter()
-        .any(|c| c.type_ == SUSPENDED && c.status == ConditionStatus::True)
 }
 
 /// Write the `Suspended` condition of resource `name` (status conditions `before`): `True` with
@@ -154,60 +123,5 @@ impl SuspendState {
                 }
             }
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::keys::SUSPEND_ANNOTATION;
-    use crate::api::suspend::suspends;
-    use serde_json::json;
-    use std::collections::BTreeMap;
-
-    #[test]
-    fn only_true_suspends() {
-        for (value, expected) in [
-            (Some("true"), true),
-            (Some("True"), true),
-            (Some(" true "), true),
-            (Some("false"), false),
-            (Some("yes"), false),
-            (Some(""), false),
-            (None, false),
-        ] {
-            assert_eq!(suspends(value), expected, "{value:?}");
-        }
-    }
-
-    #[test]
-    fn annotations_of_metadata_and_documents() {
-        let meta = ObjectMeta {
-            annotations: Some(BTreeMap::from([(
-                SUSPEND_ANNOTATION.to_string(),
-                "true".to_string(),
-            )])),
-            ..Default::default()
-        };
-        assert!(annotated(&meta));
-        assert!(!annotated(&ObjectMeta::default()));
-        let doc = json!({"metadata": {"name": "a", "annotations": {"weft.io/suspend": "true"}}});
-        assert!(annotated_value(&doc));
-        let doc = json!({"metadata": {"name": "a", "annotations": {"weft.io/suspend": "false"}}});
-        assert!(!annotated_value(&doc));
-        assert!(!annotated_value(&json!({"metadata": {"name": "a"}})));
-    }
-
-    #[test]
-    fn conditions_say_which_way() {
-        let c = condition(true, "weft.io/suspend is \"true\"");
-        assert_eq!(
-            (c.type_.as_str(), c.status),
-            (SUSPENDED, ConditionStatus::True)
-        );
-        assert!(c.message.contains("weft.io/suspend"));
-        let c = condition(false, "");
-        assert_eq!(c.status, ConditionStatus::False);
-        assert_eq!(c.reason, "Resumed");
     }
 }

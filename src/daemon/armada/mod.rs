@@ -263,7 +263,10 @@ fn requested_at<K: Resource>(obj: &K) -> Option<String> {
         .as_ref()
         .and_then(|a| a.get(REQUESTED_AT_ANNOTATION))
         .map_or("", String::as_str);
-    Some(format!("{requested}|{}", suspend::annotated(obj.meta())))
+    Some(format!(
+        "{requested}|{}",
+        crate::api::suspend::annotated(obj.meta())
+    ))
 }
 
 /// Whether a suspended group of the chart's namespace lists it, or a suspended manifest lists
@@ -288,7 +291,10 @@ async fn listed_by_suspended(
         .iter()
         .filter(|g| g.spec.chart_group.contains(&name))
         .collect();
-    if mine.iter().any(|g| suspend::annotated(&g.metadata)) {
+    if mine
+        .iter()
+        .any(|g| crate::api::suspend::annotated(&g.metadata))
+    {
         return Ok(Some("its group is suspended"));
     }
     if mine.is_empty() {
@@ -299,7 +305,7 @@ async fn listed_by_suspended(
         .await
         .map_err(failed)?;
     let suspended = manifests.iter().any(|m| {
-        suspend::annotated(&m.metadata)
+        crate::api::suspend::annotated(&m.metadata)
             && mine
                 .iter()
                 .any(|g| m.spec.chart_groups.contains(&g.name_any()))
@@ -314,7 +320,7 @@ fn chart_suspended(chart: &ArmadaChart, ctx: &Context) -> Option<&'static str> {
         chart
             .status
             .as_ref()
-            .is_some_and(|s| suspend::marked(&s.conditions))
+            .is_some_and(|s| crate::api::suspend::marked(&s.conditions))
             .then_some("its group or manifest is suspended")
     })
 }
@@ -580,8 +586,8 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
         let unmarked = chart
             .status
             .as_ref()
-            .is_none_or(|s| !suspend::marked(&s.conditions));
-        wanted |= suspend::annotated(&chart.metadata) && unmarked;
+            .is_none_or(|s| !crate::api::suspend::marked(&s.conditions));
+        wanted |= crate::api::suspend::annotated(&chart.metadata) && unmarked;
         tracing::debug!(chart = %format!("{}/{}", key.0, key.1), why, "suspended; drift left alone");
         if wanted {
             let _ = ctx.state.queue().trigger(TriggerReason::Watch);

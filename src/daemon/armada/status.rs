@@ -75,8 +75,8 @@ fn conditions_for(
         &now,
     );
     // A chart that takes part in a pass is not suspended (any more).
-    if suspend::marked(&conds) {
-        set_condition(&mut conds, suspend::condition(false, ""), &now);
+    if crate::api::suspend::marked(&conds) {
+        set_condition(&mut conds, crate::api::suspend::condition(false, ""), &now);
     }
     conds
 }
@@ -382,7 +382,7 @@ async fn record_aggregates<K: Aggregated>(
             } else {
                 ConditionStatus::False
             },
-            suspended: suspend::annotated(item.meta()),
+            suspended: crate::api::suspend::annotated(item.meta()),
         });
         let before = item.group_status().cloned().unwrap_or_default();
         let generation = item.meta().generation;

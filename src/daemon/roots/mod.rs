@@ -167,8 +167,6 @@ pub struct Context {
     shutdown: Shutdown,
     /// The root the `weft run` flags drive (`--root-name` in Weft's namespace).
     flag_root: ResourceKey,
-    /// Whether the flag root is a Root object this controller reconciles (`--root-object`).
-    flag_root_object: bool,
     /// `--shards N`: the flag root's Root is passed in parts, one per shard Lease holder.
     flag_shards: u32,
     store: Option<Store<Root>>,
@@ -189,7 +187,6 @@ impl Context {
                 namespace: settings.weft_namespace.clone(),
                 name: settings.root_name.clone(),
             },
-            flag_root_object: false,
             flag_shards: 1,
             state,
             settings,
@@ -201,12 +198,6 @@ impl Context {
         }
     }
 
-    /// Reconcile the flag root's Root object too (`weft run --root-object`).
-    pub fn with_flag_root_object(mut self, on: bool) -> Context {
-        self.flag_root_object = on;
-        self
-    }
-
     /// The flag root's shard count (`--shards`).
     pub fn with_flag_shards(mut self, shards: u32) -> Context {
         self.flag_shards = shards.max(1);
@@ -216,7 +207,7 @@ impl Context {
     /// Whether `key` is the flag root's Root split into shards: each shard Lease's holder
     /// passes its part (see [`shard`]), and no root Lease is held for it.
     pub(super) fn flag_sharded(&self, key: &ResourceKey) -> bool {
-        *key == self.flag_root && self.flag_root_object && self.flag_shards > 1
+        *key == self.flag_root && self.flag_shards > 1
     }
 
     fn with_memory<T>(&self, key: &ResourceKey, f: impl FnOnce(&mut Memory) -> T) -> T {

@@ -68,11 +68,6 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
             }
         }
     };
-    if key == ctx.flag_root && !ctx.flag_root_object {
-        let message = "the `weft run --repo` flags drive this root (the daemon's root loop), not this object; its migration to a Root object is a later step".to_string();
-        record(Verdict::FlagRoot { message }).await?;
-        return Ok(Action::await_change());
-    }
     // The flag root's Root answers a waiting request of the daemon's queue with why nothing ran.
     let not_run = |suspended: bool, message: &str| {
         if key == ctx.flag_root {
@@ -159,6 +154,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         reasons.push("resumed".to_string());
     }
     let was_waiting = status::ready_of(&before)
+        // `FlagRoot`: a Ready reason an older Weft wrote on the flag root's Root.
         .is_some_and(|c| c.reason == status::DEPENDENCY_NOT_READY || c.reason == status::FLAG_ROOT);
     match ctx.remaining(&key) {
         None => reasons.push("poll".to_string()),

@@ -125,38 +125,11 @@ pub async fn create(client: &Client, namespace: &str, root: &Root) -> Result<Roo
         .await
 }
 
-/// Whether `root` is a flag root's Root the Root controller reconciles (`weft run
-/// --root-object` made it: it carries `weft.io/default-namespace`), rather than one the daemon's
-/// root loop drives (its `Ready` reason `FlagRoot`, see docs/migrating.md's rollback).
-pub fn is_flag_root_object(root: &Root) -> bool {
-    let marked = marked_flag_root(root);
-    let looped = root
-        .status
-        .as_ref()
-        .and_then(ready_of)
-        .is_some_and(|c| c.reason == super::status::FLAG_ROOT);
-    marked && !looped
-}
-
 /// Whether `root` was made from a `weft run`'s flags (it carries `weft.io/default-namespace`):
 /// the installation whose flag root it is reconciles it, no other Weft that sees it.
 pub fn marked_flag_root(root: &Root) -> bool {
     root.annotations()
         .contains_key(crate::api::keys::DEFAULT_NAMESPACE_ANNOTATION)
-}
-
-/// The Root object the flag root `namespace/name` (`--root-name` in Weft's namespace) is, when
-/// the Root controller reconciles it ([`is_flag_root_object`]): then `weft trigger`, `weft
-/// suspend`, `weft resume` and `weft get root` act on it, not on the root record. `None` when
-/// there is none or Roots cannot be read (no CRD, no right to): the record is the root.
-pub async fn flag_root_object(client: &Client, namespace: &str, name: &str) -> Option<Root> {
-    match api(client, namespace).get_opt(name).await {
-        Ok(found) => found.filter(is_flag_root_object),
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot read the flag root's Root object; using its record");
-            None
-        }
-    }
 }
 
 /// Set `spec.suspend` of the Root `namespace/name` (a merge patch: the rest of the spec stays

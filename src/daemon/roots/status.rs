@@ -33,8 +33,6 @@ pub const FLAG_ROOT: &str = "FlagRoot";
 /// What one reconcile of a root found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
-    /// The flag root: today's loop drives it, not this controller.
-    FlagRoot { message: String },
     /// `spec.suspend`: no pass, `Ready` as it was.
     Suspended,
     /// It cannot run until its spec changes.
@@ -101,13 +99,8 @@ pub fn next_status(
         )
     };
     let clear = |s: &mut RootStatus, type_: &str| s.conditions.retain(|c| c.type_ != type_);
-    use ConditionStatus::{False, True, Unknown};
+    use ConditionStatus::{False, True};
     match verdict {
-        Verdict::FlagRoot { message } => {
-            set(&mut s, READY, Unknown, FLAG_ROOT, message);
-            clear(&mut s, RECONCILING);
-            clear(&mut s, STALLED);
-        }
         Verdict::Suspended => {
             // `Ready` says what the last pass left; the reason says nothing runs now.
             set(
@@ -178,9 +171,6 @@ fn observe(
     verdict: &Verdict,
     after: &RootStatus,
 ) {
-    if matches!(verdict, Verdict::FlagRoot { .. }) {
-        return;
-    }
     let metrics = state.metrics().resources();
     let name = root.name_any();
     let ready = ready_of(after).map_or(ConditionStatus::Unknown, |c| c.status);
