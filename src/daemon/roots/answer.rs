@@ -1,7 +1,8 @@
 //! The flag root's Root answers what the flag loop answered (issue 41 item 2). A request on the
 //! daemon's queue — `POST /api/v1/sync` without `?root=` (with `?wait=true` too), a webhook,
-//! `weft trigger --sync-token-file` — is handed to the Root with the queue's pass number (the Root is woken: no write to it); the Root's next pass, which
-//! starts after the request, answers it with a pass report like the flag loop's
+//! `weft trigger --sync-token-file` — is handed to the Root with the queue's pass number (the
+//! Root is woken: no write to it); the Root's next pass, which starts after the request, answers
+//! it with a pass report like the flag loop's
 //! (`TriggerQueue::finish`), and `GET /api/v1/status` shows the Root's last pass, revision and
 //! next poll. A reconcile that passes nothing (the Root suspended, refused, waiting for its
 //! dependencies) answers with why, so a waiting caller is not left to time out.
