@@ -91,11 +91,26 @@ async fn two_replicas_under_pushes_and_webhooks_lose_nothing_and_apply_each_revi
         &[replicas[0].hooks_port, replicas[1].hooks_port],
     )
     .await;
-    replicas[0]
-        .wait_status("a first pass", Duration::from_secs(60), |s| {
-            s["lastPass"]["result"] == "succeeded"
-        })
-        .await;
+    // The first pass, on whichever replica holds the flag root's Root: its status says Ready.
+    let roots: Api<weft::api::root::Root> = Api::namespaced(ns.client(), &name);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let root = roots.get_opt(&name).await.expect("get the Root");
+        let ready = root
+            .and_then(|r| r.status)
+            .and_then(|s| weft::daemon::roots::status::ready_of(&s).cloned())
+            .is_some_and(|c| c.status == weft::api::conditions::ConditionStatus::True);
+        if ready {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no first pass within 60 s\nlogs:\n{}\n{}",
+            replicas[0].logs(),
+            replicas[1].logs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 
     let api: Api<ConfigMap> = Api::namespaced(ns.client(), &name);
     let started = Instant::now();
