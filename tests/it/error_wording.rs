@@ -190,7 +190,7 @@ async fn an_identity_without_rights_is_told_what_to_grant() {
     );
     assert!(
         line.contains(&format!(
-            "grant {user} `list` on configmaps in namespace {n}"
+            "grant {user} `list` on roots.weft.io in namespace {n}"
         )),
         "what to do: {line}"
     );

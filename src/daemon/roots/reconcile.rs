@@ -519,14 +519,27 @@ async fn pass_body(
     if *identity != Identity::Weft && root.status.as_ref().is_none_or(|s| s.passes.is_empty()) {
         seed_inventory(&client, key).await?;
     }
-    let result = crate::pass::run_pass(
-        &client,
-        Snapshot::clone(&snapshot),
-        &settings,
-        &input,
-        &observer,
-    )
-    .await;
+    // A stop request gives the running pass the shutdown grace, then abandons it (as a pod's
+    // termination grace would cut it anyway), so the daemon exits in time.
+    let result = tokio::select! {
+        result = crate::pass::run_pass(
+            &client,
+            Snapshot::clone(&snapshot),
+            &settings,
+            &input,
+            &observer,
+        ) => result,
+        () = ctx.shutdown.abandoned() => {
+            deploying.written().await;
+            return Err(failure(
+                "Abandoned",
+                format!(
+                    "the daemon is stopping; the pass was abandoned after {}s of grace",
+                    ctx.shutdown.grace().as_secs()
+                ),
+            ));
+        }
+    };
     deploying.written().await;
     if let Some(set) = result.set.as_ref() {
         charts(ctx, held, flag, set, &result).await;
