@@ -5,7 +5,6 @@
 
 use crate::support;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
@@ -63,22 +62,6 @@ async fn namespace_only_account(ns: &TestNamespace) -> String {
     user
 }
 
-/// The test cluster's kubeconfig, acting as `user` (`as:`, as `kubectl --as` does), at a path
-/// in `dir`.
-async fn kubeconfig_as(user: &str, dir: &Path) -> PathBuf {
-    let c = support::cluster::cluster();
-    let mut kubeconfig =
-        kube::config::Kubeconfig::read_from(c.kubeconfig_path()).expect("kubeconfig");
-    for named in &mut kubeconfig.auth_infos {
-        if let Some(info) = named.auth_info.as_mut() {
-            info.impersonate = Some(user.to_string());
-        }
-    }
-    let path = dir.join("kubeconfig");
-    std::fs::write(&path, serde_json::to_string(&kubeconfig).unwrap()).expect("write kubeconfig");
-    path
-}
-
 /// The lines of `logs` in which the API server refused something.
 fn refusals(logs: &str) -> Vec<&str> {
     logs.lines()
@@ -113,7 +96,7 @@ fn a_port_is_no_refusal() {
 async fn refusals_of_a_daemon_as(ns: &TestNamespace, user: &str) -> Vec<String> {
     let client = ns.client();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig_as(user, dir.path()).await;
+    let kubeconfig = support::rbac::kubeconfig_as(user, dir.path());
     let host = RepoHost::new();
     let bare = host.create("config.git");
     let server = GitDaemon::start(&host);
@@ -254,7 +237,7 @@ async fn weft_sync_as_a_namespace_only_account_applies_its_objects() {
     support::cluster::install_crds(&client).await;
     let user = namespace_only_account(&ns).await;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig_as(&user, dir.path()).await;
+    let kubeconfig = support::rbac::kubeconfig_as(&user, dir.path());
     let repo = dir.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     let n = ns.name();
@@ -298,7 +281,7 @@ async fn weft_sync_of_an_armada_chart_as_a_namespace_only_account() {
     support::cluster::install_crds(&client).await;
     let user = namespace_only_account(&ns).await;
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig_as(&user, dir.path()).await;
+    let kubeconfig = support::rbac::kubeconfig_as(&user, dir.path());
     let repo = dir.path().join("repo");
     let n = ns.name();
     std::fs::create_dir_all(repo.join("charts/app/templates")).unwrap();

@@ -48,6 +48,26 @@ pub fn condition(conflicts: &Conflicts) -> Condition {
     }
 }
 
+/// The conflicts of a pass: the objects held elsewhere (in its error: not applied) and those
+/// held here but claimed by another root (applied), each with what is said of it.
+pub fn of_pass(result: &crate::pass::PassResult) -> Conflicts {
+    result
+        .error
+        .as_ref()
+        .map(|e| e.conflicts())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(
+            result
+                .changes
+                .conflicts
+                .iter()
+                .map(|(o, m)| (o, m.as_str())),
+        )
+        .map(|(o, m)| (o.to_string(), crate::api::redact::redact_url_passwords(m)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,7 @@ use super::repository::RootSource;
 use super::source::credentials_of;
 use super::status::{self, Failure, PassOutcome, Verdict};
 use crate::api::kube_error::Text;
-use crate::api::root::{InventoryCounts, PassSummary, Root};
+use crate::api::root::{PassSummary, Root};
 use crate::api::suspend::refuses_one_shot;
 use crate::api::ResourceKey;
 use crate::pass::PassSettings;
@@ -433,7 +433,6 @@ pub async fn record_flag_sync(
 
 /// The outcome of a one-shot pass as the Root controller's pass says it.
 fn flag_sync_outcome(pass: &FlagSyncPass<'_>) -> PassOutcome {
-    use crate::render::{Owner, OwnerKind};
     let result = pass.result;
     let revision = Some(result.revision.clone()).filter(|r| !r.is_empty());
     let failure = result.error.as_ref().map(|e| {
@@ -444,40 +443,8 @@ fn flag_sync_outcome(pass: &FlagSyncPass<'_>) -> PassOutcome {
         };
         Failure::new(reason, e.to_string()).about(e.object())
     });
-    let inventory = result.set.as_ref().map(|set| {
-        let objects = set
-            .objects()
-            .iter()
-            .filter(|o| {
-                matches!(
-                    o.owner,
-                    Owner {
-                        kind: OwnerKind::Root,
-                        ..
-                    }
-                )
-            })
-            .count();
-        InventoryCounts {
-            objects: objects as u64,
-            children: (set.objects().len() - objects) as u64,
-        }
-    });
-    let conflicts = result
-        .error
-        .as_ref()
-        .map(|e| e.conflicts())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(
-            result
-                .changes
-                .conflicts
-                .iter()
-                .map(|(o, m)| (o, m.as_str())),
-        )
-        .map(|(o, m)| (o.to_string(), crate::api::redact::redact_url_passwords(m)))
-        .collect();
+    let inventory = result.set.as_deref().map(status::inventory_counts);
+    let conflicts = super::conflict::of_pass(result);
     let changed_objects: Vec<String> = result
         .changes
         .entries

@@ -3,7 +3,6 @@
 //! repository ([`super::source`]: one git cache per root), `pass::run_pass` with settings from
 //! its spec and its identity's client — and the status that says what happened.
 
-use crate::api::owner::OwnerKind;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -556,41 +555,9 @@ async fn pass_body(
         .iter()
         .filter(|c| c.action != ChangeAction::Unchanged && c.action != ChangeAction::Skipped)
         .count();
-    let inventory = result.set.as_ref().map(|set| {
-        let objects = set
-            .objects()
-            .iter()
-            .filter(|o| {
-                matches!(
-                    o.owner,
-                    Owner {
-                        kind: OwnerKind::Root,
-                        ..
-                    }
-                )
-            })
-            .count();
-        InventoryCounts {
-            objects: objects as u64,
-            children: (set.objects().len() - objects) as u64,
-        }
-    });
+    let inventory = result.set.as_deref().map(status::inventory_counts);
     // Held elsewhere (in the error: not applied) and held here (applied, claimed by another).
-    let conflicts: Vec<(String, String)> = result
-        .error
-        .as_ref()
-        .map(|e| e.conflicts())
-        .unwrap_or_default()
-        .into_iter()
-        .chain(
-            result
-                .changes
-                .conflicts
-                .iter()
-                .map(|(o, m)| (o, m.as_str())),
-        )
-        .map(|(o, m)| (o.to_string(), crate::api::redact::redact_url_passwords(m)))
-        .collect();
+    let conflicts: Vec<(String, String)> = super::conflict::of_pass(&result);
     let failed = result.error.as_ref().map(|e| {
         let reason = if e.conflicts().is_empty() {
             status::FAILED

@@ -267,6 +267,20 @@ pub async fn record(
     Ok(after)
 }
 
+/// The inventory counts of a rendered set: the root's own objects, and the children of the
+/// resources it applies (their controllers' objects).
+pub fn inventory_counts(set: &crate::render::DesiredSet) -> InventoryCounts {
+    let own = set
+        .objects()
+        .iter()
+        .filter(|o| o.owner.kind == crate::api::owner::OwnerKind::Root)
+        .count();
+    InventoryCounts {
+        objects: own as u64,
+        children: (set.objects().len() - own) as u64,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
