@@ -373,7 +373,7 @@ pub async fn run(
     // Stopping: not ready any more, then the HTTP server (in-flight requests finish).
     probe.abort();
     let _ = ready_tx.send(false);
-    state.queue().close();
+    state.root_pushes().flag().close();
     let _ = server_stop_tx.send(());
     match tokio::time::timeout(Duration::from_secs(5), server_task).await {
         Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server stopped with an error"),

@@ -1,6 +1,6 @@
 //! The reconcile loops of the daemon (`weft run`): the sync root, the custom resource
 //! controllers (one kube-runtime `Controller` per kind; the agent update check is a step of the
-//! WeaveCloud's reconcile), the coalescing trigger queue and leader election, all sharing one
+//! WeaveCloud's reconcile) and leader election, all sharing one
 //! [`state::DaemonState`].
 //!
 //! The HTTP server is not started here: `weft run` (the cli) starts it beside [`run::Daemon`],
@@ -28,7 +28,6 @@ pub mod state;
 pub mod status;
 pub mod suspend;
 pub mod tree;
-pub mod trigger;
 pub mod uninstall;
 pub mod update_requests;
 pub mod updater;

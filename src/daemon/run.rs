@@ -216,7 +216,7 @@ enum Term {
     Refused(DaemonError),
 }
 
-/// One term as leader: the flag root's Root made and its requests forwarded, and (unless
+/// One term as leader: the flag root's Root made and its requests taken, and (unless
 /// disabled) the custom resource controllers and the agent updater, until `stop` or until the
 /// Lease is lost.
 async fn lead(
@@ -232,7 +232,11 @@ async fn lead(
     let base_root = config.pass.root_name.clone();
     Arc::make_mut(&mut config.pass).root_name = shard_root_name(&base_root, shard.index);
     let config = &config;
-    state.queue().reopen();
+    // Requests that name no Root are answered by the flag root's Root from now on.
+    state
+        .root_pushes()
+        .flag()
+        .open(config.root_object.as_ref().map(|f| f.key.clone()));
     state.set_leader(true);
     state.set_shard(Some(ShardClaim {
         shard,
@@ -252,18 +256,14 @@ async fn lead(
     });
     let shutdown = Shutdown::new(stop, config.shutdown_grace);
     // The flag root is its Root object, passed by the Root controller: this term makes it one
-    // (retrying while the API server refuses), then hands it the requests of the daemon's queue.
-    // A cluster where it cannot be one (no Root CRD, and no right to install it) ends the daemon.
+    // (retrying while the API server refuses); requests that name no Root are its (see
+    // `roots::answer`). A cluster where it cannot be one (no Root CRD, and no right to install it) ends the daemon.
     let (fatal_tx, mut fatal_rx) = tokio::sync::oneshot::channel();
     let root_task = tokio::spawn({
         let (config, state) = (config.clone(), state.clone());
         async move {
-            match flag_root_object(&config, &state, shard).await {
-                Ok(Some(key)) => super::roots::answer::forward_requests(state, key).await,
-                Ok(None) => {}
-                Err(e) => {
-                    let _ = fatal_tx.send(e);
-                }
+            if let Err(e) = flag_root_object(&config, &state, shard).await {
+                let _ = fatal_tx.send(e);
             }
         }
     });
@@ -285,7 +285,7 @@ async fn lead(
             None
         }
     };
-    state.queue().close();
+    state.root_pushes().flag().close();
     if let Some(why) = lost {
         // The elector shut the fence: whatever still runs (a pass on a blocking thread, a
         // controller) can no longer write.
@@ -299,10 +299,10 @@ async fn lead(
         }
         return Term::Lost(why);
     }
-    // The forwarding of requests ends with the closed queue (the Root controller finishes or
-    // abandons its own pass, see `Daemon::run`).
+    // Making the flag root's Root stops retrying once requests are closed (the Root controller
+    // finishes or abandons its own pass, see `Daemon::run`).
     if root_task.await.is_err() {
-        tracing::warn!("the forwarding of the flag root's requests ended abnormally");
+        tracing::warn!("making the flag root's Root object ended abnormally");
     }
     for task in controllers.into_iter().flatten() {
         if tokio::time::timeout(Duration::from_secs(10), task)
@@ -326,7 +326,7 @@ async fn lead(
 
 /// Make the flag root its Root object (created from the flags and the root record when
 /// missing); its key. A refusal of the API server is retried with back-off (said in the log)
-/// until the term's queue closes (`None`); a cluster without the Root CRD that this daemon may
+/// until the term stops taking requests (`None`); a cluster without the Root CRD that this daemon may
 /// not install, or a Root of another source, is an error. Sharded, every shard's holder passes its part of the
 /// Root (see `roots::shard`).
 async fn flag_root_object(
@@ -359,7 +359,7 @@ async fn flag_root_object(
         }
         let until = tokio::time::Instant::now() + delay;
         while tokio::time::Instant::now() < until {
-            if state.queue().is_closed() {
+            if state.root_pushes().flag().is_closed() {
                 return Ok(None);
             }
             tokio::time::sleep(Duration::from_millis(250)).await;

@@ -25,8 +25,7 @@ use kube::Client;
 
 use super::metrics::Metrics;
 use super::namespaces::WatchNamespaces;
-use super::status::{DaemonStatus, PassReport};
-use super::trigger::TriggerQueue;
+use super::status::DaemonStatus;
 use super::update_requests::UpdateRequests;
 use crate::pass::agents::AgentBundles;
 
@@ -37,8 +36,6 @@ pub struct DaemonState {
     metrics: Arc<Metrics>,
     /// What `GET /api/v1/status` shows.
     status: Arc<RwLock<DaemonStatus>>,
-    /// Passes of the sync root; the HTTP server and the watches trigger them.
-    queue: Arc<TriggerQueue<PassReport>>,
     /// Agent update checks asked for over HTTP (a trigger of the WeaveCloud controller).
     update_requests: UpdateRequests,
     /// Kubernetes events of every component, and the notifications made of them.
@@ -57,7 +54,8 @@ pub struct DaemonState {
     suspension: super::suspend::SuspendState,
     /// Weft's own namespace (the root's, in metrics).
     weft_namespace: Arc<str>,
-    /// Pushes the HTTP server routes to the Roots whose source they are.
+    /// Pushes the HTTP server routes to the Roots whose source they are, and requests for
+    /// passes of the flag root's Root with their answers.
     root_pushes: super::roots::pushes::RootPushes,
 }
 
@@ -73,7 +71,6 @@ impl DaemonState {
             client,
             metrics: Arc::new(Metrics::for_process()),
             status: Arc::new(RwLock::new(status)),
-            queue: TriggerQueue::new(),
             update_requests: UpdateRequests::default(),
             namespaces: WatchNamespaces::all(),
             fence: Default::default(),
@@ -102,11 +99,6 @@ impl DaemonState {
     /// The daemon's Prometheus metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
-    }
-
-    /// Passes of the sync root; the HTTP server and the watches trigger them.
-    pub fn queue(&self) -> &Arc<TriggerQueue<PassReport>> {
-        &self.queue
     }
 
     /// Agent update checks asked for over HTTP.

@@ -57,9 +57,10 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::daemon::roots::answer;
+use crate::daemon::roots::pushes::RequestReason;
 use crate::daemon::state::DaemonState;
 use crate::daemon::status::DaemonStatus;
-use crate::daemon::trigger::TriggerReason;
 pub use body::BodyBudget;
 pub use listen::HttpLimits;
 pub use replay::ReplayCache;
@@ -465,19 +466,19 @@ async fn sync(
         return sync_root_object(&state, peer, root, &q);
     }
     forward::to_other_shards(&state, onward);
-    // The flag root is its Root: the daemon's queue numbers the request and carries its
-    // reasons (`forcePrune`) to the Root's next pass, whose report answers `?wait=true`
+    // A request of the flag root's Root: the number of its next pass, which carries the
+    // request's reasons (`forcePrune`) and whose report answers `?wait=true`
     // (`daemon::roots::answer`).
     let force_prune = flag(q.force_prune.as_deref());
     let reason = match force_prune {
-        true => TriggerReason::ApiForcePrune,
-        false => TriggerReason::Api,
+        true => RequestReason::ApiForcePrune,
+        false => RequestReason::Api,
     };
-    let ticket = match state.daemon.queue().trigger(reason) {
-        Ok(t) => t,
+    let pass = match answer::request(&state.daemon, &reason) {
+        Ok(pass) => pass,
         Err(_) => return standby(&state, ENDPOINT),
     };
-    tracing::info!(pass = ticket.0, peer = %peer, force_prune, "sync requested over the API");
+    tracing::info!(pass, peer = %peer, force_prune, "sync requested over the API");
     if flag(q.update.as_deref()) {
         tracing::info!(peer = %peer, "agent update check requested over the API");
         state.daemon.update_requests().request();
@@ -487,11 +488,12 @@ async fn sync(
         state.daemon.metrics().count_request(ENDPOINT, "queued");
         return (
             StatusCode::ACCEPTED,
-            Json(json!({"status": "queued", "pass": ticket.0})),
+            Json(json!({"status": "queued", "pass": pass})),
         )
             .into_response();
     }
-    match tokio::time::timeout(state.wait_timeout, state.daemon.queue().wait(ticket)).await {
+    let answered = state.daemon.root_pushes().flag().wait(pass);
+    match tokio::time::timeout(state.wait_timeout, answered).await {
         Ok(Ok((_, report))) => {
             state.daemon.metrics().count_request(ENDPOINT, "completed");
             (StatusCode::OK, Json((*report).clone())).into_response()
@@ -503,7 +505,7 @@ async fn sync(
                 StatusCode::GATEWAY_TIMEOUT,
                 format!(
                     "pass {} did not finish within {}s; it is still queued or running",
-                    ticket.0,
+                    pass,
                     state.wait_timeout.as_secs()
                 ),
             )

@@ -79,6 +79,15 @@ async fn start(leader: bool) -> Running {
     start_with(leader, per_hook_secrets(), HttpLimits::default()).await
 }
 
+/// Stands in for the flag root's Root: once a request waits for a pass, one starts; its number.
+async fn a_pass_starts(daemon: &crate::daemon::state::DaemonState) -> u64 {
+    let flag = daemon.root_pushes().flag();
+    while !flag.asked() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    flag.start()
+}
+
 fn report(pass: u64) -> PassReport {
     PassReport {
         pass,
@@ -143,7 +152,7 @@ async fn github_push_with_a_good_signature_queues_one_pass_and_a_replay_is_409()
     assert_eq!(status, 202, "{text}");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["status"], "queued");
-    assert!(srv.state.daemon.queue().has_pending());
+    assert!(srv.state.daemon.root_pushes().flag().asked());
 
     // The same delivery again.
     let (status, text) = github_post(&srv, "d-1", body, GITHUB_SECRET).await;
@@ -239,7 +248,7 @@ async fn a_single_secret_closes_gitlab_with_the_reason() {
     assert_eq!(resp.status(), 403);
     let text = resp.text().await.unwrap();
     assert!(text.contains("plaintext"), "{text}");
-    assert!(!srv.state.daemon.queue().has_pending());
+    assert!(!srv.state.daemon.root_pushes().flag().asked());
     let body = br#"{"ref":"refs/heads/main"}"#;
     assert_eq!(github_post(&srv, "1", body, b"shared").await.0, 202);
 }
@@ -279,7 +288,7 @@ async fn a_bad_signature_is_401_and_queues_nothing() {
         .unwrap();
     assert_eq!(resp.status(), 401);
     assert!(resp.text().await.unwrap().contains("X-Weft-Signature"));
-    assert!(!srv.state.daemon.queue().has_pending());
+    assert!(!srv.state.daemon.root_pushes().flag().asked());
 }
 
 #[tokio::test]
@@ -297,7 +306,7 @@ async fn a_push_to_another_branch_is_ignored() {
     assert_eq!(resp.status(), 200);
     let v: serde_json::Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
     assert_eq!(v["status"], "ignored");
-    assert!(!srv.state.daemon.queue().has_pending());
+    assert!(!srv.state.daemon.root_pushes().flag().asked());
 }
 
 #[tokio::test]
@@ -314,7 +323,7 @@ async fn an_oversized_body_is_413_and_one_just_under_is_accepted() {
     if let Ok(resp) = resp {
         assert_eq!(resp.status(), 413);
     }
-    assert!(!srv.state.daemon.queue().has_pending());
+    assert!(!srv.state.daemon.root_pushes().flag().asked());
     let body = vec![b' '; MAX_HOOK_BODY_BYTES - 1];
     let resp = reqwest::Client::new()
         .post(format!("{}/hooks/generic", srv.hooks))
@@ -544,13 +553,13 @@ async fn sync_needs_the_bearer_token_and_wait_returns_the_pass_report() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 401);
-    assert!(!srv.state.daemon.queue().has_pending());
+    assert!(!srv.state.daemon.root_pushes().flag().asked());
 
-    // A worker that serves one pass.
-    let q = srv.state.daemon.queue().clone();
+    // The flag root's Root, standing in: one pass answers the request.
+    let daemon = srv.state.daemon.clone();
     tokio::spawn(async move {
-        let t = q.next_pass().await.unwrap();
-        q.finish(t.pass, report(t.pass));
+        let pass = a_pass_starts(&daemon).await;
+        daemon.root_pushes().flag().answer(pass, report(pass));
     });
     let resp = c
         .post(format!("{}/api/v1/sync?wait=true", srv.hooks))
@@ -574,7 +583,7 @@ async fn a_standby_that_cannot_reach_the_leader_answers_503() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 503);
-    assert!(!srv.state.daemon.queue().has_pending());
+    assert!(!srv.state.daemon.root_pushes().flag().asked());
 }
 
 #[tokio::test]
@@ -599,7 +608,7 @@ async fn each_port_serves_its_own_routes() {
         let resp = c.get(format!("{}{path}", srv.hooks)).send().await.unwrap();
         assert_eq!(resp.status(), 404, "{path} on the hooks port");
     }
-    assert!(!srv.state.daemon.queue().has_pending());
+    assert!(!srv.state.daemon.root_pushes().flag().asked());
 }
 
 #[tokio::test]
@@ -648,7 +657,7 @@ async fn status_health_and_metrics_answer() {
 #[tokio::test]
 async fn shutdown_lets_an_in_flight_request_finish() {
     let mut srv = start(true).await;
-    let q = srv.state.daemon.queue().clone();
+    let daemon = srv.state.daemon.clone();
     let hooks = srv.hooks.clone();
     let waiting = tokio::spawn(async move {
         reqwest::Client::new()
@@ -658,13 +667,13 @@ async fn shutdown_lets_an_in_flight_request_finish() {
             .await
             .map(|r| r.status().as_u16())
     });
-    let t = q.next_pass().await.unwrap();
+    let pass = a_pass_starts(&daemon).await;
     // Stop the server while the request waits; then the pass finishes.
     if let Some(stop) = srv.stop.take() {
         let _ = stop.send(());
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    q.finish(t.pass, report(t.pass));
+    daemon.root_pushes().flag().answer(pass, report(pass));
     assert_eq!(waiting.await.unwrap().unwrap(), 200);
 }
 

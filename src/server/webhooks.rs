@@ -26,7 +26,8 @@ use super::MAX_HOOK_BODY_BYTES;
 use super::{
     body, body_refused, error_body, forward, header_str, push_events, refused, standby, ServerState,
 };
-use crate::daemon::trigger::TriggerReason;
+use crate::daemon::roots::answer;
+use crate::daemon::roots::pushes::RequestReason;
 
 /// GitHub's id of a delivery.
 pub const GITHUB_DELIVERY_HEADER: &str = "X-GitHub-Delivery";
@@ -141,22 +142,18 @@ async fn act_on_hook(
         }
         push_events::HookDecision::Trigger { pushed_ref } => {
             forward::to_other_shards(state, onward);
-            match state
-                .daemon
-                .queue()
-                .trigger(TriggerReason::Webhook(endpoint.to_string()))
-            {
-                Ok(ticket) => {
+            match answer::request(&state.daemon, &RequestReason::Webhook(endpoint.to_string())) {
+                Ok(pass) => {
                     tracing::info!(
                         endpoint,
                         pushed_ref = pushed_ref.as_deref().unwrap_or("-"),
-                        pass = ticket.0,
+                        pass,
                         "webhook queued a pass"
                     );
                     state.daemon.metrics().count_request(endpoint, "queued");
                     (
                         StatusCode::ACCEPTED,
-                        Json(json!({"status": "queued", "pass": ticket.0, "roots": roots})),
+                        Json(json!({"status": "queued", "pass": pass, "roots": roots})),
                     )
                         .into_response()
                 }

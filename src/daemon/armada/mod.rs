@@ -39,11 +39,12 @@ use kube::runtime::WatchStreamExt;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use super::roots::answer;
+use super::roots::pushes::RequestReason;
 use super::shutdown::Shutdown;
 use super::state::DaemonState;
 use super::status::now_rfc3339;
 use super::suspend;
-use super::trigger::TriggerReason;
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, DRIFTED};
 use crate::api::keys::REQUESTED_AT_ANNOTATION;
@@ -590,7 +591,8 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
         wanted |= crate::api::suspend::annotated(&chart.metadata) && unmarked;
         tracing::debug!(chart = %format!("{}/{}", key.0, key.1), why, "suspended; drift left alone");
         if wanted {
-            let _ = ctx.state.queue().trigger(TriggerReason::Watch);
+            // Refused only while the daemon stops: the pass is not needed any more.
+            let _ = answer::request(&ctx.state, &RequestReason::Watch);
         }
         return Ok(Action::await_change());
     }
@@ -605,8 +607,8 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
     }
     if wanted {
         tracing::info!(chart = %format!("{}/{}", key.0, key.1), "queueing a sync-root pass");
-        // A closed queue: the daemon is stopping, the pass is not needed any more.
-        let _ = ctx.state.queue().trigger(TriggerReason::Watch);
+        // Refused only while the daemon stops: the pass is not needed any more.
+        let _ = answer::request(&ctx.state, &RequestReason::Watch);
     }
     ctx.state.metrics().count_reconcile(KIND, "ok");
     Ok(Action::await_change())

@@ -175,7 +175,7 @@ mod against_a_fake_api_server {
             .collect();
         assert_eq!(deleted, [format!("{DEPLOYMENTS}/web")]);
         assert!(
-            !ctx.state.queue().has_pending(),
+            !ctx.state.root_pushes().flag().asked(),
             "a deleted chart wants no pass"
         );
     }
@@ -200,7 +200,10 @@ mod against_a_fake_api_server {
             .expect("apply");
         assert_eq!(action, Action::await_change());
         server.await.expect("only the read of the child");
-        assert!(ctx.state.queue().has_pending(), "a pass restores the child");
+        assert!(
+            ctx.state.root_pushes().flag().asked(),
+            "a pass restores the child"
+        );
     }
 
     #[tokio::test]
@@ -255,7 +258,7 @@ mod against_a_fake_api_server {
             .expect("apply");
         server.await.expect("exactly the expected calls");
         assert!(
-            !ctx.state.queue().has_pending(),
+            !ctx.state.root_pushes().flag().asked(),
             "report: nothing is corrected"
         );
     }
@@ -273,15 +276,18 @@ mod against_a_fake_api_server {
         reconcile(Arc::new(at("1")), ctx.clone())
             .await
             .expect("apply");
-        assert!(!ctx.state.queue().has_pending(), "startup only records it");
+        assert!(
+            !ctx.state.root_pushes().flag().asked(),
+            "startup only records it"
+        );
         reconcile(Arc::new(at("1")), ctx.clone())
             .await
             .expect("apply");
-        assert!(!ctx.state.queue().has_pending());
+        assert!(!ctx.state.root_pushes().flag().asked());
         reconcile(Arc::new(at("2")), ctx.clone())
             .await
             .expect("apply");
-        assert!(ctx.state.queue().has_pending());
+        assert!(ctx.state.root_pushes().flag().asked());
         server.await.expect("no API call at all");
     }
 }

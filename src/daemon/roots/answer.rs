@@ -1,13 +1,15 @@
-//! The flag root's Root answers what the flag loop answered (issue 41 item 2). A request on the
-//! daemon's queue — `POST /api/v1/sync` without `?root=` (with `?wait=true` too), a webhook,
-//! `weft trigger --sync-token-file` — is handed to the Root with the queue's pass number (the
-//! Root is woken: no write to it); the Root's next pass, which starts after the request, answers
-//! it with a pass report like the flag loop's
-//! (`TriggerQueue::finish`), and `GET /api/v1/status` shows the Root's last pass, revision and
-//! next poll. A reconcile that passes nothing (the Root suspended, refused, waiting for its
-//! dependencies) answers with why, so a waiting caller is not left to time out.
+//! The flag root's Root answers what the flag loop answered (issue 41 item 2). A request that
+//! names no Root — `POST /api/v1/sync` without `?root=` (with `?wait=true` too), a push webhook,
+//! a chart's drift — goes straight to the Root controller's intake
+//! ([`RootPushes::request`](super::pushes::RootPushes::request)): it gets the number of the
+//! Root's next pass and wakes the Root (no write to it). That pass, which starts after the
+//! request, answers it with a pass report like the flag loop's (published on
+//! [`FlagRequests`](super::pushes::FlagRequests)), and `GET /api/v1/status` shows the Root's
+//! last pass, revision and next poll. A reconcile that passes nothing (the Root suspended,
+//! refused, waiting for its dependencies) answers with why, so a waiting caller is not left to
+//! time out. Requests that arrive while a pass runs are answered by the next one.
 //!
-//! The Root is passed by the replica that holds its Lease; the queue is the leader's. When the
+//! The Root is passed by the replica that holds its Lease; requests reach the leader. When the
 //! leader holds it too (one `weft run`, the default) the request wakes the local controller and
 //! the pass answers with what it changed. When it does not (another replica holds the Lease, or
 //! nobody yet), the leader asks the Root itself, as `weft trigger --wait` does: it sets
@@ -19,6 +21,7 @@
 use std::time::Duration;
 
 use super::conflict::{self, CONFLICT};
+use super::pushes::{HandOver, RequestError, RequestReason};
 use super::requests;
 use super::status::PassOutcome;
 use crate::api::conditions::set_condition;
@@ -35,38 +38,50 @@ pub type Changes = (ChangeSummary, Vec<ObjectChange>);
 /// of a term its cache may still be filling) before it is answered with why it cannot pass.
 const KNOWN_WITHIN: Duration = Duration::from_secs(10);
 
-/// While the flag root is a Root object: hand each pass the daemon's queue is asked for to the
-/// Root (see the module). Ends when the queue closes.
-pub async fn forward_requests(state: DaemonState, key: ResourceKey) {
-    while let Some(ticket) = state.queue().next_pass().await {
-        if state.root_pushes().held_elsewhere(&key) {
-            let mut report = through_the_root(&state, &key).await;
-            report.pass = ticket.pass;
-            tracing::debug!(root = %key, pass = ticket.pass, succeeded = report.succeeded(), "request for the flag root answered through its Root object's status");
-            shown(&state, &report);
-            finish(&state, ticket.pass, report);
-            continue;
+/// Ask for a pass of the flag root's Root (see the module): the number of the pass that will
+/// answer it ([`FlagRequests::wait`](super::pushes::FlagRequests::wait)), or `Closed` while no
+/// term takes work.
+pub fn request(state: &DaemonState, why: &RequestReason) -> Result<u64, RequestError> {
+    let (pass, hand_over) = state.root_pushes().request(why)?;
+    match hand_over {
+        HandOver::None => {}
+        HandOver::Elsewhere(key) => {
+            tokio::spawn(through_the_root(state.clone(), key));
         }
-        let started = tokio::time::Instant::now();
-        let reasons: Vec<String> = ticket.reasons.iter().map(ToString::to_string).collect();
-        let mut woken = state.root_pushes().wake_ticket(&key, ticket.pass, &reasons);
-        while !woken && started.elapsed() < KNOWN_WITHIN {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            woken = state.root_pushes().wake_ticket(&key, ticket.pass, &reasons);
+        HandOver::Unknown(key) => {
+            tokio::spawn(when_known(state.clone(), key));
         }
-        tracing::debug!(root = %key, pass = ticket.pass, woken, "request for the flag root handed to its Root object");
-        if !woken {
-            // Nobody will pass it: say so now rather than let `?wait=true` time out.
-            state.root_pushes().take_ticket(&key);
-            let message = format!(
-                "the Root {key} is not known to the Root controller (is it deleted, or is the Root CRD not served?); nothing was applied"
-            );
-            finish(
-                &state,
-                ticket.pass,
-                not_passed(PassResultKind::Failed, message),
-            );
+    }
+    Ok(pass)
+}
+
+/// The controller does not know the flag root's Root yet: wake it once it does (or ask another
+/// replica's through the API server); after [`KNOWN_WITHIN`], answer the waiting request with
+/// why nothing will pass it rather than let `?wait=true` time out.
+async fn when_known(state: DaemonState, key: ResourceKey) {
+    let pushes = state.root_pushes();
+    let started = tokio::time::Instant::now();
+    while started.elapsed() < KNOWN_WITHIN {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if pushes.held_elsewhere(&key) {
+            return through_the_root(state, key).await;
         }
+        if pushes.wake_for(&key, &[]) {
+            tracing::debug!(root = %key, "request for the flag root handed to its Root object");
+            pushes.flag().handed();
+            // A request that found the Root unknown while this one was being handed over
+            // joined it: this wake-up is its too.
+            pushes.wake_for(&key, &[]);
+            return;
+        }
+    }
+    if let Some(pass) = pushes.flag().start_if_asked() {
+        let message = format!(
+            "the Root {key} is not known to the Root controller (is it deleted, or is the Root CRD not served?); nothing was applied"
+        );
+        pushes
+            .flag()
+            .answer(pass, not_passed(PassResultKind::Failed, message));
     }
 }
 
@@ -75,8 +90,20 @@ pub async fn forward_requests(state: DaemonState, key: ResourceKey) {
 const ANSWER_SLACK: Duration = Duration::from_secs(120);
 
 /// Ask the flag root's Root for a pass through the API server (`weft.io/requested-at`) and
-/// wait for its status to answer it: the pass's report as far as the status says it.
-async fn through_the_root(state: &DaemonState, key: &ResourceKey) -> PassReport {
+/// answer the waiting requests with the report of the pass its status says answered it.
+async fn through_the_root(state: DaemonState, key: ResourceKey) {
+    // The pass "starts" as the request is written: a request made from now on asks again.
+    let pass = state.root_pushes().flag().start();
+    let report = answered_through_the_root(&state, &key).await;
+    tracing::debug!(root = %key, pass, succeeded = report.succeeded(), "request for the flag root answered through its Root object's status");
+    let mut report = report;
+    report.pass = pass;
+    shown(&state, &report);
+    state.root_pushes().flag().answer(pass, report);
+}
+
+/// The report of a pass of `key` asked through the API server, as far as its status says it.
+async fn answered_through_the_root(state: &DaemonState, key: &ResourceKey) -> PassReport {
     let client = state.client();
     let (ns, name) = (key.namespace.as_str(), key.name.as_str());
     let failed = |message: String| not_passed(PassResultKind::Failed, message);
@@ -158,15 +185,13 @@ pub fn changes_of(set: &ChangeSet) -> Changes {
     (summary_of(set), report.changes)
 }
 
-/// The flag root's Root passed: its report answers the queue's pass `ticket` (if one was
-/// asked for), and the daemon's status shows it.
-pub fn passed(state: &DaemonState, ticket: Option<u64>, outcome: &PassOutcome, changes: Changes) {
+/// The flag root's Root passed: its report (numbered `pass` as it started) answers the requests
+/// made before it started, and the daemon's status shows it.
+pub fn passed(state: &DaemonState, pass: u64, outcome: &PassOutcome, changes: Changes) {
     let s = &outcome.summary;
     let (summary, changes) = changes;
     let report = PassReport {
-        pass: ticket
-            .or_else(|| state.queue().number_unasked())
-            .unwrap_or_else(|| last_pass(state)),
+        pass,
         reasons: s.reasons.clone(),
         started_at: s.started_at.clone(),
         duration_seconds: s.duration_ms as f64 / 1000.0,
@@ -208,9 +233,7 @@ pub fn passed(state: &DaemonState, ticket: Option<u64>, outcome: &PassOutcome, c
         st.next_poll_at = Some(next);
         st.suspension = Default::default();
     });
-    if let Some(pass) = ticket {
-        finish(state, pass, report);
-    }
+    state.root_pushes().flag().answer(pass, report);
 }
 
 /// The flag root's Root is suspended: the daemon's status says so, with why.
@@ -241,34 +264,21 @@ pub fn not_suspended(state: &DaemonState) {
 
 /// A reconcile of the flag root's Root that passed nothing: a waiting request is answered with
 /// `message` (`suspended`: the Root is suspended, as the flag loop answers a suspended root).
-pub fn not_run(state: &DaemonState, key: &ResourceKey, suspended: bool, message: &str) {
+pub fn not_run(state: &DaemonState, suspended: bool, message: &str) {
     state.update_status(|st| {
         st.suspension.suspended = suspended;
     });
-    let Some(pass) = state.root_pushes().take_ticket(key) else {
+    let Some(pass) = state.root_pushes().flag().start_if_asked() else {
         return;
     };
     let kind = match suspended {
         true => PassResultKind::Suspended,
         false => PassResultKind::Failed,
     };
-    finish(state, pass, not_passed(kind, message.to_string()));
-}
-
-fn finish(state: &DaemonState, pass: u64, mut report: PassReport) {
-    report.pass = pass;
-    // A later pass may have answered already (a request handed to the Root raced the local
-    // pass): the queue's last answer never goes back.
-    if state.queue().last().is_some_and(|(n, _)| n >= pass) {
-        return;
-    }
-    state.queue().finish(pass, report);
-}
-
-/// The number of the queue's last answered pass (a pass nobody asked for shows it in the
-/// status).
-fn last_pass(state: &DaemonState) -> u64 {
-    state.queue().last().map_or(0, |(n, _)| n)
+    state
+        .root_pushes()
+        .flag()
+        .answer(pass, not_passed(kind, message.to_string()));
 }
 
 /// The report of a pass that did not run (`error`: why, empty for none).

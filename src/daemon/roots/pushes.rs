@@ -3,15 +3,21 @@
 //! a pass now. The HTTP server asks; the Roots' controller does the passes (a woken root is
 //! due, and kube-runtime's `reconcile_all_on` makes the controller look at its roots now).
 //! Nothing is written to the Root for a push: many pushes cost no API write.
+//!
+//! The flag root's Root (`weft run --root-name`) also answers requests that name no Root
+//! (`POST /api/v1/sync`, a push webhook, a chart's drift): each gets the number of the pass
+//! that will answer it, the next pass of that Root to start; the pass publishes its report on
+//! a watch channel the waiting request reads (see [`FlagRequests`], `super::answer`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use kube::runtime::reflector::Store;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::api::root::{GitRefSpec, Root};
 use crate::api::ResourceKey;
+use crate::daemon::status::PassReport;
 use crate::source::git::repository_key;
 
 /// Pushes for the Roots' controller, shared by the HTTP server and the controller.
@@ -34,9 +40,183 @@ struct Inner {
     pending: Mutex<HashMap<ResourceKey, Vec<String>>>,
     /// Whether this replica holds a root's Lease (set when the controller starts).
     holds: OnceLock<Holds>,
-    /// The daemon queue's pass a root's next pass answers (the flag root's Root, see
-    /// `super::answer`): the highest number asked for, until a pass takes it.
-    tickets: Mutex<HashMap<ResourceKey, u64>>,
+    /// The requests of the flag root's Root and their answers.
+    flag: FlagRequests,
+}
+
+/// Why a pass of the flag root's Root was asked for; shown in the pass's reasons.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RequestReason {
+    /// A push webhook (`github`, `gitlab`, `generic`).
+    Webhook(String),
+    /// `POST /api/v1/sync` (e.g. `weft trigger --sync-token-file`).
+    Api,
+    /// `POST /api/v1/sync?forcePrune=true` (`weft trigger --force-prune`): the pass that answers
+    /// it may prune past the fraction guard.
+    ApiForcePrune,
+    /// A chart's children drifted, or its `weft.io/requested-at` changed.
+    Watch,
+}
+
+/// The reason a pass that answers a `forcePrune` request shows.
+pub const FORCE_PRUNE_REASON: &str = "api/force-prune";
+
+impl std::fmt::Display for RequestReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestReason::Webhook(kind) => write!(f, "webhook/{kind}"),
+            RequestReason::Api => f.write_str("api"),
+            RequestReason::ApiForcePrune => f.write_str(FORCE_PRUNE_REASON),
+            RequestReason::Watch => f.write_str("watch"),
+        }
+    }
+}
+
+/// Why a request gets no pass.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RequestError {
+    #[error("the daemon is shutting down (or on standby) and takes no new work")]
+    Closed,
+}
+
+/// What the flag root's Root needs to answer a request now, besides the wake-up it was given.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HandOver {
+    /// Nothing: the controller knows the Root and this replica passes it, or a hand-over of
+    /// the same pass is under way, or no flag root is served (yet).
+    None,
+    /// Another replica holds the Root's Lease: the pass is asked through the API server.
+    Elsewhere(ResourceKey),
+    /// The controller does not know the Root (yet): wait a little for it, then answer why not.
+    Unknown(ResourceKey),
+}
+
+/// The pass numbers and answers of the flag root's Root: a counter and a watch channel, no
+/// queue. A request gets the number the Root's next pass will take as it starts; the pass (or
+/// a reconcile that passes nothing while a request waits) publishes its report under that
+/// number, which answers every request numbered up to it.
+pub struct FlagRequests {
+    board: Mutex<Board>,
+    /// The latest answered pass and its report.
+    answers: watch::Sender<Option<(u64, Arc<PassReport>)>>,
+}
+
+struct Board {
+    /// The flag root's Root, while a term serves it.
+    key: Option<ResourceKey>,
+    /// The number of the flag root's next pass; passes are numbered from 1.
+    next: u64,
+    /// Whether a request waits for pass `next`.
+    asked: bool,
+    /// A hand-over of pass `next` (through the API server, or waiting for the controller to
+    /// know the Root) is under way: a request that joins it needs no other.
+    handing: bool,
+    closed: bool,
+}
+
+impl Default for FlagRequests {
+    fn default() -> Self {
+        FlagRequests {
+            board: Mutex::new(Board {
+                key: None,
+                next: 1,
+                asked: false,
+                handing: false,
+                closed: false,
+            }),
+            answers: watch::channel(None).0,
+        }
+    }
+}
+
+impl FlagRequests {
+    fn board(&self) -> MutexGuard<'_, Board> {
+        // Plain field writes under a small lock: a poisoned lock still holds consistent data.
+        self.board.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a request waits for a pass.
+    pub fn asked(&self) -> bool {
+        self.board().asked
+    }
+
+    /// A pass of the flag root starts: its number (it answers every request made before).
+    pub fn start(&self) -> u64 {
+        let mut b = self.board();
+        let pass = b.next;
+        b.next += 1;
+        b.asked = false;
+        b.handing = false;
+        pass
+    }
+
+    /// A reconcile that passes nothing: the number it answers with, if a request waits.
+    pub fn start_if_asked(&self) -> Option<u64> {
+        let asked = self.board().asked;
+        asked.then(|| self.start())
+    }
+
+    /// The hand-over of the waiting request ended without a pass (the Root became known here):
+    /// a later request that finds the Root unknown starts another.
+    pub fn handed(&self) {
+        self.board().handing = false;
+    }
+
+    /// Publish the report of pass `pass`; an earlier pass's never replaces a later one (a
+    /// request answered through the API server may race the local pass).
+    pub fn answer(&self, pass: u64, mut report: PassReport) {
+        report.pass = pass;
+        self.answers.send_if_modified(|last| {
+            if last.as_ref().is_some_and(|(n, _)| *n >= pass) {
+                return false;
+            }
+            *last = Some((pass, Arc::new(report)));
+            true
+        });
+    }
+
+    /// The latest answered pass number, 0 for none.
+    pub fn last(&self) -> u64 {
+        self.answers.borrow().as_ref().map_or(0, |(n, _)| *n)
+    }
+
+    /// Wait until pass `pass` (or a later one) is answered: its number and report.
+    pub async fn wait(&self, pass: u64) -> Result<(u64, Arc<PassReport>), RequestError> {
+        let mut rx = self.answers.subscribe();
+        loop {
+            if let Some((n, report)) = rx.borrow_and_update().clone() {
+                if n >= pass {
+                    return Ok((n, report));
+                }
+            }
+            if self.board().closed {
+                return Err(RequestError::Closed);
+            }
+            if rx.changed().await.is_err() {
+                return Err(RequestError::Closed);
+            }
+        }
+    }
+
+    /// A term starts serving the flag root's Root `key` (`None`: the daemon has none); a
+    /// request still waiting from the last term is served by its next pass.
+    pub fn open(&self, key: Option<ResourceKey>) {
+        let mut b = self.board();
+        b.closed = false;
+        b.handing = false;
+        b.key = key;
+    }
+
+    /// The term ends (or the daemon stops): no new request; every waiting one is let go.
+    pub fn close(&self) {
+        self.board().closed = true;
+        self.answers.send_modify(|_| {});
+    }
+
+    /// Whether [`close`](Self::close) was called (and no term opened since).
+    pub fn is_closed(&self) -> bool {
+        self.board().closed
+    }
 }
 
 impl RootPushes {
@@ -87,9 +267,8 @@ impl RootPushes {
         self.wake_for(key, &["api".to_string()])
     }
 
-    /// [`wake`](Self::wake), the pass saying `reasons` (the daemon queue's: `webhook/github`,
-    /// `resumed`, …).
-    fn wake_for(&self, key: &ResourceKey, reasons: &[String]) -> bool {
+    /// [`wake`](Self::wake), the pass saying `reasons` as well.
+    pub(super) fn wake_for(&self, key: &ResourceKey, reasons: &[String]) -> bool {
         let Some(store) = self.inner.store.get() else {
             return false;
         };
@@ -107,26 +286,51 @@ impl RootPushes {
         known
     }
 
-    /// Ask for a pass of the Root `key` now that answers the daemon queue's pass `pass` (and
-    /// every earlier one): [`wake`](Self::wake), the ticket kept until [`take_ticket`]
-    /// (Self::take_ticket).
-    pub fn wake_ticket(&self, key: &ResourceKey, pass: u64, reasons: &[String]) -> bool {
-        {
-            let mut tickets = self.inner.tickets.lock().unwrap_or_else(|p| p.into_inner());
-            let kept = tickets.entry(key.clone()).or_default();
-            *kept = (*kept).max(pass);
-        }
-        self.wake_for(key, reasons)
+    /// The requests of the flag root's Root and their answers.
+    pub fn flag(&self) -> &FlagRequests {
+        &self.inner.flag
     }
 
-    /// The queue's pass the pass of `key` about to start answers, if one was asked for (taken:
-    /// a pass that starts later answers the next one).
-    pub fn take_ticket(&self, key: &ResourceKey) -> Option<u64> {
-        self.inner
-            .tickets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key)
+    /// Ask for a pass of the flag root's Root (a request that names no Root): the number of the
+    /// pass that will answer it, and what else it needs (see `super::answer::request`). The
+    /// Root is woken when this replica passes it; its reasons wait for that pass.
+    pub fn request(&self, why: &RequestReason) -> Result<(u64, HandOver), RequestError> {
+        let (pass, key) = {
+            let mut b = self.inner.flag.board();
+            if b.closed {
+                return Err(RequestError::Closed);
+            }
+            b.asked = true;
+            (b.next, b.key.clone())
+        };
+        let Some(key) = key else {
+            return Ok((pass, HandOver::None));
+        };
+        let elsewhere = self.held_elsewhere(&key);
+        if !elsewhere {
+            // Kept for the Root's next pass even while the controller does not know it yet.
+            self.due(&key, &why.to_string());
+            if self.wake_for(&key, &[]) {
+                return Ok((pass, HandOver::None));
+            }
+        }
+        let mut b = self.inner.flag.board();
+        if b.handing || b.next != pass {
+            // Joined a hand-over under way, or a pass started since: it answers this request.
+            return Ok((pass, HandOver::None));
+        }
+        b.handing = true;
+        Ok(match elsewhere {
+            true => (pass, HandOver::Elsewhere(key)),
+            false => (pass, HandOver::Unknown(key)),
+        })
+    }
+
+    /// The reasons given for the flag root's pass about to start, with its number (taken:
+    /// requests made from now on are for the next pass).
+    pub(super) fn start_flag_pass(&self, key: &ResourceKey) -> (u64, Vec<String>) {
+        let pass = self.inner.flag.start();
+        (pass, self.take(key))
     }
 
     /// A push of `pushed_ref` (`None`: the hook did not say) to the repository named by any of
@@ -221,18 +425,68 @@ mod tests {
         assert!(!follows(Some(&commit), "refs/heads/main"));
     }
 
-    #[test]
-    fn a_pass_answers_the_highest_ticket_asked_for_once() {
+    fn report() -> PassReport {
+        serde_json::from_value(serde_json::json!({
+            "pass": 0, "reasons": [], "startedAt": "2026-01-01T00:00:00Z",
+            "durationSeconds": 0.0, "result": "succeeded",
+            "summary": {"created": 0, "configured": 0, "unchanged": 0, "pruned": 0, "skipped": 0},
+            "changes": []
+        }))
+        .expect("a report")
+    }
+
+    #[tokio::test]
+    async fn a_request_is_answered_by_the_next_pass_to_start_not_the_running_one() {
         let pushes = RootPushes::default();
-        let key = ResourceKey {
-            namespace: "weft-system".into(),
-            name: "weft".into(),
-        };
-        // Before the controller starts nothing is woken, but the ticket waits for a pass.
-        assert!(!pushes.wake_ticket(&key, 3, &[]));
-        assert!(!pushes.wake_ticket(&key, 2, &[]));
-        assert_eq!(pushes.take_ticket(&key), Some(3));
-        assert_eq!(pushes.take_ticket(&key), None);
+        let flag = pushes.flag();
+        // Requests before a pass starts share its number.
+        let (a, _) = pushes.request(&RequestReason::Api).unwrap();
+        let (b, _) = pushes.request(&RequestReason::Watch).unwrap();
+        assert_eq!((a, b), (1, 1));
+        let running = flag.start();
+        assert_eq!(running, 1);
+        assert!(!flag.asked());
+        // Two requests while pass 1 runs: both are pass 2's.
+        let (c, _) = pushes.request(&RequestReason::Api).unwrap();
+        let (d, _) = pushes.request(&RequestReason::Api).unwrap();
+        assert_eq!((c, d), (2, 2));
+        let waiter = tokio::spawn({
+            let pushes = pushes.clone();
+            async move { pushes.flag().wait(c).await }
+        });
+        flag.answer(running, report());
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "pass 1 started before the request");
+        let next = flag.start();
+        flag.answer(next, report());
+        let (n, r) = waiter.await.unwrap().unwrap();
+        assert_eq!((n, r.pass), (2, 2));
+        // An earlier answer never replaces a later one.
+        flag.answer(1, report());
+        assert_eq!(flag.last(), 2);
+        assert_eq!(flag.start_if_asked(), None, "nobody waits");
+    }
+
+    #[tokio::test]
+    async fn close_refuses_requests_and_lets_waiters_go() {
+        let pushes = RootPushes::default();
+        let (pass, _) = pushes.request(&RequestReason::Api).unwrap();
+        let waiter = tokio::spawn({
+            let pushes = pushes.clone();
+            async move { pushes.flag().wait(pass).await }
+        });
+        tokio::task::yield_now().await;
+        pushes.flag().close();
+        assert_eq!(
+            pushes.request(&RequestReason::Api).unwrap_err(),
+            RequestError::Closed
+        );
+        assert_eq!(waiter.await.unwrap().unwrap_err(), RequestError::Closed);
+        pushes.flag().open(None);
+        assert!(
+            pushes.flag().asked(),
+            "a request stays for the next term's pass"
+        );
     }
 
     #[test]

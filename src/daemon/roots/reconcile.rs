@@ -67,10 +67,10 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
             }
         }
     };
-    // The flag root's Root answers a waiting request of the daemon's queue with why nothing ran.
+    // The flag root's Root answers a waiting request with why nothing ran.
     let not_run = |suspended: bool, message: &str| {
         if key == ctx.flag_root {
-            answer::not_run(&ctx.state, &key, suspended, message);
+            answer::not_run(&ctx.state, suspended, message);
         }
     };
     if root.spec.suspend {
@@ -163,9 +163,18 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     }
 
     let interval = root.spec.interval();
-    // Taken as the pass starts: it answers the requests made before it (see `answer`).
-    let ticket = match key == ctx.flag_root {
-        true => ctx.state.root_pushes().take_ticket(&key),
+    // Numbered as the pass starts: it answers the requests made before (see `answer`), with
+    // the reasons they gave since the ones taken above.
+    let number = match key == ctx.flag_root {
+        true => {
+            let (number, late) = ctx.state.root_pushes().start_flag_pass(&key);
+            for why in late {
+                if !reasons.contains(&why) {
+                    reasons.push(why);
+                }
+            }
+            Some(number)
+        }
         false => None,
     };
     let (outcome, changes) = pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
@@ -175,8 +184,8 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     // Answered even when its status cannot be written (the API server that cut the pass off is
     // still down): the daemon's status and a waiting request show the pass failed, as the flag
     // loop's did, rather than nothing until a later pass.
-    if let Some((outcome, changes)) = answered {
-        answer::passed(&ctx.state, ticket, &outcome, changes);
+    if let (Some((outcome, changes)), Some(number)) = (answered, number) {
+        answer::passed(&ctx.state, number, &outcome, changes);
     }
     recorded?;
     match failure {
@@ -333,7 +342,14 @@ async fn pass(
         new_revision: false,
         changes: Vec::new(),
     };
-    let body = pass_body(root, key, identity, held, ctx, &mut notified).await;
+    // `POST /api/v1/sync?forcePrune=true` (the flag root's requests only): this pass alone may
+    // prune past the fraction guard — never a root whose spec says not to prune at all.
+    let force_prune = *key == ctx.flag_root
+        && root.spec.prune()
+        && reasons
+            .iter()
+            .any(|r| r == super::pushes::FORCE_PRUNE_REASON);
+    let body = pass_body(root, key, identity, held, ctx, force_prune, &mut notified).await;
     // What the pass allocated (a render, its plan, pages of listed metadata) is freed by now:
     // hand the free pages back, as the flag loop does after each pass (src/mem.rs).
     crate::mem::release_free_memory();
@@ -420,6 +436,7 @@ async fn pass_body(
     identity: &Identity,
     held: &HeldRoot,
     ctx: &Context,
+    force_prune: bool,
     notified: &mut Notified,
 ) -> Result<Body, Failure> {
     let client = held
@@ -464,6 +481,7 @@ async fn pass_body(
     let mut input = PassInput {
         without_takeover: *identity != Identity::Weft,
         agents_excluded: flag,
+        force_prune,
         ..PassInput::default()
     };
     if sharded {
