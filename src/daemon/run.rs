@@ -1,5 +1,5 @@
 //! The daemon's work, once its state is built: wait for the leader Lease, then make the flag root
-//! its Root object (`roots::flag`), hand it the requests of the daemon's queue, and run (unless
+//! its Root object (`roots::flag`), which answers requests that name no Root, and run (unless
 //! disabled) the custom resource controllers and the agent updater; stop them in order when
 //! asked: stop taking work → stop the controllers → release the Lease.
 //!

@@ -88,8 +88,8 @@ pub enum ServerError {
 /// What the handlers share with the daemon.
 #[derive(Clone)]
 pub struct ServerState {
-    /// The daemon's state: its trigger queue (requests for the flag root's Root go through it), status,
-    /// metrics and agent update requests.
+    /// The daemon's state: the Root controller's intake (pushes, and requests for the flag
+    /// root's Root with their answers), status, metrics and agent update requests.
     pub daemon: DaemonState,
     /// The sync token and the webhook secrets; swapped whole when their files change (see
     /// [`ServerState::set_sync_token`]).

@@ -9,6 +9,8 @@
 //! - with two replicas, the leader answers `?wait=true` with the pass of the replica that holds
 //!   the Root's Lease;
 //! - a push's changed objects go out ahead of the Root's full pass (`daemon/early.rs`);
+//! - requests that arrive while a pass runs are answered by the next pass, one for all of them,
+//!   never by the running one (it started before them);
 //! - the Root fetches with the daemon's credential files (`WEFT_GIT_CREDENTIALS_DIR`) when its
 //!   spec names no Secret.
 
@@ -65,21 +67,27 @@ fn ready(root: &Root) -> bool {
 
 /// `POST /api/v1/sync?wait=true`: the HTTP status and the JSON answer.
 async fn sync_wait(d: &Daemon) -> (u16, Value) {
+    sync_wait_at(d.hooks_base())
+        .await
+        .unwrap_or_else(|e| panic!("POST /api/v1/sync?wait=true: no answer: {e}\n{}", d.logs()))
+}
+
+/// [`sync_wait`] to the hooks port at `hooks` (for a request sent from a task of its own).
+async fn sync_wait_at(hooks: String) -> Result<(u16, Value), reqwest::Error> {
     let r = reqwest::Client::new()
-        .post(format!("{}/api/v1/sync?wait=true", d.hooks_base()))
+        .post(format!("{hooks}/api/v1/sync?wait=true"))
         .bearer_auth(SYNC_TOKEN)
         // The pass takes well under a second; without an answer the daemon would hold the
         // request until its wait timeout (the pass timeout and two minutes).
         .timeout(Duration::from_secs(60))
         .send()
-        .await
-        .unwrap_or_else(|e| panic!("POST /api/v1/sync?wait=true: no answer: {e}\n{}", d.logs()));
+        .await?;
     let code = r.status().as_u16();
     let text = r.text().await.unwrap_or_default();
-    (
+    Ok((
         code,
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    ))
 }
 
 async fn value(cms: &Api<ConfigMap>, name: &str) -> Option<String> {
@@ -364,4 +372,168 @@ async fn the_leader_answers_a_sync_with_the_pass_of_the_replica_holding_the_root
     assert_eq!(code, 200, "{report}");
     assert_eq!(report["result"], "suspended", "{report}");
     assert_eq!(value(&cms, "a").await.as_deref(), Some("2"));
+}
+
+/// A CRD of Widgets whose status the test writes (its readiness: `Ready` at the generation).
+fn widget_crd(group: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.{group}
+spec:
+  group: {group}
+  scope: Namespaced
+  names: {{kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources: {{status: {{}}}}
+      schema:
+        openAPIV3Schema:
+          type: object
+          x-kubernetes-preserve-unknown-fields: true
+"#
+    )
+}
+
+fn widget(group: &str, ns: &str, size: u32) -> String {
+    format!("apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: {ns}\nspec:\n  size: {size}\n")
+}
+
+/// Whether `report` (a pass report) lists a change of `object`.
+fn changed(report: &Value, object: &str) -> bool {
+    report["changes"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["object"] == object))
+}
+
+/// Two `?wait=true` requests made while a pass runs (waiting for a Widget to become ready) are
+/// answered by the next pass, both by the same one, with what the repository held after the
+/// running pass had read it; the running pass answers only the request that started it.
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_during_a_pass_are_answered_by_the_next_pass_not_the_running_one() {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+    let ns = TestNamespace::new("flag-object-next").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let name = ns.name().to_string();
+    let group = format!("{name}.weft.test");
+    let repo = Repo::new();
+    repo.write("crd.yaml", &widget_crd(&group));
+    repo.write("b.yaml", &configmap(&name, "b", "1"));
+    let d = start(repo.path().to_str().unwrap(), &name, Vec::new());
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    wait_for("the flag root's Root Ready", WITHIN, &d, async || {
+        let root = roots.get_opt(&name).await.ok().flatten()?;
+        ready(&root).then_some(())
+    })
+    .await;
+    // The Widget, at generation 1 with no status: ready at once.
+    repo.write("widget.yaml", &widget(&group, &name, 1));
+    let (code, report) = sync_wait(&d).await;
+    assert_eq!(code, 200, "{report}\n{}", d.logs());
+    assert_eq!(report["result"], "succeeded", "{report}");
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&group, "v1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, &ar);
+    let status = |observed: i64, ready: &str, reason: &str| {
+        serde_json::json!({"status": {"observedGeneration": observed, "conditions": [{
+            "type": "Ready", "status": ready, "reason": reason, "message": reason,
+            "lastTransitionTime": "2026-12-06T00:00:00Z"}]}})
+    };
+    widgets
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(&status(1, "False", "Progressing")),
+        )
+        .await
+        .expect("the Widget's status");
+
+    // Request A starts a pass that applies generation 2 and waits for the Widget.
+    repo.write("widget.yaml", &widget(&group, &name, 2));
+    let first = tokio::spawn(sync_wait_at(d.hooks_base()));
+    wait_for(
+        "the pass applied the Widget's generation 2",
+        WITHIN,
+        &d,
+        async || {
+            let w = widgets.get_opt("w").await.ok().flatten()?;
+            (w.metadata.generation == Some(2)).then_some(())
+        },
+    )
+    .await;
+    // B and C arrive while it waits; then the repository changes.
+    let later = [
+        tokio::spawn(sync_wait_at(d.hooks_base())),
+        tokio::spawn(sync_wait_at(d.hooks_base())),
+    ];
+    wait_for("the daemon took requests B and C", WITHIN, &d, async || {
+        (d.logs().matches("sync requested over the API").count() >= 4).then_some(())
+    })
+    .await;
+    assert!(
+        !first.is_finished(),
+        "the pass of A still waits\n{}",
+        d.logs()
+    );
+    repo.write("b.yaml", &configmap(&name, "b", "2"));
+    widgets
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(&status(2, "True", "Ready")),
+        )
+        .await
+        .expect("the Widget's status");
+
+    let (code, a) = first.await.expect("request A").expect("an answer to A");
+    assert_eq!(code, 200, "{a}\n{}", d.logs());
+    assert_eq!(a["result"], "succeeded", "{a}");
+    let b_object = format!("ConfigMap/{name}/b");
+    assert!(
+        !changed(&a, &b_object),
+        "A's pass read b before it changed: {a}"
+    );
+    let mut answers = Vec::new();
+    for request in later {
+        let (code, report) = request.await.expect("request").expect("an answer");
+        assert_eq!(code, 200, "{report}\n{}", d.logs());
+        answers.push(report);
+    }
+    let a_pass = a["pass"].as_u64().expect("A's pass number");
+    for report in &answers {
+        assert_eq!(report["result"], "succeeded", "{report}");
+        assert_eq!(
+            report["pass"].as_u64(),
+            Some(a_pass + 1),
+            "B and C are answered by the pass after A's: {report}\n{a}"
+        );
+        assert!(
+            changed(report, &b_object),
+            "the next pass applied b=2: {report}"
+        );
+    }
+    assert_eq!(value(&cms, "b").await.as_deref(), Some("2"));
+    let status = d.status().await;
+    assert_eq!(
+        status["lastPass"]["pass"].as_u64(),
+        Some(a_pass + 1),
+        "{status}"
+    );
+
+    drop(d);
+    let _ = widgets.delete("w", &Default::default()).await;
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    let _ = crds
+        .delete(&format!("widgets.{group}"), &Default::default())
+        .await;
+    ns.delete().await;
 }

@@ -18,7 +18,8 @@
 //! - [`repository`]: the fetch of a source (a git cache per root, or a local directory).
 //! - [`conflict`]: what a root says of the objects another root holds.
 //! - [`legacy`]: the root record of a Weft from before Roots, read to carry a cluster over.
-//! - [`answer`]: the flag root's Root answering the daemon's queue (`?wait=true`, the status).
+//! - [`answer`]: the flag root's Root answering requests that name no Root (`?wait=true`, the
+//!   status).
 //! - [`once`]: one pass of a Root outside the controller (`weft sync root NAME`).
 //!
 //! The root the `weft run --repo` flags drive (`--root-name` in Weft's namespace) is a Root object

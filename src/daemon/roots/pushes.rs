@@ -242,7 +242,7 @@ impl RootPushes {
         known && !holds(key)
     }
 
-    /// Why `key` was made due (`push`, `api`, the daemon queue's reasons), if it was (taken:
+    /// Why `key` was made due (`push`, `api`, a request's reasons), if it was (taken:
     /// the next push makes it due again).
     pub(super) fn take(&self, key: &ResourceKey) -> Vec<String> {
         self.pending().remove(key).unwrap_or_default()
