@@ -94,10 +94,9 @@ const ANSWER_SLACK: Duration = Duration::from_secs(120);
 async fn through_the_root(state: DaemonState, key: ResourceKey) {
     // The pass "starts" as the request is written: a request made from now on asks again.
     let pass = state.root_pushes().flag().start();
-    let report = answered_through_the_root(&state, &key).await;
-    tracing::debug!(root = %key, pass, succeeded = report.succeeded(), "request for the flag root answered through its Root object's status");
-    let mut report = report;
+    let mut report = answered_through_the_root(&state, &key).await;
     report.pass = pass;
+    tracing::debug!(root = %key, pass, succeeded = report.succeeded(), "request for the flag root answered through its Root object's status");
     shown(&state, &report);
     state.root_pushes().flag().answer(pass, report);
 }
