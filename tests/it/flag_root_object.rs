@@ -9,6 +9,7 @@
 //! - with two replicas, the leader answers `?wait=true` with the pass of the replica that holds
 //!   the Root's Lease;
 //! - a push's changed objects go out ahead of the Root's full pass (`daemon/early.rs`);
+//! - `?forcePrune=true` lets the pass that answers it, and only that one, prune past the guard;
 //! - requests that arrive while a pass runs are answered by the next pass, one for all of them,
 //!   never by the running one (it started before them);
 //! - the Root fetches with the daemon's credential files (`WEFT_GIT_CREDENTIALS_DIR`) when its
@@ -67,15 +68,16 @@ fn ready(root: &Root) -> bool {
 
 /// `POST /api/v1/sync?wait=true`: the HTTP status and the JSON answer.
 async fn sync_wait(d: &Daemon) -> (u16, Value) {
-    sync_wait_at(d.hooks_base())
+    sync_wait_at(d.hooks_base(), "")
         .await
         .unwrap_or_else(|e| panic!("POST /api/v1/sync?wait=true: no answer: {e}\n{}", d.logs()))
 }
 
-/// [`sync_wait`] to the hooks port at `hooks` (for a request sent from a task of its own).
-async fn sync_wait_at(hooks: String) -> Result<(u16, Value), reqwest::Error> {
+/// [`sync_wait`] to the hooks port at `hooks` (for a request sent from a task of its own), with
+/// more of the query (`&forcePrune=true`).
+async fn sync_wait_at(hooks: String, more: &str) -> Result<(u16, Value), reqwest::Error> {
     let r = reqwest::Client::new()
-        .post(format!("{hooks}/api/v1/sync?wait=true"))
+        .post(format!("{hooks}/api/v1/sync?wait=true{more}"))
         .bearer_auth(SYNC_TOKEN)
         // The pass takes well under a second; without an answer the daemon would hold the
         // request until its wait timeout (the pass timeout and two minutes).
@@ -457,7 +459,7 @@ async fn requests_during_a_pass_are_answered_by_the_next_pass_not_the_running_on
 
     // Request A starts a pass that applies generation 2 and waits for the Widget.
     repo.write("widget.yaml", &widget(&group, &name, 2));
-    let first = tokio::spawn(sync_wait_at(d.hooks_base()));
+    let first = tokio::spawn(sync_wait_at(d.hooks_base(), ""));
     wait_for(
         "the pass applied the Widget's generation 2",
         WITHIN,
@@ -470,8 +472,8 @@ async fn requests_during_a_pass_are_answered_by_the_next_pass_not_the_running_on
     .await;
     // B and C arrive while it waits; then the repository changes.
     let later = [
-        tokio::spawn(sync_wait_at(d.hooks_base())),
-        tokio::spawn(sync_wait_at(d.hooks_base())),
+        tokio::spawn(sync_wait_at(d.hooks_base(), "")),
+        tokio::spawn(sync_wait_at(d.hooks_base(), "")),
     ];
     wait_for("the daemon took requests B and C", WITHIN, &d, async || {
         (d.logs().matches("sync requested over the API").count() >= 4).then_some(())
@@ -535,5 +537,57 @@ async fn requests_during_a_pass_are_answered_by_the_next_pass_not_the_running_on
     let _ = crds
         .delete(&format!("widgets.{group}"), &Default::default())
         .await;
+    ns.delete().await;
+}
+
+/// `POST /api/v1/sync?wait=true&forcePrune=true`: the pass that answers it prunes past the
+/// fraction guard (which refused the same removal a moment before), and says why in its reasons.
+#[tokio::test(flavor = "multi_thread")]
+async fn force_prune_lets_the_pass_that_answers_it_prune_past_the_guard() {
+    let ns = TestNamespace::new("flag-object-force").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let name = ns.name().to_string();
+    let repo = Repo::new();
+    for n in ["a", "b", "c", "d"] {
+        repo.write(&format!("{n}.yaml"), &configmap(&name, n, "1"));
+    }
+    let d = start(repo.path().to_str().unwrap(), &name, Vec::new());
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    wait_for("the flag root's Root Ready", WITHIN, &d, async || {
+        let root = roots.get_opt(&name).await.ok().flatten()?;
+        ready(&root).then_some(())
+    })
+    .await;
+    for n in ["b", "c", "d"] {
+        repo.remove(&format!("{n}.yaml"));
+    }
+    // 3 of 4 is more than half: refused, nothing pruned.
+    let (code, report) = sync_wait(&d).await;
+    assert_eq!(code, 200, "{report}\n{}", d.logs());
+    assert_eq!(report["result"], "failed", "{report}");
+    assert!(
+        report["error"]
+            .to_string()
+            .contains("refusing to prune 3 of the 4 objects"),
+        "{report}"
+    );
+    assert_eq!(value(&cms, "d").await.as_deref(), Some("1"));
+    // Forced, once.
+    let (code, report) = sync_wait_at(d.hooks_base(), "&forcePrune=true")
+        .await
+        .unwrap_or_else(|e| panic!("no answer: {e}\n{}", d.logs()));
+    assert_eq!(code, 200, "{report}\n{}", d.logs());
+    assert_eq!(report["result"], "succeeded", "{report}");
+    assert!(
+        report["reasons"].to_string().contains("api/force-prune"),
+        "{report}"
+    );
+    assert_eq!(report["summary"]["pruned"], 3, "{report}");
+    for n in ["b", "c", "d"] {
+        assert_eq!(value(&cms, n).await, None, "{n} was pruned: {report}");
+    }
+    assert_eq!(value(&cms, "a").await.as_deref(), Some("1"));
     ns.delete().await;
 }
