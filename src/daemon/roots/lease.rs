@@ -466,8 +466,7 @@ impl RootLeases {
             match &*transport {
                 Some(t) => t.clone(),
                 None => {
-                    let t = kube::Client::try_from(config.clone())
-                        .map_err(crate::apply::calls::ConnectError::Client)?;
+                    let t = crate::apply::calls::pooled_transport(config)?;
                     transport.insert(t).clone()
                 }
             }
