@@ -69,6 +69,26 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("VmRSS")
 }
 
+/// What `VmRSS` is made of for process `pid`: `RssAnon` (the heap, thread stacks and other
+/// anonymous maps), `RssFile` (the binary and libraries as far as read) in KiB, and `Threads`.
+fn rss_parts(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    format!(
+        "anonymous {:.1} MiB, file {:.1} MiB, {} threads",
+        mib(field("RssAnon:")),
+        mib(field("RssFile:")),
+        field("Threads:")
+    )
+}
+
 /// Holder identity (`host_pid`) of each root's Lease, by the root's name.
 async fn holders(client: &Client, ns: &str) -> BTreeMap<String, String> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
@@ -226,6 +246,7 @@ async fn main() {
     })
     .await;
     let idle: Vec<u64> = [&a, &b, &c].iter().map(|d| rss_kib(d.pid())).collect();
+    let idle_parts: Vec<String> = [&a, &b, &c].iter().map(|d| rss_parts(d.pid())).collect();
     let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 
     let roots: Api<Root> = Api::namespaced(client.clone(), ns);
@@ -241,15 +262,29 @@ async fn main() {
     request(&roots, &names, "noop").await;
     wait_handled(&roots, &names, "noop", within, &no_logs).await;
     let noop = asked.elapsed();
-    let held = holders(&client, ns).await;
+    let mut held = holders(&client, ns).await;
+    // The bench's roots only: the flag root's Root (the replicas' `--root-name`) has a Lease too.
+    held.retain(|r, _| names.contains(r));
     let per = |d: &Daemon| held.values().filter(|h| pid_of(h) == d.pid()).count();
     let with_roots: Vec<(u64, usize)> = [&a, &b, &c]
         .iter()
         .map(|d| (rss_kib(d.pid()), per(d)))
         .collect();
+    let with_parts: Vec<String> = [&a, &b, &c].iter().map(|d| rss_parts(d.pid())).collect();
     let idle_total: u64 = idle.iter().sum();
     let roots_total: u64 = with_roots.iter().map(|(r, _)| r).sum();
     let per_root = roots_total.saturating_sub(idle_total) as f64 / count.max(1) as f64;
+    // Printed now too: a later phase that gives up does not lose them.
+    for (i, ((rss, n), base)) in with_roots.iter().zip(&idle).enumerate() {
+        println!(
+            "replica {i}: {n} roots, RSS {:.1} MiB with them ({}), {:.1} MiB with none ({})",
+            mib(*rss),
+            with_parts[i],
+            mib(*base),
+            idle_parts[i]
+        );
+    }
+    println!("memory per root: {per_root:.0} KiB");
 
     // Kill one replica: until each of its roots is held by another and passed by it.
     let dead = c.pid();
@@ -268,7 +303,10 @@ async fn main() {
         &no_logs,
         async || {
             let now = holders(&client, ns).await;
-            (now.len() == count && now.values().all(|h| pid_of(h) != dead)).then_some(())
+            names
+                .iter()
+                .all(|r| now.get(r).is_some_and(|h| pid_of(h) != dead))
+                .then_some(())
         },
     )
     .await;
@@ -324,9 +362,11 @@ async fn main() {
     );
     for (i, ((rss, n), base)) in with_roots.iter().zip(&idle).enumerate() {
         println!(
-            "replica {i}: {n} roots, RSS {:.1} MiB with them, {:.1} MiB with none",
+            "replica {i}: {n} roots, RSS {:.1} MiB with them ({}), {:.1} MiB with none ({})",
             mib(*rss),
-            mib(*base)
+            with_parts[i],
+            mib(*base),
+            idle_parts[i]
         );
     }
     println!("\none root of {big} ConfigMaps on 2 replicas:");

@@ -8,8 +8,8 @@
 //!
 //! kube-runtime's store cannot be fed from several watchers directly: each watcher's restart
 //! (`Init` … `InitDone`) replaces the whole store with that one namespace's objects. The merge
-//! below keeps each namespace's objects apart and, when any namespace has been (re)listed, emits
-//! one complete restart of all of them.
+//! below (for two namespaces or more) keeps each namespace's objects apart and, when any
+//! namespace has been (re)listed, emits one complete restart of all of them.
 
 use std::collections::BTreeMap;
 
@@ -43,12 +43,20 @@ where
         + 'static,
 {
     let lean = |o: &mut K| o.managed_fields_mut().clear();
-    let Some(namespaces) = namespaces else {
-        return watcher::watcher(Api::<K>::all(client.clone()), config)
+    let api = match namespaces.as_deref() {
+        None => Some(Api::<K>::all(client.clone())),
+        // One namespace: its watcher's events are already a single watcher's, so the merge
+        // (which keeps a copy of every object besides the store's) is not needed.
+        Some([only]) => Some(Api::<K>::namespaced(client.clone(), only)),
+        Some(_) => None,
+    };
+    if let Some(api) = api {
+        return watcher::watcher(api, config)
             .default_backoff()
             .map_ok(move |event| event.modify(lean))
             .boxed();
-    };
+    }
+    let namespaces = namespaces.unwrap_or_default();
     let watches = namespaces.iter().enumerate().map(|(i, ns)| {
         watcher::watcher(Api::<K>::namespaced(client.clone(), ns), config.clone())
             .default_backoff()

@@ -4,7 +4,7 @@
 //! who may create a Root in their namespace thus never gets more than their own account has.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::Client;
@@ -131,7 +131,9 @@ pub enum IdentityError {
 /// cluster configuration with `Impersonate-User` set, behind the same write fence and API
 /// deadline as the daemon's client.
 pub struct Impersonation {
-    config: Option<kube::Config>,
+    /// Shared by every held root's `Impersonation` (a `kube::Config` with its certificates is
+    /// several KiB; one copy per held root was kept before).
+    config: Option<Arc<kube::Config>>,
     fence: WriteFence,
     timeout: Duration,
     clients: Mutex<HashMap<String, Client>>,
@@ -139,7 +141,7 @@ pub struct Impersonation {
 
 impl Impersonation {
     pub fn new(
-        config: Option<kube::Config>,
+        config: Option<Arc<kube::Config>>,
         fence: WriteFence,
         timeout: Duration,
     ) -> Impersonation {
@@ -163,7 +165,7 @@ impl Impersonation {
         let Some(config) = &self.config else {
             return Err(IdentityError::Unavailable(user));
         };
-        let mut config = config.clone();
+        let mut config = kube::Config::clone(config);
         config.auth_info.impersonate = Some(user.clone());
         // Only the account's own groups, as the API server derives them from the user name.
         config.auth_info.impersonate_groups = None;
@@ -210,7 +212,11 @@ impl AppliedAs {
     ) -> AppliedAs {
         AppliedAs {
             own,
-            impersonation: Impersonation::new(config.cluster.clone(), fence, config.api_timeout),
+            impersonation: Impersonation::new(
+                config.cluster.clone().map(Arc::new),
+                fence,
+                config.api_timeout,
+            ),
             weft_namespace: weft_namespace.to_string(),
             flag_root: crate::api::ResourceKey {
                 namespace: weft_namespace.to_string(),

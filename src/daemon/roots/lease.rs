@@ -111,7 +111,7 @@ pub struct RootLeases {
     timing: LeaseConfig,
     /// The cluster configuration each held root's client is built from; `None` (a daemon built
     /// without one, in tests): the daemon's own client, fenced by the leader Lease.
-    cluster: Option<kube::Config>,
+    cluster: Option<Arc<kube::Config>>,
     api_timeout: Duration,
     /// The daemon's client and events, for the fallback above.
     own: (Client, EventPublisher, WriteFence),
@@ -155,7 +155,7 @@ impl RootLeases {
             namespace: namespace.to_string(),
             identity: identity.to_string(),
             timing: LeaseConfig::new(namespace, identity, lease_duration),
-            cluster,
+            cluster: cluster.map(Arc::new),
             api_timeout,
             own: (client, events, fence),
             transport: Mutex::default(),
@@ -466,8 +466,7 @@ impl RootLeases {
             match &*transport {
                 Some(t) => t.clone(),
                 None => {
-                    let t = kube::Client::try_from(config.clone())
-                        .map_err(crate::apply::calls::ConnectError::Client)?;
+                    let t = crate::apply::calls::pooled_transport(config)?;
                     transport.insert(t).clone()
                 }
             }
@@ -476,7 +475,7 @@ impl RootLeases {
         Ok(HeldRoot {
             events: events.with_client(client.clone()),
             impersonation: Arc::new(Impersonation::new(
-                Some(config.clone()),
+                Some(Arc::clone(config)),
                 fence.clone(),
                 self.api_timeout,
             )),
