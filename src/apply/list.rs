@@ -5,7 +5,10 @@
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::Client;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 use super::error::ApiTarget;
 use super::ApplyError;
@@ -29,6 +32,88 @@ pub(super) async fn for_each_metadata_page(
             .await
             .map_err(|e| list_error(what, e))?;
         each(page.items)?;
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => lp = lp.continue_token(&token),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// One listed object's metadata, reduced to what deciding its fate reads: its name, labels,
+/// annotations and who applied which fields. Each field set (`fieldsV1`) stays JSON text until
+/// the decision parses the one it compares: a page of 2,000 `ObjectMeta`s with every field set
+/// as a `Value` tree took ≈ 13 MB at the peak of a no-op pass, whatever the root's size.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ListedMeta {
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub managed_fields: Vec<ListedFields>,
+}
+
+/// A field sent as `null` reads as absent (empty), as `ObjectMeta`'s `Option`s read it.
+fn null_as_empty<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// One `managedFields` entry, its field set as text.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ListedFields {
+    pub manager: Option<String>,
+    pub operation: Option<String>,
+    pub subresource: Option<String>,
+    #[serde(rename = "fieldsV1")]
+    pub fields_v1: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct ListedItem {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    metadata: ListedMeta,
+}
+
+#[derive(Deserialize)]
+struct ListedPage {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    metadata: ListedPageMeta,
+    /// `null` for an empty list.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    items: Vec<ListedItem>,
+}
+
+#[derive(Default, Deserialize)]
+struct ListedPageMeta {
+    #[serde(rename = "continue")]
+    continue_: Option<String>,
+}
+
+/// [`for_each_metadata_page`], each object's metadata decoded as a [`ListedMeta`] only.
+pub(super) async fn for_each_listed_page(
+    api: &Api<DynamicObject>,
+    lp: ListParams,
+    what: &str,
+    mut each: impl FnMut(Vec<ListedMeta>) -> Result<(), ApplyError>,
+) -> Result<(), ApplyError> {
+    let client = api.clone().into_client();
+    let request = kube::core::Request::new(api.resource_url());
+    let mut lp = lp;
+    loop {
+        let mut req = request
+            .list_metadata(&lp)
+            .map_err(|e| list_error(what, kube::Error::BuildRequest(e)))?;
+        // The same tag as `Api::list_metadata`'s, for whatever sorts requests by it.
+        req.extensions_mut().insert("list_metadata");
+        let page: ListedPage = client.request(req).await.map_err(|e| list_error(what, e))?;
+        each(page.items.into_iter().map(|i| i.metadata).collect())?;
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => lp = lp.continue_token(&token),
             None => return Ok(()),
@@ -83,4 +168,33 @@ pub(super) async fn list_labelled(
     })
     .await?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_page_keeps_what_decides_and_reads_null_as_empty() {
+        let page: ListedPage = serde_json::from_str(
+            r#"{"kind":"PartialObjectMetadataList","metadata":{"resourceVersion":"285"},"items":null}"#,
+        )
+        .unwrap();
+        assert!(page.items.is_empty());
+        assert_eq!(page.metadata.continue_, None);
+        let page: ListedPage = serde_json::from_str(
+            r#"{"metadata":{"continue":"abc"},"items":[{"metadata":{"name":"a","uid":"u",
+              "labels":{"weft.io/owner":"o"},"annotations":null,
+              "managedFields":[{"manager":"weft","operation":"Apply","fieldsType":"FieldsV1",
+                                "fieldsV1":{"f:data":{"f:k":{}}}}]}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(page.metadata.continue_.as_deref(), Some("abc"));
+        let meta = &page.items[0].metadata;
+        assert_eq!(meta.name.as_deref(), Some("a"));
+        assert_eq!(meta.labels["weft.io/owner"], "o");
+        assert!(meta.annotations.is_empty());
+        let fields = meta.managed_fields[0].fields_v1.as_ref().unwrap();
+        assert_eq!(fields.get(), r#"{"f:data":{"f:k":{}}}"#);
+    }
 }

@@ -14,7 +14,9 @@ use super::PlannedObject;
 use crate::api::keys::APPLIED_HASH_ANNOTATION;
 use crate::api::ObjectRef;
 use crate::apply::conflict::{self, Conflict};
-use crate::apply::list::{display_ns, for_each_metadata_page, META_PAGE};
+use crate::apply::list::{
+    display_ns, for_each_listed_page, for_each_metadata_page, ListedMeta, META_PAGE,
+};
 use crate::apply::{drift, ApplyError};
 use crate::render::Owner;
 
@@ -125,9 +127,9 @@ fn compared(p: &PlannedObject) -> Value {
 }
 
 /// [`decide_against`] from the live object's metadata as listed (with managedFields): no copy of
-/// it is made.
-fn decide_meta(p: &PlannedObject, meta: &kube::api::ObjectMeta) -> Decision {
-    let live_owner = meta.labels.as_ref().and_then(|l| l.get(OWNER_LABEL));
+/// it is made, and only weft's own field set is parsed.
+fn decide_meta(p: &PlannedObject, meta: &ListedMeta) -> Decision {
+    let live_owner = meta.labels.get(OWNER_LABEL);
     if live_owner.map(String::as_str) != Some(p.desired.owner.id().0.as_str()) {
         return Decision::Update(UpdateReason::TakenOver {
             from: live_owner.cloned(),
@@ -135,21 +137,21 @@ fn decide_meta(p: &PlannedObject, meta: &kube::api::ObjectMeta) -> Decision {
     }
     let live_hash = meta
         .annotations
-        .as_ref()
-        .and_then(|a| a.get(APPLIED_HASH_ANNOTATION))
+        .get(APPLIED_HASH_ANNOTATION)
         .map(String::as_str);
     if live_hash != p.desired_hash() {
         return Decision::Update(UpdateReason::Changed);
     }
-    let ours = meta.managed_fields.iter().flatten().find(|e| {
+    let ours = meta.managed_fields.iter().find(|e| {
         e.manager.as_deref() == Some(crate::apply::FIELD_MANAGER)
             && e.operation.as_deref() == Some("Apply")
             && e.subresource.as_deref().unwrap_or("").is_empty()
     });
-    let fields = ours
+    // A field set the server sent is JSON; one that is not an object counts as none.
+    let fields: Option<serde_json::Map<String, Value>> = ours
         .and_then(|e| e.fields_v1.as_ref())
-        .and_then(|f| f.0.as_object());
-    match drift::drifted_from_fields(&compared(p), fields) {
+        .and_then(|f| serde_json::from_str(f.get()).ok());
+    match drift::drifted_from_fields(&compared(p), fields.as_ref()) {
         Some(field) => Decision::Update(UpdateReason::Drifted { field }),
         None => Decision::Unchanged,
     }
@@ -283,39 +285,25 @@ async fn read_group<'a>(
     // Objects listed without managedFields: read whole afterwards.
     let mut whole: Vec<&'a PlannedObject> = Vec::new();
     let lp = ListParams::default().labels(&selector).limit(META_PAGE);
-    let listed = for_each_metadata_page(&api, lp, &what, |items| {
-        for item in items {
-            let Some(p) = item
-                .metadata
-                .name
-                .as_deref()
-                .and_then(|n| wanted.get(n).copied())
-            else {
+    let listed = for_each_listed_page(&api, lp, &what, |items| {
+        for meta in items {
+            let Some(p) = meta.name.as_deref().and_then(|n| wanted.get(n).copied()) else {
                 continue;
             };
-            if item
-                .metadata
-                .managed_fields
-                .as_ref()
-                .is_none_or(Vec::is_empty)
-            {
+            if meta.managed_fields.is_empty() {
                 whole.push(p);
                 continue;
             }
-            let claimer = item
-                .metadata
+            let claimer = meta
                 .annotations
-                .as_ref()
-                .and_then(|a| a.get(crate::api::keys::CLAIM_ANNOTATION))
+                .get(crate::api::keys::CLAIM_ANNOTATION)
                 .and_then(|c| conflict::other_root(&p.desired.owner, c));
             if let Some(claimer) = claimer {
                 state
                     .conflicts
                     .insert(&p.object_ref, Conflict::ClaimedBy(claimer));
             }
-            state
-                .decisions
-                .insert(&p.object_ref, decide_meta(p, &item.metadata));
+            state.decisions.insert(&p.object_ref, decide_meta(p, &meta));
         }
         Ok(())
     })
@@ -446,9 +434,8 @@ mod tests {
         // Only the metadata, as a metadata-only list returns it, decides the same.
         live.observe(p, &json!({"metadata": l["metadata"].clone()}));
         assert_eq!(live.decide(p), Decision::Unchanged);
-        let meta = |v: &Value| -> kube::api::ObjectMeta {
-            serde_json::from_value(v["metadata"].clone()).unwrap()
-        };
+        let meta =
+            |v: &Value| -> ListedMeta { serde_json::from_str(&v["metadata"].to_string()).unwrap() };
         assert_eq!(decide_meta(p, &meta(&l)), Decision::Unchanged);
         // Someone edited data.k: the field left weft's set (and with it, its only parent).
         let mut edited = l.clone();
