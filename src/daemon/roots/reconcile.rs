@@ -445,8 +445,9 @@ async fn pass_body(
         .map_err(|e| failure("IdentityFailed", e.to_string()))?;
     let flag = *key == ctx.flag_root;
     let sharded = ctx.flag_sharded(key);
-    // The previous render is let go before the new one is built (as the flag loop does).
-    let previous = ctx.with_memory(key, |m| m.rendered.take());
+    // The previous render is let go before the new one is built: only a moved head with an
+    // early apply (`ahead`) reads it.
+    let mut previous = ctx.with_memory(key, |m| m.rendered.take());
     let (source, last) = open_source(root, key, &client, ctx).await?;
     let fetched = source.fetch(last.as_deref()).await;
     if flag {
@@ -464,7 +465,10 @@ async fn pass_body(
         Ok(Some(new)) => {
             // Not for a shard: its previous render is its part only (the flag loop's early
             // apply weighs every shard's part).
-            ahead = last.clone().zip(previous).filter(|_| flag && !sharded);
+            ahead = last
+                .clone()
+                .zip(previous.take())
+                .filter(|_| flag && !sharded);
             new
         }
         Ok(None) => match last {
@@ -473,6 +477,8 @@ async fn pass_body(
         },
         Err(e) => return Err(failure("FetchFailed", e.to_string())),
     };
+    // Not kept through the pass: it would hold a second render beside the one the pass makes.
+    drop(previous);
     ctx.with_memory(key, |m| m.last = Some(Arc::clone(&snapshot)));
     let revision = snapshot.revision.clone().or(Some("local".into()));
     let mut settings = settings_of(root, key, identity, &client, ctx);
