@@ -57,12 +57,41 @@ impl Place<'_> {
 }
 
 /// Read the inventory stored at `place`; `None` when it has no head ConfigMap.
+///
+/// A writer removes the chunks it replaced after it wrote the new head, and a delete removes the
+/// head first, so a reader that got a head a moment before may find a chunk it lists gone. That
+/// is a race, not damage: the head is read again (it changed or is gone), a few times at most. A
+/// chunk missing or corrupted under a head that did not change is damage.
 pub async fn read(client: &Client, place: &Place<'_>) -> Result<Option<Stored>, InventoryProblem> {
+    const ATTEMPTS: usize = 5;
+    let mut attempt = 1;
+    loop {
+        match read_once(client, place, attempt == ATTEMPTS).await? {
+            Read::Done(stored) => return Ok(stored),
+            Read::Raced => attempt += 1,
+        }
+    }
+}
+
+/// One read of the inventory at `place`.
+enum Read {
+    Done(Option<Stored>),
+    /// Its chunks did not match the head, and the head changed meanwhile: read again.
+    Raced,
+}
+
+/// Read the inventory once; `last`: report damage even when the head changed meanwhile.
+async fn read_once(
+    client: &Client,
+    place: &Place<'_>,
+    last: bool,
+) -> Result<Read, InventoryProblem> {
     let api = place.api(client);
     let head = place.head();
     let Some(cm) = api.get_opt(&head).await.map_err(InventoryProblem::Read)? else {
-        return Ok(None);
+        return Ok(Read::Done(None));
     };
+    let version = cm.metadata.resource_version.clone();
     let force = force_prune_of(cm.metadata.annotations.as_ref());
     let data = cm.data.unwrap_or_default();
     let entries = if let Some(text) = data.get(MANIFEST_KEY) {
@@ -76,7 +105,17 @@ pub async fn read(client: &Client, place: &Place<'_>) -> Result<Option<Stored>, 
                 .map(|b| b.0);
             chunks.insert(s.name.clone(), bytes);
         }
-        format::decode(&head, &manifest, &chunks).map_err(|d| place.damaged(d))?
+        match format::decode(&head, &manifest, &chunks) {
+            Ok(entries) => entries,
+            Err(damage) => {
+                let now = api.get_opt(&head).await.map_err(InventoryProblem::Read)?;
+                let moved = now.is_none_or(|c| c.metadata.resource_version != version);
+                if moved && !last {
+                    return Ok(Read::Raced);
+                }
+                return Err(place.damaged(damage));
+            }
+        }
     } else if let Some(text) = data.get(INVENTORY_KEY) {
         // Format 1, written by Weft before inventories were chunked.
         let list: Vec<ObjectRef> =
@@ -89,7 +128,7 @@ pub async fn read(client: &Client, place: &Place<'_>) -> Result<Option<Stored>, 
         let why = format!("it has neither key {MANIFEST_KEY} nor key {INVENTORY_KEY}");
         return Err(place.invalid(&head, why));
     };
-    Ok(Some((entries, force)))
+    Ok(Read::Done(Some((entries, force))))
 }
 
 /// The names of every ConfigMap at `place` that belongs to the owner's inventory (head and
