@@ -2,5 +2,6 @@
 
 fn main() -> std::process::ExitCode {
     weft::mem::tune_allocator();
+    weft::source::git::system_ca::start_libgit2();
     weft::cli::main()
 }

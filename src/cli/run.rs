@@ -212,14 +212,9 @@ fn start_notifications(
         ..Default::default()
     };
     let counters = state.metrics().notifications.clone();
-    match crate::notify::dispatch::start(client.clone(), config, counters) {
-        // The dispatcher's tasks end with the process.
-        Ok((notifier, _tasks)) => notifier,
-        Err(e) => {
-            tracing::error!(error = %e, "notifications are off");
-            crate::notify::Notifier::disabled()
-        }
-    }
+    // The dispatcher's tasks end with the process.
+    let (notifier, _tasks) = crate::notify::dispatch::start(client.clone(), config, counters);
+    notifier
 }
 
 /// Run the daemon until SIGTERM (`Ok`) or a fatal error. Every API call of `client` (counted in

@@ -107,7 +107,7 @@ impl DispatchConfig {
     }
 }
 
-/// Why the dispatcher could not start.
+/// Why a notification could not be sent at all.
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
     #[error("building the notifications' HTTP client: {0}")]
@@ -117,7 +117,9 @@ pub enum DispatchError {
 /// What the per-provider senders share.
 struct Shared {
     client: Client,
-    http: reqwest::Client,
+    /// Built on the first notification sent: building it reads and parses the system's CA
+    /// bundle, which a daemon that never notifies would hold for nothing.
+    http: std::sync::OnceLock<reqwest::Client>,
     providers: Store<Provider>,
     config: DispatchConfig,
     counters: Counters,
@@ -148,17 +150,7 @@ pub fn start(
     client: Client,
     config: DispatchConfig,
     counters: Counters,
-) -> Result<(Notifier, Vec<JoinHandle<()>>), DispatchError> {
-    let http = reqwest::Client::builder()
-        .timeout(config.request_timeout)
-        .connect_timeout(config.request_timeout.min(Duration::from_secs(5)))
-        // A redirect would carry the token's header to wherever it points.
-        .redirect(reqwest::redirect::Policy::none())
-        // A name that resolves to loopback or link-local gets no connection (unless named).
-        .dns_resolver(config.policy.resolver())
-        .user_agent(concat!("weft/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(DispatchError::Http)?;
+) -> (Notifier, Vec<JoinHandle<()>>) {
     let (notifier, events) = Notifier::channel(counters.clone());
     let changed = Arc::new(Notify::new());
     let namespaces = config
@@ -169,17 +161,37 @@ pub fn start(
     let (providers, providers_task) = watch_store::<Provider>(&client, namespaces, changed.clone());
     let shared = Arc::new(Shared {
         client,
-        http,
+        http: std::sync::OnceLock::new(),
         providers,
         config,
         counters,
     });
     let status_task = tokio::spawn(check_loop(shared.clone(), alerts.clone(), changed));
     let dispatch_task = tokio::spawn(dispatch(shared, alerts, events));
-    Ok((
+    (
         notifier,
         vec![alerts_task, providers_task, status_task, dispatch_task],
-    ))
+    )
+}
+
+impl Shared {
+    /// The notifications' HTTP client, built on first use.
+    fn http(&self) -> Result<&reqwest::Client, DispatchError> {
+        if let Some(http) = self.http.get() {
+            return Ok(http);
+        }
+        let built = reqwest::Client::builder()
+            .timeout(self.config.request_timeout)
+            .connect_timeout(self.config.request_timeout.min(Duration::from_secs(5)))
+            // A redirect would carry the token's header to wherever it points.
+            .redirect(reqwest::redirect::Policy::none())
+            // A name that resolves to loopback or link-local gets no connection (unless named).
+            .dns_resolver(self.config.policy.resolver())
+            .user_agent(concat!("weft/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(DispatchError::Http)?;
+        Ok(self.http.get_or_init(|| built))
+    }
 }
 
 /// A watch store of every `K` (of `namespaces` only, when listed: a Weft with a Role in each
@@ -377,11 +389,19 @@ async fn deliver(
         tracing::warn!(provider = %key, reason = %why, "notification not sent");
         return;
     }
+    let http = match shared.http() {
+        Ok(http) => http,
+        Err(e) => {
+            shared.counters.failed.inc();
+            tracing::warn!(provider = %key, error = %e, "notification not sent");
+            return;
+        }
+    };
     let backoff = shared.config.backoff;
     let mut attempt = 1;
     loop {
         tokio::time::sleep(limit.take(Instant::now())).await;
-        let outcome = send(&shared.http, &out).await;
+        let outcome = send(http, &out).await;
         match outcome {
             Sent::Accepted(status) => {
                 shared.counters.sent.inc();

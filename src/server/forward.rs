@@ -56,7 +56,9 @@ pub struct LeaderLink {
     /// Weft's Service: a hooks URL must be one of its endpoints.
     endpoints: Api<EndpointSlice>,
     service: String,
-    http: reqwest::Client,
+    /// Built on the first forward: building it reads and parses the system's CA bundle, which
+    /// a lone replica (it never forwards) would hold for nothing.
+    http: std::sync::OnceLock<reqwest::Client>,
 }
 
 impl LeaderLink {
@@ -68,13 +70,20 @@ impl LeaderLink {
             identity: identity.to_string(),
             endpoints: Api::namespaced(client, namespace),
             service: DEFAULT_SERVICE_NAME.to_string(),
-            http: reqwest::Client::builder()
+            http: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The client that forwards, built on first use.
+    fn http(&self) -> &reqwest::Client {
+        self.http.get_or_init(|| {
+            reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(5))
                 // A redirect would take the credential somewhere the endpoint check never saw.
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
-                .unwrap_or_default(),
-        }
+                .unwrap_or_default()
+        })
     }
 
     /// Forward only to endpoints of this Service (`--service-name`) in Weft's namespace.
@@ -251,7 +260,7 @@ async fn send(
 ) -> Result<Answer, String> {
     let url = format!("{}{}", base.trim_end_matches('/'), req.path_and_query);
     let mut request = link
-        .http
+        .http()
         .request(req.method.clone(), &url)
         .timeout(req.timeout)
         .header(FORWARDED_HEADER, &link.identity)

@@ -381,42 +381,6 @@ async fn an_early_apply_keeps_an_autoscalers_replicas_and_ignored_fields() {
     ns.delete().await;
 }
 
-/// `weft run` of `repo` for root `ns` to its end (at most 60 s, then killed): exit code and
-/// output.
-fn run_to_exit(repo: &str, ns: &str) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("weft.log");
-    let file = std::fs::File::create(&log).expect("log");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
-        .arg("run")
-        .args(["--repo", repo, "--weft-namespace", ns, "--root-name", ns])
-        .args(["--listen", "127.0.0.1:0", "--lease-duration", "15s"])
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .args(support::cluster::cluster().kube_args())
-        .env_remove("WEFT_REPO")
-        .env("WEFT_HOOKS_LISTEN", "127.0.0.1:0")
-        .env("WEFT_HELM", support::helm::helm())
-        .stdin(std::process::Stdio::null())
-        .stdout(file.try_clone().expect("log"))
-        .stderr(file)
-        .spawn()
-        .expect("weft run");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let code = loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            break status.code();
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    (code, std::fs::read_to_string(&log).unwrap_or_default())
-}
-
 /// The values of the ConfigMaps `cm-*` of `ns`, by name.
 async fn values(api: &Api<ConfigMap>) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = api
@@ -475,7 +439,25 @@ async fn a_daemon_of_another_repository_switches_the_root_only_when_told() {
     }
     fork.work.commit("four");
     fork.work.push();
-    let (code, logs) = run_to_exit(&fork.url(), n);
+    let (code, logs) = support::daemon::run_to_exit(
+        &[
+            "--repo".into(),
+            fork.url(),
+            "--weft-namespace".into(),
+            n.into(),
+            "--root-name".into(),
+            n.into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--hooks-listen".into(),
+            "127.0.0.1:0".into(),
+            "--lease-duration".into(),
+            "15s".into(),
+        ]
+        .into_iter()
+        .chain(support::cluster::cluster().kube_args())
+        .collect::<Vec<String>>(),
+    );
     assert_eq!(code, Some(1), "the fork's daemon did not refuse:\n{logs}");
     assert!(logs.contains("refusing to start"), "{logs}");
     assert!(logs.contains("--switch-repository"), "{logs}");

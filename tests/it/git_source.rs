@@ -1021,7 +1021,8 @@ fn a_force_push_while_the_process_was_down_is_still_detected() {
 }
 
 /// The CLI over HTTPS with basic auth from a credentials directory (`WEFT_GIT_CREDENTIALS_DIR`),
-/// trusting the test server's certificate through `SSL_CERT_FILE`.
+/// trusting the test server's certificate through `SSL_CERT_FILE`, or through a hashed
+/// directory in `SSL_CERT_DIR` (libgit2 without a CA bundle, src/source/git/system_ca.rs).
 #[test]
 fn cli_render_over_https_with_credentials_from_a_directory() {
     const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  a: \"1\"\n";
@@ -1041,22 +1042,42 @@ fn cli_render_over_https_with_credentials_from_a_directory() {
     std::fs::write(creds.path().join("username"), "dave\n").unwrap();
     let cache = tempfile::tempdir().unwrap();
 
-    let run = |args: &[&str], password: &str, trust: bool| {
+    // The test certificate in a hashed directory (`openssl rehash`), as the system's CA
+    // directory is on Debian: with no `SSL_CERT_FILE`, libgit2 looks the CA up there on demand
+    // instead of loading a bundle (src/source/git/system_ca.rs).
+    let hashed = tempfile::tempdir().unwrap();
+    std::fs::copy(tls.cert_file(), hashed.path().join("test-ca.pem")).unwrap();
+    let rehash = Command::new("openssl")
+        .arg("rehash")
+        .arg(hashed.path())
+        .status()
+        .unwrap();
+    assert!(rehash.success(), "openssl rehash failed");
+    let run_with = |args: &[&str], password: &str, trust: Trust| {
         std::fs::write(creds.path().join("password"), password).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_weft"));
         cmd.args(args)
             .env("XDG_CACHE_HOME", cache.path())
             .env("WEFT_GIT_CREDENTIALS_DIR", creds.path());
-        if trust {
-            cmd.env("SSL_CERT_FILE", tls.cert_file());
-        } else {
-            cmd.env_remove("SSL_CERT_FILE");
-        }
+        match trust {
+            Trust::File => cmd.env("SSL_CERT_FILE", tls.cert_file()),
+            Trust::HashedDir => cmd
+                .env_remove("SSL_CERT_FILE")
+                .env("SSL_CERT_DIR", hashed.path()),
+            Trust::System => cmd.env_remove("SSL_CERT_FILE").env_remove("SSL_CERT_DIR"),
+        };
         let out = cmd.output().unwrap();
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let run = |args: &[&str], password: &str, trust: bool| {
+        run_with(
+            args,
+            password,
+            if trust { Trust::File } else { Trust::System },
         )
     };
     let url = tls.url("config.git");
@@ -1087,6 +1108,22 @@ fn cli_render_over_https_with_credentials_from_a_directory() {
         "{}",
         untrusted.2
     );
+
+    // Trusted through the hashed directory alone.
+    let from_dir = run_with(&["render", "--repo", &url], "tls-pa55", Trust::HashedDir);
+    assert_eq!(from_dir.0, Some(0), "{}", from_dir.2);
+    assert_eq!(from_dir.1, expected.1);
+}
+
+/// Where a test's `weft` finds the CA of the TLS test server.
+#[derive(Clone, Copy)]
+enum Trust {
+    /// `SSL_CERT_FILE` names its certificate.
+    File,
+    /// `SSL_CERT_DIR` names a hashed directory holding it; no `SSL_CERT_FILE`.
+    HashedDir,
+    /// The system's CAs only: not trusted.
+    System,
 }
 
 #[test]

@@ -22,43 +22,6 @@ use support::manifests::configmap;
 use support::rbac::Access;
 use weft::api::root::Root;
 
-/// `weft run` of `repo` for root `ns` with the kubeconfig `kubeconfig`, to its end (at most
-/// 60 s, then killed): exit code and output.
-fn run_to_exit(repo: &str, ns: &str, kubeconfig: &std::path::Path) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let log = dir.path().join("weft.log");
-    let file = std::fs::File::create(&log).expect("log");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_weft"))
-        .arg("run")
-        .args(["--repo", repo, "--weft-namespace", ns, "--root-name", ns])
-        .args(["--listen", "127.0.0.1:0", "--hooks-listen", "127.0.0.1:0"])
-        .args(["--lease-duration", "15s", "--no-controllers"])
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env_remove("WEFT_REPO")
-        .env("WEFT_HELM", support::helm::helm())
-        .stdin(std::process::Stdio::null())
-        .stdout(file.try_clone().expect("log"))
-        .stderr(file)
-        .spawn()
-        .expect("weft run");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let code = loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            break status.code();
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    (code, std::fs::read_to_string(&log).unwrap_or_default())
-}
-
 #[tokio::test]
 async fn a_daemon_installs_the_root_crd_when_it_may_and_refuses_clearly_when_it_may_not() {
     let ns = TestNamespace::new("root-crd").await;
@@ -123,7 +86,23 @@ async fn a_daemon_installs_the_root_crd_when_it_may_and_refuses_clearly_when_it_
     let kubeconfig = support::rbac::kubeconfig_as(&user, dir.path());
 
     // It may not install the CRD: it refuses to start, in one line that says what to do.
-    let (code, logs) = run_to_exit(&repo.url(), n, &kubeconfig);
+    let (code, logs) = support::daemon::run_to_exit(&[
+        "--repo".into(),
+        repo.url(),
+        "--weft-namespace".into(),
+        n.into(),
+        "--root-name".into(),
+        n.into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--hooks-listen".into(),
+        "127.0.0.1:0".into(),
+        "--lease-duration".into(),
+        "15s".into(),
+        "--no-controllers".into(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+    ]);
     assert_eq!(code, Some(1), "the daemon did not refuse:\n{logs}");
     let line = logs
         .lines()

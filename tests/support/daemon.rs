@@ -465,3 +465,37 @@ pub async fn publish_endpoints(client: kube::Client, namespace: &str, ip: &str, 
 pub fn weft_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_weft"))
 }
+
+/// Run `weft run ARGS` (a daemon expected to stop by itself: a refusal at start) with its cache
+/// in a temporary directory, and wait up to 60 s for it to exit: its exit code (`None` when it
+/// was still running and was killed) and everything it logged.
+pub fn run_to_exit(args: &[String]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("weft.log");
+    let file = std::fs::File::create(&log).expect("log");
+    let mut child = Command::new(weft_bin())
+        .arg("run")
+        .args(args)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .env_remove("WEFT_REPO")
+        .env("WEFT_HELM", super::helm::helm())
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("log"))
+        .stderr(file)
+        .spawn()
+        .expect("weft run");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let code = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    (code, std::fs::read_to_string(&log).unwrap_or_default())
+}

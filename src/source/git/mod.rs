@@ -21,6 +21,7 @@
 pub mod auth;
 mod cache;
 mod redirect;
+pub mod system_ca;
 mod tree;
 mod url;
 
