@@ -3,7 +3,8 @@
 //! never started (`pending`, reason `Blocked`, its message naming `stuck` and its group), and
 //! the group is `failed` — all in the charts' status, written from the daemon's pass, with
 //! events. Helm charts in the daemon: rendered with the cluster's `.Capabilities`, and a chart
-//! helm cannot render fails alone (`RenderFailed`).
+//! helm cannot render fails alone (`RenderFailed`). A chart another Root object declared: its
+//! child's drift wakes that Root, not the flag root.
 
 use crate::support;
 
