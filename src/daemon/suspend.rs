@@ -38,9 +38,15 @@ pub struct RootSuspension {
 
 /// Why the resource of `meta` is suspended, if it is: its own annotation, or the whole root.
 pub fn why_suspended(root: &SuspendState, meta: &ObjectMeta) -> Option<&'static str> {
+    why_suspended_under(root.is_suspended(), meta)
+}
+
+/// [`why_suspended`] for a resource of a root that is suspended or not (`root_suspended`): a
+/// Root object's, whose `spec.suspend` says so.
+pub fn why_suspended_under(root_suspended: bool, meta: &ObjectMeta) -> Option<&'static str> {
     if annotated(meta) {
         Some("weft.io/suspend is \"true\"")
-    } else if root.is_suspended() {
+    } else if root_suspended {
         Some("the root is suspended (weft suspend)")
     } else {
         None

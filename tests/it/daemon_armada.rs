@@ -3,7 +3,8 @@
 //! never started (`pending`, reason `Blocked`, its message naming `stuck` and its group), and
 //! the group is `failed` — all in the charts' status, written from the daemon's pass, with
 //! events. Helm charts in the daemon: rendered with the cluster's `.Capabilities`, and a chart
-//! helm cannot render fails alone (`RenderFailed`).
+//! helm cannot render fails alone (`RenderFailed`). A chart another Root object declared: its
+//! child's drift wakes that Root, not the flag root.
 
 use crate::support;
 
@@ -17,7 +18,12 @@ use kube::Api;
 use support::cluster::TestNamespace;
 use support::daemon::{github_push, Daemon, DaemonOptions};
 use support::git_servers::{GitDaemon, RepoHost, WorkTree};
+use support::wait::{wait_for, wait_timed};
 use weft::api::armada::{ArmadaChart, ArmadaChartGroup, Phase};
+use weft::api::root::Root;
+
+/// How long a Root's pass may take to show.
+const WITHIN: Duration = Duration::from_secs(120);
 
 /// Each daemon's controllers watch every namespace, so two daemons at once would react to each
 /// other's charts (finalizers, drift): the tests of this file run one daemon at a time.
@@ -652,6 +658,104 @@ async fn helm_charts_in_the_daemon_see_the_cluster_and_fail_alone() {
         assert!(Instant::now() < deadline, "{report:#}");
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    drop(server);
+    ns.delete().await;
+}
+
+/// A chart applied by a Root object (not the daemon's flag root): a hand edit of its child asks
+/// THAT Root for a pass (its interval is an hour), which restores the child and says `watch`
+/// in its reasons (issue 41 item 2).
+#[tokio::test]
+async fn a_chart_of_another_root_drifts_and_that_root_passes() {
+    let _one = ONE_DAEMON.lock().await;
+    let Fixture {
+        ns,
+        client,
+        _host,
+        server,
+        work,
+    } = Fixture::new("daemon-armada-root").await;
+    let n = ns.name();
+    work.write(
+        "charts/app/Chart.yaml",
+        "name: app\nversion: 1.0.0\nannotations: {weft.io/template-format: substitution}\n",
+    );
+    work.write("charts/app/values.yaml", "nodeSelector: {}\n");
+    work.write("charts/app/templates/deployment.yaml", TEMPLATE);
+    let mut docs = unsequenced_chart(n, "tenant", "correct");
+    docs.push_str(&format!(
+        "---\napiVersion: armada.airshipit.org/v1alpha1\nkind: ArmadaChartGroup\nmetadata: {{name: apps, namespace: {n}}}\nspec:\n  sequenced: false\n  chart_group: [tenant]\n"
+    ));
+    work.write("armada.yaml", docs);
+    work.commit("charts");
+    work.push();
+    // The flag root follows an empty directory: the Root `charts` declares the chart.
+    let flag = tempfile::tempdir().expect("tempdir");
+    let d = Daemon::start(DaemonOptions {
+        controllers: true,
+        ..DaemonOptions::new(flag.path().to_str().expect("utf-8 path"), n)
+    });
+    let roots: Api<Root> = Api::namespaced(client.clone(), n);
+    let root: Root = serde_json::from_value(serde_json::json!({
+        "apiVersion": "weft.io/v1alpha1",
+        "kind": "Root",
+        "metadata": {"name": "charts", "namespace": n},
+        "spec": {"source": {"url": server.url("config.git")}, "interval": "1h"},
+    }))
+    .expect("a Root");
+    roots
+        .create(&Default::default(), &root)
+        .await
+        .expect("create Root");
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), n);
+    let passes = wait_for(
+        "the Root's pass deploys the chart",
+        WITHIN,
+        &d,
+        async || {
+            let root = roots.get("charts").await.ok()?;
+            let status = root.status?;
+            let ready = status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && format!("{:?}", c.status) == "True");
+            (ready && replicas(&deployments, "tenant").await == Some(1))
+                .then_some(status.passes.len())
+        },
+    )
+    .await;
+
+    let edit = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..Default::default()
+    };
+    deployments
+        .patch(
+            "tenant",
+            &edit,
+            &Patch::Merge(&serde_json::json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .expect("edit tenant");
+    // Restored by a pass of the Root `charts` asked for by the chart's drift, not its poll.
+    let (pass, _) = wait_timed("the edited child restored", WITHIN, &d, async || {
+        if replicas(&deployments, "tenant").await != Some(1) {
+            return None;
+        }
+        let status = roots.get("charts").await.ok()?.status?;
+        let newest = status.passes.first()?.clone();
+        (status.passes.len() > passes && newest.reasons.iter().any(|r| r == "watch"))
+            .then_some(newest)
+    })
+    .await;
+    assert_eq!(pass.result, "Succeeded", "{pass:?}\n{}", d.logs());
+    assert!(
+        d.logs().contains(&format!("Root {n}/charts")),
+        "the chart controller did not name the Root it asked\n{}",
+        d.logs()
+    );
+    drop(d);
     drop(server);
     ns.delete().await;
 }

@@ -39,8 +39,8 @@ use kube::runtime::WatchStreamExt;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use super::roots::answer;
 use super::roots::pushes::RequestReason;
+use super::roots::{answer, requests};
 use super::shutdown::Shutdown;
 use super::state::DaemonState;
 use super::status::now_rfc3339;
@@ -48,7 +48,7 @@ use super::suspend;
 use crate::api::armada::{ArmadaChart, ArmadaChartGroup, ArmadaManifest};
 use crate::api::conditions::{set_condition, Condition, ConditionStatus, DRIFTED};
 use crate::api::keys::REQUESTED_AT_ANNOTATION;
-use crate::api::DriftPolicy;
+use crate::api::{DriftPolicy, ResourceKey};
 use crate::apply::changeset::Action as ChangeAction;
 use crate::apply::inventory::{self, Inventory, InventorySource};
 use crate::apply::plan::Catalog;
@@ -180,32 +180,68 @@ impl Context {
         self
     }
 
-    /// Whether this daemon's root (or one of its shard roots) applied `chart`: it is listed in
-    /// the root's stored inventory, in Weft's namespace, which tenants cannot write. A label, or
-    /// a server-side apply with `--field-manager=weft`, proves nothing (issue 48 item 2).
-    async fn applied_by_our_root(&self, chart: &ArmadaChart) -> Result<bool, ChartError> {
+    /// Which root applied `chart`, if one this controller acts for did: this daemon's flag root
+    /// (or one of its shard roots), or the Root object its ownership labels name. Either must
+    /// list it in its stored inventory — the flag root's in Weft's namespace, which tenants
+    /// cannot write; a Root object's in that Root's namespace, so a chart labelled as another
+    /// namespace's Root's wakes nothing. A label, or a server-side apply with
+    /// `--field-manager=weft`, proves nothing alone (issue 48 item 2).
+    async fn declared_by(&self, chart: &ArmadaChart) -> Result<Option<DeclaredBy>, ChartError> {
         let Some(Owner {
             kind: OwnerKind::Root,
             namespace,
             name,
         }) = &self.root
         else {
-            return Ok(true);
+            return Ok(Some(DeclaredBy::FlagRoot));
         };
         let roots = crate::daemon::weavecloud::trust::roots(&self.state, namespace, name);
         let (chart_ns, chart_name) = key_of(chart);
+        let trust = |source| ChartError::Trust {
+            namespace: chart_ns.clone(),
+            name: chart_name.clone(),
+            source,
+        };
+        let client = self.state.client();
         let listing = self
             .applied
-            .listing(self.state.client(), &roots, namespace)
+            .listing(client, &roots, namespace)
             .await
-            .map_err(|source| ChartError::Trust {
-                namespace: chart_ns.clone(),
-                name: chart_name.clone(),
-                source,
-            })?;
+            .map_err(trust)?;
+        if listing
+            .applied_by("armada.airshipit.org", KIND, &chart_ns, &chart_name)
+            .is_some()
+        {
+            return Ok(Some(DeclaredBy::FlagRoot));
+        }
+        let claimed = Owner::claimed_by(chart.labels(), chart.annotations())
+            .filter(|o| o.is_root() && !roots.contains(o));
+        let Some(owner) = claimed else {
+            return Ok(None);
+        };
+        let listing = self
+            .applied
+            .listing(client, std::slice::from_ref(&owner), &owner.namespace)
+            .await
+            .map_err(trust)?;
         Ok(listing
             .applied_by("armada.airshipit.org", KIND, &chart_ns, &chart_name)
-            .is_some())
+            .is_some()
+            .then(|| {
+                DeclaredBy::Root(ResourceKey {
+                    namespace: owner.namespace.to_string(),
+                    name: owner.name.to_string(),
+                })
+            }))
+    }
+
+    /// Whether the Root `key` is suspended (`spec.suspend`), as the Root controller's cache
+    /// has it.
+    fn root_suspended(&self, key: &ResourceKey) -> bool {
+        self.state
+            .root_pushes()
+            .root(key)
+            .is_some_and(|r| r.spec.suspend)
     }
 
     /// Whether `value` is a new `weft.io/requested-at` of chart `key` (not its first sighting).
@@ -223,6 +259,42 @@ impl Context {
             .unwrap_or_else(|p| p.into_inner())
             .remove(key);
     }
+}
+
+/// The root whose pass applies a chart, and so restores its children.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum DeclaredBy {
+    /// This daemon's flag root (`--root-name`), or one of its shard roots.
+    FlagRoot,
+    /// Another Root object (a tenant's, or a second root of Weft's namespace).
+    Root(ResourceKey),
+}
+
+/// Ask for a pass of the root that applied the chart `chart`, which restores its children.
+fn request_pass(ctx: &Context, by: &DeclaredBy, chart: &ChartKey) {
+    let key = match by {
+        DeclaredBy::FlagRoot => {
+            // Refused only while the daemon stops: the pass is not needed any more.
+            let _ = answer::request(&ctx.state, &RequestReason::Watch);
+            return;
+        }
+        DeclaredBy::Root(key) => key,
+    };
+    if ctx
+        .state
+        .root_pushes()
+        .wake_here(key, &RequestReason::Watch)
+    {
+        return;
+    }
+    // Another replica holds the Root's Lease (or this one does not know it yet): ask through
+    // the API server, as `weft trigger root` does.
+    let (client, key, chart) = (ctx.state.client().clone(), key.clone(), chart.clone());
+    tokio::spawn(async move {
+        if let Err(e) = requests::request(&client, &key.namespace, &key.name).await {
+            tracing::warn!(chart = %format!("{}/{}", chart.0, chart.1), root = %key, error = %e, "cannot ask the chart's Root for a pass; its children are restored at its next poll");
+        }
+    });
 }
 
 fn key_of(chart: &ArmadaChart) -> ChartKey {
@@ -314,16 +386,26 @@ async fn listed_by_suspended(
     Ok(suspended.then_some("its manifest is suspended"))
 }
 
-/// Why a chart is suspended, if it is: its annotation, the root, or a pass that held it
-/// (`Suspended=True`: its group or manifest is suspended).
-fn chart_suspended(chart: &ArmadaChart, ctx: &Context) -> Option<&'static str> {
-    suspend::why_suspended(ctx.state.suspension(), &chart.metadata).or_else(|| {
+/// Why a chart is suspended, if it is: its annotation, the root that applied it, or a pass that
+/// held it (`Suspended=True`: its group or manifest is suspended).
+fn chart_suspended(chart: &ArmadaChart, ctx: &Context, by: &DeclaredBy) -> Option<&'static str> {
+    suspended_or_root(chart, ctx, by).or_else(|| {
         chart
             .status
             .as_ref()
             .is_some_and(|s| crate::api::suspend::marked(&s.conditions))
             .then_some("its group or manifest is suspended")
     })
+}
+
+/// Why a chart is suspended by its own annotation or the root that applied it, if it is.
+fn suspended_or_root(chart: &ArmadaChart, ctx: &Context, by: &DeclaredBy) -> Option<&'static str> {
+    match by {
+        DeclaredBy::FlagRoot => suspend::why_suspended(ctx.state.suspension(), &chart.metadata),
+        DeclaredBy::Root(key) => {
+            suspend::why_suspended_under(ctx.root_suspended(key), &chart.metadata)
+        }
+    }
 }
 
 /// The mapper of a child kind: record the child for its chart, and name the chart.
@@ -527,15 +609,19 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
             .finalizers()
             .iter()
             .any(|f| f == ARMADA_CHART_FINALIZER);
-    if !ctx.state.watch_namespaces().contains(&namespace)
-        || !(releasing || ctx.applied_by_our_root(&chart).await?)
-    {
+    let by = match ctx.state.watch_namespaces().contains(&namespace) {
+        false => None,
+        // A chart being released was this daemon's root's (its finalizer is only put there).
+        true if releasing => Some(DeclaredBy::FlagRoot),
+        true => ctx.declared_by(&chart).await?,
+    };
+    let Some(by) = by else {
         // Not ours to act on (`--watch-namespaces`, or not applied by this root): no finalizer,
         // no pass, no metric series, and nothing remembered of it.
         tracing::debug!(chart = %format!("{namespace}/{}", chart.name_any()), "ArmadaChart not applied by this installation's root; ignored");
         ctx.forget(&key_of(&chart));
         return Ok(Action::await_change());
-    }
+    };
     // Flux-shaped metrics: this reconcile's duration (on every exit), and the chart's gauges as
     // its status says (the pass writes it; the change triggers this reconcile).
     let name = chart.name_any();
@@ -545,7 +631,7 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
         KIND,
         &namespace,
         &name,
-        suspend::why_suspended(ctx.state.suspension(), &chart.metadata).is_some(),
+        suspended_or_root(&chart, &ctx, &by).is_some(),
     );
     let conditions = chart.status.as_ref().map(|s| s.conditions.as_slice());
     resources.set_ready_from(KIND, &namespace, &name, conditions.unwrap_or_default());
@@ -560,10 +646,20 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
             return Ok(Action::await_change());
         }
     }
+    if let DeclaredBy::Root(_) = by {
+        // Another Root's chart: that Root's passes apply it and prune its children, as the
+        // Root's own identity; this controller, acting as Weft, only asks them for a pass (no
+        // finalizer).
+        if chart.metadata.deletion_timestamp.is_some() {
+            ctx.forget(&key_of(&chart));
+            return Ok(Action::await_change());
+        }
+        return apply(&chart, &ctx, &by).await;
+    }
     let api: Api<ArmadaChart> = Api::namespaced(ctx.state.client().clone(), &namespace);
     finalizer(&api, ARMADA_CHART_FINALIZER, chart, |event| async move {
         match event {
-            Finalizer::Apply(chart) => apply(&chart, &ctx).await,
+            Finalizer::Apply(chart) => apply(&chart, &ctx, &DeclaredBy::FlagRoot).await,
             Finalizer::Cleanup(chart) => cleanup(&chart, &ctx).await,
         }
     })
@@ -571,9 +667,9 @@ pub async fn reconcile(chart: Arc<ArmadaChart>, ctx: Arc<Context>) -> Result<Act
     .map_err(|e| ChartError::Finalizer(Box::new(e)))
 }
 
-/// Queue a sync-root pass if the chart's children drifted or a pass was requested; with
-/// `driftPolicy: report`, report drift instead of correcting it.
-async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError> {
+/// Ask for a pass of the root that applied the chart (`by`) if the chart's children drifted or
+/// a pass was requested; with `driftPolicy: report`, report drift instead of correcting it.
+async fn apply(chart: &ArmadaChart, ctx: &Context, by: &DeclaredBy) -> Result<Action, ChartError> {
     let key = key_of(chart);
     let pending = ctx.seen.take(&key);
     let mut wanted = pending.requested;
@@ -581,7 +677,7 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
         tracing::info!(chart = %format!("{}/{}", key.0, key.1), "weft.io/requested-at changed");
         wanted = true;
     }
-    if let Some(why) = chart_suspended(chart, ctx) {
+    if let Some(why) = chart_suspended(chart, ctx, by) {
         // Drift is neither corrected nor reported; a pass is still wanted when the annotation
         // changed, or says suspended while the status does not yet (the pass marks it).
         let unmarked = chart
@@ -591,8 +687,7 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
         wanted |= crate::api::suspend::annotated(&chart.metadata) && unmarked;
         tracing::debug!(chart = %format!("{}/{}", key.0, key.1), why, "suspended; drift left alone");
         if wanted {
-            // Refused only while the daemon stops: the pass is not needed any more.
-            let _ = answer::request(&ctx.state, &RequestReason::Watch);
+            request_pass(ctx, by, &key);
         }
         return Ok(Action::await_change());
     }
@@ -606,9 +701,12 @@ async fn apply(chart: &ArmadaChart, ctx: &Context) -> Result<Action, ChartError>
         }
     }
     if wanted {
-        tracing::info!(chart = %format!("{}/{}", key.0, key.1), "queueing a sync-root pass");
-        // Refused only while the daemon stops: the pass is not needed any more.
-        let _ = answer::request(&ctx.state, &RequestReason::Watch);
+        let root = match by {
+            DeclaredBy::FlagRoot => "the flag root".to_string(),
+            DeclaredBy::Root(key) => format!("Root {key}"),
+        };
+        tracing::info!(chart = %format!("{}/{}", key.0, key.1), %root, "asking the root that applied the chart for a pass");
+        request_pass(ctx, by, &key);
     }
     ctx.state.metrics().count_reconcile(KIND, "ok");
     Ok(Action::await_change())

@@ -286,6 +286,21 @@ impl RootPushes {
         known
     }
 
+    /// The Root `key` as the controller's cache has it (`None`: not known, or not started).
+    pub fn root(&self, key: &ResourceKey) -> Option<Arc<Root>> {
+        self.inner
+            .store
+            .get()?
+            .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
+    }
+
+    /// Ask for a pass of the Root `key` on this replica, the pass saying `why` (a chart's drift:
+    /// `watch`); `false` when this replica would not pass it (another holds its Lease, or the
+    /// controller does not know it): then it is asked through the API server.
+    pub fn wake_here(&self, key: &ResourceKey, why: &RequestReason) -> bool {
+        !self.held_elsewhere(key) && self.wake_for(key, &[why.to_string()])
+    }
+
     /// The requests of the flag root's Root and their answers.
     pub fn flag(&self) -> &FlagRequests {
         &self.inner.flag
