@@ -14,7 +14,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use support::cluster::{self, TestNamespace};
-use support::manifests::{configmap, weavecloud};
+use support::manifests::{configmap, deployment, weavecloud};
 use support::passes::{pass, snapshot};
 use weft::apply::calls::CallCounts;
 use weft::apply::changeset::Action;
@@ -28,32 +28,6 @@ async fn counting_client() -> (Client, CallCounts) {
 
 fn options(ns: &str) -> PassSettings {
     cluster::pass_settings(ns)
-}
-
-fn deployment(ns: &str, name: &str, extra_pod_spec: &str) -> String {
-    format!(
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {name}
-  namespace: {ns}
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {{app: {name}}}
-  template:
-    metadata:
-      labels: {{app: {name}}}
-    spec:
-      containers:
-        - name: app
-          image: example.com/app:1
-          ports:
-            - containerPort: 8080
-          resources:
-            requests: {{cpu: 10m, memory: 16Mi}}
-{extra_pod_spec}"#
-    )
 }
 
 fn service(ns: &str, name: &str) -> String {

@@ -9,6 +9,8 @@
 //!   a message naming it), and fills their status;
 //! - a tenant's Root without an account applies nothing; with a namespace-only account, a
 //!   ClusterRole in its repository is refused by the API server;
+//! - a root whose Deployment never becomes available holds the roots that depend on it, with
+//!   a message naming it (health gates dependents, as Flux's `wait: true`);
 //! - a `dependsOn` cycle is refused naming it; `weft.io/requested-at` runs a pass; `suspend`
 //!   holds one; `weft get roots` and `weft create root`.
 
@@ -29,7 +31,7 @@ use support::cluster::{self, TestNamespace};
 use support::conditions::condition;
 use support::daemon::{Daemon, DaemonOptions};
 use support::git_servers::ServedRepo;
-use support::manifests::configmap;
+use support::manifests::{configmap, deployment};
 use support::wait::wait_for;
 use support::weft_cli::Weft;
 use weft::api::root::Root;
@@ -435,6 +437,96 @@ async fn one_daemon_reconciles_two_roots_of_two_namespaces_in_dependency_order()
     drop(d);
     team.delete().await;
     weft_ns.delete().await;
+}
+
+/// Health gates dependents, as Flux's `wait: true` (issue 41 item 3): a root whose Deployment
+/// never becomes available fails its pass at the readiness wait, and the root that depends on it
+/// waits, naming it and why; once the Deployment can run, both are Ready, in order.
+#[tokio::test]
+async fn an_unhealthy_object_holds_the_roots_that_depend_on_its_root() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let ns = TestNamespace::new("roots-health").await;
+    let n = ns.name();
+    // No node has this label: the Deployment's pod is never scheduled.
+    let stuck = "      nodeSelector: {weft.test/no-such-node: \"true\"}\n";
+    let base = ServedRepo::start();
+    base.work
+        .write("base/web.yaml", deployment(n, "web", stuck))
+        .commit("unschedulable");
+    base.work.push();
+    let app = ServedRepo::start();
+    app.work
+        .write("app/app.yaml", configmap(n, "app-config", "one"))
+        .commit("app");
+    app.work.push();
+
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(n, &[n], flag.path());
+    create_root(
+        &client,
+        n,
+        "base",
+        json!({"source": {"url": base.url()}, "path": "base", "interval": "1h", "timeout": "10s"}),
+    )
+    .await
+    .unwrap();
+    create_root(
+        &client,
+        n,
+        "app",
+        json!({
+            "source": {"url": app.url()},
+            "path": "app",
+            "interval": "1h",
+            "dependsOn": [{"name": "base"}],
+        }),
+    )
+    .await
+    .unwrap();
+
+    let failed = wait_ready(&client, n, "base", "False", "ReconciliationFailed", &d).await;
+    let (_, _, message) = condition(&failed, "Ready").unwrap();
+    assert!(
+        message.contains(&format!("Deployment/{n}/web: 0 of 1 replicas available")),
+        "{message}"
+    );
+    // Held, naming the root it waits for and why (once it saw base's failed pass: before, it
+    // says base was not reconciled yet).
+    let message = wait_for("app held by base's failed wait", WITHIN, &d, async || {
+        let root = get_root(&client, n, "app").await;
+        let (status, reason, message) = condition(&root, "Ready")?;
+        (status == "False" && reason == "DependencyNotReady" && message.contains("replicas"))
+            .then_some(message)
+    })
+    .await;
+    assert!(
+        message.starts_with("waiting for root base: it is not Ready"),
+        "{message}"
+    );
+    assert!(message.contains("0 of 1 replicas available"), "{message}");
+    assert!(!configmap_exists(&client, n, "app-config").await);
+
+    // The Deployment can run now: base passes its wait, then app is applied.
+    base.work
+        .write("base/web.yaml", deployment(n, "web", ""))
+        .commit("schedulable");
+    base.work.push();
+    patch_root(
+        &client,
+        n,
+        "base",
+        json!({"metadata": {"annotations": {"weft.io/requested-at": "fixed"}}}),
+    )
+    .await;
+    wait_ready(&client, n, "base", "True", "ReconciliationSucceeded", &d).await;
+    wait_ready(&client, n, "app", "True", "ReconciliationSucceeded", &d).await;
+    assert_eq!(
+        configmap_value(&client, n, "app-config").await.as_deref(),
+        Some("one")
+    );
+    drop(d);
+    ns.delete().await;
 }
 
 #[tokio::test]

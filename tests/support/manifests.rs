@@ -1,8 +1,36 @@
 //! Small manifests the tests (and the benches, through `#[path]`) write into their config
-//! repositories: one ConfigMap builder and one WeaveCloud builder, so that a test says only the
-//! fields it cares about.
+//! repositories: a ConfigMap builder, a Deployment and a WeaveCloud builder, so that a test says
+//! only the fields it cares about.
 
 use weft::api::weavecloud::WeaveCloud;
+
+/// A one-replica Deployment `ns`/`name` (image `example.com/app:1`, which kwok's nodes "run"),
+/// with `extra_pod_spec` (indented YAML lines) appended to its pod spec.
+pub fn deployment(ns: &str, name: &str, extra_pod_spec: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: {ns}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      containers:
+        - name: app
+          image: example.com/app:1
+          ports:
+            - containerPort: 8080
+          resources:
+            requests: {{cpu: 10m, memory: 16Mi}}
+{extra_pod_spec}"#
+    )
+}
 
 /// A ConfigMap `ns`/`name` whose key `value` holds the string `value`.
 pub fn configmap(ns: &str, name: &str, value: &str) -> String {
