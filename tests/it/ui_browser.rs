@@ -631,6 +631,23 @@ async fn the_dashboard_in_chromium() {
         text.contains("ArmadaChart"),
         "the charts are in the root's inventory:\n{text}"
     );
+    // The root's own page: each chart's objects (its Deployment) under the chart, not only in
+    // `weft tree` (issue 41 item 8).
+    let text = s
+        .visit(
+            &format!("/root/{n}/{n}"),
+            &[
+                "Objects of the root",
+                &format!("Objects of ArmadaChart {n}/web"),
+                "Deployment",
+            ],
+            "root-object-charts",
+        )
+        .await;
+    assert!(
+        text.find(&format!("Objects of ArmadaChart {n}/web")) < text.rfind("Deployment"),
+        "the chart's Deployment is listed under the chart:\n{text}"
+    );
 
     // Armada: the manifest's groups in order, the failed chart with helm's file:line.
     let text = s
