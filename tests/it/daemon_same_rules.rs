@@ -439,25 +439,8 @@ async fn a_daemon_of_another_repository_switches_the_root_only_when_told() {
     }
     fork.work.commit("four");
     fork.work.push();
-    let (code, logs) = support::daemon::run_to_exit(
-        &[
-            "--repo".into(),
-            fork.url(),
-            "--weft-namespace".into(),
-            n.into(),
-            "--root-name".into(),
-            n.into(),
-            "--listen".into(),
-            "127.0.0.1:0".into(),
-            "--hooks-listen".into(),
-            "127.0.0.1:0".into(),
-            "--lease-duration".into(),
-            "15s".into(),
-        ]
-        .into_iter()
-        .chain(support::cluster::cluster().kube_args())
-        .collect::<Vec<String>>(),
-    );
+    let (code, logs) =
+        support::daemon::run_to_exit(&fork.url(), n, &support::cluster::cluster().kube_args());
     assert_eq!(code, Some(1), "the fork's daemon did not refuse:\n{logs}");
     assert!(logs.contains("refusing to start"), "{logs}");
     assert!(logs.contains("--switch-repository"), "{logs}");

@@ -86,23 +86,15 @@ async fn a_daemon_installs_the_root_crd_when_it_may_and_refuses_clearly_when_it_
     let kubeconfig = support::rbac::kubeconfig_as(&user, dir.path());
 
     // It may not install the CRD: it refuses to start, in one line that says what to do.
-    let (code, logs) = support::daemon::run_to_exit(&[
-        "--repo".into(),
-        repo.url(),
-        "--weft-namespace".into(),
-        n.into(),
-        "--root-name".into(),
-        n.into(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--hooks-listen".into(),
-        "127.0.0.1:0".into(),
-        "--lease-duration".into(),
-        "15s".into(),
-        "--no-controllers".into(),
-        "--kubeconfig".into(),
-        kubeconfig.display().to_string(),
-    ]);
+    let (code, logs) = support::daemon::run_to_exit(
+        &repo.url(),
+        n,
+        &[
+            "--no-controllers".into(),
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+        ],
+    );
     assert_eq!(code, Some(1), "the daemon did not refuse:\n{logs}");
     let line = logs
         .lines()

@@ -466,16 +466,20 @@ pub fn weft_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_weft"))
 }
 
-/// Run `weft run ARGS` (a daemon expected to stop by itself: a refusal at start) with its cache
-/// in a temporary directory, and wait up to 60 s for it to exit: its exit code (`None` when it
-/// was still running and was killed) and everything it logged.
-pub fn run_to_exit(args: &[String]) -> (Option<i32>, String) {
+/// Run `weft run` of `repo` for the root `ns` in Weft's namespace `ns` (listening on free
+/// ports), with `extra` arguments — a daemon expected to stop by itself: a refusal at start —
+/// with its cache in a temporary directory, and wait up to 60 s for it to exit: its exit code
+/// (`None` when it was still running and was killed) and everything it logged.
+pub fn run_to_exit(repo: &str, ns: &str, extra: &[String]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("weft.log");
     let file = std::fs::File::create(&log).expect("log");
     let mut child = Command::new(weft_bin())
         .arg("run")
-        .args(args)
+        .args(["--repo", repo, "--weft-namespace", ns, "--root-name", ns])
+        .args(["--listen", "127.0.0.1:0", "--hooks-listen", "127.0.0.1:0"])
+        .args(["--lease-duration", "15s"])
+        .args(extra)
         .arg("--cache-dir")
         .arg(dir.path().join("cache"))
         .env_remove("WEFT_REPO")
