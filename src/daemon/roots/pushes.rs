@@ -233,13 +233,10 @@ impl RootPushes {
     /// Whether the controller knows the Root `key` and another replica holds its Lease (or
     /// nobody yet): a pass asked for here would not run here (see `super::answer`).
     pub fn held_elsewhere(&self, key: &ResourceKey) -> bool {
-        let (Some(store), Some(holds)) = (self.inner.store.get(), self.inner.holds.get()) else {
+        let Some(holds) = self.inner.holds.get() else {
             return false;
         };
-        let known = store
-            .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
-            .is_some();
-        known && !holds(key)
+        self.root(key).is_some() && !holds(key)
     }
 
     /// Why `key` was made due (`push`, `api`, a request's reasons), if it was (taken:
@@ -269,12 +266,7 @@ impl RootPushes {
 
     /// [`wake`](Self::wake), the pass saying `reasons` as well.
     pub(super) fn wake_for(&self, key: &ResourceKey, reasons: &[String]) -> bool {
-        let Some(store) = self.inner.store.get() else {
-            return false;
-        };
-        let known = store
-            .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
-            .is_some();
+        let known = self.root(key).is_some();
         if known {
             for why in reasons {
                 self.due(key, why);
