@@ -23,20 +23,9 @@ pub(super) async fn for_each_metadata_page(
     api: &Api<DynamicObject>,
     lp: ListParams,
     what: &str,
-    mut each: impl FnMut(Vec<PartialObjectMeta<DynamicObject>>) -> Result<(), ApplyError>,
+    each: impl FnMut(Vec<PartialObjectMeta<DynamicObject>>) -> Result<(), ApplyError>,
 ) -> Result<(), ApplyError> {
-    let mut lp = lp;
-    loop {
-        let page = api
-            .list_metadata(&lp)
-            .await
-            .map_err(|e| list_error(what, e))?;
-        each(page.items)?;
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => lp = lp.continue_token(&token),
-            None => return Ok(()),
-        }
-    }
+    for_each_page(api, lp, what, each).await
 }
 
 /// One listed object's metadata, reduced to what deciding its fate reads: its name, labels,
@@ -81,13 +70,15 @@ struct ListedItem {
     metadata: ListedMeta,
 }
 
+/// One page of a metadata-only list, its items decoded as `T`.
 #[derive(Deserialize)]
-struct ListedPage {
+#[serde(bound = "T: Deserialize<'de>")]
+struct ListedPage<T> {
     #[serde(default, deserialize_with = "null_as_empty")]
     metadata: ListedPageMeta,
     /// `null` for an empty list.
     #[serde(default, deserialize_with = "null_as_empty")]
-    items: Vec<ListedItem>,
+    items: Vec<T>,
 }
 
 #[derive(Default, Deserialize)]
@@ -103,6 +94,20 @@ pub(super) async fn for_each_listed_page(
     what: &str,
     mut each: impl FnMut(Vec<ListedMeta>) -> Result<(), ApplyError>,
 ) -> Result<(), ApplyError> {
+    for_each_page(api, lp, what, |items: Vec<ListedItem>| {
+        each(items.into_iter().map(|i| i.metadata).collect())
+    })
+    .await
+}
+
+/// Every page of a metadata-only list of `api` with `lp`, its items decoded as `T` and handed to
+/// `each` as the page arrives.
+async fn for_each_page<T: serde::de::DeserializeOwned>(
+    api: &Api<DynamicObject>,
+    lp: ListParams,
+    what: &str,
+    mut each: impl FnMut(Vec<T>) -> Result<(), ApplyError>,
+) -> Result<(), ApplyError> {
     let client = api.clone().into_client();
     let request = kube::core::Request::new(api.resource_url());
     let mut lp = lp;
@@ -112,8 +117,8 @@ pub(super) async fn for_each_listed_page(
             .map_err(|e| list_error(what, kube::Error::BuildRequest(e)))?;
         // The same tag as `Api::list_metadata`'s, for whatever sorts requests by it.
         req.extensions_mut().insert("list_metadata");
-        let page: ListedPage = client.request(req).await.map_err(|e| list_error(what, e))?;
-        each(page.items.into_iter().map(|i| i.metadata).collect())?;
+        let page: ListedPage<T> = client.request(req).await.map_err(|e| list_error(what, e))?;
+        each(page.items)?;
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => lp = lp.continue_token(&token),
             None => return Ok(()),
@@ -176,13 +181,13 @@ mod tests {
 
     #[test]
     fn a_listed_page_keeps_what_decides_and_reads_null_as_empty() {
-        let page: ListedPage = serde_json::from_str(
+        let page: ListedPage<ListedItem> = serde_json::from_str(
             r#"{"kind":"PartialObjectMetadataList","metadata":{"resourceVersion":"285"},"items":null}"#,
         )
         .unwrap();
         assert!(page.items.is_empty());
         assert_eq!(page.metadata.continue_, None);
-        let page: ListedPage = serde_json::from_str(
+        let page: ListedPage<ListedItem> = serde_json::from_str(
             r#"{"metadata":{"continue":"abc"},"items":[{"metadata":{"name":"a","uid":"u",
               "labels":{"weft.io/owner":"o"},"annotations":null,
               "managedFields":[{"manager":"weft","operation":"Apply","fieldsType":"FieldsV1",
