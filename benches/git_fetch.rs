@@ -201,10 +201,7 @@ fn bench(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(5));
     group.warm_up_time(Duration::from_secs(1));
     let cache = git2::Repository::open_bare(source.cache_path()).expect("open cache");
-    let revision = source
-        .last_good()
-        .and_then(|s| s.revision.clone())
-        .expect("revision");
+    let revision = source.last_good_revision().expect("revision");
     let oid = git2::Oid::from_str(&revision).expect("oid");
     group.bench_function(
         "weft read_tree_snapshot (from the cache, no network)",

@@ -5,8 +5,11 @@
 //!   first pass of all (from the first Root created until every one is Ready), a no-op round
 //!   (every root requested once through `weft.io/requested-at`, until each handled it), the
 //!   memory per root (the three replicas' RSS with the roots minus their RSS with none, divided
-//!   by the number of roots), and the time to move a killed replica's roots (SIGKILL, until each
-//!   of its roots is held by one of the two others and passed by its new holder);
+//!   by the number of roots: fixed costs a replica pays once it holds any root are in it), the
+//!   memory each further root adds (then `WEFT_BENCH_MORE` (100) roots more are created and passed
+//!   twice like the first: the RSS they add, divided by their number), and the time to move a
+//!   killed replica's roots (SIGKILL, until each of its roots is held by one of the two others
+//!   and passed by its new holder);
 //! - then one Root of `WEFT_BENCH_BIG` (10,000) ConfigMaps on the two surviving replicas: its
 //!   first pass and a no-op pass, the same way.
 //!
@@ -192,6 +195,7 @@ fn mib(kib: u64) -> f64 {
 #[tokio::main]
 async fn main() {
     let count = env_usize("WEFT_BENCH_ROOTS", 200);
+    let more = env_usize("WEFT_BENCH_MORE", 100);
     let objects = env_usize("WEFT_BENCH_OBJECTS", 50);
     let big = env_usize("WEFT_BENCH_BIG", 10_000);
     let lease = std::env::var("WEFT_BENCH_LEASE").unwrap_or_else(|_| "15s".into());
@@ -202,8 +206,9 @@ async fn main() {
     let weft_ns = TestNamespace::new("bench-roots").await;
     let ns = weft_ns.name();
     let repo = ServedRepo::start();
-    let names: Vec<String> = (0..count).map(|i| format!("b{i:03}")).collect();
-    for name in &names {
+    let all_names: Vec<String> = (0..count + more).map(|i| format!("b{i:03}")).collect();
+    let (names, added) = all_names.split_at(count);
+    for name in &all_names {
         let docs: Vec<String> = (0..objects)
             .map(|j| configmap(ns, &format!("{name}-{j:03}"), "one"))
             .collect();
@@ -251,16 +256,16 @@ async fn main() {
 
     let roots: Api<Root> = Api::namespaced(client.clone(), ns);
     let created = Instant::now();
-    for name in &names {
+    for name in names {
         let r = root(ns, name, &repo.url(), "first");
         roots.create(&Default::default(), &r).await.expect("create");
     }
-    wait_handled(&roots, &names, "first", within, &no_logs).await;
+    wait_handled(&roots, names, "first", within, &no_logs).await;
     let first = created.elapsed();
 
     let asked = Instant::now();
-    request(&roots, &names, "noop").await;
-    wait_handled(&roots, &names, "noop", within, &no_logs).await;
+    request(&roots, names, "noop").await;
+    wait_handled(&roots, names, "noop", within, &no_logs).await;
     let noop = asked.elapsed();
     let mut held = holders(&client, ns).await;
     // The bench's roots only: the flag root's Root (the replicas' `--root-name`) has a Lease too.
@@ -286,9 +291,35 @@ async fn main() {
     }
     println!("memory per root: {per_root:.0} KiB");
 
+    // Each further root: `more` roots added to the running replicas, passed twice as the first
+    // were; the RSS they add over that of the `count`, divided by their number.
+    for name in added {
+        let r = root(ns, name, &repo.url(), "first");
+        roots.create(&Default::default(), &r).await.expect("create");
+    }
+    wait_handled(&roots, added, "first", within, &no_logs).await;
+    request(&roots, added, "noop").await;
+    wait_handled(&roots, added, "noop", within, &no_logs).await;
+    let mut held_more = holders(&client, ns).await;
+    held_more.retain(|r, _| all_names.contains(r));
+    let per_more = |d: &Daemon| held_more.values().filter(|h| pid_of(h) == d.pid()).count();
+    let with_more: Vec<(u64, usize)> = [&a, &b, &c]
+        .iter()
+        .map(|d| (rss_kib(d.pid()), per_more(d)))
+        .collect();
+    let more_total: u64 = with_more.iter().map(|(r, _)| r).sum();
+    let per_added = more_total as f64 - roots_total as f64;
+    let per_added = per_added / more.max(1) as f64;
+    println!(
+        "memory each further root adds: {per_added:.0} KiB ({} roots more: RSS of the 3 replicas {:.1} MiB, {:.1} MiB with {count})",
+        more,
+        mib(more_total),
+        mib(roots_total)
+    );
+
     // Kill one replica: until each of its roots is held by another and passed by it.
     let dead = c.pid();
-    let theirs: Vec<String> = held
+    let theirs: Vec<String> = held_more
         .iter()
         .filter(|(_, h)| pid_of(h) == dead)
         .map(|(r, _)| r.clone())
@@ -303,7 +334,7 @@ async fn main() {
         &no_logs,
         async || {
             let now = holders(&client, ns).await;
-            names
+            all_names
                 .iter()
                 .all(|r| now.get(r).is_some_and(|h| pid_of(h) != dead))
                 .then_some(())
@@ -354,6 +385,14 @@ async fn main() {
         mib(roots_total),
         mib(idle_total)
     );
+    println!(
+        "| memory each further root adds | {per_added:.0} KiB ({more} roots added: RSS of the 3 replicas {:.1} MiB, {:.1} MiB before) |",
+        mib(more_total),
+        mib(roots_total)
+    );
+    for (i, (rss, n)) in with_more.iter().enumerate() {
+        println!("replica {i}: {n} roots, RSS {:.1} MiB", mib(*rss));
+    }
     println!(
         "| a killed replica's {} roots moved | held by the others after {:.1} s, passed by them after {:.1} s |",
         theirs.len(),

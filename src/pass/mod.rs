@@ -322,12 +322,14 @@ impl PassResult {
 /// (`daemon::record::suspension_of` for `weft sync`): the pass holds out suspended resources only.
 pub async fn run_pass(
     client: &Client,
-    snapshot: Snapshot,
+    snapshot: impl Into<Arc<Snapshot>>,
     settings: &PassSettings,
     input: &PassInput,
     observer: &Observer<'_>,
 ) -> PassResult {
     let start = Instant::now();
+    // Shared, not copied: a daemon keeps the snapshot beside the pass (its root's last).
+    let snapshot: Arc<Snapshot> = snapshot.into();
     let revision = snapshot.revision_label();
     observer(Progress::Phase {
         message: format!("loading revision {revision}"),
@@ -350,7 +352,7 @@ pub async fn run_pass(
 /// The body of [`run_pass`]: prepare (load → render) with the agents' layer, then [`driver::drive`].
 async fn sync_pass(
     client: &Client,
-    snapshot: Snapshot,
+    snapshot: Arc<Snapshot>,
     settings: &PassSettings,
     input: &PassInput,
     observer: &Observer<'_>,

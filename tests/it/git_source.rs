@@ -59,6 +59,43 @@ fn text(s: &Snapshot, path: &str) -> String {
     .unwrap()
 }
 
+/// A source does not hold the files it read: once the snapshot is let go (a daemon lets go of
+/// a root's between passes), the source reads its commit again from the cache, and a cache that
+/// lost the commit makes the next fetch read it anew instead of answering `Unchanged`.
+#[test]
+fn an_unheld_snapshot_is_read_again_and_a_lost_cache_is_fetched_anew() {
+    let (host, _work, first) = repo_with_commit(&[("a.yaml", "a: 1\n"), ("b/c.yaml", "c: 1\n")]);
+    let daemon = GitDaemon::start(&host);
+    let cache = cache_dir();
+    let mut src = GitSource::new(spec(&daemon.url("config.git"), &cache)).unwrap();
+    let snap = new_snapshot(src.fetch().unwrap());
+    let weak = Arc::downgrade(&snap);
+    drop(snap);
+    assert!(
+        weak.upgrade().is_none(),
+        "the source held the snapshot's files"
+    );
+    assert_eq!(src.last_good_revision().as_deref(), Some(first.as_str()));
+    let again = src.last_good().expect("read again from the cache");
+    assert_eq!(again.revision.as_deref(), Some(first.as_str()));
+    assert_eq!(text(&again, "a.yaml"), "a: 1\n");
+    assert_eq!(text(&again, "b/c.yaml"), "c: 1\n");
+    assert_eq!(again.files.len(), 2);
+    // While it is held, the same snapshot is given, not read again.
+    assert!(Arc::ptr_eq(&src.last_good().unwrap(), &again));
+    assert_eq!(src.snapshot_at(&first).unwrap().files, again.files);
+    assert_eq!(src.fetch().unwrap(), FetchOutcome::Unchanged);
+    drop(again);
+
+    std::fs::remove_dir_all(src.cache_path()).unwrap();
+    let err = src.read_last_good().expect_err("the cache lost the commit");
+    assert!(!err.to_string().is_empty());
+    assert_eq!(src.last_good_revision(), None);
+    let snap = new_snapshot(src.fetch().unwrap());
+    assert_eq!(snap.revision.as_deref(), Some(first.as_str()));
+    assert_eq!(text(&snap, "a.yaml"), "a: 1\n");
+}
+
 #[test]
 fn git_daemon_fetch_then_push_then_fetch_again_is_incremental() {
     let mut files: Vec<(String, String)> = (0..50)
@@ -121,7 +158,7 @@ fn git_daemon_fetch_then_push_then_fetch_again_is_incremental() {
         Some(second.as_str())
     );
     // The source keeps the snapshot it returned, not a copy of every file.
-    assert!(Arc::ptr_eq(src.last_good().unwrap(), &snap));
+    assert!(Arc::ptr_eq(&src.last_good().unwrap(), &snap));
 
     // Pushing over git:// itself works the same way.
     let pusher = WorkTree::new(&daemon.url("config.git"));
@@ -361,7 +398,7 @@ fn ssh_with_key_and_known_hosts_fetches_new_commits() {
         src.last_good().unwrap().revision.as_deref(),
         Some(second.as_str())
     );
-    assert_eq!(text(src.last_good().unwrap(), "a.yaml"), "a: 2\n");
+    assert_eq!(text(&src.last_good().unwrap(), "a.yaml"), "a: 2\n");
     server.accept_user_key();
 
     // scp-style address of the same repository.
@@ -616,7 +653,7 @@ fn corrupted_cache_is_detected_and_cloned_again() {
         restarted.last_good().unwrap().revision.as_deref(),
         Some(second.as_str())
     );
-    assert_eq!(text(restarted.last_good().unwrap(), "a.yaml"), "a: 2\n");
+    assert_eq!(text(&restarted.last_good().unwrap(), "a.yaml"), "a: 2\n");
 }
 
 #[test]

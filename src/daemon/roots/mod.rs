@@ -62,7 +62,6 @@ use super::state::DaemonState;
 use crate::api::root::Root;
 use crate::api::ResourceKey;
 use crate::pass::PassSettings;
-use crate::source::Snapshot;
 use repository::RootSource;
 
 /// How the Root controller works (`weft run` flags).
@@ -152,8 +151,9 @@ struct Memory {
     failures: u32,
     /// The root's source, and what it was opened from.
     source: Option<(source::SourceKey, RootSource)>,
-    /// The last snapshot fetched (an unchanged head applies it again).
-    last: Option<Arc<Snapshot>>,
+    /// What is kept of the last snapshot fetched (an unchanged head applies it again): its
+    /// revision, for a git source.
+    last: Option<repository::LastFetched>,
     /// What the last pass rendered from it: the flag root's Root only, for the early apply of
     /// a push ([`ahead`]).
     rendered: Option<Arc<crate::render::DesiredSet>>,

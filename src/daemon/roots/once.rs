@@ -11,6 +11,7 @@
 //! from the flags as `weft run` does), so `weft get root` shows it.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
@@ -37,7 +38,7 @@ pub struct Prepared {
     /// The account the pass acts as, when the root names one.
     pub user: Option<String>,
     /// The revision fetched from the root's source.
-    pub snapshot: Snapshot,
+    pub snapshot: Arc<Snapshot>,
     /// The root's pass settings, as the controller builds them.
     pub settings: PassSettings,
 }
@@ -160,12 +161,7 @@ pub async fn prepare(
     )
     .map_err(|e| OnceError::Source(format!("the Root {key}'s source: {e}")))?;
     let snapshot = match source.fetch(None).await {
-        Ok(Some(s)) => Snapshot::clone(&s),
-        Ok(None) => {
-            return Err(OnceError::Source(format!(
-                "the Root {key}'s repository gave no revision"
-            )))
-        }
+        Ok(fetched) => fetched.snapshot,
         Err(e) => {
             return Err(OnceError::Source(format!(
                 "fetching the Root {key}'s repository: {e}"

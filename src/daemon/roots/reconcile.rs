@@ -18,6 +18,7 @@ use super::conflict::CONFLICT;
 use super::depends::{self, key_of};
 use super::identity::{self, identity_of, Identity};
 use super::lease::HeldRoot;
+use super::repository::Fetched;
 use super::shard;
 use super::source::open_source;
 use super::status::{self, Failure, PassOutcome, Verdict};
@@ -29,7 +30,6 @@ use crate::api::ResourceKey;
 use crate::apply::changeset::Action as ChangeAction;
 use crate::pass::{PassInput, PassSettings, Progress};
 use crate::render::Owner;
-use crate::source::Snapshot;
 
 /// Reconcile one root (kube-runtime never runs two at once for one root).
 pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, RootsError> {
@@ -449,7 +449,7 @@ async fn pass_body(
     // early apply (`ahead`) reads it.
     let mut previous = ctx.with_memory(key, |m| m.rendered.take());
     let (source, last) = open_source(root, key, &client, ctx).await?;
-    let fetched = source.fetch(last.as_deref()).await;
+    let fetched = source.fetch(last.as_ref()).await;
     if flag {
         // The daemon's `SourceReady` condition (its status, and `/readyz` while false), as the
         // flag loop keeps it: the Root's own conditions say it to `kubectl`, not to probes.
@@ -459,27 +459,22 @@ async fn pass_body(
             crate::api::conditions::set_condition(&mut s.conditions, condition, &now)
         });
     }
+    let Fetched {
+        snapshot,
+        new: fetched_new,
+    } = fetched.map_err(|e| failure("FetchFailed", e.to_string()))?;
+    // The early apply compares the last snapshot, read again, with the new one. Not for a
+    // shard: its previous render is its part only (the flag loop's early apply weighs every
+    // shard's part).
     let mut ahead = None;
-    let fetched_new = matches!(fetched, Ok(Some(_)));
-    let snapshot = match fetched {
-        Ok(Some(new)) => {
-            // Not for a shard: its previous render is its part only (the flag loop's early
-            // apply weighs every shard's part).
-            ahead = last
-                .clone()
-                .zip(previous.take())
-                .filter(|_| flag && !sharded);
-            new
+    if fetched_new && flag && !sharded {
+        if let (Some(last), Some(rendered)) = (last, previous.take()) {
+            ahead = source.recall(&last).await.map(|old| (old, rendered));
         }
-        Ok(None) => match last {
-            Some(last) => last,
-            None => return Err(failure("FetchFailed", "the repository gave no revision")),
-        },
-        Err(e) => return Err(failure("FetchFailed", e.to_string())),
-    };
+    }
     // Not kept through the pass: it would hold a second render beside the one the pass makes.
     drop(previous);
-    ctx.with_memory(key, |m| m.last = Some(Arc::clone(&snapshot)));
+    ctx.with_memory(key, |m| m.last = Some(source.remember(&snapshot)));
     let revision = snapshot.revision.clone().or(Some("local".into()));
     let mut settings = settings_of(root, key, identity, &client, ctx);
     // The flag root's Root leaves the WeaveClouds' agents (and the launcher's takeover) to the
@@ -545,9 +540,10 @@ async fn pass_body(
     // A stop request gives the running pass the shutdown grace, then abandons it (as a pod's
     // termination grace would cut it anyway), so the daemon exits in time.
     let result = tokio::select! {
+        // The snapshot is the pass's to let go once rendered: nothing else holds its files.
         result = crate::pass::run_pass(
             &client,
-            Snapshot::clone(&snapshot),
+            snapshot,
             &settings,
             &input,
             &observer,

@@ -1,8 +1,8 @@
 //! Where a root's documents come from ([`RootSource`]: a git repository fetched incrementally,
 //! or a local directory read on every pass), and the errors of fetching it.
 //!
-//! The fetch first asks the remote for its head (cheap: no objects transferred); `Ok(None)`
-//! says the revision is the one rendered last.
+//! The fetch first asks the remote for its head (cheap: no objects transferred) and says
+//! whether the revision is another than the one fetched last.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -28,11 +28,29 @@ pub enum RootError {
         #[source]
         source: source::local::LocalError,
     },
+    #[error("fetching {url}: the repository gave no revision")]
+    NoRevision { url: String },
     /// The blocking fetch or read task panicked.
     #[error("reading the repository: the task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
     #[error(transparent)]
     Prepare(#[from] crate::pass::PassError),
+}
+
+/// What a root's memory keeps of the snapshot it fetched last: a git source's revision (the
+/// source reads the files again from its cache when a pass needs them, so no root's files are
+/// held between its passes), or a directory's files (compared with the directory's next time).
+#[derive(Clone, Debug)]
+pub enum LastFetched {
+    Revision(String),
+    Files(Arc<Snapshot>),
+}
+
+/// What [`RootSource::fetch`] gives: the snapshot to pass, and whether it is another than the
+/// one fetched last.
+pub struct Fetched {
+    pub snapshot: Arc<Snapshot>,
+    pub new: bool,
 }
 
 /// Why the repository cannot be followed at all.
@@ -193,11 +211,10 @@ impl RootSource {
         }
     }
 
-    /// Fetch: `Ok(None)` when the revision is the one we rendered last (`last`).
-    pub(crate) async fn fetch(
-        &self,
-        last: Option<&Snapshot>,
-    ) -> Result<Option<Arc<Snapshot>>, RootError> {
+    /// Fetch: the snapshot to pass, and whether it is another than `last` (what the root's
+    /// memory kept of the one fetched before). An unchanged git head is read again from the
+    /// source's cache unless a pass still holds it.
+    pub(crate) async fn fetch(&self, last: Option<&LastFetched>) -> Result<Fetched, RootError> {
         match self {
             RootSource::Git {
                 source: g,
@@ -214,9 +231,16 @@ impl RootSource {
                         Err(std::sync::TryLockError::WouldBlock) => return None,
                     };
                     let url = g.display_url().to_string();
-                    let outcome = g.fetch();
-                    let last_good = g.last_good().cloned();
-                    Some((url, outcome, last_good))
+                    let outcome = match g.fetch() {
+                        Ok(FetchOutcome::New(s)) => Ok(Some((s, true))),
+                        // Unchanged since the source's last good snapshot; if we never rendered
+                        // it (e.g. the previous render failed and was fixed nowhere), it is new.
+                        Ok(FetchOutcome::Unchanged) => {
+                            g.read_last_good().map(|s| s.map(|s| (s, false)))
+                        }
+                        Err(e) => Err(e),
+                    };
+                    Some((url, outcome))
                 });
                 // libgit2 honours the deadline while data flows and cuts a silent server; this
                 // bounds what it cannot see (a ref advertisement that never ends).
@@ -227,7 +251,7 @@ impl RootSource {
                         timeout,
                     },
                 };
-                let (url, outcome, last_good) =
+                let (url, outcome) =
                     match tokio::time::timeout(timeout + Duration::from_secs(5), fetching).await {
                         Ok(joined) => match joined.map_err(RootError::Task)? {
                             Some(done) => done,
@@ -236,14 +260,15 @@ impl RootSource {
                         Err(_) => return Err(overrun()),
                     };
                 match outcome {
-                    Ok(FetchOutcome::New(s)) => Ok(Some(s)),
-                    // Unchanged since the source's last good snapshot; if we never rendered it
-                    // (e.g. the previous render failed and was fixed nowhere), use it anyway.
-                    Ok(FetchOutcome::Unchanged) => match (last, last_good) {
-                        (Some(l), Some(g)) if l.revision == g.revision => Ok(None),
-                        (_, Some(g)) => Ok(Some(g)),
-                        (_, None) => Ok(None),
-                    },
+                    Ok(Some((snapshot, fetched))) => {
+                        let rendered = matches!(last, Some(LastFetched::Revision(r))
+                            if snapshot.revision.as_ref() == Some(r));
+                        Ok(Fetched {
+                            new: fetched || !rendered,
+                            snapshot,
+                        })
+                    }
+                    Ok(None) => Err(RootError::NoRevision { url }),
                     Err(source) => Err(RootError::Fetch { url, source }),
                 }
             }
@@ -259,12 +284,49 @@ impl RootSource {
                 })
                 .await
                 .map_err(RootError::Task)??;
-                if last == Some(&read) {
-                    Ok(None)
-                } else {
-                    Ok(Some(Arc::new(read)))
+                match last {
+                    Some(LastFetched::Files(l)) if **l == read => Ok(Fetched {
+                        snapshot: Arc::clone(l),
+                        new: false,
+                    }),
+                    _ => Ok(Fetched {
+                        snapshot: Arc::new(read),
+                        new: true,
+                    }),
                 }
             }
         }
+    }
+
+    /// What a root's memory keeps of `snapshot`, fetched from this source.
+    pub(crate) fn remember(&self, snapshot: &Arc<Snapshot>) -> LastFetched {
+        match (self, &snapshot.revision) {
+            (RootSource::Git { .. }, Some(revision)) => LastFetched::Revision(revision.clone()),
+            _ => LastFetched::Files(Arc::clone(snapshot)),
+        }
+    }
+
+    /// The snapshot `last` names, read again from the source's cache (the early apply of a push
+    /// compares it with the new one); `None`, said in the log, when it cannot be read.
+    pub(crate) async fn recall(&self, last: &LastFetched) -> Option<Arc<Snapshot>> {
+        let (source, revision) = match (self, last) {
+            (_, LastFetched::Files(files)) => return Some(Arc::clone(files)),
+            (RootSource::Git { source, .. }, LastFetched::Revision(r)) => {
+                (source.clone(), r.clone())
+            }
+            (RootSource::Dir { .. }, LastFetched::Revision(_)) => return None,
+        };
+        let reading = tokio::task::spawn_blocking(move || {
+            let mut g = source
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            g.snapshot_at(&revision)
+                .inspect_err(|e| {
+                    tracing::warn!(url = %g.display_url(), revision = %revision, error = %e,
+                        "cannot read the previous revision again; the push is applied by the full pass only")
+                })
+                .ok()
+        });
+        reading.await.ok().flatten()
     }
 }

@@ -2,20 +2,17 @@
 //! resolved to the highest matching tag, and the source (one git cache per root) opened again
 //! only when its URL, ref, path or credentials changed.
 
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 
 use super::reconcile::failure;
-use super::repository::RootSource;
+use super::repository::{LastFetched, RootSource};
 use super::status::Failure;
 use super::Context;
 use crate::api::root::Root;
 use crate::api::ResourceKey;
 use crate::source::git::auth::Credentials;
-use crate::source::Snapshot;
 
 /// What a root's source was opened from: a change of any reopens it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,7 +128,7 @@ pub(super) async fn open_source(
     key: &ResourceKey,
     client: &Client,
     ctx: &Context,
-) -> Result<(RootSource, Option<Arc<Snapshot>>), Failure> {
+) -> Result<(RootSource, Option<LastFetched>), Failure> {
     let spec = &root.spec;
     let secret = match &spec.source.secret_ref {
         None => None,

@@ -452,14 +452,10 @@ impl ChannelSource {
             let snapshot = match outcome {
                 super::git::FetchOutcome::New(s) => s,
                 super::git::FetchOutcome::Unchanged => {
-                    g.source
-                        .last_good()
-                        .cloned()
-                        .ok_or_else(|| ChannelError::Index {
-                            url: display.clone(),
-                            message: "the git source reported no change but holds no snapshot"
-                                .into(),
-                        })?
+                    g.source.last_good().ok_or_else(|| ChannelError::Index {
+                        url: display.clone(),
+                        message: "the git source reported no change but holds no snapshot".into(),
+                    })?
                 }
             };
             g.snapshot = Some(snapshot.clone());

@@ -81,8 +81,8 @@ pub(super) fn git_files(
         });
     };
     // Unchanged: the last good snapshot is still current; a fixed commit is never fetched twice.
-    let cached =
-        matches!(GitRef::parse(&reference), GitRef::Commit(_)) && git_source.last_good().is_some();
+    let cached = matches!(GitRef::parse(&reference), GitRef::Commit(_))
+        && git_source.last_good_revision().is_some();
     if !cached {
         git_source.fetch().map_err(|e| match e {
             GitError::PathNotFound { path, revision } => SourceFailure::SubpathMissing {

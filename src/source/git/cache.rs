@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Once, OnceLock};
+use std::sync::{Arc, Once, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use git2::{
@@ -38,8 +38,10 @@ pub struct GitSource {
     remote: RemoteUrl,
     cache_path: PathBuf,
     last_good_ref: String,
-    /// Shared with whoever renders it (the daemon keeps the same snapshot with its render).
-    last_good: Option<Arc<Snapshot>>,
+    /// Shared with whoever renders it, not held: once nobody uses the snapshot its files are
+    /// let go, and [`GitSource::read_last_good`] reads them again from the repository (a daemon
+    /// does not keep a root's files between its passes).
+    last_good: Weak<Snapshot>,
     last_good_oid: Option<Oid>,
     last_transfer: TransferStats,
     /// When the running fetch must be over (see [`GitSourceSpec::fetch_timeout`]).
@@ -120,7 +122,7 @@ impl GitSource {
             remote,
             cache_path,
             last_good_ref,
-            last_good: None,
+            last_good: Weak::new(),
             last_good_oid: None,
             last_transfer: TransferStats::default(),
             deadline: Deadline::default(),
@@ -137,9 +139,73 @@ impl GitSource {
         &self.cache_path
     }
 
-    /// The last snapshot that was fetched and read successfully.
-    pub fn last_good(&self) -> Option<&Arc<Snapshot>> {
-        self.last_good.as_ref()
+    /// The last snapshot that was fetched and read successfully (read again from the repository
+    /// when nobody holds it any more); `None` before the first, or when it could not be read
+    /// again (then the next fetch reads its commit anew).
+    pub fn last_good(&mut self) -> Option<Arc<Snapshot>> {
+        self.read_last_good().ok().flatten()
+    }
+
+    /// The commit of the last good snapshot, without reading it.
+    pub fn last_good_revision(&self) -> Option<String> {
+        self.last_good_oid.map(|o| o.to_string())
+    }
+
+    /// [`GitSource::last_good`], and why it could not be read again. A commit the repository no
+    /// longer has (a cache deleted by another process) is forgotten: the next fetch reads the
+    /// wanted commit anew instead of answering `Unchanged`.
+    pub fn read_last_good(&mut self) -> Result<Option<Arc<Snapshot>>, GitError> {
+        if let Some(held) = self.last_good.upgrade() {
+            return Ok(Some(held));
+        }
+        let Some(oid) = self.last_good_oid else {
+            return Ok(None);
+        };
+        match self.read_commit(oid) {
+            Ok(snapshot) => {
+                self.last_good = Arc::downgrade(&snapshot);
+                Ok(Some(snapshot))
+            }
+            Err(e) => {
+                self.last_good_oid = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// The snapshot of `revision` (a commit id this source fetched), read from the repository
+    /// it was read from: the last good one if somebody still holds it.
+    pub fn snapshot_at(&mut self, revision: &str) -> Result<Arc<Snapshot>, GitError> {
+        let oid = parse_oid(revision)?;
+        if let Some(held) = self.last_good.upgrade() {
+            if held.revision.as_deref() == Some(revision) {
+                return Ok(held);
+            }
+        }
+        self.read_commit(oid)
+    }
+
+    /// Read the files of commit `oid` (under `--path`) from the cache, or in place for a local
+    /// repository, with the same bounds as a fetch's.
+    fn read_commit(&self, oid: Oid) -> Result<Arc<Snapshot>, GitError> {
+        let repo = if self.remote.local {
+            self.open_local()?
+        } else {
+            Repository::open_bare(&self.cache_path).map_err(|e| self.cache_error(&e))?
+        };
+        Ok(Arc::new(read_tree_snapshot(
+            &repo,
+            oid,
+            self.spec.path.as_deref(),
+            self.spec.limits,
+            None,
+        )?))
+    }
+
+    /// Keep `snapshot` as the last good one (not held: see the field).
+    fn keep_last_good(&mut self, oid: Oid, snapshot: &Arc<Snapshot>) {
+        self.last_good_oid = Some(oid);
+        self.last_good = Arc::downgrade(snapshot);
     }
 
     /// What the last call to [`GitSource::fetch`] transferred.
@@ -220,7 +286,7 @@ impl GitSource {
             }
             // Only a source that has served a snapshot has one to keep (a one-shot command's
             // source never has: it reports the error itself).
-            Err(e) if self.last_good.is_some() => {
+            Err(e) if self.last_good_oid.is_some() => {
                 tracing::warn!(url = %self.remote.display, error = %e, "git fetch failed; keeping the last good snapshot")
             }
             Err(e) => {
@@ -296,8 +362,7 @@ impl GitSource {
         if let Err(e) = repo.reference(&self.last_good_ref, oid, true, "weft: last good snapshot") {
             return Err(self.cache_error(&e));
         }
-        self.last_good_oid = Some(oid);
-        self.last_good = Some(snapshot.clone());
+        self.keep_last_good(oid, &snapshot);
         Ok(FetchOutcome::New(snapshot))
     }
 

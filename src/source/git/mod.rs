@@ -8,6 +8,9 @@
 //!   wanted commit is the last good one it returns [`FetchOutcome::Unchanged`] without fetching.
 //! - Incremental: the cache keeps all objects; the first fetch is shallow (depth 1) and later
 //!   fetches download only the commits and objects the cache lacks.
+//! - Lean: the last good snapshot is shared with whoever renders it, not held; once nobody
+//!   holds it, [`GitSource::read_last_good`] reads its commit again from the cache (a daemon keeps
+//!   no root's files between passes).
 //! - Safe: every failure leaves [`GitSource::last_good`] untouched; a damaged cache is deleted
 //!   and fetched again once; secrets never appear in errors (see [`Credentials::scrub`]).
 //!
@@ -297,7 +300,7 @@ impl GitError {
 pub enum FetchOutcome {
     /// The wanted commit is the last good snapshot's: nothing to load or render.
     Unchanged,
-    /// A new snapshot (also kept as [`GitSource::last_good`]: the same one, shared).
+    /// A new snapshot (also [`GitSource::last_good`] while somebody holds it: the same one).
     New(Arc<Snapshot>),
 }
 
@@ -353,7 +356,7 @@ pub fn fetch_snapshot(
         let fetched = source.fetch().map(|outcome| match outcome {
             FetchOutcome::New(snapshot) => Some(snapshot),
             // A new source has no last good snapshot, so this is not expected; answer it anyway.
-            FetchOutcome::Unchanged => source.last_good().cloned(),
+            FetchOutcome::Unchanged => source.last_good(),
         });
         // The source lets its snapshot go before it is sent: the caller takes the files
         // instead of copying them.

@@ -42,14 +42,18 @@ fn local_refs(repo: &Repository) -> BTreeMap<String, Oid> {
 }
 
 impl GitSource {
+    /// The local repository, opened in place.
+    pub(super) fn open_local(&self) -> Result<Repository, GitError> {
+        Repository::open(local_path(&self.remote.fetch_url)).map_err(|e| GitError::Unreachable {
+            url: self.remote.display.clone(),
+            message: clip(e.message(), 500),
+        })
+    }
+
     /// Read the configured ref of the local repository in place: nothing is copied, nothing is
     /// written into it (the last good commit is remembered in memory only).
     pub(super) fn read_local(&mut self) -> Result<FetchOutcome, GitError> {
-        let unreachable = |e: git2::Error| GitError::Unreachable {
-            url: self.remote.display.clone(),
-            message: clip(e.message(), 500),
-        };
-        let repo = Repository::open(local_path(&self.remote.fetch_url)).map_err(unreachable)?;
+        let repo = self.open_local()?;
         let (oid, branch) = match &self.spec.reference {
             GitRef::Commit(c) => (parse_oid(c)?, None),
             _ => self.resolve_listed(&local_refs(&repo))?,
@@ -67,8 +71,7 @@ impl GitSource {
             self.spec.limits,
             self.deadline.instant(),
         )?);
-        self.last_good_oid = Some(oid);
-        self.last_good = Some(snapshot.clone());
+        self.keep_last_good(oid, &snapshot);
         Ok(FetchOutcome::New(snapshot))
     }
 }
