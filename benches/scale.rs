@@ -543,6 +543,26 @@ impl Bench {
         self.drop_namespace(ns);
     }
 
+    /// The writes the proxy saw since it last forgot them, each `METHOD path` (no query) once
+    /// with its count: which calls a pass wrote, for the notes.
+    fn write_paths(&self) -> String {
+        let mut seen: Vec<(String, usize)> = Vec::new();
+        for (_, w) in self.proxy.writes() {
+            let w = w.split('?').next().unwrap_or_default().to_string();
+            match seen.iter_mut().find(|(p, _)| *p == w) {
+                Some((_, n)) => *n += 1,
+                None => seen.push((w, 1)),
+            }
+        }
+        if seen.is_empty() {
+            return "none".into();
+        }
+        seen.iter()
+            .map(|(p, n)| format!("{p} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     fn daemon(&mut self, size: usize) {
         let ns = self.namespace(&format!("scale-daemon-{size}"));
         let host = RepoHost::new();
@@ -590,6 +610,7 @@ impl Bench {
         // A no-op pass, asked for on the sync endpoint (head unchanged).
         std::thread::sleep(Duration::from_secs(2));
         sampler.take_peak();
+        self.proxy.clear_writes();
         let before = self.proxy.counts();
         let status = self.runtime.block_on(async {
             reqwest::Client::new()
@@ -621,10 +642,11 @@ impl Bench {
             calls: Some(calls),
             rss_kib: Some(peak),
             note: format!(
-                "RSS 3 s after it {:.0} MiB; {} Lease + {} Event writes",
+                "RSS 3 s after it {:.0} MiB; {} Lease + {} Event writes; writes: {}",
                 after as f64 / 1024.0,
                 calls.lease_writes,
-                calls.event_writes
+                calls.event_writes,
+                self.write_paths()
             ),
         });
 

@@ -27,6 +27,7 @@
 
 use crate::api::owner::OwnerKind;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use kube::Client;
 
@@ -45,9 +46,10 @@ pub const MAX_FILES: usize = 20;
 /// At most this many objects are written early.
 pub const MAX_OBJECTS: usize = 200;
 
-/// What the previous pass rendered: its snapshot, this shard's part and the other shards'.
+/// What the previous pass rendered: its snapshot (let go once the changed files are known),
+/// this shard's part and the other shards'.
 pub struct Previous<'a> {
-    pub snapshot: &'a Snapshot,
+    pub snapshot: Arc<Snapshot>,
     pub set: &'a DesiredSet,
     pub elsewhere: &'a DesiredSet,
 }
@@ -61,7 +63,15 @@ pub async fn changed_first(
     next: &Snapshot,
     settings: &PassSettings,
 ) -> Vec<Change> {
-    let Some(changed) = changed_files(previous.snapshot, next) else {
+    let Previous {
+        snapshot,
+        set,
+        elsewhere,
+    } = previous;
+    let changed = changed_files(&snapshot, next);
+    // The previous files are not held through the early apply (a second copy of the repository).
+    drop(snapshot);
+    let Some(changed) = changed else {
         return Vec::new();
     };
     let partial = Snapshot {
@@ -78,7 +88,7 @@ pub async fn changed_first(
             return Vec::new();
         }
     };
-    let Some(writes) = to_write(&rendered, &previous, &changed) else {
+    let Some(writes) = to_write(&rendered, set, elsewhere, &changed) else {
         return Vec::new();
     };
     if writes.is_empty() {
@@ -196,9 +206,11 @@ fn from(d: &DesiredObject, files: &BTreeSet<String>) -> bool {
 }
 
 /// The objects of `rendered` to write early, or `None` when the early path must not be taken.
+/// `previous` is what the previous pass rendered of this shard, `elsewhere` the other shards'.
 fn to_write(
     rendered: &DesiredSet,
-    previous: &Previous<'_>,
+    previous: &DesiredSet,
+    elsewhere: &DesiredSet,
     changed: &BTreeSet<String>,
 ) -> Option<Vec<DesiredObject>> {
     let objects = rendered.objects();
@@ -219,7 +231,6 @@ fn to_write(
     }
     // What those files held before, in this shard's part.
     let before: BTreeMap<ObjectRef, Option<&str>> = previous
-        .set
         .objects()
         .iter()
         .filter(|d| from(d, changed))
@@ -232,12 +243,8 @@ fn to_write(
         .filter(|r| !before.contains_key(r))
         .collect();
     if !new.is_empty() {
-        let elsewhere = previous
-            .set
-            .objects()
-            .iter()
-            .chain(previous.elsewhere.objects());
-        if elsewhere
+        let others = previous.objects().iter().chain(elsewhere.objects());
+        if others
             .filter(|d| !from(d, changed))
             .any(|d| new.contains(&d.object_ref()))
         {

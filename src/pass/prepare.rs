@@ -34,7 +34,8 @@ pub struct Prepared {
 }
 
 /// Load `snapshot`, fetch its charts, read the cluster inputs of its WeaveClouds, render.
-/// The snapshot is shared, not copied: the daemon keeps it beside the render.
+/// The snapshot is shared, not copied, and let go once rendered (a daemon keeps no files
+/// between passes: the git source reads an unchanged head again).
 pub async fn prepare(
     snapshot: impl Into<Arc<Snapshot>>,
     cluster: Option<ClusterInputs<'_>>,

@@ -8,6 +8,8 @@
 //! Only the flag root's Root keeps its previous render for it (a DesiredSet per root would be
 //! the controller's largest memory with many roots).
 
+use std::sync::Arc;
+
 use super::answer::Changes;
 use crate::apply::changeset::Change;
 use crate::daemon::early::{changed_first, Previous};
@@ -20,7 +22,7 @@ use crate::source::Snapshot;
 /// pass; the changes written (none when the early path does not apply).
 pub async fn apply(
     client: &kube::Client,
-    last: &Snapshot,
+    last: Arc<Snapshot>,
     rendered: &DesiredSet,
     next: &Snapshot,
     settings: &PassSettings,

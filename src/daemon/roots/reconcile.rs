@@ -506,7 +506,7 @@ async fn pass_body(
     // A push's changed objects first, by the same rules as the flag loop's (`daemon::early`).
     let early = match ahead {
         Some((last, rendered)) => {
-            ahead::apply(&client, &last, &rendered, &snapshot, &settings).await
+            ahead::apply(&client, last, &rendered, &snapshot, &settings).await
         }
         None => Vec::new(),
     };
