@@ -133,6 +133,10 @@ pub struct PassInput {
     /// Leave the WeaveClouds' agents to their controller (the daemon's flag root, as its root
     /// loop did): they are not rendered, and no launcher object is taken over here.
     pub agents_excluded: bool,
+    /// The render of this very snapshot with these settings, made by an earlier pass (a
+    /// [self-contained](DesiredSet::is_self_contained) one), and its diagnostics: applied again
+    /// instead of loading and rendering the files again. Ignored when the pass splits a shard.
+    pub rendered: Option<(Arc<DesiredSet>, Diagnostics)>,
 }
 
 impl PassInput {
@@ -374,6 +378,20 @@ async fn sync_pass(
         true => AgentLayer::Excluded,
         false => AgentLayer::Included,
     };
+    let reused = input
+        .rendered
+        .take()
+        .filter(|(set, _)| set.is_self_contained() && input.split.is_none());
+    if let Some((set, diagnostics)) = reused {
+        // The files are not read again: the render stands for them.
+        drop(snapshot);
+        observer(Progress::Phase {
+            message: "the revision and the settings are unchanged: applying the last render again"
+                .into(),
+            objects: set.objects().len(),
+        });
+        return drive_set(client, set, settings, &input, observer, diagnostics).await;
+    }
     let prepared = match prepare(snapshot, Some(cluster), layer, settings).await {
         Ok(prepared) => prepared,
         Err(e) => {
@@ -404,11 +422,29 @@ async fn sync_pass(
         }
         None => Arc::new(prepared.set),
     };
+    drive_set(client, set, settings, &input, observer, diagnostics).await
+}
+
+/// The rest of [`sync_pass`]: the engine over the rendered `set`.
+async fn drive_set(
+    client: &Client,
+    set: Arc<DesiredSet>,
+    settings: &PassSettings,
+    input: &PassInput,
+    observer: &Observer<'_>,
+    diagnostics: Diagnostics,
+) -> (
+    Diagnostics,
+    ChangeSet,
+    Option<PassError>,
+    Option<Arc<DesiredSet>>,
+    BTreeSet<Owner>,
+) {
     let outcome = driver::drive(
         client,
         set,
         settings,
-        &input,
+        input,
         observer,
         !input.without_takeover && !input.agents_excluded,
         |held| async move { held },

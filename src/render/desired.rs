@@ -137,12 +137,22 @@ pub struct DesiredSet {
     /// The source revision of each fetched chart (`1.2.0@sha256:…`, a git commit), for its
     /// `status.revision`.
     pub(super) chart_revisions: BTreeMap<crate::api::ResourceKey, String>,
+    /// A complete render that read nothing but the repository's files and the pass's settings:
+    /// no chart (its sources, helm), no WeaveCloud (its bundle and the cluster's inputs), no
+    /// encrypted file (the decryption keys). The same revision and settings render it the same,
+    /// so a daemon may apply it again instead of rendering again. `false` for any part of a
+    /// render (a layer, a shard, a set without held owners).
+    pub(super) self_contained: bool,
 }
 
 impl DesiredSet {
     /// The source revision of every fetched chart, by chart.
     pub fn chart_revisions(&self) -> &BTreeMap<crate::api::ResourceKey, String> {
         &self.chart_revisions
+    }
+    /// See the field: whether the render may be applied again for the same revision and settings.
+    pub fn is_self_contained(&self) -> bool {
+        self.self_contained
     }
     /// The source revision `chart` was rendered from, when it was fetched.
     pub fn chart_revision(&self, chart: &crate::api::ResourceKey) -> Option<&str> {
@@ -178,6 +188,9 @@ impl DesiredSet {
         let own = super::armada::resource_namespaces(&objects);
         objects.extend(own);
         let namespaces = super::armada::release_namespaces(&repo.armada, &objects);
+        let self_contained = repo.weaveclouds.is_empty()
+            && repo.armada.is_empty()
+            && !crate::load::sops::needs_decryption(&repo.snapshot);
         drop(repo);
         objects.extend(namespaces);
         super::order::sort(&mut objects);
@@ -206,6 +219,7 @@ impl DesiredSet {
             warnings,
             failures,
             chart_revisions,
+            self_contained,
         })
     }
 
@@ -224,6 +238,7 @@ impl DesiredSet {
             warnings: Vec::new(),
             failures: Vec::new(),
             chart_revisions: BTreeMap::new(),
+            self_contained: false,
         }
     }
 
@@ -254,6 +269,7 @@ impl DesiredSet {
                 .cloned()
                 .collect(),
             chart_revisions: self.chart_revisions.clone(),
+            self_contained: false,
         }
     }
 

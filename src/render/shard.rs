@@ -126,6 +126,7 @@ impl DesiredSet {
             warnings: self.warnings,
             failures: mine_failures,
             chart_revisions: self.chart_revisions.clone(),
+            self_contained: false,
         };
         let others = DesiredSet {
             objects: other_objects,
@@ -134,6 +135,7 @@ impl DesiredSet {
             warnings: Vec::new(),
             failures: other_failures,
             chart_revisions: self.chart_revisions,
+            self_contained: false,
         };
         (mine, others)
     }

@@ -591,3 +591,50 @@ async fn force_prune_lets_the_pass_that_answers_it_prune_past_the_guard() {
     assert_eq!(value(&cms, "a").await.as_deref(), Some("1"));
     ns.delete().await;
 }
+
+/// A pass of the revision and Root its last pass rendered applies that render again, without
+/// loading or rendering the files (issue 47 item 3: a no-op pass of a large root): a drifted
+/// object is still restored from it; a new revision is rendered anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_revision_applies_the_last_render_again_and_a_new_one_is_rendered() {
+    const AGAIN: &str = "applying the last render again";
+    let ns = TestNamespace::new("flag-object-again").await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let name = ns.name().to_string();
+    let repo = Repo::new();
+    for n in ["a", "b"] {
+        repo.write(&format!("{n}.yaml"), &configmap(&name, n, "1"));
+    }
+    let d = start(repo.path().to_str().unwrap(), &name, Vec::new());
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
+    wait_for("the flag root's Root Ready", WITHIN, &d, async || {
+        let root = roots.get_opt(&name).await.ok().flatten()?;
+        ready(&root).then_some(())
+    })
+    .await;
+    let again = |d: &Daemon| d.logs().matches(AGAIN).count();
+    assert_eq!(again(&d), 0, "the first pass renders\n{}", d.logs());
+
+    // The same files: the last render is applied again, and it restores what drifted.
+    cms.delete("b", &Default::default())
+        .await
+        .expect("delete b");
+    let (code, report) = sync_wait(&d).await;
+    assert_eq!(code, 200, "{report}\n{}", d.logs());
+    assert_eq!(report["result"], "succeeded", "{report}");
+    assert_eq!(report["summary"]["created"], 1, "{report}");
+    assert_eq!(value(&cms, "b").await.as_deref(), Some("1"));
+    assert_eq!(again(&d), 1, "{}", d.logs());
+
+    // A new revision is rendered, not the last render applied.
+    repo.write("a.yaml", &configmap(&name, "a", "2"));
+    let (code, report) = sync_wait(&d).await;
+    assert_eq!(code, 200, "{report}\n{}", d.logs());
+    assert_eq!(report["result"], "succeeded", "{report}");
+    assert_eq!(report["summary"]["configured"], 1, "{report}");
+    assert_eq!(value(&cms, "a").await.as_deref(), Some("2"));
+    assert_eq!(again(&d), 1, "{}", d.logs());
+    ns.delete().await;
+}

@@ -155,8 +155,16 @@ struct Memory {
     /// revision, for a git source.
     last: Option<repository::LastFetched>,
     /// What the last pass rendered from it: the flag root's Root only, for the early apply of
-    /// a push ([`ahead`]).
-    rendered: Option<Arc<crate::render::DesiredSet>>,
+    /// a push ([`ahead`]), and applied again by a pass of the same revision and generation.
+    rendered: Option<Rendered>,
+}
+
+/// A pass's render kept in a root's [`Memory`].
+struct Rendered {
+    set: Arc<crate::render::DesiredSet>,
+    diagnostics: crate::load::Diagnostics,
+    /// The Root's `metadata.generation` it was rendered for.
+    generation: Option<i64>,
 }
 
 /// What the controller shares between reconciles.

@@ -469,11 +469,18 @@ async fn pass_body(
     let mut ahead = None;
     if fetched_new && flag && !sharded {
         if let (Some(last), Some(rendered)) = (last, previous.take()) {
-            ahead = source.recall(&last).await.map(|old| (old, rendered));
+            ahead = source.recall(&last).await.map(|old| (old, rendered.set));
         }
     }
-    // Not kept through the pass: it would hold a second render beside the one the pass makes.
-    drop(previous);
+    // The same revision and Root: a self-contained render is applied again, not made again
+    // (its files are not even parsed). Otherwise it is not kept through the pass: it would
+    // hold a second render beside the one the pass makes.
+    let reused = previous.take().filter(|r| {
+        !fetched_new
+            && !sharded
+            && r.generation == root.metadata.generation
+            && r.set.is_self_contained()
+    });
     ctx.with_memory(key, |m| m.last = Some(source.remember(&snapshot)));
     let revision = snapshot.revision.clone().or(Some("local".into()));
     let mut settings = settings_of(root, key, identity, &client, ctx);
@@ -483,6 +490,7 @@ async fn pass_body(
         without_takeover: *identity != Identity::Weft,
         agents_excluded: flag,
         force_prune,
+        rendered: reused.map(|r| (r.set, r.diagnostics)),
         ..PassInput::default()
     };
     if sharded {
@@ -595,7 +603,12 @@ async fn pass_body(
     let changes = flag.then_some(counted);
     let changed = changed + early.len();
     if flag && !sharded {
-        ctx.with_memory(key, |m| m.rendered.clone_from(&result.set));
+        let rendered = result.set.clone().map(|set| super::Rendered {
+            set,
+            diagnostics: result.diagnostics.clone(),
+            generation: root.metadata.generation,
+        });
+        ctx.with_memory(key, |m| m.rendered = rendered);
     }
     Ok((failed, revision, inventory, changed, conflicts, changes))
 }

@@ -436,7 +436,12 @@ impl<'a> Engine<'a> {
         let mut last: Vec<PlannedObject> = Vec::new();
         // Each wave is moved out of the plan, not copied (stable: apply order within a wave is
         // kept); a single wave is the plan itself.
-        rest.sort_by_key(|p| p.desired.wave);
+        // Already in wave order as planned (`order_planned`, the render's order): a stable sort
+        // of 100,000 planned objects would allocate a scratch buffer of half of them at the
+        // pass's memory peak for nothing.
+        if !rest.is_sorted_by_key(|p| p.desired.wave) {
+            rest.sort_by_key(|p| p.desired.wave);
+        }
         for wave in &waves {
             let n = rest.iter().take_while(|p| p.desired.wave == *wave).count();
             let objects: Vec<PlannedObject> = if n == rest.len() {
