@@ -39,6 +39,7 @@ use crate::apply::plan::{self, Decision, PlannedObject, UpdateReason};
 use crate::pass::prepare::prepare;
 use crate::pass::PassSettings;
 use crate::render::{AgentLayer, DesiredObject, DesiredSet, Owner, CUSTOM_RESOURCE_KINDS};
+use crate::source::git::ChangedFiles;
 use crate::source::Snapshot;
 
 /// At most this many changed files take the early path.
@@ -46,12 +47,21 @@ pub const MAX_FILES: usize = 20;
 /// At most this many objects are written early.
 pub const MAX_OBJECTS: usize = 200;
 
-/// What the previous pass rendered: its snapshot (let go once the changed files are known),
-/// this shard's part and the other shards'.
+/// What the previous pass rendered: what its files were (let go once the changed files are
+/// known), this shard's part and the other shards'.
 pub struct Previous<'a> {
-    pub snapshot: Arc<Snapshot>,
+    pub files: PreviousFiles,
     pub set: &'a DesiredSet,
     pub elsewhere: &'a DesiredSet,
+}
+
+/// The previous revision's files, or what git says changed since them.
+pub enum PreviousFiles {
+    /// The previous files themselves (a directory's, compared with the new ones).
+    Snapshot(Arc<Snapshot>),
+    /// The files a git source's trees say were added or modified since the previous revision
+    /// (no file of it is read again); `None` when more than [`MAX_FILES`] changed.
+    Changed(Option<ChangedFiles>),
 }
 
 /// Apply the objects a push changed in a few plain-manifest files (see the module docs); the
@@ -64,13 +74,17 @@ pub async fn changed_first(
     settings: &PassSettings,
 ) -> Vec<Change> {
     let Previous {
-        snapshot,
+        files,
         set,
         elsewhere,
     } = previous;
-    let changed = changed_files(&snapshot, next);
-    // The previous files are not held through the early apply (a second copy of the repository).
-    drop(snapshot);
+    let changed = match files {
+        PreviousFiles::Snapshot(snapshot) => changed_files(&snapshot, next),
+        PreviousFiles::Changed(changed) => changed.and_then(|c| {
+            let ChangedFiles { files, in_chart } = c;
+            admissible(files, next, |_| in_chart)
+        }),
+    };
     let Some(changed) = changed else {
         return Vec::new();
     };
@@ -178,13 +192,21 @@ fn changed_files(previous: &Snapshot, next: &Snapshot) -> Option<BTreeSet<String
         .filter(|(path, bytes)| previous.files.get(*path) != Some(*bytes))
         .map(|(path, _)| path.clone())
         .collect();
+    admissible(changed, next, |p| in_chart_dir(p, previous))
+}
+
+/// `changed`, if the early path may take them: a few plain YAML files, none of them in a chart's
+/// directory now (`next`) or before (`was_in_chart`).
+fn admissible(
+    changed: BTreeSet<String>,
+    next: &Snapshot,
+    was_in_chart: impl Fn(&str) -> bool,
+) -> Option<BTreeSet<String>> {
     if changed.is_empty() || changed.len() > MAX_FILES {
         return None;
     }
     let plain = changed.iter().all(|p| {
-        (p.ends_with(".yaml") || p.ends_with(".yml"))
-            && !in_chart_dir(p, next)
-            && !in_chart_dir(p, previous)
+        (p.ends_with(".yaml") || p.ends_with(".yml")) && !in_chart_dir(p, next) && !was_in_chart(p)
     });
     plain.then_some(changed)
 }

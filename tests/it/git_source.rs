@@ -83,7 +83,6 @@ fn an_unheld_snapshot_is_read_again_and_a_lost_cache_is_fetched_anew() {
     assert_eq!(again.files.len(), 2);
     // While it is held, the same snapshot is given, not read again.
     assert!(Arc::ptr_eq(&src.last_good().unwrap(), &again));
-    assert_eq!(src.snapshot_at(&first).unwrap().files, again.files);
     assert_eq!(src.fetch().unwrap(), FetchOutcome::Unchanged);
     drop(again);
 
@@ -94,6 +93,59 @@ fn an_unheld_snapshot_is_read_again_and_a_lost_cache_is_fetched_anew() {
     let snap = new_snapshot(src.fetch().unwrap());
     assert_eq!(snap.revision.as_deref(), Some(first.as_str()));
     assert_eq!(text(&snap, "a.yaml"), "a: 1\n");
+}
+
+/// What changed between two fetched commits, from their trees alone (the daemon's early apply
+/// of a push reads no file of the previous revision again): files added or modified under
+/// `--path`, not deleted ones nor dot-files; whether one lay in a chart's directory before; and
+/// nothing past the bound.
+#[test]
+fn changed_files_between_two_commits_come_from_their_trees() {
+    let (host, work, first) = repo_with_commit(&[
+        ("site/a.yaml", "a: 1\n"),
+        ("site/b.yaml", "b: 1\n"),
+        ("site/chart/Chart.yaml", "name: c\n"),
+        ("site/chart/values.yaml", "v: 1\n"),
+        ("other/x.yaml", "x: 1\n"),
+    ]);
+    let daemon = GitDaemon::start(&host);
+    let cache = cache_dir();
+    let mut at_site = spec(&daemon.url("config.git"), &cache);
+    at_site.path = Some("site".into());
+    let mut src = GitSource::new(at_site).unwrap();
+    new_snapshot(src.fetch().unwrap());
+    work.write("site/a.yaml", "a: 2\n")
+        .write("site/new.yaml", "n: 1\n")
+        .write("site/.github/ci.yaml", "on: push\n")
+        .write("other/x.yaml", "x: 2\n")
+        .remove("site/b.yaml");
+    let second = work.commit("second");
+    work.push();
+    new_snapshot(src.fetch().unwrap());
+    let changed = src
+        .changed_files(&first, &second, 20)
+        .unwrap()
+        .expect("few");
+    assert_eq!(
+        changed.files.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["a.yaml", "new.yaml"]
+    );
+    assert!(!changed.in_chart);
+    assert_eq!(src.changed_files(&first, &second, 1).unwrap(), None);
+
+    work.write("site/chart/values.yaml", "v: 2\n");
+    let third = work.commit("third");
+    work.push();
+    new_snapshot(src.fetch().unwrap());
+    let changed = src
+        .changed_files(&second, &third, 20)
+        .unwrap()
+        .expect("one");
+    assert_eq!(
+        changed.files.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["chart/values.yaml"]
+    );
+    assert!(changed.in_chart, "the file is in a chart's directory");
 }
 
 #[test]
@@ -159,6 +211,16 @@ fn git_daemon_fetch_then_push_then_fetch_again_is_incremental() {
     );
     // The source keeps the snapshot it returned, not a copy of every file.
     assert!(Arc::ptr_eq(&src.last_good().unwrap(), &snap));
+    // What changed between the two commits, from their trees alone.
+    let changed = src
+        .changed_files(&first, &second, 20)
+        .unwrap()
+        .expect("one file");
+    assert_eq!(
+        changed.files.into_iter().collect::<Vec<_>>(),
+        ["apps/app7.yaml"]
+    );
+    assert!(!changed.in_chart);
 
     // Pushing over git:// itself works the same way.
     let pusher = WorkTree::new(&daemon.url("config.git"));

@@ -8,11 +8,9 @@
 //! Only the flag root's Root keeps its previous render for it (a DesiredSet per root would be
 //! the controller's largest memory with many roots).
 
-use std::sync::Arc;
-
 use super::answer::Changes;
 use crate::apply::changeset::Change;
-use crate::daemon::early::{changed_first, Previous};
+use crate::daemon::early::{changed_first, Previous, PreviousFiles};
 use crate::daemon::status::ObjectChange;
 use crate::pass::PassSettings;
 use crate::render::DesiredSet;
@@ -22,7 +20,7 @@ use crate::source::Snapshot;
 /// pass; the changes written (none when the early path does not apply).
 pub async fn apply(
     client: &kube::Client,
-    last: Arc<Snapshot>,
+    last: PreviousFiles,
     rendered: &DesiredSet,
     next: &Snapshot,
     settings: &PassSettings,
@@ -30,7 +28,7 @@ pub async fn apply(
     // A Root is never sharded: no other shard's part.
     let elsewhere = DesiredSet::default();
     let previous = Previous {
-        snapshot: last,
+        files: last,
         set: rendered,
         elsewhere: &elsewhere,
     };

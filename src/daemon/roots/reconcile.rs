@@ -463,13 +463,16 @@ async fn pass_body(
         snapshot,
         new: fetched_new,
     } = fetched.map_err(|e| failure("FetchFailed", e.to_string()))?;
-    // The early apply compares the last snapshot, read again, with the new one. Not for a
+    // The early apply takes the files changed since the last snapshot. Not for a
     // shard: its previous render is its part only (the flag loop's early apply weighs every
     // shard's part).
     let mut ahead = None;
     if fetched_new && flag && !sharded {
         if let (Some(last), Some(rendered)) = (last, previous.take()) {
-            ahead = source.recall(&last).await.map(|old| (old, rendered.set));
+            ahead = source
+                .changes(&last, &snapshot)
+                .await
+                .map(|files| (files, rendered.set));
         }
     }
     // The same revision and Root: a self-contained render is applied again, not made again

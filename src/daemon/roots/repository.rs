@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::api::conditions::{Condition, ConditionStatus};
+use crate::daemon::early::{self, PreviousFiles};
 use crate::source::git::auth::Credentials;
 use crate::source::git::{self, FetchOutcome, GitError, GitRef, GitSource, GitSourceSpec};
 use crate::source::{self, Snapshot, SnapshotLimits};
@@ -306,27 +307,35 @@ impl RootSource {
         }
     }
 
-    /// The snapshot `last` names, read again from the source's cache (the early apply of a push
-    /// compares it with the new one); `None`, said in the log, when it cannot be read.
-    pub(crate) async fn recall(&self, last: &LastFetched) -> Option<Arc<Snapshot>> {
-        let (source, revision) = match (self, last) {
-            (_, LastFetched::Files(files)) => return Some(Arc::clone(files)),
-            (RootSource::Git { source, .. }, LastFetched::Revision(r)) => {
-                (source.clone(), r.clone())
+    /// What changed since the snapshot `last` names, for the early apply of a push that
+    /// brought `next`: a git source compares the two commits' trees (no file of the previous
+    /// revision is read again), a directory's previous files are compared with the new ones.
+    /// `None`, said in the log, when it cannot be told.
+    pub(crate) async fn changes(
+        &self,
+        last: &LastFetched,
+        next: &Snapshot,
+    ) -> Option<PreviousFiles> {
+        let (source, old, new) = match (self, last, &next.revision) {
+            (_, LastFetched::Files(files), _) => {
+                return Some(PreviousFiles::Snapshot(Arc::clone(files)))
             }
-            (RootSource::Dir { .. }, LastFetched::Revision(_)) => return None,
+            (RootSource::Git { source, .. }, LastFetched::Revision(old), Some(new)) => {
+                (source.clone(), old.clone(), new.clone())
+            }
+            _ => return None,
         };
-        let reading = tokio::task::spawn_blocking(move || {
-            let mut g = source
+        let comparing = tokio::task::spawn_blocking(move || {
+            let g = source
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            g.snapshot_at(&revision)
+            g.changed_files(&old, &new, early::MAX_FILES)
                 .inspect_err(|e| {
-                    tracing::warn!(url = %g.display_url(), revision = %revision, error = %e,
-                        "cannot read the previous revision again; the push is applied by the full pass only")
+                    tracing::warn!(url = %g.display_url(), revision = %old, error = %e,
+                        "cannot compare the previous revision with the new one; the push is applied by the full pass only")
                 })
                 .ok()
         });
-        reading.await.ok().flatten()
+        comparing.await.ok().flatten().map(PreviousFiles::Changed)
     }
 }

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use crate::api::redact::redact_url_passwords;
 use auth::Credentials;
-pub use cache::GitSource;
+pub use cache::{ChangedFiles, GitSource};
 pub use tree::read_tree_snapshot;
 pub use url::{
     is_git_url, repository_key, resolve_relative_location, scp_as_ssh_url, RelativeLocationError,
