@@ -353,6 +353,16 @@ pub async fn run_pass(
     }
 }
 
+/// What a pass's body gives [`run_pass`]: its diagnostics, changes, error, the set it applied
+/// and the suspended owners it held out.
+type Passed = (
+    Diagnostics,
+    ChangeSet,
+    Option<PassError>,
+    Option<Arc<DesiredSet>>,
+    BTreeSet<Owner>,
+);
+
 /// The body of [`run_pass`]: prepare (load → render) with the agents' layer, then [`driver::drive`].
 async fn sync_pass(
     client: &Client,
@@ -360,13 +370,7 @@ async fn sync_pass(
     settings: &PassSettings,
     input: &PassInput,
     observer: &Observer<'_>,
-) -> (
-    Diagnostics,
-    ChangeSet,
-    Option<PassError>,
-    Option<Arc<DesiredSet>>,
-    BTreeSet<Owner>,
-) {
+) -> Passed {
     let mut input = input.clone();
     input.revision.clone_from(&snapshot.revision);
     let bundles = AgentBundles::new(client.clone(), settings.weft_namespace.clone());
@@ -433,13 +437,7 @@ async fn drive_set(
     input: &PassInput,
     observer: &Observer<'_>,
     diagnostics: Diagnostics,
-) -> (
-    Diagnostics,
-    ChangeSet,
-    Option<PassError>,
-    Option<Arc<DesiredSet>>,
-    BTreeSet<Owner>,
-) {
+) -> Passed {
     let outcome = driver::drive(
         client,
         set,

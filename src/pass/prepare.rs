@@ -188,37 +188,28 @@ mod tests {
         }
     }
 
+    async fn rendered(files: &[(&str, &str)]) -> DesiredSet {
+        let settings = PassSettings::default();
+        prepare(snapshot(files), None, AgentLayer::Excluded, &settings)
+            .await
+            .expect("renders")
+            .set
+    }
+
     /// A daemon applies a render again for the same revision only when nothing but the files
     /// went into it (`DesiredSet::is_self_contained`): a WeaveCloud's render also reads the
     /// cluster, an encrypted file the decryption keys.
     #[tokio::test]
     async fn only_a_render_of_plain_files_is_self_contained() {
-        let settings = PassSettings::default();
         let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: n\ndata:\n  k: v\n";
-        let plain = prepare(
-            snapshot(&[("cm.yaml", cm)]),
-            None,
-            AgentLayer::Excluded,
-            &settings,
-        )
-        .await
-        .expect("renders")
-        .set;
+        let plain = rendered(&[("cm.yaml", cm)]).await;
         assert!(plain.is_self_contained());
         assert_eq!(plain.objects().len(), 1);
         // A part of a render never is: it is not the whole of what the files say.
         assert!(!plain.without_owners(&BTreeSet::new()).is_self_contained());
 
         let wc = "apiVersion: cloud.weave.works/v1beta1\nkind: WeaveCloud\nmetadata:\n  name: weave-cloud\n  namespace: weave\nspec:\n  general:\n    environment: gke\n";
-        let with_wc = prepare(
-            snapshot(&[("cm.yaml", cm), ("wc.yaml", wc)]),
-            None,
-            AgentLayer::Excluded,
-            &settings,
-        )
-        .await
-        .expect("renders")
-        .set;
+        let with_wc = rendered(&[("cm.yaml", cm), ("wc.yaml", wc)]).await;
         assert!(!with_wc.is_self_contained());
     }
 

@@ -66,6 +66,44 @@ fn ready(root: &Root) -> bool {
     })
 }
 
+/// A test's namespace, its repository directory, and `weft run --root-object` on it (the test
+/// namespace is Weft's and the root's name), once its flag root's Root is Ready.
+struct FlagRoot {
+    ns: TestNamespace,
+    name: String,
+    repo: Repo,
+    d: Daemon,
+    roots: Api<Root>,
+    cms: Api<ConfigMap>,
+}
+
+/// [`FlagRoot`] of a namespace named after `label`, its repository first written by `files`
+/// (given the namespace).
+async fn ready_flag_root(label: &str, files: impl FnOnce(&str, &Repo)) -> FlagRoot {
+    let ns = TestNamespace::new(label).await;
+    let client = ns.client();
+    install_crds(&client).await;
+    let name = ns.name().to_string();
+    let repo = Repo::new();
+    files(&name, &repo);
+    let d = start(repo.path().to_str().unwrap(), &name, Vec::new());
+    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
+    let cms: Api<ConfigMap> = Api::namespaced(client, &name);
+    wait_for("the flag root's Root Ready", WITHIN, &d, async || {
+        let root = roots.get_opt(&name).await.ok().flatten()?;
+        ready(&root).then_some(())
+    })
+    .await;
+    FlagRoot {
+        ns,
+        name,
+        repo,
+        d,
+        roots,
+        cms,
+    }
+}
+
 /// `POST /api/v1/sync?wait=true`: the HTTP status and the JSON answer.
 async fn sync_wait(d: &Daemon) -> (u16, Value) {
     sync_wait_at(d.hooks_base(), "")
@@ -104,18 +142,16 @@ async fn value(cms: &Api<ConfigMap>, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn the_flag_roots_root_answers_the_sync_endpoint_the_status_and_the_cli() {
-    let ns = TestNamespace::new("flag-object").await;
-    let client = ns.client();
-    install_crds(&client).await;
-    let name = ns.name().to_string();
-    let repo = Repo::new();
-    repo.write("a.yaml", &configmap(&name, "a", "1"));
-    let d = start(repo.path().to_str().unwrap(), &name, Vec::new());
-    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
-    wait_for("the flag root's Root Ready", WITHIN, &d, async || {
-        let root = roots.get_opt(&name).await.ok().flatten()?;
-        ready(&root).then_some(())
+    // The namespace is deleted when the test ends (`_ns` dropped).
+    let FlagRoot {
+        ns: _ns,
+        name,
+        repo,
+        d,
+        roots,
+        cms,
+    } = ready_flag_root("flag-object", |name, repo| {
+        repo.write("a.yaml", &configmap(name, "a", "1"));
     })
     .await;
 
@@ -417,22 +453,21 @@ fn changed(report: &Value, object: &str) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn requests_during_a_pass_are_answered_by_the_next_pass_not_the_running_one() {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
-    let ns = TestNamespace::new("flag-object-next").await;
-    let client = ns.client();
-    install_crds(&client).await;
-    let name = ns.name().to_string();
-    let group = format!("{name}.weft.test");
-    let repo = Repo::new();
-    repo.write("crd.yaml", &widget_crd(&group));
-    repo.write("b.yaml", &configmap(&name, "b", "1"));
-    let d = start(repo.path().to_str().unwrap(), &name, Vec::new());
-    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
-    wait_for("the flag root's Root Ready", WITHIN, &d, async || {
-        let root = roots.get_opt(&name).await.ok().flatten()?;
-        ready(&root).then_some(())
+    let group_of = |name: &str| format!("{name}.weft.test");
+    let FlagRoot {
+        ns,
+        name,
+        repo,
+        d,
+        cms,
+        ..
+    } = ready_flag_root("flag-object-next", |name, repo| {
+        repo.write("crd.yaml", &widget_crd(&group_of(name)));
+        repo.write("b.yaml", &configmap(name, "b", "1"));
     })
     .await;
+    let client = ns.client();
+    let group = group_of(&name);
     // The Widget, at generation 1 with no status: ready at once.
     repo.write("widget.yaml", &widget(&group, &name, 1));
     let (code, report) = sync_wait(&d).await;
@@ -544,20 +579,12 @@ async fn requests_during_a_pass_are_answered_by_the_next_pass_not_the_running_on
 /// fraction guard (which refused the same removal a moment before), and says why in its reasons.
 #[tokio::test(flavor = "multi_thread")]
 async fn force_prune_lets_the_pass_that_answers_it_prune_past_the_guard() {
-    let ns = TestNamespace::new("flag-object-force").await;
-    let client = ns.client();
-    install_crds(&client).await;
-    let name = ns.name().to_string();
-    let repo = Repo::new();
-    for n in ["a", "b", "c", "d"] {
-        repo.write(&format!("{n}.yaml"), &configmap(&name, n, "1"));
-    }
-    let d = start(repo.path().to_str().unwrap(), &name, Vec::new());
-    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
-    wait_for("the flag root's Root Ready", WITHIN, &d, async || {
-        let root = roots.get_opt(&name).await.ok().flatten()?;
-        ready(&root).then_some(())
+    let FlagRoot {
+        ns, repo, d, cms, ..
+    } = ready_flag_root("flag-object-force", |name, repo| {
+        for n in ["a", "b", "c", "d"] {
+            repo.write(&format!("{n}.yaml"), &configmap(name, n, "1"));
+        }
     })
     .await;
     for n in ["b", "c", "d"] {
@@ -598,20 +625,17 @@ async fn force_prune_lets_the_pass_that_answers_it_prune_past_the_guard() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_revision_applies_the_last_render_again_and_a_new_one_is_rendered() {
     const AGAIN: &str = "applying the last render again";
-    let ns = TestNamespace::new("flag-object-again").await;
-    let client = ns.client();
-    install_crds(&client).await;
-    let name = ns.name().to_string();
-    let repo = Repo::new();
-    for n in ["a", "b"] {
-        repo.write(&format!("{n}.yaml"), &configmap(&name, n, "1"));
-    }
-    let d = start(repo.path().to_str().unwrap(), &name, Vec::new());
-    let roots: Api<Root> = Api::namespaced(client.clone(), &name);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &name);
-    wait_for("the flag root's Root Ready", WITHIN, &d, async || {
-        let root = roots.get_opt(&name).await.ok().flatten()?;
-        ready(&root).then_some(())
+    let FlagRoot {
+        ns,
+        name,
+        repo,
+        d,
+        cms,
+        ..
+    } = ready_flag_root("flag-object-again", |name, repo| {
+        for n in ["a", "b"] {
+            repo.write(&format!("{n}.yaml"), &configmap(name, n, "1"));
+        }
     })
     .await;
     let again = |d: &Daemon| d.logs().matches(AGAIN).count();
