@@ -151,7 +151,9 @@ async fn apply_as_the_pass(
     respect_other_managers(client, &catalog, &mut planned)
         .await
         .map_err(|e| format!("reading the fields other managers own failed: {e}"))?;
-    let live = plan::read_live(client, &planned, settings.concurrency)
+    // A few objects: read by name, not by listing their kind (a LIST in the namespace of a
+    // root of 100,000 ConfigMaps paged through all of them for one changed object).
+    let live = plan::read_by_name(client, &planned, settings.concurrency)
         .await
         .map_err(|e| format!("reading the live objects failed: {e}"))?;
     // Anything else (an object to create, adopt or take over; one another root holds or claims)

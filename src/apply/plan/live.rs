@@ -264,6 +264,62 @@ pub async fn read_live<'a>(
     Ok(out)
 }
 
+/// The live state of `planned` read object by object (a GET each, `concurrency` at a time): for
+/// a few objects of a large root (the early apply of a push), where a LIST of their kind would
+/// page through every object the root holds in the namespace. A live object is decided as a
+/// listed one is (another root's owner label: taken over; another root's claim: a conflict);
+/// one that is not there is to be created; one the identity may not read is refused. Another
+/// root's hold is not looked into further here: the early apply leaves a taken-over object to
+/// the full pass.
+pub async fn read_by_name<'a>(
+    client: &Client,
+    planned: &'a [PlannedObject],
+    concurrency: usize,
+) -> Result<LiveState<'a>, ApplyError> {
+    // Boxed and collected before the stream, as `read_live`'s: with a closure inside the stream
+    // type, rustc cannot prove the daemon's pass future `Send`.
+    let reads: Vec<(
+        &'a PlannedObject,
+        Result<Option<DynamicObject>, kube::Error>,
+    )> = futures::stream::iter(
+        planned
+            .iter()
+            .map(|p| async move { (p, p.api(client).get_opt(&p.object_ref.name).await) }.boxed())
+            .collect::<Vec<_>>(),
+    )
+    .buffer_unordered(concurrency.max(1))
+    .collect()
+    .await;
+    let mut state = LiveState::default();
+    for (p, got) in reads {
+        match got {
+            Ok(Some(live)) => {
+                let claimer = live
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(crate::api::keys::CLAIM_ANNOTATION))
+                    .and_then(|c| conflict::other_root(&p.desired.owner, c));
+                if let Some(claimer) = claimer {
+                    state
+                        .conflicts
+                        .insert(&p.object_ref, Conflict::ClaimedBy(claimer));
+                }
+                let live = serde_json::to_value(&live).map_err(|source| {
+                    ApplyError::decode(&p.object_ref, "the live object", source)
+                })?;
+                state.observe(p, &live);
+            }
+            Ok(None) => {}
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                state.refused.insert(&p.object_ref, s);
+            }
+            Err(source) => return Err(ApplyError::api("get", &p.object_ref, source)),
+        }
+    }
+    Ok(state)
+}
+
 /// The live state of one (resource, namespace) group of planned objects.
 async fn read_group<'a>(
     client: &Client,

@@ -4,7 +4,9 @@
 
 mod live;
 
-pub use live::{decide_against, owner_selector, read_live, Decision, LiveState, UpdateReason};
+pub use live::{
+    decide_against, owner_selector, read_by_name, read_live, Decision, LiveState, UpdateReason,
+};
 
 use std::collections::{BTreeMap, BTreeSet};
 
