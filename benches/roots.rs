@@ -13,6 +13,9 @@
 //! - then one Root of `WEFT_BENCH_BIG` (10,000) ConfigMaps on the two surviving replicas: its
 //!   first pass and a no-op pass, the same way.
 //!
+//! `WEFT_BENCH_ROOT_CONCURRENCY` passes `--root-concurrency` to the replicas (their default when
+//! unset).
+//!
 //! Run: `cargo bench --bench roots` (release) or, without a release build,
 //! `cargo bench --profile dev --bench roots` (starts the control plane of tests/control-plane,
 //! or uses `WEFT_TEST_KUBECONFIG`). Each phase gives up after `WEFT_BENCH_PHASE_SECS` (600) and
@@ -241,6 +244,9 @@ async fn main() {
         opts.controllers = true;
         opts.lease_duration = &lease;
         opts.extra = vec!["--watch-namespaces".into(), ns.into()];
+        if let Ok(n) = std::env::var("WEFT_BENCH_ROOT_CONCURRENCY") {
+            opts.extra.extend(["--root-concurrency".into(), n]);
+        }
         Daemon::start(opts)
     };
     let a = start();
