@@ -95,6 +95,30 @@ impl<'a> LiveState<'a> {
             .insert(&p.object_ref, decide_against(p, live));
     }
 
+    /// Record what a read of `p` by name gave: the live object decided, nothing for an absent
+    /// one. Refused (403), that object alone is refused (a tenant's ClusterRole); the other
+    /// objects of the group, and of the pass, go on (issue 42 item 3).
+    fn record_read(
+        &mut self,
+        p: &'a PlannedObject,
+        got: Result<Option<DynamicObject>, kube::Error>,
+    ) -> Result<(), ApplyError> {
+        match got {
+            Ok(Some(live)) => {
+                let live = serde_json::to_value(&live).map_err(|source| {
+                    ApplyError::decode(&p.object_ref, "the live object", source)
+                })?;
+                self.observe(p, &live);
+            }
+            Ok(None) => {}
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                self.refused.insert(&p.object_ref, s);
+            }
+            Err(source) => return Err(ApplyError::api("get", &p.object_ref, source)),
+        }
+        Ok(())
+    }
+
     /// Record that `p` exists without any owner label of this pass: it will be adopted.
     pub fn observe_unlabelled(&mut self, p: &'a PlannedObject) {
         self.decisions
@@ -305,16 +329,9 @@ pub async fn read_by_name<'a>(
                         .conflicts
                         .insert(&p.object_ref, Conflict::ClaimedBy(claimer));
                 }
-                let live = serde_json::to_value(&live).map_err(|source| {
-                    ApplyError::decode(&p.object_ref, "the live object", source)
-                })?;
-                state.observe(p, &live);
+                state.record_read(p, Ok(Some(live)))?;
             }
-            Ok(None) => {}
-            Err(kube::Error::Api(s)) if s.code == 403 => {
-                state.refused.insert(&p.object_ref, s);
-            }
-            Err(source) => return Err(ApplyError::api("get", &p.object_ref, source)),
+            got => state.record_read(p, got)?,
         }
     }
     Ok(state)
@@ -382,21 +399,8 @@ async fn read_group<'a>(
         }
     };
     for p in whole {
-        match api.get_opt(&p.object_ref.name).await {
-            Ok(Some(live)) => {
-                let live = serde_json::to_value(&live).map_err(|source| {
-                    ApplyError::decode(&p.object_ref, "the live object", source)
-                })?;
-                state.observe(p, &live);
-            }
-            Ok(None) => {}
-            // Nor by name: that object alone is refused (a tenant's ClusterRole); the other
-            // members of the group, and of the pass, go on (issue 42 item 3).
-            Err(kube::Error::Api(s)) if s.code == 403 => {
-                state.refused.insert(&p.object_ref, s);
-            }
-            Err(source) => return Err(ApplyError::api("get", &p.object_ref, source)),
-        }
+        let got = api.get_opt(&p.object_ref.name).await;
+        state.record_read(p, got)?;
     }
     // Read by name, an absent member is absent: the list of every name would be refused too.
     if !by_name && members.iter().any(|p| !state.found(p)) {

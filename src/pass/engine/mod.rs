@@ -694,18 +694,6 @@ impl<'a> Engine<'a> {
     }
 
     /// The owners among `objects`, each once, in order.
-    /// The last wave's objects its wait after the prune reads: those of a kind with a readiness
-    /// rule and those of an owner with a wait rule. The rest (all of a root of ConfigMaps) is
-    /// let go before the prune, the pass's memory peak.
-    fn to_wait_for(&self, mut last: Vec<PlannedObject>) -> Vec<PlannedObject> {
-        last.retain(|p| {
-            self.policy.waits_for(&p.object_ref.kind)
-                || self.policy.waits.contains_key(&p.desired.owner)
-        });
-        last.shrink_to_fit();
-        last
-    }
-
     fn owners_of(objects: &[PlannedObject]) -> BTreeSet<&Owner> {
         objects.iter().map(|p| &p.desired.owner).collect()
     }

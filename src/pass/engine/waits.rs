@@ -16,6 +16,18 @@ impl Engine<'_> {
         self.refused.iter().any(|e| e.is_about(&p.object_ref))
     }
 
+    /// The last wave's objects its wait after the prune reads: those of a kind with a readiness
+    /// rule and those of an owner with a wait rule. The rest (all of a root of ConfigMaps) is
+    /// let go before the prune, the pass's memory peak.
+    pub(super) fn to_wait_for(&self, mut last: Vec<PlannedObject>) -> Vec<PlannedObject> {
+        last.retain(|p| {
+            self.policy.waits_for(&p.object_ref.kind)
+                || self.policy.waits.contains_key(&p.desired.owner)
+        });
+        last.shrink_to_fit();
+        last
+    }
+
     /// Wait for one wave: objects of an owner with a wait rule by that rule (all such owners of
     /// the wave at once, each with its own timeout), every other object by the readiness table
     /// and `--timeout`. A failed owner whose rule says to continue goes to `deferred`; any other
