@@ -631,7 +631,7 @@ async fn an_unchanged_revision_applies_the_last_render_again_and_a_new_one_is_re
         repo,
         d,
         cms,
-        ..
+        roots,
     } = ready_flag_root("flag-object-again", |name, repo| {
         for n in ["a", "b"] {
             repo.write(&format!("{n}.yaml"), &configmap(name, n, "1"));
@@ -660,5 +660,20 @@ async fn an_unchanged_revision_applies_the_last_render_again_and_a_new_one_is_re
     assert_eq!(report["summary"]["configured"], 1, "{report}");
     assert_eq!(value(&cms, "a").await.as_deref(), Some("2"));
     assert_eq!(again(&d), 1, "{}", d.logs());
+
+    // Issue 47 item 3: a pass that finds everything as the Root's status says writes nothing,
+    // not even that status; the daemon's answer has it.
+    let before = roots.get(&name).await.expect("the Root");
+    let (code, report) = sync_wait(&d).await;
+    assert_eq!(code, 200, "{report}\n{}", d.logs());
+    assert_eq!(report["result"], "succeeded", "{report}");
+    assert_eq!(report["summary"]["unchanged"], 2, "{report}");
+    assert_eq!(again(&d), 2, "{}", d.logs());
+    let after = roots.get(&name).await.expect("the Root");
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the no-op pass wrote the Root: {:?}",
+        after.status
+    );
     ns.delete().await;
 }

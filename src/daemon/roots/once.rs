@@ -476,5 +476,7 @@ fn flag_sync_outcome(pass: &FlagSyncPass<'_>) -> PassOutcome {
         requested_at: None,
         next_poll_at: String::new(),
         conflicts,
+        // An operator's one-shot pass is always recorded (it writes its status itself).
+        first_here: true,
     }
 }

@@ -177,7 +177,12 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         }
         false => None,
     };
-    let (outcome, changes) = pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
+    // No pass of this root here yet (since start, the Lease's taking or a suspension): its
+    // status says who passes it now even when nothing changed.
+    let first_here = ctx.with_memory(&key, |m| m.due.is_none());
+    let (mut outcome, changes) =
+        pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
+    outcome.first_here = first_here;
     let failure = outcome.failure.clone();
     let answered = changes.map(|c| (outcome.clone(), c));
     let recorded = record(Verdict::Passed(Box::new(outcome))).await;
@@ -407,6 +412,7 @@ async fn pass(
         requested_at: requested,
         next_poll_at: format!("{next:.0}"),
         conflicts,
+        first_here: false,
     };
     (outcome, changes)
 }

@@ -63,6 +63,36 @@ pub struct PassOutcome {
     /// Objects in conflict with another Weft root: each with what is said of it (those this
     /// root holds were applied; those another root holds were not).
     pub conflicts: Vec<(String, String)>,
+    /// The first pass of the root by this replica (since it started, took the root's Lease or
+    /// the root was resumed): written even when it found everything as the status says.
+    pub first_here: bool,
+}
+
+impl PassOutcome {
+    /// A pass that succeeded, changed no object and answered no `weft.io/requested-at`: when it
+    /// leaves every other field of the status as it was, it is not written (see [`record`]).
+    fn quiet(&self) -> bool {
+        self.failure.is_none()
+            && self.changed == 0
+            && self.requested_at.is_none()
+            && !self.first_here
+    }
+}
+
+/// Whether the status `after` the verdict is written over `before`: when it changed, unless the
+/// verdict is a quiet pass and only that pass's own record changed (its line in `passes` and
+/// `nextPollAt`).
+fn is_written(before: &RootStatus, after: &RootStatus, verdict: &Verdict) -> bool {
+    if after == before {
+        return false;
+    }
+    if !matches!(verdict, Verdict::Passed(p) if p.quiet()) {
+        return true;
+    }
+    let mut same = after.clone();
+    same.passes.clone_from(&before.passes);
+    same.next_poll_at.clone_from(&before.next_poll_at);
+    same != *before
 }
 
 /// Why a pass failed: the `Ready` reason and message (and the object, when one), as the
@@ -193,6 +223,11 @@ pub fn ready_of(status: &RootStatus) -> Option<&Condition> {
 
 /// Write `verdict` into `root`'s status when it changes it, and publish an event when the
 /// `Ready` verdict is new or a pass changed objects. Returns the status written (or kept).
+///
+/// A quiet pass ([`PassOutcome::quiet`]) that would change nothing but its own line in
+/// `passes` and `nextPollAt` is not written, as Flux's Kustomization writes nothing on a
+/// reconcile that finds nothing to do: a no-op pass makes no write at all (issue 47). The
+/// daemon keeps it (`/api/v1/status`, metrics, the log).
 pub async fn record(
     state: &DaemonState,
     held: &super::lease::HeldRoot,
@@ -204,8 +239,8 @@ pub async fn record(
     let after = next_status(&before, root.metadata.generation, verdict, &now);
     let namespace = root.namespace().unwrap_or_default();
     observe(state, root, &namespace, verdict, &after);
-    if after == before {
-        return Ok(after);
+    if !is_written(&before, &after, verdict) {
+        return Ok(before);
     }
     // Behind the root's own fence: a replica that lost the root's Lease writes no status.
     let api: Api<Root> = Api::namespaced(held.client.clone(), &namespace);
@@ -305,6 +340,7 @@ mod tests {
             requested_at: None,
             next_poll_at: "2026-01-01T00:01:00Z".into(),
             conflicts: Vec::new(),
+            first_here: false,
         }))
     }
 
@@ -348,6 +384,64 @@ mod tests {
             (ConditionStatus::False, FAILED)
         );
         assert_eq!(s.passes[0].started_at, "t1");
+    }
+
+    /// `passed` as a pass that changed nothing.
+    fn quiet(revision: &str, started: &str) -> Verdict {
+        let mut v = passed(None, revision, started);
+        if let Verdict::Passed(p) = &mut v {
+            p.changed = 0;
+        }
+        v
+    }
+
+    #[test]
+    fn a_pass_that_finds_everything_as_recorded_is_not_written() {
+        let good = next_status(
+            &RootStatus::default(),
+            Some(1),
+            &passed(None, "r1", "t0"),
+            "t0",
+        );
+        let noop = quiet("r1", "t1");
+        let after = next_status(&good, Some(1), &noop, "t1");
+        assert_eq!(after.passes[0].started_at, "t1");
+        assert!(!is_written(&good, &after, &noop), "a no-op writes nothing");
+
+        // Written: a new revision, a new generation, a request answered, objects changed, a
+        // failure, this replica's first pass.
+        let new_revision = quiet("r2", "t1");
+        let after = next_status(&good, Some(1), &new_revision, "t1");
+        assert!(is_written(&good, &after, &new_revision));
+        let after = next_status(&good, Some(2), &noop, "t1");
+        assert!(is_written(&good, &after, &noop));
+        for change in [
+            |p: &mut PassOutcome| p.requested_at = Some("now".into()),
+            |p: &mut PassOutcome| p.changed = 1,
+            |p: &mut PassOutcome| {
+                p.failure = Some(Failure::new(FAILED, "ConfigMap t/x: forbidden"))
+            },
+            |p: &mut PassOutcome| p.first_here = true,
+        ] {
+            let mut v = quiet("r1", "t1");
+            if let Verdict::Passed(p) = &mut v {
+                change(p);
+            }
+            let after = next_status(&good, Some(1), &v, "t1");
+            assert!(is_written(&good, &after, &v), "{v:?}");
+        }
+        // The same failure again: the pass is written (a failed pass is never quiet).
+        let failed = |started: &str| {
+            let f = Failure::new(FAILED, "ConfigMap t/x: forbidden");
+            let mut v = passed(Some(f), "r1", started);
+            if let Verdict::Passed(p) = &mut v {
+                p.changed = 0;
+            }
+            v
+        };
+        let once = next_status(&good, Some(1), &failed("t1"), "t1");
+        let twice = next_status(&once, Some(1), &failed("t2"), "t2");
+        assert!(is_written(&once, &twice, &failed("t2")));
     }
 
     #[test]
