@@ -97,6 +97,54 @@ async fn second_pass_over_an_unchanged_repository_makes_zero_writes() {
     ns.delete().await;
 }
 
+/// A root of 4,100 ConfigMaps: the live state is listed in three pages of 2,000 (the next page
+/// asked for while the one before is decided). Every page counts: an object deleted on the
+/// second page is created again and one edited on the third is written back, nothing else.
+#[tokio::test]
+async fn a_no_op_pass_reads_every_page_of_a_list() {
+    const OBJECTS: usize = 4100;
+    let ns = TestNamespace::new("apply-pages").await;
+    let n = ns.name();
+    let (client, counts) = counting_client().await;
+    let opts = options(n);
+    let mut files = BTreeMap::new();
+    for file in 0..OBJECTS / 100 {
+        let docs: Vec<String> = (file * 100..(file + 1) * 100)
+            .map(|i| configmap(n, &format!("cm-{i:05}"), "one"))
+            .collect();
+        files.insert(format!("cms/f{file:02}.yaml"), docs.join("---\n"));
+    }
+    let first = pass(&client, &files, &opts).await;
+    assert_ok(&first);
+    assert_eq!(first.changes.summary().created, OBJECTS);
+
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), n);
+    api.delete("cm-02050", &DeleteParams::default())
+        .await
+        .expect("delete cm-02050");
+    let edit = json!({"data": {"value": "edited"}});
+    api.patch("cm-04099", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit cm-04099");
+    let before = counts.snapshot();
+    let r = pass(&client, &files, &opts).await;
+    assert_ok(&r);
+    let used = counts.snapshot() - before;
+    assert_eq!(used.writes, 2, "{:#?}", r.changes.summary());
+    let a = actions(&r);
+    assert_eq!(a[&format!("ConfigMap/{n}/cm-02050")].0, Action::Created);
+    assert_eq!(
+        a[&format!("ConfigMap/{n}/cm-04099")],
+        (Action::Configured, Some("drifted: /data".into()))
+    );
+    assert_eq!(r.changes.summary().unchanged, OBJECTS - 2);
+    assert_eq!(
+        api.get("cm-04099").await.expect("cm-04099").data.unwrap()["value"],
+        "one"
+    );
+    ns.delete().await;
+}
+
 #[tokio::test]
 async fn changing_one_file_writes_only_that_object_and_drift_is_corrected() {
     let ns = TestNamespace::new("apply-one").await;
