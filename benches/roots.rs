@@ -13,6 +13,11 @@
 //! - then one Root of `WEFT_BENCH_BIG` (10,000) ConfigMaps on the two surviving replicas: its
 //!   first pass and a no-op pass, the same way.
 //!
+//! The CPU seconds of the no-op round and of the large root's no-op pass are printed per process:
+//! each replica, the git daemon (with its `upload-pack`s), this bench, and the API server and
+//! etcd when the kubeconfig lies in a `tests/control-plane/up DIR` (`WEFT_TEST_KUBECONFIG=
+//! DIR/kubeconfig`).
+//!
 //! `WEFT_BENCH_ROOT_CONCURRENCY` passes `--root-concurrency` to the replicas (their default when
 //! unset).
 //!
@@ -93,6 +98,75 @@ fn rss_parts(pid: u32) -> String {
         mib(field("RssFile:")),
         field("Threads:")
     )
+}
+
+/// CPU seconds (user + system) process `pid` used so far, with those of its children it waited
+/// for (a `git daemon`'s `upload-pack`s); 0 when it is gone.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces) in parentheses: utime is the
+    // 14th field of the line, the 12th after it; stime, cutime, cstime follow.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = after
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
+    // USER_HZ is 100 on Linux.
+    ticks as f64 / 100.0
+}
+
+/// The processes whose CPU a round costs: the replicas, the git daemon, and the control plane's
+/// API server and etcd when the kubeconfig is in a `tests/control-plane/up` directory (its
+/// `pids/`).
+struct CpuMeter {
+    processes: Vec<(String, u32)>,
+}
+
+impl CpuMeter {
+    fn new(replicas: &[(&str, u32)], git_daemon: u32) -> Self {
+        let mut processes: Vec<(String, u32)> =
+            replicas.iter().map(|(n, p)| (n.to_string(), *p)).collect();
+        processes.push(("git daemon".into(), git_daemon));
+        let dir = cluster::kubeconfig_path().parent().map(|d| d.join("pids"));
+        for name in ["kube-apiserver", "etcd"] {
+            let pid = dir
+                .as_ref()
+                .and_then(|d| std::fs::read_to_string(d.join(format!("{name}.pid"))).ok())
+                .and_then(|p| p.trim().parse().ok());
+            if let Some(pid) = pid {
+                processes.push((name.into(), pid));
+            }
+        }
+        processes.push(("this bench".into(), std::process::id()));
+        CpuMeter { processes }
+    }
+
+    fn read(&self) -> Vec<f64> {
+        self.processes.iter().map(|(_, p)| cpu_secs(*p)).collect()
+    }
+
+    /// What each process used since `before`, as one line.
+    fn since(&self, before: &[f64]) -> String {
+        // A process gone since (the killed replica) reads 0: it used nothing of this span.
+        let used: Vec<f64> = self
+            .read()
+            .iter()
+            .zip(before)
+            .map(|(n, b)| (n - b).max(0.0))
+            .collect();
+        let mut parts: Vec<String> = self
+            .processes
+            .iter()
+            .zip(&used)
+            .filter(|(_, u)| **u > 0.0)
+            .map(|((name, _), u)| format!("{name} {u:.2} s"))
+            .collect();
+        let total: f64 = used.iter().sum();
+        parts.push(format!("all {total:.2} s"));
+        parts.join(", ")
+    }
 }
 
 /// Holder identity (`host_pid`) of each root's Lease, by the root's name.
@@ -277,10 +351,21 @@ async fn main() {
     wait_handled(&roots, names, "first", within, &no_logs).await;
     let first = created.elapsed();
 
+    let meter = CpuMeter::new(
+        &[
+            ("replica 0", a.pid()),
+            ("replica 1", b.pid()),
+            ("replica 2", c.pid()),
+        ],
+        repo.server.pid(),
+    );
+    let cpu_before = meter.read();
     let asked = Instant::now();
     request(&roots, names, "noop").await;
     wait_handled(&roots, names, "noop", within, &no_logs).await;
     let noop = asked.elapsed();
+    let noop_cpu = meter.since(&cpu_before);
+    println!("CPU of the no-op round: {noop_cpu}");
     let mut held = holders(&client, ns).await;
     // The bench's roots only: the flag root's Root (the replicas' `--root-name`) has a Lease too.
     held.retain(|r, _| names.contains(r));
@@ -379,10 +464,12 @@ async fn main() {
         .expect("create big");
     wait_handled(&roots, &big_name, "first", within, &no_logs).await;
     let big_first = created.elapsed();
+    let cpu_before = meter.read();
     let asked = Instant::now();
     request(&roots, &big_name, "noop").await;
     wait_handled(&roots, &big_name, "noop", within, &no_logs).await;
     let big_noop = asked.elapsed();
+    let big_noop_cpu = meter.since(&cpu_before);
     let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 
     println!(
@@ -394,6 +481,7 @@ async fn main() {
     println!("|---|---:|");
     println!("| first pass of all | {:.1} s |", first.as_secs_f64());
     println!("| no-op round | {:.1} s |", noop.as_secs_f64());
+    println!("| CPU of the no-op round | {noop_cpu} |");
     println!(
         "| memory per root | {per_root:.0} KiB (RSS of the 3 replicas {:.1} MiB with the roots, {:.1} MiB with none) |",
         mib(roots_total),
@@ -425,6 +513,7 @@ async fn main() {
     println!("\none root of {big} ConfigMaps on 2 replicas:");
     println!("| first pass | {:.1} s |", big_first.as_secs_f64());
     println!("| no-op pass | {:.1} s |", big_noop.as_secs_f64());
+    println!("| CPU of the no-op pass | {big_noop_cpu} |");
     drop((a, b));
     weft_ns.delete().await;
 }

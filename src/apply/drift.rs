@@ -85,9 +85,42 @@ fn filtered_root(desired: &Map<String, Value>) -> Map<String, Value> {
     out
 }
 
+/// The first desired field (top-level `apiVersion`, `kind`, `status` and the identifying
+/// metadata left out) missing from Weft's field set `fields`. Walked in place, with one path
+/// buffer: a no-op pass asks this of every object it lists.
 fn missing_in_fields(desired: &Map<String, Value>, fields: &Map<String, Value>) -> Option<String> {
-    let root = filtered_root(desired);
-    check_map(&root, fields, "")
+    let mut path = String::new();
+    let mut key = String::new();
+    let top = desired.iter().filter(|(k, v)| {
+        !SKIP_TOP.contains(&k.as_str()) && (k.as_str() != "metadata" || v.is_object())
+    });
+    for (k, v) in top {
+        if k != "metadata" {
+            if let Some(p) = check_entry(k, v, fields, &mut path, &mut key) {
+                return Some(p);
+            }
+            continue;
+        }
+        let Value::Object(meta) = v else { continue };
+        let kept = || meta.iter().filter(|(mk, _)| !SKIP_META.contains(&mk.as_str()));
+        // As a map of its kept keys: nothing kept is an empty map, which carries no field.
+        if kept().next().is_none() {
+            continue;
+        }
+        let Some(node) = fields.get("f:metadata") else {
+            return Some("/metadata".to_string());
+        };
+        let node = node.as_object().filter(|n| !n.is_empty());
+        let Some(node) = node else { continue };
+        path.push_str("/metadata");
+        for (mk, mv) in kept() {
+            if let Some(p) = check_entry(mk, mv, node, &mut path, &mut key) {
+                return Some(p);
+            }
+        }
+        path.clear();
+    }
+    None
 }
 
 fn is_empty(v: &Value) -> bool {
@@ -102,25 +135,46 @@ fn is_empty(v: &Value) -> bool {
 fn check_map(
     desired: &Map<String, Value>,
     fields: &Map<String, Value>,
-    path: &str,
+    path: &mut String,
 ) -> Option<String> {
+    let mut key = String::new();
     for (k, v) in desired {
-        // Nulls and empty containers carry no field the server would record.
-        if is_empty(v) {
-            continue;
-        }
-        let here = format!("{path}/{k}");
-        let Some(node) = fields.get(&format!("f:{k}")) else {
-            return Some(here);
-        };
-        if let Some(p) = check_value(v, node, &here) {
+        if let Some(p) = check_entry(k, v, fields, path, &mut key) {
             return Some(p);
         }
     }
     None
 }
 
-fn check_value(v: &Value, node: &Value, path: &str) -> Option<String> {
+/// The desired field `k` with value `v` under `path`, against the field set node `fields` of
+/// that level (`key`: a buffer for its `f:` key). `path` is as it was on return, unless a
+/// missing field's path is returned.
+fn check_entry(
+    k: &str,
+    v: &Value,
+    fields: &Map<String, Value>,
+    path: &mut String,
+    key: &mut String,
+) -> Option<String> {
+    // Nulls and empty containers carry no field the server would record.
+    if is_empty(v) {
+        return None;
+    }
+    let len = path.len();
+    path.push('/');
+    path.push_str(k);
+    key.clear();
+    key.push_str("f:");
+    key.push_str(k);
+    let found = match fields.get(key.as_str()) {
+        None => Some(path.clone()),
+        Some(node) => check_value(v, node, path),
+    };
+    path.truncate(len);
+    found
+}
+
+fn check_value(v: &Value, node: &Value, path: &mut String) -> Option<String> {
     let empty = Map::new();
     let node = node.as_object().unwrap_or(&empty);
     // A leaf node owns the whole value: an atomic map or struct (a Service's `selector`, a
@@ -139,24 +193,25 @@ fn check_value(v: &Value, node: &Value, path: &str) -> Option<String> {
                 return None;
             }
             for (i, item) in items.iter().enumerate() {
-                let here = format!("{path}/{i}");
-                match item {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&i.to_string());
+                let found = match item {
                     Value::Object(m) => match element_node(m, node) {
-                        Some(child) => {
-                            if let Some(p) = check_map(m, child, &here) {
-                                return Some(p);
-                            }
-                        }
-                        None => return Some(here),
+                        Some(child) => check_map(m, child, path),
+                        None => Some(path.clone()),
                     },
-                    Value::Array(_) | Value::Null => {}
+                    Value::Array(_) | Value::Null => None,
                     scalar => {
                         let key =
                             format!("v:{}", serde_json::to_string(scalar).unwrap_or_default());
-                        if !node.contains_key(&key) && !set_contains_loose(node, scalar) {
-                            return Some(here);
-                        }
+                        (!node.contains_key(&key) && !set_contains_loose(node, scalar))
+                            .then(|| path.clone())
                     }
+                };
+                path.truncate(len);
+                if found.is_some() {
+                    return found;
                 }
             }
             None

@@ -254,6 +254,12 @@ impl GitDaemon {
     pub fn url(&self, name: &str) -> String {
         format!("git://127.0.0.1:{}/{name}", self.port)
     }
+
+    /// The `git-daemon` process (its reaped `upload-pack` children's CPU counts in its own).
+    #[allow(dead_code)] // read by benches/roots.rs only
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for GitDaemon {
