@@ -581,6 +581,9 @@ impl Bench {
         let d = Daemon::start(DaemonOptions {
             controllers: true,
             kubeconfig: Some(self.proxy.kubeconfig().to_path_buf()),
+            // The log level of a deployed daemon (deploy/ sets none): the tests' `weft=debug`
+            // writes a line per object of every pass, 100,000 lines a no-op pass.
+            env: vec![("WEFT_LOG".into(), "info".into())],
             ..DaemonOptions::new(&url, ns.name())
         });
         let pid = d.pid();

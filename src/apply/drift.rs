@@ -102,7 +102,10 @@ fn missing_in_fields(desired: &Map<String, Value>, fields: &Map<String, Value>) 
             continue;
         }
         let Value::Object(meta) = v else { continue };
-        let kept = || meta.iter().filter(|(mk, _)| !SKIP_META.contains(&mk.as_str()));
+        let kept = || {
+            meta.iter()
+                .filter(|(mk, _)| !SKIP_META.contains(&mk.as_str()))
+        };
         // As a map of its kept keys: nothing kept is an empty map, which carries no field.
         if kept().next().is_none() {
             continue;

@@ -153,27 +153,19 @@ fn compared(p: &PlannedObject) -> Value {
 /// [`decide_against`] from the live object's metadata as listed (with managedFields): no copy of
 /// it is made, and only weft's own field set is parsed.
 fn decide_meta(p: &PlannedObject, meta: &ListedMeta) -> Decision {
-    let live_owner = meta.labels.get(OWNER_LABEL);
-    if live_owner.map(String::as_str) != Some(p.desired.owner.id().0.as_str()) {
+    if meta.owner.as_deref() != Some(p.desired.owner.id().0.as_str()) {
         return Decision::Update(UpdateReason::TakenOver {
-            from: live_owner.cloned(),
+            from: meta.owner.clone(),
         });
     }
-    let live_hash = meta
-        .annotations
-        .get(APPLIED_HASH_ANNOTATION)
-        .map(String::as_str);
-    if live_hash != p.desired_hash() {
+    if meta.annotations.applied_hash.as_deref() != p.desired_hash() {
         return Decision::Update(UpdateReason::Changed);
     }
-    let ours = meta.managed_fields.iter().find(|e| {
-        e.manager.as_deref() == Some(crate::apply::FIELD_MANAGER)
-            && e.operation.as_deref() == Some("Apply")
-            && e.subresource.as_deref().unwrap_or("").is_empty()
-    });
     // A field set the server sent is JSON; one that is not an object counts as none.
-    let fields: Option<serde_json::Map<String, Value>> = ours
-        .and_then(|e| e.fields_v1.as_ref())
+    let fields: Option<serde_json::Map<String, Value>> = meta
+        .managed_fields
+        .ours
+        .as_ref()
         .and_then(|f| serde_json::from_str(f.get()).ok());
     match drift::drifted_from_fields(&compared(p), fields.as_ref()) {
         Some(field) => Decision::Update(UpdateReason::Drifted { field }),
@@ -363,13 +355,14 @@ async fn read_group<'a>(
             let Some(p) = meta.name.as_deref().and_then(|n| wanted.get(n).copied()) else {
                 continue;
             };
-            if meta.managed_fields.is_empty() {
+            if !meta.managed_fields.any {
                 whole.push(p);
                 continue;
             }
             let claimer = meta
                 .annotations
-                .get(crate::api::keys::CLAIM_ANNOTATION)
+                .claimed_by
+                .as_deref()
                 .and_then(|c| conflict::other_root(&p.desired.owner, c));
             if let Some(claimer) = claimer {
                 state
