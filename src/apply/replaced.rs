@@ -26,7 +26,7 @@ use super::planned::PlannedObject;
 use super::proof::proof_of_ownership;
 use super::protection::protection;
 use super::recreate::RecreateOptions;
-use super::ref_key::ref_key;
+use super::ref_key::{ref_key, ref_key_of};
 use super::ApplyError;
 use crate::api::ObjectRef;
 use crate::render::{order, Owner, OwnerKind};
@@ -69,9 +69,9 @@ pub fn find(
             let Some(named) = by_name.get(&(old.namespace.as_str(), old.name.as_str())) else {
                 continue;
             };
-            let old_key = ref_key(old);
+            let old_key = ref_key_of(old);
             if left_to_prune(&old.kind, owner_kinds)
-                || named.iter().any(|(_, r)| ref_key(r) == old_key)
+                || named.iter().any(|(_, r)| ref_key_of(r) == old_key)
             {
                 continue;
             }

@@ -39,7 +39,7 @@ use super::catalog::Catalog;
 use super::list::list_labelled;
 use super::proof::proof_of_ownership;
 // Re-exported: the layers above compare inventory entries by it.
-pub use super::ref_key::{ref_key, RefKey};
+pub use super::ref_key::{ref_key, ref_key_of, RefKey};
 use super::{is_not_found, ApplyError, InventoryProblem, FIELD_MANAGER};
 use crate::api::ObjectRef;
 use crate::render::ownership::{HELM_HOOK_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE};

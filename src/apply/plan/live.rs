@@ -273,6 +273,12 @@ pub async fn read_live<'a>(
     let mut out = LiveState::default();
     for r in results {
         let r = r?;
+        // The first group's state is taken whole (a root of one kind in one namespace has only
+        // that one): its decisions are not hashed again into another map.
+        if out.decisions.is_empty() && out.conflicts.is_empty() && out.refused.is_empty() {
+            out = r;
+            continue;
+        }
         out.decisions.extend(r.decisions);
         out.conflicts.extend(r.conflicts);
         out.refused.extend(r.refused);
@@ -347,6 +353,7 @@ async fn read_group<'a>(
         .map(|p| (p.object_ref.name.as_str(), *p))
         .collect();
     let mut state = LiveState::default();
+    state.decisions.reserve(members.len());
     // Objects listed without managedFields: read whole afterwards.
     let mut whole: Vec<&'a PlannedObject> = Vec::new();
     let lp = ListParams::default().labels(&selector).limit(META_PAGE);

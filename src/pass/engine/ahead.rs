@@ -3,7 +3,7 @@
 //! what the prune guard and the kind changes of the pass need to know of the inventories.
 
 use crate::api::owner::OwnerKind;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::super::inventories::read_inventories;
 use super::super::PassError;
@@ -58,10 +58,12 @@ impl Engine<'_> {
                 }
                 continue;
             };
-            let keys: BTreeSet<_> = inv.entries.iter().map(inventory::ref_key).collect();
+            // Borrowed and hashed: a copy of every entry's four strings, and a tree lookup with
+            // another copy per desired object, were 9 % of a no-op pass over 100,000 objects.
+            let keys: HashSet<_> = inv.entries.iter().map(inventory::ref_key_of).collect();
             let new: Vec<&ObjectRef> = wanted
                 .iter()
-                .filter(|r| !keys.contains(&inventory::ref_key(r)))
+                .filter(|r| !keys.contains(&inventory::ref_key_of(r)))
                 .collect();
             if new.is_empty() {
                 self.guard_scopes.push(GuardScope::of(&inv));
