@@ -52,6 +52,9 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     // which reconciles it at once. Held: its status, events and pass are written behind its
     // own fence, and it is not given back in the middle of this reconcile.
     let Some((held, _busy)) = ctx.held(&key) else {
+        // Nothing of it is kept here meanwhile: a replica that takes it (again) passes it from
+        // the start, and writes that pass into its status (see `first_here`).
+        ctx.forget(&key);
         return Ok(Action::await_change());
     };
     // The sharded flag root's status is shard 0's to write (see `shard`).
