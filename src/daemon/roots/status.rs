@@ -368,12 +368,7 @@ mod tests {
 
     #[test]
     fn a_failed_pass_keeps_the_applied_revision_and_names_the_attempted_one() {
-        let good = next_status(
-            &RootStatus::default(),
-            Some(1),
-            &passed(None, "r1", "t0"),
-            "t0",
-        );
+        let good = good_at_r1();
         let failure = Failure::new(FAILED, "ConfigMap t/x: forbidden");
         let s = next_status(&good, Some(1), &passed(Some(failure), "r2", "t1"), "t1");
         assert_eq!(s.last_applied_revision.as_deref(), Some("r1"));
@@ -384,6 +379,16 @@ mod tests {
             (ConditionStatus::False, FAILED)
         );
         assert_eq!(s.passes[0].started_at, "t1");
+    }
+
+    /// The status after one good pass of revision `r1` (generation 1).
+    fn good_at_r1() -> RootStatus {
+        next_status(
+            &RootStatus::default(),
+            Some(1),
+            &passed(None, "r1", "t0"),
+            "t0",
+        )
     }
 
     /// `passed` as a pass that changed nothing.
@@ -397,12 +402,7 @@ mod tests {
 
     #[test]
     fn a_pass_that_finds_everything_as_recorded_is_not_written() {
-        let good = next_status(
-            &RootStatus::default(),
-            Some(1),
-            &passed(None, "r1", "t0"),
-            "t0",
-        );
+        let good = good_at_r1();
         let noop = quiet("r1", "t1");
         let after = next_status(&good, Some(1), &noop, "t1");
         assert_eq!(after.passes[0].started_at, "t1");
@@ -467,12 +467,7 @@ mod tests {
 
     #[test]
     fn suspend_leaves_ready_as_it_was() {
-        let good = next_status(
-            &RootStatus::default(),
-            Some(1),
-            &passed(None, "r1", "t0"),
-            "t0",
-        );
+        let good = good_at_r1();
         let s = next_status(&good, Some(2), &Verdict::Suspended, "t1");
         assert_eq!(ready_of(&s), ready_of(&good));
         let reconciling = s
