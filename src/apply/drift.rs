@@ -10,6 +10,7 @@
 //! to comparing the desired values against the live ones.
 
 use serde_json::{Map, Value};
+use std::fmt::Write as _;
 
 use super::FIELD_MANAGER;
 
@@ -197,8 +198,8 @@ fn check_value(v: &Value, node: &Value, path: &mut String) -> Option<String> {
             }
             for (i, item) in items.iter().enumerate() {
                 let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
+                // Writing into a String cannot fail.
+                let _ = write!(path, "/{i}");
                 let found = match item {
                     Value::Object(m) => match element_node(m, node) {
                         Some(child) => check_map(m, child, path),

@@ -119,6 +119,15 @@ impl<'a> LiveState<'a> {
         Ok(())
     }
 
+    /// Record the claim annotation (`weft.io/claimed-by`) `claim` of `p`'s live copy: a conflict
+    /// when another root claims it.
+    fn note_claim(&mut self, p: &'a PlannedObject, claim: Option<&str>) {
+        if let Some(claimer) = claim.and_then(|c| conflict::other_root(&p.desired.owner, c)) {
+            self.conflicts
+                .insert(&p.object_ref, Conflict::ClaimedBy(claimer));
+        }
+    }
+
     /// Record that `p` exists without any owner label of this pass: it will be adopted.
     pub fn observe_unlabelled(&mut self, p: &'a PlannedObject) {
         self.decisions
@@ -314,23 +323,15 @@ pub async fn read_by_name<'a>(
     .await;
     let mut state = LiveState::default();
     for (p, got) in reads {
-        match got {
-            Ok(Some(live)) => {
-                let claimer = live
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(crate::api::keys::CLAIM_ANNOTATION))
-                    .and_then(|c| conflict::other_root(&p.desired.owner, c));
-                if let Some(claimer) = claimer {
-                    state
-                        .conflicts
-                        .insert(&p.object_ref, Conflict::ClaimedBy(claimer));
-                }
-                state.record_read(p, Ok(Some(live)))?;
-            }
-            got => state.record_read(p, got)?,
+        if let Ok(Some(live)) = &got {
+            let claim = live
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::api::keys::CLAIM_ANNOTATION));
+            state.note_claim(p, claim.map(String::as_str));
         }
+        state.record_read(p, got)?;
     }
     Ok(state)
 }
@@ -366,16 +367,7 @@ async fn read_group<'a>(
                 whole.push(p);
                 continue;
             }
-            let claimer = meta
-                .annotations
-                .claimed_by
-                .as_deref()
-                .and_then(|c| conflict::other_root(&p.desired.owner, c));
-            if let Some(claimer) = claimer {
-                state
-                    .conflicts
-                    .insert(&p.object_ref, Conflict::ClaimedBy(claimer));
-            }
+            state.note_claim(p, meta.annotations.claimed_by.as_deref());
             state.decisions.insert(&p.object_ref, decide_meta(p, &meta));
         }
         Ok(())

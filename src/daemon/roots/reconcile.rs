@@ -180,12 +180,7 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         }
         false => None,
     };
-    // No pass of this root here yet (since start, the Lease's taking or a suspension): its
-    // status says who passes it now even when nothing changed.
-    let first_here = ctx.with_memory(&key, |m| m.due.is_none());
-    let (mut outcome, changes) =
-        pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
-    outcome.first_here = first_here;
+    let (outcome, changes) = pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
     let failure = outcome.failure.clone();
     let answered = changes.map(|c| (outcome.clone(), c));
     let recorded = record(Verdict::Passed(Box::new(outcome))).await;
@@ -343,6 +338,9 @@ async fn pass(
     requested: Option<String>,
 ) -> (PassOutcome, Option<Changes>) {
     let started_at = crate::daemon::status::now_rfc3339();
+    // No pass of this root here yet (since start, the Lease's taking or a suspension): its
+    // status says who passes it now even when nothing changed.
+    let first_here = ctx.with_memory(key, |m| m.due.is_none());
     let start = Instant::now();
     tracing::info!(root = %key, reasons = %reasons.join(","), identity = %identity, "root pass started");
     let mut notified = Notified {
@@ -415,7 +413,7 @@ async fn pass(
         requested_at: requested,
         next_poll_at: format!("{next:.0}"),
         conflicts,
-        first_here: false,
+        first_here,
     };
     (outcome, changes)
 }
