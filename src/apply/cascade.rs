@@ -53,7 +53,7 @@ pub async fn judge(
     owner: &Owner,
     r: &ObjectRef,
     live: &Value,
-    desired: &BTreeSet<ObjectRef>,
+    desired: &super::prune::Desired<'_>,
     force: bool,
 ) -> Result<Option<Cascade>, ApplyError> {
     match (split_api_version(&r.api_version).0, r.kind.as_str()) {

@@ -64,7 +64,7 @@ fn chart(name: &str) -> Owner {
 fn candidates_are_the_entries_nobody_desires() {
     let inv = inventory(root(), 3, None);
     let desired = BTreeSet::from([r("ConfigMap", "a", "0"), r("ConfigMap", "a", "1")]);
-    let c = candidates(std::slice::from_ref(&inv), &desired);
+    let c = candidates(std::slice::from_ref(&inv), &desired.iter().collect());
     assert_eq!(c[&root()], vec![r("ConfigMap", "a", "2")]);
 }
 

@@ -2,7 +2,6 @@
 //! dry-run, plus every object a pass would prune. Writes nothing.
 
 use crate::api::owner::OwnerKind;
-use std::collections::BTreeSet;
 
 use kube::api::DynamicObject;
 use kube::{Api, Client};
@@ -125,7 +124,7 @@ async fn would_prune(
     input: &PassInput,
 ) -> Result<Vec<Change>, ApplyError> {
     let desired_refs = plan::desired_refs(set, catalog, input.default_namespace(settings));
-    let all_desired: BTreeSet<ObjectRef> = desired_refs.values().flatten().cloned().collect();
+    let all_desired: prune::Desired = desired_refs.values().flatten().collect();
     let (inventories, errors) =
         read_inventories(client, set, catalog, &settings.weft_namespace).await;
     if let Some(e) = errors.into_iter().next() {
