@@ -956,3 +956,64 @@ async fn namespaces_need_an_opt_in_to_be_pruned_and_existing_objects_are_adopted
     let _ = namespaces.delete(&kept, &DeleteParams::default()).await;
     ns.delete().await;
 }
+
+/// Discovery is read again only when the API server says a document changed (each pass
+/// discovers the cluster; an unchanged document is answered `304 Not Modified` and its last
+/// parse used again), and a CRD installed since is still seen.
+#[tokio::test]
+async fn discovery_is_reused_while_unchanged_and_a_new_crd_is_seen_at_once() {
+    use weft::apply::plan::Catalog;
+    let client = cluster::client().await;
+    let ns = TestNamespace::new("discovery").await;
+    // Back to back, the second discovery finds both documents unchanged (another test may
+    // install a CRD in between: a few tries).
+    let mut reused = Vec::new();
+    for _ in 0..10 {
+        Catalog::discover(&client).await.expect("discovery");
+        let (_, n) = Catalog::discover_reusing(&client).await.expect("discovery");
+        reused.push(n);
+        if n == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        reused.last(),
+        Some(&2),
+        "documents reused in each try: {reused:?}"
+    );
+
+    let group = format!("{}.weft.test", ns.name());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("sprockets.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Cluster",
+            "names": {"kind": "Sprocket", "plural": "sprockets", "singular": "sprocket", "listKind": "SprocketList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .expect("CRD");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&Default::default(), &crd).await.expect("CRD");
+    let api_version = format!("{group}/v1");
+    // The API server publishes the kind in its discovery once the CRD is Established; from
+    // then on the next discovery must see it (the cached document is not the new one).
+    let (ar, namespaced) = support::wait::wait_for(
+        "the new CRD's kind in discovery",
+        Duration::from_secs(60),
+        &|| String::from("(no daemon: Catalog::discover in this test)"),
+        async || {
+            let catalog = Catalog::discover(&client).await.ok()?;
+            catalog.resolve(&api_version, "Sprocket").cloned()
+        },
+    )
+    .await;
+    assert_eq!((ar.plural.as_str(), namespaced), ("sprockets", false));
+    crds.delete(&format!("sprockets.{group}"), &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+    ns.delete().await;
+}
