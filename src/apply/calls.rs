@@ -266,6 +266,9 @@ pub fn pooled_transport(config: &Config) -> Result<Client, ConnectError> {
     }
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
+    // A request is not held back for the ACK of the previous segment (Nagle's algorithm), as
+    // client-go's connections are not.
+    http.set_nodelay(true);
     let https = config
         .rustls_https_connector_with_connector(http)
         .map_err(ConnectError::Client)?;

@@ -275,6 +275,10 @@ impl Ui {
         // Not println!: a closed stdout (`weft ui | head -1`) must not end the UI with a panic.
         let said = format!("weft ui: http://{bound}/ (Ctrl-C to stop)\n");
         let _ = std::io::Write::write_all(&mut std::io::stdout(), said.as_bytes());
+        // No Nagle delay on the answers (as `server::listen` does for the daemon's ports).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, self.router())
             .await
             .map_err(|source| UiError::Listen { addr, source })
