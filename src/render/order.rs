@@ -56,16 +56,38 @@ pub fn kind_rank(kind: &str) -> u16 {
 /// Sort in apply order; ties keep a deterministic (kind, namespace, name) order. The key is
 /// computed once per object (each part is a JSON lookup).
 pub fn sort(objects: &mut [DesiredObject]) {
-    objects.sort_by_cached_key(|o| {
-        (
-            stage(o.kind()),
-            o.wave,
-            kind_rank(o.kind()),
-            o.kind().to_string(),
-            o.namespace().unwrap_or("").to_string(),
-            o.name().to_string(),
-        )
-    });
+    // Compared in place: a cached key copied each object's kind, namespace and name (≈ 20 MB
+    // at 100,000 objects, at the render's memory peak); a set already in order (one kind,
+    // files in name order) is not sorted at all, and a stable sort's scratch buffer is then
+    // not taken either.
+    if objects.is_sorted_by(|a, b| order(a, b) != std::cmp::Ordering::Greater) {
+        return;
+    }
+    objects.sort_by(order);
+}
+
+/// Apply order: stage, wave, kind rank, kind, namespace, name. Objects of one kind (most
+/// comparisons) skip the kind's stage and rank.
+fn order(a: &DesiredObject, b: &DesiredObject) -> std::cmp::Ordering {
+    use std::cmp::Ordering::Equal;
+    let (ka, kb) = (a.kind(), b.kind());
+    let same_kind = ka == kb;
+    let by_stage = if same_kind {
+        Equal
+    } else {
+        stage(ka).cmp(&stage(kb))
+    };
+    by_stage
+        .then(a.wave.cmp(&b.wave))
+        .then_with(|| {
+            if same_kind {
+                Equal
+            } else {
+                kind_rank(ka).cmp(&kind_rank(kb)).then(ka.cmp(kb))
+            }
+        })
+        .then_with(|| a.namespace().unwrap_or("").cmp(b.namespace().unwrap_or("")))
+        .then_with(|| a.name().cmp(b.name()))
 }
 
 #[cfg(test)]
