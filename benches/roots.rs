@@ -18,8 +18,14 @@
 //! etcd when the kubeconfig lies in a `tests/control-plane/up DIR` (`WEFT_TEST_KUBECONFIG=
 //! DIR/kubeconfig`).
 //!
+//! Every root's ConfigMaps go into the bench's namespace (beside the Root objects), or with
+//! `WEFT_BENCH_LAYOUT=namespace-per-root` each root's into a namespace of its own (a tenant
+//! each): a root's LIST by its owner label then scans its own namespace, not all 10,000 objects.
+//!
 //! `WEFT_BENCH_ROOT_CONCURRENCY` passes `--root-concurrency` to the replicas (their default when
-//! unset).
+//! unset). `WEFT_BENCH_BEFORE_NOOP`, a shell command, is started 2 s before the no-op round with
+//! the replicas' process ids in `$PIDS` (to attach a profiler:
+//! `perf record -F 300 --call-graph dwarf -o /tmp/round.perf -p ${PIDS// /,} -- sleep 8`).
 //!
 //! Run: `cargo bench --bench roots` (release) or, without a release build,
 //! `cargo bench --profile dev --bench roots` (starts the control plane of tests/control-plane,
@@ -293,9 +299,33 @@ async fn main() {
     let repo = ServedRepo::start();
     let all_names: Vec<String> = (0..count + more).map(|i| format!("b{i:03}")).collect();
     let (names, added) = all_names.split_at(count);
+    // Where each root's objects go: the bench's namespace, or one namespace per root (a tenant
+    // each, `WEFT_BENCH_LAYOUT=namespace-per-root`).
+    let spread = std::env::var("WEFT_BENCH_LAYOUT").as_deref() == Ok("namespace-per-root");
+    let home = |name: &str| -> String {
+        if spread {
+            format!("{ns}-{name}")
+        } else {
+            ns.to_string()
+        }
+    };
+    let mut homes: Vec<String> = Vec::new();
+    if spread {
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        for name in &all_names {
+            let home = home(name);
+            let it = serde_json::from_value(json!({"metadata": {"name": home}})).expect("ns");
+            namespaces
+                .create(&Default::default(), &it)
+                .await
+                .expect("namespace");
+            homes.push(home);
+        }
+    }
     for name in &all_names {
+        let home = home(name);
         let docs: Vec<String> = (0..objects)
-            .map(|j| configmap(ns, &format!("{name}-{j:03}"), "one"))
+            .map(|j| configmap(&home, &format!("{name}-{j:03}"), "one"))
             .collect();
         repo.work
             .write(&format!("{name}/objects.yaml"), docs.join("\n---\n"));
@@ -359,6 +389,18 @@ async fn main() {
         ],
         repo.server.pid(),
     );
+    // A profiler to attach to the replicas for the round: `$PIDS` names them.
+    let profiler = std::env::var("WEFT_BENCH_BEFORE_NOOP").ok().map(|cmd| {
+        let pids = format!("{} {} {}", a.pid(), b.pid(), c.pid());
+        std::process::Command::new("bash")
+            .args(["-c", &cmd])
+            .env("PIDS", pids)
+            .spawn()
+            .expect("WEFT_BENCH_BEFORE_NOOP")
+    });
+    if profiler.is_some() {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
     let cpu_before = meter.read();
     let asked = Instant::now();
     request(&roots, names, "noop").await;
@@ -366,6 +408,9 @@ async fn main() {
     let noop = asked.elapsed();
     let noop_cpu = meter.since(&cpu_before);
     println!("CPU of the no-op round: {noop_cpu}");
+    if let Some(mut p) = profiler {
+        let _ = p.wait();
+    }
     let mut held = holders(&client, ns).await;
     // The bench's roots only: the flag root's Root (the replicas' `--root-name`) has a Lease too.
     held.retain(|r, _| names.contains(r));
@@ -473,7 +518,12 @@ async fn main() {
     let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 
     println!(
-        "\n{count} roots x {objects} ConfigMaps on 3 replicas (Lease {lease}); load average before {}, after {}",
+        "\n{count} roots x {objects} ConfigMaps on 3 replicas (Lease {lease}), {}; load average before {}, after {}",
+        if spread {
+            "a namespace per root"
+        } else {
+            "all in one namespace"
+        },
         load_before.trim(),
         load_after.trim()
     );
@@ -516,4 +566,8 @@ async fn main() {
     println!("| CPU of the no-op pass | {big_noop_cpu} |");
     drop((a, b));
     weft_ns.delete().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for home in homes {
+        let _ = namespaces.delete(&home, &Default::default()).await;
+    }
 }
