@@ -171,19 +171,27 @@ impl DesiredSet {
         opts: &RenderOptions,
     ) -> Result<DesiredSet, RenderError> {
         let manifests = std::mem::take(&mut repo.manifests);
-        let root = Owner::root(&opts.weft_namespace, &opts.root_name);
-        let adopted: Vec<DesiredObject> = manifests
-            .into_iter()
-            .map(|m| root.adopt(m.value.value(), 0, Some(m.origin)))
-            .collect();
         let RenderedParts {
             mut objects,
             hooks,
             warnings,
             failures,
         } = render_parts(&repo, inputs, opts)?;
+        let self_contained = repo.weaveclouds.is_empty()
+            && repo.armada.is_empty()
+            && !crate::load::sops::needs_decryption(&repo.snapshot);
+        let armada = std::mem::take(&mut repo.armada);
+        // The repository's files go before its manifests are adopted (each adopted object is a
+        // new text with its ownership labels): at 100,000 objects the files (≈ 28 MB) beside
+        // every adopted object were the render's peak.
+        drop(repo);
+        let root = Owner::root(&opts.weft_namespace, &opts.root_name);
+        let adopted: Vec<DesiredObject> = manifests
+            .into_iter()
+            .map(|m| root.adopt(m.value.value(), 0, Some(m.origin)))
+            .collect();
         // Moved, not copied, when the repository has only plain manifests: a copy of 100,000
-        // objects' entries (≈ 13 MB) beside the repository's files was the render's peak.
+        // objects' entries (≈ 13 MB) was there too.
         if objects.is_empty() {
             objects = adopted;
         } else {
@@ -193,11 +201,8 @@ impl DesiredSet {
         // needed before any chart.
         let own = super::armada::resource_namespaces(&objects);
         objects.extend(own);
-        let namespaces = super::armada::release_namespaces(&repo.armada, &objects);
-        let self_contained = repo.weaveclouds.is_empty()
-            && repo.armada.is_empty()
-            && !crate::load::sops::needs_decryption(&repo.snapshot);
-        drop(repo);
+        let namespaces = super::armada::release_namespaces(&armada, &objects);
+        drop(armada);
         objects.extend(namespaces);
         super::order::sort(&mut objects);
         let mut owners = BTreeSet::new();
