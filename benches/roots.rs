@@ -16,7 +16,8 @@
 //! The CPU seconds of the no-op round and of the large root's no-op pass are printed per process:
 //! each replica, the git daemon (with its `upload-pack`s), this bench, and the API server and
 //! etcd when the kubeconfig lies in a `tests/control-plane/up DIR` (`WEFT_TEST_KUBECONFIG=
-//! DIR/kubeconfig`).
+//! DIR/kubeconfig`), and the requests the API server served in them, per verb and resource, by
+//! its own count (`/metrics`).
 //!
 //! Every root's ConfigMaps go into the bench's namespace (beside the Root objects), or with
 //! `WEFT_BENCH_LAYOUT=namespace-per-root` each root's into a namespace of its own (a tenant
@@ -121,6 +122,76 @@ fn cpu_secs(pid: u32) -> f64 {
         .sum();
     // USER_HZ is 100 on Linux.
     ticks as f64 / 100.0
+}
+
+/// The API server's own count of the requests it served, and the seconds it took over them, per
+/// verb and resource (`apiserver_request_total`, `apiserver_request_duration_seconds_sum` of its
+/// `/metrics`); empty when the metrics cannot be read.
+async fn served(client: &Client) -> BTreeMap<(String, String), (f64, f64)> {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
+    let text = client.request_text(req).await.unwrap_or_default();
+    let label = |line: &str, name: &str| -> String {
+        let key = format!("{name}=\"");
+        line.split_once(&key)
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(v, _)| v.to_string())
+            .unwrap_or_default()
+    };
+    let mut out: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();
+    for line in text.lines() {
+        let (count, secs) = if line.starts_with("apiserver_request_total{") {
+            (true, false)
+        } else if line.starts_with("apiserver_request_duration_seconds_sum{") {
+            (false, true)
+        } else {
+            continue;
+        };
+        let value: f64 = line
+            .rsplit_once(' ')
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0.0);
+        let mut resource = label(line, "resource");
+        let sub = label(line, "subresource");
+        if !sub.is_empty() {
+            resource = format!("{resource}/{sub}");
+        }
+        let entry = out.entry((label(line, "verb"), resource)).or_default();
+        if count {
+            entry.0 += value;
+        }
+        if secs {
+            entry.1 += value;
+        }
+    }
+    out
+}
+
+/// What the API server served since `before`, the busiest first, as one line.
+fn served_since(
+    before: &BTreeMap<(String, String), (f64, f64)>,
+    after: &BTreeMap<(String, String), (f64, f64)>,
+) -> String {
+    let mut rows: Vec<(String, f64, f64)> = after
+        .iter()
+        .map(|((verb, resource), (n, secs))| {
+            let (n0, s0) = before
+                .get(&(verb.clone(), resource.clone()))
+                .copied()
+                .unwrap_or_default();
+            (format!("{verb} {resource}"), n - n0, secs - s0)
+        })
+        .filter(|(_, n, _)| *n >= 1.0)
+        .collect();
+    rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+    if rows.is_empty() {
+        return "(the API server's metrics could not be read)".into();
+    }
+    rows.iter()
+        .map(|(what, n, secs)| format!("{what} {n:.0} ({:.0} ms)", secs * 1000.0))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The processes whose CPU a round costs: the replicas, the git daemon, and the control plane's
@@ -401,13 +472,16 @@ async fn main() {
     if profiler.is_some() {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
+    let served_before = served(&client).await;
     let cpu_before = meter.read();
     let asked = Instant::now();
     request(&roots, names, "noop").await;
     wait_handled(&roots, names, "noop", within, &no_logs).await;
     let noop = asked.elapsed();
     let noop_cpu = meter.since(&cpu_before);
+    let noop_served = served_since(&served_before, &served(&client).await);
     println!("CPU of the no-op round: {noop_cpu}");
+    println!("requests the API server served in the round (count, time spent): {noop_served}");
     if let Some(mut p) = profiler {
         let _ = p.wait();
     }
@@ -509,12 +583,14 @@ async fn main() {
         .expect("create big");
     wait_handled(&roots, &big_name, "first", within, &no_logs).await;
     let big_first = created.elapsed();
+    let served_before = served(&client).await;
     let cpu_before = meter.read();
     let asked = Instant::now();
     request(&roots, &big_name, "noop").await;
     wait_handled(&roots, &big_name, "noop", within, &no_logs).await;
     let big_noop = asked.elapsed();
     let big_noop_cpu = meter.since(&cpu_before);
+    let big_served = served_since(&served_before, &served(&client).await);
     let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 
     println!(
@@ -532,6 +608,7 @@ async fn main() {
     println!("| first pass of all | {:.1} s |", first.as_secs_f64());
     println!("| no-op round | {:.1} s |", noop.as_secs_f64());
     println!("| CPU of the no-op round | {noop_cpu} |");
+    println!("| requests served in the round (count, time) | {noop_served} |");
     println!(
         "| memory per root | {per_root:.0} KiB (RSS of the 3 replicas {:.1} MiB with the roots, {:.1} MiB with none) |",
         mib(roots_total),
@@ -564,6 +641,7 @@ async fn main() {
     println!("| first pass | {:.1} s |", big_first.as_secs_f64());
     println!("| no-op pass | {:.1} s |", big_noop.as_secs_f64());
     println!("| CPU of the no-op pass | {big_noop_cpu} |");
+    println!("| requests served in the pass (count, time) | {big_served} |");
     drop((a, b));
     weft_ns.delete().await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
