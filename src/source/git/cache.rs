@@ -48,9 +48,6 @@ pub struct GitSource {
     last_transfer: TransferStats,
     /// When the running fetch must be over (see [`GitSourceSpec::fetch_timeout`]).
     deadline: Deadline,
-    /// When the running fetch was asked for (before it waited for the cache's lock): a ref
-    /// listing of the same remote that started since may be taken (`listing`).
-    asked: Option<Instant>,
 }
 
 /// A deadline shared by the libgit2 callbacks of one fetch (an atomic, so the source stays
@@ -131,7 +128,6 @@ impl GitSource {
             last_good_oid: None,
             last_transfer: TransferStats::default(),
             deadline: Deadline::default(),
-            asked: None,
         })
     }
 
@@ -183,7 +179,6 @@ impl GitSource {
     /// the remote still has the last good commit. On any error the last good snapshot stays.
     pub fn fetch(&mut self) -> Result<FetchOutcome, GitError> {
         let started = Instant::now();
-        self.asked = Some(started);
         self.deadline.start(self.spec.fetch_timeout);
         self.last_transfer = TransferStats::default();
         // Sources of the same URL share a cache: one fetch at a time per cache, so that one never
@@ -246,7 +241,7 @@ impl GitSource {
             GitRef::Commit(c) => (parse_oid(c)?, None),
             _ if self.lists_by_fetching() => self.fetch_named_ref(&repo, &mut stats)?,
             _ => {
-                let heads = self.list_remote_since(self.asked.unwrap_or_else(Instant::now))?;
+                let heads = self.list_remote()?;
                 self.resolve_listed(&heads)?
             }
         };

@@ -1,81 +1,13 @@
 //! What a remote has, learnt without fetching a commit: its refs as `git ls-remote` lists them,
 //! the configured ref picked from them, and its tags (for a semver range).
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::collections::BTreeMap;
 
 use git2::Oid;
-use sha2::{Digest, Sha256};
 
 use super::{cache_lock, clip, parse_oid, GitError, GitRef, GitSource, TransferStats};
 
-/// A remote's refs as last listed in this process, and when that listing started.
-type Listed = (Instant, Arc<BTreeMap<String, Oid>>);
-
-/// The last listing of each remote, by its cache and a digest of the credentials.
-type Listings = Mutex<HashMap<(PathBuf, [u8; 32]), Listed>>;
-
-/// The last ref listing of each remote, by its cache and the credentials it was listed with.
-/// Roots of one repository (a path each, as Flux's Kustomizations share a GitRepository) each
-/// list its refs on every pass; their fetches take turns on the cache's lock, and a fetch asked
-/// for before a listing started takes that listing instead of making its own: it is as fresh as
-/// the one it would have made. A listing made with other credentials is never taken (a tenant
-/// without access to a repository must not learn its refs through another's listing).
-fn listings() -> &'static Listings {
-    static LISTINGS: OnceLock<Listings> = OnceLock::new();
-    LISTINGS.get_or_init(Default::default)
-}
-
 impl GitSource {
-    /// A digest of everything that decides what this source may list: the credentials and the
-    /// host keys it accepts.
-    fn credentials_digest(&self) -> [u8; 32] {
-        let c = &self.spec.credentials;
-        let mut h = Sha256::new();
-        for part in [
-            c.identity.as_ref().map(|s| s.expose()),
-            c.known_hosts.as_deref(),
-            c.username.as_deref(),
-            c.password.as_ref().map(|s| s.expose()),
-            c.bearer_token.as_ref().map(|s| s.expose()),
-        ] {
-            // Length-prefixed, so that no two different sets of fields digest alike.
-            let part = part.map(str::as_bytes);
-            h.update([u8::from(part.is_some())]);
-            h.update((part.map_or(0, <[u8]>::len) as u64).to_le_bytes());
-            h.update(part.unwrap_or_default());
-        }
-        h.finalize().into()
-    }
-
-    /// The remote's refs for a fetch asked for at `asked`: a listing of this remote (same cache,
-    /// same credentials) that started since is taken; otherwise the refs are listed now.
-    pub(super) fn list_remote_since(
-        &self,
-        asked: Instant,
-    ) -> Result<Arc<BTreeMap<String, Oid>>, GitError> {
-        let key = (self.cache_path.clone(), self.credentials_digest());
-        let shared = listings()
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(&key)
-            .filter(|(started, _)| *started >= asked)
-            .map(|(_, refs)| refs.clone());
-        if let Some(refs) = shared {
-            tracing::debug!(url = %self.remote.display, "git: refs taken from a listing that started after this fetch was asked for");
-            return Ok(refs);
-        }
-        let started = Instant::now();
-        let refs = Arc::new(self.list_remote()?);
-        listings()
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(key, (started, refs.clone()));
-        Ok(refs)
-    }
-
     /// The remote's tags (`git ls-remote --tags`), their names without `refs/tags/`. With a
     /// bearer token or the same-host redirect policy the tags are fetched into the cache first
     /// (see [`Self::remote_head`]).
@@ -191,52 +123,5 @@ impl GitSource {
             reference: self.spec.reference.to_string(),
             available,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::source::git::auth::{Credentials, SecretValue};
-    use crate::source::git::GitSourceSpec;
-    use std::time::Duration;
-
-    /// A source of a remote nobody listens on: any listing it made itself would fail.
-    fn source(cache: &std::path::Path, token: Option<&str>) -> GitSource {
-        let mut spec = GitSourceSpec::new("http://127.0.0.1:9/shared.git", cache);
-        spec.credentials = Credentials {
-            password: token.map(SecretValue::new),
-            username: token.map(|_| "weft".to_string()),
-            ..Credentials::default()
-        };
-        spec.fetch_timeout = Duration::from_secs(5);
-        GitSource::new(spec).expect("source")
-    }
-
-    #[test]
-    fn a_listing_is_shared_only_with_fetches_asked_before_it_and_with_the_same_credentials() {
-        let cache = tempfile::tempdir().expect("tempdir");
-        let holder = source(cache.path(), Some("one"));
-        let asked_before = Instant::now();
-        std::thread::sleep(Duration::from_millis(5));
-        let refs = Arc::new(BTreeMap::from([(
-            "refs/heads/main".to_string(),
-            Oid::from_str("0123456789abcdef0123456789abcdef01234567").expect("oid"),
-        )]));
-        listings().lock().expect("listings").insert(
-            (holder.cache_path.clone(), holder.credentials_digest()),
-            (Instant::now(), refs.clone()),
-        );
-        // Asked for before that listing started, same cache and credentials: taken.
-        let same = source(cache.path(), Some("one"));
-        assert_eq!(same.list_remote_since(asked_before).expect("shared"), refs);
-        // Asked for after it started: listed anew (and the remote is not there).
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(same.list_remote_since(Instant::now()).is_err());
-        // Other credentials, or none: never taken.
-        let other = source(cache.path(), Some("two"));
-        assert!(other.list_remote_since(asked_before).is_err());
-        let anonymous = source(cache.path(), None);
-        assert!(anonymous.list_remote_since(asked_before).is_err());
     }
 }
