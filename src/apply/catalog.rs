@@ -146,34 +146,29 @@ impl Catalog {
         .await;
         if let Ok((Some((core, core_same)), Some((groups, groups_same)))) = read {
             let reused = usize::from(core_same) + usize::from(groups_same);
-            let mut by_gvk = HashMap::new();
-            for (ar, namespaced) in core.resources.iter().chain(groups.resources.iter()) {
-                by_gvk.insert(
-                    (ar.group.clone(), ar.version.clone(), ar.kind.clone()),
-                    (ar.clone(), *namespaced),
-                );
-            }
+            let catalog = Catalog::of_shared(
+                core.resources
+                    .iter()
+                    .chain(groups.resources.iter())
+                    .cloned(),
+            );
             *LAST_DOCUMENTS.lock().unwrap_or_else(|e| e.into_inner()) = [Some(core), Some(groups)];
-            return Ok((Catalog { by_gvk }, reused));
+            return Ok((catalog, reused));
         }
         // No aggregated discovery (or it failed): discovery group by group.
         let discovery = Discovery::new(client.clone())
             .run()
             .await
             .map_err(ApplyError::Discovery)?;
-        let mut by_gvk = HashMap::new();
-        for group in discovery.groups() {
-            for version in group.versions() {
-                for (ar, caps) in group.versioned_resources(version) {
-                    let namespaced = caps.scope == Scope::Namespaced;
-                    by_gvk.insert(
-                        (ar.group.clone(), ar.version.clone(), ar.kind.clone()),
-                        (Arc::new(ar), namespaced),
-                    );
-                }
-            }
-        }
-        Ok((Catalog { by_gvk }, 0))
+        let entries = discovery.groups().flat_map(|group| {
+            group.versions().flat_map(move |version| {
+                group
+                    .versioned_resources(version)
+                    .into_iter()
+                    .map(|(ar, caps)| (ar, caps.scope == Scope::Namespaced))
+            })
+        });
+        Ok((Catalog::from_entries(entries), 0))
     }
 
     /// The API resources of the kinds `refs` name: one discovery call per kind's group version,
@@ -204,13 +199,18 @@ impl Catalog {
 
     /// A catalog from explicit entries (for tests of the pure parts).
     pub fn from_entries(entries: impl IntoIterator<Item = (ApiResource, bool)>) -> Catalog {
+        Catalog::of_shared(entries.into_iter().map(|(ar, ns)| (Arc::new(ar), ns)))
+    }
+
+    /// A catalog of resources already shared (a discovery document's, kept between passes).
+    fn of_shared(entries: impl IntoIterator<Item = (Arc<ApiResource>, bool)>) -> Catalog {
         Catalog {
             by_gvk: entries
                 .into_iter()
                 .map(|(ar, ns)| {
                     (
                         (ar.group.clone(), ar.version.clone(), ar.kind.clone()),
-                        (Arc::new(ar), ns),
+                        (ar, ns),
                     )
                 })
                 .collect(),

@@ -53,8 +53,7 @@ pub fn kind_rank(kind: &str) -> u16 {
         .unwrap_or(ORDER.len() as u16)
 }
 
-/// Sort in apply order; ties keep a deterministic (kind, namespace, name) order. The key is
-/// computed once per object (each part is a JSON lookup).
+/// Sort in apply order ([`order`]); ties keep a deterministic (kind, namespace, name) order.
 pub fn sort(objects: &mut [DesiredObject]) {
     // Compared in place: a cached key copied each object's kind, namespace and name (≈ 20 MB
     // at 100,000 objects, at the render's memory peak); a set already in order (one kind,

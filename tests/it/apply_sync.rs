@@ -36,6 +36,25 @@ fn service(ns: &str, name: &str) -> String {
     )
 }
 
+/// A CRD of `group` for `kind` (`plural`), one served and stored version `v1` that keeps any
+/// field; `scope` is `Namespaced` or `Cluster`.
+fn crd(group: &str, kind: &str, plural: &str, scope: &str) -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
+                      "listKind": format!("{kind}List")},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .expect("CRD")
+}
+
 fn assert_ok(r: &PassResult) {
     assert!(
         r.succeeded(),
@@ -417,19 +436,7 @@ async fn an_unserved_kind_keeps_its_objects_in_the_inventory() {
     let opts = options(&name);
     let group = format!("{name}.weft.test");
     let crd_name = format!("gizmos.{group}");
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": crd_name},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": "Gizmo", "plural": "gizmos", "singular": "gizmo", "listKind": "GizmoList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    }))
-    .expect("CRD");
+    let crd = crd(&group, "Gizmo", "gizmos", "Namespaced");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let served = |on: bool| {
         json!({"spec": {"versions": [{"name": "v1", "served": on, "storage": true,
@@ -983,19 +990,7 @@ async fn discovery_is_reused_while_unchanged_and_a_new_crd_is_seen_at_once() {
     );
 
     let group = format!("{}.weft.test", ns.name());
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("sprockets.{group}")},
-        "spec": {
-            "group": group,
-            "scope": "Cluster",
-            "names": {"kind": "Sprocket", "plural": "sprockets", "singular": "sprocket", "listKind": "SprocketList"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    }))
-    .expect("CRD");
+    let crd = crd(&group, "Sprocket", "sprockets", "Cluster");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&Default::default(), &crd).await.expect("CRD");
     let api_version = format!("{group}/v1");
