@@ -400,4 +400,23 @@ impl RootReference {
 }
 
 #[cfg(test)]
+impl Root {
+    /// A Root `namespace/name` of the repository `url`, everything else defaulted (for tests).
+    pub fn of_repository(namespace: &str, name: &str, url: &str) -> Root {
+        let mut root = Root::new(
+            name,
+            RootSpec {
+                source: GitSource {
+                    url: url.into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        root.metadata.namespace = Some(namespace.into());
+        root
+    }
+}
+
+#[cfg(test)]
 mod tests;

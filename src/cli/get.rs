@@ -437,19 +437,9 @@ mod tests {
     #[test]
     fn the_roots_table_has_kubectl_columns_and_ages() {
         use crate::api::conditions::Condition;
-        use crate::api::root::{GitSource, RootSpec, RootStatus};
+        use crate::api::root::RootStatus;
         let now: k8s_openapi::jiff::Timestamp = "2026-12-02T01:00:00Z".parse().unwrap();
-        let mut ready = Root::new(
-            "apps",
-            RootSpec {
-                source: GitSource {
-                    url: "https://git.example/a.git".into(),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        );
-        ready.metadata.namespace = Some("team-a".into());
+        let mut ready = Root::of_repository("team-a", "apps", "https://git.example/a.git");
         ready.metadata.creation_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 now - k8s_openapi::jiff::SignedDuration::from_mins(3),

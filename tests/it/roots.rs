@@ -1000,7 +1000,7 @@ async fn the_cli_names_a_root_object_and_the_metrics_carry_it() {
 // now (the interval is an hour), and a Root of another repository does not.
 #[tokio::test]
 async fn a_push_webhook_passes_the_roots_whose_source_it_is() {
-    use support::daemon::{delivery_id, github_signature};
+    use support::daemon::github_push_of;
     use support::git_servers::{GitDaemon, RepoHost, WorkTree};
     let client = cluster::client().await;
     cluster::install_crds(&client).await;
@@ -1046,27 +1046,16 @@ async fn a_push_webhook_passes_the_roots_whose_source_it_is() {
         .write("two.yaml", configmap(n, "other-two", "2"))
         .commit("two");
     other.push();
-    let body = json!({
+    let payload = json!({
         "ref": "refs/heads/main",
-        "delivery": delivery_id(),
         "repository": {
             "clone_url": app_url.replace("git://", "https://"),
             "ssh_url": format!("git@127.0.0.1:team/app.git"),
         },
-    })
-    .to_string();
-    let answer = reqwest::Client::new()
-        .post(format!("{}/hooks/github", d.hooks_base()))
-        .header("X-GitHub-Event", "push")
-        .header("X-GitHub-Delivery", delivery_id())
-        .header("X-Hub-Signature-256", github_signature(body.as_bytes()))
-        .header("Content-Type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status().as_u16(), 202);
-    let answer: Value = serde_json::from_str(&answer.text().await.unwrap()).unwrap();
+    });
+    let (code, answer) = github_push_of(&d, payload, None).await;
+    assert_eq!(code, 202, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).unwrap();
     assert_eq!(answer["roots"], json!([format!("{n}/app")]), "{answer}");
 
     // The app's Root passes now, saying why; the other's does not.
@@ -1271,4 +1260,122 @@ async fn a_default_account_and_no_cross_namespace_refs() {
     drop(d);
     team.delete().await;
     weft_ns.delete().await;
+}
+
+/// Roots of one repository requested at once, or woken by one push webhook, share the remote's
+/// ref listing (one listing started after every request was seen serves them all), and each
+/// still sees the commit pushed before its request.
+#[tokio::test]
+async fn roots_of_one_repository_requested_at_once_share_a_ref_listing_made_since() {
+    use support::git_servers::{HttpAuth, HttpGitServer, RepoHost, WorkTree};
+    const ROOTS: usize = 6;
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let ns = TestNamespace::new("roots-listing").await;
+    let n = ns.name();
+    let host = RepoHost::new();
+    host.create("config.git");
+    let server = HttpGitServer::start(&host, HttpAuth::default());
+    let url = server.url("config.git");
+    let work = WorkTree::new(&host.path("config.git").display().to_string());
+    // A file with a ConfigMap `r<i>-<name>` in each root's directory, committed and pushed.
+    let commit_all = |name: &str| {
+        for i in 0..ROOTS {
+            let cm = configmap(n, &format!("r{i}-{name}"), name);
+            work.write(&format!("r{i}/{name}.yaml"), cm);
+        }
+        work.commit(name);
+        work.push();
+    };
+    commit_all("one");
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(n, &[n], flag.path());
+    let names: Vec<String> = (0..ROOTS).map(|i| format!("r{i}")).collect();
+    for name in &names {
+        let spec = json!({"source": {"url": url}, "path": name, "interval": "1h"});
+        create_root(&client, n, name, spec).await.unwrap();
+    }
+    for name in &names {
+        wait_ready(&client, n, name, "True", "ReconciliationSucceeded", &d).await;
+    }
+    let request_all = async |token: &str| {
+        let patch = json!({"metadata": {"annotations": {"weft.io/requested-at": token}}});
+        futures::future::join_all(
+            names
+                .iter()
+                .map(|name| patch_root(&client, n, name, patch.clone())),
+        )
+        .await;
+        for name in &names {
+            wait_for(
+                &format!("Root {name} answered {token}"),
+                WITHIN,
+                &d,
+                async || {
+                    let root = get_root(&client, n, name).await;
+                    (root.status.as_ref()?.last_handled_requested_at.as_deref() == Some(token))
+                        .then_some(())
+                },
+            )
+            .await;
+        }
+    };
+    // Over HTTP a ref listing is a `GET info/refs` alone; a fetch is one followed by a `POST
+    // git-upload-pack` (each root has a cache of its own, and fetches a new commit into it).
+    let listings = || {
+        let requests = server.requests();
+        let count = |what: &str| requests.iter().filter(|r| r.contains(what)).count();
+        let listed = count("/info/refs") - count("POST /config.git/git-upload-pack");
+        (listed, requests.join("\n"))
+    };
+    // Some listing was made, and fewer than one per root.
+    let shared = || {
+        let (listed, all) = listings();
+        assert!(listed >= 1, "no ref listing at all:\n{all}");
+        assert!(
+            listed < ROOTS,
+            "{listed} ref listings for {ROOTS} roots:\n{all}"
+        );
+    };
+
+    // A push, then a request of every root: each pass sees the push (its listing started
+    // after the request was seen), in fewer listings than roots.
+    commit_all("two");
+    server.clear_requests();
+    request_all("after-push").await;
+    for i in 0..ROOTS {
+        assert!(
+            configmap_exists(&client, n, &format!("r{i}-two")).await,
+            "Root r{i} passed without the commit pushed before its request"
+        );
+    }
+    shared();
+
+    // Nothing new: the roots' requests share listings again, nothing is fetched.
+    server.clear_requests();
+    request_all("again").await;
+    shared();
+
+    // A push webhook for the repository: every root passes the pushed commit (each listing
+    // started after the webhook arrived), in fewer listings than roots.
+    commit_all("three");
+    server.clear_requests();
+    let payload = json!({"ref": "refs/heads/main", "repository": {"clone_url": url}});
+    let (code, answer) = support::daemon::github_push_of(&d, payload, None).await;
+    assert_eq!(code, 202, "{answer}");
+    for i in 0..ROOTS {
+        wait_for(
+            &format!("Root r{i} applied the push"),
+            WITHIN,
+            &d,
+            async || {
+                configmap_exists(&client, n, &format!("r{i}-three"))
+                    .await
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+    shared();
+    ns.delete().await;
 }

@@ -378,14 +378,24 @@ pub fn github_signature(body: &[u8]) -> String {
 
 /// POST a GitHub push event for `git_ref` to the daemon; returns (status, body).
 pub async fn github_push(d: &Daemon, git_ref: &str, signature: Option<String>) -> (u16, String) {
-    // Each delivery is new (its own id and body, as GitHub's are): a copy would be a replay (409).
-    let delivery = delivery_id();
-    let body = serde_json::json!({
+    let payload = serde_json::json!({
         "ref": git_ref,
         "after": "0000000000000000000000000000000000000000",
-        "delivery": delivery,
-    })
-    .to_string();
+    });
+    github_push_of(d, payload, signature).await
+}
+
+/// POST GitHub's `push` event with `payload` (given a fresh `delivery` id, as each of GitHub's
+/// deliveries has its own id and body: a copy would be a replay, 409) to the daemon's webhook,
+/// signed with the test secret unless `signature` is given; the status and body.
+pub async fn github_push_of(
+    d: &Daemon,
+    mut payload: serde_json::Value,
+    signature: Option<String>,
+) -> (u16, String) {
+    let delivery = delivery_id();
+    payload["delivery"] = serde_json::Value::String(delivery.clone());
+    let body = payload.to_string();
     let sig = signature.unwrap_or_else(|| github_signature(body.as_bytes()));
     let r = reqwest::Client::new()
         .post(format!("{}/hooks/github", d.hooks_base()))

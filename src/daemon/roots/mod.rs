@@ -28,6 +28,7 @@
 
 pub mod ahead;
 pub mod answer;
+mod asked;
 pub mod brought;
 pub mod conflict;
 pub mod depends;
@@ -182,6 +183,8 @@ pub struct Context {
     /// The roots this replica holds (set when the controller starts).
     leases: Option<Arc<lease::RootLeases>>,
     memory: Mutex<HashMap<ResourceKey, Memory>>,
+    /// When this replica first saw each root's current request to pass (its `requested-at`).
+    seen: Arc<asked::RequestsSeen>,
 }
 
 impl Context {
@@ -204,6 +207,7 @@ impl Context {
             store: None,
             leases: None,
             memory: Mutex::default(),
+            seen: Arc::default(),
         }
     }
 
@@ -309,12 +313,18 @@ pub async fn run(mut ctx: Context) {
     // With `--watch-namespaces`, one watch per namespace: a Weft with only a Role in each gets
     // no cluster-wide list (and no 403 retried forever).
     let (reader, writer) = kube::runtime::reflector::store();
+    let seen = Arc::clone(&ctx.seen);
     let roots = crate::apply::watch::watch_in::<Root>(
         &client,
         ctx.state.watch_namespaces().names(),
         watcher::Config::default(),
     )
     .reflect(writer)
+    .inspect(move |event| match event {
+        Ok(watcher::Event::Apply(root) | watcher::Event::InitApply(root)) => seen.saw(root),
+        Ok(watcher::Event::Delete(root)) => seen.forget(root),
+        _ => {}
+    })
     .touched_objects();
     let controller = Controller::for_stream(roots, reader).with_config(
         kube::runtime::controller::Config::default()

@@ -11,6 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 use kube::runtime::reflector::Store;
 use tokio::sync::{mpsc, watch};
@@ -35,9 +36,9 @@ struct Inner {
     store: OnceLock<Store<Root>>,
     /// Wakes the controller (set when the controller starts).
     wake: OnceLock<mpsc::Sender<()>>,
-    /// The roots a push (or the sync endpoint) made due, with why, until their reconcile
-    /// takes them.
-    pending: Mutex<HashMap<ResourceKey, Vec<String>>>,
+    /// The roots a push (or the sync endpoint) made due, with why and when it was last asked,
+    /// until their reconcile takes them.
+    pending: Mutex<HashMap<ResourceKey, (Vec<String>, Instant)>>,
     /// Whether this replica holds a root's Lease (set when the controller starts).
     holds: OnceLock<Holds>,
     /// The requests of the flag root's Root and their answers.
@@ -242,19 +243,31 @@ impl RootPushes {
     /// Why `key` was made due (`push`, `api`, a request's reasons), if it was (taken:
     /// the next push makes it due again).
     pub(super) fn take(&self, key: &ResourceKey) -> Vec<String> {
-        self.pending().remove(key).unwrap_or_default()
+        self.take_timed(key).0
     }
 
-    /// Add `why` to the reasons `key` is due for.
+    /// [`take`](Self::take), with when the last of them was asked for (`None`: none was): a
+    /// remote listed since then has every push they tell of.
+    pub(super) fn take_timed(&self, key: &ResourceKey) -> (Vec<String>, Option<Instant>) {
+        match self.pending().remove(key) {
+            Some((reasons, at)) => (reasons, Some(at)),
+            None => (Vec::new(), None),
+        }
+    }
+
+    /// Add `why` to the reasons `key` is due for, asked for now.
     fn due(&self, key: &ResourceKey, why: &str) {
         let mut pending = self.pending();
-        let reasons = pending.entry(key.clone()).or_default();
+        let (reasons, at) = pending
+            .entry(key.clone())
+            .or_insert_with(|| (Vec::new(), Instant::now()));
+        *at = Instant::now();
         if !reasons.iter().any(|r| r == why) {
             reasons.push(why.to_string());
         }
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<ResourceKey, Vec<String>>> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<ResourceKey, (Vec<String>, Instant)>> {
         self.inner.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 

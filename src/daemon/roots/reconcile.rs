@@ -13,6 +13,7 @@ use kube::{Client, ResourceExt};
 
 use super::ahead;
 use super::answer::{self, Changes};
+use super::asked::{listed_since, requested_at, Asked, Why};
 use super::brought;
 use super::conflict::CONFLICT;
 use super::depends::{self, key_of};
@@ -23,7 +24,6 @@ use super::shard;
 use super::source::open_source;
 use super::status::{self, Failure, PassOutcome, Verdict};
 use super::{Context, RootsError, DEPENDENCY_RETRY};
-use crate::api::keys::REQUESTED_AT_ANNOTATION;
 use crate::api::redact::redact_url_passwords;
 use crate::api::root::{InventoryCounts, PassSummary, Root};
 use crate::api::ResourceKey;
@@ -146,7 +146,8 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     if before.observed_generation != root.metadata.generation {
         reasons.push("spec".to_string());
     }
-    reasons.extend(ctx.state.root_pushes().take(&key));
+    let (pushed, pushed_at) = ctx.state.root_pushes().take_timed(&key);
+    reasons.extend(pushed.iter().cloned());
     // The first pass after a suspension says so, however the root was resumed.
     let was_suspended = before
         .conditions
@@ -165,12 +166,19 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         Some(_) => {}
     }
 
+    let mut since = listed_since(&reasons, &pushed, pushed_at, || {
+        ctx.seen.since(&key, requested.as_deref()?)
+    });
     let interval = root.spec.interval();
     // Numbered as the pass starts: it answers the requests made before (see `answer`), with
     // the reasons they gave since the ones taken above.
     let number = match key == ctx.flag_root {
         true => {
             let (number, late) = ctx.state.root_pushes().start_flag_pass(&key);
+            if !late.is_empty() {
+                // Asked for just now: listed as of the pass's start.
+                since = None;
+            }
             for why in late {
                 if !reasons.contains(&why) {
                     reasons.push(why);
@@ -180,7 +188,12 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
         }
         false => None,
     };
-    let (outcome, changes) = pass(&root, &key, &identity, &held, &ctx, reasons, requested).await;
+    let why = Why {
+        reasons,
+        requested,
+        since,
+    };
+    let (outcome, changes) = pass(&root, &key, &identity, &held, &ctx, why).await;
     let failure = outcome.failure.clone();
     let answered = changes.map(|c| (outcome.clone(), c));
     let recorded = record(Verdict::Passed(Box::new(outcome))).await;
@@ -317,11 +330,6 @@ async fn declared_within(
     identity::within_parent(key, identity, &parent, parent_identity.as_ref())
 }
 
-/// The root's `weft.io/requested-at` annotation.
-fn requested_at(root: &Root) -> Option<String> {
-    root.annotations().get(REQUESTED_AT_ANNOTATION).cloned()
-}
-
 /// Why a pass stopped before `run_pass`, as its `Ready` reason and message.
 pub(super) fn failure(reason: &str, message: impl Into<String>) -> Failure {
     Failure::new(reason, redact_url_passwords(&message.into()))
@@ -334,9 +342,13 @@ async fn pass(
     identity: &Identity,
     held: &HeldRoot,
     ctx: &Context,
-    reasons: Vec<String>,
-    requested: Option<String>,
+    why: Why,
 ) -> (PassOutcome, Option<Changes>) {
+    let Why {
+        reasons,
+        requested,
+        since,
+    } = why;
     let started_at = crate::daemon::status::now_rfc3339();
     // No pass of this root here yet (since start, the Lease's taking or a suspension): its
     // status says who passes it now even when nothing changed.
@@ -355,7 +367,9 @@ async fn pass(
         && reasons
             .iter()
             .any(|r| r == super::pushes::FORCE_PRUNE_REASON);
-    let body = pass_body(root, key, identity, held, ctx, force_prune, &mut notified).await;
+    let since = since.unwrap_or(start);
+    let asked = Asked { force_prune, since };
+    let body = pass_body(root, key, identity, held, ctx, asked, &mut notified).await;
     // What the pass allocated (a render, its plan, pages of listed metadata) is freed by now:
     // hand the free pages back, as the flag loop does after each pass (src/mem.rs).
     crate::mem::release_free_memory();
@@ -443,9 +457,10 @@ async fn pass_body(
     identity: &Identity,
     held: &HeldRoot,
     ctx: &Context,
-    force_prune: bool,
+    asked: Asked,
     notified: &mut Notified,
 ) -> Result<Body, Failure> {
+    let Asked { force_prune, since } = asked;
     let client = held
         .impersonation
         .client(identity, &held.client)
@@ -456,7 +471,7 @@ async fn pass_body(
     // early apply (`ahead`) reads it.
     let mut previous = ctx.with_memory(key, |m| m.rendered.take());
     let (source, last) = open_source(root, key, &client, ctx).await?;
-    let fetched = source.fetch(last.as_ref()).await;
+    let fetched = source.fetch(last.as_ref(), since).await;
     if flag {
         // The daemon's `SourceReady` condition (its status, and `/readyz` while false), as the
         // flag loop keeps it: the Root's own conditions say it to `kubectl`, not to probes.

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::api::conditions::{Condition, ConditionStatus};
 use crate::daemon::early::{self, PreviousFiles};
@@ -214,8 +214,14 @@ impl RootSource {
 
     /// Fetch: the snapshot to pass, and whether it is another than `last` (what the root's
     /// memory kept of the one fetched before). An unchanged git head is read again from the
-    /// source's cache unless a pass still holds it.
-    pub(crate) async fn fetch(&self, last: Option<&LastFetched>) -> Result<Fetched, RootError> {
+    /// source's cache unless a pass still holds it. The remote's refs are as of `since` or
+    /// later: a listing of the same remote and credentials that started since may be taken
+    /// (`GitSource::fetch_since`).
+    pub(crate) async fn fetch(
+        &self,
+        last: Option<&LastFetched>,
+        since: Instant,
+    ) -> Result<Fetched, RootError> {
         match self {
             RootSource::Git {
                 source: g,
@@ -232,7 +238,7 @@ impl RootSource {
                         Err(std::sync::TryLockError::WouldBlock) => return None,
                     };
                     let url = g.display_url().to_string();
-                    let outcome = match g.fetch() {
+                    let outcome = match g.fetch_since(since) {
                         Ok(FetchOutcome::New(s)) => Ok(Some((s, true))),
                         // Unchanged since the source's last good snapshot; if we never rendered
                         // it (e.g. the previous render failed and was fixed nowhere), it is new.

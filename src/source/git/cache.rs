@@ -48,6 +48,9 @@ pub struct GitSource {
     last_transfer: TransferStats,
     /// When the running fetch must be over (see [`GitSourceSpec::fetch_timeout`]).
     deadline: Deadline,
+    /// When the running fetch was asked for (before it waited for the cache's lock): a ref
+    /// listing of the same remote that started since may be taken (`listing`).
+    asked: Option<Instant>,
 }
 
 /// A deadline shared by the libgit2 callbacks of one fetch (an atomic, so the source stays
@@ -128,6 +131,7 @@ impl GitSource {
             last_good_oid: None,
             last_transfer: TransferStats::default(),
             deadline: Deadline::default(),
+            asked: None,
         })
     }
 
@@ -178,7 +182,15 @@ impl GitSource {
     /// Fetch the configured ref and read its snapshot. Returns [`FetchOutcome::Unchanged`] when
     /// the remote still has the last good commit. On any error the last good snapshot stays.
     pub fn fetch(&mut self) -> Result<FetchOutcome, GitError> {
+        self.fetch_since(Instant::now())
+    }
+
+    /// [`Self::fetch`] for a caller that knew it must fetch since `asked` (a request to pass, seen
+    /// at that instant): a listing of the same remote with the same credentials that started
+    /// since is as fresh as the request needs, and is taken instead of a new one.
+    pub fn fetch_since(&mut self, asked: Instant) -> Result<FetchOutcome, GitError> {
         let started = Instant::now();
+        self.asked = Some(asked.min(started));
         self.deadline.start(self.spec.fetch_timeout);
         self.last_transfer = TransferStats::default();
         // Sources of the same URL share a cache: one fetch at a time per cache, so that one never
@@ -241,7 +253,7 @@ impl GitSource {
             GitRef::Commit(c) => (parse_oid(c)?, None),
             _ if self.lists_by_fetching() => self.fetch_named_ref(&repo, &mut stats)?,
             _ => {
-                let heads = self.list_remote()?;
+                let heads = self.list_remote_since(self.asked.unwrap_or_else(Instant::now))?;
                 self.resolve_listed(&heads)?
             }
         };

@@ -1,13 +1,82 @@
 //! What a remote has, learnt without fetching a commit: its refs as `git ls-remote` lists them,
 //! the configured ref picked from them, and its tags (for a semver range).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use git2::Oid;
+use sha2::{Digest, Sha256};
 
 use super::{cache_lock, clip, parse_oid, GitError, GitRef, GitSource, TransferStats};
 
+/// A remote's refs as last listed in this process, and when that listing started.
+type Listed = (Instant, Arc<BTreeMap<String, Oid>>);
+
+/// The last listing of each remote, by a digest of its URL and of everything that decides what
+/// a listing may see; its lock is held while a listing of that remote is made.
+type Listings = Mutex<HashMap<[u8; 32], Arc<Mutex<Option<Listed>>>>>;
+
+/// The last ref listing of each remote in this process. Roots of one repository (a path each,
+/// as Flux's Kustomizations share one GitRepository) each have a cache of their own and list
+/// the remote's refs on every pass: a fetch asked for before a listing of the same remote, made
+/// with the same credentials and host keys, started takes that listing instead of making its
+/// own (it is as fresh as the one it would have made: whatever was pushed before the fetch was
+/// asked for is in it). One listing of a remote is made at a time, and a fetch waits for the one
+/// under way. A listing made with other credentials is never taken: a tenant without access to
+/// a repository must not learn its refs through another's. One listing is kept per remote.
+fn listings() -> &'static Listings {
+    static LISTINGS: OnceLock<Listings> = OnceLock::new();
+    LISTINGS.get_or_init(Default::default)
+}
+
 impl GitSource {
+    /// A digest of the remote's URL (with any password in it) and of everything that decides
+    /// what a listing of it may see: the credentials and the host keys it accepts.
+    fn listing_key(&self) -> [u8; 32] {
+        let c = &self.spec.credentials;
+        let mut h = Sha256::new();
+        for part in [
+            Some(self.spec.url.as_str()),
+            c.identity.as_ref().map(|s| s.expose()),
+            c.known_hosts.as_deref(),
+            c.username.as_deref(),
+            c.password.as_ref().map(|s| s.expose()),
+            c.bearer_token.as_ref().map(|s| s.expose()),
+        ] {
+            // Length-prefixed, so that no two different sets of fields digest alike.
+            let part = part.map(str::as_bytes);
+            h.update([u8::from(part.is_some())]);
+            h.update((part.map_or(0, <[u8]>::len) as u64).to_le_bytes());
+            h.update(part.unwrap_or_default());
+        }
+        h.finalize().into()
+    }
+
+    /// The remote's refs for a fetch asked for at `asked`: a listing of this remote (same URL,
+    /// credentials and host keys) that started since is taken, waiting for one under way;
+    /// otherwise the refs are listed now.
+    pub(super) fn list_remote_since(
+        &self,
+        asked: Instant,
+    ) -> Result<Arc<BTreeMap<String, Oid>>, GitError> {
+        let slot = listings()
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .entry(self.listing_key())
+            .or_default()
+            .clone();
+        let mut last = slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, refs)) = last.as_ref().filter(|(started, _)| *started >= asked) {
+            tracing::debug!(url = %self.remote.display, "git: refs taken from a listing that started after this fetch was asked for");
+            return Ok(refs.clone());
+        }
+        let started = Instant::now();
+        let refs = Arc::new(self.list_remote()?);
+        *last = Some((started, refs.clone()));
+        Ok(refs)
+    }
+
     /// The remote's tags (`git ls-remote --tags`), their names without `refs/tags/`. With a
     /// bearer token or the same-host redirect policy the tags are fetched into the cache first
     /// (see [`Self::remote_head`]).
@@ -123,5 +192,57 @@ impl GitSource {
             reference: self.spec.reference.to_string(),
             available,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::git::auth::{Credentials, SecretValue};
+    use crate::source::git::GitSourceSpec;
+    use std::time::Duration;
+
+    /// A source of a remote nobody listens on: any listing it made itself would fail.
+    fn source(cache: &std::path::Path, url: &str, token: Option<&str>) -> GitSource {
+        let mut spec = GitSourceSpec::new(url, cache);
+        spec.credentials = Credentials {
+            password: token.map(SecretValue::new),
+            username: token.map(|_| "weft".to_string()),
+            ..Credentials::default()
+        };
+        spec.fetch_timeout = Duration::from_secs(5);
+        GitSource::new(spec).expect("source")
+    }
+
+    #[test]
+    fn a_listing_is_shared_only_with_fetches_asked_before_it_and_with_the_same_credentials() {
+        const URL: &str = "http://127.0.0.1:9/shared.git";
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let holder = source(one.path(), URL, Some("one"));
+        let asked_before = Instant::now();
+        std::thread::sleep(Duration::from_millis(5));
+        let refs = Arc::new(BTreeMap::from([(
+            "refs/heads/main".to_string(),
+            Oid::from_str("0123456789abcdef0123456789abcdef01234567").expect("oid"),
+        )]));
+        let slot = Arc::new(Mutex::new(Some((Instant::now(), refs.clone()))));
+        listings()
+            .lock()
+            .expect("listings")
+            .insert(holder.listing_key(), slot);
+        // Asked for before that listing started, same remote and credentials, another root's
+        // cache: taken.
+        let same = source(two.path(), URL, Some("one"));
+        assert_eq!(same.list_remote_since(asked_before).expect("shared"), refs);
+        // Asked for after it started: listed anew (and the remote is not there).
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(same.list_remote_since(Instant::now()).is_err());
+        // Other credentials, none, or another repository: never taken.
+        let other = source(two.path(), URL, Some("two"));
+        assert!(other.list_remote_since(asked_before).is_err());
+        let anonymous = source(two.path(), URL, None);
+        assert!(anonymous.list_remote_since(asked_before).is_err());
+        let elsewhere = source(one.path(), "http://127.0.0.1:9/other.git", Some("one"));
+        assert!(elsewhere.list_remote_since(asked_before).is_err());
     }
 }
