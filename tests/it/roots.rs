@@ -1379,3 +1379,81 @@ async fn roots_of_one_repository_requested_at_once_share_a_ref_listing_made_sinc
     shared();
     ns.delete().await;
 }
+
+/// Issue 47 item 4: a Root's pass of an unchanged revision applies its last render again (its
+/// files are neither read nor rendered), and still restores what drifted; a new spec or a new
+/// revision is rendered.
+#[tokio::test]
+async fn a_root_applies_its_last_render_again_until_its_revision_or_spec_changes() {
+    const AGAIN: &str = "applying the last render again";
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let ns = TestNamespace::new("roots-again").await;
+    let n = ns.name();
+    let repo = ServedRepo::start();
+    // `a` names no namespace (the root's own), `b` names it.
+    let unplaced = |value: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{value: \"{value}\"}}\n")
+    };
+    repo.work
+        .write("app/a.yaml", unplaced("1"))
+        .write("app/b.yaml", configmap(n, "b", "1"))
+        .commit("one");
+    repo.work.push();
+    let flag = tempfile::tempdir().unwrap();
+    let d = start_daemon(n, &[n], flag.path());
+    let spec = json!({"source": {"url": repo.url()}, "path": "app", "interval": "1h"});
+    create_root(&client, n, "app", spec).await.unwrap();
+    wait_ready(&client, n, "app", "True", "ReconciliationSucceeded", &d).await;
+    let again = || d.logs().matches(AGAIN).count();
+    assert_eq!(again(), 0, "the first pass renders\n{}", d.logs());
+    // Ask for a pass with `more` of the Root in the same write (a change of the Root alone
+    // could start a pass of its own), until it answered, Ready.
+    let request_with = async |token: &str, more: Value| {
+        let mut patch = json!({"metadata": {"annotations": {"weft.io/requested-at": token}}});
+        patch
+            .as_object_mut()
+            .unwrap()
+            .extend(more.as_object().cloned().unwrap_or_default());
+        patch_root(&client, n, "app", patch).await;
+        wait_for(
+            &format!("Root app answered {token}"),
+            WITHIN,
+            &d,
+            async || {
+                let root = get_root(&client, n, "app").await;
+                let status = root.status.as_ref()?;
+                let ready = condition(&root, "Ready").is_some_and(|(s, _, _)| s == "True");
+                (status.last_handled_requested_at.as_deref() == Some(token) && ready).then_some(())
+            },
+        )
+        .await;
+    };
+    let request = async |token: &str| request_with(token, json!({})).await;
+
+    // The same revision: the last render, applied again, restores a deleted object.
+    Api::<ConfigMap>::namespaced(client.clone(), n)
+        .delete("b", &Default::default())
+        .await
+        .expect("delete b");
+    request("same").await;
+    assert!(configmap_exists(&client, n, "b").await, "{}", d.logs());
+    assert_eq!(again(), 1, "{}", d.logs());
+
+    // Another spec (a new generation): rendered again.
+    request_with("respecified", json!({"spec": {"timeout": "3m"}})).await;
+    assert_eq!(configmap_value(&client, n, "a").await.as_deref(), Some("1"));
+    assert_eq!(again(), 1, "{}", d.logs());
+
+    // A new revision is rendered.
+    repo.work.write("app/a.yaml", unplaced("2")).commit("two");
+    repo.work.push();
+    request("new").await;
+    assert_eq!(configmap_value(&client, n, "a").await.as_deref(), Some("2"));
+    assert_eq!(again(), 1, "{}", d.logs());
+
+    // And kept: the next pass of it applies it again.
+    request("kept").await;
+    assert_eq!(again(), 2, "{}", d.logs());
+    ns.delete().await;
+}

@@ -155,8 +155,10 @@ struct Memory {
     /// What is kept of the last snapshot fetched (an unchanged head applies it again): its
     /// revision, for a git source.
     last: Option<repository::LastFetched>,
-    /// What the last pass rendered from it: the flag root's Root only, for the early apply of
-    /// a push ([`ahead`]), and applied again by a pass of the same revision and generation.
+    /// What the last pass rendered from it, applied again by a pass of the same revision,
+    /// generation and default namespace when it is self-contained (plain manifests and
+    /// overlays); the flag root's Root keeps any render, for the early apply of a push
+    /// ([`ahead`]).
     rendered: Option<Rendered>,
 }
 
@@ -166,6 +168,9 @@ struct Rendered {
     diagnostics: crate::load::Diagnostics,
     /// The Root's `metadata.generation` it was rendered for.
     generation: Option<i64>,
+    /// The namespace of its manifests without one (a Root's annotation may name it, which
+    /// moves no generation).
+    default_namespace: String,
 }
 
 /// What the controller shares between reconciles.

@@ -497,18 +497,20 @@ async fn pass_body(
                 .map(|files| (files, rendered.set));
         }
     }
-    // The same revision and Root: a self-contained render is applied again, not made again
-    // (its files are not even parsed). Otherwise it is not kept through the pass: it would
-    // hold a second render beside the one the pass makes.
+    let mut settings = settings_of(root, key, identity, &client, ctx);
+    // The same revision and Root (its spec, and the default namespace its annotation may
+    // name): a self-contained render is applied again, not made again (its files are not even
+    // parsed). Otherwise it is not kept through the pass: it would hold a second render beside
+    // the one the pass makes.
     let reused = previous.take().filter(|r| {
         !fetched_new
             && !sharded
             && r.generation == root.metadata.generation
+            && r.default_namespace == settings.default_namespace
             && r.set.is_self_contained()
     });
     ctx.with_memory(key, |m| m.last = Some(source.remember(&snapshot)));
     let revision = snapshot.revision.clone().or(Some("local".into()));
-    let mut settings = settings_of(root, key, identity, &client, ctx);
     // The flag root's Root leaves the WeaveClouds' agents (and the launcher's takeover) to the
     // WeaveCloud controller, as the root loop did.
     let mut input = PassInput {
@@ -627,12 +629,20 @@ async fn pass_body(
         .collect();
     let changes = flag.then_some(counted);
     let changed = changed + early.len();
-    if flag && !sharded {
-        let rendered = result.set.clone().map(|set| super::Rendered {
-            set,
-            diagnostics: result.diagnostics.clone(),
-            generation: root.metadata.generation,
-        });
+    // Kept for the next pass of the same revision: every root's self-contained render (a no-op
+    // pass then reads and renders nothing), and the flag root's whatever it holds (its early
+    // apply of a push compares the next render with it).
+    if !sharded {
+        let rendered = result
+            .set
+            .clone()
+            .filter(|set| flag || set.is_self_contained())
+            .map(|set| super::Rendered {
+                set,
+                diagnostics: result.diagnostics.clone(),
+                generation: root.metadata.generation,
+                default_namespace: settings.default_namespace.clone(),
+            });
         ctx.with_memory(key, |m| m.rendered = rendered);
     }
     Ok((failed, revision, inventory, changed, conflicts, changes))
