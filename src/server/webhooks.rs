@@ -94,10 +94,14 @@ fn wake_roots(state: &ServerState, endpoint: &str, body: &[u8]) -> Vec<String> {
         .push(&urls, push_events::pushed_ref(&payload), |ns| {
             daemon.watch_namespaces().contains(ns)
         });
-    if !woken.is_empty() {
-        tracing::info!(endpoint, roots = %woken.join(","), "webhook asked the Roots of its repository for a pass");
+    let names = woken.names();
+    if !names.is_empty() {
+        tracing::info!(endpoint, roots = %names.join(","), "webhook asked the Roots of its repository for a pass");
     }
-    woken
+    // The roots other replicas hold pass there: asked through the API server, as a request
+    // that names a Root held elsewhere is.
+    crate::daemon::roots::answer::ask_through_the_roots(daemon, woken.elsewhere, "push");
+    names
 }
 
 /// Queue a pass for a verified hook (a standby forwards it to the leader), or say why not.

@@ -155,6 +155,100 @@ fn passes_at(replicas: &[&Daemon], ns: &str, commit: &str) -> BTreeMap<String, V
     by_root
 }
 
+/// The twelve Roots, one directory of `repo` each, polled hourly (a pass comes from a request
+/// or a push).
+async fn create_roots(client: &Client, ns: &str, repo: &ServedRepo) {
+    let roots: Api<Root> = Api::namespaced(client.clone(), ns);
+    for name in root_names() {
+        let root: Root = serde_json::from_value(json!({
+            "apiVersion": "weft.io/v1alpha1",
+            "kind": "Root",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"source": {"url": repo.url()}, "path": name, "interval": "1h"},
+        }))
+        .unwrap();
+        roots.create(&Default::default(), &root).await.unwrap();
+    }
+}
+
+/// Wait until `count` replicas say they are alive (their replica Leases).
+async fn wait_replicas(client: &Client, ns: &str, count: usize, logs: &impl support::wait::Logs) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    wait_for(
+        &format!("{count} replica Leases"),
+        WITHIN,
+        logs,
+        async || {
+            let n = leases
+                .list(&ListParams::default().labels("weft.io/lease=replica"))
+                .await
+                .ok()?
+                .items
+                .len();
+            (n == count).then_some(())
+        },
+    )
+    .await;
+}
+
+/// A push webhook sent to the leader passes every Root of its repository, those another
+/// replica holds too (asked through their `weft.io/requested-at`): each by its holder, once.
+#[tokio::test]
+async fn a_push_webhook_reaches_the_roots_another_replica_holds() {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new("root-push").await;
+    let ns = weft_ns.name();
+    let repo = ServedRepo::start();
+    let one = write_all(&repo, ns, "one");
+    let flag = tempfile::tempdir().unwrap();
+    let a = start_replica(ns, flag.path());
+    let b = start_replica(ns, flag.path());
+    let everyone = [&a, &b];
+    let logs = all_logs(&everyone);
+    wait_replicas(&client, ns, 2, &logs).await;
+    create_roots(&client, ns, &repo).await;
+    wait_all_applied(&client, ns, &one, "one", &logs).await;
+    // Both replicas hold some of the twelve (a replica's share is at most 8 of the 13).
+    let split = wait_for("both replicas hold roots", WITHIN, &logs, async || {
+        let split = holders(&client, ns).await;
+        let by: BTreeSet<u32> = split.values().map(|h| pid_of(h)).collect();
+        (split.len() == ROOTS && by.len() == 2).then_some(split)
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    // The leader Lease of the replicas' flag root (`weft-leader-<root name>`).
+    let leader = wait_for("a leader", WITHIN, &logs, async || {
+        let lease = leases.get_opt(&format!("weft-leader-{ns}")).await.ok()??;
+        let pid = pid_of(&lease.spec?.holder_identity?);
+        everyone.iter().find(|d| d.pid() == pid).copied()
+    })
+    .await;
+
+    let pushed = write_all(&repo, ns, "pushed");
+    let payload = json!({"ref": "refs/heads/main", "repository": {"clone_url": repo.url()}});
+    let (code, answer) = support::daemon::github_push_of(leader, payload, None).await;
+    assert_eq!(code, 202, "{answer}");
+    wait_all_applied(&client, ns, &pushed, "pushed", &logs).await;
+    let passes = passes_at(&everyone, ns, &pushed);
+    let now = holders(&client, ns).await;
+    for name in root_names() {
+        let by = passes.get(&name).cloned().unwrap_or_default();
+        assert_eq!(
+            by,
+            vec![pid_of(&now[&name])],
+            "root {name}: passes at {pushed} by replicas {by:?}, Lease held by {} (before the push: {})",
+            now[&name],
+            split[&name]
+        );
+    }
+    // Some of them were held by the replica the push did not reach.
+    assert!(
+        split.values().any(|h| pid_of(h) != leader.pid()),
+        "{split:?}"
+    );
+}
+
 #[tokio::test]
 async fn three_replicas_split_twelve_roots_and_take_over_a_killed_ones() {
     let client = cluster::client().await;
@@ -171,29 +265,9 @@ async fn three_replicas_split_twelve_roots_and_take_over_a_killed_ones() {
     let everyone = [&a, &b, &c];
     let logs = all_logs(&everyone);
     // All three say they are alive before there are roots to split.
-    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
-    wait_for("three replica Leases", WITHIN, &logs, async || {
-        let n = leases
-            .list(&ListParams::default().labels("weft.io/lease=replica"))
-            .await
-            .ok()?
-            .items
-            .len();
-        (n == 3).then_some(())
-    })
-    .await;
+    wait_replicas(&client, ns, 3, &logs).await;
 
-    let roots: Api<Root> = Api::namespaced(client.clone(), ns);
-    for name in root_names() {
-        let root: Root = serde_json::from_value(json!({
-            "apiVersion": "weft.io/v1alpha1",
-            "kind": "Root",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"source": {"url": repo.url()}, "path": name, "interval": "1h"},
-        }))
-        .unwrap();
-        roots.create(&Default::default(), &root).await.unwrap();
-    }
+    create_roots(&client, ns, &repo).await;
     wait_all_applied(&client, ns, &one, "one", &logs).await;
 
     // Every root held by one replica, the roots spread over all three, none above its share.

@@ -85,6 +85,34 @@ async fn when_known(state: DaemonState, key: ResourceKey) {
     }
 }
 
+/// How many Roots held elsewhere are asked for a pass at once.
+const ASKED_AT_ONCE: usize = 8;
+
+/// Ask the Roots `keys`, which another replica holds (or nobody yet), for a pass through the API
+/// server (`weft.io/requested-at`, which the holder's watch sees): what a push webhook does for
+/// the roots of its repository that this replica does not pass. A few at a time, in the
+/// background; a root that cannot be asked is logged and passes at its next poll.
+pub fn ask_through_the_roots(state: &DaemonState, keys: Vec<ResourceKey>, why: &'static str) {
+    if keys.is_empty() {
+        return;
+    }
+    let client = state.client().clone();
+    tokio::spawn(async move {
+        use futures::StreamExt;
+        futures::stream::iter(keys)
+            .for_each_concurrent(ASKED_AT_ONCE, |key| {
+                let client = client.clone();
+                async move {
+                    match requests::request(&client, &key.namespace, &key.name).await {
+                        Ok(at) => tracing::debug!(root = %key, requested_at = %at, "{why} handed to the replica holding the root"),
+                        Err(e) => tracing::warn!(root = %key, "a {why} could not be handed to the replica holding the root ({e}); it passes at its next poll, or run `weft trigger root {} -n {}`", key.name, key.namespace),
+                    }
+                }
+            })
+            .await;
+    });
+}
+
 /// How long past the Root's own `spec.timeout` a request waits for its pass to be answered
 /// (the Lease of a dead holder moves within one lease duration first).
 const ANSWER_SLACK: Duration = Duration::from_secs(120);

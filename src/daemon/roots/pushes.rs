@@ -354,20 +354,21 @@ impl RootPushes {
     }
 
     /// A push of `pushed_ref` (`None`: the hook did not say) to the repository named by any of
-    /// `urls`: the Roots (of `namespaces`, when given) that follow it, woken; their
-    /// `namespace/name`, sorted. None when the controller has not started.
+    /// `urls`: the Roots (of `namespaces`, when given) that follow it, those this replica holds
+    /// woken, the others to be asked through the API server. None when the controller has not
+    /// started.
     pub fn push(
         &self,
         urls: &[String],
         pushed_ref: Option<&str>,
         namespaces: impl Fn(&str) -> bool,
-    ) -> Vec<String> {
+    ) -> Woken {
         let Some(store) = self.inner.store.get() else {
-            return Vec::new();
+            return Woken::default();
         };
         let pushed: HashSet<String> = urls.iter().filter_map(|u| repository_key(u)).collect();
         if pushed.is_empty() {
-            return Vec::new();
+            return Woken::default();
         }
         let mut woken: Vec<ResourceKey> = store
             .state()
@@ -379,17 +380,44 @@ impl RootPushes {
             .filter(|k| namespaces(&k.namespace))
             .collect();
         woken.sort();
-        if woken.is_empty() {
-            return Vec::new();
-        }
-        for key in &woken {
+        let (elsewhere, here): (Vec<ResourceKey>, Vec<ResourceKey>) =
+            woken.into_iter().partition(|k| self.held_elsewhere(k));
+        for key in &here {
             self.due(key, "push");
         }
-        if let Some(wake) = self.inner.wake.get() {
-            // Full: a wake-up is already waiting, and it will see these roots too.
-            let _ = wake.try_send(());
+        if !here.is_empty() {
+            if let Some(wake) = self.inner.wake.get() {
+                // Full: a wake-up is already waiting, and it will see these roots too.
+                let _ = wake.try_send(());
+            }
         }
-        woken.iter().map(ToString::to_string).collect()
+        Woken { here, elsewhere }
+    }
+}
+
+/// The Roots a push is for: those this replica holds (woken here), and those another replica
+/// holds or nobody holds yet (asked through the API server, `answer::ask_through_the_roots`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Woken {
+    pub here: Vec<ResourceKey>,
+    pub elsewhere: Vec<ResourceKey>,
+}
+
+impl Woken {
+    pub fn is_empty(&self) -> bool {
+        self.here.is_empty() && self.elsewhere.is_empty()
+    }
+
+    /// Every Root the push is for, as `namespace/name`, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .here
+            .iter()
+            .chain(&self.elsewhere)
+            .map(ToString::to_string)
+            .collect();
+        all.sort();
+        all
     }
 }
 
@@ -512,8 +540,9 @@ mod tests {
     #[test]
     fn before_the_controller_starts_a_push_wakes_nothing() {
         let pushes = RootPushes::default();
-        assert!(pushes
-            .push(&["https://h/o/r.git".into()], None, |_| true)
-            .is_empty());
+        assert_eq!(
+            pushes.push(&["https://h/o/r.git".into()], None, |_| true),
+            Woken::default()
+        );
     }
 }
