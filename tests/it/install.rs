@@ -612,6 +612,9 @@ async fn shipped_tiers_apply_the_examples_repo() {
             Access::new("create", "deployments.apps", Some("demo")),
             Access::new("patch", "providers.notification.weft.io", Some("demo"))
                 .subresource("status"),
+            // A push or a sync request handed to the replica holding another namespace's Root
+            // (its `weft.io/requested-at`, docs/daemon.md).
+            Access::new("patch", "roots.weft.io", Some("demo")),
         ],
     )
     .await;
