@@ -39,7 +39,7 @@ pub struct ApplyOptions {
 impl Default for ApplyOptions {
     fn default() -> Self {
         ApplyOptions {
-            concurrency: crate::apply::DEFAULT_CONCURRENCY,
+            concurrency: 10,
             dry_run: false,
         }
     }

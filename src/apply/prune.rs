@@ -88,7 +88,7 @@ impl Default for PruneOptions {
             max_fraction: 0.5,
             force: false,
             dry_run: false,
-            concurrency: crate::apply::DEFAULT_CONCURRENCY,
+            concurrency: 10,
             revision: None,
             allow_empty: false,
             deleted_earlier: BTreeMap::new(),
