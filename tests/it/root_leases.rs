@@ -171,6 +171,17 @@ async fn create_roots(client: &Client, ns: &str, repo: &ServedRepo) {
     }
 }
 
+/// A Weft namespace `prefix-…` and a repository with revision `one` of every root's directory:
+/// the client, the namespace, the repository and its commit.
+async fn set_up(prefix: &str) -> (Client, TestNamespace, ServedRepo, String) {
+    let client = cluster::client().await;
+    cluster::install_crds(&client).await;
+    let weft_ns = TestNamespace::new(prefix).await;
+    let repo = ServedRepo::start();
+    let one = write_all(&repo, weft_ns.name(), "one");
+    (client, weft_ns, repo, one)
+}
+
 /// Wait until `count` replicas say they are alive (their replica Leases).
 async fn wait_replicas(client: &Client, ns: &str, count: usize, logs: &impl support::wait::Logs) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
@@ -195,12 +206,8 @@ async fn wait_replicas(client: &Client, ns: &str, count: usize, logs: &impl supp
 /// replica holds too (asked through their `weft.io/requested-at`): each by its holder, once.
 #[tokio::test]
 async fn a_push_webhook_reaches_the_roots_another_replica_holds() {
-    let client = cluster::client().await;
-    cluster::install_crds(&client).await;
-    let weft_ns = TestNamespace::new("root-push").await;
+    let (client, weft_ns, repo, one) = set_up("root-push").await;
     let ns = weft_ns.name();
-    let repo = ServedRepo::start();
-    let one = write_all(&repo, ns, "one");
     let flag = tempfile::tempdir().unwrap();
     let a = start_replica(ns, flag.path());
     let b = start_replica(ns, flag.path());
@@ -251,12 +258,8 @@ async fn a_push_webhook_reaches_the_roots_another_replica_holds() {
 
 #[tokio::test]
 async fn three_replicas_split_twelve_roots_and_take_over_a_killed_ones() {
-    let client = cluster::client().await;
-    cluster::install_crds(&client).await;
-    let weft_ns = TestNamespace::new("root-leases").await;
+    let (client, weft_ns, repo, one) = set_up("root-leases").await;
     let ns = weft_ns.name();
-    let repo = ServedRepo::start();
-    let one = write_all(&repo, ns, "one");
 
     let flag = tempfile::tempdir().unwrap();
     let a = start_replica(ns, flag.path());

@@ -41,6 +41,7 @@ pub mod pushes;
 pub mod reconcile;
 pub mod repository;
 pub mod requests;
+pub mod settings;
 pub mod shard;
 pub mod source;
 pub mod status;

@@ -20,8 +20,8 @@ use kube::Client;
 
 use super::flag::{self, FlagRoot, FlagRootError};
 use super::identity::{identity_of, Identity};
-use super::reconcile::root_settings;
 use super::repository::RootSource;
+use super::settings::root_settings;
 use super::source::credentials_of;
 use super::status::{self, Failure, PassOutcome, Verdict};
 use crate::api::kube_error::Text;
