@@ -272,9 +272,30 @@ pub async fn stream(State(ui): State<Ui>, Query(q): Query<LiveQuery>) -> Respons
         )
             .into_response();
     };
+    let open = MAX_LIVE_STREAMS - ui.inner.live.open.available_permits();
+    tracing::debug!(path = %q.path, open, "live stream opened");
+    let permit = OpenStream {
+        _permit: permit,
+        path: q.path.clone(),
+        opened: Instant::now(),
+    };
     Sse::new(bodies(ui, view, q.path, q.version, permit))
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+/// An open stream's place among [`MAX_LIVE_STREAMS`]: freed (and said) when its page closes it.
+struct OpenStream {
+    _permit: OwnedSemaphorePermit,
+    path: String,
+    opened: Instant,
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        let secs = self.opened.elapsed().as_secs();
+        tracing::debug!(path = %self.path, open_for_s = secs, "live stream closed");
+    }
 }
 
 fn bodies(
@@ -282,7 +303,7 @@ fn bodies(
     view: View,
     path: String,
     held: String,
-    permit: OwnedSemaphorePermit,
+    permit: OpenStream,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let changes = ui.inner.changes.subscribe();
     let stop = ui.inner.stop.clone();

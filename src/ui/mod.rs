@@ -314,6 +314,16 @@ async fn read_only() -> Response {
 /// any script or style not served here. Read-only pages take `GET` and `HEAD` only and check no
 /// `Host`: they act for no one, and whoever reaches the listener may read them anyway.
 async fn guard(State(ui): State<Ui>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let answer = checked_request(&ui, request, next).await;
+    tracing::debug!(%method, %path, status = answer.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "answered");
+    answer
+}
+
+/// [`guard`]'s checks, then the request's handler.
+async fn checked_request(ui: &Ui, request: Request, next: Next) -> Response {
     // The drift view runs a diff (a fetch, a render, a dry run per object) for whoever opens it:
     // never for another site's page, link or image (issue 48 item 8).
     if request.uri().path() == "/drift" && from_another_site(&request) {

@@ -69,6 +69,13 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failed test shows what the process said last (the UI's requests, chromedriver's).
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let lines: Vec<&str> = logs.lines().collect();
+            let tail = lines[lines.len().saturating_sub(200)..].join("\n");
+            eprintln!("--- {} (last 200 lines) ---\n{tail}", self.log.display());
+        }
     }
 }
 
@@ -675,6 +682,20 @@ async fn the_dashboard_in_chromium() {
     s.visit("/weaveclouds", &["WeaveClouds"], "weaveclouds")
         .await;
     s.visit("/events", &["Events"], "events").await;
+
+    // Every page left closed its live stream: a browser opens six connections to a host, and
+    // streams of pages left behind held all six, so a form's post waited a minute for one.
+    let most_open = ui
+        .logs()
+        .lines()
+        .filter(|l| l.contains("live stream opened"))
+        .filter_map(|l| l.split(" open=").nth(1)?.trim().parse::<usize>().ok())
+        .max();
+    assert!(
+        most_open.is_some_and(|n| n <= 3),
+        "live streams open at once, at most: {most_open:?} (each page left must close its own):\n{}",
+        ui.logs()
+    );
 
     // Resume from its button: the daemon starts a pass at once, which corrects the drift.
     s.browser
