@@ -39,7 +39,7 @@ pub struct ApplyOptions {
 impl Default for ApplyOptions {
     fn default() -> Self {
         ApplyOptions {
-            concurrency: 10,
+            concurrency: crate::apply::DEFAULT_CONCURRENCY,
             dry_run: false,
         }
     }

@@ -88,7 +88,7 @@ impl Default for PruneOptions {
             max_fraction: 0.5,
             force: false,
             dry_run: false,
-            concurrency: 10,
+            concurrency: crate::apply::DEFAULT_CONCURRENCY,
             revision: None,
             allow_empty: false,
             deleted_earlier: BTreeMap::new(),

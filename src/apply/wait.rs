@@ -46,7 +46,7 @@ impl Default for WaitOptions {
         WaitOptions {
             timeout: Duration::from_secs(300),
             poll_interval: Duration::from_secs(1),
-            concurrency: 10,
+            concurrency: crate::apply::DEFAULT_CONCURRENCY,
         }
     }
 }

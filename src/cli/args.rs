@@ -276,7 +276,7 @@ pub struct ApplyArgs {
     #[arg(long, env = "WEFT_ALLOW_EMPTY")]
     pub allow_empty: bool,
     /// API calls at the same time within a stage.
-    #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = 10)]
+    #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = crate::apply::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
     /// Name of the sync root, part of every object's owner id. Two Weft installations that sync
     /// different repositories into one cluster need different names.

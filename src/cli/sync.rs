@@ -84,7 +84,7 @@ pub struct DiffArgs {
     #[arg(long, env = "WEFT_ROOT_NAME", default_value = "weft")]
     pub root_name: String,
     /// API calls at the same time.
-    #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = 10)]
+    #[arg(long, env = "WEFT_CONCURRENCY", default_value_t = crate::apply::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
     /// Output: unified diffs (`text`), or `json` / `yaml` (per object: `object`, `change`, `diff`).
     #[arg(long, short = 'o', value_enum, default_value = "text")]

@@ -22,7 +22,7 @@ pub struct UninstallArgs {
     #[arg(long)]
     pub ignore_running: bool,
     /// Deletes at the same time.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = crate::apply::DEFAULT_CONCURRENCY)]
     pub concurrency: usize,
     #[command(flatten)]
     pub cluster: ClusterArgs,

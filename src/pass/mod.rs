@@ -181,7 +181,7 @@ impl Default for PassSettings {
             max_prune_fraction: 0.5,
             force_prune: false,
             allow_empty: false,
-            concurrency: 10,
+            concurrency: crate::apply::DEFAULT_CONCURRENCY,
             poll_interval: Duration::from_secs(1),
             repo_location: String::new(),
             chart_cache_dir: None,
