@@ -5,7 +5,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -454,9 +454,12 @@ async fn an_unserved_kind_keeps_its_objects_in_the_inventory() {
         "gizmo.yaml".into(),
         format!("apiVersion: {group}/v1\nkind: Gizmo\nmetadata:\n  name: g\n  namespace: {name}\n"),
     );
-    // The CRD needs a moment to be established.
+    // The CRD needs a moment to be established (and discovery to serve it: a minute at most,
+    // however loaded the machine).
+    let within = Duration::from_secs(60);
+    let deadline = Instant::now() + within;
     let mut first = pass(&client, &files, &opts).await;
-    for _ in 0..20 {
+    while Instant::now() < deadline {
         if first.succeeded() {
             break;
         }
@@ -476,7 +479,8 @@ async fn an_unserved_kind_keeps_its_objects_in_the_inventory() {
     let gizmo = format!("Gizmo/{name}/g");
     // Discovery may lag the CRD change for a moment; wait until the pass sees the kind gone.
     let mut kept = None;
-    for _ in 0..30 {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
         let r = pass(&client, &files, &opts).await;
         assert_ok(&r);
         if let Some((Action::Skipped, Some(why))) = actions(&r).get(&gizmo).cloned() {
@@ -501,7 +505,8 @@ async fn an_unserved_kind_keeps_its_objects_in_the_inventory() {
     .await
     .expect("serve again");
     let mut deleted = false;
-    for _ in 0..30 {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
         let r = pass(&client, &files, &opts).await;
         assert_ok(&r);
         if actions(&r).get(&gizmo).map(|a| a.0) == Some(Action::Deleted) {
