@@ -274,12 +274,12 @@ pub async fn stream(State(ui): State<Ui>, Query(q): Query<LiveQuery>) -> Respons
     };
     let open = MAX_LIVE_STREAMS - ui.inner.live.open.available_permits();
     tracing::debug!(path = %q.path, open, "live stream opened");
-    let permit = OpenStream {
+    let stream = OpenStream {
         _permit: permit,
-        path: q.path.clone(),
+        path: q.path,
         opened: Instant::now(),
     };
-    Sse::new(bodies(ui, view, q.path, q.version, permit))
+    Sse::new(bodies(ui, view, q.version, stream))
         .keep_alive(KeepAlive::default())
         .into_response()
 }
@@ -301,14 +301,14 @@ impl Drop for OpenStream {
 fn bodies(
     ui: Ui,
     view: View,
-    path: String,
     held: String,
-    permit: OpenStream,
+    stream: OpenStream,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let changes = ui.inner.changes.subscribe();
     let stop = ui.inner.stop.clone();
-    // The permit lives as long as the stream: a closed page frees its place.
-    let page = (view, path, permit);
+    // The open stream (its path and permit) lives as long as the stream: a closed page frees
+    // its place.
+    let page = (view, stream);
     futures::stream::unfold(
         (ui, page, changes, None::<String>, held, stop),
         |(ui, page, mut changes, mut last, held, mut stop)| async move {
@@ -324,7 +324,7 @@ fn bodies(
                     tokio::time::sleep(SETTLE).await;
                 }
                 let counter = *changes.borrow_and_update();
-                let html = shared_body(&ui, &page.1, &page.0, counter).await;
+                let html = shared_body(&ui, &page.1.path, &page.0, counter).await;
                 // The page already holds this body: nothing to send the first time.
                 let first_and_held = last.is_none() && pages::version_of(&html) == held;
                 if last.as_deref() != Some(html.as_str()) && !first_and_held {

@@ -5,7 +5,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -455,18 +455,26 @@ async fn an_unserved_kind_keeps_its_objects_in_the_inventory() {
         format!("apiVersion: {group}/v1\nkind: Gizmo\nmetadata:\n  name: g\n  namespace: {name}\n"),
     );
     // The CRD needs a moment to be established (and discovery to serve it: a minute at most,
-    // however loaded the machine).
+    // however loaded the machine). A timeout shows the last pass's error.
     let within = Duration::from_secs(60);
-    let deadline = Instant::now() + within;
-    let mut first = pass(&client, &files, &opts).await;
-    while Instant::now() < deadline {
-        if first.succeeded() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        first = pass(&client, &files, &opts).await;
-    }
-    assert_ok(&first);
+    let last = std::sync::Mutex::new(String::new());
+    let last_error = || {
+        format!(
+            "(no daemon: the passes run in this test) last pass: {}",
+            last.lock().unwrap()
+        )
+    };
+    support::wait::wait_for(
+        "the Gizmo applied once its CRD is served",
+        within,
+        &last_error,
+        async || {
+            let r = pass(&client, &files, &opts).await;
+            *last.lock().unwrap() = r.error.as_ref().map(|e| e.to_string()).unwrap_or_default();
+            r.succeeded().then_some(())
+        },
+    )
+    .await;
 
     crds.patch(
         &crd_name,
@@ -478,23 +486,27 @@ async fn an_unserved_kind_keeps_its_objects_in_the_inventory() {
     files.remove("gizmo.yaml");
     let gizmo = format!("Gizmo/{name}/g");
     // Discovery may lag the CRD change for a moment; wait until the pass sees the kind gone.
-    let mut kept = None;
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        let r = pass(&client, &files, &opts).await;
-        assert_ok(&r);
-        if let Some((Action::Skipped, Some(why))) = actions(&r).get(&gizmo).cloned() {
-            kept = Some(why);
-            break;
-        }
-        assert!(
-            !actions(&r).contains_key(&gizmo),
-            "the gizmo was pruned while its kind was still served: {:#?}",
-            r.changes
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let why = kept.expect("the pass never saw the kind unserved");
+    let why = support::wait::wait_for(
+        "a pass seeing the Gizmo's kind unserved",
+        within,
+        &last_error,
+        async || {
+            let r = pass(&client, &files, &opts).await;
+            assert_ok(&r);
+            match actions(&r).get(&gizmo).cloned() {
+                Some((Action::Skipped, Some(why))) => Some(why),
+                other => {
+                    assert!(
+                        other.is_none(),
+                        "the gizmo was pruned while its kind was still served: {:#?}",
+                        r.changes
+                    );
+                    None
+                }
+            }
+        },
+    )
+    .await;
     assert!(why.contains("kept in the inventory"), "{why}");
 
     crds.patch(
@@ -504,21 +516,17 @@ async fn an_unserved_kind_keeps_its_objects_in_the_inventory() {
     )
     .await
     .expect("serve again");
-    let mut deleted = false;
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        let r = pass(&client, &files, &opts).await;
-        assert_ok(&r);
-        if actions(&r).get(&gizmo).map(|a| a.0) == Some(Action::Deleted) {
-            deleted = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(
-        deleted,
-        "the gizmo was never pruned once its kind was served again"
-    );
+    support::wait::wait_for(
+        "the Gizmo pruned once its kind is served again",
+        within,
+        &last_error,
+        async || {
+            let r = pass(&client, &files, &opts).await;
+            assert_ok(&r);
+            (actions(&r).get(&gizmo).map(|a| a.0) == Some(Action::Deleted)).then_some(())
+        },
+    )
+    .await;
     crds.delete(&crd_name, &DeleteParams::default())
         .await
         .expect("delete CRD");
