@@ -69,6 +69,70 @@ async fn holders(client: &Client, ns: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// How many root Leases each replica (its pid) holds, the replicas' flag root's included: what
+/// a replica counts when it weighs its share.
+async fn holdings(client: &Client, ns: &str) -> BTreeMap<u32, usize> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let mut by: BTreeMap<u32, usize> = BTreeMap::new();
+    for lease in leases
+        .list(&ListParams::default().labels("weft.io/lease=root"))
+        .await
+        .unwrap()
+        .items
+    {
+        if let Some(holder) = lease.spec.and_then(|s| s.holder_identity) {
+            if !holder.is_empty() {
+                *by.entry(pid_of(&holder)).or_default() += 1;
+            }
+        }
+    }
+    by
+}
+
+/// Wait until the split has settled on `replicas` and each of the twelve roots was passed at
+/// `commit` by the replica that holds it: all thirteen roots (the flag root's too) held, none
+/// by another process, no replica above `ceil + 1`, and none above `ceil` while another holds
+/// fewer than `floor` (`roots::lease::share_now`, whose balancing then still moves roots). A
+/// root that moves is passed by its new holder; after this, a revision is passed once per root.
+async fn wait_settled(
+    client: &Client,
+    ns: &str,
+    replicas: &[&Daemon],
+    commit: &str,
+) -> BTreeMap<String, String> {
+    let pids: BTreeSet<u32> = replicas.iter().map(|d| d.pid()).collect();
+    let n = pids.len();
+    let total = ROOTS + 1;
+    let (ceil, floor) = (total.div_ceil(n), total / n);
+    wait_for(
+        &format!("the split settled on {n} replicas, each root passed at {commit} by its holder"),
+        WITHIN,
+        &all_logs(replicas),
+        async || {
+            let by = holdings(client, ns).await;
+            let counts: Vec<usize> = pids
+                .iter()
+                .map(|p| by.get(p).copied().unwrap_or(0))
+                .collect();
+            let held = counts.iter().sum::<usize>();
+            let (most, least) = (*counts.iter().max()?, *counts.iter().min()?);
+            if held != total || most > ceil + 1 || (most > ceil && least < floor) {
+                return None;
+            }
+            let split = holders(client, ns).await;
+            let passes = passes_at(replicas, ns, commit);
+            let passed = split.len() == ROOTS
+                && split.iter().all(|(root, holder)| {
+                    passes
+                        .get(root)
+                        .is_some_and(|by| by.contains(&pid_of(holder)))
+                });
+            passed.then_some(split)
+        },
+    )
+    .await
+}
+
 /// The replica (its pid) an identity `host_pid` names.
 fn pid_of(identity: &str) -> u32 {
     identity.rsplit('_').next().unwrap().parse().unwrap()
@@ -216,13 +280,10 @@ async fn a_push_webhook_reaches_the_roots_another_replica_holds() {
     wait_replicas(&client, ns, 2, &logs).await;
     create_roots(&client, ns, &repo).await;
     wait_all_applied(&client, ns, &one, "one", &logs).await;
-    // Both replicas hold some of the twelve (a replica's share is at most 8 of the 13).
-    let split = wait_for("both replicas hold roots", WITHIN, &logs, async || {
-        let split = holders(&client, ns).await;
-        let by: BTreeSet<u32> = split.values().map(|h| pid_of(h)).collect();
-        (split.len() == ROOTS && by.len() == 2).then_some(split)
-    })
-    .await;
+    // Both replicas hold some of the twelve (6 or 7 of the 13 each, once settled).
+    let split = wait_settled(&client, ns, &everyone, &one).await;
+    let by: BTreeSet<u32> = split.values().map(|h| pid_of(h)).collect();
+    assert_eq!(by.len(), 2, "{split:?}");
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     // The leader Lease of the replicas' flag root (`weft-leader-<root name>`).
     let leader = wait_for("a leader", WITHIN, &logs, async || {
@@ -264,17 +325,21 @@ async fn three_replicas_split_twelve_roots_and_take_over_a_killed_ones() {
     let flag = tempfile::tempdir().unwrap();
     let a = start_replica(ns, flag.path());
     let b = start_replica(ns, flag.path());
+    wait_replicas(&client, ns, 2, &all_logs(&[&a, &b])).await;
+    create_roots(&client, ns, &repo).await;
+    wait_all_applied(&client, ns, &one, "one", &all_logs(&[&a, &b])).await;
+    // The two split the thirteen roots (the twelve and the flag root's): 7 and 6.
+    wait_settled(&client, ns, &[&a, &b], &one).await;
+
+    // A third replica joins: the two give back down to an even split's ceiling (5) while it is
+    // short of roots, and it takes what they free. With a share's slack alone they kept 6 each
+    // and left it 1 (the split 6, 6 and 1 failed this test in CI, when the third was slow).
     let mut c = start_replica(ns, flag.path());
     let everyone = [&a, &b, &c];
     let logs = all_logs(&everyone);
-    // All three say they are alive before there are roots to split.
     wait_replicas(&client, ns, 3, &logs).await;
-
-    create_roots(&client, ns, &repo).await;
-    wait_all_applied(&client, ns, &one, "one", &logs).await;
-
     // Every root held by one replica, the roots spread over all three, none above its share.
-    let split = holders(&client, ns).await;
+    let split = wait_settled(&client, ns, &everyone, &one).await;
     assert_eq!(split.len(), ROOTS, "{split:?}");
     let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
     for holder in split.values() {
@@ -352,8 +417,8 @@ async fn three_replicas_split_twelve_roots_and_take_over_a_killed_ones() {
     println!("the killed replica's roots moved in {took:?}");
     assert!(took <= bound, "took {took:?} (bound {bound:?}): {moved:?}");
 
-    // Taking a root passes it (its new holder never did): wait for those passes, so the next
-    // revision is passed once, on request.
+    // Taking a root passes it (its new holder never did): wait for those passes, and for the
+    // split of the two to settle, so the next revision is passed once, on request.
     let roots: Api<Root> = Api::namespaced(client.clone(), ns);
     wait_for(
         "the moved roots passed by their new holders",
@@ -371,6 +436,7 @@ async fn three_replicas_split_twelve_roots_and_take_over_a_killed_ones() {
         },
     )
     .await;
+    wait_settled(&client, ns, &survivors, &two).await;
 
     // The moved roots are reconciled by their new holders: a new revision, each once.
     let three = write_all(&repo, ns, "three");

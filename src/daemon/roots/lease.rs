@@ -10,8 +10,12 @@
 //!   keeps `weft-replica-<hash of its identity>`, by which the others count the live replicas.
 //! - **Fair share**: a replica takes free or expired root Leases while it holds fewer than
 //!   `ceil(roots / live replicas) + 1`, and gives back (never a root in the middle of a pass)
-//!   those above it, so 200 roots on 3 replicas settle at 67 ± 1 each. A replica takes nothing
-//!   on its first round (others learn it is alive first).
+//!   those above it. The `+ 1` goes while another live replica holds fewer than
+//!   `floor(roots / live replicas)`: the others then give back down to `ceil` and take no more,
+//!   so the freed Leases go to the one short of roots, and 200 roots on 3 replicas settle at 66
+//!   to 67 each (with the `+ 1` alone two quick replicas could keep 68 each and leave the third
+//!   64, or 13 roots split 6, 6 and 1). A replica takes nothing on its first round (others
+//!   learn it is alive first).
 //! - **Expiry** is client-go's: a Lease is taken from another holder only after its renew time
 //!   has stayed unchanged for its whole `leaseDurationSeconds` on *our* clock. Every write carries
 //!   the Lease's resourceVersion, so two replicas racing for one root cannot both win.
@@ -22,7 +26,7 @@
 //!   next write, and the next holder passes the root from the start.
 
 use crate::api::keys::{LEASE_LABEL, ROOT_KEY};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -74,6 +78,17 @@ fn digest(text: &str) -> String {
 /// How many roots one of `replicas` live replicas may hold.
 pub fn fair_share(roots: usize, replicas: usize) -> usize {
     roots.div_ceil(replicas.max(1)) + SLACK
+}
+
+/// How many roots a replica may hold this round, when the live replica holding fewest of the
+/// others holds `fewest_other`: [`fair_share`], without its slack while that one holds fewer
+/// than an even split's floor (so the roots it lacks are left for it to take).
+pub fn share_now(roots: usize, replicas: usize, fewest_other: Option<usize>) -> usize {
+    let share = fair_share(roots, replicas);
+    match fewest_other {
+        Some(n) if n < roots / replicas.max(1) => share - SLACK,
+        _ => share,
+    }
 }
 
 /// What a replica writes a root it holds with: a client (and an event publisher, and clients
@@ -283,7 +298,9 @@ impl RootLeases {
             .filter(|k| self.unleased.as_ref() != Some(k))
             .collect();
         roots.sort();
-        let share = fair_share(roots.len(), live);
+        let fewest_other = self.fewest_other(&by_name, &roots, &live);
+        let share = share_now(roots.len(), live.len(), fewest_other);
+        let live = live.len();
         let first = {
             let mut inner = self.lock();
             inner.rounds += 1;
@@ -330,6 +347,31 @@ impl RootLeases {
             }
         }
         Ok(())
+    }
+
+    /// How many of `roots` the live replica holding fewest of them holds, this one left out
+    /// (`None`: no other replica is alive).
+    fn fewest_other(
+        &self,
+        listed: &BTreeMap<String, Lease>,
+        roots: &[ResourceKey],
+        live: &BTreeSet<String>,
+    ) -> Option<usize> {
+        let mut holding: BTreeMap<&str, usize> = live
+            .iter()
+            .filter(|i| **i != self.identity)
+            .map(|i| (i.as_str(), 0))
+            .collect();
+        for key in roots {
+            let holder = listed
+                .get(&root_lease_name(key))
+                .and_then(|l| l.spec.as_ref())
+                .and_then(|s| s.holder_identity.as_deref());
+            if let Some(n) = holder.and_then(|h| holding.get_mut(h)) {
+                *n += 1;
+            }
+        }
+        holding.into_values().min()
     }
 
     /// Whether the Lease `name` may be taken: absent, released, or not renewed for its whole
@@ -653,21 +695,22 @@ impl RootLeases {
         }
     }
 
-    /// The replicas whose own Lease is fresh (this one included); the Leases of replicas dead
-    /// for two lease durations are deleted (their resourceVersion as a precondition).
-    async fn live_replicas(&self, listed: &BTreeMap<String, Lease>) -> usize {
+    /// The identities of the replicas whose own Lease is fresh (this one included); the Leases
+    /// of replicas dead for two lease durations are deleted (their resourceVersion as a
+    /// precondition).
+    async fn live_replicas(&self, listed: &BTreeMap<String, Lease>) -> BTreeSet<String> {
         let own = replica_lease_name(&self.identity);
-        let mut live = 1;
+        let mut live = BTreeSet::from([self.identity.clone()]);
         for (name, lease) in listed {
             if name == &own || !is_replica(lease) {
                 continue;
             }
             let spec = lease.spec.clone().unwrap_or_default();
             let holder = spec.holder_identity.clone();
-            let seen = self.observe(name, holder, spec.renew_time);
+            let seen = self.observe(name, holder.clone(), spec.renew_time);
             let duration = self.timing.lease_duration;
             if seen.elapsed() < duration {
-                live += 1;
+                live.extend(holder.filter(|h| !h.is_empty()));
             } else if seen.elapsed() >= duration * 2 {
                 let pre = DeleteParams {
                     preconditions: Some(Preconditions {
@@ -735,5 +778,20 @@ mod tests {
         assert_eq!(fair_share(12, 3), 5);
         assert_eq!(fair_share(0, 3), 1);
         assert_eq!(fair_share(5, 0), 6);
+    }
+
+    #[test]
+    fn the_slack_goes_while_another_replica_is_short_of_roots() {
+        // Thirteen roots on three replicas: six each at most, five while one holds under four.
+        assert_eq!(share_now(13, 3, Some(1)), 5);
+        assert_eq!(share_now(13, 3, Some(3)), 5);
+        assert_eq!(share_now(13, 3, Some(4)), 6);
+        // Alone, or with nobody short: the slack stays.
+        assert_eq!(share_now(13, 1, None), 14);
+        assert_eq!(share_now(200, 3, Some(66)), 68);
+        assert_eq!(share_now(200, 3, Some(64)), 67);
+        // A replica that just joined holds none: the others come down to an even split's ceiling.
+        assert_eq!(share_now(12, 3, Some(0)), 4);
+        assert_eq!(share_now(0, 3, Some(0)), 1);
     }
 }
