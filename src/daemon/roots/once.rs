@@ -160,7 +160,7 @@ pub async fn prepare(
         options.fetch_timeout,
     )
     .map_err(|e| OnceError::Source(format!("the Root {key}'s source: {e}")))?;
-    let snapshot = match source.fetch(None, std::time::Instant::now()).await {
+    let snapshot = match source.fetch(None, std::time::Instant::now(), false).await {
         Ok(fetched) => fetched.snapshot,
         Err(e) => {
             return Err(OnceError::Source(format!(

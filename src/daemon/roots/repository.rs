@@ -214,13 +214,16 @@ impl RootSource {
 
     /// Fetch: the snapshot to pass, and whether it is another than `last` (what the root's
     /// memory kept of the one fetched before). An unchanged git head is read again from the
-    /// source's cache unless a pass still holds it. The remote's refs are as of `since` or
-    /// later: a listing of the same remote and credentials that started since may be taken
+    /// source's cache unless a pass still holds it, or `keeps_render` (the root keeps a render
+    /// of `last` that the pass applies again): then its files are not read, and the snapshot
+    /// names the revision with no files. The remote's refs are as of `since` or later: a
+    /// listing of the same remote and credentials that started since may be taken
     /// (`GitSource::fetch_since`).
     pub(crate) async fn fetch(
         &self,
         last: Option<&LastFetched>,
         since: Instant,
+        keeps_render: bool,
     ) -> Result<Fetched, RootError> {
         match self {
             RootSource::Git {
@@ -229,6 +232,10 @@ impl RootSource {
                 timeout,
             } => {
                 let (g, timeout) = (g.clone(), *timeout);
+                let rendered_revision = match last {
+                    Some(LastFetched::Revision(r)) if keeps_render => Some(r.clone()),
+                    _ => None,
+                };
                 let fetching = tokio::task::spawn_blocking(move || {
                     // A fetch still stuck in a server that never ends its answer holds the
                     // source: this pass fails at once instead of queueing behind it.
@@ -242,9 +249,17 @@ impl RootSource {
                         Ok(FetchOutcome::New(s)) => Ok(Some((s, true))),
                         // Unchanged since the source's last good snapshot; if we never rendered
                         // it (e.g. the previous render failed and was fixed nowhere), it is new.
-                        Ok(FetchOutcome::Unchanged) => {
-                            g.read_last_good().map(|s| s.map(|s| (s, false)))
-                        }
+                        Ok(FetchOutcome::Unchanged) => match rendered_revision {
+                            Some(r) if g.last_good_revision().as_deref() == Some(r.as_str()) => {
+                                tracing::debug!(url = %url, revision = %r, "the head is unchanged and the root keeps its render: its files are not read again");
+                                let named = Snapshot {
+                                    revision: Some(r),
+                                    files: Default::default(),
+                                };
+                                Ok(Some((Arc::new(named), false)))
+                            }
+                            _ => g.read_last_good().map(|s| s.map(|s| (s, false))),
+                        },
                         Err(e) => Err(e),
                     };
                     Some((url, outcome))
