@@ -16,10 +16,16 @@ use crate::api::ObjectRef;
 /// The API resources the cluster serves, from discovery.
 #[derive(Clone, Debug, Default)]
 pub struct Catalog {
-    /// (group, version, kind) → resource and whether it is namespaced.
-    /// Shared with every planned object of the kind (one copy per kind, not per object).
-    by_gvk: HashMap<(String, String, String), (Arc<ApiResource>, bool)>,
+    /// kind → (group, version, resource and whether it is namespaced) of every resource of that
+    /// kind: a lookup by `&str` copies nothing (a lookup by a `(group, version, kind)` key made
+    /// three `String`s, and the plan looks up every object of a pass). Each resource is shared
+    /// with every planned object of the kind (one copy per kind, not per object).
+    by_kind: HashMap<String, Vec<Served>>,
 }
+
+/// A resource the cluster serves: its group, its version, and the resource (and whether it is
+/// namespaced).
+type Served = (String, String, (Arc<ApiResource>, bool));
 
 /// Split `group/version` (or `v1`) into group and version.
 pub fn split_api_version(api_version: &str) -> (&str, &str) {
@@ -204,32 +210,41 @@ impl Catalog {
 
     /// A catalog of resources already shared (a discovery document's, kept between passes).
     fn of_shared(entries: impl IntoIterator<Item = (Arc<ApiResource>, bool)>) -> Catalog {
-        Catalog {
-            by_gvk: entries
-                .into_iter()
-                .map(|(ar, ns)| {
-                    (
-                        (ar.group.clone(), ar.version.clone(), ar.kind.clone()),
-                        (ar, ns),
-                    )
-                })
-                .collect(),
+        let mut by_kind: HashMap<String, Vec<Served>> = HashMap::new();
+        for (ar, ns) in entries {
+            let served = by_kind.entry(ar.kind.clone()).or_default();
+            // One resource per group and version, the last given (as a map by the three kept).
+            served.retain(|(g, v, _)| *g != ar.group || *v != ar.version);
+            served.push((ar.group.clone(), ar.version.clone(), (ar, ns)));
         }
+        Catalog { by_kind }
+    }
+
+    /// Every resource the catalog holds, with its group and kind.
+    fn entries(&self) -> impl Iterator<Item = (&str, &str, &(Arc<ApiResource>, bool))> {
+        self.by_kind.iter().flat_map(|(k, served)| {
+            served
+                .iter()
+                .map(move |(g, _, entry)| (g.as_str(), k.as_str(), entry))
+        })
     }
 
     /// The resource serving `apiVersion` + `kind`.
     pub fn resolve(&self, api_version: &str, kind: &str) -> Option<&(Arc<ApiResource>, bool)> {
         let (g, v) = split_api_version(api_version);
-        self.by_gvk
-            .get(&(g.to_string(), v.to_string(), kind.to_string()))
+        self.by_kind
+            .get(kind)?
+            .iter()
+            .find(|(group, version, _)| group == g && version == v)
+            .map(|(_, _, entry)| entry)
     }
 
     /// Every namespaced resource the cluster serves, one version per group and kind.
     pub fn namespaced(&self) -> Vec<Arc<ApiResource>> {
         let mut by_kind: BTreeMap<(&str, &str), &Arc<ApiResource>> = BTreeMap::new();
-        for ((g, _, k), (ar, namespaced)) in &self.by_gvk {
+        for (g, k, (ar, namespaced)) in self.entries() {
             if *namespaced {
-                by_kind.entry((g.as_str(), k.as_str())).or_insert(ar);
+                by_kind.entry((g, k)).or_insert(ar);
             }
         }
         by_kind.into_values().cloned().collect()
@@ -242,13 +257,12 @@ impl Catalog {
         group: Option<&str>,
         kind: &str,
     ) -> Option<&(Arc<ApiResource>, bool)> {
-        let mut candidates: Vec<_> = self
-            .by_gvk
+        self.by_kind
+            .get(kind)?
             .iter()
-            .filter(|((g, _, k), _)| k == kind && group.is_none_or(|want| want == g))
-            .collect();
-        candidates.sort_by(|a, b| a.0.cmp(b.0));
-        candidates.first().map(|(_, v)| *v)
+            .filter(|(g, _, _)| group.is_none_or(|want| want == g))
+            .min_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)))
+            .map(|(_, _, entry)| entry)
     }
 }
 

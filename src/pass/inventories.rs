@@ -42,9 +42,16 @@ pub async fn read_reusing(
             inventories.push(inv);
             continue;
         }
-        let kinds = owner_kinds(set, owner, catalog);
-        let namespaces = owner_namespaces(set, owner);
-        match inventory::read(client, catalog, owner, weft_namespace, &kinds, &namespaces).await {
+        // What a rebuild lists, found only if the stored inventory is missing: a walk of every
+        // object of the set (a kind lookup and a namespace copy each) was 6 % of a no-op pass's
+        // CPU at 100,000 objects.
+        let scope = || {
+            (
+                owner_kinds(set, owner, catalog),
+                owner_namespaces(set, owner),
+            )
+        };
+        match inventory::read(client, catalog, owner, weft_namespace, scope).await {
             Ok(inv) => inventories.push(inv),
             Err(e) => errors.push(e),
         }

@@ -265,14 +265,14 @@ pub async fn rebuild(
     Ok(out)
 }
 
-/// The previous inventory of `owner`: stored, or rebuilt when lost.
+/// The previous inventory of `owner`: stored, or rebuilt when lost (`rebuild_scope` gives the
+/// kinds and namespaces a rebuild lists; it is asked for only then).
 pub async fn read(
     client: &Client,
     catalog: &Catalog,
     owner: &Owner,
     weft_namespace: &str,
-    kinds: &[(ApiResource, bool)],
-    namespaces: &BTreeSet<String>,
+    rebuild_scope: impl FnOnce() -> (Vec<(ApiResource, bool)>, BTreeSet<String>),
 ) -> Result<Inventory, ApplyError> {
     if let Some((entries, force_prune)) =
         read_stored(client, catalog, owner, weft_namespace).await?
@@ -284,7 +284,8 @@ pub async fn read(
             force_prune,
         });
     }
-    let entries = rebuild(client, owner, kinds, namespaces).await?;
+    let (kinds, namespaces) = rebuild_scope();
+    let entries = rebuild(client, owner, &kinds, &namespaces).await?;
     Ok(Inventory {
         owner: owner.clone(),
         entries,

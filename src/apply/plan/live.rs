@@ -18,7 +18,7 @@ use crate::apply::list::{
     display_ns, for_each_listed_page, for_each_metadata_page, ListedMeta, META_PAGE,
 };
 use crate::apply::{drift, ApplyError};
-use crate::render::Owner;
+use crate::render::{Owner, OwnerId};
 
 /// What must happen to one object.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,10 +159,28 @@ fn compared(p: &PlannedObject) -> Value {
     desired
 }
 
+/// The `weft.io/owner` label value of the owner last asked for: [`Owner::id`] hashes (SHA-256)
+/// a formatted reference, and the members of a group nearly always share one owner (a no-op
+/// pass over 100,000 objects hashed it 100,000 times).
+#[derive(Default)]
+struct OwnerIds<'a> {
+    last: Option<(&'a Owner, OwnerId)>,
+}
+
+impl<'a> OwnerIds<'a> {
+    fn of(&mut self, owner: &'a Owner) -> &str {
+        if self.last.as_ref().is_none_or(|(o, _)| *o != owner) {
+            self.last = Some((owner, owner.id()));
+        }
+        self.last.as_ref().map_or("", |(_, id)| id.0.as_str())
+    }
+}
+
 /// [`decide_against`] from the live object's metadata as listed (with managedFields): no copy of
-/// it is made, and only weft's own field set is parsed.
-fn decide_meta(p: &PlannedObject, meta: &ListedMeta) -> Decision {
-    if meta.owner.as_deref() != Some(p.desired.owner.id().0.as_str()) {
+/// it is made, and only weft's own field set is parsed. `owner_id` is the label value of
+/// `p`'s owner.
+fn decide_meta(p: &PlannedObject, meta: &ListedMeta, owner_id: &str) -> Decision {
+    if meta.owner.as_deref() != Some(owner_id) {
         return Decision::Update(UpdateReason::TakenOver {
             from: meta.owner.clone(),
         });
@@ -236,8 +254,10 @@ async fn list_holders(
     Ok(out)
 }
 
-/// A label selector matching any of `owners`.
+/// A label selector matching any of `owners` (each owner's label value is a hash: computed
+/// once per owner, not once per object of a group that shares one).
 pub fn owner_selector<'a>(owners: impl IntoIterator<Item = &'a Owner>) -> String {
+    let owners: BTreeSet<&Owner> = owners.into_iter().collect();
     let ids: BTreeSet<String> = owners.into_iter().map(|o| o.id().0).collect();
     format!(
         "{OWNER_LABEL} in ({})",
@@ -357,6 +377,7 @@ async fn read_group<'a>(
     state.decisions.reserve(members.len());
     // Objects listed without managedFields: read whole afterwards.
     let mut whole: Vec<&'a PlannedObject> = Vec::new();
+    let mut ids = OwnerIds::default();
     let lp = ListParams::default().labels(&selector).limit(META_PAGE);
     let listed = for_each_listed_page(&api, lp, &what, |items| {
         for meta in items {
@@ -368,7 +389,8 @@ async fn read_group<'a>(
                 continue;
             }
             state.note_claim(p, meta.annotations.claimed_by.as_deref());
-            state.decisions.insert(&p.object_ref, decide_meta(p, &meta));
+            let decision = decide_meta(p, &meta, ids.of(&p.desired.owner));
+            state.decisions.insert(&p.object_ref, decision);
         }
         Ok(())
     })
@@ -488,7 +510,20 @@ mod tests {
         assert_eq!(live.decide(p), Decision::Unchanged);
         let meta =
             |v: &Value| -> ListedMeta { serde_json::from_str(&v["metadata"].to_string()).unwrap() };
-        assert_eq!(decide_meta(p, &meta(&l)), Decision::Unchanged);
+        let mut ids = OwnerIds::default();
+        let id = ids.of(&p.desired.owner).to_string();
+        assert_eq!(id, p.desired.owner.id().0);
+        assert_eq!(decide_meta(p, &meta(&l), &id), Decision::Unchanged);
+        // Another owner's label: taken over.
+        let other = Owner::resource(crate::render::OwnerKind::Root, "other", "root");
+        assert_ne!(ids.of(&other), id);
+        assert_eq!(ids.of(&other), other.id().0);
+        assert_eq!(
+            decide_meta(p, &meta(&l), ids.of(&other)),
+            Decision::Update(UpdateReason::TakenOver {
+                from: Some(id.clone())
+            })
+        );
         // Someone edited data.k: the field left weft's set (and with it, its only parent).
         let mut edited = l.clone();
         edited["metadata"]["managedFields"][0]["fieldsV1"]
@@ -496,7 +531,7 @@ mod tests {
             .unwrap()
             .remove("f:data");
         live.observe(p, &edited);
-        assert_eq!(decide_meta(p, &meta(&edited)), live.decide(p));
+        assert_eq!(decide_meta(p, &meta(&edited), &id), live.decide(p));
         assert_eq!(
             live.decide(p),
             Decision::Update(UpdateReason::Drifted {
@@ -507,7 +542,7 @@ mod tests {
         let mut old = l;
         old["metadata"]["annotations"][APPLIED_HASH_ANNOTATION] = json!("0000");
         live.observe(p, &old);
-        assert_eq!(decide_meta(p, &meta(&old)), live.decide(p));
+        assert_eq!(decide_meta(p, &meta(&old), &id), live.decide(p));
         assert_eq!(live.decide(p), Decision::Update(UpdateReason::Changed));
     }
 

@@ -67,16 +67,39 @@ pub fn desired_refs(
         .iter()
         .map(|o| (o.clone(), BTreeSet::new()))
         .collect();
+    // The kind last resolved: a set's objects come kind after kind, and a lookup hashes both
+    // strings (this runs twice per pass, over every object).
+    let mut last: Option<(&str, &str, Option<bool>)> = None;
     for d in set.objects() {
         let mut r = d.object_ref();
-        match catalog.resolve(d.api_version(), d.kind()) {
-            Some((_, true)) if r.namespace.is_empty() => {
-                r.namespace = default_namespace.to_string()
+        let namespaced = match last {
+            Some((api_version, kind, namespaced))
+                if api_version == d.api_version() && kind == d.kind() =>
+            {
+                namespaced
             }
-            Some((_, false)) => r.namespace.clear(),
+            _ => {
+                let namespaced = catalog
+                    .resolve(d.api_version(), d.kind())
+                    .map(|(_, namespaced)| *namespaced);
+                last = Some((d.api_version(), d.kind(), namespaced));
+                namespaced
+            }
+        };
+        match namespaced {
+            Some(true) if r.namespace.is_empty() => r.namespace = default_namespace.to_string(),
+            Some(false) => r.namespace.clear(),
             _ => {}
         }
-        out.entry(d.owner.clone()).or_default().insert(r);
+        // Every owner of the set has its entry already: no copy of the owner per object.
+        match out.get_mut(&d.owner) {
+            Some(refs) => {
+                refs.insert(r);
+            }
+            None => {
+                out.entry(d.owner.clone()).or_default().insert(r);
+            }
+        }
     }
     out
 }
