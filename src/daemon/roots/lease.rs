@@ -13,8 +13,8 @@
 //!   those above it. The `+ 1` goes while another live replica holds fewer than
 //!   `floor(roots / live replicas)`: the others then give back down to `ceil` and take no more,
 //!   so the freed Leases go to the one short of roots, and 200 roots on 3 replicas settle at 66
-//!   to 67 each (with the `+ 1` alone two quick replicas could keep 68 each and leave the third
-//!   64, or 13 roots split 6, 6 and 1). A replica takes nothing on its first round (others
+//!   to 68 each, none under 66 (with the `+ 1` alone two quick replicas could keep 68 each and
+//!   leave the third 64, or 13 roots split 6, 6 and 1). A replica takes nothing on its first round (others
 //!   learn it is alive first).
 //! - **Expiry** is client-go's: a Lease is taken from another holder only after its renew time
 //!   has stayed unchanged for its whole `leaseDurationSeconds` on *our* clock. Every write carries
