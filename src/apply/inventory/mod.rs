@@ -24,6 +24,7 @@
 //! not pass that test, so a rebuilt inventory never holds an object that cannot be proven owned.
 
 pub mod format;
+mod recent;
 mod store;
 
 use crate::api::keys::OWNER_LABEL;

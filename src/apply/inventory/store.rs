@@ -13,7 +13,7 @@ use serde::de::Error as _;
 use serde_json::{json, Value};
 
 use super::format::{self, Damage, Encoded, CHUNK_KEY, MANIFEST_KEY};
-use super::{force_prune_of, Stored, INVENTORY_KEY};
+use super::{force_prune_of, recent, Stored, INVENTORY_KEY};
 use crate::api::keys::INVENTORY_OF_LABEL;
 use crate::api::ObjectRef;
 use crate::apply::{is_not_found, InventoryProblem, FIELD_MANAGER};
@@ -95,6 +95,9 @@ async fn read_once(
     let force = force_prune_of(cm.metadata.annotations.as_ref());
     let data = cm.data.unwrap_or_default();
     let entries = if let Some(text) = data.get(MANIFEST_KEY) {
+        if let Some(entries) = recent::entries(place.namespace, &head, text) {
+            return Ok(Read::Done(Some((entries, force))));
+        }
         let manifest = format::parse_manifest(&head, text).map_err(|d| place.damaged(d))?;
         let mut chunks = BTreeMap::new();
         for s in &manifest.chunks {
@@ -106,7 +109,10 @@ async fn read_once(
             chunks.insert(s.name.clone(), bytes);
         }
         match format::decode(&head, &manifest, &chunks) {
-            Ok(entries) => entries,
+            Ok(entries) => {
+                recent::keep(place.namespace, &head, text, &entries);
+                entries
+            }
             Err(damage) => {
                 let now = api.get_opt(&head).await.map_err(InventoryProblem::Read)?;
                 let moved = now.is_none_or(|c| c.metadata.resource_version != version);
@@ -213,9 +219,12 @@ pub async fn write(
         "metadata": metadata(&head),
         "data": {MANIFEST_KEY: text},
     });
+    // Forgotten first: a head whose write failed may or may not hold the new manifest.
+    recent::forget(place.namespace, &head);
     api.patch(&head, &pp, &Patch::Apply(&cm))
         .await
         .map_err(|e| place.api_error("writing", &head, e))?;
+    recent::keep(place.namespace, &head, &text, entries);
     let keep: BTreeSet<&str> = manifest.chunks.iter().map(|s| s.name.as_str()).collect();
     for name in existing.keys() {
         if name != &head && !keep.contains(name.as_str()) {
@@ -240,6 +249,7 @@ async fn delete_one(api: &Api<ConfigMap>, name: &str) -> Result<(), kube::Error>
 pub async fn delete(client: &Client, place: &Place<'_>) -> Result<(), InventoryProblem> {
     let api = place.api(client);
     let head = place.head();
+    recent::forget(place.namespace, &head);
     let mut names: Vec<String> = list(client, place).await?.into_keys().collect();
     // The head first: a head never names a chunk that is gone.
     names.sort_by_key(|n| n != &head);
