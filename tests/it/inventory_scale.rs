@@ -291,14 +291,13 @@ async fn a_small_unchanged_inventory_is_read_with_its_head_only() {
     let text = head.data.as_ref().expect("data")[format::MANIFEST_KEY].clone();
     let wrong = text.replace(&format!("\"entries\":{count}"), "\"entries\":6");
     assert_ne!(wrong, text, "{text}");
-    let set_manifest = |t: &str| json!({"data": {format::MANIFEST_KEY: t}});
-    api.patch(
-        &head_name,
-        &PatchParams::default(),
-        &Patch::Merge(set_manifest(&wrong)),
-    )
-    .await
-    .expect("edit the head");
+    let set_manifest = async |t: &str| {
+        let patch = json!({"data": {format::MANIFEST_KEY: t}});
+        api.patch(&head_name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("write the head's manifest");
+    };
+    set_manifest(&wrong).await;
     let before = counts.snapshot();
     let err = inventory::read_root(&client, &owner, &name_ns)
         .await
@@ -310,13 +309,7 @@ async fn a_small_unchanged_inventory_is_read_with_its_head_only() {
     );
 
     // Put back: the manifest this process knows, so the head alone again.
-    api.patch(
-        &head_name,
-        &PatchParams::default(),
-        &Patch::Merge(set_manifest(&text)),
-    )
-    .await
-    .expect("restore the head");
+    set_manifest(&text).await;
     let before = counts.snapshot();
     assert_eq!(
         read_back(&client, &owner, &name_ns).await,
