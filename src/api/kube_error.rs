@@ -194,6 +194,13 @@ fn hint(s: &Status) -> Option<String> {
         ("MethodNotAllowed", _) | ("", 405) => {
             "the API server does not allow this call on this kind".to_string()
         }
+        // The API server answers 500 for a field the kind's schema does not have in an apply
+        // (`failed to create typed patch object (…): .spec.colour: field not declared in
+        // schema`): the document's mistake, not the server's.
+        (_, 500) if s.message.contains("field not declared in schema") => {
+            "the kind has no such field: correct its name or remove it from the document"
+                .to_string()
+        }
         ("InternalError" | "ServiceUnavailable", _) | ("", 500 | 503) => {
             "the API server failed: check its health (`kubectl get --raw /readyz`) and retry"
                 .to_string()
@@ -352,6 +359,22 @@ mod tests {
             "namespaces \"weft-system\" not found (NotFound, HTTP 404); create the namespace (`kubectl create namespace weft-system`), or run `weft install` when it is Weft's own"
         );
         assert_eq!(Text(&e).to_string(), t);
+    }
+
+    #[test]
+    fn a_field_the_schema_does_not_have_is_the_document_s_mistake() {
+        let e = status(serde_json::json!({"status": "Failure", "code": 500,
+            "message": "failed to create typed patch object (ns/odd; /v1, Kind=ConfigMap): .extra: field not declared in schema"}));
+        let t = text(&e);
+        no_debug(&t);
+        assert!(
+            t.ends_with(".extra: field not declared in schema (HTTP 500); the kind has no such field: correct its name or remove it from the document"),
+            "{t}"
+        );
+        let e = status(
+            serde_json::json!({"code": 500, "reason": "InternalError", "message": "etcd is down"}),
+        );
+        assert!(text(&e).contains("check its health"), "{}", text(&e));
     }
 
     #[test]

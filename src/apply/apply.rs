@@ -5,6 +5,8 @@
 //! reported ([`ReportDrift`]) is the exception: its drifted objects (and those deleted outside)
 //! are skipped with a reason instead of written. Unknown fields are errors (`fieldValidation=Strict`): a field the server silently
 //! dropped would never be in Weft's field set, look drifted on every pass, and be re-applied forever.
+//! The API server's own kinds refuse an unknown field in any apply, so theirs skip the strict
+//! directive's second parse ([`apply_params_for`]).
 //!
 //! An object whose decision is [`Decision::Unchanged`] is not written at all.
 
@@ -52,6 +54,24 @@ pub fn apply_params() -> PatchParams {
     pp
 }
 
+/// The patch parameters of the apply of an object of API group `group`: [`apply_params`], except
+/// that an object of a group without a dot (the core group, `apps`, `batch`, `autoscaling`,
+/// `policy`) is sent with `fieldValidation=Ignore`. Such a group is never a custom resource's (a
+/// CustomResourceDefinition's group must contain a dot), and for the API server's own kinds the
+/// typed apply refuses an unknown field whatever the directive (`.foo: field not declared in
+/// schema`); what `Strict` adds there is a second, strict parse of the body as YAML, for
+/// duplicate keys, which Weft's JSON bodies cannot have. That parse was about a tenth of the API
+/// server's CPU per applied ConfigMap (docs/benchmarks.md). Any other group keeps `Strict`: it may
+/// be a custom resource whose schema preserves unknown fields, or an aggregated API server that
+/// reads the directive itself.
+pub fn apply_params_for(group: &str) -> PatchParams {
+    let mut pp = apply_params();
+    if !group.contains('.') {
+        pp.field_validation = Some(ValidationDirective::Ignore);
+    }
+    pp
+}
+
 /// Apply one object (the caller decided it must be written). A change to an immutable field is
 /// [`ApplyError::Immutable`] (see [`super::recreate`]).
 ///
@@ -64,7 +84,11 @@ pub async fn apply_one(client: &Client, p: &PlannedObject) -> Result<(), ApplyEr
     let patch = Patch::Apply(p.desired.object.raw());
     let fail = |e| super::error::apply_error("apply", &p.object_ref, e);
     let mut req = kube::core::Request::new(url)
-        .patch(&p.object_ref.name, &apply_params(), &patch)
+        .patch(
+            &p.object_ref.name,
+            &apply_params_for(&p.resource.group),
+            &patch,
+        )
         .map_err(|e| fail(kube::Error::BuildRequest(e)))?;
     req.extensions_mut().insert("patch");
     client.request_text(req).await.map_err(fail)?;
@@ -246,5 +270,29 @@ mod tests {
             Some(ValidationDirective::Strict)
         ));
         assert!(!pp.dry_run);
+    }
+
+    #[test]
+    fn only_groups_without_a_dot_skip_strict_validation() {
+        for group in ["", "apps", "batch", "policy"] {
+            let pp = apply_params_for(group);
+            assert!(
+                matches!(pp.field_validation, Some(ValidationDirective::Ignore)),
+                "{group}"
+            );
+            assert!(pp.force);
+            assert_eq!(pp.field_manager.as_deref(), Some("weft"));
+        }
+        for group in [
+            "weft.io",
+            "armada.airshipit.org",
+            "rbac.authorization.k8s.io",
+        ] {
+            let pp = apply_params_for(group);
+            assert!(
+                matches!(pp.field_validation, Some(ValidationDirective::Strict)),
+                "{group}"
+            );
+        }
     }
 }

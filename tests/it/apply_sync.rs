@@ -740,6 +740,64 @@ spec:
     ns.delete().await;
 }
 
+/// An unknown field is an error naming the object and the field, and saying it is the document's
+/// to fix, for a kind of the API server's own (applied with `fieldValidation=Ignore`: the typed
+/// apply refuses the field whatever the directive) and for a custom resource (`Strict`).
+#[tokio::test]
+async fn an_unknown_field_is_an_error_for_a_builtin_kind_and_a_custom_resource() {
+    let ns = TestNamespace::new("apply-fields").await;
+    let name = ns.name().to_string();
+    let (client, _) = counting_client().await;
+    let opts = options(&name);
+    let group = format!("{name}.weft.test");
+    let crd_name = format!("gizmos.{group}");
+    let mut files = BTreeMap::new();
+    files.insert(
+        "crd.yaml".to_string(),
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {crd_name}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{kind: Gizmo, plural: gizmos, singular: gizmo, listKind: GizmoList}}\n  versions:\n    - name: v1\n      served: true\n      storage: true\n      schema:\n        openAPIV3Schema:\n          type: object\n          properties:\n            spec:\n              type: object\n              properties:\n                size: {{type: integer}}\n"
+        ),
+    );
+    assert_ok(&pass(&client, &files, &opts).await);
+    files.insert(
+        "bad/cm.yaml".into(),
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: odd\n  namespace: {name}\ndata:\n  a: b\nextra: x\n"),
+    );
+    files.insert(
+        "bad/gizmo.yaml".into(),
+        format!("apiVersion: {group}/v1\nkind: Gizmo\nmetadata:\n  name: odd\n  namespace: {name}\nspec:\n  size: 1\n  colour: red\n"),
+    );
+    let r = pass(&client, &files, &opts).await;
+    let err = r.error.as_ref().expect("unknown fields").to_string();
+    assert!(err.contains(&format!("ConfigMap/{name}/odd")), "{err}");
+    assert!(
+        err.contains(".extra: field not declared in schema"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("Gizmo/{name}/odd")), "{err}");
+    assert!(
+        err.contains(".spec.colour: field not declared in schema"),
+        "{err}"
+    );
+    assert!(!err.contains("check its health"), "{err}");
+    assert!(err.contains("correct its name or remove it"), "{err}");
+    assert!(!configmap_exists(&client, &name, "odd").await);
+    let ar = ApiResource {
+        group: group.clone(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: "Gizmo".into(),
+        plural: "gizmos".into(),
+    };
+    let gizmos: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, &ar);
+    assert!(gizmos.get_opt("odd").await.expect("get").is_none());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete(&crd_name, &DeleteParams::default())
+        .await
+        .expect("delete CRD");
+    ns.delete().await;
+}
+
 #[tokio::test]
 async fn an_unknown_kind_is_a_clear_error_naming_the_file() {
     let ns = TestNamespace::new("apply-unknown").await;
