@@ -3,11 +3,11 @@
 //! Managed fields, status and fields only the server sets are stripped from both sides.
 
 use futures::{FutureExt, StreamExt};
-use kube::api::{Patch, ValidationDirective};
+use kube::api::Patch;
 use kube::Client;
 use serde_json::Value;
 
-use super::apply::apply_params;
+use super::apply::apply_params_for;
 use super::planned::PlannedObject;
 use super::{is_not_found, ApplyError};
 use crate::api::ObjectRef;
@@ -182,8 +182,8 @@ pub async fn diff_objects(
                         .get_opt(&p.object_ref.name)
                         .await
                         .map_err(|e| ApplyError::api("read", &p.object_ref, e))?;
-                    let mut pp = apply_params().dry_run();
-                    pp.field_validation = Some(ValidationDirective::Strict);
+                    // The dry run is sent as the apply would be.
+                    let pp = apply_params_for(&p.resource.group).dry_run();
                     let to_value = |o| {
                         serde_json::to_value(o).map_err(|source| {
                             ApplyError::decode(&p.object_ref, "the object", source)
