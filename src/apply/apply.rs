@@ -60,7 +60,7 @@ pub fn apply_params() -> PatchParams {
 /// CustomResourceDefinition's group must contain a dot), and for the API server's own kinds the
 /// typed apply refuses an unknown field whatever the directive (`.foo: field not declared in
 /// schema`); what `Strict` adds there is a second, strict parse of the body as YAML, for
-/// duplicate keys, which Weft's JSON bodies cannot have. That parse was about a tenth of the API
+/// duplicate keys, which Weft's JSON bodies cannot have. That parse was a seventh of the API
 /// server's CPU per applied ConfigMap (docs/benchmarks.md). Any other group keeps `Strict`: it may
 /// be a custom resource whose schema preserves unknown fields, or an aggregated API server that
 /// reads the directive itself.

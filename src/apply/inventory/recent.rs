@@ -15,7 +15,7 @@
 //! request.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{LazyLock, Mutex};
 
 use crate::api::ObjectRef;
 
@@ -27,7 +27,7 @@ pub const MAX_TOTAL: usize = 40_000;
 /// One kept inventory: its head's manifest text and its entries.
 struct Kept {
     manifest: String,
-    entries: Arc<BTreeSet<ObjectRef>>,
+    entries: BTreeSet<ObjectRef>,
     /// When it was kept (a counter): the oldest goes first.
     seq: u64,
 }
@@ -39,11 +39,10 @@ struct Recent {
     seq: u64,
 }
 
-static RECENT: Mutex<Option<Recent>> = Mutex::new(None);
+static RECENT: LazyLock<Mutex<Recent>> = LazyLock::new(Mutex::default);
 
 fn with<T>(f: impl FnOnce(&mut Recent) -> T) -> T {
-    let mut guard = RECENT.lock().unwrap_or_else(|p| p.into_inner());
-    f(guard.get_or_insert_with(Recent::default))
+    f(&mut RECENT.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// The entries of the head `name` in `namespace` whose manifest text is `manifest`, when this
@@ -68,7 +67,7 @@ impl Recent {
         let kept = self
             .by_head
             .get(&(namespace.to_string(), name.to_string()))?;
-        (kept.manifest == manifest).then(|| kept.entries.as_ref().clone())
+        (kept.manifest == manifest).then(|| kept.entries.clone())
     }
 
     fn keep(&mut self, namespace: &str, name: &str, manifest: &str, entries: &BTreeSet<ObjectRef>) {
@@ -93,7 +92,7 @@ impl Recent {
         self.total += entries.len();
         let kept = Kept {
             manifest: manifest.to_string(),
-            entries: Arc::new(entries.clone()),
+            entries: entries.clone(),
             seq: self.seq,
         };
         self.by_head
