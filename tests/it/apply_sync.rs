@@ -672,27 +672,18 @@ async fn two_installations_with_the_same_root_name_never_adopt_each_other_s_obje
     b_ns.delete().await;
 }
 
-#[tokio::test]
-async fn a_crd_and_its_custom_resources_in_one_pass() {
-    let ns = TestNamespace::new("apply-crd").await;
-    let name = ns.name().to_string();
-    let (client, counts) = counting_client().await;
-    let opts = options(&name);
-    // A group of its own, so that parallel tests and reruns do not meet.
-    let group = format!("{name}.weft.test");
-    let crd_name = format!("gadgets.{group}");
-    let mut files = BTreeMap::new();
-    files.insert(
-        "crd.yaml".into(),
-        format!(
-            r#"apiVersion: apiextensions.k8s.io/v1
+/// A namespaced CRD of version `v1` as a repository file, whose `spec` has one integer field
+/// `size` (and no other: its schema preserves no unknown field).
+fn sized_crd(group: &str, kind: &str, plural: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: {crd_name}
+  name: {plural}.{group}
 spec:
   group: {group}
   scope: Namespaced
-  names: {{kind: Gadget, plural: gadgets, singular: gadget, listKind: GadgetList}}
+  names: {{kind: {kind}, plural: {plural}}}
   versions:
     - name: v1
       served: true
@@ -706,7 +697,40 @@ spec:
               properties:
                 size: {{type: integer}}
 "#
-        ),
+    )
+}
+
+/// The custom resources of `group/v1` `kind` in `namespace`.
+fn custom_api(
+    client: &Client,
+    namespace: &str,
+    group: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    Api::namespaced_with(client.clone(), namespace, &ar)
+}
+
+#[tokio::test]
+async fn a_crd_and_its_custom_resources_in_one_pass() {
+    let ns = TestNamespace::new("apply-crd").await;
+    let name = ns.name().to_string();
+    let (client, counts) = counting_client().await;
+    let opts = options(&name);
+    // A group of its own, so that parallel tests and reruns do not meet.
+    let group = format!("{name}.weft.test");
+    let crd_name = format!("gadgets.{group}");
+    let mut files = BTreeMap::new();
+    files.insert(
+        "crd.yaml".to_string(),
+        sized_crd(&group, "Gadget", "gadgets"),
     );
     for i in 0..3 {
         files.insert(
@@ -717,14 +741,7 @@ spec:
     let r = pass(&client, &files, &opts).await;
     assert_ok(&r);
     assert_eq!(r.changes.summary().created, 4, "{:#?}", r.changes);
-    let ar = ApiResource {
-        group: group.clone(),
-        version: "v1".into(),
-        api_version: format!("{group}/v1"),
-        kind: "Gadget".into(),
-        plural: "gadgets".into(),
-    };
-    let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, &ar);
+    let gadgets = custom_api(&client, &name, &group, "Gadget", "gadgets");
     let g2 = gadgets.get("g2").await.expect("g2");
     assert_eq!(g2.data["spec"]["size"], 2);
 
@@ -752,12 +769,7 @@ async fn an_unknown_field_is_an_error_for_a_builtin_kind_and_a_custom_resource()
     let group = format!("{name}.weft.test");
     let crd_name = format!("gizmos.{group}");
     let mut files = BTreeMap::new();
-    files.insert(
-        "crd.yaml".to_string(),
-        format!(
-            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {crd_name}\nspec:\n  group: {group}\n  scope: Namespaced\n  names: {{kind: Gizmo, plural: gizmos, singular: gizmo, listKind: GizmoList}}\n  versions:\n    - name: v1\n      served: true\n      storage: true\n      schema:\n        openAPIV3Schema:\n          type: object\n          properties:\n            spec:\n              type: object\n              properties:\n                size: {{type: integer}}\n"
-        ),
-    );
+    files.insert("crd.yaml".to_string(), sized_crd(&group, "Gizmo", "gizmos"));
     assert_ok(&pass(&client, &files, &opts).await);
     files.insert(
         "bad/cm.yaml".into(),
@@ -782,14 +794,7 @@ async fn an_unknown_field_is_an_error_for_a_builtin_kind_and_a_custom_resource()
     assert!(!err.contains("check its health"), "{err}");
     assert!(err.contains("correct its name or remove it"), "{err}");
     assert!(!configmap_exists(&client, &name, "odd").await);
-    let ar = ApiResource {
-        group: group.clone(),
-        version: "v1".into(),
-        api_version: format!("{group}/v1"),
-        kind: "Gizmo".into(),
-        plural: "gizmos".into(),
-    };
-    let gizmos: Api<DynamicObject> = Api::namespaced_with(client.clone(), &name, &ar);
+    let gizmos = custom_api(&client, &name, &group, "Gizmo", "gizmos");
     assert!(gizmos.get_opt("odd").await.expect("get").is_none());
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.delete(&crd_name, &DeleteParams::default())
