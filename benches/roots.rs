@@ -10,8 +10,13 @@
 //!   twice like the first: the RSS they add, divided by their number), and the time to move a
 //!   killed replica's roots (SIGKILL, until each of its roots is held by one of the two others
 //!   and passed by its new holder);
-//! - then one Root of `WEFT_BENCH_BIG` (10,000) ConfigMaps on the two surviving replicas: its
-//!   first pass and a no-op pass, the same way.
+//! - then one Root of `WEFT_BENCH_BIG` (10,000) ConfigMaps (a repository of its own) on the two
+//!   surviving replicas: its first pass and a no-op pass, the same way.
+//!
+//! The no-op round and the large root's no-op pass are measured a second way too: asked by one
+//! GitHub push of their repository sent to one replica, which the leader passes on over HTTP to
+//! the replicas holding the roots (the replicas run as pods would, with `POD_IP` and their
+//! hooks ports published as endpoints of Weft's Service): until each root logged its pass.
 //!
 //! The CPU seconds of the no-op round and of the large root's no-op pass are printed per process:
 //! each replica, the git daemon (with its `upload-pack`s), this bench, and the API server and
@@ -371,6 +376,71 @@ async fn last_pass_started(roots: &Api<Root>) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Send one GitHub push of `url` to `to` and wait until each of `names` logged a pass since
+/// (on any of `replicas`); how long it took. A log is read from where it ended before the
+/// push, every 20 ms.
+async fn push_round(
+    replicas: &[&Daemon],
+    to: &Daemon,
+    url: &str,
+    ns: &str,
+    names: &[String],
+    within: Duration,
+) -> Duration {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut logs: Vec<(std::fs::File, String)> = replicas
+        .iter()
+        .map(|d| {
+            let mut f = std::fs::File::open(&d.log).expect("replica log");
+            f.seek(SeekFrom::End(0)).expect("seek");
+            (f, String::new())
+        })
+        .collect();
+    let wanted: BTreeMap<String, &String> = names
+        .iter()
+        .map(|n| (format!("root={ns}/{n} "), n))
+        .collect();
+    let mut done = std::collections::BTreeSet::new();
+    let payload = json!({"ref": "refs/heads/main", "repository": {"clone_url": url}});
+    let start = Instant::now();
+    let (code, answer) = daemon::github_push_of(to, payload, None).await;
+    assert_eq!(code, 202, "the push was not queued: {answer}");
+    while done.len() < names.len() {
+        assert!(
+            start.elapsed() < within,
+            "{} of {} roots passed after a push within {within:?}",
+            done.len(),
+            names.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for (f, rest) in &mut logs {
+            let mut read = String::new();
+            f.read_to_string(&mut read).expect("read log");
+            rest.push_str(&read);
+            // Whole lines only; a line being written stays for the next read.
+            let end = rest.rfind('\n').map_or(0, |i| i + 1);
+            for line in rest[..end].lines() {
+                if !line.contains("root pass succeeded") {
+                    continue;
+                }
+                if let Some(at) = line.find("root=") {
+                    let end = line[at..].find(' ').map_or(line.len(), |e| at + e + 1);
+                    if let Some(name) = wanted.get(&line[at..end]) {
+                        done.insert(*name);
+                    }
+                }
+            }
+            rest.drain(..end);
+        }
+    }
+    let took = start.elapsed();
+    eprintln!(
+        "{} roots passed after a push: after {took:.1?}",
+        names.len()
+    );
+    took
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -422,21 +492,30 @@ async fn main() {
         repo.work
             .write(&format!("{name}/objects.yaml"), docs.join("\n---\n"));
     }
-    // The large root: 100 ConfigMaps a file.
+    repo.work.commit("bench");
+    repo.work.push();
+    // The large root: 100 ConfigMaps a file, in a repository of its own (a push to it is for
+    // the large root alone).
+    let big_repo = ServedRepo::start();
     for f in 0..big.div_ceil(100) {
         let docs: Vec<String> = (f * 100..((f + 1) * 100).min(big))
             .map(|j| configmap(ns, &format!("big-{j:05}"), "one"))
             .collect();
-        repo.work
+        big_repo
+            .work
             .write(&format!("big/part-{f:03}.yaml"), docs.join("\n---\n"));
     }
-    repo.work.commit("bench");
-    repo.work.push();
+    big_repo.work.commit("bench");
+    big_repo.work.push();
 
     // The flag root is an empty directory: the replicas reconcile the Root objects only.
     let flag = tempfile::tempdir().expect("tempdir");
+    // As pods: each replica publishes `http://<ip>:<hooks port>` on its Leases, and the leader
+    // passes a push on to the replicas holding its roots there (an endpoint of Weft's Service).
+    let ip = daemon::host_ip();
     let start = || {
         let mut opts = DaemonOptions::new(flag.path().to_str().expect("utf-8"), ns);
+        opts.pod_ip = Some(ip.clone());
         opts.controllers = true;
         opts.lease_duration = &lease;
         opts.extra = vec!["--watch-namespaces".into(), ns.into()];
@@ -451,6 +530,13 @@ async fn main() {
     let a = start();
     let b = start();
     let mut c = start();
+    daemon::publish_endpoints(
+        client.clone(),
+        ns,
+        &ip,
+        &[a.hooks_port, b.hooks_port, c.hooks_port],
+    )
+    .await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     let no_logs = || String::from("(the replicas' logs are not kept in the benchmark's output)");
     wait_timed("three replica Leases", within, &no_logs, async || {
@@ -509,6 +595,17 @@ async fn main() {
     if let Some(mut p) = profiler {
         let _ = p.wait();
     }
+    // The same round asked by one push of the roots' repository, sent to one replica: nothing
+    // is written to the Roots (a quiet pass writes no status), so the passes are read from
+    // the replicas' logs.
+    let replicas = [&a, &b, &c];
+    let served_before = served(&client).await;
+    let cpu_before = meter.read();
+    let pushed_round = push_round(&replicas, &a, &repo.url(), ns, names, within).await;
+    let push_cpu = meter.since(&cpu_before);
+    let push_served = served_since(&served_before, &served(&client).await);
+    println!("CPU of the push round: {push_cpu}");
+    println!("requests the API server served in the push round (count, time spent): {push_served}");
     let mut held = holders(&client, ns).await;
     // The bench's roots only: the flag root's Root (the replicas' `--root-name`) has a Lease too.
     held.retain(|r, _| names.contains(r));
@@ -615,6 +712,10 @@ async fn main() {
     let big_noop = asked.elapsed();
     let big_noop_cpu = meter.since(&cpu_before);
     let big_served = served_since(&served_before, &served(&client).await);
+    let cpu_before = meter.read();
+    let survivors = [&a, &b];
+    let big_push = push_round(&survivors, &a, &big_repo.url(), ns, &big_name, within).await;
+    let big_push_cpu = meter.since(&cpu_before);
     let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 
     println!(
@@ -633,6 +734,12 @@ async fn main() {
     println!("| no-op round | {:.1} s |", noop.as_secs_f64());
     println!("| CPU of the no-op round | {noop_cpu} |");
     println!("| requests served in the round (count, time) | {noop_served} |");
+    println!(
+        "| no-op round asked by one push | {:.2} s |",
+        pushed_round.as_secs_f64()
+    );
+    println!("| CPU of the push round | {push_cpu} |");
+    println!("| requests served in the push round (count, time) | {push_served} |");
     println!(
         "| memory per root | {per_root:.0} KiB (RSS of the 3 replicas {:.1} MiB with the roots, {:.1} MiB with none) |",
         mib(roots_total),
@@ -666,6 +773,16 @@ async fn main() {
     println!("| no-op pass | {:.1} s |", big_noop.as_secs_f64());
     println!("| CPU of the no-op pass | {big_noop_cpu} |");
     println!("| requests served in the pass (count, time) | {big_served} |");
+    println!(
+        "| no-op pass asked by a push | {:.2} s |",
+        big_push.as_secs_f64()
+    );
+    println!("| CPU of the push's pass | {big_push_cpu} |");
+    println!(
+        "\nround ÷ large root's no-op: asked through the Roots {:.1}, by a push {:.1}",
+        noop.as_secs_f64() / big_noop.as_secs_f64().max(1e-9),
+        pushed_round.as_secs_f64() / big_push.as_secs_f64().max(1e-9)
+    );
     drop((a, b));
     weft_ns.delete().await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());

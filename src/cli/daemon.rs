@@ -205,6 +205,8 @@ impl RunArgs {
                     // With --git-secret the flag root's Root names that Secret instead.
                     flag_credentials,
                     flag_cache_dir: self.cache_dir.as_ref().map(|d| d.join("git")),
+                    // Set with the leader Lease's (`weft run`, from `--hooks-listen`).
+                    hooks_url: None,
                 },
             },
             // Closed until this replica holds the leader Lease.

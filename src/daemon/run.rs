@@ -144,6 +144,7 @@ impl Daemon {
             let mut roots_config = config.roots.clone();
             roots_config.identity.clone_from(&config.identity);
             roots_config.lease_duration = config.lease_duration;
+            roots_config.hooks_url.clone_from(&config.hooks_url);
             let ctx = super::roots::Context::new(
                 state.clone(),
                 Arc::clone(&config.pass),

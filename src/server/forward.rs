@@ -18,6 +18,7 @@
 //! port of the pod that is not one of the Service's, a name instead of an IP — is refused and
 //! logged, and the standby answers 503. Redirects are not followed.
 
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -29,6 +30,7 @@ use kube::api::ListParams;
 use kube::Api;
 
 use super::ServerState;
+use crate::api::ResourceKey;
 
 /// The Lease annotation with the leader's hooks URL, written by the leader election.
 pub use crate::api::keys::HOOKS_URL_ANNOTATION;
@@ -36,6 +38,11 @@ pub use crate::api::keys::HOOKS_URL_ANNOTATION;
 pub const FORWARDED_HEADER: &str = "X-Weft-Forwarded-By";
 /// Set on the answer of a forwarded request: the leader that handled it.
 pub const FORWARDED_TO_HEADER: &str = "X-Weft-Forwarded-To";
+/// Set on a push passed on to a replica holding some of the Roots it is for (the identity of
+/// the replica that passes it on): the holder passes the Roots it holds and does nothing else —
+/// no pass of the flag root, no forward, no Root written. It only narrows what a request does,
+/// so a client that sets it gains nothing; the holder checks the push again as it would any.
+pub const ROOTS_FORWARDED_HEADER: &str = "X-Weft-Roots-Forwarded-By";
 /// The default of `--service-name`: Weft's Service in its namespace (deploy/30-service.yaml).
 pub const DEFAULT_SERVICE_NAME: &str = "weft";
 /// The label an EndpointSlice carries with the name of its Service.
@@ -235,6 +242,7 @@ fn forwardable(name: &str) -> bool {
 }
 
 /// A checked request to pass on.
+#[derive(Clone)]
 pub(super) struct Forward<'a> {
     pub endpoint: &'a str,
     pub method: Method,
@@ -385,6 +393,94 @@ pub(super) fn to_other_shards(state: &ServerState, req: Forward<'_>) {
             }
         }
     });
+}
+
+/// The leader passes a verified push on to the replicas holding the Roots it is for (`keys`,
+/// which another replica holds or nobody does), so that no Root is written for a push: each
+/// holder is sent the request as it came, with [`ROOTS_FORWARDED_HEADER`], at the hooks URL it
+/// publishes on its replica Lease (an endpoint of Weft's Service only, as for the leader), and
+/// answers with the Roots it woke. A Root nobody holds, whose holder publishes no URL or cannot
+/// be reached, or that its holder did not wake (it lost the Lease meanwhile) is asked through
+/// the API server instead (`weft.io/requested-at`). In the background: the push is answered
+/// without waiting.
+pub(super) fn to_root_holders(state: &ServerState, req: Forward<'_>, keys: Vec<ResourceKey>) {
+    if keys.is_empty() {
+        return;
+    }
+    let daemon = state.daemon.clone();
+    let pushes = daemon.root_pushes();
+    let mut by_holder: BTreeMap<(String, String), Vec<ResourceKey>> = BTreeMap::new();
+    let mut asked = Vec::new();
+    for key in keys {
+        match state.leader_link.as_ref().and(pushes.holder_of(&key)) {
+            Some(holder) => by_holder.entry(holder).or_default().push(key),
+            None => asked.push(key),
+        }
+    }
+    crate::daemon::roots::answer::ask_through_the_roots(&daemon, asked, "push");
+    let Some(link) = state.leader_link.clone().filter(|_| !by_holder.is_empty()) else {
+        return;
+    };
+    let endpoint = req.endpoint.to_string();
+    let path = req.path_and_query.to_string();
+    let mut headers = req.headers.clone();
+    if let Ok(v) = HeaderValue::from_str(&link.identity) {
+        headers.insert(ROOTS_FORWARDED_HEADER, v);
+    }
+    let body = req.body.clone();
+    let timeout = req.timeout;
+    tokio::spawn(async move {
+        let req = Forward {
+            endpoint: &endpoint,
+            method: Method::POST,
+            path_and_query: &path,
+            headers: &headers,
+            body,
+            timeout,
+        };
+        let sent = futures::future::join_all(by_holder.into_iter().map(
+            |((holder, url), keys)| {
+                let (link, req) = (&link, &req);
+                async move {
+                    let answer = match link.check_endpoint(&url).await {
+                        Ok(()) => send(link, req, holder.clone(), &url).await,
+                        Err(why) => Err(why),
+                    };
+                    let woken = match answer {
+                        Ok(a) if a.status.is_success() => woken_roots(&a.body),
+                        Ok(a) => {
+                            tracing::warn!(endpoint = req.endpoint, replica = %holder, status = a.status.as_u16(), "the replica holding Roots of a push refused it; asking them through the API server");
+                            HashSet::new()
+                        }
+                        Err(why) => {
+                            tracing::warn!(endpoint = req.endpoint, replica = %holder, reason = %why, "cannot pass a push on to the replica holding Roots of it; asking them through the API server");
+                            HashSet::new()
+                        }
+                    };
+                    let (passed, missed): (Vec<ResourceKey>, Vec<ResourceKey>) =
+                        keys.into_iter().partition(|k| woken.contains(&k.to_string()));
+                    if !passed.is_empty() {
+                        tracing::debug!(endpoint = req.endpoint, replica = %holder, roots = passed.len(), "push passed on to the replica holding its Roots");
+                    }
+                    missed
+                }
+            },
+        ))
+        .await;
+        let missed: Vec<ResourceKey> = sent.into_iter().flatten().collect();
+        crate::daemon::roots::answer::ask_through_the_roots(&daemon, missed, "push");
+    });
+}
+
+/// The Roots a holder says it woke: the `roots` of its JSON answer, as `namespace/name`.
+fn woken_roots(body: &[u8]) -> HashSet<String> {
+    let answer: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    answer["roots"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.as_str().map(str::to_string))
+        .collect()
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use super::{
     body, body_refused, error_body, forward, header_str, push_events, refused, standby, ServerState,
 };
 use crate::daemon::roots::answer;
-use crate::daemon::roots::pushes::RequestReason;
+use crate::daemon::roots::pushes::{RequestReason, Woken};
 
 /// GitHub's id of a delivery.
 pub const GITHUB_DELIVERY_HEADER: &str = "X-GitHub-Delivery";
@@ -85,23 +85,33 @@ struct Origin<'a> {
 
 /// The Roots whose source a verified push is (their passes run now, on the leader): their
 /// `namespace/name`.
-fn wake_roots(state: &ServerState, endpoint: &str, body: &[u8]) -> Vec<String> {
+fn wake_roots(state: &ServerState, body: &[u8]) -> Woken {
     let payload = push_events::payload_json(body).unwrap_or_default();
     let urls = push_events::repository_urls(&payload);
     let daemon = &state.daemon;
-    let woken = daemon
+    daemon
         .root_pushes()
         .push(&urls, push_events::pushed_ref(&payload), |ns| {
             daemon.watch_namespaces().contains(ns)
-        });
-    let names = woken.names();
-    if !names.is_empty() {
-        tracing::info!(endpoint, roots = %names.join(","), "webhook asked the Roots of its repository for a pass");
-    }
-    // The roots other replicas hold pass there: asked through the API server, as a request
-    // that names a Root held elsewhere is.
-    crate::daemon::roots::answer::ask_through_the_roots(daemon, woken.elsewhere, "push");
-    names
+        })
+}
+
+/// A push another replica passed on ([`forward::ROOTS_FORWARDED_HEADER`]): the Roots this
+/// replica holds pass, and the answer names them (the sender asks any other through the API
+/// server). Nothing else: the flag root's pass and the other replicas are the sender's.
+fn pass_held_roots(state: &ServerState, endpoint: &str, body: &[u8], by: &str) -> Response {
+    let here: Vec<String> = wake_roots(state, body)
+        .here
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    tracing::info!(endpoint, from = by, roots = %here.join(","), "a push passed on by another replica asked the Roots held here for a pass");
+    state.daemon.metrics().count_request(endpoint, "queued");
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({"status": "queued", "roots": here})),
+    )
+        .into_response()
 }
 
 /// Queue a pass for a verified hook (a standby forwards it to the leader), or say why not.
@@ -120,12 +130,23 @@ async fn act_on_hook(
         body: Bytes::copy_from_slice(origin.body),
         timeout: state.limits.request_timeout,
     };
+    if let Some(by) = origin.headers.get(forward::ROOTS_FORWARDED_HEADER) {
+        let by = String::from_utf8_lossy(by.as_bytes());
+        return pass_held_roots(state, endpoint, origin.body, &by);
+    }
     // The leader decides for the Roots as for the flag root.
     if !state.is_leader() {
         let forwarded = forward::to_leader(state, onward).await;
         return forwarded.unwrap_or_else(|| standby(state, endpoint));
     }
-    let roots = wake_roots(state, endpoint, origin.body);
+    let woken = wake_roots(state, origin.body);
+    let roots = woken.names();
+    if !roots.is_empty() {
+        tracing::info!(endpoint, roots = %roots.join(","), "webhook asked the Roots of its repository for a pass");
+    }
+    // The roots other replicas hold pass there: the push is passed on to their holders (or,
+    // when it cannot be, they are asked through the API server).
+    forward::to_root_holders(state, onward.clone(), woken.elsewhere);
     match decision {
         push_events::HookDecision::Ignore(why) if roots.is_empty() => {
             tracing::info!(endpoint, reason = %why, "webhook ignored");

@@ -267,16 +267,30 @@ async fn wait_replicas(client: &Client, ns: &str, count: usize, logs: &impl supp
 }
 
 /// A push webhook sent to the leader passes every Root of its repository, those another
-/// replica holds too (asked through their `weft.io/requested-at`): each by its holder, once.
+/// replica holds too, each by its holder, once: passed on to the holder over HTTP (no Root
+/// written), or, when the holder's published URL is not an endpoint of Weft's Service, asked
+/// through their `weft.io/requested-at`.
 #[tokio::test]
 async fn a_push_webhook_reaches_the_roots_another_replica_holds() {
     let (client, weft_ns, repo, one) = set_up("root-push").await;
     let ns = weft_ns.name();
     let flag = tempfile::tempdir().unwrap();
-    let a = start_replica(ns, flag.path());
-    let b = start_replica(ns, flag.path());
+    // As pods: each publishes `http://<ip>:<hooks port>` on its replica Lease.
+    let ip = support::daemon::host_ip();
+    let start = || {
+        let mut opts = DaemonOptions::new(flag.path().to_str().unwrap(), ns);
+        opts.controllers = true;
+        opts.lease_duration = "4s";
+        opts.extra = vec!["--watch-namespaces".into(), ns.into()];
+        opts.pod_ip = Some(ip.clone());
+        Daemon::start(opts)
+    };
+    let a = start();
+    let b = start();
     let everyone = [&a, &b];
     let logs = all_logs(&everyone);
+    support::daemon::publish_endpoints(client.clone(), ns, &ip, &[a.hooks_port, b.hooks_port])
+        .await;
     wait_replicas(&client, ns, 2, &logs).await;
     create_roots(&client, ns, &repo).await;
     wait_all_applied(&client, ns, &one, "one", &logs).await;
@@ -293,13 +307,74 @@ async fn a_push_webhook_reaches_the_roots_another_replica_holds() {
     })
     .await;
 
-    let pushed = write_all(&repo, ns, "pushed");
+    let other = everyone.iter().find(|d| d.pid() != leader.pid()).unwrap();
+    let roots: Api<Root> = Api::namespaced(client.clone(), ns);
+    let asked = async || -> BTreeSet<String> {
+        let listed = roots.list(&ListParams::default()).await.unwrap().items;
+        listed
+            .iter()
+            .filter(|r| r.annotations().contains_key("weft.io/requested-at"))
+            .map(|r| r.name_any())
+            .collect()
+    };
+    assert_eq!(asked().await, BTreeSet::new(), "no Root was asked yet");
+
+    // Passed on over HTTP: every root passes once, by its holder, and no Root is written to ask.
+    let pushed = push_and_wait(&client, ns, &repo, leader, &everyone, &split, "pushed").await;
+    assert_eq!(
+        asked().await,
+        BTreeSet::new(),
+        "a push that could be passed on wrote to Roots"
+    );
+    assert!(
+        other
+            .logs()
+            .contains("a push passed on by another replica asked the Roots held here"),
+        "{}",
+        other.logs()
+    );
+
+    // The holder's URL is no endpoint of Weft's Service any more: its roots are asked through
+    // the API server, and pass all the same.
+    let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        Api::namespaced(client.clone(), ns);
+    slices
+        .delete("weft-test", &Default::default())
+        .await
+        .unwrap();
+    let split = holders(&client, ns).await;
+    let third = push_and_wait(&client, ns, &repo, leader, &everyone, &split, "third").await;
+    let theirs: BTreeSet<String> = split
+        .iter()
+        .filter(|(_, h)| pid_of(h) == other.pid())
+        .map(|(r, _)| r.clone())
+        .collect();
+    let written = asked().await;
+    assert!(
+        !theirs.is_empty() && theirs.is_subset(&written),
+        "the other replica's roots {theirs:?}, asked through their Root: {written:?} (at {pushed}, then {third})"
+    );
+}
+
+/// Write revision `value` of every root, send its push to `leader`, and wait until every root
+/// applied it, each passed once by the replica holding it (`split`: before the push). Returns
+/// the commit.
+async fn push_and_wait(
+    client: &Client,
+    ns: &str,
+    repo: &ServedRepo,
+    leader: &Daemon,
+    everyone: &[&Daemon],
+    split: &BTreeMap<String, String>,
+    value: &str,
+) -> String {
+    let pushed = write_all(repo, ns, value);
     let payload = json!({"ref": "refs/heads/main", "repository": {"clone_url": repo.url()}});
     let (code, answer) = support::daemon::github_push_of(leader, payload, None).await;
     assert_eq!(code, 202, "{answer}");
-    wait_all_applied(&client, ns, &pushed, "pushed", &logs).await;
-    let passes = passes_at(&everyone, ns, &pushed);
-    let now = holders(&client, ns).await;
+    wait_all_applied(client, ns, &pushed, value, &all_logs(everyone)).await;
+    let passes = passes_at(everyone, ns, &pushed);
+    let now = holders(client, ns).await;
     for name in root_names() {
         let by = passes.get(&name).cloned().unwrap_or_default();
         assert_eq!(
@@ -315,6 +390,7 @@ async fn a_push_webhook_reaches_the_roots_another_replica_holds() {
         split.values().any(|h| pid_of(h) != leader.pid()),
         "{split:?}"
     );
+    pushed
 }
 
 #[tokio::test]

@@ -25,7 +25,7 @@
 //!   longer write for it, whatever of its pass still runs — the pass is abandoned, it fails at its
 //!   next write, and the next holder passes the root from the start.
 
-use crate::api::keys::{LEASE_LABEL, ROOT_KEY};
+use crate::api::keys::{HOOKS_URL_ANNOTATION, LEASE_LABEL, ROOT_KEY};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -116,6 +116,9 @@ struct Inner {
     observed: HashMap<String, Observed>,
     busy: HashSet<ResourceKey>,
     rounds: u64,
+    /// The hooks URL each other replica publishes on its replica Lease, by its identity (as
+    /// last listed): where a push for the roots it holds is passed on.
+    replica_urls: HashMap<String, String>,
 }
 
 /// This replica's root Leases (shared by the Lease loop and the reconciles).
@@ -138,6 +141,9 @@ pub struct RootLeases {
     /// This daemon's flag root: the only root marked as a flag root's Root
     /// ([`super::requests::marked_flag_root`]) it takes a Lease for.
     flag_root: Option<ResourceKey>,
+    /// The URL of this replica's hooks port, published on its replica Lease so that the replica
+    /// a push reaches passes it on for the roots held here ([`RootLeases::holder_url`]).
+    hooks_url: Option<String>,
     inner: Mutex<Inner>,
 }
 
@@ -176,6 +182,7 @@ impl RootLeases {
             transport: Mutex::default(),
             unleased: None,
             flag_root: None,
+            hooks_url: None,
             inner: Mutex::default(),
         }
     }
@@ -191,6 +198,24 @@ impl RootLeases {
     pub fn with_flag_root(mut self, key: ResourceKey) -> RootLeases {
         self.flag_root = Some(key);
         self
+    }
+
+    /// Publish `url` (this replica's hooks port) on the replica Lease.
+    pub fn publishing(mut self, url: Option<String>) -> RootLeases {
+        self.hooks_url = url;
+        self
+    }
+
+    /// The replica holding `key`'s Lease and the hooks URL it publishes, as the last round saw
+    /// them; `None` when this replica holds it, nobody does, or its holder publishes no URL.
+    pub fn holder_url(&self, key: &ResourceKey) -> Option<(String, String)> {
+        let inner = self.lock();
+        let (holder, _, _) = inner.observed.get(&root_lease_name(key))?;
+        let holder = holder
+            .as_ref()
+            .filter(|h| !h.is_empty() && **h != self.identity)?;
+        let url = inner.replica_urls.get(holder)?;
+        Some((holder.clone(), url.clone()))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -277,6 +302,15 @@ impl RootLeases {
             .map(|l| (l.name_any(), l))
             .collect();
         let live = self.live_replicas(&by_name).await;
+        self.lock().replica_urls = by_name
+            .values()
+            .filter(|l| is_replica(l))
+            .filter_map(|l| {
+                let holder = l.spec.as_ref()?.holder_identity.clone()?;
+                let url = l.annotations().get(HOOKS_URL_ANNOTATION)?;
+                (!url.is_empty() && holder != self.identity).then(|| (holder, url.clone()))
+            })
+            .collect();
         // Every root Lease is observed every round, whether or not this replica has room to take
         // one: expiry counts from when a renew time was first seen, and a Lease first looked at
         // only once a dead replica's share freed room here would wait a whole duration more (the
@@ -674,8 +708,10 @@ impl RootLeases {
         let name = replica_lease_name(&self.identity);
         match self.api.get_opt(&name).await? {
             None => {
+                let mut metadata = self.meta(&name, "replica", None);
+                metadata.annotations = self.replica_annotations(BTreeMap::new());
                 let lease = Lease {
-                    metadata: self.meta(&name, "replica", None),
+                    metadata,
                     spec: Some(self.spec(None, 0)),
                 };
                 match self.api.create(&PostParams::default(), &lease).await {
@@ -687,12 +723,27 @@ impl RootLeases {
             Some(mut lease) => {
                 let acquire = lease.spec.as_ref().and_then(|s| s.acquire_time.clone());
                 lease.spec = Some(self.spec(acquire, 0));
+                let annotations = lease.metadata.annotations.take().unwrap_or_default();
+                lease.metadata.annotations = self.replica_annotations(annotations);
                 self.api
                     .replace(&name, &PostParams::default(), &lease)
                     .await
                     .map(|_| ())
             }
         }
+    }
+
+    /// The replica Lease's annotations: `annotations` with this replica's hooks URL, or without
+    /// one when it publishes none (a predecessor's does not linger).
+    fn replica_annotations(
+        &self,
+        mut annotations: BTreeMap<String, String>,
+    ) -> Option<BTreeMap<String, String>> {
+        match &self.hooks_url {
+            Some(url) => annotations.insert(HOOKS_URL_ANNOTATION.to_string(), url.clone()),
+            None => annotations.remove(HOOKS_URL_ANNOTATION),
+        };
+        (!annotations.is_empty()).then_some(annotations)
     }
 
     /// The identities of the replicas whose own Lease is fresh (this one included); the Leases

@@ -98,6 +98,9 @@ pub struct RootsConfig {
     /// (`<cache-dir>/git`; `None`: the default cache directory), so the migration fetches
     /// incrementally into the cache the loop filled and the cache stays where operators sized it.
     pub flag_cache_dir: Option<PathBuf>,
+    /// The URL of this replica's hooks port (the leader Lease's), published on its replica
+    /// Lease: the replica a push reaches passes it on here for the roots this one holds.
+    pub hooks_url: Option<String>,
 }
 
 impl Default for RootsConfig {
@@ -114,6 +117,7 @@ impl Default for RootsConfig {
             lease_duration: Duration::from_secs(15),
             flag_credentials: None,
             flag_cache_dir: None,
+            hooks_url: None,
         }
     }
 }
@@ -355,7 +359,8 @@ pub async fn run(mut ctx: Context) {
             ctx.config.api_timeout,
         )
         .without(unleased)
-        .with_flag_root(ctx.flag_root.clone()),
+        .with_flag_root(ctx.flag_root.clone())
+        .publishing(ctx.config.hooks_url.clone()),
     );
     ctx.leases = Some(Arc::clone(&leases));
     let (taken_tx, taken_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -377,7 +382,12 @@ pub async fn run(mut ctx: Context) {
         Some(flag) if flag == key => state.shard_claim().is_some(),
         _ => holding.held(key).is_some(),
     });
-    let pushes = ctx.state.root_pushes().connect(controller.store(), holds);
+    let located = Arc::clone(&leases);
+    let holder_of: pushes::HolderOf = Box::new(move |key| located.holder_url(key));
+    let pushes = ctx
+        .state
+        .root_pushes()
+        .connect(controller.store(), holds, holder_of);
     let pushes = futures::stream::unfold(pushes, |mut rx| async move {
         rx.recv().await.map(|()| ((), rx))
     });

@@ -29,6 +29,8 @@ pub struct RootPushes {
 
 /// Whether this replica holds the Lease of a root.
 pub(super) type Holds = Box<dyn Fn(&ResourceKey) -> bool + Send + Sync>;
+/// The replica holding a root's Lease and its hooks URL ([`super::lease::RootLeases::holder_url`]).
+pub(super) type HolderOf = Box<dyn Fn(&ResourceKey) -> Option<(String, String)> + Send + Sync>;
 
 #[derive(Default)]
 struct Inner {
@@ -41,6 +43,8 @@ struct Inner {
     pending: Mutex<HashMap<ResourceKey, (Vec<String>, Instant)>>,
     /// Whether this replica holds a root's Lease (set when the controller starts).
     holds: OnceLock<Holds>,
+    /// Who else holds a root's Lease, and where (set when the controller starts).
+    holder_of: OnceLock<HolderOf>,
     /// The requests of the flag root's Root and their answers.
     flag: FlagRequests,
 }
@@ -222,13 +226,25 @@ impl FlagRequests {
 
 impl RootPushes {
     /// Given to the controller when it starts: the stream that makes it look at its roots.
-    pub(super) fn connect(&self, store: Store<Root>, holds: Holds) -> mpsc::Receiver<()> {
+    pub(super) fn connect(
+        &self,
+        store: Store<Root>,
+        holds: Holds,
+        holder_of: HolderOf,
+    ) -> mpsc::Receiver<()> {
         let (tx, rx) = mpsc::channel(1);
         // Set once per daemon: the controller starts once.
         let _ = self.inner.store.set(store);
         let _ = self.inner.wake.set(tx);
         let _ = self.inner.holds.set(holds);
+        let _ = self.inner.holder_of.set(holder_of);
         rx
+    }
+
+    /// The other replica holding the Lease of `key` and the hooks URL it publishes, as this
+    /// replica last saw them; `None` when nobody else holds it or its holder publishes no URL.
+    pub fn holder_of(&self, key: &ResourceKey) -> Option<(String, String)> {
+        self.inner.holder_of.get().and_then(|h| h(key))
     }
 
     /// Whether the controller knows the Root `key` and another replica holds its Lease (or
