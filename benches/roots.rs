@@ -699,7 +699,10 @@ async fn main() {
     let big_name = vec!["big".to_string()];
     let created = Instant::now();
     roots
-        .create(&Default::default(), &root(ns, "big", &repo.url(), "first"))
+        .create(
+            &Default::default(),
+            &root(ns, "big", &big_repo.url(), "first"),
+        )
         .await
         .expect("create big");
     wait_handled(&roots, &big_name, "first", within, &no_logs).await;

@@ -354,6 +354,41 @@ async fn a_push_webhook_reaches_the_roots_another_replica_holds() {
         !theirs.is_empty() && theirs.is_subset(&written),
         "the other replica's roots {theirs:?}, asked through their Root: {written:?} (at {pushed}, then {third})"
     );
+
+    // Passed on again, a push of the same revision: every root passes once more and changes
+    // nothing, and no Root is written — not its status either, also where an answered
+    // `weft.io/requested-at` stays on the Root (every pass of such a Root wrote its status).
+    support::daemon::publish_endpoints(client.clone(), ns, &ip, &[a.hooks_port, b.hooks_port])
+        .await;
+    let versions = async || -> BTreeMap<String, String> {
+        let listed = roots.list(&ListParams::default()).await.unwrap().items;
+        listed
+            .iter()
+            .map(|r| (r.name_any(), r.resource_version().unwrap_or_default()))
+            .collect()
+    };
+    let before = versions().await;
+    let payload = json!({"ref": "refs/heads/main", "repository": {"clone_url": repo.url()}});
+    let (code, answer) = support::daemon::github_push_of(leader, payload, None).await;
+    assert_eq!(code, 202, "{answer}");
+    wait_for(
+        "every root passed a second time at the same revision",
+        WITHIN,
+        &logs,
+        async || {
+            let passes = passes_at(&everyone, ns, &third);
+            root_names()
+                .iter()
+                .all(|n| passes.get(n).is_some_and(|p| p.len() == 2))
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        versions().await,
+        before,
+        "a push that changed nothing wrote to Roots"
+    );
 }
 
 /// Write revision `value` of every root, send its push to `leader`, and wait until every root

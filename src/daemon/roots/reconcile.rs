@@ -139,9 +139,13 @@ pub async fn reconcile(root: Arc<Root>, ctx: Arc<Context>) -> Result<Action, Roo
     }
 
     let before = root.status.clone().unwrap_or_default();
-    let requested = requested_at(&root);
+    // The request this pass answers: a `weft.io/requested-at` value not answered yet. One
+    // already answered is no request: the pass stays quiet, and writes nothing when it changes
+    // nothing (every pass of a Root once requested wrote its status before).
+    let requested = requested_at(&root)
+        .filter(|r| before.last_handled_requested_at.as_deref() != Some(r.as_str()));
     let mut reasons = Vec::new();
-    if requested.is_some() && requested != before.last_handled_requested_at {
+    if requested.is_some() {
         reasons.push("requested".to_string());
     }
     if before.observed_generation != root.metadata.generation {
