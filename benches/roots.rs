@@ -10,7 +10,7 @@
 //!   twice like the first: the RSS they add, divided by their number), and the time to move a
 //!   killed replica's roots (SIGKILL, until each of its roots is held by one of the two others
 //!   and passed by its new holder);
-//! - then one Root of `WEFT_BENCH_BIG` (10,000) ConfigMaps (a repository of its own) on the two
+//! - then one Root of `WEFT_BENCH_BIG` (10,000) ConfigMaps (a repository of its own, `big.git`) on the two
 //!   surviving replicas: its first pass and a no-op pass, the same way.
 //!
 //! The no-op round and the large root's no-op pass are measured a second way too: asked by one
@@ -494,19 +494,22 @@ async fn main() {
     }
     repo.work.commit("bench");
     repo.work.push();
-    // The large root: 100 ConfigMaps a file, in a repository of its own (a push to it is for
-    // the large root alone).
-    let big_repo = ServedRepo::start();
+    // The large root: 100 ConfigMaps a file, in a repository of its own, `big.git` (a push to
+    // it is for the large root alone: a repository is known by its host and path, without the
+    // port, so not another `config.git`).
+    let big_host = git_servers::RepoHost::new();
+    let big_bare = big_host.create("big.git");
+    let big_server = git_servers::GitDaemon::start(&big_host);
+    let big_work = git_servers::WorkTree::new(&big_bare.display().to_string());
+    let big_url = big_server.url("big.git");
     for f in 0..big.div_ceil(100) {
         let docs: Vec<String> = (f * 100..((f + 1) * 100).min(big))
             .map(|j| configmap(ns, &format!("big-{j:05}"), "one"))
             .collect();
-        big_repo
-            .work
-            .write(&format!("big/part-{f:03}.yaml"), docs.join("\n---\n"));
+        big_work.write(&format!("big/part-{f:03}.yaml"), docs.join("\n---\n"));
     }
-    big_repo.work.commit("bench");
-    big_repo.work.push();
+    big_work.commit("bench");
+    big_work.push();
 
     // The flag root is an empty directory: the replicas reconcile the Root objects only.
     let flag = tempfile::tempdir().expect("tempdir");
@@ -699,10 +702,7 @@ async fn main() {
     let big_name = vec!["big".to_string()];
     let created = Instant::now();
     roots
-        .create(
-            &Default::default(),
-            &root(ns, "big", &big_repo.url(), "first"),
-        )
+        .create(&Default::default(), &root(ns, "big", &big_url, "first"))
         .await
         .expect("create big");
     wait_handled(&roots, &big_name, "first", within, &no_logs).await;
@@ -717,7 +717,7 @@ async fn main() {
     let big_served = served_since(&served_before, &served(&client).await);
     let cpu_before = meter.read();
     let survivors = [&a, &b];
-    let big_push = push_round(&survivors, &a, &big_repo.url(), ns, &big_name, within).await;
+    let big_push = push_round(&survivors, &a, &big_url, ns, &big_name, within).await;
     let big_push_cpu = meter.since(&cpu_before);
     let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
 
