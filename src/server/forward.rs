@@ -488,6 +488,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_holder_s_answer_names_the_roots_it_woke() {
+        let woken = woken_roots(br#"{"status":"queued","roots":["team-a/apps","team-b/db"]}"#);
+        assert_eq!(
+            woken,
+            HashSet::from(["team-a/apps".to_string(), "team-b/db".to_string()])
+        );
+        // Anything else names none: those Roots are asked through the API server.
+        assert!(woken_roots(b"<html>bad gateway</html>").is_empty());
+        assert!(woken_roots(br#"{"roots":"team-a/apps"}"#).is_empty());
+        assert!(woken_roots(br#"{"status":"queued"}"#).is_empty());
+    }
+
+    #[test]
     fn the_advertised_url_prefers_the_pod_ip() {
         assert_eq!(
             advertised_hooks_url("0.0.0.0:8081", Some("10.1.2.3")).as_deref(),
