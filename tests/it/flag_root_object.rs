@@ -354,15 +354,24 @@ async fn the_leader_answers_a_sync_with_the_pass_of_the_replica_holding_the_root
     let b_id = b.status().await["identity"].as_str().unwrap().to_string();
     let both = || format!("--- A (leader) ---\n{}\n--- B ---\n{}", a.logs(), b.logs());
 
-    // Hand the Root's Lease to B: A drops it at its next renewal, B takes it as its own.
-    let mut lease = leases.get(&root_lease).await.unwrap();
-    let spec = lease.spec.as_mut().unwrap();
-    spec.holder_identity = Some(b_id.clone());
-    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-    leases
-        .replace(&root_lease, &Default::default(), &lease)
-        .await
-        .unwrap();
+    // Hand the Root's Lease to B: A drops it at its next renewal, B takes it as its own. A
+    // renews the Lease meanwhile: a write that conflicts with a renewal is made again on the
+    // Lease as renewed.
+    wait_for("the Root's Lease written to B", WITHIN, &both, async || {
+        let mut lease = leases.get(&root_lease).await.ok()?;
+        let spec = lease.spec.as_mut()?;
+        spec.holder_identity = Some(b_id.clone());
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        match leases
+            .replace(&root_lease, &Default::default(), &lease)
+            .await
+        {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => None,
+            Err(e) => panic!("writing the Root's Lease: {e}"),
+        }
+    })
+    .await;
     wait_for("B holds the Root, A let it go", WITHIN, &both, async || {
         let taken = b.logs().contains("took the root's Lease");
         let dropped = a.logs().contains("another replica holds its Lease now");
