@@ -35,6 +35,7 @@ pub mod depends;
 pub mod flag;
 pub mod identity;
 pub mod lease;
+mod lease_plan;
 pub mod legacy;
 pub mod once;
 pub mod pushes;
