@@ -406,17 +406,23 @@ async fn survey(
         action: Action::Skipped,
         reason: Some(why),
     };
-    let Some(api) = api_for(client, catalog, r) else {
-        // An aggregated API that is down for a minute must not make Weft forget what it owns.
-        return Ok(Survey::Keep(skipped(format!(
+    // An aggregated API that is down for a minute must not make Weft forget what it owns.
+    let unserved = || {
+        Survey::Keep(skipped(format!(
             "not pruned yet: the cluster does not serve kind {} ({}) right now; kept in the inventory",
             r.kind, r.api_version
-        ))));
+        )))
+    };
+    let Some(api) = api_for(client, catalog, r) else {
+        return Ok(unserved());
     };
     let live = match api.get_opt(&r.name).await {
         Ok(Some(l)) => l,
         // Already gone: nothing to do, and it leaves the inventory.
         Ok(None) => return Ok(Survey::Drop(None)),
+        // A 404 that is not the object's (reason `NotFound`) is the path's: the kind stopped
+        // being served after discovery was read (a CRD version switched off a moment ago).
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(unserved()),
         Err(e) => return Err(ApplyError::api("read", r, e)),
     };
     let uid = live.metadata.uid.clone();
