@@ -16,10 +16,15 @@
 //! - `kubectl apply --server-side`, only up to `WEFT_BENCH_KUBECTL_MAX` objects (it is slow);
 //! - raw creates: the same objects POSTed from 32 goroutines with no engine and no client-side
 //!   rate limit (the Go helper's `raw` mode), the API server's own create rate: the baseline of a
-//!   first pass (issue 47 item 1).
+//!   first pass (issue 47 item 1);
+//! - raw applies: the same objects server-side applied (forced, field manager `weft`) from 32
+//!   goroutines, no engine (the helper's `raw-apply` mode): the API server's own rate of first
+//!   applies, the best a first pass that writes every object as an apply could reach.
 //!
 //! At the end it prints the ratios issue 47 holds Weft to (weft sync's first pass against raw
-//! creates and against tuned Flux, its no-op pass against tuned Flux); with `WEFT_BENCH_CHECK=1`
+//! creates and against tuned Flux, its no-op pass against tuned Flux; with raw applies measured
+//! too, raw applies against raw creates and weft sync's first pass against raw applies); with
+//! `WEFT_BENCH_CHECK=1`
 //! (`scripts/bench-check`) it fails when one falls more than 20% below the figure recorded in
 //! docs/benchmarks.md's table after `<!-- bench-check ratios -->` (issue 47 item 5).
 //!
@@ -33,8 +38,8 @@
 //! `WEFT_BENCH_SIZES` (default `1000,10000,100000`), `WEFT_BENCH_KUBECTL_MAX` (default 1000),
 //! `WEFT_BENCH_FLUX_DEFAULT_MAX` (default 10000: at 50 requests a second, the default mode needs
 //! about 100,000 / 50 × 3 s ≈ 100 minutes for 100,000 objects), `WEFT_BENCH_TOOLS` (default all:
-//! `render,sync,daemon,flux-default,flux-tuned,raw,kubectl`; `flux-default-noop`, not in the default
-//! set, runs the default mode's no-op pass on objects the tuned mode applied first, so that it
+//! `render,sync,daemon,flux-default,flux-tuned,raw,kubectl`; `raw-apply` is not in the default set;
+//! `flux-default-noop`, not in the default set either, runs the default mode's no-op pass on objects the tuned mode applied first, so that it
 //! can run as a second bench process beside a `flux-default` one at 100,000 objects).
 
 // The test support modules, at the crate root (they refer to each other through `super::`).
@@ -466,12 +471,13 @@ impl Bench {
     }
 
     /// The API server's own create rate for these objects: plain POSTs from 32 goroutines, no
-    /// engine, no client-side rate limit (the helper's `raw` mode), into a fresh namespace.
-    fn raw(&mut self, size: usize, helper: &Path) {
-        let ns = self.namespace(&format!("scale-raw-{size}"));
+    /// engine, no client-side rate limit (the helper's `raw` mode), into a fresh namespace; or,
+    /// with `mode` `raw-apply`, its own rate of first server-side applies of them.
+    fn raw(&mut self, size: usize, helper: &Path, mode: &str) {
+        let ns = self.namespace(&format!("scale-{mode}-{size}"));
         let dir = tempfile::tempdir().expect("tempdir");
         write_repo(dir.path(), ns.name(), size);
-        self.flux_pass(size, helper, dir.path(), ns.name(), "raw", "first", "");
+        self.flux_pass(size, helper, dir.path(), ns.name(), mode, "first", "");
         self.drop_namespace(ns);
     }
 
@@ -492,6 +498,7 @@ impl Bench {
             let sync_first = self.wall_of(size, "weft sync", "first");
             let sync_noop = self.wall_of(size, "weft sync", "no-op");
             let raw = self.wall_of(size, &tool_of_mode("raw"), "first");
+            let raw_apply = self.wall_of(size, &tool_of_mode("raw-apply"), "first");
             let flux_first = self.wall_of(size, &tool_of_mode("tuned"), "first");
             let flux_noop = self.wall_of(size, &tool_of_mode("tuned"), "no-op");
             let mut add = |key: &'static str, fast: Option<f64>, slow: Option<f64>| {
@@ -506,6 +513,10 @@ impl Bench {
             add(RATIO_KEYS[0], sync_first, raw);
             add(RATIO_KEYS[1], sync_first, flux_first);
             add(RATIO_KEYS[2], sync_noop, flux_noop);
+            // What bounds the first: the API server's applies against its creates, and Weft
+            // against bare applies (printed, not checked).
+            add(SHOWN_KEYS[0], raw_apply, raw);
+            add(SHOWN_KEYS[1], sync_first, raw_apply);
         }
         out
     }
@@ -720,6 +731,7 @@ impl Bench {
 fn tool_of_mode(mode: &str) -> String {
     match mode {
         "raw" => "raw creates (32 at once, no engine)".to_string(),
+        "raw-apply" => "raw applies (32 at once, no engine)".to_string(),
         _ => format!("Flux ssa ({mode})"),
     }
 }
@@ -729,6 +741,12 @@ fn tool_of_mode(mode: &str) -> String {
 /// API server's create rate reached), `first/flux-tuned` and `noop/flux-tuned` (Flux tuned's
 /// wall / weft sync's, first and no-op pass).
 const RATIO_KEYS: [&str; 3] = ["first/raw", "first/flux-tuned", "noop/flux-tuned"];
+
+/// Ratios printed beside them, not checked: `raw-apply/raw` (raw creates' wall / raw applies':
+/// the share of the create rate the API server reaches when every write is an apply, the
+/// ceiling of `first/raw` for a pass that applies) and `first/raw-apply` (raw applies' wall /
+/// weft sync's first pass: the share of that ceiling Weft reaches).
+const SHOWN_KEYS: [&str; 2] = ["raw-apply/raw", "first/raw-apply"];
 
 /// How far below its recorded figure a ratio may fall before the bench check fails.
 const RATIO_TOLERANCE: f64 = 0.8;
@@ -835,10 +853,16 @@ fn main() {
     }
     let proxy = runtime.block_on(ApiProxy::start());
     let proxy_kubeconfig = proxy.kubeconfig().display().to_string();
-    let helper = ["flux-default", "flux-tuned", "flux-default-noop", "raw"]
-        .into_iter()
-        .any(wants)
-        .then(flux_helper);
+    let helper = [
+        "flux-default",
+        "flux-tuned",
+        "flux-default-noop",
+        "raw",
+        "raw-apply",
+    ]
+    .into_iter()
+    .any(wants)
+    .then(flux_helper);
     let mut bench = Bench {
         runtime,
         client,
@@ -870,8 +894,10 @@ fn main() {
                 bench.flux_default_noop(size, helper);
             }
         }
-        if let (true, Some(helper)) = (wants("raw"), &helper) {
-            bench.raw(size, helper);
+        for mode in ["raw", "raw-apply"] {
+            if let (true, Some(helper)) = (wants(mode), &helper) {
+                bench.raw(size, helper, mode);
+            }
         }
         if wants("kubectl") && size <= kubectl_max {
             bench.kubectl(size);

@@ -6,14 +6,18 @@
 //
 // Usage:
 //
-//	flux-ssa -kubeconfig PATH -dir DIR [-mode default|tuned|raw] [-passes N]
+//	flux-ssa -kubeconfig PATH -dir DIR [-mode default|tuned|raw|raw-apply] [-passes N]
 //
 // Modes:
 //   - default: kustomize-controller's defaults (--concurrent-ssa 4, client QPS 50, burst 300);
 //   - tuned: no client-side rate limit and SSA concurrency 10, the most a user can ask of it;
 //   - raw: no engine at all: a plain POST (create) of every object from 32 goroutines with no
 //     client-side rate limit, the API server's own create rate for these objects (issue 47
-//     item 1: the baseline a first pass is measured against). One pass only.
+//     item 1: the baseline a first pass is measured against). One pass only;
+//   - raw-apply: no engine either: a server-side apply (forced, field manager `weft`,
+//     `fieldValidation=Ignore` as Weft sends for the core group) of every object from 32
+//     goroutines, the API server's own rate of first applies for these objects: what a first
+//     pass that writes every object as an apply could reach at best. One pass only.
 //
 // One JSON line per pass on stdout: wall time and the change set counted by action.
 // API calls are not counted here: the benchmark puts a counting proxy in front of the server.
@@ -61,9 +65,11 @@ var modes = map[string]mode{
 	"tuned": {concurrency: 10, qps: -1, burst: 0},
 	// Plain creates at full concurrency, no engine.
 	"raw": {concurrency: rawConcurrency, qps: -1, burst: 0},
+	// Plain server-side applies at full concurrency, no engine.
+	"raw-apply": {concurrency: rawConcurrency, qps: -1, burst: 0},
 }
 
-// How many creates the raw mode has in flight at once.
+// How many creates (or applies) the raw modes have in flight at once.
 const rawConcurrency = 32
 
 type passResult struct {
@@ -83,7 +89,7 @@ type passResult struct {
 func main() {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the target cluster")
 	dir := flag.String("dir", "", "directory of *.yaml / *.yml files (walked recursively)")
-	modeName := flag.String("mode", "default", "default | tuned")
+	modeName := flag.String("mode", "default", "default | tuned | raw | raw-apply")
 	passes := flag.Int("passes", 1, "how many passes to run in this process (the first applies, the next are no-op)")
 	name := flag.String("name", "bench", "name of the Kustomization the owner labels name")
 	namespace := flag.String("namespace", "flux-system", "namespace of the Kustomization the owner labels name")
@@ -93,7 +99,7 @@ func main() {
 
 	m, ok := modes[*modeName]
 	if !ok || *dir == "" || *kubeconfig == "" {
-		fmt.Fprintln(os.Stderr, "usage: flux-ssa -kubeconfig PATH -dir DIR [-mode default|tuned|raw] [-passes N]")
+		fmt.Fprintln(os.Stderr, "usage: flux-ssa -kubeconfig PATH -dir DIR [-mode default|tuned|raw|raw-apply] [-passes N]")
 		os.Exit(2)
 	}
 	if err := run(*kubeconfig, *dir, *modeName, m, *passes, *name, *namespace, *fieldManager, *timeout); err != nil {
@@ -141,8 +147,8 @@ func run(kubeconfig, dir, modeName string, m mode, passes int, name, namespace, 
 		}
 		read := time.Since(start)
 
-		if modeName == "raw" {
-			r, err := createAll(ctx, kubeClient, objects, m.concurrency)
+		if modeName == "raw" || modeName == "raw-apply" {
+			r, err := writeAll(ctx, kubeClient, objects, m.concurrency, modeName == "raw-apply")
 			if err != nil {
 				return fmt.Errorf("pass %d: %w", pass, err)
 			}
@@ -187,9 +193,10 @@ func run(kubeconfig, dir, modeName string, m mode, passes int, name, namespace, 
 	return nil
 }
 
-// createAll POSTs every object once, `concurrency` at a time, with no engine around the calls:
-// no dry-run, no read, no staging. Any failure (an object that exists included) fails the pass.
-func createAll(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, concurrency int) (passResult, error) {
+// writeAll POSTs every object once (or, with apply, server-side applies it as field manager
+// `weft`, forced), `concurrency` at a time, with no engine around the calls: no dry-run, no read,
+// no staging. Any failure (for a create, an object that exists included) fails the pass.
+func writeAll(ctx context.Context, c client.Client, objects []*unstructured.Unstructured, concurrency int, apply bool) (passResult, error) {
 	work := make(chan *unstructured.Unstructured)
 	errs := make(chan error, len(objects))
 	var wg sync.WaitGroup
@@ -198,8 +205,16 @@ func createAll(ctx context.Context, c client.Client, objects []*unstructured.Uns
 		go func() {
 			defer wg.Done()
 			for obj := range work {
-				if err := c.Create(ctx, obj); err != nil {
-					errs <- fmt.Errorf("creating %s/%s: %w", obj.GetKind(), obj.GetName(), err)
+				var err error
+				if apply {
+					//nolint:staticcheck // client.Apply on an unstructured object: the body as read
+					err = c.Patch(ctx, obj, client.Apply, client.FieldOwner("weft"), client.ForceOwnership,
+						client.FieldValidation(metav1.FieldValidationIgnore))
+				} else {
+					err = c.Create(ctx, obj)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("writing %s/%s: %w", obj.GetKind(), obj.GetName(), err)
 				}
 			}
 		}()
@@ -212,6 +227,9 @@ func createAll(ctx context.Context, c client.Client, objects []*unstructured.Uns
 	close(errs)
 	if err, failed := <-errs; failed {
 		return passResult{}, err
+	}
+	if apply {
+		return passResult{Tool: "raw-apply", Mode: "raw-apply", Objects: len(objects), Created: len(objects)}, nil
 	}
 	return passResult{Tool: "raw-create", Mode: "raw", Objects: len(objects), Created: len(objects)}, nil
 }
