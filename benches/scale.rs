@@ -36,7 +36,8 @@
 //! Run: `cargo bench --bench scale` (starts the control plane of tests/control-plane, or uses
 //! `WEFT_TEST_KUBECONFIG`; the Go helper is built on first use by benches/flux-ssa/ensure).
 //! `WEFT_BENCH_SIZES` (default `1000,10000,100000`), `WEFT_BENCH_KUBECTL_MAX` (default 1000),
-//! `WEFT_BENCH_FLUX_DEFAULT_MAX` (default 10000: at 50 requests a second, the default mode needs
+//! `WEFT_BENCH_WARMUP` (default on; `0` skips the unmeasured raw creates of each size that come
+//! before `weft sync` when the Go helper is built), `WEFT_BENCH_FLUX_DEFAULT_MAX` (default 10000: at 50 requests a second, the default mode needs
 //! about 100,000 / 50 × 3 s ≈ 100 minutes for 100,000 objects), `WEFT_BENCH_TOOLS` (default all:
 //! `render,sync,daemon,flux-default,flux-tuned,raw,kubectl`; `raw-apply` is not in the default set;
 //! `flux-default-noop`, not in the default set either, runs the default mode's no-op pass on objects the tuned mode applied first, so that it
@@ -481,6 +482,41 @@ impl Bench {
         self.drop_namespace(ns);
     }
 
+    /// Before a size's measured tools: the same objects created once by the helper's `raw` mode
+    /// and deleted, not measured. On a fresh control plane the first tool to write thousands of
+    /// objects paid for the API server's and etcd's first growth (likely a fresh etcd database
+    /// growing its file and mapping, and the API server its heap): the
+    /// first `weft sync` of 20,000 objects took 27.6 s in one run, 17.8 and 19.3 s in two more
+    /// on fresh control planes, and 17.1–17.5 s after a warm-up (docs/benchmarks.md).
+    /// `WEFT_BENCH_WARMUP=0` skips it.
+    fn warm_up(&mut self, size: usize, helper: &Path) {
+        let ns = self.namespace(&format!("scale-warmup-{size}"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_repo(dir.path(), ns.name(), size);
+        let args: Vec<String> = [
+            "-kubeconfig",
+            &self.proxy_kubeconfig,
+            "-dir",
+            &dir.path().display().to_string(),
+            "-mode",
+            "raw",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let m = timed(&self.proxy, helper, &args, true);
+        assert!(
+            m.stdout.contains("\"created\""),
+            "the warm-up's raw creates printed no result: {}",
+            m.stdout
+        );
+        self.drop_namespace(ns);
+        println!(
+            "warm-up: {size} raw creates in {:.2} s, deleted (not measured)",
+            m.wall.as_secs_f64()
+        );
+    }
+
     /// The wall time of one row, if the run has it.
     fn wall_of(&self, size: usize, tool: &str, pass: &str) -> Option<f64> {
         self.rows
@@ -872,8 +908,13 @@ fn main() {
         webhook: Vec::new(),
     };
 
+    let warm_up = std::env::var("WEFT_BENCH_WARMUP").map_or(true, |v| v != "0");
     println!("{TABLE_HEAD}");
     for &size in &sizes {
+        // Only before tools whose first pass is compared side by side.
+        if let (true, Some(helper)) = (warm_up && wants("sync"), &helper) {
+            bench.warm_up(size, helper);
+        }
         if wants("render") {
             bench.render(size);
         }

@@ -238,6 +238,10 @@ async fn for_each_page<T: serde::de::DeserializeOwned>(
         if let Some(token) = page.metadata.continue_.filter(|c| !c.is_empty()) {
             lp = lp.continue_token(&token);
             next = Some(ask(&lp)?);
+            // Let the task send its request before the page is decided: on a runtime of one
+            // thread (`weft sync`'s) it would otherwise wait for the next `await`, after the
+            // decoding, and the two would take turns again.
+            tokio::task::yield_now().await;
         }
         let items: Vec<T> = page
             .items

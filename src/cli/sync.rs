@@ -129,7 +129,15 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         .credentials(args.git.secret_credentials(&args.cluster)?)?;
     let chart_fetch = args.repo.chart_fetch(credentials.clone())?;
     let snapshot = args.repo.read_snapshot(Some(credentials))?;
-    let runtime = tokio::runtime::Runtime::new()?;
+    // One thread: a pass's async work (building, sending and reading its requests) is light
+    // beside the API server's, and its heavy steps (the render, helm, SOPS) run on blocking
+    // threads anyway. With the two workers of the default runtime the threads woke each other
+    // for every request: a first pass of 20,000 objects spent 1.4–1.7 s in the kernel (futex and
+    // eventfd wake-ups) where one thread spends 0.5 s, CPU taken from the API server beside it
+    // (docs/benchmarks.md, "Item 1: the ceiling of a pass that applies").
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let machine = args.output != Output::Text;
     runtime.block_on(async {
         let (client, calls) = args.cluster.connect().await?;
