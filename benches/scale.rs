@@ -410,19 +410,10 @@ impl Bench {
         self.drop_namespace(ns);
     }
 
-    /// One run of the Flux helper over the repository in `dir`, applied into `ns`.
-    #[allow(clippy::too_many_arguments)]
-    fn flux_pass(
-        &mut self,
-        size: usize,
-        helper: &Path,
-        dir: &Path,
-        ns: &str,
-        mode: &str,
-        pass: &str,
-        note: &str,
-    ) {
-        let args: Vec<String> = [
+    /// The Go helper's arguments: one pass of `mode` over the YAML of `dir`, its owner labels
+    /// naming namespace `ns`, through the counting proxy.
+    fn helper_args(&self, dir: &Path, ns: &str, mode: &str) -> Vec<String> {
+        [
             "-kubeconfig",
             &self.proxy_kubeconfig,
             "-dir",
@@ -438,8 +429,22 @@ impl Bench {
         ]
         .iter()
         .map(|s| s.to_string())
-        .collect();
-        let m = timed(&self.proxy, helper, &args, true);
+        .collect()
+    }
+
+    /// One run of the Flux helper over the repository in `dir`, applied into `ns`.
+    #[allow(clippy::too_many_arguments)]
+    fn flux_pass(
+        &mut self,
+        size: usize,
+        helper: &Path,
+        dir: &Path,
+        ns: &str,
+        mode: &str,
+        pass: &str,
+        note: &str,
+    ) {
+        let m = timed(&self.proxy, helper, &self.helper_args(dir, ns, mode), true);
         let line: serde_json::Value = m
             .stdout
             .lines()
@@ -493,17 +498,7 @@ impl Bench {
         let ns = self.namespace(&format!("scale-warmup-{size}"));
         let dir = tempfile::tempdir().expect("tempdir");
         write_repo(dir.path(), ns.name(), size);
-        let args: Vec<String> = [
-            "-kubeconfig",
-            &self.proxy_kubeconfig,
-            "-dir",
-            &dir.path().display().to_string(),
-            "-mode",
-            "raw",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let args = self.helper_args(dir.path(), ns.name(), "raw");
         let m = timed(&self.proxy, helper, &args, true);
         assert!(
             m.stdout.contains("\"created\""),
