@@ -132,7 +132,7 @@ pub fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
     // One thread: a pass's async work (building, sending and reading its requests) is light
     // beside the API server's, and its heavy steps (the render, helm, SOPS) run on blocking
     // threads anyway. With the two workers of the default runtime the threads woke each other
-    // for every request: a first pass of 20,000 objects spent 1.4–1.7 s in the kernel (futex and
+    // for every request: a first pass of 20,000 objects spent 1.4–1.8 s in the kernel (futex and
     // eventfd wake-ups) where one thread spends 0.5 s, CPU taken from the API server beside it
     // (docs/benchmarks.md, "Item 1: the ceiling of a pass that applies").
     let runtime = tokio::runtime::Builder::new_current_thread()
