@@ -24,9 +24,9 @@
 //! At the end it prints the ratios issue 47 holds Weft to (weft sync's first pass against raw
 //! creates and against tuned Flux, its no-op pass against tuned Flux; with raw applies measured
 //! too, raw applies against raw creates and weft sync's first pass against raw applies); with
-//! `WEFT_BENCH_CHECK=1`
-//! (`scripts/bench-check`) it fails when one falls more than 20% below the figure recorded in
-//! docs/benchmarks.md's table after `<!-- bench-check ratios -->` (issue 47 item 5).
+//! `WEFT_BENCH_CHECK=1` (`scripts/bench-check`) it fails when one falls more than 20% below
+//! the figure recorded in docs/benchmarks.md's table after `<!-- bench-check ratios -->`
+//! (issue 47 item 5).
 //!
 //! Every tool reaches the API server through the same counting proxy on loopback
 //! (tests/support/faults.rs `ApiProxy`), so calls are counted the same way for all: reads
@@ -36,12 +36,14 @@
 //! Run: `cargo bench --bench scale` (starts the control plane of tests/control-plane, or uses
 //! `WEFT_TEST_KUBECONFIG`; the Go helper is built on first use by benches/flux-ssa/ensure).
 //! `WEFT_BENCH_SIZES` (default `1000,10000,100000`), `WEFT_BENCH_KUBECTL_MAX` (default 1000),
-//! `WEFT_BENCH_WARMUP` (default on; `0` skips the unmeasured raw creates of each size that come
-//! before `weft sync` when the Go helper is built), `WEFT_BENCH_FLUX_DEFAULT_MAX` (default 10000: at 50 requests a second, the default mode needs
-//! about 100,000 / 50 × 3 s ≈ 100 minutes for 100,000 objects), `WEFT_BENCH_TOOLS` (default all:
-//! `render,sync,daemon,flux-default,flux-tuned,raw,kubectl`; `raw-apply` is not in the default set;
-//! `flux-default-noop`, not in the default set either, runs the default mode's no-op pass on objects the tuned mode applied first, so that it
-//! can run as a second bench process beside a `flux-default` one at 100,000 objects).
+//! `WEFT_BENCH_WARMUP` (default on; `0` skips the unmeasured raw creates of each size that
+//! come before `weft sync` when the Go helper is built), `WEFT_BENCH_FLUX_DEFAULT_MAX` (default
+//! 10000: at 50 requests a second, the default mode needs about 100,000 / 50 × 3 s ≈ 100 minutes
+//! for 100,000 objects), `WEFT_BENCH_TOOLS` (default all:
+//! `render,sync,daemon,flux-default,flux-tuned,raw,kubectl`; `raw-apply` is not in the default
+//! set; `flux-default-noop`, not in it either, runs the default mode's no-op pass on objects the
+//! tuned mode applied first, so that it can run as a second bench process beside a
+//! `flux-default` one at 100,000 objects).
 
 // The test support modules, at the crate root (they refer to each other through `super::`).
 #[path = "../tests/support/cluster.rs"]
@@ -315,6 +317,19 @@ impl Bench {
         self.runtime.block_on(cluster::TestNamespace::new(prefix))
     }
 
+    /// A fresh namespace named from `prefix`, and a directory holding the repository of `size`
+    /// objects in it.
+    fn repo_namespace(
+        &self,
+        prefix: &str,
+        size: usize,
+    ) -> (cluster::TestNamespace, tempfile::TempDir) {
+        let ns = self.namespace(prefix);
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_repo(dir.path(), ns.name(), size);
+        (ns, dir)
+    }
+
     fn drop_namespace(&self, ns: cluster::TestNamespace) {
         self.runtime.block_on(delete_and_wait(ns, &self.client));
     }
@@ -336,9 +351,7 @@ impl Bench {
     }
 
     fn sync(&mut self, size: usize) {
-        let ns = self.namespace(&format!("scale-sync-{size}"));
-        let dir = tempfile::tempdir().expect("tempdir");
-        write_repo(dir.path(), ns.name(), size);
+        let (ns, dir) = self.repo_namespace(&format!("scale-sync-{size}"), size);
         let args: Vec<String> = [
             "sync",
             &dir.path().display().to_string(),
@@ -378,9 +391,7 @@ impl Bench {
     }
 
     fn flux(&mut self, size: usize, helper: &Path, mode: &str) {
-        let ns = self.namespace(&format!("scale-flux-{mode}-{size}"));
-        let dir = tempfile::tempdir().expect("tempdir");
-        write_repo(dir.path(), ns.name(), size);
+        let (ns, dir) = self.repo_namespace(&format!("scale-flux-{mode}-{size}"), size);
         for pass in ["first", "no-op"] {
             self.flux_pass(size, helper, dir.path(), ns.name(), mode, pass, "");
         }
@@ -393,9 +404,7 @@ impl Bench {
     /// no-op pass to ≈ 66 more; run as its own bench process beside `flux-default` (which then
     /// gives the first pass), the two fit in one working session.
     fn flux_default_noop(&mut self, size: usize, helper: &Path) {
-        let ns = self.namespace(&format!("scale-flux-noop-{size}"));
-        let dir = tempfile::tempdir().expect("tempdir");
-        write_repo(dir.path(), ns.name(), size);
+        let (ns, dir) = self.repo_namespace(&format!("scale-flux-noop-{size}"), size);
         let note = "; objects applied first by the tuned mode";
         self.flux_pass(size, helper, dir.path(), ns.name(), "tuned", "first", "");
         self.flux_pass(
@@ -480,9 +489,7 @@ impl Bench {
     /// engine, no client-side rate limit (the helper's `raw` mode), into a fresh namespace; or,
     /// with `mode` `raw-apply`, its own rate of first server-side applies of them.
     fn raw(&mut self, size: usize, helper: &Path, mode: &str) {
-        let ns = self.namespace(&format!("scale-{mode}-{size}"));
-        let dir = tempfile::tempdir().expect("tempdir");
-        write_repo(dir.path(), ns.name(), size);
+        let (ns, dir) = self.repo_namespace(&format!("scale-{mode}-{size}"), size);
         self.flux_pass(size, helper, dir.path(), ns.name(), mode, "first", "");
         self.drop_namespace(ns);
     }
@@ -490,14 +497,12 @@ impl Bench {
     /// Before a size's measured tools: the same objects created once by the helper's `raw` mode
     /// and deleted, not measured. On a fresh control plane the first tool to write thousands of
     /// objects paid for the API server's and etcd's first growth (likely a fresh etcd database
-    /// growing its file and mapping, and the API server its heap): the
-    /// first `weft sync` of 20,000 objects took 27.6 s in one run, 17.8 and 19.3 s in two more
-    /// on fresh control planes, and 17.1–17.5 s after a warm-up (docs/benchmarks.md).
+    /// growing its file and mapping, and the API server its heap): the first `weft sync` of
+    /// 20,000 objects took 27.6 s in one run, 17.8 and 19.3 s in two more on fresh control
+    /// planes, and 17.1–17.5 s after a warm-up (docs/benchmarks.md).
     /// `WEFT_BENCH_WARMUP=0` skips it.
     fn warm_up(&mut self, size: usize, helper: &Path) {
-        let ns = self.namespace(&format!("scale-warmup-{size}"));
-        let dir = tempfile::tempdir().expect("tempdir");
-        write_repo(dir.path(), ns.name(), size);
+        let (ns, dir) = self.repo_namespace(&format!("scale-warmup-{size}"), size);
         let args = self.helper_args(dir.path(), ns.name(), "raw");
         let m = timed(&self.proxy, helper, &args, true);
         assert!(
@@ -553,9 +558,7 @@ impl Bench {
     }
 
     fn kubectl(&mut self, size: usize) {
-        let ns = self.namespace(&format!("scale-kubectl-{size}"));
-        let dir = tempfile::tempdir().expect("tempdir");
-        write_repo(dir.path(), ns.name(), size);
+        let (ns, dir) = self.repo_namespace(&format!("scale-kubectl-{size}"), size);
         let args: Vec<String> = [
             "--kubeconfig",
             &self.proxy_kubeconfig,

@@ -422,7 +422,7 @@ async fn survey(
         Ok(None) => return Ok(Survey::Drop(None)),
         // A 404 that is not the object's (reason `NotFound`) is the path's: the kind stopped
         // being served after discovery was read (a CRD version switched off a moment ago).
-        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(unserved()),
+        Err(e) if is_not_found(&e) => return Ok(unserved()),
         Err(e) => return Err(ApplyError::api("read", r, e)),
     };
     let uid = live.metadata.uid.clone();
