@@ -778,11 +778,11 @@ impl Bench {
     }
 }
 
-/// The row label of one mode of the Go helper.
 /// The pass column of a raw mode's run just before `weft sync`, and of its run just after.
 const RAW_BEFORE: &str = "first, before weft sync";
 const RAW_AFTER: &str = "first, after weft sync";
 
+/// The row label of one mode of the Go helper.
 fn tool_of_mode(mode: &str) -> String {
     match mode {
         "raw" => "raw creates (32 at once, no engine)".to_string(),
