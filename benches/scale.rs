@@ -942,23 +942,25 @@ fn main() {
         // (etcd's history of the namespaces written and deleted), so a baseline measured only
         // after the heavier tools, as it once was, flattered Weft (docs/benchmarks.md, "Item 1:
         // the raw creates on both sides of weft sync").
-        let raw_modes: Vec<&str> = ["raw", "raw-apply"]
-            .into_iter()
-            .filter(|m| wants(m) && helper.is_some())
-            .collect();
+        // The helper is built whenever a raw mode is asked for.
+        let raw_modes: Vec<&str> = match &helper {
+            Some(_) => ["raw", "raw-apply"]
+                .into_iter()
+                .filter(|m| wants(m))
+                .collect(),
+            None => Vec::new(),
+        };
+        let raw_runs = |bench: &mut Bench, modes: &[&str], pass: &str| {
+            for mode in modes {
+                bench.raw(size, helper.as_deref().expect("helper"), mode, pass);
+            }
+        };
         let bracket = wants("sync");
-        if let (true, Some(helper)) = (bracket, &helper) {
-            for mode in &raw_modes {
-                bench.raw(size, helper, mode, RAW_BEFORE);
-            }
-        }
-        if wants("sync") {
+        if bracket {
+            raw_runs(&mut bench, &raw_modes, RAW_BEFORE);
             bench.sync(size);
-        }
-        if let (true, Some(helper)) = (bracket, &helper) {
-            for mode in raw_modes.iter().rev() {
-                bench.raw(size, helper, mode, RAW_AFTER);
-            }
+            let mirrored: Vec<&str> = raw_modes.iter().rev().copied().collect();
+            raw_runs(&mut bench, &mirrored, RAW_AFTER);
         }
         if wants("daemon") {
             bench.daemon(size);
@@ -974,10 +976,8 @@ fn main() {
                 bench.flux_default_noop(size, helper);
             }
         }
-        if let (false, Some(helper)) = (bracket, &helper) {
-            for mode in &raw_modes {
-                bench.raw(size, helper, mode, "first");
-            }
+        if !bracket {
+            raw_runs(&mut bench, &raw_modes, "first");
         }
         if wants("kubectl") && size <= kubectl_max {
             bench.kubectl(size);
