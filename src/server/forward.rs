@@ -38,10 +38,11 @@ pub use crate::api::keys::HOOKS_URL_ANNOTATION;
 pub const FORWARDED_HEADER: &str = "X-Weft-Forwarded-By";
 /// Set on the answer of a forwarded request: the leader that handled it.
 pub const FORWARDED_TO_HEADER: &str = "X-Weft-Forwarded-To";
-/// Set on a push passed on to a replica holding some of the Roots it is for (the identity of
-/// the replica that passes it on): the holder passes the Roots it holds and does nothing else —
-/// no pass of the flag root, no forward, no Root written. It only narrows what a request does,
-/// so a client that sets it gains nothing; the holder checks the push again as it would any.
+/// Set on a push, or a `POST /api/v1/sync?root=`, passed on to a replica holding some of the
+/// Roots it is for (the identity of the replica that passes it on): the holder passes the Roots
+/// it holds and does nothing else — no pass of the flag root, no forward, no Root written. It
+/// only narrows what a request does, so a client that sets it gains nothing; the holder checks
+/// the request again (signature, token) as it would any.
 pub const ROOTS_FORWARDED_HEADER: &str = "X-Weft-Roots-Forwarded-By";
 /// The default of `--service-name`: Weft's Service in its namespace (deploy/30-service.yaml).
 pub const DEFAULT_SERVICE_NAME: &str = "weft";
@@ -395,15 +396,20 @@ pub(super) fn to_other_shards(state: &ServerState, req: Forward<'_>) {
     });
 }
 
-/// The leader passes a verified push on to the replicas holding the Roots it is for (`keys`,
-/// which another replica holds or nobody does), so that no Root is written for a push: each
-/// holder is sent the request as it came, with [`ROOTS_FORWARDED_HEADER`], at the hooks URL it
-/// publishes on its replica Lease (an endpoint of Weft's Service only, as for the leader), and
-/// answers with the Roots it woke. A Root nobody holds, whose holder publishes no URL or cannot
-/// be reached, or that its holder did not wake (it lost the Lease meanwhile) is asked through
-/// the API server instead (`weft.io/requested-at`). In the background: the push is answered
-/// without waiting.
-pub(super) fn to_root_holders(state: &ServerState, req: Forward<'_>, keys: Vec<ResourceKey>) {
+/// The leader passes a verified push (or a `POST /api/v1/sync?root=`: `what` says which, for
+/// the logs) on to the replicas holding the Roots it is for (`keys`, which another replica
+/// holds or nobody does), so that no Root is written for it: each holder is sent the request as
+/// it came, with [`ROOTS_FORWARDED_HEADER`], at the hooks URL it publishes on its replica Lease
+/// (an endpoint of Weft's Service only, as for the leader), and answers with the Roots it woke.
+/// A Root nobody holds, whose holder publishes no URL or cannot be reached, or that its holder
+/// did not wake (it lost the Lease meanwhile) is asked through the API server instead
+/// (`weft.io/requested-at`). In the background: the request is answered without waiting.
+pub(super) fn to_root_holders(
+    state: &ServerState,
+    req: Forward<'_>,
+    keys: Vec<ResourceKey>,
+    what: &'static str,
+) {
     if keys.is_empty() {
         return;
     }
@@ -417,7 +423,7 @@ pub(super) fn to_root_holders(state: &ServerState, req: Forward<'_>, keys: Vec<R
             None => asked.push(key),
         }
     }
-    crate::daemon::roots::answer::ask_through_the_roots(&daemon, asked, "push");
+    crate::daemon::roots::answer::ask_through_the_roots(&daemon, asked, what);
     let Some(link) = state.leader_link.clone().filter(|_| !by_holder.is_empty()) else {
         return;
     };
@@ -449,18 +455,18 @@ pub(super) fn to_root_holders(state: &ServerState, req: Forward<'_>, keys: Vec<R
                     let woken = match answer {
                         Ok(a) if a.status.is_success() => woken_roots(&a.body),
                         Ok(a) => {
-                            tracing::warn!(endpoint = req.endpoint, replica = %holder, status = a.status.as_u16(), "the replica holding Roots of a push refused it; asking them through the API server");
+                            tracing::warn!(endpoint = req.endpoint, replica = %holder, status = a.status.as_u16(), "the replica holding Roots of a {what} refused it; asking them through the API server");
                             HashSet::new()
                         }
                         Err(why) => {
-                            tracing::warn!(endpoint = req.endpoint, replica = %holder, reason = %why, "cannot pass a push on to the replica holding Roots of it; asking them through the API server");
+                            tracing::warn!(endpoint = req.endpoint, replica = %holder, reason = %why, "cannot pass a {what} on to the replica holding Roots of it; asking them through the API server");
                             HashSet::new()
                         }
                     };
                     let (passed, missed): (Vec<ResourceKey>, Vec<ResourceKey>) =
                         keys.into_iter().partition(|k| woken.contains(&k.to_string()));
                     if !passed.is_empty() {
-                        tracing::debug!(endpoint = req.endpoint, replica = %holder, roots = passed.len(), "push passed on to the replica holding its Roots");
+                        tracing::debug!(endpoint = req.endpoint, replica = %holder, roots = passed.len(), "{what} passed on to the replica holding its Roots");
                     }
                     missed
                 }
@@ -468,7 +474,7 @@ pub(super) fn to_root_holders(state: &ServerState, req: Forward<'_>, keys: Vec<R
         ))
         .await;
         let missed: Vec<ResourceKey> = sent.into_iter().flatten().collect();
-        crate::daemon::roots::answer::ask_through_the_roots(&daemon, missed, "push");
+        crate::daemon::roots::answer::ask_through_the_roots(&daemon, missed, what);
     });
 }
 

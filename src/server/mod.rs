@@ -458,12 +458,17 @@ async fn sync(
         body: axum::body::Bytes::copy_from_slice(&bytes),
         timeout: state.wait_timeout + Duration::from_secs(5),
     };
+    if let (Some(by), Some(root)) = (headers.get(forward::ROOTS_FORWARDED_HEADER), &q.root) {
+        // Passed on by the replica that took it: pass the Root if it is held here, nothing else.
+        let by = String::from_utf8_lossy(by.as_bytes());
+        return pass_held_root(&state, root, &by);
+    }
     if !state.is_leader() {
         let forwarded = forward::to_leader(&state, onward).await;
         return forwarded.unwrap_or_else(|| standby(&state, ENDPOINT));
     }
     if let Some(root) = q.root.as_deref() {
-        return sync_root_object(&state, peer, root, &q);
+        return sync_root_object(&state, peer, root, &q, onward);
     }
     forward::to_other_shards(&state, onward);
     // A request of the flag root's Root: the number of its next pass, which carries the
@@ -513,9 +518,29 @@ async fn sync(
     }
 }
 
+/// The Root a `?root=<namespace>/<name>` names, if it is of a namespace this daemon watches.
+fn named_root(state: &ServerState, root: &str) -> Option<crate::api::ResourceKey> {
+    let (namespace, name) = root.split_once('/')?;
+    let watched = !namespace.is_empty()
+        && !name.is_empty()
+        && state.daemon.watch_namespaces().contains(namespace);
+    watched.then(|| crate::api::ResourceKey {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    })
+}
+
 /// `POST /api/v1/sync?root=<namespace>/<name>`: a pass of that Root now (202), answered in its
-/// status; `wait`, `update` and `forcePrune` are for the flag root.
-fn sync_root_object(state: &ServerState, peer: SocketAddr, root: &str, q: &SyncQuery) -> Response {
+/// status; `wait`, `update` and `forcePrune` are for the flag root. A Root another replica
+/// holds passes there: the request is passed on to its holder over HTTP, as a push is (or,
+/// when it cannot be, asked through the Root's `weft.io/requested-at`).
+fn sync_root_object(
+    state: &ServerState,
+    peer: SocketAddr,
+    root: &str,
+    q: &SyncQuery,
+    onward: forward::Forward<'_>,
+) -> Response {
     const ENDPOINT: &str = "sync";
     if q.wait.is_some() || q.update.is_some() || q.force_prune.is_some() {
         return error_body(
@@ -523,35 +548,50 @@ fn sync_root_object(state: &ServerState, peer: SocketAddr, root: &str, q: &SyncQ
             "wait, update and forcePrune are for the flag root; a Root's answer is its status (`weft trigger root NAME -n NS --wait`)",
         );
     }
-    let key = root
-        .split_once('/')
-        .map(|(ns, name)| crate::api::ResourceKey {
-            namespace: ns.to_string(),
-            name: name.to_string(),
-        });
     let shown = crate::api::bounded::clip(root, 253);
-    let Some(key) = key.filter(|k| {
-        !k.namespace.is_empty()
-            && !k.name.is_empty()
-            && state.daemon.watch_namespaces().contains(&k.namespace)
-    }) else {
+    let Some(key) = named_root(state, root) else {
         return error_body(
             StatusCode::BAD_REQUEST,
             format!("root={shown}: name a Root as <namespace>/<name> of a namespace this daemon watches"),
         );
     };
-    if !state.daemon.root_pushes().wake(&key) {
+    let pushes = state.daemon.root_pushes();
+    if pushes.held_elsewhere(&key) {
+        tracing::info!(root = %key, peer = %peer, "a pass of a Root another replica holds requested over the API; passing the request on");
+        forward::to_root_holders(state, onward, vec![key.clone()], "sync request");
+    } else if !pushes.wake(&key) {
         state.daemon.metrics().count_request(ENDPOINT, "not_found");
         return error_body(
             StatusCode::NOT_FOUND,
             format!("no Root {shown} is reconciled here (`weft get roots -A` lists them)"),
         );
+    } else {
+        tracing::info!(root = %key, peer = %peer, "a pass of a Root requested over the API");
     }
-    tracing::info!(root = %key, peer = %peer, "a pass of a Root requested over the API");
     state.daemon.metrics().count_request(ENDPOINT, "queued");
     (
         StatusCode::ACCEPTED,
         Json(json!({"status": "queued", "root": key.to_string()})),
+    )
+        .into_response()
+}
+
+/// A `?root=` request another replica passed on ([`forward::ROOTS_FORWARDED_HEADER`]): the Root
+/// passes here if this replica holds it, and the answer's `roots` names it (empty when not: the
+/// sender then asks it through the API server). Nothing else: no forward, no Root written.
+fn pass_held_root(state: &ServerState, root: &str, by: &str) -> Response {
+    const ENDPOINT: &str = "sync";
+    let pushes = state.daemon.root_pushes();
+    let here: Vec<String> = named_root(state, root)
+        .filter(|key| pushes.wake_here(key, &RequestReason::Api))
+        .map(|key| key.to_string())
+        .into_iter()
+        .collect();
+    tracing::info!(from = by, roots = %here.join(","), "a sync request passed on by another replica asked the Root held here for a pass");
+    state.daemon.metrics().count_request(ENDPOINT, "queued");
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({"status": "queued", "roots": here})),
     )
         .into_response()
 }

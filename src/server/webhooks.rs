@@ -146,7 +146,7 @@ async fn act_on_hook(
     }
     // The roots other replicas hold pass there: the push is passed on to their holders (or,
     // when it cannot be, they are asked through the API server).
-    forward::to_root_holders(state, onward.clone(), woken.elsewhere);
+    forward::to_root_holders(state, onward.clone(), woken.elsewhere, "push");
     match decision {
         push_events::HookDecision::Ignore(why) if roots.is_empty() => {
             tracing::info!(endpoint, reason = %why, "webhook ignored");
