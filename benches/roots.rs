@@ -16,7 +16,9 @@
 //! The no-op round and the large root's no-op pass are measured a second way too: asked by one
 //! GitHub push of their repository sent to one replica, which the leader passes on over HTTP to
 //! the replicas holding the roots (the replicas run as pods would, with `POD_IP` and their
-//! hooks ports published as endpoints of Weft's Service): until each root logged its pass.
+//! hooks ports published as endpoints of Weft's Service): until each root logged its pass. The
+//! no-op round is measured a third way: a `POST /api/v1/sync?root=` for each root, 8 at a time,
+//! spread over the three replicas (the leader passes each on to the root's holder).
 //!
 //! The CPU seconds of the no-op round and of the large root's no-op pass are printed per process:
 //! each replica, the git daemon (with its `upload-pack`s), this bench, and the API server and
@@ -377,8 +379,7 @@ async fn last_pass_started(roots: &Api<Root>) -> BTreeMap<String, String> {
 }
 
 /// Send one GitHub push of `url` to `to` and wait until each of `names` logged a pass since
-/// (on any of `replicas`); how long it took. A log is read from where it ended before the
-/// push, every 20 ms.
+/// (on any of `replicas`); how long it took.
 async fn push_round(
     replicas: &[&Daemon],
     to: &Daemon,
@@ -386,6 +387,69 @@ async fn push_round(
     ns: &str,
     names: &[String],
     within: Duration,
+) -> Duration {
+    let payload = json!({"ref": "refs/heads/main", "repository": {"clone_url": url}});
+    logged_round(replicas, ns, names, within, "a push", async || {
+        let (code, answer) = daemon::github_push_of(to, payload, None).await;
+        assert_eq!(code, 202, "the push was not queued: {answer}");
+    })
+    .await
+}
+
+/// Ask each of `names` for a pass with `POST /api/v1/sync?root=`, 8 requests at a time, spread
+/// over `replicas` in turn as a Service spreads them, and wait until each logged a pass since;
+/// how long it took. (Here the bench and the replicas share one address, and a replica accepts
+/// 32 connections of one address: the bench's, the standbys' forwards to the leader and the
+/// leader's pass-ons to the holders all count against it.)
+async fn sync_round(
+    replicas: &[&Daemon],
+    ns: &str,
+    names: &[String],
+    within: Duration,
+) -> Duration {
+    use futures::StreamExt;
+    let http = reqwest::Client::new();
+    logged_round(
+        replicas,
+        ns,
+        names,
+        within,
+        "a sync request each",
+        async || {
+            futures::stream::iter(names.iter().enumerate())
+                .for_each_concurrent(8, |(i, name)| {
+                    let url = format!(
+                        "{}/api/v1/sync?root={ns}/{name}",
+                        replicas[i % replicas.len()].hooks_base()
+                    );
+                    let http = http.clone();
+                    async move {
+                        let r = http
+                            .post(url)
+                            .bearer_auth(daemon::SYNC_TOKEN)
+                            .send()
+                            .await
+                            .expect("sync request");
+                        let code = r.status().as_u16();
+                        let body = r.text().await.unwrap_or_default();
+                        assert_eq!(code, 202, "root {name} was not queued: {body}");
+                    }
+                })
+                .await;
+        },
+    )
+    .await
+}
+
+/// Run `ask` and wait until each of `names` logged a pass since it started (on any of
+/// `replicas`); how long it took. A log is read from where it ended before `ask`, every 20 ms.
+async fn logged_round(
+    replicas: &[&Daemon],
+    ns: &str,
+    names: &[String],
+    within: Duration,
+    what: &str,
+    ask: impl AsyncFnOnce(),
 ) -> Duration {
     use std::io::{Read, Seek, SeekFrom};
     let mut logs: Vec<(std::fs::File, String)> = replicas
@@ -401,14 +465,12 @@ async fn push_round(
         .map(|n| (format!("root={ns}/{n} "), n))
         .collect();
     let mut done = std::collections::BTreeSet::new();
-    let payload = json!({"ref": "refs/heads/main", "repository": {"clone_url": url}});
     let start = Instant::now();
-    let (code, answer) = daemon::github_push_of(to, payload, None).await;
-    assert_eq!(code, 202, "the push was not queued: {answer}");
+    ask().await;
     while done.len() < names.len() {
         assert!(
             start.elapsed() < within,
-            "{} of {} roots passed after a push within {within:?}",
+            "{} of {} roots passed after {what} within {within:?}",
             done.len(),
             names.len()
         );
@@ -435,7 +497,7 @@ async fn push_round(
     }
     let took = start.elapsed();
     eprintln!(
-        "{} roots passed after a push: after {took:.1?}",
+        "{} roots passed after {what}: after {took:.1?}",
         names.len()
     );
     took
@@ -609,6 +671,15 @@ async fn main() {
     let push_served = served_since(&served_before, &served(&client).await);
     println!("CPU of the push round: {push_cpu}");
     println!("requests the API server served in the push round (count, time spent): {push_served}");
+    // And asked root by root over HTTP, `POST /api/v1/sync?root=`: each request reaches the
+    // leader, which passes it on to the root's holder; nothing is written to the Roots either.
+    let served_before = served(&client).await;
+    let cpu_before = meter.read();
+    let synced_round = sync_round(&replicas, ns, names, within).await;
+    let sync_cpu = meter.since(&cpu_before);
+    let sync_served = served_since(&served_before, &served(&client).await);
+    println!("CPU of the sync-request round: {sync_cpu}");
+    println!("requests the API server served in the sync-request round (count, time spent): {sync_served}");
     let mut held = holders(&client, ns).await;
     // The bench's roots only: the flag root's Root (the replicas' `--root-name`) has a Lease too.
     held.retain(|r, _| names.contains(r));
@@ -744,6 +815,12 @@ async fn main() {
     println!("| CPU of the push round | {push_cpu} |");
     println!("| requests served in the push round (count, time) | {push_served} |");
     println!(
+        "| no-op round asked by a `POST /api/v1/sync?root=` each | {:.2} s |",
+        synced_round.as_secs_f64()
+    );
+    println!("| CPU of the sync-request round | {sync_cpu} |");
+    println!("| requests served in the sync-request round (count, time) | {sync_served} |");
+    println!(
         "| memory per root | {per_root:.0} KiB (RSS of the 3 replicas {:.1} MiB with the roots, {:.1} MiB with none) |",
         mib(roots_total),
         mib(idle_total)
@@ -782,9 +859,10 @@ async fn main() {
     );
     println!("| CPU of the push's pass | {big_push_cpu} |");
     println!(
-        "\nround ÷ large root's no-op: asked through the Roots {:.1}, by a push {:.1}",
+        "\nround ÷ large root's no-op: asked through the Roots {:.1}, by a push {:.1}, by a sync request each {:.1}",
         noop.as_secs_f64() / big_noop.as_secs_f64().max(1e-9),
-        pushed_round.as_secs_f64() / big_push.as_secs_f64().max(1e-9)
+        pushed_round.as_secs_f64() / big_push.as_secs_f64().max(1e-9),
+        synced_round.as_secs_f64() / big_push.as_secs_f64().max(1e-9)
     );
     drop((a, b));
     weft_ns.delete().await;

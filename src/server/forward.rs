@@ -19,7 +19,7 @@
 //! logged, and the standby answers 503. Redirects are not followed.
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -67,7 +67,27 @@ pub struct LeaderLink {
     /// Built on the first forward: building it reads and parses the system's CA bundle, which
     /// a lone replica (it never forwards) would hold for nothing.
     http: std::sync::OnceLock<reqwest::Client>,
+    /// Requests this replica is passing on to the holders of Roots ([`PASSED_ON_AT_ONCE`]).
+    passing_on: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The EndpointSlices of Weft's Service as last listed, and when ([`ENDPOINTS_FRESH`]).
+    endpoints_seen: std::sync::Arc<std::sync::Mutex<Option<Listed>>>,
 }
+
+/// EndpointSlices as listed, and when.
+type Listed = (Instant, Vec<EndpointSlice>);
+
+/// How long a listing of Weft's Service's endpoints vouches for an address found in it: a burst
+/// of requests passed on (200 `POST /api/v1/sync?root=`) lists them once, not once a request.
+/// An address not found is listed again at once, so a new pod is never refused for it; one
+/// that left the Service is trusted at most this long after.
+const ENDPOINTS_FRESH: Duration = Duration::from_secs(2);
+
+/// How many pushes and sync requests a replica passes on to the holders of Roots at once: half
+/// of what a replica accepts from one peer (`max_connections_per_peer`, 32), so that a burst
+/// (200 `POST /api/v1/sync?root=` at once) is passed on in turn instead of being refused by the
+/// holder and asked through the API server. A forward to the leader is not counted: it answers
+/// one client's request, which may wait for a whole pass (`?wait=true`).
+const PASSED_ON_AT_ONCE: usize = 16;
 
 impl LeaderLink {
     pub fn new(client: kube::Client, namespace: &str, lease_name: &str, identity: &str) -> Self {
@@ -79,6 +99,8 @@ impl LeaderLink {
             endpoints: Api::namespaced(client, namespace),
             service: DEFAULT_SERVICE_NAME.to_string(),
             http: std::sync::OnceLock::new(),
+            passing_on: std::sync::Arc::new(tokio::sync::Semaphore::new(PASSED_ON_AT_ONCE)),
+            endpoints_seen: Default::default(),
         }
     }
 
@@ -116,6 +138,9 @@ impl LeaderLink {
         let port = parsed
             .port_or_known_default()
             .ok_or_else(|| refuse("no port".into()))?;
+        if self.seen_lately(ip, port) {
+            return Ok(());
+        }
         let params =
             ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={}", self.service));
         let slices = self.endpoints.list(&params).await.map_err(|e| {
@@ -125,13 +150,30 @@ impl LeaderLink {
                 crate::api::kube_error::Text(&e)
             ))
         })?;
-        if endpoint_of(&slices.items, ip, port) {
+        let found = endpoint_of(&slices.items, ip, port);
+        *self
+            .endpoints_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), slices.items));
+        if found {
             return Ok(());
         }
         Err(refuse(format!(
             "{ip} port {port} is not an endpoint of Weft's Service {} (--service-name)",
             self.service
         )))
+    }
+
+    /// Whether `ip`:`port` was an endpoint of Weft's Service in a listing younger than
+    /// [`ENDPOINTS_FRESH`].
+    fn seen_lately(&self, ip: std::net::IpAddr, port: u16) -> bool {
+        let seen = self
+            .endpoints_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        seen.as_ref().is_some_and(|(at, slices)| {
+            at.elapsed() < ENDPOINTS_FRESH && endpoint_of(slices, ip, port)
+        })
     }
 
     /// Forward to the holders of the `shards` shard Leases (`--shards`).
@@ -448,6 +490,9 @@ pub(super) fn to_root_holders(
             |((holder, url), keys)| {
                 let (link, req) = (&link, &req);
                 async move {
+                    // Held until the answer's body is read; never closed, so the wait
+                    // cannot fail.
+                    let _turn = link.passing_on.acquire().await;
                     let answer = match link.check_endpoint(&url).await {
                         Ok(()) => send(link, req, holder.clone(), &url).await,
                         Err(why) => Err(why),
@@ -538,6 +583,34 @@ mod tests {
             "ports": [{"name": "hooks", "port": port}, {"name": "http", "port": 8080}],
         }))
         .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_listing_of_the_endpoints_vouches_only_while_fresh_and_for_what_it_holds() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+        let client = kube::Client::try_from(config).expect("a client");
+        let link = LeaderLink::new(client, "weft", "weft-leader", "me");
+        let ip = |s: &str| s.parse().unwrap();
+        assert!(
+            !link.seen_lately(ip("10.0.0.7"), 8081),
+            "nothing listed yet"
+        );
+        let listed = |age: Duration| {
+            *link.endpoints_seen.lock().unwrap() =
+                Some((Instant::now() - age, vec![slice(&["10.0.0.7"], true, 8081)]));
+        };
+        listed(Duration::ZERO);
+        assert!(link.seen_lately(ip("10.0.0.7"), 8081));
+        assert!(
+            !link.seen_lately(ip("10.0.0.8"), 8081),
+            "not in the listing"
+        );
+        assert!(
+            !link.seen_lately(ip("10.0.0.7"), 10250),
+            "not a Service port"
+        );
+        listed(ENDPOINTS_FRESH + Duration::from_millis(1));
+        assert!(!link.seen_lately(ip("10.0.0.7"), 8081), "a stale listing");
     }
 
     #[test]

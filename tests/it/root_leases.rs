@@ -355,14 +355,8 @@ async fn a_push_or_a_sync_request_reaches_the_roots_another_replica_holds() {
     };
     let (theirs, ours) = (held_by(other.pid()), held_by(leader.pid()));
     for (to, root) in [(leader, &theirs), (*other, &ours)] {
-        let r = reqwest::Client::new()
-            .post(format!("{}/api/v1/sync?root={ns}/{root}", to.hooks_base()))
-            .bearer_auth(support::daemon::SYNC_TOKEN)
-            .send()
-            .await
-            .unwrap();
-        let code = r.status().as_u16();
-        assert_eq!(code, 202, "{}", r.text().await.unwrap_or_default());
+        let (code, body) = support::daemon::sync_root_of(to, &format!("{ns}/{root}")).await;
+        assert_eq!(code, 202, "{body}");
     }
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     for root in [&theirs, &ours] {
@@ -402,6 +396,10 @@ async fn a_push_or_a_sync_request_reaches_the_roots_another_replica_holds() {
         .delete("weft-test", &Default::default())
         .await
         .unwrap();
+    // A listing of the endpoints vouches for an address for 2 s (`server::forward`'s
+    // `ENDPOINTS_FRESH`: a burst of requests lists them once); the leader's last one was made
+    // for the sync requests above. Waited out: a time the code promises, not a race.
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let split = holders(&client, ns).await;
     let third = push_and_wait(&client, ns, &repo, leader, &everyone, &split, "third").await;
     let theirs: BTreeSet<String> = split

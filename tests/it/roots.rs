@@ -1082,15 +1082,7 @@ async fn a_push_webhook_passes_the_roots_whose_source_it_is() {
     assert_eq!(passes(&get_root(&client, n, "other").await), other_before);
 
     // The sync endpoint names a Root: it passes now (reason api); an unknown one is 404.
-    let sync = async |root: &str| {
-        let r = reqwest::Client::new()
-            .post(format!("{}/api/v1/sync?root={root}", d.hooks_base()))
-            .bearer_auth(support::daemon::SYNC_TOKEN)
-            .send()
-            .await
-            .unwrap();
-        (r.status().as_u16(), r.text().await.unwrap_or_default())
-    };
+    let sync = async |root: &str| support::daemon::sync_root_of(&d, root).await;
     let (code, body) = sync(&format!("{n}/other")).await;
     assert_eq!(code, 202, "{body}");
     wait_for(

@@ -411,6 +411,19 @@ pub async fn github_push_of(
     (status, r.text().await.unwrap_or_default())
 }
 
+/// `POST /api/v1/sync?root=<root>` (`namespace/name`) to the daemon's hooks port with the test
+/// sync token; the status and body.
+pub async fn sync_root_of(d: &Daemon, root: &str) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/v1/sync?root={root}", d.hooks_base()))
+        .bearer_auth(SYNC_TOKEN)
+        .send()
+        .await
+        .expect("POST /api/v1/sync?root=");
+    let status = r.status().as_u16();
+    (status, r.text().await.unwrap_or_default())
+}
+
 /// A fresh delivery id, as GitHub sends one per delivery.
 pub fn delivery_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
