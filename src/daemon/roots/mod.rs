@@ -371,8 +371,8 @@ pub async fn run(mut ctx: Context) {
     let taken = futures::stream::unfold(taken_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
     });
-    // A push for some roots makes the controller look at every root: those it made due pass,
-    // the others requeue for the rest of their interval (no API call).
+    // A push, a sync request or a chart's drift makes the controller look at the roots it made
+    // due, each alone: a burst of 200 requests is 200 reconciles, not 200 times every root.
     let holding = Arc::clone(&leases);
     let (state, sharded) = (
         ctx.state.clone(),
@@ -389,15 +389,17 @@ pub async fn run(mut ctx: Context) {
         .state
         .root_pushes()
         .connect(controller.store(), holds, holder_of);
-    let pushes = futures::stream::unfold(pushes, |mut rx| async move {
-        rx.recv().await.map(|()| ((), rx))
-    });
+    let pushes =
+        futures::stream::unfold(
+            pushes,
+            |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
+        );
     tracing::info!(
         concurrency,
         "reconciling the Roots whose Lease this replica holds"
     );
     controller
-        .reconcile_all_on(pushes)
+        .reconcile_on(pushes)
         .reconcile_on(taken)
         .graceful_shutdown_on(async move { shutdown.stopped().await })
         .run(reconcile::reconcile, error_policy, Arc::new(ctx))

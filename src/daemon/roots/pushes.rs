@@ -1,7 +1,7 @@
 //! A push, routed to the Roots whose source it is: a verified webhook names a repository (its
 //! `https://` and ssh URLs) and a ref; every Root that follows that ref of that repository gets
 //! a pass now. The HTTP server asks; the Roots' controller does the passes (a woken root is
-//! due, and kube-runtime's `reconcile_all_on` makes the controller look at its roots now).
+//! due, and kube-runtime's `reconcile_on` makes the controller look at that root now).
 //! Nothing is written to the Root for a push: many pushes cost no API write.
 //!
 //! The flag root's Root (`weft run --root-name`) also answers requests that name no Root
@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::{mpsc, watch};
 
 use crate::api::root::{GitRefSpec, Root};
@@ -36,8 +36,8 @@ pub(super) type HolderOf = Box<dyn Fn(&ResourceKey) -> Option<(String, String)> 
 struct Inner {
     /// The controller's cache of Roots (set when the controller starts).
     store: OnceLock<Store<Root>>,
-    /// Wakes the controller (set when the controller starts).
-    wake: OnceLock<mpsc::Sender<()>>,
+    /// Wakes the controller for one root (set when the controller starts).
+    wake: OnceLock<mpsc::UnboundedSender<ObjectRef<Root>>>,
     /// The roots a push (or the sync endpoint) made due, with why and when it was last asked,
     /// until their reconcile takes them.
     pending: Mutex<HashMap<ResourceKey, (Vec<String>, Instant)>>,
@@ -231,8 +231,10 @@ impl RootPushes {
         store: Store<Root>,
         holds: Holds,
         holder_of: HolderOf,
-    ) -> mpsc::Receiver<()> {
-        let (tx, rx) = mpsc::channel(1);
+    ) -> mpsc::UnboundedReceiver<ObjectRef<Root>> {
+        // Unbounded: each wake-up is one small reference, sent for a request the HTTP server
+        // took (within its limits) or a push's roots, and the controller takes them at once.
+        let (tx, rx) = mpsc::unbounded_channel();
         // Set once per daemon: the controller starts once.
         let _ = self.inner.store.set(store);
         let _ = self.inner.wake.set(tx);
@@ -300,11 +302,16 @@ impl RootPushes {
             for why in reasons {
                 self.due(key, why);
             }
-            if let Some(wake) = self.inner.wake.get() {
-                let _ = wake.try_send(());
-            }
+            self.look_at(key);
         }
         known
+    }
+
+    /// Make the controller look at the root `key` now (nothing before it starts).
+    fn look_at(&self, key: &ResourceKey) {
+        if let Some(wake) = self.inner.wake.get() {
+            let _ = wake.send(ObjectRef::new(&key.name).within(&key.namespace));
+        }
     }
 
     /// The Root `key` as the controller's cache has it (`None`: not known, or not started).
@@ -312,7 +319,7 @@ impl RootPushes {
         self.inner
             .store
             .get()?
-            .get(&kube::runtime::reflector::ObjectRef::new(&key.name).within(&key.namespace))
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
     }
 
     /// Ask for a pass of the Root `key` on this replica, the pass saying `why` (a chart's drift:
@@ -400,12 +407,7 @@ impl RootPushes {
             woken.into_iter().partition(|k| self.held_elsewhere(k));
         for key in &here {
             self.due(key, "push");
-        }
-        if !here.is_empty() {
-            if let Some(wake) = self.inner.wake.get() {
-                // Full: a wake-up is already waiting, and it will see these roots too.
-                let _ = wake.try_send(());
-            }
+            self.look_at(key);
         }
         Woken { here, elsewhere }
     }
