@@ -66,7 +66,9 @@ pub struct LeaderLink {
     service: String,
     /// Built on the first forward: building it reads and parses the system's CA bundle, which
     /// a lone replica (it never forwards) would hold for nothing.
-    http: std::sync::OnceLock<reqwest::Client>,
+    /// Shared by the clones (each pass-on takes one): a clone's own would build a client, and
+    /// read the CA bundle, for every request it passes on, with no connection kept between them.
+    http: std::sync::Arc<std::sync::OnceLock<reqwest::Client>>,
     /// Requests this replica is passing on to the holders of Roots ([`PASSED_ON_AT_ONCE`]).
     passing_on: std::sync::Arc<tokio::sync::Semaphore>,
     /// The EndpointSlices of Weft's Service as last listed, and when ([`ENDPOINTS_FRESH`]).
@@ -98,7 +100,7 @@ impl LeaderLink {
             identity: identity.to_string(),
             endpoints: Api::namespaced(client, namespace),
             service: DEFAULT_SERVICE_NAME.to_string(),
-            http: std::sync::OnceLock::new(),
+            http: Default::default(),
             passing_on: std::sync::Arc::new(tokio::sync::Semaphore::new(PASSED_ON_AT_ONCE)),
             endpoints_seen: Default::default(),
         }
@@ -611,6 +613,14 @@ mod tests {
         );
         listed(ENDPOINTS_FRESH + Duration::from_millis(1));
         assert!(!link.seen_lately(ip("10.0.0.7"), 8081), "a stale listing");
+
+        // A clone (each pass-on takes one) shares what it learns and builds with the original.
+        let passing_on = link.clone();
+        listed(Duration::ZERO);
+        assert!(passing_on.seen_lately(ip("10.0.0.7"), 8081));
+        assert!(link.http.get().is_none());
+        passing_on.http();
+        assert!(link.http.get().is_some(), "the client is built once");
     }
 
     #[test]
