@@ -18,7 +18,7 @@
 //! port of the pod that is not one of the Service's, a name instead of an IP — is refused and
 //! logged, and the standby answers 503. Redirects are not followed.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -73,7 +73,18 @@ pub struct LeaderLink {
     passing_on: std::sync::Arc<tokio::sync::Semaphore>,
     /// The EndpointSlices of Weft's Service as last listed, and when ([`ENDPOINTS_FRESH`]).
     endpoints_seen: std::sync::Arc<std::sync::Mutex<Option<Listed>>>,
+    /// The holder and hooks URL each Lease named when last read, and when ([`HOLDER_FRESH`]).
+    holders_seen: std::sync::Arc<std::sync::Mutex<HashMap<String, Held>>>,
 }
+
+/// A Lease's holder and the hooks URL it publishes, as read, and when.
+type Held = (Instant, (String, String));
+
+/// How long a reading of the leader's Lease (its holder and hooks URL, checked against the
+/// endpoints) is used for the forwards after it: a burst of requests to a standby reads it
+/// once, not once a request. Leadership moves only once the Lease expired (its duration, 15 s
+/// by default), so this adds at most this long to the time forwards reach an old leader.
+const HOLDER_FRESH: Duration = Duration::from_secs(1);
 
 /// EndpointSlices as listed, and when.
 type Listed = (Instant, Vec<EndpointSlice>);
@@ -103,6 +114,7 @@ impl LeaderLink {
             http: Default::default(),
             passing_on: std::sync::Arc::new(tokio::sync::Semaphore::new(PASSED_ON_AT_ONCE)),
             endpoints_seen: Default::default(),
+            holders_seen: Default::default(),
         }
     }
 
@@ -189,8 +201,30 @@ impl LeaderLink {
         self.shards > 1
     }
 
-    /// The holder's identity and hooks URL, from the Lease `name`.
+    /// The holder's identity and hooks URL, from the Lease `name` (as read within
+    /// [`HOLDER_FRESH`]).
     async fn holder(&self, name: &str) -> Result<(String, String), String> {
+        if let Some(held) = self.holder_seen_lately(name) {
+            return Ok(held);
+        }
+        let held = self.read_holder(name).await?;
+        self.holders_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), (Instant::now(), held.clone()));
+        Ok(held)
+    }
+
+    /// The holder of the Lease `name` as read within [`HOLDER_FRESH`] (an older reading is
+    /// dropped).
+    fn holder_seen_lately(&self, name: &str) -> Option<(String, String)> {
+        let mut seen = self.holders_seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.retain(|_, (at, _)| at.elapsed() < HOLDER_FRESH);
+        seen.get(name).map(|(_, held)| held.clone())
+    }
+
+    /// The holder's identity and hooks URL, read from the Lease `name` now.
+    async fn read_holder(&self, name: &str) -> Result<(String, String), String> {
         let lease = self
             .leases
             .get_opt(name)
@@ -588,7 +622,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_listing_of_the_endpoints_vouches_only_while_fresh_and_for_what_it_holds() {
+    async fn a_listing_of_the_endpoints_and_a_reading_of_the_lease_serve_only_while_fresh() {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
         let client = kube::Client::try_from(config).expect("a client");
         let link = LeaderLink::new(client, "weft", "weft-leader", "me");
@@ -613,6 +647,29 @@ mod tests {
         );
         listed(ENDPOINTS_FRESH + Duration::from_millis(1));
         assert!(!link.seen_lately(ip("10.0.0.7"), 8081), "a stale listing");
+
+        // A reading of the leader's Lease is used while fresh, then read again.
+        let held = ("other_1".to_string(), "http://10.0.0.7:8081".to_string());
+        let read = |age: Duration| {
+            link.holders_seen
+                .lock()
+                .unwrap()
+                .insert("weft-leader".into(), (Instant::now() - age, held.clone()));
+        };
+        read(Duration::ZERO);
+        assert_eq!(link.holder_seen_lately("weft-leader"), Some(held.clone()));
+        assert_eq!(
+            link.holder_seen_lately("weft-leader-1"),
+            None,
+            "another Lease"
+        );
+        read(HOLDER_FRESH + Duration::from_millis(1));
+        assert_eq!(
+            link.holder_seen_lately("weft-leader"),
+            None,
+            "a stale reading"
+        );
+        assert!(link.holders_seen.lock().unwrap().is_empty(), "and dropped");
 
         // A clone (each pass-on takes one) shares what it learns and builds with the original.
         let passing_on = link.clone();
