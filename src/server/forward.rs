@@ -102,6 +102,9 @@ const ENDPOINTS_FRESH: Duration = Duration::from_secs(2);
 /// one client's request, which may wait for a whole pass (`?wait=true`).
 const PASSED_ON_AT_ONCE: usize = 16;
 
+/// How long the holder of Roots may take to answer a request passed on to it.
+const PASS_ON_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl LeaderLink {
     pub fn new(client: kube::Client, namespace: &str, lease_name: &str, identity: &str) -> Self {
         LeaderLink {
@@ -512,7 +515,9 @@ pub(super) fn to_root_holders(
         headers.insert(ROOTS_FORWARDED_HEADER, v);
     }
     let body = req.body.clone();
-    let timeout = req.timeout;
+    // The holder answers at once (it only wakes Roots): one that does not within this holds a
+    // place of the 16 no longer, and its Roots are asked through the API server.
+    let timeout = req.timeout.min(PASS_ON_TIMEOUT);
     tokio::spawn(async move {
         let req = Forward {
             endpoint: &endpoint,

@@ -131,7 +131,8 @@ async fn act_on_hook(
         timeout: state.limits.request_timeout,
     };
     if let Some(by) = origin.headers.get(forward::ROOTS_FORWARDED_HEADER) {
-        let by = String::from_utf8_lossy(by.as_bytes());
+        // Another replica's identity, or anything a client wrote: logged, kept short.
+        let by = crate::api::bounded::clip(&String::from_utf8_lossy(by.as_bytes()), 253);
         return pass_held_roots(state, endpoint, origin.body, &by);
     }
     // The leader decides for the Roots as for the flag root.
