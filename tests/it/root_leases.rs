@@ -443,10 +443,29 @@ async fn a_push_or_a_sync_request_reaches_the_roots_another_replica_holds() {
         },
     )
     .await;
+    let after = versions().await;
+    // On a failure, what the written Roots say: a daemon of another test that watches every
+    // namespace reconciles these Roots too (and finds them Stalled, as roots outside its
+    // namespace without a ServiceAccount): its writes are not this test's replicas'.
+    let mut said = Vec::new();
+    if after != before {
+        for r in roots.list(&ListParams::default()).await.unwrap().items {
+            let ready = r
+                .status
+                .iter()
+                .flat_map(|s| &s.conditions)
+                .find(|c| c.type_ == "Ready");
+            let ready = ready.map_or("no Ready condition".into(), |c| {
+                format!("Ready {}: {}", c.reason, c.message)
+            });
+            said.push(format!("{}: {ready}", r.name_any()));
+        }
+    }
     assert_eq!(
-        versions().await,
+        after,
         before,
-        "a push that changed nothing wrote to Roots"
+        "a push that changed nothing wrote to Roots:\n{}",
+        said.join("\n")
     );
 }
 
