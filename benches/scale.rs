@@ -23,6 +23,8 @@
 //!
 //! With `weft sync` measured, the raw modes run right before it and again right after it, and
 //! its ratios take the mean of the two (the control plane slows as a run goes on).
+//! `WEFT_BENCH_ROUNDS` (default 1) repeats that sequence for each size, and the ratios take
+//! each row's median over the rounds (`scripts/bench-check` runs three).
 //!
 //! At the end it prints the ratios issue 47 holds Weft to (weft sync's first pass against raw
 //! creates and against tuned Flux, its no-op pass against tuned Flux; with raw applies measured
@@ -521,12 +523,16 @@ impl Bench {
         );
     }
 
-    /// The wall time of one row, if the run has it.
+    /// The wall time of a row, if the run has it: with `WEFT_BENCH_ROUNDS` above 1, the median
+    /// of its rounds.
     fn wall_of(&self, size: usize, tool: &str, pass: &str) -> Option<f64> {
-        self.rows
-            .iter()
-            .find(|r| r.size == size && r.tool == tool && r.pass == pass)
-            .map(|r| r.wall.as_secs_f64())
+        median(
+            self.rows
+                .iter()
+                .filter(|r| r.size == size && r.tool == tool && r.pass == pass)
+                .map(|r| r.wall.as_secs_f64())
+                .collect(),
+        )
     }
 
     /// A raw mode's wall time: the mean of its runs before and after `weft sync` when it ran on
@@ -873,6 +879,17 @@ fn check_ratios(
 }
 
 /// A pass's own duration from the daemon's status.
+/// The median of `walls` (the mean of the middle two for an even count); `None` for none.
+fn median(mut walls: Vec<f64>) -> Option<f64> {
+    walls.sort_by(f64::total_cmp);
+    let n = walls.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(walls[n / 2]),
+        _ => Some((walls[n / 2 - 1] + walls[n / 2]) / 2.0),
+    }
+}
+
 fn secs(status: &serde_json::Value) -> Duration {
     Duration::from_secs_f64(
         status["lastPass"]["durationSeconds"]
@@ -928,6 +945,7 @@ fn main() {
     };
 
     let warm_up = std::env::var("WEFT_BENCH_WARMUP").map_or(true, |v| v != "0");
+    let rounds = env_usize("WEFT_BENCH_ROUNDS", 1).max(1);
     println!("{TABLE_HEAD}");
     for &size in &sizes {
         // Only before tools whose first pass is compared side by side.
@@ -957,10 +975,14 @@ fn main() {
         };
         let bracket = wants("sync");
         if bracket {
-            raw_runs(&mut bench, &raw_modes, RAW_BEFORE);
-            bench.sync(size);
-            let mirrored: Vec<&str> = raw_modes.iter().rev().copied().collect();
-            raw_runs(&mut bench, &mirrored, RAW_AFTER);
+            // Repeated with `WEFT_BENCH_ROUNDS`: at 2,000 objects one first pass took 1.64–2.87 s
+            // from run to run on one control plane, and one round's ratio said little.
+            for _ in 0..rounds {
+                raw_runs(&mut bench, &raw_modes, RAW_BEFORE);
+                bench.sync(size);
+                let mirrored: Vec<&str> = raw_modes.iter().rev().copied().collect();
+                raw_runs(&mut bench, &mirrored, RAW_AFTER);
+            }
         }
         if wants("daemon") {
             bench.daemon(size);
