@@ -878,7 +878,6 @@ fn check_ratios(
     failures
 }
 
-/// A pass's own duration from the daemon's status.
 /// The median of `walls` (the mean of the middle two for an even count); `None` for none.
 fn median(mut walls: Vec<f64>) -> Option<f64> {
     walls.sort_by(f64::total_cmp);
@@ -890,6 +889,7 @@ fn median(mut walls: Vec<f64>) -> Option<f64> {
     }
 }
 
+/// A pass's own duration from the daemon's status.
 fn secs(status: &serde_json::Value) -> Duration {
     Duration::from_secs_f64(
         status["lastPass"]["durationSeconds"]
@@ -975,12 +975,12 @@ fn main() {
         };
         let bracket = wants("sync");
         if bracket {
+            let mirrored: Vec<&str> = raw_modes.iter().rev().copied().collect();
             // Repeated with `WEFT_BENCH_ROUNDS`: at 2,000 objects one first pass took 1.64–2.87 s
             // from run to run on one control plane, and one round's ratio said little.
             for _ in 0..rounds {
                 raw_runs(&mut bench, &raw_modes, RAW_BEFORE);
                 bench.sync(size);
-                let mirrored: Vec<&str> = raw_modes.iter().rev().copied().collect();
                 raw_runs(&mut bench, &mirrored, RAW_AFTER);
             }
         }

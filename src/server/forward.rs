@@ -44,6 +44,16 @@ pub const FORWARDED_TO_HEADER: &str = "X-Weft-Forwarded-To";
 /// only narrows what a request does, so a client that sets it gains nothing; the holder checks
 /// the request again (signature, token) as it would any.
 pub const ROOTS_FORWARDED_HEADER: &str = "X-Weft-Roots-Forwarded-By";
+
+/// Who passed this request on ([`ROOTS_FORWARDED_HEADER`]), clipped for the log: another
+/// replica's identity, or anything a client wrote. `None` when the request was not passed on.
+pub fn roots_forwarded_by(headers: &HeaderMap) -> Option<String> {
+    let by = headers.get(ROOTS_FORWARDED_HEADER)?;
+    Some(crate::api::bounded::clip(
+        &String::from_utf8_lossy(by.as_bytes()),
+        253,
+    ))
+}
 /// The default of `--service-name`: Weft's Service in its namespace (deploy/30-service.yaml).
 pub const DEFAULT_SERVICE_NAME: &str = "weft";
 /// The label an EndpointSlice carries with the name of its Service.

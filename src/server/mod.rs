@@ -458,10 +458,8 @@ async fn sync(
         body: axum::body::Bytes::copy_from_slice(&bytes),
         timeout: state.wait_timeout + Duration::from_secs(5),
     };
-    if let (Some(by), Some(root)) = (headers.get(forward::ROOTS_FORWARDED_HEADER), &q.root) {
+    if let (Some(by), Some(root)) = (forward::roots_forwarded_by(&headers), &q.root) {
         // Passed on by the replica that took it: pass the Root if it is held here, nothing else.
-        // Another replica's identity, or anything a client wrote: logged, kept short.
-        let by = crate::api::bounded::clip(&String::from_utf8_lossy(by.as_bytes()), 253);
         return pass_held_root(&state, root, &by);
     }
     if !state.is_leader() {

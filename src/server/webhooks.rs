@@ -130,9 +130,7 @@ async fn act_on_hook(
         body: Bytes::copy_from_slice(origin.body),
         timeout: state.limits.request_timeout,
     };
-    if let Some(by) = origin.headers.get(forward::ROOTS_FORWARDED_HEADER) {
-        // Another replica's identity, or anything a client wrote: logged, kept short.
-        let by = crate::api::bounded::clip(&String::from_utf8_lossy(by.as_bytes()), 253);
+    if let Some(by) = forward::roots_forwarded_by(origin.headers) {
         return pass_held_roots(state, endpoint, origin.body, &by);
     }
     // The leader decides for the Roots as for the flag root.

@@ -450,14 +450,10 @@ async fn a_push_or_a_sync_request_reaches_the_roots_another_replica_holds() {
     let mut said = Vec::new();
     if after != before {
         for r in roots.list(&ListParams::default()).await.unwrap().items {
-            let ready = r
-                .status
-                .iter()
-                .flat_map(|s| &s.conditions)
-                .find(|c| c.type_ == "Ready");
-            let ready = ready.map_or("no Ready condition".into(), |c| {
-                format!("Ready {}: {}", c.reason, c.message)
-            });
+            let ready = support::conditions::ready(&r)
+                .map_or("no Ready condition".into(), |(_, reason, message)| {
+                    format!("Ready {reason}: {message}")
+                });
             said.push(format!("{}: {ready}", r.name_any()));
         }
     }
